@@ -1,0 +1,48 @@
+"""tavernbox: render SillyTavern-style prompt material safely, exactly and reproducibly.
+
+The public API is re-exported here. Heavier stages (the macro engine, the EJS sandbox, world
+info) are imported on first use, so ``import tavernbox`` and the CLI start fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from .errors import CODES, Diagnostic, TemplateError
+from .spans import Span
+
+__version__ = "0.1.0"
+
+# name -> module that defines it (imported lazily on first attribute access)
+_LAZY: dict[str, str] = {
+    "expand_macros": "tavernbox.macros",
+    "MacroContext": "tavernbox.macros",
+    "MacroResult": "tavernbox.macros",
+    "MacroRegistry": "tavernbox.macros",
+    "render_template": "tavernbox.ejs",
+    "TemplateResult": "tavernbox.ejs",
+    "Limits": "tavernbox.sandbox",
+    "activate_world_info": "tavernbox.worldinfo",
+    "Activation": "tavernbox.worldinfo",
+    "load_asset": "tavernbox.assets",
+}
+
+__all__ = ["CODES", "Diagnostic", "Span", "TemplateError", "__version__", *sorted(_LAZY)]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tavernbox' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers only
+    pass

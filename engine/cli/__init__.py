@@ -1,0 +1,1 @@
+"""The ``tavernbox`` command line: one module per command."""

@@ -1,0 +1,160 @@
+"""The error root and the diagnostic record shared by every stage.
+
+Every failure a user can cause carries a stable ``code`` (the catalogue below), a message, and
+where possible the span of source it concerns. Line and column are computed from the offset only
+when the error is shown, so raising is cheap on hot paths.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .spans import Span, caret_snippet, line_col
+
+__all__ = ["CODES", "Diagnostic", "Severity", "TemplateError"]
+
+Severity = Literal["error", "warning", "info"]
+
+#: The catalogue of stable codes. A code, once published, keeps its meaning.
+CODES: dict[str, str] = {
+    # generic
+    "INTERNAL_ERROR": "an unexpected failure inside tavernbox (a bug: please report it)",
+    "INPUT_INVALID": "an input file or argument could not be read or has the wrong shape",
+    # macros
+    "MACRO_UNKNOWN": "a macro name that is not registered; left as written",
+    "MACRO_ARITY": "a macro called with the wrong number of arguments; left as written",
+    "MACRO_ARGUMENT_TYPE": "a macro argument of the wrong type; left as written",
+    "MACRO_HANDLER_ERROR": "a macro handler failed; left as written",
+    "MACRO_UNCLOSED_SCOPE": "a scoped macro without its closing tag",
+    "MACRO_NESTING_LIMIT": "macros nested deeper than the limit; left as written",
+    "MACRO_INPUT_LIMIT": "macro text larger than the input limit",
+    "MACRO_OUTPUT_LIMIT": "the expanded text would pass the output limit",
+    "MACRO_ROLL_LIMIT": "a dice roll asks for more dice than the limit",
+    "MACRO_REPEAT_LIMIT": "{{newline}} or {{space}} asks for more repetitions than the limit",
+    # templates (EJS + sandbox)
+    "TEMPLATE_SYNTAX": "the template or its JavaScript does not compile",
+    "TEMPLATE_TOO_LARGE": "the template is longer than the limit",
+    "TEMPLATE_INPUT_LIMIT": "the input snapshot is larger than the limit",
+    "TEMPLATE_OUTPUT_LIMIT": "the rendered output passed the limit",
+    "TEMPLATE_MEMORY_LIMIT": "the VM ran out of its memory budget",
+    "TEMPLATE_STACK_LIMIT": "the VM ran out of stack",
+    "TEMPLATE_TIME_LIMIT": "the render used up its time budget",
+    "TEMPLATE_JOB_LIMIT": "too many pending-job steps in one pass",
+    "TEMPLATE_UNSETTLED": "the template's promise never settled",
+    "TEMPLATE_EXECUTION_FAILED": "the template threw a JavaScript exception",
+    "TEMPLATE_CANCELLED": "the caller cancelled the render",
+    "TEMPLATE_SANDBOX_CRASHED": "the sandbox worker process died",
+    "TEMPLATE_UNSUPPORTED": "the template called a write or command; templates are read-only",
+    "TEMPLATE_DEPENDENCY_LIMIT": "too many distinct lookups",
+    "TEMPLATE_BRIDGE_LIMIT": "too many bridge calls",
+    "TEMPLATE_DEPENDENCY_NOT_ACTIVE": "the world-info entry is not active for this request",
+    "TEMPLATE_DEPENDENCY_DENIED": "a managed dependency was denied",
+    "TEMPLATE_POLICY_SKIPPED": "the template was skipped by its manager",
+    "TEMPLATE_SESSION_REQUIRED": "the template is enabled for no session",
+    # assets
+    "ASSET_ENCODING": "the file is not valid UTF-8 text",
+    "ASSET_JSON": "the file is not valid JSON (or YAML where accepted)",
+    "ASSET_KIND_UNKNOWN": "the file is not a card, world book, preset or MVU variables",
+    "ASSET_INVALID": "a field of the asset has the wrong type or value",
+    "ASSET_PNG": "the PNG has no readable character chunk",
+    # world info
+    "WI_REGEX_INVALID": "a regex key does not compile",
+    "WI_REGEX_REFUSED": "a regex key was refused by the regex policy",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    """One finding about an input: a stable code, a message and where it is.
+
+    ``path`` is a JSON path (``$.entries.3.key``) for structured inputs; ``span`` an offset range
+    for text inputs. Both may be absent for findings about the whole input.
+    """
+
+    code: str
+    message: str
+    span: Span | None = None
+    severity: Severity = "warning"
+    path: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self, source: str | None = None) -> dict[str, Any]:
+        """A JSON-ready dict; ``line``/``column`` are added when ``source`` is given."""
+        out: dict[str, Any] = {"code": self.code, "message": self.message, "severity": self.severity}
+        if self.span is not None:
+            out["start"], out["end"] = self.span.start, self.span.end
+            if source is not None:
+                out["line"], out["column"] = line_col(source, self.span.start)
+        if self.path is not None:
+            out["path"] = self.path
+        if self.data:
+            out["data"] = dict(self.data)
+        return out
+
+
+class TemplateError(Exception):
+    """The root of every error tavernbox raises on purpose.
+
+    ``code`` is stable (see ``CODES``); ``span`` locates the problem in ``source``. ``line`` and
+    ``column`` may instead be given directly when the position comes from elsewhere (a JavaScript
+    line map, a JSON file).
+    """
+
+    default_code = "INTERNAL_ERROR"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        span: Span | None = None,
+        source: str | None = None,
+        line: int | None = None,
+        column: int | None = None,
+        path: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code or self.default_code
+        self.span = span
+        self.source = source
+        self.path = path
+        self._line = line
+        self._column = column
+
+    @property
+    def line(self) -> int | None:
+        """1-based line, computed from the span on first use."""
+        if self._line is None and self.span is not None and self.source is not None:
+            self._line, self._column = line_col(self.source, self.span.start)
+        return self._line
+
+    @property
+    def column(self) -> int | None:
+        """1-based column, computed from the span on first use."""
+        if self._column is None:
+            _ = self.line
+        return self._column
+
+    def snippet(self) -> str | None:
+        """The offending source line with a caret under the span, when both are known."""
+        if self.span is None or self.source is None:
+            return None
+        return caret_snippet(self.source, self.span)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready ``{"code", "message", "line", "column"}`` (plus ``path`` when known)."""
+        out: dict[str, Any] = {
+            "code": self.code,
+            "message": self.message,
+            "line": self.line,
+            "column": self.column,
+        }
+        if self.path is not None:
+            out["path"] = self.path
+        return out
+
+    def __str__(self) -> str:
+        where = f" at {self.line}:{self.column}" if self.line is not None else ""
+        return f"{self.code}{where}: {self.message}"

@@ -1,0 +1,1 @@
+"""Testing aids that tavernbox exports for its users: Hypothesis strategies for fuzzing."""
