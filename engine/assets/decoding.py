@@ -1,0 +1,200 @@
+"""Bytes to text to data, with every repair reported.
+
+Real asset files are messier than their formats: one shared preset is Windows-1252, some files start
+with a UTF-8 byte-order mark, and some carry raw control characters inside JSON strings (emoji lost in
+a bad save). SillyTavern either chokes on these or silently accepts them depending on the code path; we
+accept what can be read unambiguously and say so in a diagnostic, so the user knows the file was
+repaired rather than read as written. JSON errors are reported at a line and column, because a 1.8 MB
+single-line card is unreadable without one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from ..errors import Diagnostic, TemplateError
+from ..spans import Span, line_col
+
+__all__ = [
+    "DecodedText",
+    "decode_bytes",
+    "parse_json_text",
+    "parse_json5_text",
+    "parse_yaml_text",
+    "MAX_SAFE_INTEGER",
+]
+
+#: JavaScript's largest exactly representable integer; bigger numbers change meaning in SillyTavern.
+MAX_SAFE_INTEGER = 2**53 - 1
+
+_BOM = b"\xef\xbb\xbf"
+_CONTROL = re.compile(r"[\x00-\x1f]")
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedText:
+    """The text of a file, the encoding it was read with, and what was repaired on the way."""
+
+    text: str
+    encoding: str
+    diagnostics: tuple[Diagnostic, ...] = ()
+
+
+def decode_bytes(data: bytes) -> DecodedText:
+    """Decode asset bytes: UTF-8 (BOM removed), else Windows-1252 with a warning.
+
+    Windows-1252 is the only fallback because it is what Windows editors save "ANSI" text as, and it
+    is what the one non-UTF-8 file in the shared corpus is. Bytes that are neither (the five bytes
+    cp1252 leaves undefined) are rejected with ``ASSET_ENCODING`` rather than guessed at.
+    """
+    diagnostics: list[Diagnostic] = []
+    encoding = "utf-8"
+    if data.startswith(_BOM):
+        data = data[len(_BOM) :]
+        encoding = "utf-8-sig"
+        diagnostics.append(
+            Diagnostic(
+                "ASSET_BOM",
+                "the file starts with a UTF-8 byte-order mark; it was removed",
+                severity="info",
+                path="$",
+            )
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad = exc.start
+        try:
+            text = data.decode("cp1252")
+        except UnicodeDecodeError as exc2:
+            raise TemplateError(
+                f"the file is neither UTF-8 (invalid byte 0x{data[bad]:02x} at offset {bad}) nor "
+                f"Windows-1252 (undefined byte 0x{data[exc2.start]:02x} at offset {exc2.start})",
+                code="ASSET_ENCODING",
+                path="$",
+            ) from None
+        encoding = "cp1252"
+        diagnostics.append(
+            Diagnostic(
+                "ASSET_ENCODING",
+                f"the file is not UTF-8 (invalid byte 0x{data[bad]:02x} at offset {bad}); it was decoded as "
+                "Windows-1252, so non-ASCII characters may differ from what the author wrote",
+                severity="warning",
+                path="$",
+                data={"encoding": "cp1252", "byte_offset": bad},
+            )
+        )
+    return DecodedText(text, encoding, tuple(diagnostics))
+
+
+def _json_error(text: str, exc: json.JSONDecodeError, what: str = "JSON") -> TemplateError:
+    pos = min(exc.pos, len(text))
+    return TemplateError(
+        f"invalid {what}: {exc.msg}",
+        code="ASSET_JSON",
+        span=Span(pos, min(pos + 1, len(text)) if pos < len(text) else pos),
+        source=text,
+        line=exc.lineno,
+        column=exc.colno,
+    )
+
+
+def parse_json_text(text: str) -> tuple[Any, list[Diagnostic]]:
+    """Parse JSON; accept raw control characters inside strings with a warning.
+
+    Python's strict parser is tried first because it is the common case and tells us exactly where a
+    raw control character sits; only then do we reparse leniently (``strict=False``), so the warning
+    carries the first offending line and column.
+    """
+    try:
+        return json.loads(text), []
+    except json.JSONDecodeError as exc:
+        if not exc.msg.startswith("Invalid control character"):
+            raise _json_error(text, exc) from None
+        first = exc.pos
+    try:
+        value = json.loads(text, strict=False)
+    except json.JSONDecodeError as exc:
+        raise _json_error(text, exc) from None
+    count = 0
+    # Count only the control characters inside strings: newlines between tokens are ordinary.
+    for m in _CONTROL.finditer(text, first):
+        if m.group() not in "\n\r\t":
+            count += 1
+    line, col = line_col(text, first)
+    diag = Diagnostic(
+        "ASSET_CONTROL_CHAR",
+        f"raw control character U+{ord(text[first]):04X} inside a JSON string (first at {line}:{col}; "
+        f"{max(count, 1)} in all); kept as written",
+        span=Span(first, first + 1),
+        severity="warning",
+        path="$",
+        data={"line": line, "column": col},
+    )
+    return value, [diag]
+
+
+def parse_json5_text(text: str) -> Any:
+    """Parse JSON5 (comments, trailing commas, single quotes): MVU initvars are often written so."""
+    import json5
+
+    return json5.loads(text)
+
+
+class _Yaml12Loader(yaml.SafeLoader):
+    """A safe YAML loader with YAML 1.2 core-schema scalars.
+
+    PyYAML implements YAML 1.1, where ``15:44`` is the integer 944, ``no`` is false and
+    ``2024-04-08`` is a date. MVU files are read by JavaScript's ``yaml`` package (1.2 core schema), in
+    which all three are strings; real initvars contain such times, so 1.1 rules would corrupt them.
+    """
+
+
+_Yaml12Loader.yaml_implicit_resolvers = {}
+_Yaml12Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:null", re.compile(r"^(?:~|null|Null|NULL|)$"), ["~", "n", "N", ""]
+)
+_Yaml12Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
+_Yaml12Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:int", re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"), list("-+0123456789")
+)
+_Yaml12Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(
+        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+    ),
+    list("-+0123456789."),
+)
+
+
+def _construct_int12(loader: yaml.SafeLoader, node: yaml.Node) -> int:
+    value = str(loader.construct_scalar(node))  # type: ignore[arg-type]
+    if value.startswith("0o"):
+        return int(value[2:], 8)
+    if value.startswith("0x"):
+        return int(value[2:], 16)
+    return int(value)
+
+
+_Yaml12Loader.add_constructor("tag:yaml.org,2002:int", _construct_int12)
+
+
+def parse_yaml_text(text: str) -> Any:
+    """Parse one YAML document with 1.2 core scalars; errors become ``ASSET_JSON`` at line:col."""
+    try:
+        return yaml.load(text, Loader=_Yaml12Loader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else None
+        col = mark.column + 1 if mark is not None else None
+        problem = exc.problem or exc.context or "invalid YAML"
+        raise TemplateError(f"invalid YAML: {problem}", code="ASSET_JSON", line=line, column=col) from None
+    except yaml.YAMLError as exc:
+        raise TemplateError(f"invalid YAML: {exc}", code="ASSET_JSON") from None

@@ -1,0 +1,447 @@
+"""SillyTavern world books (lorebooks): the standalone file and the card-book conversion.
+
+Two shapes exist in the wild. The standalone world file is ``{"entries": {uid: entry}}`` with
+SillyTavern's camelCase field names (``key``, ``keysecondary``, ``order``, ``disable`` ...). The book
+embedded in a character card (``character_book``) is the card spec's list form with other names
+(``keys``, ``secondary_keys``, ``insertion_order``, ``enabled``) and SillyTavern's own settings stashed
+in ``extensions`` in snake_case. SillyTavern never scans the embedded book: on import it converts it to a
+world file. :func:`card_book_to_world_book` performs that conversion field for field, so activation sees
+exactly what SillyTavern would.
+
+The models fill SillyTavern's defaults for absent fields (the values of its new-entry template) and keep
+every unknown field, so :meth:`WorldBook.to_st_dict` gives the world-info engine a complete SillyTavern
+entry and a saved book round-trips.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ConfigDict, Field, PrivateAttr
+from pydantic.alias_generators import to_camel
+
+from ..errors import Diagnostic, TemplateError
+from .base import AssetModel, type_name, validate_model
+from .paths import join_path
+
+__all__ = [
+    "CharacterBook",
+    "CharacterBookEntry",
+    "CharacterFilter",
+    "WorldBook",
+    "WorldInfoEntry",
+    "card_book_to_world_book",
+    "parse_world_book",
+    "ST_ENTRY_DEFAULTS",
+]
+
+Number = int | float
+
+#: SillyTavern 1.18's new-entry template (``newWorldInfoEntryDefinition``), by ST field name.
+ST_ENTRY_DEFAULTS: dict[str, Any] = {
+    "key": [],
+    "keysecondary": [],
+    "comment": "",
+    "content": "",
+    "constant": False,
+    "vectorized": False,
+    "selective": True,
+    "selectiveLogic": 0,
+    "addMemo": False,
+    "order": 100,
+    "position": 0,
+    "disable": False,
+    "ignoreBudget": False,
+    "excludeRecursion": False,
+    "preventRecursion": False,
+    "matchPersonaDescription": False,
+    "matchCharacterDescription": False,
+    "matchCharacterPersonality": False,
+    "matchCharacterDepthPrompt": False,
+    "matchScenario": False,
+    "matchCreatorNotes": False,
+    "delayUntilRecursion": 0,
+    "probability": 100,
+    "useProbability": True,
+    "depth": 4,
+    "outletName": "",
+    "group": "",
+    "groupOverride": False,
+    "groupWeight": 100,
+    "scanDepth": None,
+    "caseSensitive": None,
+    "matchWholeWords": None,
+    "useGroupScoring": None,
+    "automationId": "",
+    "role": 0,
+    "sticky": None,
+    "cooldown": None,
+    "delay": None,
+    "triggers": [],
+    "characterFilter": {"isExclude": False, "names": [], "tags": []},
+}
+
+
+class CharacterFilter(AssetModel):
+    """Which characters an entry is limited to (names are avatar file names) or excluded from."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True, alias_generator=to_camel)
+
+    is_exclude: bool = False
+    names: list[str] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+
+
+class WorldInfoEntry(AssetModel):
+    """One world-info entry in SillyTavern's world-file shape (attribute names snake_case, aliases ST's)."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True, alias_generator=to_camel)
+
+    uid: int | str
+    key: list[str] = Field(default_factory=list)
+    keysecondary: list[str] = Field(default_factory=list)
+    comment: str = ""
+    content: str = ""
+    constant: bool = False
+    vectorized: bool = False
+    selective: bool = True
+    selective_logic: int = 0
+    add_memo: bool = False
+    order: Number = 100
+    position: int = 0
+    disable: bool = False
+    ignore_budget: bool = False
+    exclude_recursion: bool = False
+    prevent_recursion: bool = False
+    match_persona_description: bool = False
+    match_character_description: bool = False
+    match_character_personality: bool = False
+    match_character_depth_prompt: bool = False
+    match_scenario: bool = False
+    match_creator_notes: bool = False
+    #: ``true`` means recursion level 1, a number names the level; SillyTavern stores either.
+    delay_until_recursion: bool | Number = 0
+    probability: Number = 100
+    use_probability: bool = True
+    depth: int = 4
+    outlet_name: str = ""
+    group: str = ""
+    group_override: bool = False
+    group_weight: Number = 100
+    scan_depth: int | None = None
+    case_sensitive: bool | None = None
+    match_whole_words: bool | None = None
+    use_group_scoring: bool | None = None
+    automation_id: str = ""
+    #: 0 system, 1 user, 2 assistant; ``null`` (common in exported books) means system.
+    role: int | None = 0
+    sticky: int | None = None
+    cooldown: int | None = None
+    delay: int | None = None
+    triggers: list[str] = Field(default_factory=list)
+    character_filter: CharacterFilter = Field(default_factory=CharacterFilter)
+    display_index: int | None = None
+
+    def to_st_dict(self) -> dict[str, Any]:
+        """The entry as SillyTavern stores it: every template field present, unknown fields kept."""
+        out = self.model_dump(by_alias=True)
+        if self.display_index is None and "display_index" not in self.model_fields_set:
+            out.pop("displayIndex", None)
+        return out
+
+
+class WorldBook(AssetModel):
+    """A standalone world book: ``entries`` keyed by uid (as strings, in file order)."""
+
+    entries: dict[str, WorldInfoEntry] = Field(default_factory=dict)
+    _name: str | None = PrivateAttr(default=None)
+
+    @property
+    def name(self) -> str | None:
+        """The book's name: given at load (the file stem), else a ``name`` field in the file."""
+        if self._name is not None:
+            return self._name
+        extra = (self.model_extra or {}).get("name")
+        return extra if isinstance(extra, str) else None
+
+    def with_name(self, name: str | None) -> WorldBook:
+        """Set the book's name (not part of SillyTavern's world file) and return the book."""
+        self._name = name
+        return self
+
+    def to_st_dict(self) -> dict[str, Any]:
+        """SillyTavern's world-file object ``{"entries": {uid: {...}}}`` with every entry field filled.
+
+        Book-level unknown fields (``originalData`` and the like) are kept beside ``entries``; a name
+        given at load is not part of a SillyTavern world file and is not added.
+        """
+        out: dict[str, Any] = {"entries": {uid: entry.to_st_dict() for uid, entry in self.entries.items()}}
+        for key, value in (self.model_extra or {}).items():
+            out[key] = value
+        return out
+
+    @property
+    def entry_list(self) -> list[WorldInfoEntry]:
+        """The entries in file order."""
+        return list(self.entries.values())
+
+
+class CharacterBookEntry(AssetModel):
+    """One entry of a card's embedded book, in the card spec's names."""
+
+    keys: list[str] = Field(default_factory=list)
+    content: str = ""
+    extensions: dict[str, Any] = Field(default_factory=dict)
+    #: Required by the spec; when absent SillyTavern's conversion (``disable: !entry.enabled``) disables the entry.
+    enabled: bool | None = None
+    insertion_order: Number | None = None
+    case_sensitive: bool | None = None
+    name: str | None = None
+    priority: Number | None = None
+    id: int | str | None = None
+    comment: str | None = None
+    selective: bool | None = None
+    secondary_keys: list[str] | None = None
+    constant: bool | None = None
+    position: str | int | None = None
+    use_regex: bool | None = None
+
+
+class CharacterBook(AssetModel):
+    """A card's embedded book in the card spec's list form."""
+
+    name: str | None = None
+    description: str | None = None
+    scan_depth: int | None = None
+    token_budget: int | None = None
+    recursive_scanning: bool | None = None
+    extensions: dict[str, Any] = Field(default_factory=dict)
+    entries: list[CharacterBookEntry] = Field(default_factory=list)
+
+
+def _ext(ext: dict[str, Any], name: str, default: Any) -> Any:
+    """``extensions?.name ?? default``: JavaScript's nullish fallback (``null`` also falls back)."""
+    value = ext.get(name)
+    return default if value is None else value
+
+
+def _convert_entry(entry: CharacterBookEntry, index: int, uid: int | str) -> dict[str, Any]:
+    """One card-book entry as SillyTavern's ``convertCharacterBook`` writes it (by ST field name)."""
+    ext = entry.extensions or {}
+    if ext.get("position") is not None:
+        position = ext["position"]
+    else:
+        position = 0 if entry.position == "before_char" else 1
+    out: dict[str, Any] = dict(ST_ENTRY_DEFAULTS)
+    out.update(
+        {
+            "uid": uid,
+            "key": list(entry.keys),
+            "keysecondary": list(entry.secondary_keys or []),
+            "comment": entry.comment or "",
+            "content": entry.content,
+            "constant": bool(entry.constant),
+            "selective": bool(entry.selective),
+            "order": 100 if entry.insertion_order is None else entry.insertion_order,
+            "position": position,
+            "excludeRecursion": _ext(ext, "exclude_recursion", False),
+            "preventRecursion": _ext(ext, "prevent_recursion", False),
+            "delayUntilRecursion": _ext(ext, "delay_until_recursion", False),
+            "disable": not entry.enabled,
+            "addMemo": bool(entry.comment),
+            "displayIndex": _ext(ext, "display_index", index),
+            "probability": _ext(ext, "probability", 100),
+            "useProbability": _ext(ext, "useProbability", True),
+            "depth": _ext(ext, "depth", 4),
+            "selectiveLogic": _ext(ext, "selectiveLogic", 0),
+            "outletName": _ext(ext, "outlet_name", ""),
+            "group": _ext(ext, "group", ""),
+            "groupOverride": _ext(ext, "group_override", False),
+            "groupWeight": _ext(ext, "group_weight", 100),
+            "scanDepth": _ext(ext, "scan_depth", None),
+            "caseSensitive": _ext(ext, "case_sensitive", None),
+            "matchWholeWords": _ext(ext, "match_whole_words", None),
+            "useGroupScoring": _ext(ext, "use_group_scoring", None),
+            "automationId": _ext(ext, "automation_id", ""),
+            "role": _ext(ext, "role", 0),
+            "vectorized": _ext(ext, "vectorized", False),
+            "sticky": _ext(ext, "sticky", None),
+            "cooldown": _ext(ext, "cooldown", None),
+            "delay": _ext(ext, "delay", None),
+            "matchPersonaDescription": _ext(ext, "match_persona_description", False),
+            "matchCharacterDescription": _ext(ext, "match_character_description", False),
+            "matchCharacterPersonality": _ext(ext, "match_character_personality", False),
+            "matchCharacterDepthPrompt": _ext(ext, "match_character_depth_prompt", False),
+            "matchScenario": _ext(ext, "match_scenario", False),
+            "matchCreatorNotes": _ext(ext, "match_creator_notes", False),
+            "extensions": ext,
+            "triggers": ext.get("triggers") or [],
+            "ignoreBudget": _ext(ext, "ignore_budget", False),
+        }
+    )
+    return out
+
+
+def _card_book_uids(entries: list[CharacterBookEntry]) -> list[int | str]:
+    """Each entry's uid: its ``id``, or the smallest unused number when it has none.
+
+    SillyTavern keys the converted entry by ``entry.id``; entries without an id get fresh numbers that
+    avoid every id already used, so no entry overwrites another.
+    """
+    used = {str(e.id) for e in entries if e.id is not None}
+    uids: list[int | str] = []
+    next_id = 0
+    for e in entries:
+        if e.id is not None:
+            uids.append(e.id)
+            continue
+        while str(next_id) in used:
+            next_id += 1
+        used.add(str(next_id))
+        uids.append(next_id)
+        next_id += 1
+    return uids
+
+
+def convert_card_book(
+    book: CharacterBook, *, base_path: str, name: str | None, diagnostics: list[Diagnostic]
+) -> WorldBook:
+    """Convert a validated card book; duplicate ids are reported (the later entry wins, as in ST)."""
+    entries: dict[str, WorldInfoEntry] = {}
+    for index, (entry, uid) in enumerate(zip(book.entries, _card_book_uids(book.entries), strict=True)):
+        key = str(uid)
+        if key in entries:
+            diagnostics.append(
+                Diagnostic(
+                    "ASSET_DUPLICATE_ID",
+                    f"entry id {uid!r} is used twice; the later entry replaces the earlier one, as in SillyTavern",
+                    severity="warning",
+                    path=join_path(base_path, "entries", index, "id"),
+                )
+            )
+        converted = _convert_entry(entry, index, uid)
+        entries[key] = validate_model(WorldInfoEntry, converted, join_path(base_path, "entries", index))
+    return WorldBook(entries=entries).with_name(book.name if book.name else name)
+
+
+def card_book_to_world_book(book: CharacterBook | dict[str, Any], *, name: str | None = None) -> WorldBook:
+    """Convert a card's embedded book to a world book exactly as SillyTavern does on card import.
+
+    Field mapping: ``keys``->``key``, ``secondary_keys``->``keysecondary``, ``insertion_order``->``order``,
+    ``enabled``->``!disable``, ``id``->``uid``, ``position`` ``"before_char"``->0 else 1 unless
+    ``extensions.position`` is set, ``selective`` defaults to false; everything else comes from the
+    ``extensions`` snake_case copies, with ``null`` treated as absent. Raises ``TemplateError`` with a
+    JSON path (relative to the book, ``$``) for a malformed book.
+    """
+    diagnostics: list[Diagnostic] = []
+    if not isinstance(book, CharacterBook):
+        if not isinstance(book, dict):
+            raise TemplateError(f"a character book must be an object, not {type_name(book)}", code="ASSET_INVALID", path="$")
+        book = parse_card_book(book, base_path="$", diagnostics=diagnostics)
+    return convert_card_book(book, base_path="$", name=name, diagnostics=diagnostics)
+
+
+def parse_card_book(raw: dict[str, Any], *, base_path: str, diagnostics: list[Diagnostic]) -> CharacterBook:
+    """Validate a card book, reporting entries whose ``keys`` are absent (SillyTavern would break on them)."""
+    entries = raw.get("entries")
+    if entries is None:
+        diagnostics.append(
+            Diagnostic("ASSET_FIELD_MISSING", "the book has no entries", severity="warning", path=join_path(base_path, "entries"))
+        )
+    elif isinstance(entries, list):
+        for i, entry in enumerate(entries):
+            if isinstance(entry, dict) and "keys" not in entry:
+                diagnostics.append(
+                    Diagnostic(
+                        "ASSET_FIELD_MISSING",
+                        "the entry has no 'keys'; it is read as having none",
+                        severity="warning",
+                        path=join_path(base_path, "entries", i, "keys"),
+                    )
+                )
+            if isinstance(entry, dict) and entry.get("enabled") is None:
+                diagnostics.append(
+                    Diagnostic(
+                        "ASSET_FIELD_MISSING",
+                        "the entry has no 'enabled'; SillyTavern's import disables such an entry",
+                        severity="warning",
+                        path=join_path(base_path, "entries", i, "enabled"),
+                    )
+                )
+    return validate_model(CharacterBook, raw, base_path)
+
+
+def parse_world_book(
+    raw: Any, *, name: str | None = None, base_path: str = "$", diagnostics: list[Diagnostic] | None = None
+) -> WorldBook:
+    """Read a world book in either shape: ST's ``entries`` object, or the card-book ``entries`` list."""
+    diags = diagnostics if diagnostics is not None else []
+    if not isinstance(raw, dict):
+        raise TemplateError(f"a world book must be an object, not {type_name(raw)}", code="ASSET_INVALID", path=base_path)
+    entries = raw.get("entries")
+    if isinstance(entries, list):
+        diags.append(
+            Diagnostic(
+                "ASSET_CONVERTED",
+                "a book in the card-spec list form; converted to a SillyTavern world book as on card import",
+                severity="info",
+                path=join_path(base_path, "entries"),
+            )
+        )
+        book = parse_card_book(raw, base_path=base_path, diagnostics=diags)
+        return convert_card_book(book, base_path=base_path, name=name, diagnostics=diags)
+    if not isinstance(entries, dict):
+        raise TemplateError(
+            f"'entries' must be an object keyed by uid, not {type_name(entries)}",
+            code="ASSET_INVALID" if entries is not None else "ASSET_FIELD_MISSING",
+            path=join_path(base_path, "entries"),
+        )
+    fixed: dict[str, Any] = {}
+    for key, entry in entries.items():
+        path = join_path(base_path, "entries", key)
+        if not isinstance(entry, dict):
+            raise TemplateError(f"an entry must be an object, not {type_name(entry)}", code="ASSET_INVALID", path=path)
+        if "uid" not in entry:
+            entry = {**entry, "uid": int(key) if key.isdigit() else key}
+            diags.append(
+                Diagnostic("ASSET_FIELD_MISSING", "the entry has no uid; its key is used", severity="info", path=join_path(path, "uid"))
+            )
+        elif str(entry["uid"]) != key:
+            diags.append(
+                Diagnostic(
+                    "ASSET_UID_MISMATCH",
+                    f"the entry is stored under {key!r} but its uid is {entry['uid']!r}",
+                    severity="warning",
+                    path=join_path(path, "uid"),
+                )
+            )
+        entry = _nulls_to_defaults(entry, path, diags)
+        fixed[key] = entry
+    data = {**raw, "entries": fixed}
+    book = validate_model(WorldBook, data, base_path)
+    return book.with_name(name if name is not None else book.name)
+
+
+#: Fields where a ``null`` is read as SillyTavern's default (its activation code uses ``??`` on them).
+_NULLABLE_DEFAULTED = {
+    k for k, v in ST_ENTRY_DEFAULTS.items() if v is not None and k not in {"role"}
+}
+
+
+def _nulls_to_defaults(entry: dict[str, Any], path: str, diags: list[Diagnostic]) -> dict[str, Any]:
+    nulls = [k for k in _NULLABLE_DEFAULTED if k in entry and entry[k] is None]
+    if not nulls:
+        return entry
+    out = dict(entry)
+    for k in sorted(nulls):
+        default = ST_ENTRY_DEFAULTS[k]
+        out[k] = default.copy() if isinstance(default, (list, dict)) else default
+        diags.append(
+            Diagnostic(
+                "ASSET_VALUE_NORMALISED",
+                f"{k} is null; SillyTavern's default {default!r} is used",
+                severity="info",
+                path=join_path(path, k),
+            )
+        )
+    return out

@@ -1,0 +1,87 @@
+"""``tavernbox import FILE... [--json] [--kind KIND]``: detect, validate and summarise asset files.
+
+Each file is loaded on its own, so one broken file does not hide the report on the others. Exit status:
+0 when every file loaded, 1 when any was rejected (the message names the file and the JSON path or
+line:column), 2 on an internal error. No traceback ever reaches the user.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+from rich.markup import escape
+
+from ..errors import TemplateError
+from .output import echo_json, guarded, print_diagnostics, stderr
+
+__all__ = ["command", "import_one"]
+
+_KIND_LABEL = {"card": "card", "world_book": "world book", "preset": "preset", "mvu": "MVU variables"}
+
+
+def import_one(path: str, kind: str | None = None) -> dict[str, Any]:
+    """Load one file and return its report: ``{"file", "ok", ...summary}`` or ``{"file", "ok": False, "error"}``."""
+    from ..assets import load_asset
+
+    try:
+        asset = load_asset(path, kind=kind)
+    except TemplateError as exc:
+        return {"file": path, "ok": False, "error": exc.to_dict()}
+    except Exception as exc:  # the boundary: report, never a traceback
+        return {
+            "file": path,
+            "ok": False,
+            "error": {"code": "INTERNAL_ERROR", "message": f"{type(exc).__name__}: {exc}", "line": None, "column": None},
+        }
+    return {"file": path, "ok": True, **asset.summary(), "_asset": asset}
+
+
+def _where(error: dict[str, Any]) -> str:
+    if error.get("line") is not None:
+        where = f"{error['line']}:{error['column']}"
+        return f"{where} ({error['path']})" if error.get("path") else where
+    return str(error.get("path") or "")
+
+
+def _print_human(report: dict[str, Any]) -> None:
+    path = report["file"]
+    if not report["ok"]:
+        err = report["error"]
+        where = _where(err)
+        label = f"{path}:{where}" if where else path
+        stderr.print(f"{escape(label)}: [red]rejected[/] [bold]{err['code']}[/] {escape(err['message'])}")
+        return
+    counts = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in report["counts"].items())
+    name = f" {report['name']!r}" if report.get("name") else ""
+    click.echo(f"{path}: {_KIND_LABEL.get(report['kind'], report['kind'])}{name} ({counts})")
+    asset = report["_asset"]
+    print_diagnostics(asset.diagnostics, label=path)
+
+
+@click.command("import")
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON report for all files on stdout.")
+@click.option(
+    "--kind",
+    type=click.Choice(["card", "world_book", "preset", "mvu"]),
+    default=None,
+    help="Treat every file as this kind instead of detecting it (e.g. an initvar named without 'initvar').",
+)
+def command(files: tuple[str, ...], as_json: bool, kind: str | None) -> None:
+    """Detect each FILE's kind (card, world book, preset, MVU variables), validate it and summarise it."""
+
+    def body() -> int:
+        reports = [import_one(f, kind) for f in files]
+        if as_json:
+            echo_json({"files": [{k: v for k, v in r.items() if k != "_asset"} for r in reports],
+                       "ok": all(r["ok"] for r in reports)})
+        else:
+            for r in reports:
+                _print_human(r)
+        if any(not r["ok"] and r["error"]["code"] == "INTERNAL_ERROR" for r in reports):
+            return 2
+        return 0 if all(r["ok"] for r in reports) else 1
+
+    sys.exit(guarded(body))
