@@ -1,0 +1,601 @@
+"""The activation loop: SillyTavern 1.18's ``checkWorldInfo``, deterministic and traced.
+
+One call scans the chat once, the way SillyTavern does before a generation: entries in their
+sorted order are tested (filters, timed effects, decorators, constant, keys and secondary logic),
+the candidates of a pass go through inclusion groups, probability and the token budget, and the
+loop repeats for recursion, delay levels and minimum activations (research digest 2.5-2.9).
+
+What we add: randomness comes from ``seed`` (``random.Random``; every number drawn is recorded in
+``Activation.draws``), timed effects take and return an explicit ``state``, every entry ends with
+a trace record, and regex keys run with a time bound.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import Diagnostic, TemplateError
+from .entries import Entry, Logic, WorldBook, js_key_order, normalize_books
+from .matching import KeyMatcher
+from .output import ActivatedEntry, Positions, build_positions
+from .regexes import DEFAULT_TIMEOUT
+from .scan import ScanBuffer, ScanState, chat_scan_messages, js_trim
+from .settings import WorldInfoSettings, budget_tokens, count_words, resolve_token_counter
+from .timed import TimedEffects
+from .trace import Draw, StepRecord, Trace, TraceRecord
+
+__all__ = ["Activation", "ScanContext", "activate_world_info", "sort_entries", "to_json"]
+
+Expand = Callable[[str], str]
+
+GENERATION_TYPES = ("normal", "continue", "impersonate", "swipe", "regenerate", "quiet")
+
+
+@dataclass(frozen=True, slots=True)
+class ScanContext:
+    """What besides the chat a scan can see: card and persona texts, injections, the character.
+
+    ``character`` is the current character's avatar file name without extension (what character
+    filters name); ``character_tags`` its tag ids (``None``: no tag data, tag filters are ignored).
+    ``injections`` are extension prompts marked for scanning (e.g. the Author's Note).
+    """
+
+    persona_description: str = ""
+    character_description: str = ""
+    character_personality: str = ""
+    character_depth_prompt: str = ""
+    scenario: str = ""
+    creator_notes: str = ""
+    injections: tuple[str, ...] = ()
+    character: str | None = None
+    character_tags: tuple[str, ...] | None = None
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any] | ScanContext | None) -> ScanContext:
+        """From a dict with these field names (unknown names raise ``INPUT_INVALID``)."""
+        if data is None:
+            return cls()
+        if isinstance(data, ScanContext):
+            return data
+        if not isinstance(data, Mapping):
+            raise TemplateError("the scan context should be an object", code="INPUT_INVALID", path="$")
+        known = set(cls.__dataclass_fields__)
+        values: dict[str, Any] = {}
+        for name, value in data.items():
+            if name not in known:
+                raise TemplateError(f"unknown scan context field {name!r}", code="INPUT_INVALID", path=f"$.{name}")
+            if name in ("injections", "character_tags"):
+                if value is None:
+                    continue
+                if not isinstance(value, Sequence) or isinstance(value, str) or not all(isinstance(v, str) for v in value):
+                    raise TemplateError(f"{name} should be a list of strings", code="INPUT_INVALID", path=f"$.{name}")
+                values[name] = tuple(value)
+            elif value is not None:
+                if not isinstance(value, str):
+                    raise TemplateError(f"{name} should be a string", code="INPUT_INVALID", path=f"$.{name}")
+                values[name] = value
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class Activation:
+    """The result of one scan.
+
+    ``by_position`` holds the activated entries placed for the prompt; ``activated`` the same
+    entries in activation order; ``trace`` one record per entry plus the loop's passes; ``state``
+    the timed-effects state to persist; ``draws`` every random number used.
+    """
+
+    by_position: Positions
+    activated: tuple[ActivatedEntry, ...]
+    trace: Trace
+    state: dict[str, Any]
+    draws: tuple[Draw, ...]
+    diagnostics: tuple[Diagnostic, ...] = ()
+    budget: int = 0
+    seed: int = 0
+
+    @property
+    def before(self) -> str:
+        return self.by_position.before_text
+
+    @property
+    def after(self) -> str:
+        return self.by_position.after_text
+
+    @property
+    def uids(self) -> list[int | str]:
+        return [a.uid for a in self.activated]
+
+
+def sort_entries(books: Sequence[WorldBook], strategy: int) -> tuple[list[Entry], list[Diagnostic]]:
+    """SillyTavern's ``sortedEntries``: chat, then persona, then character/global by strategy.
+
+    Each source's entries are stable-sorted by ``order`` descending; ``strategy`` is 0 (evenly:
+    character and global merged), 1 (character first) or 2 (global first). A book name used by more
+    than one source is scanned once, under the first of global, chat, persona, character.
+    """
+    diagnostics: list[Diagnostic] = []
+    seen: set[str] = set()
+    by_source: dict[str, list[Entry]] = {"global": [], "chat": [], "persona": [], "character": []}
+    for source in ("global", "chat", "persona", "character"):
+        for book in books:
+            if book.source != source:
+                continue
+            if book.name in seen:
+                diagnostics.append(Diagnostic("INPUT_INVALID", f"book {book.name!r} is already scanned; "
+                                              f"its {source} copy is skipped", severity="info"))
+                continue
+            seen.add(book.name)
+            by_source[source].extend(book.entries)
+
+    def by_order(entries: list[Entry]) -> list[Entry]:
+        return sorted(entries, key=lambda e: -e.order)
+
+    out = by_order(by_source["chat"]) + by_order(by_source["persona"])
+    if strategy == 0:
+        out += by_order(by_source["character"] + by_source["global"])
+    elif strategy == 2:
+        out += by_order(by_source["global"]) + by_order(by_source["character"])
+    else:
+        out += by_order(by_source["character"]) + by_order(by_source["global"])
+    return out, diagnostics
+
+
+class _Decision:
+    __slots__ = ("outcome", "reason", "detail", "step", "state", "key", "secondary", "winner")
+
+    def __init__(self) -> None:
+        self.outcome = "skipped"
+        self.reason = "not_scanned"
+        self.detail = "the loop ended before the entry was looked at"
+        self.step: int | None = None
+        self.state: str | None = None
+        self.key: str | None = None
+        self.secondary: str | None = None
+        self.winner: int | str | None = None
+
+
+class _Run:
+    """One scan's mutable working state (the loop is long; splitting it keeps each rule readable)."""
+
+    def __init__(self, entries: list[Entry], messages: list[str], settings: WorldInfoSettings,
+                 context: ScanContext, timed: TimedEffects, *, generation_type: str, expand: Expand | None,
+                 token_counter: Callable[[str], int], additive_tokens: bool, rng: Callable[[], float],
+                 forced: set[str], regex_timeout: float, diagnostics: list[Diagnostic]) -> None:
+        self.entries = entries
+        self.messages = messages
+        self.settings = settings
+        self.context = context
+        self.timed = timed
+        self.generation_type = generation_type
+        self.expand = expand
+        self.count_tokens = token_counter
+        self.additive_tokens = additive_tokens
+        self.rng = rng
+        self.forced = forced
+        self.diagnostics = diagnostics
+        extras = {
+            "persona_description": context.persona_description,
+            "character_description": context.character_description,
+            "character_personality": context.character_personality,
+            "character_depth_prompt": context.character_depth_prompt,
+            "scenario": context.scenario,
+            "creator_notes": context.creator_notes,
+        }
+        self.buffer = ScanBuffer(messages, base_depth=settings.depth, context=extras,
+                                 injections=context.injections)
+        self.matcher = KeyMatcher(self.buffer, case_sensitive=settings.case_sensitive,
+                                  whole_words=settings.match_whole_words, regex_timeout=regex_timeout,
+                                  diagnostics=diagnostics)
+        self.decisions = [_Decision() for _ in entries]
+        self.activated: dict[str, int] = {}  # entry id -> index, in activation order
+        self.activated_content: dict[int, str] = {}
+        self.activated_step: dict[int, int] = {}
+        self.failed_probability: set[int] = set()
+        self.content: dict[int, str] = {}
+        self.draws: list[Draw] = []
+        self.steps: list[StepRecord] = []
+        self._expanded_keys: dict[str, str] = {}
+
+    # -- small helpers ------------------------------------------------------------------------
+    def decide(self, i: int, outcome: str, reason: str, detail: str, step: int, state: int, **extra: Any) -> None:
+        d = self.decisions[i]
+        d.outcome, d.reason, d.detail, d.step, d.state = outcome, reason, detail, step, ScanState.NAMES[state]
+        d.key = extra.get("key")
+        d.secondary = extra.get("secondary")
+        d.winner = extra.get("winner")
+
+    def run_expand(self, text: str, what: str) -> str:
+        if self.expand is None or not text:
+            return text
+        try:
+            return self.expand(text)
+        except TemplateError as exc:
+            self.diagnostics.append(Diagnostic(exc.code, f"{what}: {exc.message}", severity="warning"))
+            return text
+
+    def key_text(self, key: str) -> str:
+        """The key after macro substitution (cached: a key is expanded once per scan)."""
+        out = self._expanded_keys.get(key)
+        if out is None:
+            out = self._expanded_keys[key] = self.run_expand(key, "key")
+        return out
+
+    # -- the candidate test ------------------------------------------------------------------
+    def filtered_by_character(self, entry: Entry) -> bool:
+        f = entry.character_filter
+        character = self.context.character
+        if f.names:
+            included = character is not None and character in f.names
+            if (included if f.is_exclude else not included):
+                return True
+        if f.tags and character and self.context.character_tags is not None:
+            has_tag = any(t in f.tags for t in self.context.character_tags)
+            if (has_tag if f.is_exclude else not has_tag):
+                return True
+        return False
+
+    def consider(self, i: int, entry: Entry, state: int, level: float, step: int) -> bool:
+        """Whether ``entry`` is a candidate in this pass; records why not."""
+        skip = self.decide
+        if entry.disable:
+            skip(i, "skipped", "disabled", "the entry is disabled", step, state)
+            return False
+        if entry.triggers and self.generation_type not in entry.triggers:
+            skip(i, "skipped", "trigger", f"generation type {self.generation_type!r} is not in its triggers "
+                 f"{list(entry.triggers)}", step, state)
+            return False
+        if self.filtered_by_character(entry):
+            skip(i, "skipped", "filter", "its character filter excludes the current character", step, state)
+            return False
+        sticky = self.timed.is_active("sticky", entry)
+        if self.timed.is_active("delay", entry):
+            skip(i, "skipped", "delay", f"delayed until the chat has {entry.delay} messages", step, state)
+            return False
+        if self.timed.is_active("cooldown", entry) and not sticky:
+            skip(i, "skipped", "cooldown", "on cooldown", step, state)
+            return False
+        if entry.delay_until_recursion and not sticky:
+            if state != ScanState.RECURSION:
+                skip(i, "skipped", "delay_until_recursion", "waits for a recursion step", step, state)
+                return False
+            if entry.delay_until_recursion > level:
+                skip(i, "skipped", "delay_until_recursion",
+                     f"waits for delay level {entry.delay_until_recursion:g} (now {level:g})", step, state)
+                return False
+        if state == ScanState.RECURSION and self.settings.recursive and entry.exclude_recursion and not sticky:
+            skip(i, "skipped", "exclude_recursion", "excluded from recursion steps", step, state)
+            return False
+        if "@@activate" in entry.decorators:
+            skip(i, "activated", "decorator", "@@activate", step, state)
+            return True
+        if "@@dont_activate" in entry.decorators:
+            skip(i, "skipped", "decorator", "@@dont_activate", step, state)
+            return False
+        if entry.id in self.forced:
+            skip(i, "activated", "forced", "activated from outside the scan", step, state)
+            return True
+        if entry.constant:
+            skip(i, "activated", "constant", "constant entry", step, state)
+            return True
+        if sticky:
+            skip(i, "activated", "sticky", "a sticky effect keeps it active", step, state)
+            return True
+        if not entry.key:
+            skip(i, "skipped", "no_keys", "no primary keys", step, state)
+            return False
+        hay = self.buffer.haystack(entry, state)
+        primary = None
+        for key in entry.key:
+            substituted = self.key_text(key)
+            if substituted and self.matcher.matches(js_trim(substituted), entry, hay):
+                primary = key
+                break
+        if primary is None:
+            skip(i, "skipped", "no_match", "no primary key matched", step, state)
+            return False
+        if not (entry.selective and entry.keysecondary):
+            skip(i, "activated", "key", f"fired by key {primary!r}", step, state, key=primary)
+            return True
+        logic = entry.selective_logic
+        any_match = False
+        all_match = True
+        for key in entry.keysecondary:
+            substituted = self.key_text(key)
+            hit = bool(substituted) and self.matcher.matches(js_trim(substituted), entry, hay)
+            any_match = any_match or hit
+            all_match = all_match and hit
+            if logic == Logic.AND_ANY and hit:
+                skip(i, "activated", "key", f"fired by key {primary!r} and secondary key {key!r} (AND ANY)",
+                     step, state, key=primary, secondary=key)
+                return True
+            if logic == Logic.NOT_ALL and not hit:
+                skip(i, "activated", "key", f"fired by key {primary!r}; secondary key {key!r} is absent (NOT ALL)",
+                     step, state, key=primary, secondary=key)
+                return True
+        if logic == Logic.NOT_ANY and not any_match:
+            skip(i, "activated", "key", f"fired by key {primary!r}; no secondary key matched (NOT ANY)",
+                 step, state, key=primary)
+            return True
+        if logic == Logic.AND_ALL and all_match:
+            skip(i, "activated", "key", f"fired by key {primary!r} and every secondary key (AND ALL)",
+                 step, state, key=primary)
+            return True
+        names = {0: "AND ANY", 1: "NOT ALL", 2: "NOT ANY", 3: "AND ALL"}
+        skip(i, "skipped", "secondary_logic", f"key {primary!r} matched but the secondary logic "
+             f"{names.get(logic, logic)} failed", step, state, key=primary)
+        return False
+
+    # -- inclusion groups -------------------------------------------------------------------
+    def score(self, entry: Entry, state: int) -> int:
+        """SillyTavern's group score: primary keys matched, plus secondaries under AND ANY / full AND ALL."""
+        hay = self.buffer.haystack(entry, state)
+        primary = sum(1 for k in entry.key if self.matcher.matches(k, entry, hay))
+        secondary = sum(1 for k in entry.keysecondary if self.matcher.matches(k, entry, hay))
+        if not entry.key:
+            return 0
+        if entry.keysecondary:
+            if entry.selective_logic == Logic.AND_ANY:
+                return primary + secondary
+            if entry.selective_logic == Logic.AND_ALL:
+                return primary + secondary if secondary == len(entry.keysecondary) else primary
+        return primary
+
+    def filter_groups(self, candidates: list[int], state: int, step: int) -> list[int]:
+        """Inclusion groups on this pass's candidates; returns the survivors in order.
+
+        Our semantics for an entry in several groups (``"a,b"``): once it loses one group it is no
+        longer a member of the others, and an activated entry blocks every group it belongs to.
+        """
+        grouped: dict[str, list[int]] = {}
+        for i in candidates:
+            for name in self.entries[i].groups:
+                grouped.setdefault(name, []).append(i)
+        if not grouped:
+            return candidates
+        alive = set(candidates)
+        names = js_key_order(grouped)
+        sticky_groups: set[str] = set()
+        for name in names:
+            members = grouped[name]
+            stickies = [i for i in members if self.timed.is_active("sticky", self.entries[i])]
+            if not stickies:
+                continue
+            sticky_groups.add(name)
+            for i in members:
+                if i in alive and i not in stickies:
+                    alive.discard(i)
+                    self.decide(i, "skipped", "group_sticky", f"group {name!r} is held by sticky uid "
+                                f"{self.entries[stickies[0]].uid}", step, state, winner=self.entries[stickies[0]].uid)
+        global_scoring = self.settings.use_group_scoring
+        for name in names:
+            members = [i for i in grouped[name] if i in alive]
+            if name in sticky_groups or not members:
+                continue
+            if not global_scoring and not any(self.entries[i].use_group_scoring for i in members):
+                continue
+            scores = {i: self.score(self.entries[i], state) for i in members}
+            best = max(scores.values())
+            for i in members:
+                scored = self.entries[i].use_group_scoring
+                if scored is None:
+                    scored = global_scoring
+                if scored and scores[i] < best:
+                    alive.discard(i)
+                    self.decide(i, "skipped", "group_scoring", f"group {name!r}: score {scores[i]} is below "
+                                f"the best {best}", step, state)
+        activated_groups: set[str] = set()
+        for j in self.activated.values():
+            activated_groups.update(self.entries[j].groups)
+        for name in names:
+            if name in sticky_groups:
+                continue
+            members = [i for i in grouped[name] if i in alive]
+            if name in activated_groups:
+                for i in members:
+                    alive.discard(i)
+                    self.decide(i, "skipped", "group_activated", f"group {name!r} already has an activated entry",
+                                step, state)
+                continue
+            if len(members) <= 1:
+                continue
+            overrides = [i for i in members if self.entries[i].group_override]
+            if overrides:
+                winner = sorted(overrides, key=lambda i: -self.entries[i].order)[0]
+                how = "group override with the highest order"
+            else:
+                weights = [self.entries[i].group_weight for i in members]
+                total = sum(weights)
+                value = self.rng()
+                roll = value * total
+                winner = None
+                running = 0.0
+                for i, w in zip(members, weights):
+                    running += w
+                    if roll <= running:
+                        winner = i
+                        break
+                self.draws.append(Draw("group", value, name, total,
+                                       self.entries[winner].id if winner is not None else "none"))
+                if winner is None:
+                    continue
+                how = f"weighted roll {roll:.3f} of {total:g}"
+            for i in members:
+                if i != winner:
+                    alive.discard(i)
+                    self.decide(i, "skipped", "group", f"group {name!r} lost to uid {self.entries[winner].uid} "
+                                f"({how})", step, state, winner=self.entries[winner].uid)
+        return [i for i in candidates if i in alive]
+
+    # -- the loop -----------------------------------------------------------------------------
+    def run(self) -> None:
+        s = self.settings
+        entries = self.entries
+        budget = self.budget = budget_tokens(s)
+        levels = sorted({e.delay_until_recursion for e in entries if e.delay_until_recursion})
+        level = levels.pop(0) if levels else 0
+        state = ScanState.INITIAL
+        count = 0
+        overflowed = False
+        all_text = ""
+        while state != ScanState.NONE:
+            if s.max_recursion_steps and count >= s.max_recursion_steps:
+                break
+            count += 1
+            step = count
+            candidates: list[int] = []
+            for i, entry in enumerate(entries):
+                if i in self.failed_probability:
+                    continue
+                if entry.id in self.activated:
+                    if self.activated[entry.id] != i and self.decisions[i].reason == "not_scanned":
+                        self.decide(i, "skipped", "duplicate", f"{entry.id} was already activated by another entry",
+                                    step, state)
+                    continue
+                if self.consider(i, entry, state, level, step):
+                    candidates.append(i)
+            candidates.sort(key=lambda i: 0 if self.timed.is_active("sticky", entries[i]) else 1)
+            considered = list(candidates)
+            base_tokens = self.count_tokens(all_text)
+            candidates = self.filter_groups(candidates, state, step)
+            new_content = ""
+            new_tokens = 0
+            activated_now: list[str] = []
+            for i in candidates:
+                entry = entries[i]
+                sticky = self.timed.is_active("sticky", entry)
+                if overflowed and not entry.ignore_budget:
+                    self.decide(i, "skipped", "budget", f"the budget of {budget} tokens is used up", step, state)
+                    continue
+                if entry.use_probability and entry.probability < 100 and not sticky:
+                    value = self.rng()
+                    passed = value * 100 <= entry.probability
+                    self.draws.append(Draw("probability", value, entry.id, entry.probability,
+                                           "pass" if passed else "fail"))
+                    if not passed:
+                        self.failed_probability.add(i)
+                        self.decide(i, "skipped", "probability", f"rolled {value * 100:.2f} against "
+                                    f"{entry.probability:g}%", step, state)
+                        continue
+                content = self.run_expand(entry.content, f"content of {entry.id}")
+                self.content[i] = content
+                new_content += content + "\n"
+                if self.additive_tokens:
+                    new_tokens += count_words(content)
+                else:
+                    new_tokens = self.count_tokens(new_content)
+                if not entry.ignore_budget and base_tokens + new_tokens >= budget:
+                    overflowed = True
+                    self.decide(i, "skipped", "budget", f"{base_tokens + new_tokens} tokens would reach the "
+                                f"budget of {budget}", step, state)
+                    continue
+                self.activated[entry.id] = i
+                self.activated_content[i] = content
+                self.activated_step[i] = step
+                activated_now.append(entry.id)
+            successful = [i for i in candidates if i not in self.failed_probability]
+            for_recursion = [i for i in successful if not entries[i].prevent_recursion]
+            self.steps.append(StepRecord(step, ScanState.NAMES[state], self.buffer.depth(), level,
+                                         tuple(entries[i].id for i in considered), tuple(activated_now)))
+            next_state = ScanState.NONE
+            if s.recursive and not overflowed and for_recursion:
+                next_state = ScanState.RECURSION
+            if s.recursive and not overflowed and state == ScanState.MIN_ACTIVATIONS and self.buffer.recursion:
+                next_state = ScanState.RECURSION
+            if next_state == ScanState.NONE and s.min_activations > 0 and len(self.activated) < s.min_activations:
+                depth = self.buffer.depth()
+                over = (s.min_activations_depth_max > 0 and s.min_activations_depth_max < depth) or (
+                    depth > len(self.messages))
+                if not over:
+                    next_state = ScanState.MIN_ACTIVATIONS
+                    self.buffer.advance()
+            if next_state == ScanState.NONE and levels:
+                next_state = ScanState.RECURSION
+                level = levels.pop(0)
+            state = next_state
+            if state != ScanState.NONE:
+                text = "\n".join(self.content.get(i, entries[i].content) for i in for_recursion)
+                if text:
+                    self.buffer.add_recursion(text)
+                    all_text = text + "\n" + all_text
+
+
+def _js_key(book: str, uid: int | str) -> str:
+    return f"{book}.{uid}"
+
+
+def activate_world_info(
+    books: Any,
+    chat: Any,
+    settings: Mapping[str, Any] | WorldInfoSettings | None = None,
+    state: Mapping[str, Any] | None = None,
+    seed: int = 0,
+    *,
+    expand: Expand | None = None,
+    token_counter: Callable[[str], int] | None = None,
+    context: Mapping[str, Any] | ScanContext | None = None,
+    generation_type: str = "normal",
+    dry_run: bool = False,
+    forced: Iterable[tuple[str, int | str]] = (),
+    rng: Callable[[], float] | None = None,
+    regex_timeout: float = DEFAULT_TIMEOUT,
+) -> Activation:
+    """Scan ``chat`` for the entries of ``books`` the way SillyTavern 1.18 does, and place them.
+
+    ``books``: one book (``{"entries": {...}}`` or a list of entries), a list of books (each may
+    carry ``name`` and ``source``: global, character, chat, persona), or a mapping of name to book.
+    ``chat``: messages oldest first, strings or ``{"role", "name", "content"}``. ``settings``:
+    SillyTavern's names (see :class:`WorldInfoSettings`). ``state``: the timed-effects state from
+    the previous scan (returned as ``Activation.state``). ``seed`` drives probability and group
+    rolls unless ``rng`` (a ``random()``-like callable) is given. ``expand`` macro-expands keys and
+    contents; ``token_counter`` replaces the settings' tokenizer for the budget.
+    """
+    if generation_type not in GENERATION_TYPES:
+        raise TemplateError(f"unknown generation type {generation_type!r}; expected one of "
+                            f"{', '.join(GENERATION_TYPES)}", code="INPUT_INVALID")
+    conf = WorldInfoSettings.from_mapping(settings)
+    scan_context = ScanContext.from_mapping(context)
+    world_books, diagnostics = normalize_books(books)
+    entries, sort_diagnostics = sort_entries(world_books, conf.character_strategy)
+    diagnostics.extend(sort_diagnostics)
+    all_messages = chat_scan_messages(chat, include_names=conf.include_names, generation_type=generation_type)
+    timed = TimedEffects(state, entries, len(all_messages), dry_run=dry_run)
+    counter = resolve_token_counter(conf, token_counter)
+    additive = token_counter is None and conf.tokenizer == "words"
+    generator = random.Random(seed)
+    run = _Run(entries, all_messages, conf, scan_context, timed, generation_type=generation_type, expand=expand,
+               token_counter=counter, additive_tokens=additive, rng=rng or generator.random,
+               forced={_js_key(b, u) for b, u in forced}, regex_timeout=regex_timeout, diagnostics=diagnostics)
+    run.run()
+    activated = [ActivatedEntry(entries[i], run.activated_content[i], run.activated_step[i])
+                 for i in run.activated.values()]
+    timed.record([a.entry for a in activated])
+    records = tuple(
+        TraceRecord(e.book, e.uid, d.outcome, d.reason, d.detail, d.step, d.state, d.key, d.secondary,  # type: ignore[arg-type]
+                    d.winner, e.comment)
+        for e, d in zip(entries, run.decisions)
+    )
+    return Activation(
+        by_position=build_positions(activated),
+        activated=tuple(activated),
+        trace=Trace(records, tuple(run.steps)),
+        state=timed.to_state(),
+        draws=tuple(run.draws),
+        diagnostics=tuple(diagnostics),
+        budget=run.budget,
+        seed=seed,
+    )
+
+
+def to_json(activation: Activation) -> dict[str, Any]:
+    """The CLI's ``--json`` object for one activation."""
+    out = activation.by_position.to_json()
+    out["activated"] = [{"book": a.book, "uid": a.uid} for a in activation.activated]
+    out["trace"] = activation.trace.to_list()
+    out["state"] = activation.state
+    return out
+

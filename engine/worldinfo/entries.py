@@ -1,0 +1,487 @@
+"""World-book entries with SillyTavern's defaults: plain dicts in, frozen records out.
+
+Activation takes books as the dicts SillyTavern stores (``{"entries": {uid: {...}}}``, or a list of
+entries) so that it does not depend on the asset importers. This module is the one place that
+knows the field names, the defaults a new entry gets (research digest section 2.1), the
+``@@decorator`` lines at the top of ``content`` and the order SillyTavern walks a book in. Bad
+values become a diagnostic with the JSON path and the default, never an exception: a book is
+user data, and one broken field should not hide the rest of it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import Diagnostic, TemplateError
+
+__all__ = [
+    "BOOK_SOURCES",
+    "CharacterFilter",
+    "Entry",
+    "Position",
+    "WorldBook",
+    "js_key_order",
+    "normalize_book",
+    "normalize_books",
+    "parse_decorators",
+]
+
+#: Where a book comes from; the order of the first two sources is the scan order (section 2.2).
+BOOK_SOURCES = ("chat", "persona", "character", "global")
+
+KNOWN_DECORATORS = ("@@activate", "@@dont_activate")
+
+
+class Position:
+    """Entry positions (SillyTavern's numbers)."""
+
+    BEFORE = 0
+    AFTER = 1
+    AN_TOP = 2
+    AN_BOTTOM = 3
+    AT_DEPTH = 4
+    EM_TOP = 5
+    EM_BOTTOM = 6
+    OUTLET = 7
+
+
+class Logic:
+    """Secondary-key logics (SillyTavern's numbers)."""
+
+    AND_ANY = 0
+    NOT_ALL = 1
+    NOT_ANY = 2
+    AND_ALL = 3
+
+
+@dataclass(frozen=True, slots=True)
+class CharacterFilter:
+    """Which characters an entry applies to: avatar file names (without extension) and tag ids."""
+
+    is_exclude: bool = False
+    names: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One world-info entry, every field resolved to its SillyTavern default when absent.
+
+    ``content`` is the text after the decorator lines; ``decorators`` are the recognised ones.
+    ``None`` in the override fields means "use the global setting".
+    """
+
+    book: str
+    uid: int | str
+    key: tuple[str, ...] = ()
+    keysecondary: tuple[str, ...] = ()
+    selective: bool = True
+    selective_logic: int = Logic.AND_ANY
+    constant: bool = False
+    disable: bool = False
+    content: str = ""
+    decorators: tuple[str, ...] = ()
+    comment: str = ""
+    order: float = 100
+    position: int = Position.BEFORE
+    depth: int = 4
+    role: int = 0
+    outlet_name: str = ""
+    probability: float = 100
+    use_probability: bool = True
+    group: str = ""
+    group_override: bool = False
+    group_weight: float = 100
+    use_group_scoring: bool | None = None
+    scan_depth: int | None = None
+    case_sensitive: bool | None = None
+    match_whole_words: bool | None = None
+    exclude_recursion: bool = False
+    prevent_recursion: bool = False
+    delay_until_recursion: float = 0
+    ignore_budget: bool = False
+    sticky: int = 0
+    cooldown: int = 0
+    delay: int = 0
+    match_persona_description: bool = False
+    match_character_description: bool = False
+    match_character_personality: bool = False
+    match_character_depth_prompt: bool = False
+    match_scenario: bool = False
+    match_creator_notes: bool = False
+    triggers: tuple[str, ...] = ()
+    character_filter: CharacterFilter = field(default_factory=CharacterFilter)
+    automation_id: str = ""
+    vectorized: bool = False
+    hash: str = ""
+    path: str = ""
+
+    @property
+    def id(self) -> str:
+        """SillyTavern's activation key: ``book.uid``."""
+        return f"{self.book}.{self.uid}"
+
+    @property
+    def groups(self) -> tuple[str, ...]:
+        """The inclusion groups: ``group`` split on commas (``/,\\s*/``), empty names dropped."""
+        if not self.group:
+            return ()
+        import re
+
+        return tuple(g for g in re.split(r",\s*", self.group) if g)
+
+
+@dataclass(frozen=True, slots=True)
+class WorldBook:
+    """A named book and where it comes from (``global``, ``character``, ``chat`` or ``persona``)."""
+
+    name: str
+    entries: tuple[Entry, ...]
+    source: str = "global"
+
+
+# ---------------------------------------------------------------------------------------------
+# decorators
+
+
+def parse_decorators(content: str) -> tuple[tuple[str, ...], str]:
+    """Split ``@@`` decorator lines off the top of ``content``.
+
+    Leading lines that start with ``@@`` are decorators; ``@@@`` lines are fallbacks, read only
+    after an unknown decorator. The first other line starts the real content. When every line is
+    a decorator the content stays as written (a SillyTavern quirk we keep: research 2.11 #3).
+    Only a line equal to a known decorator counts, so ``@@activate `` with a trailing space is
+    recognised as known but does not activate (as in SillyTavern).
+    """
+    if not content.startswith("@@"):
+        return (), content
+    lines = content.split("\n")
+    decorators: list[str] = []
+    fallback = False
+    new_content = content
+    for i, line in enumerate(lines):
+        if line.startswith("@@"):
+            if line.startswith("@@@") and not fallback:
+                continue
+            probe = line[1:] if line.startswith("@@@") else line
+            if any(probe.startswith(d) for d in KNOWN_DECORATORS):
+                decorators.append(probe)
+                fallback = False
+            else:
+                fallback = True
+        else:
+            new_content = "\n".join(lines[i:])
+            break
+    return tuple(decorators), new_content
+
+
+# ---------------------------------------------------------------------------------------------
+# coercion with diagnostics
+
+
+class _Reader:
+    def __init__(self, raw: Mapping[str, Any], path: str, diagnostics: list[Diagnostic]) -> None:
+        self.raw = raw
+        self.path = path
+        self.diagnostics = diagnostics
+
+    def bad(self, name: str, expected: str, default: Any) -> None:
+        value = self.raw.get(name)
+        self.diagnostics.append(
+            Diagnostic(
+                "ASSET_INVALID",
+                f"{name} should be {expected}, got {type(value).__name__} {_short(value)}; using {default!r}",
+                path=f"{self.path}.{name}",
+            )
+        )
+
+    def boolean(self, name: str, default: bool) -> bool:
+        value = self.raw.get(name)
+        if value is None:
+            return default
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return bool(value)  # JavaScript truthiness, as SillyTavern tests the field
+        if isinstance(value, str):
+            return value != ""
+        self.bad(name, "a boolean", default)
+        return default
+
+    def optional_bool(self, name: str) -> bool | None:
+        value = self.raw.get(name)
+        if value is None:
+            return None
+        return self.boolean(name, False)
+
+    def number(self, name: str, default: float) -> float:
+        value = self.raw.get(name)
+        if value is None:
+            return default
+        if isinstance(value, bool):
+            return float(value)
+        if isinstance(value, (int, float)):
+            if math.isfinite(value):
+                return value
+            self.bad(name, "a finite number", default)
+            return default
+        if isinstance(value, str):
+            try:
+                parsed = float(value.strip()) if value.strip() else 0.0
+            except ValueError:
+                self.bad(name, "a number", default)
+                return default
+            if math.isfinite(parsed):
+                return int(parsed) if parsed.is_integer() else parsed
+        self.bad(name, "a number", default)
+        return default
+
+    def integer(self, name: str, default: int) -> int:
+        value = self.number(name, default)
+        return int(value) if float(value).is_integer() else int(math.floor(value))
+
+    def optional_int(self, name: str) -> int | None:
+        if self.raw.get(name) is None:
+            return None
+        return self.integer(name, 0)
+
+    def text(self, name: str, default: str = "") -> str:
+        value = self.raw.get(name)
+        if value is None:
+            return default
+        if isinstance(value, str):
+            return value
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return _js_number_text(value)
+        self.bad(name, "a string", default)
+        return default
+
+    def strings(self, name: str) -> tuple[str, ...]:
+        value = self.raw.get(name)
+        if value is None:
+            return ()
+        if isinstance(value, str):
+            # SillyTavern's editor keeps keys as a list; a bare string is one key
+            self.diagnostics.append(
+                Diagnostic("ASSET_INVALID", f"{name} should be a list of strings; reading it as one key",
+                           path=f"{self.path}.{name}", severity="info")
+            )
+            return (value,)
+        if not isinstance(value, list):
+            self.bad(name, "a list of strings", [])
+            return ()
+        out: list[str] = []
+        for i, item in enumerate(value):
+            if isinstance(item, str):
+                out.append(item)
+            elif isinstance(item, (int, float)) and not isinstance(item, bool):
+                out.append(_js_number_text(item))
+            else:
+                self.diagnostics.append(
+                    Diagnostic("ASSET_INVALID", f"{name}[{i}] is not a string; ignored", path=f"{self.path}.{name}[{i}]")
+                )
+        return tuple(out)
+
+
+def _js_number_text(value: float) -> str:
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e21:
+        return str(int(value))
+    return str(value)
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _entry_hash(raw: Mapping[str, Any]) -> str:
+    """A content hash of the entry as stored: timed-effect records are tied to it."""
+    data = json.dumps(raw, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(data.encode("utf-8")).hexdigest()[:16]
+
+
+def _delay_level(reader: _Reader) -> float:
+    value = reader.raw.get("delayUntilRecursion")
+    if value is None or value is False:
+        return 0
+    if value is True:
+        return 1
+    return reader.number("delayUntilRecursion", 0)
+
+
+def normalize_entry(raw: Any, book: str, fallback_uid: int | str, path: str,
+                    diagnostics: list[Diagnostic]) -> Entry | None:
+    """One entry dict with SillyTavern's field names as an :class:`Entry` (``None`` if not a dict)."""
+    if not isinstance(raw, Mapping):
+        diagnostics.append(Diagnostic("ASSET_INVALID", "an entry should be an object; ignored", path=path))
+        return None
+    r = _Reader(raw, path, diagnostics)
+    uid_raw = raw.get("uid", fallback_uid)
+    if isinstance(uid_raw, bool) or not isinstance(uid_raw, (int, float, str)):
+        r.bad("uid", "an integer", fallback_uid)
+        uid: int | str = fallback_uid
+    elif isinstance(uid_raw, float) and uid_raw.is_integer():
+        uid = int(uid_raw)
+    else:
+        uid = uid_raw  # type: ignore[assignment]
+    decorators, content = parse_decorators(r.text("content"))
+    cf_raw = raw.get("characterFilter")
+    if isinstance(cf_raw, Mapping):
+        cf_reader = _Reader(cf_raw, f"{path}.characterFilter", diagnostics)
+        character_filter = CharacterFilter(
+            cf_reader.boolean("isExclude", False), cf_reader.strings("names"), cf_reader.strings("tags")
+        )
+    else:
+        if cf_raw is not None:
+            r.bad("characterFilter", "an object", {})
+        character_filter = CharacterFilter()
+    logic = r.integer("selectiveLogic", Logic.AND_ANY)
+    position = r.integer("position", Position.BEFORE)
+    role = r.integer("role", 0)
+    return Entry(
+        book=book,
+        uid=uid,
+        key=r.strings("key"),
+        keysecondary=r.strings("keysecondary"),
+        selective=r.boolean("selective", True),
+        selective_logic=logic,
+        constant=r.boolean("constant", False),
+        disable=r.boolean("disable", False),
+        content=content,
+        decorators=decorators,
+        comment=r.text("comment"),
+        order=r.number("order", 100),
+        position=position,
+        depth=r.integer("depth", 4),
+        role=role,
+        outlet_name=r.text("outletName"),
+        probability=r.number("probability", 100),
+        use_probability=r.boolean("useProbability", True),
+        group=r.text("group"),
+        group_override=r.boolean("groupOverride", False),
+        group_weight=r.number("groupWeight", 100),
+        use_group_scoring=r.optional_bool("useGroupScoring"),
+        scan_depth=r.optional_int("scanDepth"),
+        case_sensitive=r.optional_bool("caseSensitive"),
+        match_whole_words=r.optional_bool("matchWholeWords"),
+        exclude_recursion=r.boolean("excludeRecursion", False),
+        prevent_recursion=r.boolean("preventRecursion", False),
+        delay_until_recursion=_delay_level(r),
+        ignore_budget=r.boolean("ignoreBudget", False),
+        sticky=r.integer("sticky", 0),
+        cooldown=r.integer("cooldown", 0),
+        delay=r.integer("delay", 0),
+        match_persona_description=r.boolean("matchPersonaDescription", False),
+        match_character_description=r.boolean("matchCharacterDescription", False),
+        match_character_personality=r.boolean("matchCharacterPersonality", False),
+        match_character_depth_prompt=r.boolean("matchCharacterDepthPrompt", False),
+        match_scenario=r.boolean("matchScenario", False),
+        match_creator_notes=r.boolean("matchCreatorNotes", False),
+        triggers=r.strings("triggers"),
+        character_filter=character_filter,
+        automation_id=r.text("automationId"),
+        vectorized=r.boolean("vectorized", False),
+        hash=_entry_hash(raw),
+        path=path,
+    )
+
+
+def js_key_order(keys: Iterable[str]) -> list[str]:
+    """Keys in JavaScript's own-property order: array indices ascending, then insertion order.
+
+    SillyTavern walks a book's ``entries`` object with ``Object.keys``, so ties in ``order`` are
+    broken by this order, not by the file's textual order.
+    """
+    keys = list(keys)
+    index_keys = [k for k in keys if _is_array_index(k)]
+    other = [k for k in keys if not _is_array_index(k)]
+    return sorted(index_keys, key=int) + other
+
+
+def _is_array_index(key: str) -> bool:
+    return key.isdigit() and key.isascii() and (key == "0" or not key.startswith("0")) and int(key) < 2**32 - 1
+
+
+def normalize_book(book: Any, name: str = "book", source: str = "global", *,
+                   path: str = "$") -> tuple[WorldBook, list[Diagnostic]]:
+    """A book (``{"entries": {...}}``, ``{"entries": [...]}`` or a bare list) as a :class:`WorldBook`.
+
+    List entries are keyed by their ``uid`` (or index) and walked in JavaScript key order, as
+    SillyTavern stores them once imported. Raises ``TemplateError(INPUT_INVALID)`` only when the
+    value has no entries at all to read.
+    """
+    diagnostics: list[Diagnostic] = []
+    if isinstance(book, WorldBook):
+        return book, diagnostics
+    if isinstance(book, Mapping):
+        if isinstance(book.get("name"), str) and book.get("name"):
+            name = book["name"]
+        if isinstance(book.get("source"), str):
+            source = book["source"]
+        raw_entries = book.get("entries")
+        entries_path = f"{path}.entries"
+    else:
+        raw_entries = book
+        entries_path = path
+    if source not in BOOK_SOURCES:
+        diagnostics.append(Diagnostic("INPUT_INVALID", f"unknown book source {source!r}; using 'global'",
+                                      path=f"{path}.source"))
+        source = "global"
+    keyed: dict[str, Any] = {}
+    if isinstance(raw_entries, Mapping):
+        for k in js_key_order(str(k) for k in raw_entries):
+            keyed[k] = raw_entries[k] if k in raw_entries else raw_entries[int(k)]  # type: ignore[index]
+        items = [(k, v, f"{entries_path}.{k}") for k, v in keyed.items()]
+    elif isinstance(raw_entries, Sequence) and not isinstance(raw_entries, (str, bytes)):
+        by_key: dict[str, tuple[Any, str]] = {}
+        for i, v in enumerate(raw_entries):
+            uid = v.get("uid", v.get("id", i)) if isinstance(v, Mapping) else i
+            by_key.setdefault(str(uid), (v, f"{entries_path}[{i}]"))
+        items = [(k, by_key[k][0], by_key[k][1]) for k in js_key_order(by_key)]
+    else:
+        raise TemplateError("a world book needs an 'entries' object or list", code="INPUT_INVALID", path=path)
+    entries: list[Entry] = []
+    for k, v, p in items:
+        fallback: int | str = int(k) if _is_array_index(k) else k
+        entry = normalize_entry(v, name, fallback, p, diagnostics)
+        if entry is not None:
+            entries.append(entry)
+    return WorldBook(name, tuple(entries), source), diagnostics
+
+
+def normalize_books(books: Any) -> tuple[list[WorldBook], list[Diagnostic]]:
+    """Every accepted shape of the ``books`` argument as a list of :class:`WorldBook`.
+
+    Accepted: one book dict, a list of book dicts (each may carry ``name`` and ``source``), a
+    mapping of book name to book, :class:`WorldBook` values, or a bare list of entries.
+    """
+    diagnostics: list[Diagnostic] = []
+    out: list[WorldBook] = []
+    if isinstance(books, WorldBook):
+        return [books], diagnostics
+    if isinstance(books, Mapping) and "entries" in books:
+        book, d = normalize_book(books, "book")
+        return [book], d
+    if isinstance(books, Mapping):
+        for i, (name, value) in enumerate(books.items()):
+            book, d = normalize_book(value, str(name), path=f"$[{json.dumps(str(name))}]")
+            out.append(book)
+            diagnostics.extend(d)
+        return out, diagnostics
+    if isinstance(books, Sequence) and not isinstance(books, (str, bytes)):
+        if books and all(isinstance(b, Mapping) and "entries" not in b for b in books):
+            book, d = normalize_book(list(books), "book")
+            return [book], d
+        for i, value in enumerate(books):
+            default_name = "book" if len(books) == 1 else f"book{i}"
+            book, d = normalize_book(value, default_name, path=f"$[{i}]")
+            out.append(book)
+            diagnostics.extend(d)
+        return out, diagnostics
+    raise TemplateError("books should be a world book, a list of books or a mapping of name to book",
+                        code="INPUT_INVALID", path="$")

@@ -1,0 +1,238 @@
+"""Key matching: plain keys (case, whole words), regex keys, and the indexes that make it linear.
+
+SillyTavern tests each key of each entry against the entry's assembled buffer: a substring test,
+or with whole-word matching ``(?:^|\\W)key(?:$|\\W)`` (ASCII ``\\W``; a key containing whitespace falls
+back to the substring test), after lower-casing both sides unless case-sensitive. Regex keys run on
+the raw buffer and ignore both settings.
+
+Doing that literally costs (entries x keys x text). We get the same answers from indexes built
+once per scan:
+
+* a key made only of ASCII word characters matches whole-word exactly when it is one of the
+  text's maximal ``[A-Za-z0-9_]+`` runs, so a dict from run to the newest message holding it
+  answers in O(1);
+* a substring key is found with one ``str.find`` over the concatenated chat; the first hit is
+  the newest message containing it, so "matches within depth d" is ``first_hit < d`` for every d;
+* other whole-word keys use a compiled boundary regex over the same concatenation.
+
+Extra sources and recursion pieces are separate small parts with their own memo, so a recursion
+step scans only the newly added text.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..errors import Diagnostic
+from .entries import Entry
+from .regexes import DEFAULT_TIMEOUT, JsRegex, js_regex_search, parse_js_regex
+from .scan import _JS_WS, JOINER, MATCHER, Haystack, ScanBuffer
+
+__all__ = ["KeyMatcher"]
+
+_WORD_RUN = re.compile(r"[A-Za-z0-9_]+")
+_PURE_WORD = re.compile(r"[A-Za-z0-9_]+")
+_HAS_JS_SPACE = re.compile(f"[{re.escape(_JS_WS)}]")
+_NOT_FOUND = 1 << 30
+
+SUB, WORD, BOUNDED = 0, 1, 2
+
+
+def _mode(needle: str, whole_words: bool) -> int:
+    if not whole_words or _HAS_JS_SPACE.search(needle):
+        return SUB
+    if _PURE_WORD.fullmatch(needle):
+        return WORD
+    return BOUNDED
+
+
+_bounded_cache: dict[str, re.Pattern[str]] = {}
+
+
+def _bounded(needle: str) -> re.Pattern[str]:
+    rx = _bounded_cache.get(needle)
+    if rx is None:
+        if len(_bounded_cache) > 4096:
+            _bounded_cache.clear()
+        rx = re.compile(r"(?<![A-Za-z0-9_])" + re.escape(needle) + r"(?![A-Za-z0-9_])")
+        _bounded_cache[needle] = rx
+    return rx
+
+
+def _test_text(text: str, needle: str, mode: int) -> bool:
+    """One plain test on one string (SillyTavern's ``matchKeys`` after the case transform)."""
+    if mode == SUB:
+        return needle in text
+    return _bounded(needle).search(text) is not None
+
+
+@dataclass
+class _Part:
+    """A standalone piece of the buffer (an extra source or a recursion piece), memoised."""
+
+    text: str
+    words: set[str] | None = None
+    memo: dict[tuple[str, int], bool] = field(default_factory=dict)
+
+    def has(self, needle: str, mode: int) -> bool:
+        key = (needle, mode)
+        hit = self.memo.get(key)
+        if hit is None:
+            if mode == WORD:
+                if self.words is None:
+                    self.words = set(_WORD_RUN.findall(self.text))
+                hit = needle in self.words
+            else:
+                hit = _test_text(self.text, needle, mode)
+            self.memo[key] = hit
+        return hit
+
+
+class _ChatIndex:
+    """The chat messages (newest first) in one case variant, indexed for first-hit lookups."""
+
+    def __init__(self, messages: list[str]) -> None:
+        self.concat = MATCHER + JOINER.join(messages)
+        self.starts: list[int] = []
+        pos = 1
+        for m in messages:
+            self.starts.append(pos)
+            pos += len(m) + len(JOINER)
+        self._messages = messages
+        self._words: dict[str, int] | None = None
+        self.memo: dict[tuple[str, int], int] = {}
+
+    def words(self) -> dict[str, int]:
+        if self._words is None:
+            words: dict[str, int] = {}
+            for i, m in enumerate(self._messages):
+                for w in _WORD_RUN.findall(m):
+                    words.setdefault(w, i)
+            self._words = words
+        return self._words
+
+    def first_hit(self, needle: str, mode: int) -> int:
+        """Index of the newest message that matches, or a large number when none does."""
+        key = (needle, mode)
+        hit = self.memo.get(key)
+        if hit is not None:
+            return hit
+        if not self._messages:
+            hit = _NOT_FOUND
+        elif mode == WORD:
+            hit = self.words().get(needle, _NOT_FOUND)
+        else:
+            if mode == SUB:
+                pos = self.concat.find(needle)
+            else:
+                m = _bounded(needle).search(self.concat)
+                pos = m.start() if m else -1
+            hit = _NOT_FOUND if pos < 0 else bisect.bisect_right(self.starts, pos) - 1
+        self.memo[key] = hit
+        return hit
+
+
+class KeyMatcher:
+    """Answers "does this key match this entry's buffer" with SillyTavern's rules, cached."""
+
+    def __init__(self, buffer: ScanBuffer, *, case_sensitive: bool, whole_words: bool,
+                 regex_timeout: float = DEFAULT_TIMEOUT,
+                 diagnostics: list[Diagnostic] | None = None) -> None:
+        self.buffer = buffer
+        self.case_sensitive = case_sensitive
+        self.whole_words = whole_words
+        self.regex_timeout = regex_timeout
+        self.diagnostics = diagnostics if diagnostics is not None else []
+        self._chat: dict[bool, _ChatIndex] = {}
+        self._parts: dict[tuple[str, bool], _Part] = {}
+        self._regex: dict[str, JsRegex | None] = {}
+        self._regex_results: dict[tuple[str, Haystack, int], bool] = {}
+        self._reported: set[tuple[str, str]] = set()
+        self.regex_searches = 0
+
+    # -- pieces -----------------------------------------------------------------------------
+    def _chat_index(self, cs: bool) -> _ChatIndex:
+        index = self._chat.get(cs)
+        if index is None:
+            messages = self.buffer.messages if cs else [m.lower() for m in self.buffer.messages]
+            index = self._chat[cs] = _ChatIndex(messages)
+        return index
+
+    def _part(self, text: str, cs: bool) -> _Part:
+        part = self._parts.get((text, cs))
+        if part is None:
+            part = self._parts[(text, cs)] = _Part(text if cs else text.lower())
+        return part
+
+    def _report(self, rx: JsRegex, code: str, message: str, entry: Entry) -> None:
+        if (rx.source, code) in self._reported:
+            return
+        self._reported.add((rx.source, code))
+        self.diagnostics.append(
+            Diagnostic(code, message, severity="info" if code == "WI_REGEX_INVALID" else "warning",
+                       path=entry.path + ".key" if entry.path else None,
+                       data={"book": entry.book, "uid": entry.uid, "key": rx.source})
+        )
+
+    def regex_for(self, needle: str) -> JsRegex | None:
+        """The parsed regex of a key (``None`` for a plain key), cached."""
+        if needle not in self._regex:
+            self._regex[needle] = parse_js_regex(needle) if needle.startswith("/") else None
+        return self._regex[needle]
+
+    # -- the test ---------------------------------------------------------------------------
+    def matches(self, needle: str, entry: Entry, hay: Haystack) -> bool:
+        """SillyTavern's ``matchKeys(buffer, needle, entry)`` for the entry's haystack."""
+        rx = self.regex_for(needle)
+        if rx is not None:
+            if rx.status == "ok":
+                return self._regex_match(rx, entry, hay)
+            if rx.status == "refused":
+                self._report(rx, "WI_REGEX_REFUSED", f"regex key {rx.source} refused: {rx.reason}; it does not match",
+                             entry)
+                return False
+            self._report(rx, "WI_REGEX_INVALID",
+                         f"regex key {rx.source} is not a valid JavaScript regex ({rx.reason}); matched as plain text",
+                         entry)
+        cs = self.case_sensitive if entry.case_sensitive is None else entry.case_sensitive
+        ww = self.whole_words if entry.match_whole_words is None else entry.match_whole_words
+        needle_t = needle if cs else needle.lower()
+        if hay.empty or needle_t == "":
+            # an empty needle is found in any text, even the empty buffer
+            return needle_t == ""
+        mode = _mode(needle_t, ww)
+        if "\n" in needle_t or "\x01" in needle_t:
+            text = self.buffer.text(hay)
+            return _test_text(text if cs else text.lower(), needle_t, mode if mode != WORD else BOUNDED)
+        if self._chat_index(cs).first_hit(needle_t, mode) < hay.depth:
+            return True
+        for extra in hay.extras:
+            if self._part(extra, cs).has(needle_t, mode):
+                return True
+        for piece in self.buffer.recursion[: hay.recursion]:
+            if self._part(piece, cs).has(needle_t, mode):
+                return True
+        return False
+
+    def _regex_match(self, rx: JsRegex, entry: Entry, hay: Haystack) -> bool:
+        key = (rx.source, hay, len(self.buffer.recursion))
+        hit = self._regex_results.get(key)
+        if hit is not None:
+            return hit
+        try:
+            self.regex_searches += 1
+            hit = js_regex_search(rx, self.buffer.text(hay), self.regex_timeout)
+        except TimeoutError:
+            object.__setattr__(rx, "status", "refused")
+            object.__setattr__(rx, "reason", f"the search took longer than {self.regex_timeout:g} s")
+            self._report(rx, "WI_REGEX_REFUSED", f"regex key {rx.source} refused: {rx.reason}; it does not match",
+                         entry)
+            hit = False
+        self._regex_results[key] = hit
+        return hit
+
+
+KeyTest = Callable[[str, Entry, Haystack], bool]

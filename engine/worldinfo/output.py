@@ -1,0 +1,129 @@
+"""Activated entries placed per position, in SillyTavern's order (research digest section 2.10).
+
+SillyTavern stable-sorts the activated entries by ``order`` descending and *unshifts* each into
+its position's list, so every list ends up ascending by order (higher order lands later in the
+prompt) with ties in reverse activation order. At-depth entries are grouped by (depth, role), the
+groups in order of first appearance in that descending walk. Outlets are the exception: their
+entries are *pushed*, so an outlet reads in descending order. Entries whose content is empty are
+left out of the prompt (they still count as activated).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .entries import Entry, Position
+
+__all__ = ["ActivatedEntry", "DepthGroup", "Positions", "ROLE_NAMES", "build_positions"]
+
+ROLE_NAMES = {0: "system", 1: "user", 2: "assistant"}
+
+
+@dataclass(frozen=True, slots=True)
+class ActivatedEntry:
+    """An activated entry with its final (possibly macro-expanded) content."""
+
+    entry: Entry
+    content: str
+    step: int
+
+    @property
+    def book(self) -> str:
+        return self.entry.book
+
+    @property
+    def uid(self) -> int | str:
+        return self.entry.uid
+
+
+@dataclass(frozen=True, slots=True)
+class DepthGroup:
+    """At-depth entries sharing a depth and a role, joined as one injected message."""
+
+    depth: int
+    role: int
+    entries: tuple[ActivatedEntry, ...]
+
+    @property
+    def content(self) -> str:
+        return "\n".join(e.content for e in self.entries)
+
+    @property
+    def role_name(self) -> str:
+        return ROLE_NAMES.get(self.role, str(self.role))
+
+
+@dataclass(frozen=True, slots=True)
+class Positions:
+    """The activated entries per position, each list in prompt order."""
+
+    before: tuple[ActivatedEntry, ...] = ()
+    after: tuple[ActivatedEntry, ...] = ()
+    an_top: tuple[ActivatedEntry, ...] = ()
+    an_bottom: tuple[ActivatedEntry, ...] = ()
+    at_depth: tuple[DepthGroup, ...] = ()
+    em_top: tuple[ActivatedEntry, ...] = ()
+    em_bottom: tuple[ActivatedEntry, ...] = ()
+    outlets: dict[str, tuple[ActivatedEntry, ...]] = field(default_factory=dict)
+
+    @property
+    def before_text(self) -> str:
+        """``worldInfoBefore``: the before-character entries joined with newlines."""
+        return "\n".join(e.content for e in self.before)
+
+    @property
+    def after_text(self) -> str:
+        """``worldInfoAfter``."""
+        return "\n".join(e.content for e in self.after)
+
+    def outlet_text(self, name: str) -> str:
+        """What ``{{outlet::name}}`` reads."""
+        return "\n".join(e.content for e in self.outlets.get(name, ()))
+
+    def to_json(self) -> dict[str, Any]:
+        """The position part of the CLI's ``--json`` object."""
+        return {
+            "before": self.before_text,
+            "after": self.after_text,
+            "an_top": [e.content for e in self.an_top],
+            "an_bottom": [e.content for e in self.an_bottom],
+            "at_depth": [{"depth": g.depth, "role": g.role_name, "content": g.content} for g in self.at_depth],
+            "em_top": [e.content for e in self.em_top],
+            "em_bottom": [e.content for e in self.em_bottom],
+            "outlets": {name: self.outlet_text(name) for name in self.outlets},
+        }
+
+
+def build_positions(activated: list[ActivatedEntry]) -> Positions:
+    """Place ``activated`` (in activation order) the way SillyTavern's output assembly does."""
+    ordered = sorted(activated, key=lambda a: -a.entry.order)  # stable: ties keep activation order
+    lists: dict[int, list[ActivatedEntry]] = {p: [] for p in range(8)}
+    depth_groups: list[tuple[int, int, list[ActivatedEntry]]] = []
+    outlets: dict[str, list[ActivatedEntry]] = {}
+    for item in ordered:
+        if not item.content:
+            continue
+        position = item.entry.position
+        if position == Position.AT_DEPTH:
+            for depth, role, members in depth_groups:
+                if depth == item.entry.depth and role == item.entry.role:
+                    members.append(item)
+                    break
+            else:
+                depth_groups.append((item.entry.depth, item.entry.role, [item]))
+        elif position == Position.OUTLET:
+            if item.entry.outlet_name:
+                outlets.setdefault(item.entry.outlet_name, []).append(item)
+        elif position in lists:
+            lists[position].append(item)
+    return Positions(
+        before=tuple(reversed(lists[Position.BEFORE])),
+        after=tuple(reversed(lists[Position.AFTER])),
+        an_top=tuple(reversed(lists[Position.AN_TOP])),
+        an_bottom=tuple(reversed(lists[Position.AN_BOTTOM])),
+        at_depth=tuple(DepthGroup(d, r, tuple(reversed(m))) for d, r, m in depth_groups),
+        em_top=tuple(reversed(lists[Position.EM_TOP])),
+        em_bottom=tuple(reversed(lists[Position.EM_BOTTOM])),
+        outlets={name: tuple(items) for name, items in outlets.items()},
+    )

@@ -1,0 +1,491 @@
+"""JavaScript regex keys (``/pattern/flags``) translated to the ``regex`` package, matched with a time bound.
+
+World-book regex keys are written by strangers for a JavaScript engine. We translate the pattern
+token by token into the ``regex`` package's syntax so that the JavaScript meaning is kept (ASCII
+``\\w``/``\\d``/``\\b``, JavaScript's ``\\s`` set, ``.`` excluding the four line terminators, ``$``
+only at the very end without ``m``, backreferences to unset groups matching empty, identity
+escapes), and run every search with ``timeout=`` so a catastrophic pattern costs a bounded amount of
+time instead of hanging the scan.
+
+Three outcomes, mirroring SillyTavern where it has an opinion:
+
+* not regex syntax at all (no ``/.../flags`` shape, or an unescaped ``/`` inside): a plain key;
+* regex syntax that JavaScript would reject: SillyTavern falls back to matching the key as plain
+  text, so do we, with a ``WI_REGEX_INVALID`` diagnostic;
+* a pattern we cannot translate faithfully, or one whose search timed out: refused
+  (``WI_REGEX_REFUSED``), and the key does not match.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+import regex
+
+__all__ = ["JsRegex", "RegexStatus", "js_regex_search", "parse_js_regex", "translate_js_regex"]
+
+#: How long one search may take before the key is refused (seconds).
+DEFAULT_TIMEOUT = 0.1
+
+_SHAPE = re.compile(r"/([\s\S]+?)/([gimsuy]*)", re.DOTALL)
+_UNESCAPED_SLASH = re.compile(r"(?:^|[^\\])/")
+
+#: JavaScript's ``\s``: ASCII whitespace, the Unicode space separators, line terminators and BOM.
+JS_SPACE = "\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+_WORD = "A-Za-z0-9_"
+_DIGIT = "0-9"
+_LINE_TERMINATORS = "\\n\\r\\u2028\\u2029"
+
+RegexStatus = Literal["ok", "invalid", "refused"]
+
+
+class _Invalid(Exception):
+    """JavaScript would reject the pattern (SyntaxError)."""
+
+
+class _Unsupported(Exception):
+    """JavaScript accepts the pattern but we cannot translate it faithfully."""
+
+
+@dataclass(frozen=True, slots=True)
+class JsRegex:
+    """A parsed ``/pattern/flags`` key: ``compiled`` is set when ``status == "ok"``."""
+
+    source: str
+    pattern: str
+    flags: str
+    status: RegexStatus
+    compiled: regex.Pattern[str] | None = None
+    sticky: bool = False
+    reason: str = ""
+
+
+def parse_js_regex(key: str) -> JsRegex | None:
+    """The key as a regex, or ``None`` when it is not written as one (then it is a plain key).
+
+    The shape test copies SillyTavern's: ``/pattern/flags`` with flags from ``gimsuy`` and no
+    unescaped ``/`` inside the pattern; the first ``\\/`` is then unescaped.
+    """
+    m = _SHAPE.fullmatch(key)
+    if m is None:
+        return None
+    pattern, flags = m.group(1), m.group(2)
+    if _UNESCAPED_SLASH.search(pattern):
+        return None
+    pattern = pattern.replace("\\/", "/", 1)
+    if len(set(flags)) != len(flags):
+        return JsRegex(key, pattern, flags, "invalid", reason="duplicate flag")
+    try:
+        translated = translate_js_regex(pattern, flags)
+    except _Invalid as exc:
+        return JsRegex(key, pattern, flags, "invalid", reason=str(exc))
+    except _Unsupported as exc:
+        return JsRegex(key, pattern, flags, "refused", reason=str(exc))
+    py_flags = regex.VERSION0 | (regex.IGNORECASE if "i" in flags else 0)
+    try:
+        compiled = regex.compile(translated, py_flags)
+    except (regex.error, OverflowError, RecursionError, ValueError) as exc:
+        return JsRegex(key, pattern, flags, "invalid", reason=str(exc))
+    return JsRegex(key, pattern, flags, "ok", compiled, sticky="y" in flags)
+
+
+def js_regex_search(rx: JsRegex, text: str, timeout: float = DEFAULT_TIMEOUT) -> bool:
+    """``RegExp.prototype.test`` on a fresh object (lastIndex 0). Raises ``TimeoutError`` when slow."""
+    assert rx.compiled is not None
+    if rx.sticky:
+        return rx.compiled.match(text, timeout=timeout) is not None
+    return rx.compiled.search(text, timeout=timeout) is not None
+
+
+# --------------------------------------------------------------------------------------------
+# translation
+
+
+def _lit(ch: str) -> str:
+    """One literal character in pattern syntax."""
+    return regex.escape(ch, special_only=False) if not ch.isalnum() else ch
+
+
+def _class_lit(ch: str) -> str:
+    """One literal character inside a character class."""
+    return "\\" + ch if ch in "\\]^-[" else (f"\\x{{{ord(ch):x}}}" if not ch.isprintable() else ch)
+
+
+@dataclass
+class _ClassAtom:
+    char: str | None = None  # a single character
+    positive: str | None = None  # class contents (e.g. "0-9")
+    negative: str | None = None  # complement class contents (e.g. "0-9" for \D)
+
+
+class _Translator:
+    def __init__(self, pattern: str, flags: str) -> None:
+        self.p = pattern
+        self.i = 0
+        self.unicode = "u" in flags
+        self.dotall = "s" in flags
+        self.multiline = "m" in flags
+        self.out: list[str] = []
+        self.names: dict[str, str] = {}
+        self.total_groups, all_names = _count_groups(pattern)
+        self.has_named = bool(all_names)
+        for n, name in enumerate(all_names):
+            if name in self.names:
+                raise _Invalid(f"duplicate group name {name!r}")
+            self.names[name] = f"n{n}"
+        self.can_quantify = False  # whether the previous token may take a quantifier
+
+    # -- helpers ------------------------------------------------------------------------------
+    def peek(self, k: int = 0) -> str:
+        j = self.i + k
+        return self.p[j] if j < len(self.p) else ""
+
+    def emit(self, s: str, quantifiable: bool = True) -> None:
+        self.out.append(s)
+        self.can_quantify = quantifiable
+
+    # -- main ---------------------------------------------------------------------------------
+    def run(self) -> str:
+        depth = 0
+        while self.i < len(self.p):
+            c = self.p[self.i]
+            if c == "\\":
+                self.escape()
+            elif c == "[":
+                self.char_class()
+            elif c == "(":
+                self.i += 1
+                depth += 1
+                self.group_open()
+            elif c == ")":
+                if depth == 0:
+                    raise _Invalid("unmatched ')'")
+                depth -= 1
+                self.i += 1
+                self.emit(")")
+            elif c in "*+?":
+                self.i += 1
+                self.quantifier(c)
+            elif c == "{":
+                m = re.compile(r"\{(\d+)(?:(,)(\d*))?\}").match(self.p, self.i)
+                if m:
+                    lo, comma, hi = m.group(1), m.group(2), m.group(3)
+                    if hi and int(hi) < int(lo):
+                        raise _Invalid("numbers out of order in {} quantifier")
+                    self.i = m.end()
+                    self.quantifier(f"{{{int(lo)}{',' if comma else ''}{int(hi) if hi else ''}}}")
+                elif self.unicode:
+                    raise _Invalid("lone '{'")
+                else:
+                    self.i += 1
+                    self.emit("\\{")
+            elif c in "}]":
+                if self.unicode:
+                    raise _Invalid(f"lone {c!r}")
+                self.i += 1
+                self.emit("\\" + c)
+            elif c == "|":
+                self.i += 1
+                self.emit("|", False)
+            elif c == ".":
+                self.i += 1
+                self.emit("[\\s\\S]" if self.dotall else f"[^{_LINE_TERMINATORS}]")
+            elif c == "^":
+                self.i += 1
+                self.emit(f"(?<![^{_LINE_TERMINATORS}])" if self.multiline else "\\A", False)
+            elif c == "$":
+                self.i += 1
+                self.emit(f"(?![^{_LINE_TERMINATORS}])" if self.multiline else "\\Z", False)
+            else:
+                self.i += 1
+                self.emit(_lit(c))
+        if depth:
+            raise _Invalid("unterminated group")
+        return "".join(self.out)
+
+    def quantifier(self, q: str) -> None:
+        if not self.can_quantify:
+            raise _Invalid("nothing to repeat")
+        if self.peek() == "?":
+            self.i += 1
+            q += "?"
+        # a following quantifier is "nothing to repeat" in JavaScript (Python would read it as
+        # possessive), so the next token may not be a quantifier
+        self.emit(q, False)
+
+    def group_open(self) -> None:
+        if self.peek() != "?":
+            self.emit("(", False)
+            return
+        nxt = self.peek(1)
+        if nxt == ":":
+            self.i += 2
+            self.emit("(?:", False)
+        elif nxt in "=!":
+            self.i += 2
+            self.emit("(?" + nxt, False)
+        elif nxt == "<" and self.peek(2) in "=!":
+            self.i += 3
+            self.emit("(?<" + self.p[self.i - 1], False)
+        elif nxt == "<":
+            end = self.p.find(">", self.i + 2)
+            if end < 0:
+                raise _Invalid("unterminated group name")
+            name = self.p[self.i + 2 : end]
+            if name not in self.names:
+                raise _Invalid(f"invalid group name {name!r}")
+            self.i = end + 1
+            self.emit(f"(?P<{self.names[name]}>", False)
+        elif nxt.isalpha() or nxt == "-":
+            raise _Unsupported("inline modifier groups (?ims-ims:...)")
+        else:
+            raise _Invalid("invalid group")
+
+    def escape(self) -> None:
+        p = self.p
+        if self.i + 1 >= len(p):
+            raise _Invalid("\\ at end of pattern")
+        c = p[self.i + 1]
+        self.i += 2
+        if c == "d":
+            self.emit(f"[{_DIGIT}]")
+        elif c == "D":
+            self.emit(f"[^{_DIGIT}]")
+        elif c == "w":
+            self.emit(f"[{_WORD}]")
+        elif c == "W":
+            self.emit(f"[^{_WORD}]")
+        elif c == "s":
+            self.emit(f"[{JS_SPACE}]")
+        elif c == "S":
+            self.emit(f"[^{JS_SPACE}]")
+        elif c == "b":
+            self.emit(f"(?:(?<=[{_WORD}])(?![{_WORD}])|(?<![{_WORD}])(?=[{_WORD}]))", False)
+        elif c == "B":
+            self.emit(f"(?:(?<=[{_WORD}])(?=[{_WORD}])|(?<![{_WORD}])(?![{_WORD}]))", False)
+        elif c.isdigit() and c != "0":
+            self.backref_or_octal(c)
+        elif c == "k":
+            if self.unicode or self.has_named:
+                m = re.compile(r"<([^>]*)>").match(p, self.i)
+                if not m or m.group(1) not in self.names:
+                    raise _Invalid("invalid named reference")
+                self.i = m.end()
+                name = self.names[m.group(1)]
+                self.emit(f"(?({name})(?P={name}))")
+            else:
+                self.emit("k")
+        elif c in "pP" and self.unicode:
+            m = re.compile(r"\{([A-Za-z_=]+)\}").match(p, self.i)
+            if not m:
+                raise _Invalid("invalid property name")
+            self.i = m.end()
+            self.emit(f"\\{c}{{{m.group(1)}}}")
+        else:
+            self.emit(_lit(self.char_escape(c)))
+
+    def backref_or_octal(self, first: str) -> None:
+        j = self.i
+        while j < len(self.p) and self.p[j].isdigit():
+            j += 1
+        number = first + self.p[self.i : j]
+        if int(number) <= self.total_groups:
+            self.i = j
+            self.emit(f"(?({int(number)})\\g<{int(number)}>)")
+            return
+        if self.unicode:
+            raise _Invalid("invalid escape")
+        if first in "89":
+            self.emit(first)
+            return
+        self.emit(_lit(self.legacy_octal(first)))
+
+    def legacy_octal(self, first: str) -> str:
+        digits = first
+        while len(digits) < 3 and self.peek() in "01234567" and self.peek() != "":
+            if int(digits + self.peek(), 8) > 0o377:
+                break
+            digits += self.peek()
+            self.i += 1
+        return chr(int(digits, 8))
+
+    def char_escape(self, c: str) -> str:
+        """A character escape (after the backslash) that stands for one character."""
+        simple = {"f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
+        if c in simple:
+            return simple[c]
+        if c == "0":
+            if self.peek().isdigit():
+                if self.unicode:
+                    raise _Invalid("invalid decimal escape")
+                return self.legacy_octal("0")
+            return "\0"
+        if c == "c":
+            letter = self.peek()
+            if letter.isascii() and letter.isalpha():
+                self.i += 1
+                return chr(ord(letter) % 32)
+            if self.unicode:
+                raise _Invalid("invalid unicode escape")
+            self.i -= 1  # "\c" stands for a backslash and the "c" is read next
+            return "\\"
+        if c == "x":
+            m = re.compile(r"[0-9A-Fa-f]{2}").match(self.p, self.i)
+            if m:
+                self.i = m.end()
+                return chr(int(m.group(), 16))
+            if self.unicode:
+                raise _Invalid("invalid escape")
+            return "x"
+        if c == "u":
+            m = re.compile(r"[0-9A-Fa-f]{4}").match(self.p, self.i)
+            if m:
+                self.i = m.end()
+                code = int(m.group(), 16)
+                if self.unicode and 0xD800 <= code <= 0xDBFF:
+                    m2 = re.compile(r"\\u(d[c-f][0-9a-f]{2})", re.I).match(self.p, self.i)
+                    if m2:
+                        self.i = m2.end()
+                        low = int(m2.group(1), 16)
+                        return chr(0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00))
+                return chr(code)
+            if self.unicode:
+                m = re.compile(r"\{([0-9A-Fa-f]+)\}").match(self.p, self.i)
+                if m and int(m.group(1), 16) <= 0x10FFFF:
+                    self.i = m.end()
+                    return chr(int(m.group(1), 16))
+                raise _Invalid("invalid unicode escape")
+            return "u"
+        if self.unicode and c not in "^$\\.*+?()[]{}|/-":
+            raise _Invalid("invalid escape")
+        return c
+
+    # -- character classes --------------------------------------------------------------------
+    def char_class(self) -> None:
+        self.i += 1
+        negated = self.peek() == "^"
+        if negated:
+            self.i += 1
+        atoms: list[_ClassAtom] = []
+        items: list[str] = []
+        complements: list[str] = []
+        while True:
+            if self.i >= len(self.p):
+                raise _Invalid("unterminated character class")
+            if self.peek() == "]":
+                self.i += 1
+                break
+            atom = self.class_atom()
+            if atom.char is not None and self.peek() == "-" and self.peek(1) not in ("]", ""):
+                save = self.i
+                self.i += 1
+                hi = self.class_atom()
+                if hi.char is None:
+                    if self.unicode:
+                        raise _Invalid("invalid character class range")
+                    atoms.extend([atom, _ClassAtom(char="-"), hi])
+                    continue
+                if ord(hi.char) < ord(atom.char):
+                    raise _Invalid("range out of order in character class")
+                items.append(f"{_class_lit(atom.char)}-{_class_lit(hi.char)}")
+                del save
+                continue
+            if atom.char is None and self.peek() == "-" and self.peek(1) not in ("]", "") and self.unicode:
+                raise _Invalid("invalid character class range")
+            atoms.append(atom)
+        for a in atoms:
+            if a.char is not None:
+                items.append(_class_lit(a.char))
+            elif a.positive is not None:
+                items.append(a.positive)
+            elif a.negative is not None:
+                complements.append(a.negative)
+        alternatives = ([f"[{''.join(items)}]"] if items else []) + [f"[^{c}]" for c in complements]
+        if not alternatives:
+            self.emit("[\\s\\S]" if negated else "(?!)")
+            return
+        union = alternatives[0] if len(alternatives) == 1 else "(?:" + "|".join(alternatives) + ")"
+        if negated:
+            if not complements:
+                self.emit(f"[^{''.join(items)}]")
+            else:
+                self.emit(f"(?:(?!{union})[\\s\\S])")
+        else:
+            self.emit(union)
+
+    def class_atom(self) -> _ClassAtom:
+        c = self.p[self.i]
+        if c != "\\":
+            self.i += 1
+            return _ClassAtom(char=c)
+        if self.i + 1 >= len(self.p):
+            raise _Invalid("\\ at end of pattern")
+        e = self.p[self.i + 1]
+        self.i += 2
+        table = {"d": (_DIGIT, None), "D": (None, _DIGIT), "w": (_WORD, None), "W": (None, _WORD),
+                 "s": (JS_SPACE, None), "S": (None, JS_SPACE)}
+        if e in table:
+            pos, neg = table[e]
+            return _ClassAtom(positive=pos, negative=neg)
+        if e == "b":
+            return _ClassAtom(char="\b")
+        if e == "-" and self.unicode:
+            return _ClassAtom(char="-")
+        if e.isdigit() and e != "0":
+            if self.unicode:
+                raise _Invalid("invalid class escape")
+            if e in "89":
+                return _ClassAtom(char=e)
+            return _ClassAtom(char=self.legacy_octal(e))
+        if e in "pP" and self.unicode:
+            m = re.compile(r"\{([A-Za-z_=]+)\}").match(self.p, self.i)
+            if not m:
+                raise _Invalid("invalid property name")
+            self.i = m.end()
+            if e == "p":
+                return _ClassAtom(positive=f"\\p{{{m.group(1)}}}")
+            return _ClassAtom(negative=f"\\p{{{m.group(1)}}}")
+        if e == "c" and not self.unicode:
+            nxt = self.peek()
+            if nxt.isdigit() or nxt == "_":
+                self.i += 1
+                return _ClassAtom(char=chr(ord(nxt) % 32))
+        return _ClassAtom(char=self.char_escape(e))
+
+
+def _count_groups(pattern: str) -> tuple[int, list[str]]:
+    """Capturing groups and group names in a JavaScript pattern (for backreference decisions)."""
+    count = 0
+    names: list[str] = []
+    i = 0
+    in_class = False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            if c == "]":
+                in_class = False
+        elif c == "[":
+            in_class = True
+        elif c == "(":
+            if pattern.startswith("(?<", i) and pattern[i + 3 : i + 4] not in ("=", "!"):
+                end = pattern.find(">", i)
+                if end > 0:
+                    names.append(pattern[i + 3 : end])
+                count += 1
+            elif not pattern.startswith("(?", i):
+                count += 1
+        i += 1
+    return count, names
+
+
+def translate_js_regex(pattern: str, flags: str = "") -> str:
+    """The ``regex``-package pattern with the JavaScript meaning of ``pattern`` under ``flags``.
+
+    Raises ``_Invalid`` for syntax JavaScript rejects and ``_Unsupported`` for syntax we refuse.
+    """
+    return _Translator(pattern, flags).run()

@@ -1,0 +1,131 @@
+"""The activation trace: why each entry fired or not, and in which step.
+
+Every entry of every book gets exactly one :class:`TraceRecord`, the last decision the loop made
+about it: ``activated`` with the rule that fired it (a key, ``constant``, ``decorator``, ``sticky``,
+``forced``), or ``skipped`` with the rule that stopped it. ``steps`` summarises each pass of the loop
+(its scan state, depth, delay level, candidates and activations). The trace is also the activation
+record a template bridge reads to answer ``getwi``-style questions: it names every entry by
+``book`` and ``uid``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = ["REASONS", "Draw", "StepRecord", "Trace", "TraceRecord"]
+
+Outcome = Literal["activated", "skipped"]
+
+#: reason code -> what it means (stable: tools may switch on these)
+REASONS: dict[str, str] = {
+    # activated
+    "key": "a primary key matched (and the secondary-key logic passed)",
+    "constant": "the entry is constant",
+    "decorator": "@@activate forces it (or @@dont_activate suppresses it)",
+    "sticky": "a sticky timed effect keeps it active",
+    "forced": "activated from outside the scan",
+    # skipped
+    "not_scanned": "the loop ended before the entry was looked at",
+    "disabled": "the entry is disabled",
+    "trigger": "the generation type is not among its triggers",
+    "filter": "its character filter excludes the current character",
+    "delay": "its delay timed effect is active (the chat is too short)",
+    "cooldown": "its cooldown timed effect is active",
+    "delay_until_recursion": "it waits for a recursion step (or a later delay level)",
+    "exclude_recursion": "it may not be activated by recursion",
+    "no_keys": "it has no primary keys",
+    "no_match": "no primary key matched",
+    "secondary_logic": "the secondary-key logic failed",
+    "probability": "the probability roll failed",
+    "group": "it lost its inclusion group",
+    "group_scoring": "a group member with a higher key score won",
+    "group_sticky": "a sticky member holds its inclusion group",
+    "group_activated": "its inclusion group already has an activated entry",
+    "budget": "the token budget was used up",
+    "duplicate": "another entry with the same book and uid was already activated",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class TraceRecord:
+    """The final decision about one entry."""
+
+    book: str
+    uid: int | str
+    outcome: Outcome
+    reason: str
+    detail: str
+    step: int | None = None  # the loop pass (1-based) of the decision; None if never looked at
+    state: str | None = None  # "initial", "recursion" or "min_activations"
+    key: str | None = None  # the primary key that matched
+    secondary: str | None = None  # the secondary key that decided an AND_ANY / NOT_ALL logic
+    winner: int | str | None = None  # for group losses: the uid that won
+    comment: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, leaving out empty fields."""
+        out: dict[str, Any] = {"book": self.book, "uid": self.uid, "outcome": self.outcome, "reason": self.reason,
+                               "detail": self.detail}
+        for name in ("step", "state", "key", "secondary", "winner"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        if self.comment:
+            out["comment"] = self.comment
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    """One pass of the loop."""
+
+    step: int
+    state: str
+    depth: int
+    level: float
+    candidates: tuple[str, ...]
+    activated: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"step": self.step, "state": self.state, "depth": self.depth, "level": self.level,
+                "candidates": list(self.candidates), "activated": list(self.activated)}
+
+
+@dataclass(frozen=True, slots=True)
+class Draw:
+    """One random number the activation used, so a run can be audited and replayed."""
+
+    kind: Literal["probability", "group"]
+    value: float  # in [0, 1)
+    subject: str  # "book.uid" for probability, the group name for groups
+    threshold: float  # probability percent, or the total group weight
+    outcome: str  # "pass"/"fail", or the winner's "book.uid"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "value": self.value, "subject": self.subject, "threshold": self.threshold,
+                "outcome": self.outcome}
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    """Per-entry records in scan order, and the loop's passes."""
+
+    entries: tuple[TraceRecord, ...]
+    steps: tuple[StepRecord, ...] = field(default=())
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def get(self, book: str, uid: int | str) -> TraceRecord | None:
+        """The record of one entry."""
+        for record in self.entries:
+            if record.book == book and record.uid == uid:
+                return record
+        return None
+
+    def to_list(self) -> list[dict[str, Any]]:
+        return [r.to_dict() for r in self.entries]
