@@ -15,6 +15,7 @@ entry and a saved book round-trips.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import ConfigDict, Field, PrivateAttr
@@ -282,6 +283,36 @@ def _convert_entry(entry: CharacterBookEntry, index: int, uid: int | str) -> dic
     return out
 
 
+#: Converted (ST) field -> where it came from in a card-book entry (top-level spec fields).
+_FROM_SPEC = {
+    "uid": "id",
+    "key": "keys",
+    "keysecondary": "secondary_keys",
+    "comment": "comment",
+    "content": "content",
+    "constant": "constant",
+    "selective": "selective",
+    "order": "insertion_order",
+    "disable": "enabled",
+}
+#: Converted fields read from ``extensions`` under another name (the rest use their snake_case name).
+_FROM_EXT = {"displayIndex": "display_index", "useProbability": "useProbability", "selectiveLogic": "selectiveLogic"}
+
+
+def _source_path(entry_path: str, st_path: str, entry: CharacterBookEntry) -> str:
+    """Map a path inside a converted entry (``$.depth``) back to the card book (``...extensions.depth``)."""
+    m = re.match(r"^\$\.([A-Za-z]+)(.*)$", st_path)
+    if not m:
+        return entry_path
+    field, rest = m.group(1), m.group(2)
+    if field in _FROM_SPEC:
+        return entry_path + "." + _FROM_SPEC[field] + rest
+    if field == "position" and (entry.extensions or {}).get("position") is None:
+        return entry_path + ".position" + rest
+    ext_name = _FROM_EXT.get(field) or re.sub(r"([A-Z])", lambda c: "_" + c.group(1).lower(), field)
+    return entry_path + ".extensions." + ext_name + rest
+
+
 def _card_book_uids(entries: list[CharacterBookEntry]) -> list[int | str]:
     """Each entry's uid: its ``id``, or the smallest unused number when it has none.
 
@@ -320,7 +351,11 @@ def convert_card_book(
                 )
             )
         converted = _convert_entry(entry, index, uid)
-        entries[key] = validate_model(WorldInfoEntry, converted, join_path(base_path, "entries", index))
+        entry_path = join_path(base_path, "entries", index)
+        try:
+            entries[key] = validate_model(WorldInfoEntry, converted, "$")
+        except TemplateError as exc:
+            raise TemplateError(exc.message, code=exc.code, path=_source_path(entry_path, exc.path or "$", entry)) from None
     return WorldBook(entries=entries).with_name(book.name if book.name else name)
 
 
