@@ -1,0 +1,506 @@
+"""The assembler: one request in, the exact message array out, with provenance and a record.
+
+Stages, each in its own module: the registry resolves sources into blocks (:mod:`.registry`),
+placement turns blocks into ordered nodes (:mod:`.claims`, :mod:`.placement`), depth items go in
+last (:mod:`.depth`), the native layout and tool transactions are validated (:mod:`.tools`), the
+logical byte limit is charged (:mod:`.limits`), system contributions are projected into complete
+snapshots (:mod:`.projection`), and everything needed to reproduce the messages without calling
+a source again is recorded (:mod:`.record`).
+
+Preview and actual requests go through the same function; a preview leaves out the unsent input
+and reports the system-update capability as unverified.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import Diagnostic, TemplateError
+from .depth import insert_deferred
+from .identity import content_hash
+from .limits import DEFAULT_PROFILE_BYTES, MAX_PROFILE_BYTES, PROJECTION_MAX_BYTES, check_limit, check_profile_bytes
+from .limits import logical_extra_bytes as _logical_bytes
+from .placement import Node, Planner
+from .projection import CAPABILITIES, Logical, project_system
+from .registry import (
+    CancellationToken,
+    ResolvedEntry,
+    SourceRegistry,
+    build_jobs,
+    freeze,
+    resolve_jobs,
+    resolve_jobs_async,
+)
+from .render import RenderOutput, RenderState
+from .rules import Preset, parse_preset
+from .tools import check_topology
+
+__all__ = ["Assembler", "AssemblyRequest", "AssemblyResult", "canonical_message"]
+
+MESSAGE_ROLES = ("system", "user", "assistant", "tool", "developer")
+_KEY_ORDER = ("id", "role", "content", "name", "tool_calls", "tool_call_id")
+
+
+def _bad_request(message: str, path: str) -> TemplateError:
+    return TemplateError(f"{message} at {path}", code="ASSEMBLY_REQUEST_INVALID", path=path)
+
+
+def canonical_message(raw: Any, path: str = "$") -> dict[str, Any]:
+    """A native chat message in the pinned shape (fixed key order, known keys only).
+
+    ``{"id", "role", "content", "name"?, "tool_calls"?: [{"id", "name", "arguments"}], "tool_call_id"?}``.
+    The fixed key order is what makes byte counts and hashes reproducible.
+    """
+    if not isinstance(raw, Mapping):
+        raise _bad_request("a message must be an object", path)
+    mid, role = raw.get("id"), raw.get("role")
+    if not isinstance(mid, str) or not mid:
+        raise _bad_request("message id must be a non-empty string", f"{path}.id")
+    if role not in MESSAGE_ROLES:
+        raise _bad_request(f"message role must be one of {', '.join(MESSAGE_ROLES)}", f"{path}.role")
+    content = raw.get("content")
+    if content is not None and not isinstance(content, (str, list)):
+        raise _bad_request("message content must be a string, a list of parts or null", f"{path}.content")
+    out: dict[str, Any] = {"id": mid, "role": role, "content": json.loads(json.dumps(content))}
+    if raw.get("name") is not None:
+        if not isinstance(raw["name"], str):
+            raise _bad_request("message name must be a string", f"{path}.name")
+        out["name"] = raw["name"]
+    calls = raw.get("tool_calls")
+    if calls is not None:
+        if role != "assistant" or not isinstance(calls, list):
+            raise _bad_request("tool_calls is a list on an assistant message", f"{path}.tool_calls")
+        norm = []
+        for j, c in enumerate(calls):
+            if not isinstance(c, Mapping) or not isinstance(c.get("id"), str) or not c["id"]:
+                raise _bad_request("a tool call needs a string id", f"{path}.tool_calls[{j}]")
+            norm.append({k: json.loads(json.dumps(c[k])) for k in ("id", "name", "arguments") if k in c})
+        out["tool_calls"] = norm
+    if role == "tool":
+        if not isinstance(raw.get("tool_call_id"), str):
+            raise _bad_request("a tool message needs a string tool_call_id", f"{path}.tool_call_id")
+        out["tool_call_id"] = raw["tool_call_id"]
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class AssemblyRequest:
+    """Everything one assembly reads. Build it directly or with :meth:`from_dict`.
+
+    ``messages`` are the native messages (system instructions, history, the current input, tool
+    calls and results); ``input_ids`` the ids of this step's input. ``system_prompt_update`` is the
+    model capability: ``leading-only`` (default) or ``in-history``.
+    """
+
+    preset: Preset
+    messages: tuple[dict[str, Any], ...] = ()
+    input_ids: tuple[str, ...] = ()
+    assets: Mapping[str, Any] = field(default_factory=dict)
+    session_id: str | None = None
+    turn: int | None = None
+    step: int | None = None
+    preview: bool = False
+    system_prompt_update: str = "leading-only"
+    max_profile_bytes: int = DEFAULT_PROFILE_BYTES
+    max_projection_bytes: int = PROJECTION_MAX_BYTES
+    seed: int = 0
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> AssemblyRequest:
+        """Read a request from JSON-like data (``preset`` may be a dict or a :class:`Preset`)."""
+        if not isinstance(data, Mapping):
+            raise _bad_request("a request must be an object", "$")
+        preset = data.get("preset")
+        preset = preset if isinstance(preset, Preset) else parse_preset(preset)
+        raw_messages = data.get("messages", [])
+        if not isinstance(raw_messages, Sequence) or isinstance(raw_messages, str):
+            raise _bad_request("messages must be a list", "$.messages")
+        messages = tuple(canonical_message(m, f"$.messages[{i}]") for i, m in enumerate(raw_messages))
+        input_ids = data.get("input_ids", ())
+        if not isinstance(input_ids, Sequence) or isinstance(input_ids, str) or not all(isinstance(x, str) for x in input_ids):
+            raise _bad_request("input_ids must be a list of message ids", "$.input_ids")
+        assets = data.get("assets") or {}
+        if not isinstance(assets, Mapping):
+            raise _bad_request("assets must be an object", "$.assets")
+        known = {f for f in cls.__dataclass_fields__} - {"preset", "messages", "input_ids", "assets"}
+        extra = {k: data[k] for k in known if k in data}
+        return cls(preset, messages, tuple(input_ids), assets, **extra)
+
+    def validated(self) -> AssemblyRequest:
+        """Check ids and options once, at the boundary."""
+        seen: set[str] = set()
+        for i, m in enumerate(self.messages):
+            if m["id"] in seen:
+                raise _bad_request(f"duplicate message id {m['id']!r}", f"$.messages[{i}].id")
+            seen.add(m["id"])
+        for j, x in enumerate(self.input_ids):
+            if x not in seen:
+                raise _bad_request(f"input id {x!r} is not a message of this request", f"$.input_ids[{j}]")
+        if self.system_prompt_update not in CAPABILITIES:
+            raise _bad_request(f"system_prompt_update must be one of {', '.join(CAPABILITIES)}", "$.system_prompt_update")
+        check_limit(self.max_profile_bytes, name="max_profile_bytes", maximum=MAX_PROFILE_BYTES)
+        check_limit(self.max_projection_bytes, name="max_projection_bytes", maximum=1 << 62)
+        if self.preset.placement in ("native-roles", "native-slots"):
+            raise TemplateError(
+                f"placement {self.preset.placement!r} is a DSH native delivery mode, not supported here",
+                code="ASSEMBLY_PLACEMENT_UNSUPPORTED",
+            )
+        return self
+
+
+@dataclass(slots=True)
+class AssemblyResult:
+    """The assembled request. ``messages`` is exactly what is sent."""
+
+    messages: list[dict[str, Any]]
+    nodes: list[dict[str, Any]]
+    system_projection: dict[str, Any]
+    logical_extra_bytes: int
+    extra_bytes: int
+    diagnostics: list[Diagnostic]
+    sources: list[dict[str, Any]]
+    draws: list[dict[str, Any]]
+    provenance: list[dict[str, Any]]
+    record: dict[str, Any]
+    #: the array before system projection (contributions still separate), for inspection
+    logical_messages: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form printed by ``tavernbox assemble --json``."""
+        return {
+            "messages": self.messages,
+            "nodes": self.nodes,
+            "diagnostics": [d.to_dict() for d in self.diagnostics],
+            "system_projection": self.system_projection,
+            "logical_extra_bytes": self.logical_extra_bytes,
+            "extra_bytes": self.extra_bytes,
+            "sources": self.sources,
+            "draws": self.draws,
+            "provenance": self.provenance,
+            "record": self.record,
+            "logical_messages": self.logical_messages,
+        }
+
+
+def _utf16(text: str, offset: int) -> int:
+    prefix = text[:offset]
+    return len(prefix) + sum(1 for ch in prefix if ord(ch) > 0xFFFF)
+
+
+def _macro_context(request: AssemblyRequest, native: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The macro-engine context for Tavern text, from the request's assets (chara_card_v2 names)."""
+    assets = request.assets
+    card = assets.get("character") or {}
+    card = card.get("data", card) if isinstance(card, Mapping) else {}
+    persona = assets.get("persona") or {}
+    persona = persona if isinstance(persona, Mapping) else {"description": str(persona)}
+    ctx: dict[str, Any] = {
+        "user": assets.get("user") or persona.get("name") or "User",
+        "char": card.get("nickname") or card.get("name") or "Assistant",
+        "persona": persona.get("description", ""),
+        "character": {k: v for k, v in card.items() if k != "extensions"},
+        "chat": [
+            {"role": m["role"], "name": m.get("name", ""), "content": m["content"]}
+            for m in native
+            if m["role"] in ("user", "assistant", "system") and isinstance(m["content"], str)
+        ],
+        "seed": request.seed,
+    }
+    extra = assets.get("macro_context")
+    if isinstance(extra, Mapping):
+        ctx.update(json.loads(json.dumps(extra)))
+    return ctx
+
+
+def compose(
+    preset: Preset,
+    entries: list[ResolvedEntry],
+    native: list[dict[str, Any]],
+    input_ids: tuple[str, ...],
+    *,
+    preview: bool,
+    system_prompt_update: str,
+    max_profile_bytes: int,
+    max_projection_bytes: int,
+    early_diagnostics: list[Diagnostic],
+    render_call: Callable[[str, str, Any], RenderOutput],
+    render_notices: Callable[[], list[Diagnostic]],
+) -> tuple[AssemblyResult, list[Diagnostic]]:
+    """Everything after resolution: placement, depth, validation, limits, projection, provenance.
+
+    Shared by :meth:`Assembler.assemble` and :func:`replay`, so a replay runs the same code on the
+    recorded source outputs and recorded renders. Returns the result without its record.
+    """
+    planner = Planner(preset, entries, native, render_call)
+    rows = planner.place()
+    flat: list[tuple[Node, int]] = [(n, k) for n in rows for k in range(len(n.messages))]
+    insert_deferred(flat, planner.deferred)
+    logical_messages = [n.messages[k] for n, k in flat]
+    native_flags = [n.native for n, _ in flat]
+    _check_natives(flat, native, planner.required)
+    check_topology(logical_messages)
+    logical_bytes = _logical_bytes(logical_messages, native_flags)
+    check_profile_bytes(logical_bytes, max_profile_bytes)
+    projection = project_system(
+        [Logical(n.messages[k], n.native, n.spans[k]) for n, k in flat],
+        max_bytes=max_projection_bytes,
+        system_prompt_update=system_prompt_update,
+        preview=preview,
+    )
+    messages = projection.messages
+    diagnostics = [*early_diagnostics]
+    for e in entries:
+        diagnostics.extend(e.output.diagnostics)
+    diagnostics.extend(render_notices())
+    diagnostics.extend(planner.diagnostics)
+    diagnostics.extend(projection.diagnostics)
+    if not messages:
+        raise TemplateError("the assembled request has no messages", code="ASSEMBLY_EMPTY")
+    if all(m["role"] == "system" for m in messages):
+        diagnostics.append(
+            Diagnostic(
+                "ASSEMBLY_SYSTEM_ONLY",
+                "the request holds only system messages; some providers send no chat messages at all then",
+            )
+        )
+    nodes = _node_records(flat, projection.index_map, messages)
+    provenance = []
+    for i, (m, spans) in enumerate(zip(messages, projection.spans, strict=True)):
+        content = m.get("content")
+        text = content if isinstance(content, str) else ""
+        provenance.append(
+            {
+                "index": i,
+                "message_id": m["id"],
+                "spans": [
+                    {"start": _utf16(text, s), "end": _utf16(text, e), **{k: v for k, v in info.items() if v is not None}}
+                    for s, e, info in spans
+                ],
+            }
+        )
+    result = AssemblyResult(
+        messages=messages,
+        nodes=nodes,
+        system_projection=projection.metadata(),
+        logical_extra_bytes=logical_bytes,
+        extra_bytes=projection.extra_bytes,
+        diagnostics=diagnostics,
+        sources=[e.descriptor.to_dict() for e in entries],
+        draws=[],
+        provenance=provenance,
+        record={},
+        logical_messages=logical_messages,
+    )
+    return result, diagnostics
+
+
+def _check_natives(flat: list[tuple[Node, int]], native: list[dict[str, Any]], required: list[str]) -> None:
+    """Each emitted native message exactly once; native system boundaries kept."""
+    placed = [n.messages[k]["id"] for n, k in flat if n.native]
+    counts: dict[str, int] = {}
+    for mid in placed:
+        counts[mid] = counts.get(mid, 0) + 1
+    for mid in dict.fromkeys(required):
+        if counts.get(mid, 0) != 1:
+            raise TemplateError(
+                f"native message {mid!r} appears {counts.get(mid, 0)} times: each enabled native message must appear "
+                "exactly once",
+                code="ASSEMBLY_NATIVE_MISSING",
+            )
+    included = set(placed)
+    roles = {m["id"]: m["role"] for m in native}
+
+    def before_sets(order: list[str]) -> dict[str, frozenset[str]]:
+        seen: set[str] = set()
+        out: dict[str, frozenset[str]] = {}
+        for mid in order:
+            if mid not in included:
+                continue
+            if roles[mid] == "system":
+                out[mid] = frozenset(seen)
+            else:
+                seen.add(mid)
+        return out
+
+    original = before_sets([m["id"] for m in native])
+    final = before_sets(placed)
+    for mid, before in final.items():
+        if original.get(mid) != before:
+            raise TemplateError(
+                f"the layout moves native messages across the native system update {mid!r}",
+                code="ASSEMBLY_NATIVE_SYSTEM_ORDER",
+            )
+
+
+def _node_records(flat: list[tuple[Node, int]], index_map: list[int], messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One record per contiguous run of a node; later runs of a split node get ``:split:<offset>``."""
+    runs: list[tuple[Node, int, list[int]]] = []  # node, first message offset, logical indexes
+    for i, (node, k) in enumerate(flat):
+        if runs and runs[-1][0] is node and i == runs[-1][2][-1] + 1:
+            runs[-1][2].append(i)
+        else:
+            runs.append((node, k, [i]))
+    seen: set[int] = set()
+    out = []
+    for node, offset, idxs in runs:
+        first = id(node) not in seen
+        seen.add(id(node))
+        out_idx = [index_map[i] for i in idxs]
+        request_ids = list(dict.fromkeys(messages[j]["id"] for j in out_idx))
+        out.append(
+            {
+                "id": node.key if first else f"{node.key}:split:{offset}",
+                "rule_id": node.rule_id,
+                "source_id": node.source_id,
+                "plugin_id": node.plugin_id,
+                "block_id": node.block_id,
+                "name": node.name,
+                "role": node.role,
+                "native": node.native,
+                "hash": node.hash,
+                "depth": node.depth,
+                "order": node.order,
+                "lifetime": node.lifetime,
+                "stability": node.stability,
+                "resource_id": node.resource_id,
+                "field": node.field,
+                "locked": node.locked,
+                "lock_reason": node.lock_reason,
+                "adjusted_for_tools": node.adjusted_for_tools,
+                "children": node.children,
+                "input_message_ids": [flat[i][0].messages[flat[i][1]]["id"] for i in idxs],
+                "request_message_ids": request_ids,
+                "start": min(out_idx),
+                "count": max(out_idx) - min(out_idx) + 1,
+            }
+        )
+    out.sort(key=lambda n: (n["start"], n["id"]))
+    return out
+
+
+class Assembler:
+    """Assemble requests from the sources of one registry.
+
+    ``Assembler(registry).assemble(request)``: ``request`` is an :class:`AssemblyRequest` or its
+    dict form. Registrations are captured once per request.
+    """
+
+    def __init__(self, registry: SourceRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else SourceRegistry.with_builtins()
+
+    def _prepare(
+        self, request: AssemblyRequest | Mapping[str, Any]
+    ) -> tuple[AssemblyRequest, list[Any], list[dict[str, Any]], list[Diagnostic], tuple[str, ...]]:
+        req = request if isinstance(request, AssemblyRequest) else AssemblyRequest.from_dict(request)
+        req = req.validated()
+        native = list(req.messages)
+        input_ids = req.input_ids
+        if req.preview:  # a preview never includes the unsent input
+            unsent = set(input_ids)
+            native = [m for m in native if m["id"] not in unsent]
+            input_ids = ()
+        jobs, diags = build_jobs(req.preset, self.registry.capture())
+        for job in jobs:
+            if job.rule.lifetime == "snapshot":
+                raise TemplateError(
+                    f"rule {job.rule.id!r} ({job.rule.kind}) asks for lifetime 'snapshot': retained snapshots are not "
+                    "supported yet; use lifetime 'request'",
+                    code="ASSEMBLY_LIFETIME_UNSUPPORTED",
+                )
+        return req, jobs, native, diags, input_ids
+
+    def _context(self, req: AssemblyRequest, native: list[dict[str, Any]], input_ids: tuple[str, ...], token: CancellationToken) -> Any:
+        ctx = freeze(
+            {
+                "session_id": req.session_id,
+                "turn": None if req.preview else req.turn,
+                "step": None if req.preview else req.step,
+                "preview": req.preview,
+                "preset": req.preset.to_dict(),
+                "assets": json.loads(json.dumps(req.assets)),
+                "native_messages": native,
+                "input_ids": list(input_ids),
+            }
+        )
+        return _with_token(ctx, token)
+
+    def assemble(self, request: AssemblyRequest | Mapping[str, Any], token: CancellationToken | None = None) -> AssemblyResult:
+        """Assemble one request synchronously (asynchronous sources need :meth:`assemble_async`)."""
+        token = token or CancellationToken()
+        req, jobs, native, diags, input_ids = self._prepare(request)
+        entries = resolve_jobs(jobs, self._context(req, native, input_ids, token), token, req.preset)
+        return self._finish(req, entries, native, input_ids, diags, token)
+
+    async def assemble_async(
+        self, request: AssemblyRequest | Mapping[str, Any], token: CancellationToken | None = None
+    ) -> AssemblyResult:
+        """Assemble one request, awaiting asynchronous resolvers in job order."""
+        token = token or CancellationToken()
+        req, jobs, native, diags, input_ids = self._prepare(request)
+        entries = await resolve_jobs_async(jobs, self._context(req, native, input_ids, token), token, req.preset)
+        return self._finish(req, entries, native, input_ids, diags, token)
+
+    def _finish(
+        self,
+        req: AssemblyRequest,
+        entries: list[ResolvedEntry],
+        native: list[dict[str, Any]],
+        input_ids: tuple[str, ...],
+        diags: list[Diagnostic],
+        token: CancellationToken,
+    ) -> AssemblyResult:
+        from .record import build_record
+
+        state = RenderState(macro_context=_macro_context(req, native))
+        renders: list[dict[str, Any]] = []
+
+        def render_call(key: str, text: str, renderer: Any) -> RenderOutput:
+            token.raise_if_cancelled()
+            out = renderer.render(text, state)
+            renders.append(
+                {
+                    "key": key,
+                    "input_hash": content_hash(text),
+                    "text": out.text,
+                    "draws": out.draws,
+                    "diagnostics": [_diag_dict(d) for d in out.diagnostics],
+                }
+            )
+            return out
+
+        result, _ = compose(
+            req.preset,
+            entries,
+            native,
+            input_ids,
+            preview=req.preview,
+            system_prompt_update=req.system_prompt_update,
+            max_profile_bytes=req.max_profile_bytes,
+            max_projection_bytes=req.max_projection_bytes,
+            early_diagnostics=diags,
+            render_call=render_call,
+            render_notices=lambda: list(state.notices),
+        )
+        result.draws = [{"key": r["key"], "draws": r["draws"]} for r in renders if r["draws"]]
+        result.record = build_record(req, entries, native, input_ids, diags, renders, list(state.notices), result)
+        return result
+
+
+def _with_token(ctx: Any, token: CancellationToken) -> Any:
+    from types import MappingProxyType
+
+    return MappingProxyType({**ctx, "token": token})
+
+
+def _diag_dict(d: Diagnostic) -> dict[str, Any]:
+    out: dict[str, Any] = {"code": d.code, "message": d.message, "severity": d.severity}
+    if d.span is not None:
+        out["start"], out["end"] = d.span.start, d.span.end
+    if d.path is not None:
+        out["path"] = d.path
+    if d.data:
+        out["data"] = json.loads(json.dumps(d.data, default=str))
+    return out

@@ -1,0 +1,245 @@
+"""Blocks: what a source returns, validated once at the source boundary.
+
+A source's output is ``{"blocks": [...], "macros"?: {name: block_id}, "diagnostics"?: [...]}``.
+It is round-tripped through the pinned JSON form (so nothing a source hands back can be mutated
+later or carry code), checked against the per-source limits, and turned into frozen
+:class:`Block` records. Any failure rejects the whole request: a partial prompt is never sent.
+
+Field names are snake_case; the upstream camelCase spellings (``referenceOnly``, ``messageIds``,
+``literalMacros``...) are accepted too, so sources written against the upstream protocol port
+without edits.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from ..errors import Diagnostic, TemplateError
+from .limits import SOURCE_MAX_BLOCKS, SOURCE_MAX_BYTES, dumps
+from .rules import MAX_DEPTH, SOURCE_ID
+
+__all__ = ["Block", "SourceOutput", "validate_output"]
+
+BLOCK_TYPES = ("text", "native", "reference")
+BLOCK_ROLES = ("system", "user", "assistant")
+
+_ALIASES = {
+    "referenceOnly": "reference_only",
+    "targetSourceId": "target_source_id",
+    "literalMacros": "literal_macros",
+    "messageIds": "message_ids",
+    "sourceId": "source_id",
+    "blockIds": "block_ids",
+    "honorEnabled": "honor_enabled",
+    "useOwnerRule": "use_owner_rule",
+    "resourceId": "resource_id",
+    "blockId": "block_id",
+    "positionId": "position_id",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """One validated block. Fields that do not apply to a type keep their defaults."""
+
+    type: str
+    id: str
+    text: str = ""
+    name: str | None = None
+    role: str | None = None
+    depth: int | None = None
+    order: int = 100
+    stability: str | None = None
+    resource_id: str | None = None
+    field: str | None = None
+    group: str | None = None
+    reference_only: bool = False
+    claims: tuple[tuple[str, str], ...] = ()
+    target_source_id: str | None = None
+    literal_macros: tuple[tuple[str, str], ...] = ()
+    message_ids: tuple[str, ...] = ()
+    source_id: str | None = None
+    block_ids: tuple[str, ...] | None = None
+    honor_enabled: bool = True
+    use_owner_rule: bool = False
+    lock: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class SourceOutput:
+    """A source's validated output plus its JSON form (kept verbatim in the replay record)."""
+
+    blocks: tuple[Block, ...]
+    macros: MappingProxyType[str, str]
+    diagnostics: tuple[Diagnostic, ...]
+    raw: dict[str, Any] = field(repr=False, default_factory=dict)
+
+    def block(self, block_id: str) -> Block | None:
+        """The block with this id, if the output has it."""
+        for b in self.blocks:
+            if b.id == block_id:
+                return b
+        return None
+
+
+def _norm(obj: Any) -> Any:
+    """JSON round-trip that also accepts the frozen containers sources may echo back."""
+
+    def default(value: Any) -> Any:
+        if isinstance(value, MappingProxyType):
+            return dict(value)
+        if isinstance(value, (tuple, frozenset)):
+            return list(value)
+        raise TypeError(f"{type(value).__name__} is not JSON data")
+
+    return json.loads(json.dumps(obj, default=default, allow_nan=False))
+
+
+def _invalid(source_id: str, message: str, path: str) -> TemplateError:
+    return TemplateError(
+        f"invalid output from source {source_id!r}: {message} at {path}",
+        code="ASSEMBLY_SOURCE_OUTPUT_INVALID",
+        path=path,
+    )
+
+
+def _block(raw: Any, i: int, source_id: str) -> Block:
+    path = f"$.blocks[{i}]"
+    if not isinstance(raw, dict):
+        raise _invalid(source_id, "a block must be an object", path)
+    raw = {_ALIASES.get(k, k): v for k, v in raw.items()}
+    btype, bid = raw.get("type", "text"), raw.get("id")
+    if btype not in BLOCK_TYPES:
+        raise _invalid(source_id, f"block type must be one of {', '.join(BLOCK_TYPES)}", f"{path}.type")
+    if not isinstance(bid, str) or not bid:
+        raise _invalid(source_id, "block id must be a non-empty string", f"{path}.id")
+    depth = raw.get("depth")
+    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or not 0 <= depth <= MAX_DEPTH):
+        raise _invalid(source_id, f"block depth must be an integer 0..{MAX_DEPTH}", f"{path}.depth")
+    order = raw.get("order", 100)
+    if order is None:
+        order = 100
+    if isinstance(order, bool) or not isinstance(order, (int, float)):
+        raise _invalid(source_id, "block order must be a number", f"{path}.order")
+    role = raw.get("role")
+    if role is not None and role not in BLOCK_ROLES:
+        raise _invalid(source_id, "block role must be system, user or assistant", f"{path}.role")
+    common: dict[str, Any] = {"type": btype, "id": bid, "depth": depth, "order": order, "role": role}
+    name = raw.get("name")
+    common["name"] = name if isinstance(name, str) else None
+    if btype == "text":
+        text = raw.get("text")
+        if not isinstance(text, str):
+            raise _invalid(source_id, "a text block needs a string text", f"{path}.text")
+        src = raw.get("source") or {}
+        if not isinstance(src, dict):
+            raise _invalid(source_id, "block source must be an object", f"{path}.source")
+        src = {_ALIASES.get(k, k): v for k, v in src.items()}
+        claims = []
+        for j, c in enumerate(raw.get("claims") or []):
+            c = {_ALIASES.get(k, k): v for k, v in c.items()} if isinstance(c, dict) else None
+            if not c or not isinstance(c.get("source_id"), str) or not isinstance(c.get("block_id"), str):
+                raise _invalid(source_id, "a claim is {source_id, block_id}", f"{path}.claims[{j}]")
+            claims.append((c["source_id"], c["block_id"]))
+        lits = raw.get("literal_macros") or {}
+        if not isinstance(lits, dict) or not all(isinstance(v, str) for v in lits.values()):
+            raise _invalid(source_id, "literal_macros maps names to strings", f"{path}.literal_macros")
+        target = raw.get("target_source_id")
+        if target is not None and (not isinstance(target, str) or not SOURCE_ID.fullmatch(target)):
+            raise _invalid(source_id, "target_source_id must be a source id", f"{path}.target_source_id")
+        return Block(
+            text=text,
+            stability=raw.get("stability") if isinstance(raw.get("stability"), str) else None,
+            resource_id=str(src["resource_id"]) if src.get("resource_id") is not None else None,
+            field=str(src["field"]) if src.get("field") is not None else None,
+            group=raw.get("group") if isinstance(raw.get("group"), str) else None,
+            reference_only=raw.get("reference_only") is True,
+            claims=tuple(claims),
+            target_source_id=target,
+            literal_macros=tuple(sorted(lits.items())),
+            **common,
+        )
+    if btype == "native":
+        ids = raw.get("message_ids")
+        if not isinstance(ids, list) or not all(isinstance(x, str) for x in ids):
+            raise _invalid(source_id, "a native block needs message_ids: [string]", f"{path}.message_ids")
+        return Block(message_ids=tuple(ids), **common)
+    target = raw.get("source_id")
+    if not isinstance(target, str) or not SOURCE_ID.fullmatch(target):
+        raise _invalid(source_id, "a reference block needs a valid source_id", f"{path}.source_id")
+    ids = raw.get("block_ids")
+    if ids is not None and (not isinstance(ids, list) or not all(isinstance(x, str) for x in ids)):
+        raise _invalid(source_id, "block_ids must be [string]", f"{path}.block_ids")
+    group = raw.get("group")
+    return Block(
+        source_id=target,
+        block_ids=tuple(ids) if ids is not None else None,
+        group=group if isinstance(group, str) else None,
+        honor_enabled=raw.get("honor_enabled") is not False,
+        use_owner_rule=raw.get("use_owner_rule") is True,
+        lock=raw.get("lock") is not False,
+        **common,
+    )
+
+
+def validate_output(output: Any, source_id: str, dependencies: tuple[str, ...]) -> SourceOutput:
+    """Check one source's output against protocol 1 and freeze it.
+
+    Every cross-source id a block names must be the source itself or one of its declared
+    ``dependencies`` (``ASSEMBLY_DEPENDENCY_UNDECLARED``): a source can only reach what it said it
+    needs, which is what makes the job order and the record's provenance trustworthy.
+    """
+    try:
+        data = _norm(output)
+    except (TypeError, ValueError) as exc:
+        raise _invalid(source_id, f"not JSON data ({exc})", "$") from None
+    if not isinstance(data, dict) or not isinstance(data.get("blocks"), list):
+        raise _invalid(source_id, "expected an object {blocks: [...], macros?, diagnostics?}", "$")
+    if len(data["blocks"]) > SOURCE_MAX_BLOCKS:
+        raise TemplateError(
+            f"source {source_id!r} returned {len(data['blocks'])} blocks (at most {SOURCE_MAX_BLOCKS})",
+            code="ASSEMBLY_SOURCE_OUTPUT_LIMIT",
+        )
+    size = len(dumps(data).encode("utf-8"))
+    if size > SOURCE_MAX_BYTES:
+        raise TemplateError(
+            f"source {source_id!r} returned {size} bytes (at most {SOURCE_MAX_BYTES})",
+            code="ASSEMBLY_SOURCE_OUTPUT_LIMIT",
+        )
+    allowed = {source_id, *dependencies}
+    blocks: list[Block] = []
+    seen: set[str] = set()
+    for i, raw in enumerate(data["blocks"]):
+        block = _block(raw, i, source_id)
+        if block.id in seen:
+            raise _invalid(source_id, f"duplicate block id {block.id!r}", f"$.blocks[{i}].id")
+        seen.add(block.id)
+        named = [block.source_id, block.target_source_id, *(c[0] for c in block.claims)]
+        for other in named:
+            if other is not None and other not in allowed:
+                raise TemplateError(
+                    f"undeclared source dependency from {source_id!r} to {other!r} (block {block.id!r})",
+                    code="ASSEMBLY_DEPENDENCY_UNDECLARED",
+                    path=f"$.blocks[{i}]",
+                )
+        blocks.append(block)
+    macros = data.get("macros") or {}
+    if not isinstance(macros, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in macros.items()):
+        raise _invalid(source_id, "macros maps names to block ids", "$.macros")
+    diags: list[Diagnostic] = []
+    for j, d in enumerate(data.get("diagnostics") or []):
+        if not isinstance(d, dict) or not isinstance(d.get("code"), str):
+            raise _invalid(source_id, "a diagnostic needs a string code", f"$.diagnostics[{j}]")
+        severity = d.get("severity", "warning")
+        diags.append(
+            Diagnostic(
+                d["code"],
+                str(d.get("message", "")),
+                severity=severity if severity in ("error", "warning", "info") else "warning",
+                data={"source_id": source_id, **(d.get("data") if isinstance(d.get("data"), dict) else {})},
+            )
+        )
+    return SourceOutput(tuple(blocks), MappingProxyType(dict(macros)), tuple(diags), data)

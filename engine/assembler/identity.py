@@ -1,0 +1,30 @@
+"""Deterministic identities and content hashes.
+
+Every id the assembler produces is derived from identity and content, never from a clock or a
+random generator, so the same inputs give a byte-identical result and an unchanged contribution
+keeps its id across requests (which is what lets a later request find an earlier anchor). The
+hashed form is the pinned JSON serialisation of :mod:`.limits`, so hashes are reproducible.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from .limits import dumps
+
+__all__ = ["content_hash", "derived_id"]
+
+
+def content_hash(value: Any) -> str:
+    """``sha256:<hex>`` of the pinned JSON form of ``value``."""
+    return "sha256:" + hashlib.sha256(dumps(value).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def derived_id(*parts: Any) -> str:
+    """A UUID-shaped id (version nibble 5, RFC 4122 variant) derived from ``parts``."""
+    digest = bytearray(hashlib.sha256(dumps(list(parts)).encode("utf-8", "surrogatepass")).digest()[:16])
+    digest[6] = (digest[6] & 0x0F) | 0x50
+    digest[8] = (digest[8] & 0x3F) | 0x80
+    h = digest.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"

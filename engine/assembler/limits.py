@@ -1,0 +1,82 @@
+"""Byte limits and the pinned serialisation they are measured in.
+
+Both limits are charged in UTF-8 bytes of one fixed JSON form, so a count is the same on every
+run and machine: compact separators, non-ASCII kept, keys in the order the message dict holds them
+(messages are canonicalised on entry to ``id, role, content, name, tool_calls, tool_call_id``),
+and lone surrogates escaped as ``\\udXXX`` the way JavaScript's well-formed ``JSON.stringify`` does
+(Python would otherwise refuse to encode them).
+
+- ``max_profile_bytes`` bounds the *logical* extra content: the serialised array of non-native
+  messages before projection. Default 512 KiB, at most 2 MiB; ``ASSEMBLY_PROFILE_LIMIT`` above.
+- ``PROJECTION_MAX_BYTES`` (2 MiB, can only be lowered) bounds the *physical* overhead of the
+  complete system snapshots; ``ASSEMBLY_PROJECTION_LIMIT`` above.
+
+Content over a limit is rejected, never truncated or deduplicated: a silently shortened prompt is
+worse than a clear error.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from ..errors import TemplateError
+
+__all__ = [
+    "DEFAULT_PROFILE_BYTES",
+    "MAX_PROFILE_BYTES",
+    "PROJECTION_MAX_BYTES",
+    "SOURCE_MAX_BLOCKS",
+    "SOURCE_MAX_BYTES",
+    "check_limit",
+    "check_profile_bytes",
+    "dumps",
+    "json_size",
+    "logical_extra_bytes",
+]
+
+DEFAULT_PROFILE_BYTES = 512 * 1024
+MAX_PROFILE_BYTES = 2 * 1024 * 1024
+PROJECTION_MAX_BYTES = 2 * 1024 * 1024
+#: per source output: ``ASSEMBLY_SOURCE_OUTPUT_LIMIT``
+SOURCE_MAX_BLOCKS = 10_000
+SOURCE_MAX_BYTES = 8 * 1024 * 1024
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def dumps(value: Any) -> str:
+    """The pinned JSON text of ``value`` (see the module docstring)."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    if _SURROGATE.search(text):
+        text = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return text
+
+
+def json_size(value: Any) -> int:
+    """UTF-8 byte length of the pinned JSON text of ``value``."""
+    return len(dumps(value).encode("utf-8"))
+
+
+def check_limit(value: Any, *, name: str, maximum: int) -> int:
+    """Validate a byte limit: a non-negative integer (never a bool, float or string), at most ``maximum``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise TemplateError(f"{name} must be a non-negative integer, got {value!r}", code="ASSEMBLY_LIMIT_INVALID")
+    if value > maximum:
+        raise TemplateError(f"{name} is at most {maximum} bytes, got {value}", code="ASSEMBLY_LIMIT_INVALID")
+    return value
+
+
+def logical_extra_bytes(messages: list[dict[str, Any]], native: list[bool]) -> int:
+    """Bytes of the serialised array of the non-native messages (sources' contributions)."""
+    return json_size([m for m, n in zip(messages, native, strict=True) if not n])
+
+
+def check_profile_bytes(charge: int, limit: int) -> None:
+    """Reject a logical charge above ``limit`` (equality is accepted)."""
+    if charge > limit:
+        raise TemplateError(
+            f"assembled content exceeds {limit} bytes ({charge} bytes of source content)",
+            code="ASSEMBLY_PROFILE_LIMIT",
+        )

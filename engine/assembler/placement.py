@@ -1,0 +1,338 @@
+"""Placement: turn resolved blocks into ordered nodes, in list (rule) order.
+
+List order is the primary order. Each enabled rule's non-reference-only blocks are its *roots*;
+a reference block pulls its targets to the referencing row (exactly once: claims are settled
+first, :mod:`.claims`); ``target_source_id`` routes a text block to another enabled module's row;
+a node with a depth is deferred to :mod:`.depth`. The plan is the concatenation of the enabled
+rules' rows in preset order.
+
+In ``modules`` placement a *listed* source owns its row and depth: references and source macros
+cannot pull it elsewhere or revive it when disabled (its macro expands to nothing), and a listed
+rule's own depth overrides the depths its blocks carry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from dataclasses import field as dc_field
+from typing import Any
+
+from ..errors import Diagnostic, TemplateError
+from .blocks import Block
+from .identity import content_hash, derived_id
+from .registry import ResolvedEntry
+from .render import IDENTITY, RenderOutput, compose_text, find_source_macros
+from .rules import Preset, Rule
+
+__all__ = ["Node", "Planner"]
+
+SpanInfo = dict[str, Any]
+
+
+@dataclass(slots=True)
+class Node:
+    """One placed contribution: a block rendered to zero or more messages, with its provenance."""
+
+    key: str
+    rule_id: str
+    source_id: str
+    plugin_id: str
+    block_id: str
+    name: str
+    role: str
+    native: bool
+    messages: list[dict[str, Any]]
+    spans: list[list[tuple[int, int, SpanInfo]]]
+    hash: str
+    depth: int | None
+    order: float
+    lifetime: str
+    stability: str
+    resource_id: str | None = None
+    field: str | None = None
+    locked: bool = False
+    lock_reason: str | None = None
+    children: list[dict[str, Any]] = dc_field(default_factory=list)
+    adjusted_for_tools: bool = False
+
+
+class Planner:
+    """Holds one request's resolved entries and places their blocks."""
+
+    def __init__(
+        self,
+        preset: Preset,
+        entries: list[ResolvedEntry],
+        native_messages: list[dict[str, Any]],
+        render_call: Callable[[str, str, Any], RenderOutput],
+    ) -> None:
+        self.preset = preset
+        self.entries = entries
+        self.list_placement = preset.placement == "modules"
+        self.by_source: dict[str, ResolvedEntry] = {}
+        for e in entries:
+            self.by_source.setdefault(e.descriptor.id, e)
+        self.enabled_kinds = {r.kind for r in preset.rules if r.enabled}
+        self.native_by_id = {m["id"]: m for m in native_messages}
+        self.render_call = render_call
+        self.diagnostics: list[Diagnostic] = []
+        self._reported_missing: set[str] = set()
+        self.macro_table: dict[str, tuple[ResolvedEntry, Block]] = {}
+        for e in entries:
+            for name, block_id in e.output.macros.items():
+                lname = name.lower()
+                block = e.output.block(block_id)
+                if lname in self.macro_table or block is None or block.type != "text":
+                    raise TemplateError(
+                        f"invalid or duplicate source macro {name!r} from {e.descriptor.id!r}",
+                        code="ASSEMBLY_MACRO_INVALID",
+                    )
+                self.macro_table[lname] = (e, block)
+        self.claimed: dict[str, str] = {}
+        self.emitted: set[str] = set()
+        self.rows: dict[str, list[Node]] = {r.id: [] for r in preset.rules if r.enabled}
+        self.deferred: list[Node] = []
+        self.required: list[str] = []
+
+    # -- queries used by claims and emission ---------------------------------------------------
+
+    @staticmethod
+    def key(entry: ResolvedEntry, block: Block) -> str:
+        """A block's identity within the request: ``<rule id>:<block id>``."""
+        return f"{entry.rule.id}:{block.id}"
+
+    def roots(self) -> Iterator[tuple[ResolvedEntry, Block]]:
+        """Blocks of enabled listed rules, in preset order, reference-only blocks excluded."""
+        ordered = sorted(
+            (e for e in self.entries if e.rule.enabled and not e.rule.synthetic), key=lambda e: e.rule_index or 0
+        )
+        for e in ordered:
+            for b in e.output.blocks:
+                if not b.reference_only:
+                    yield e, b
+
+    def find_block(self, source_id: str, block_id: str) -> tuple[ResolvedEntry, Block] | None:
+        """The resolved block ``block_id`` of source ``source_id``."""
+        entry = self.by_source.get(source_id)
+        block = entry.output.block(block_id) if entry else None
+        return (entry, block) if entry and block else None
+
+    def usable(self, entry: ResolvedEntry, block: Block) -> bool:
+        """Whether a source macro may inline this block (a listed module owns its content)."""
+        return not (self.list_placement and not entry.rule.synthetic and not block.reference_only)
+
+    def targets(self, entry: ResolvedEntry, ref: Block) -> list[tuple[ResolvedEntry, Block]]:
+        """The blocks a reference pulls in (see the module docstring for list ownership)."""
+        assert ref.source_id is not None
+        target = self.by_source.get(ref.source_id)
+        if target is None:
+            if ref.source_id not in self._reported_missing:
+                self._reported_missing.add(ref.source_id)
+                self.diagnostics.append(
+                    Diagnostic(
+                        "ASSEMBLY_REFERENCE_UNAVAILABLE",
+                        f"reference to source {ref.source_id!r}, which has no resolved content",
+                        data={"source_id": ref.source_id, "from": entry.descriptor.id},
+                    )
+                )
+            return []
+        listed = not target.rule.synthetic
+        blocks = target.output.blocks
+        if self.list_placement and listed and not ref.use_owner_rule:
+            wanted = set(ref.block_ids or ())
+            return [(target, b) for b in blocks if b.reference_only and b.id in wanted]
+        if ref.honor_enabled and listed and ref.source_id not in self.enabled_kinds:
+            return []
+        out = []
+        for b in blocks:
+            if ref.block_ids is not None and b.id not in ref.block_ids:
+                continue
+            if ref.block_ids is None and b.reference_only:
+                continue
+            if ref.group is not None and b.group != ref.group:
+                continue
+            out.append((target, b))
+        return out
+
+    def _enabled_rule(self, kind: str) -> Rule | None:
+        for r in self.preset.rules:
+            if r.kind == kind and r.enabled:
+                return r
+        return None
+
+    # -- emission -------------------------------------------------------------------------------
+
+    def place(self) -> list[Node]:
+        """Settle claims, emit every root in list order, return the rows concatenated."""
+        from .claims import settle_claims
+
+        self.claimed = settle_claims(self)
+        for entry, block in self.roots():
+            self._emit(entry, block, entry.rule, entry.rule, None, True, None)
+        out: list[Node] = []
+        for r in self.preset.rules:
+            if r.enabled:
+                out.extend(self.rows[r.id])
+        return out
+
+    def _emit(
+        self,
+        entry: ResolvedEntry,
+        block: Block,
+        rule: Rule,
+        placement_rule: Rule,
+        ref_owner: str | None,
+        lock: bool,
+        lock_reason: str | None,
+    ) -> None:
+        k = self.key(entry, block)
+        claimer = self.claimed.get(k)
+        if (claimer is not None and claimer != ref_owner) or k in self.emitted:
+            return
+        self.emitted.add(k)
+        locked = ref_owner is not None and lock
+        if block.type == "reference":
+            targets = self.targets(entry, block)
+            if targets and all(self.key(*t) in self.emitted for t in targets):
+                self.diagnostics.append(
+                    Diagnostic(
+                        "ASSEMBLY_DUPLICATE_SLOT",
+                        f"every target of reference {k!r} was already placed (a slot used twice?)",
+                        data={"reference": k, "source_id": block.source_id},
+                    )
+                )
+            for t_entry, t_block in targets:
+                self._emit(
+                    t_entry,
+                    t_block,
+                    rule if block.use_owner_rule else t_entry.rule,
+                    placement_rule,
+                    k,
+                    block.lock,
+                    f"reference:{k}",
+                )
+            return
+        if block.type == "text" and block.target_source_id:
+            routed = self._enabled_rule(block.target_source_id)
+            if routed is not None:
+                rule = placement_rule = routed
+        node = self._native(entry, block, rule, k) if block.type == "native" else self._text(entry, block, rule, k)
+        if node is None:
+            return
+        if locked:
+            node.locked, node.lock_reason = True, lock_reason
+        listed_rule = self.preset.rule(rule.id) is not None
+        if block.type == "native":
+            node.depth = block.depth if block.depth is not None else rule.depth
+        elif self.list_placement and listed_rule:
+            node.depth = rule.depth
+        else:
+            node.depth = block.depth if block.depth is not None else rule.depth
+        if node.depth is not None:
+            self.deferred.append(node)
+        else:
+            self.rows[placement_rule.id].append(node)
+
+    def _base(self, entry: ResolvedEntry, block: Block, rule: Rule, key: str) -> dict[str, Any]:
+        return {
+            "key": key,
+            "rule_id": rule.id,
+            "source_id": entry.descriptor.id,
+            "plugin_id": entry.descriptor.plugin_id,
+            "block_id": block.id,
+            "name": block.name or block.id,
+            "depth": None,
+            "order": block.order,
+            "lifetime": rule.lifetime,
+            "stability": block.stability or entry.descriptor.stability,
+        }
+
+    def _native(self, entry: ResolvedEntry, block: Block, rule: Rule, key: str) -> Node | None:
+        messages = []
+        for mid in block.message_ids:
+            msg = self.native_by_id.get(mid)
+            if msg is None:
+                raise TemplateError(
+                    f"source {entry.descriptor.id!r} names unknown native message {mid!r}", code="ASSEMBLY_NATIVE_UNKNOWN"
+                )
+            messages.append(msg)
+        if not messages:
+            return None
+        self.required.extend(block.message_ids)
+        spans = []
+        for m in messages:
+            content = m.get("content")
+            info = {"rule_id": rule.id, "source_id": entry.descriptor.id, "block_id": block.id, "native_message_id": m["id"]}
+            spans.append([(0, len(content), info)] if isinstance(content, str) and content else [])
+        return Node(
+            role="preserve",
+            native=True,
+            messages=messages,
+            spans=spans,
+            hash=content_hash(messages),
+            **self._base(entry, block, rule, key),
+        )
+
+    def _text(self, entry: ResolvedEntry, block: Block, rule: Rule, key: str) -> Node | None:
+        literal_names = {n.lower() for n, _ in block.literal_macros}
+        macros = []
+        children = []
+        for start, end, name in find_source_macros(block.text, self.macro_table):
+            if name in literal_names:
+                continue
+            t_entry, t_block = self.macro_table[name]
+            if t_entry.descriptor.id != entry.descriptor.id and t_entry.descriptor.id not in entry.descriptor.dependencies:
+                raise TemplateError(
+                    f"undeclared macro dependency from {entry.descriptor.id!r} to {t_entry.descriptor.id!r} "
+                    f"({{{{{name}}}}})",
+                    code="ASSEMBLY_DEPENDENCY_UNDECLARED",
+                )
+            if not self.usable(t_entry, t_block):
+                macros.append((start, end, name, None, {}))
+                continue
+            info = {
+                "kind": "macro",
+                "macro": name,
+                "rule_id": t_entry.rule.id,
+                "source_id": t_entry.descriptor.id,
+                "block_id": t_block.id,
+                "resource_id": t_block.resource_id,
+                "field": t_block.field,
+            }
+            macros.append((start, end, name, t_block.text, info))
+            children.append({**info, "locked": True, "lock_reason": f"macro:{name}"})
+        renderer = entry.descriptor.renderer or IDENTITY
+        rendered = compose_text(
+            block.text,
+            macros,
+            block.literal_macros,
+            lambda text: self.render_call(key, text, renderer),
+            bool(getattr(renderer, "trim", False)),
+        )
+        self.diagnostics.extend(rendered.diagnostics)
+        if not rendered.text:
+            return None
+        role = (block.role or "system") if rule.role == "preserve" else rule.role
+        digest = content_hash({"text": rendered.text, "role": role})
+        message = {"id": derived_id("text", key, digest), "role": role, "content": rendered.text}
+        own = {
+            "rule_id": rule.id,
+            "source_id": entry.descriptor.id,
+            "block_id": block.id,
+            "resource_id": block.resource_id,
+            "field": block.field,
+        }
+        spans = [(s, e, {**own, **info} if info.get("kind") == "literal_macro" else (info or own)) for s, e, info in rendered.spans]
+        base = self._base(entry, block, rule, key)
+        return Node(
+            role=role,
+            native=False,
+            messages=[message],
+            spans=[spans],
+            hash=digest,
+            resource_id=block.resource_id,
+            field=block.field,
+            children=children,
+            **base,
+        )

@@ -1,0 +1,177 @@
+"""The assembly record and :func:`replay`.
+
+A record holds what the assembly *read* after resolution: the normalised preset, the native
+messages and input ids, the options, every source's validated output with its rule and
+descriptor, and every render (input hash, output text, random draws, diagnostics). It does not
+hold the messages themselves, only their hash: :func:`replay` re-runs placement, depth, validation,
+limits and projection on the recorded outputs and renders (never calling a source or renderer
+again) and checks that the messages it rebuilds hash to the recorded value, so a replay is a real
+reproduction, byte for byte, not a copy.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..errors import Diagnostic, TemplateError
+from ..spans import Span
+from .blocks import validate_output
+from .identity import content_hash
+from .registry import ResolvedEntry, SourceDescriptor
+from .render import RenderOutput
+from .rules import Rule, parse_preset
+
+if TYPE_CHECKING:
+    from .assemble import AssemblyRequest, AssemblyResult
+
+__all__ = ["RECORD_FORMAT", "build_record", "replay"]
+
+RECORD_FORMAT = "tavernbox-assembly-record"
+RECORD_VERSION = 1
+
+
+def _rule_dict(rule: Rule) -> dict[str, Any]:
+    return {**rule.to_dict(), "input_mode": rule.input_mode, "synthetic": rule.synthetic}
+
+
+def build_record(
+    req: AssemblyRequest,
+    entries: list[ResolvedEntry],
+    native: list[dict[str, Any]],
+    input_ids: tuple[str, ...],
+    diagnostics: list[Diagnostic],
+    renders: list[dict[str, Any]],
+    notices: list[Diagnostic],
+    result: AssemblyResult,
+) -> dict[str, Any]:
+    """The JSON-ready record of one assembly (see the module docstring)."""
+    from .assemble import _diag_dict
+
+    return {
+        "format": RECORD_FORMAT,
+        "version": RECORD_VERSION,
+        "request": {
+            "preset": req.preset.to_dict(),
+            "native_messages": native,
+            "input_ids": list(input_ids),
+            "preview": req.preview,
+            "system_prompt_update": req.system_prompt_update,
+            "max_profile_bytes": req.max_profile_bytes,
+            "max_projection_bytes": req.max_projection_bytes,
+            "seed": req.seed,
+        },
+        "entries": [
+            {
+                "rule": _rule_dict(e.rule),
+                "rule_index": e.rule_index,
+                "descriptor": e.descriptor.to_dict(),
+                "renderer_trim": bool(getattr(e.descriptor.renderer, "trim", False)),
+                "output": e.output.raw,
+            }
+            for e in entries
+        ],
+        "diagnostics": [_diag_dict(d) for d in diagnostics],
+        "renders": renders,
+        "notices": [_diag_dict(d) for d in notices],
+        "messages_hash": content_hash(result.messages),
+    }
+
+
+def _diag(d: Mapping[str, Any]) -> Diagnostic:
+    span = Span(d["start"], d["end"]) if "start" in d and "end" in d else None
+    return Diagnostic(d["code"], d.get("message", ""), span, d.get("severity", "warning"), d.get("path"), d.get("data") or {})
+
+
+class _Recorded:
+    """A stand-in renderer for replay: only its name and trim flag are used."""
+
+    def __init__(self, name: str | None, trim: bool) -> None:
+        self.name = name
+        self.trim = trim
+
+    def render(self, text: str, state: Any) -> RenderOutput:  # pragma: no cover - never called
+        raise TemplateError("a replay never renders", code="ASSEMBLY_REPLAY_INVALID")
+
+
+def replay(record: Mapping[str, Any]) -> AssemblyResult:
+    """Rebuild the messages of a recorded assembly without calling any source.
+
+    Raises ``ASSEMBLY_REPLAY_INVALID`` for a malformed record, a render the record does not hold,
+    or messages that do not hash to the recorded value.
+    """
+    from .assemble import canonical_message, compose
+
+    def bad(message: str) -> TemplateError:
+        return TemplateError(f"invalid assembly record: {message}", code="ASSEMBLY_REPLAY_INVALID")
+
+    if not isinstance(record, Mapping) or record.get("format") != RECORD_FORMAT or record.get("version") != RECORD_VERSION:
+        raise bad(f"expected format {RECORD_FORMAT!r} version {RECORD_VERSION}")
+    try:
+        req = record["request"]
+        preset = parse_preset(req["preset"])
+        native = [canonical_message(m, f"$.request.native_messages[{i}]") for i, m in enumerate(req["native_messages"])]
+        entries = []
+        for e in record["entries"]:
+            r = e["rule"]
+            rule = Rule(
+                r["id"], r["kind"], r["enabled"], r["role"], r["lifetime"], r["depth"], r["text"], r["name"],
+                r.get("delivery"), r.get("input_mode", "source"), r.get("synthetic", False),
+            )
+            d = e["descriptor"]
+            desc = SourceDescriptor(
+                id=d["id"],
+                plugin_id=d["plugin_id"],
+                name=d["name"],
+                version=d["version"],
+                stability=d["stability"],
+                dependencies=tuple(d["dependencies"]),
+                multiple=d["multiple"],
+                roles=tuple(d["roles"]),
+                lifetimes=tuple(d["lifetimes"]),
+                depth=d["depth"],
+                renderer=_Recorded(d.get("renderer"), bool(e.get("renderer_trim"))),
+            )
+            output = validate_output(e["output"], desc.id, desc.dependencies)
+            entries.append(ResolvedEntry(rule, desc, output, e.get("rule_index")))
+        renders: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+        for r in record["renders"]:
+            renders.setdefault((r["key"], r["input_hash"]), []).append(r)
+        early = [_diag(d) for d in record.get("diagnostics", [])]
+        notices = [_diag(d) for d in record.get("notices", [])]
+    except TemplateError as exc:
+        if exc.code == "ASSEMBLY_REPLAY_INVALID":
+            raise
+        raise bad(f"{exc.code}: {exc.message}") from None
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise bad(f"{type(exc).__name__}: {exc}") from None
+
+    used: list[Mapping[str, Any]] = []
+
+    def render_call(key: str, text: str, renderer: Any) -> RenderOutput:
+        queue = renders.get((key, content_hash(text)))
+        if not queue:
+            raise bad(f"no recorded render for block {key!r} with this input")
+        r = queue.pop(0)
+        used.append(r)
+        return RenderOutput(r["text"], list(r.get("draws") or []), [_diag(d) for d in r.get("diagnostics") or []])
+
+    result, _ = compose(
+        preset,
+        entries,
+        native,
+        tuple(req["input_ids"]),
+        preview=req["preview"],
+        system_prompt_update=req["system_prompt_update"],
+        max_profile_bytes=req["max_profile_bytes"],
+        max_projection_bytes=req["max_projection_bytes"],
+        early_diagnostics=early,
+        render_call=render_call,
+        render_notices=lambda: notices,
+    )
+    if content_hash(result.messages) != record.get("messages_hash"):
+        raise bad("the replayed messages do not match the recorded hash")
+    result.draws = [{"key": r["key"], "draws": r["draws"]} for r in used if r.get("draws")]
+    result.record = json.loads(json.dumps(record))
+    return result

@@ -1,0 +1,354 @@
+"""The source registry (protocol 1): registration, job building and resolution.
+
+A *source* turns the request's assets and native messages into blocks. Sources are host code
+registered by id; a preset rule names a source by its ``kind``. Per request the registry is
+captured once (an unregister during a request affects only the next one), the rules are turned
+into a dependency-ordered job list, and each job's resolver is called with a deep-frozen context
+and a cancellation token. Resolvers may be sync or async; their output is validated at once, and
+any error fails the whole request so no partial prompt is ever sent.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from ..errors import Diagnostic, TemplateError
+from .blocks import SourceOutput, validate_output
+from .rules import LIFETIMES, ROLES, SOURCE_ID, Preset, Rule
+
+__all__ = [
+    "CancellationToken",
+    "Job",
+    "ResolvedEntry",
+    "SourceDescriptor",
+    "SourceRegistry",
+    "build_jobs",
+    "freeze",
+    "resolve_jobs",
+    "resolve_jobs_async",
+]
+
+STABILITIES = ("asset", "conversation", "evaluation", "assembly", "snapshot")
+
+
+def freeze(value: Any) -> Any:
+    """A deep, read-only copy: dicts become ``MappingProxyType``, lists and tuples tuples.
+
+    Resolvers must be read-only; handing them frozen data makes a write an immediate error
+    instead of a silent change to what the next source or the record sees.
+    """
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: freeze(v) for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        return tuple(freeze(v) for v in value)
+    if isinstance(value, (set, frozenset)):
+        return frozenset(freeze(v) for v in value)
+    return value
+
+
+class CancellationToken:
+    """A cooperative cancel flag handed to every resolver (the upstream ``signal``)."""
+
+    __slots__ = ("_cancelled", "reason")
+
+    def __init__(self) -> None:
+        self._cancelled = False
+        self.reason = ""
+
+    @property
+    def cancelled(self) -> bool:
+        """True once :meth:`cancel` was called."""
+        return self._cancelled
+
+    def cancel(self, reason: str = "cancelled by the caller") -> None:
+        """Ask the assembly (and resolvers that honour the token) to stop."""
+        self._cancelled, self.reason = True, reason
+
+    def raise_if_cancelled(self) -> None:
+        """Raise ``ASSEMBLY_CANCELLED`` if cancelled."""
+        if self._cancelled:
+            raise TemplateError(f"assembly cancelled: {self.reason}", code="ASSEMBLY_CANCELLED")
+
+
+@dataclass(frozen=True, slots=True)
+class SourceDescriptor:
+    """What a source declares about itself; capabilities are checked against every rule."""
+
+    id: str
+    plugin_id: str
+    name: str
+    resolve: Callable[..., Any] | None = None
+    parse_text: Callable[..., Any] | None = None
+    version: int = 1
+    stability: str = "conversation"
+    dependencies: tuple[str, ...] = ()
+    multiple: bool = False
+    roles: tuple[str, ...] = ROLES
+    lifetimes: tuple[str, ...] = LIFETIMES
+    depth: bool = True
+    #: the text renderer (``render.Renderer``); ``None`` keeps text as written
+    renderer: Any = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The declared metadata (no callables), as recorded with each result."""
+        return {
+            "id": self.id,
+            "plugin_id": self.plugin_id,
+            "name": self.name,
+            "version": self.version,
+            "stability": self.stability,
+            "dependencies": list(self.dependencies),
+            "multiple": self.multiple,
+            "roles": list(self.roles),
+            "lifetimes": list(self.lifetimes),
+            "depth": self.depth,
+            "renderer": getattr(self.renderer, "name", None),
+            "parses_text": self.parse_text is not None,
+        }
+
+
+_DESCRIPTOR_ALIASES = {"pluginId": "plugin_id", "parseText": "parse_text", "renderText": "renderer"}
+
+
+def _descriptor(definition: SourceDescriptor | Mapping[str, Any]) -> SourceDescriptor:
+    def bad(msg: str) -> TemplateError:
+        return TemplateError(f"invalid source descriptor: {msg}", code="ASSEMBLY_SOURCE_INVALID")
+
+    if isinstance(definition, SourceDescriptor):
+        d: dict[str, Any] = {f: getattr(definition, f) for f in SourceDescriptor.__dataclass_fields__}
+    elif isinstance(definition, Mapping):
+        d = {_DESCRIPTOR_ALIASES.get(k, k): v for k, v in definition.items()}
+        unknown = set(d) - set(SourceDescriptor.__dataclass_fields__)
+        if unknown:
+            raise bad(f"unknown fields {sorted(unknown)}")
+    else:
+        raise bad("expected a SourceDescriptor or a mapping")
+    for key in ("id", "plugin_id"):
+        if not isinstance(d.get(key), str) or not SOURCE_ID.fullmatch(d[key]):
+            raise bad(f"{key} must be a source id (letter or digit, then [A-Za-z0-9_.:/-])")
+    if not isinstance(d.get("name"), str) or not d["name"].strip():
+        raise bad("name must be a non-empty string")
+    if d.get("resolve") is None and d.get("parse_text") is None:
+        raise bad("a source needs resolve or parse_text")
+    for key in ("resolve", "parse_text"):
+        if d.get(key) is not None and not callable(d[key]):
+            raise bad(f"{key} must be callable")
+    if d.get("version", 1) != 1:
+        raise bad("only protocol version 1 is supported")
+    if d.get("stability", "conversation") not in STABILITIES:
+        raise bad(f"stability must be one of {', '.join(STABILITIES)}")
+    for key, allowed in (("roles", ROLES), ("lifetimes", LIFETIMES)):
+        values = tuple(d.get(key, allowed))
+        if not values or any(v not in allowed for v in values):
+            raise bad(f"{key} must be a non-empty subset of {', '.join(allowed)}")
+        d[key] = values
+    deps = tuple(d.get("dependencies", ()))
+    if any(not isinstance(x, str) or not SOURCE_ID.fullmatch(x) for x in deps):
+        raise bad("dependencies must be source ids")
+    d["dependencies"] = deps
+    for key in ("multiple", "depth"):
+        if key in d and not isinstance(d[key], bool):
+            raise bad(f"{key} must be a boolean")
+    return SourceDescriptor(**d)
+
+
+class SourceRegistry:
+    """Registered sources by id. ``register`` returns a disposer that removes that exact one."""
+
+    def __init__(self) -> None:
+        self._sources: dict[str, SourceDescriptor] = {}
+
+    def register(self, descriptor: SourceDescriptor | Mapping[str, Any]) -> Callable[[], None]:
+        """Validate and add a source; a second source with the same id is an error."""
+        desc = _descriptor(descriptor)
+        if desc.id in self._sources:
+            raise TemplateError(f"source {desc.id!r} is already registered", code="ASSEMBLY_SOURCE_INVALID")
+        self._sources[desc.id] = desc
+
+        def unregister() -> None:
+            if self._sources.get(desc.id) is desc:
+                del self._sources[desc.id]
+
+        return unregister
+
+    def get(self, source_id: str) -> SourceDescriptor | None:
+        """The registered source with this id."""
+        return self._sources.get(source_id)
+
+    def list(self) -> list[SourceDescriptor]:
+        """All registered sources, sorted by id."""
+        return [self._sources[k] for k in sorted(self._sources)]
+
+    def capture(self) -> dict[str, SourceDescriptor]:
+        """The registrations one request works with (later changes affect the next request)."""
+        return dict(self._sources)
+
+    @classmethod
+    def with_builtins(cls) -> SourceRegistry:
+        """A registry holding the built-in sources (native instructions, history, input, custom...)."""
+        from .sources import register_builtin_sources
+
+        registry = cls()
+        register_builtin_sources(registry)
+        return registry
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One source to resolve, with the (explicit or synthetic) rule it resolves for."""
+
+    rule: Rule
+    descriptor: SourceDescriptor
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedEntry:
+    """A resolved job: the rule, the source and its validated output."""
+
+    rule: Rule
+    descriptor: SourceDescriptor
+    output: SourceOutput
+    rule_index: int | None = None  # position in the preset; None for synthetic rules
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _unsupported(rule: Rule, desc: SourceDescriptor) -> None:
+    if rule.input_mode == "text" and desc.parse_text is None:
+        raise TemplateError(f"source {desc.id!r} does not accept custom text", code="ASSEMBLY_RULE_UNSUPPORTED")
+    if rule.input_mode == "source" and desc.resolve is None:
+        raise TemplateError(f"source {desc.id!r} only supplies a text parser", code="ASSEMBLY_RULE_UNSUPPORTED")
+    if rule.role not in desc.roles or rule.lifetime not in desc.lifetimes or (rule.depth is not None and not desc.depth):
+        raise TemplateError(
+            f"unsupported rule settings for {desc.id!r} (rule {rule.id!r}: role {rule.role}, lifetime "
+            f"{rule.lifetime}, depth {rule.depth}; the source allows roles {list(desc.roles)}, lifetimes "
+            f"{list(desc.lifetimes)}, depth {desc.depth})",
+            code="ASSEMBLY_RULE_UNSUPPORTED",
+            path=f"rule {rule.id}",
+        )
+
+
+def build_jobs(preset: Preset, sources: Mapping[str, SourceDescriptor]) -> tuple[list[Job], list[Diagnostic]]:
+    """Turn the preset into a dependency-ordered job list (dependencies first).
+
+    Only enabled rules are roots; a disabled rule, or an unlisted source, is resolved only when an
+    enabled rule's source depends on it (an unlisted one through a synthetic, disabled rule
+    ``reference-<id>``). A cycle in declared dependencies fails; a missing source is a diagnostic
+    and its content is simply absent.
+    """
+    jobs: list[Job] = []
+    diags: list[Diagnostic] = []
+    done: set[str] = set()  # rule ids
+    visiting: list[str] = []
+    source_rules: dict[str, list[Rule]] = {}
+    for r in preset.rules:
+        if r.input_mode == "source":
+            source_rules.setdefault(r.kind, []).append(r)
+
+    def visit(rule: Rule) -> None:
+        if rule.id in done:
+            return
+        if rule.kind in visiting:
+            cycle = " -> ".join([*visiting[visiting.index(rule.kind) :], rule.kind])
+            raise TemplateError(f"cyclic source dependencies: {cycle}", code="ASSEMBLY_DEPENDENCY_CYCLE")
+        desc = sources.get(rule.kind)
+        if desc is None:
+            done.add(rule.id)
+            diags.append(
+                Diagnostic(
+                    "ASSEMBLY_SOURCE_UNAVAILABLE",
+                    f"source {rule.kind!r} is not registered; rule {rule.id!r} contributes nothing",
+                    data={"source_id": rule.kind, "rule_id": rule.id},
+                )
+            )
+            return
+        _unsupported(rule, desc)
+        if rule.input_mode == "source" and not desc.multiple and len(source_rules.get(rule.kind, [])) > 1:
+            raise TemplateError(f"duplicate source rule for {desc.id!r}", code="ASSEMBLY_RULE_DUPLICATE")
+        visiting.append(rule.kind)
+        for dep in desc.dependencies:
+            listed = source_rules.get(dep)
+            if listed:
+                visit(listed[0])
+                continue
+            dep_desc = sources.get(dep)
+            role, lifetime = "preserve", "request"
+            if dep_desc is not None:
+                role = "preserve" if "preserve" in dep_desc.roles else dep_desc.roles[0]
+                lifetime = "request" if "request" in dep_desc.lifetimes else dep_desc.lifetimes[0]
+            visit(Rule(f"reference-{dep}", dep, False, role, lifetime, None, "", "", None, "source", True))
+        visiting.pop()
+        done.add(rule.id)
+        jobs.append(Job(rule, desc))
+
+    for rule in preset.rules:
+        if rule.enabled:
+            visit(rule)
+    return jobs, diags
+
+
+def _call(job: Job, context: Any, token: CancellationToken) -> Any:
+    fn = job.descriptor.parse_text if job.rule.input_mode == "text" else job.descriptor.resolve
+    assert fn is not None  # checked in build_jobs
+    try:
+        return fn(context, freeze(job.rule.to_dict()))
+    except TemplateError:
+        raise
+    except Exception as exc:  # a resolver bug fails the request, with its source named
+        raise TemplateError(
+            f"source {job.descriptor.id!r} failed for rule {job.rule.id!r}: {type(exc).__name__}: {exc}",
+            code="ASSEMBLY_SOURCE_FAILED",
+        ) from exc
+
+
+def _entry(job: Job, result: Any, preset: Preset) -> ResolvedEntry:
+    output = validate_output(result, job.descriptor.id, job.descriptor.dependencies)
+    index = next((i for i, r in enumerate(preset.rules) if r.id == job.rule.id), None)
+    return ResolvedEntry(job.rule, job.descriptor, output, index)
+
+
+def resolve_jobs(jobs: list[Job], context: Any, token: CancellationToken, preset: Preset) -> list[ResolvedEntry]:
+    """Resolve the jobs in order, synchronously; an awaitable result is ``ASSEMBLY_SOURCE_ASYNC``.
+
+    Each resolver is called as ``resolve(context, rule)``: ``context`` is the deep-frozen request
+    context (its ``token`` entry is ``token``), ``rule`` a frozen copy of the rule's wire form.
+    """
+    entries = []
+    for job in jobs:
+        token.raise_if_cancelled()
+        result = _call(job, context, token)
+        if inspect.isawaitable(result):
+            if hasattr(result, "close"):
+                result.close()  # do not leave a never-awaited coroutine behind
+            raise TemplateError(
+                f"source {job.descriptor.id!r} is asynchronous: use assemble_async()", code="ASSEMBLY_SOURCE_ASYNC"
+            )
+        token.raise_if_cancelled()
+        entries.append(_entry(job, result, preset))
+    return entries
+
+
+async def resolve_jobs_async(
+    jobs: list[Job], context: Any, token: CancellationToken, preset: Preset
+) -> list[ResolvedEntry]:
+    """Resolve the jobs strictly in order, awaiting asynchronous resolvers."""
+    entries = []
+    for job in jobs:
+        token.raise_if_cancelled()
+        result = _call(job, context, token)
+        if inspect.isawaitable(result):
+            try:
+                result = await result
+            except TemplateError:
+                raise
+            except Exception as exc:
+                raise TemplateError(
+                    f"source {job.descriptor.id!r} failed for rule {job.rule.id!r}: {type(exc).__name__}: {exc}",
+                    code="ASSEMBLY_SOURCE_FAILED",
+                ) from exc
+        token.raise_if_cancelled()
+        entries.append(_entry(job, result, preset))
+    return entries

@@ -1,0 +1,315 @@
+"""Text rendering for text blocks: source macros, the owning source's renderer, literal macros.
+
+Order, per text block (the assembler never parses macros itself; it asks the owning source's
+renderer):
+
+1. **Source macros** (``{{description}}``, ``{{persona}}``...): names a source registered for its
+   own text blocks. A usable target's *raw* text is inlined (and wrapped in invisible markers so
+   its range survives rendering); an unusable one (a listed module owns it) expands to nothing.
+2. **Literal macros** are swapped for opaque tokens, so the renderer never evaluates their values.
+3. **The renderer**: :data:`TAVERN` calls the macro engine (``tavernbox.expand_macros``) and trims
+   the result; :data:`IDENTITY` keeps third-party text exactly as written.
+4. Markers are removed (recording each inlined range), then literal values are put back, every
+   newline in a value followed by as many spaces as there were characters before the token on its
+   line (so YAML stays indented).
+
+The markers and tokens are Unicode noncharacters U+FDD0..U+FDEF, which the standard reserves for
+exactly this kind of process-internal use. If a renderer moves markers into a shape that no longer
+nests (a macro argument swallowing one), the inlined ranges are dropped and the whole text is
+attributed to the block: provenance is never invented.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..errors import Diagnostic
+
+__all__ = [
+    "IDENTITY",
+    "TAVERN",
+    "RenderOutput",
+    "RenderState",
+    "Renderer",
+    "Rendered",
+    "compose_text",
+    "find_source_macros",
+]
+
+M_OPEN, M_CLOSE, L_OPEN = "\ufdd0", "\ufdd1", "\ufdd2"
+_HEX0 = 0xFDE0
+_TOKEN = re.compile("[\ufdd0\ufdd2][\ufde0-\ufdef]+|\ufdd1")
+_RESERVED = re.compile("[\ufdd0-\ufdef]")
+#: ``{{ name }}`` with a plain name (no arguments): the shape of a source or literal macro
+SOURCE_MACRO = re.compile(r"\{\{\s*([^{}:\s]+)\s*\}\}")
+
+
+def _hex(n: int) -> str:
+    return "".join(chr(_HEX0 + int(d, 16)) for d in f"{n:x}")
+
+
+def _unhex(s: str) -> int:
+    return int("".join(f"{ord(c) - _HEX0:x}" for c in s), 16)
+
+
+@dataclass(slots=True)
+class RenderOutput:
+    """What a renderer returns: the text, the random draws it made and its diagnostics."""
+
+    text: str
+    draws: list[Any] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+
+class Renderer(Protocol):
+    """A source's text renderer. ``trim`` says whether the assembler trims its output."""
+
+    name: str
+    trim: bool
+
+    def render(self, text: str, state: RenderState) -> RenderOutput:
+        """Render ``text`` for one block."""
+        ...
+
+
+@dataclass(slots=True)
+class RenderState:
+    """Per-request rendering state: macro context, request-local variables, one-off notices."""
+
+    macro_context: dict[str, Any] = field(default_factory=dict)
+    local_variables: dict[str, Any] = field(default_factory=dict)
+    notices: list[Diagnostic] = field(default_factory=list)
+    _noted: set[str] = field(default_factory=set)
+
+    def notice_once(self, code: str, message: str) -> None:
+        """Add a request-level diagnostic the first time it happens."""
+        if code not in self._noted:
+            self._noted.add(code)
+            self.notices.append(Diagnostic(code, message, severity="info"))
+
+
+class _Identity:
+    """Keeps the text exactly as written (third-party sources without a renderer)."""
+
+    name = "identity"
+    trim = False
+
+    def render(self, text: str, state: RenderState) -> RenderOutput:
+        return RenderOutput(text)
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return repr(value)
+
+
+class _Tavern:
+    """SillyTavern macros through the macro engine, looked up lazily at each render.
+
+    The macro engine is a separate stage that may be absent (it is built in parallel). Without it
+    the text is kept as written and ``ASSEMBLY_MACROS_UNAVAILABLE`` is reported once per request,
+    so an un-expanded ``{{char}}`` is never mistaken for a rendering decision.
+    """
+
+    name = "tavern"
+    trim = True
+
+    def _engine(self) -> tuple[Callable[..., Any] | None, Any]:
+        try:
+            module = importlib.import_module("tavernbox.macros")
+        except ImportError:
+            return None, None
+        return getattr(module, "expand_macros", None), getattr(module, "MacroContext", None)
+
+    def render(self, text: str, state: RenderState) -> RenderOutput:
+        expand, context_cls = self._engine()
+        if expand is None:
+            state.notice_once(
+                "ASSEMBLY_MACROS_UNAVAILABLE",
+                "the macro engine (tavernbox.expand_macros) is not installed: Tavern text was kept as written",
+            )
+            return RenderOutput(text)
+        data = dict(state.macro_context)
+        variables = dict(data.get("variables") or {})
+        variables["local"] = state.local_variables
+        data["variables"] = variables
+        ctx = context_cls.from_dict(data) if context_cls is not None and hasattr(context_cls, "from_dict") else data
+        result = expand(text, ctx)
+        after = getattr(result, "variables", None)
+        local = after.get("local") if isinstance(after, dict) else getattr(after, "local", None)
+        if isinstance(local, dict):
+            state.local_variables = dict(local)
+        diags = [d for d in getattr(result, "diagnostics", ()) if isinstance(d, Diagnostic)]
+        draws = [_jsonable(d) for d in getattr(result, "draws", ())]
+        return RenderOutput(str(result.text), draws, diags)
+
+
+IDENTITY: Renderer = _Identity()
+TAVERN: Renderer = _Tavern()
+
+
+def find_source_macros(text: str, table: dict[str, Any]) -> list[tuple[int, int, str]]:
+    """``(start, end, name)`` of each ``{{name}}`` in ``text`` whose lower-cased name is in ``table``."""
+    return [(m.start(), m.end(), m.group(1).lower()) for m in SOURCE_MACRO.finditer(text) if m.group(1).lower() in table]
+
+
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    """A rendered text block: its text, its provenance ranges and what rendering produced.
+
+    ``spans`` are ``(start, end, info)`` character ranges partitioning ``text``; ``info`` is
+    ``{}`` for the block's own text, else a macro or literal-macro description.
+    """
+
+    text: str
+    spans: tuple[tuple[int, int, dict[str, Any]], ...]
+    draws: tuple[Any, ...] = ()
+    diagnostics: tuple[Diagnostic, ...] = ()
+
+
+def compose_text(
+    text: str,
+    macros: list[tuple[int, int, str, str | None, dict[str, Any]]],
+    literals: tuple[tuple[str, str], ...],
+    render: Callable[[str], RenderOutput],
+    trim: bool,
+) -> Rendered:
+    """Inline source macros, render, and restore literal macros, tracking provenance ranges.
+
+    ``macros`` are ``(start, end, name, inlined_text_or_None, info)`` in text order (``None``
+    expands to nothing). ``render`` is the owning source's renderer bound to the request state.
+    """
+    use_markers = not _RESERVED.search(text)
+    pieces: list[str] = []
+    pos = 0
+    infos: list[dict[str, Any]] = []
+    for start, end, _name, inlined, info in macros:
+        pieces.append(text[pos:start])
+        if inlined is not None:
+            if use_markers:
+                pieces.append(M_OPEN + _hex(len(infos)) + inlined + M_CLOSE)
+                infos.append(info)
+            else:
+                pieces.append(inlined)
+        pos = end
+    pieces.append(text[pos:])
+    composed = "".join(pieces)
+    lit_values: list[tuple[str, str]] = []
+    if literals:
+        names = {n.lower(): v for n, v in literals}
+
+        def swap(m: re.Match[str]) -> str:
+            value = names.get(m.group(1).lower())
+            if value is None:
+                return m.group(0)
+            lit_values.append((m.group(1), value))
+            return L_OPEN + _hex(len(lit_values) - 1)
+
+        composed = SOURCE_MACRO.sub(swap, composed)
+    out = render(composed)
+    rendered = out.text
+    # pass 1: remove macro markers, recording their ranges (literal tokens stay, they are not whitespace)
+    segs: list[tuple[int, int, dict[str, Any]]] = []
+    buf: list[str] = []
+    length = 0
+    stack: list[tuple[int, int]] = []
+    balanced = True
+    last = 0
+    for m in _TOKEN.finditer(rendered):
+        chunk = rendered[last : m.start()]
+        buf.append(chunk)
+        length += len(chunk)
+        last = m.end()
+        tok = m.group()
+        if tok[0] == M_OPEN:
+            stack.append((_unhex(tok[1:]), length))
+        elif tok == M_CLOSE:
+            if not stack:
+                balanced = False
+                continue
+            idx, start = stack.pop()
+            if idx < len(infos):
+                segs.append((start, length, infos[idx]))
+            else:
+                balanced = False
+        else:
+            buf.append(tok)
+            length += len(tok)
+    buf.append(rendered[last:])
+    if stack:
+        balanced = False
+    if not balanced:
+        segs = []
+    stripped = "".join(buf)
+    if trim:
+        lead = len(stripped) - len(stripped.lstrip())
+        stripped = stripped.strip()
+        segs = [(max(0, s - lead), min(len(stripped), e - lead), i) for s, e, i in segs]
+        segs = [(s, e, i) for s, e, i in segs if e > s]
+    # pass 2: restore literal values with their line indentation, shifting ranges
+    if lit_values:
+        final: list[str] = []
+        flen = 0
+        shifts: list[tuple[int, int]] = []  # (position in stripped, delta) after each token
+        lit_segs: list[tuple[int, int, dict[str, Any]]] = []
+        last = 0
+        line_start_out = 0
+        for m in re.finditer(L_OPEN + "[\ufde0-\ufdef]+", stripped):
+            chunk = stripped[last : m.start()]
+            final.append(chunk)
+            nl = chunk.rfind("\n")
+            if nl >= 0:
+                line_start_out = flen + nl + 1
+            flen += len(chunk)
+            name, value = lit_values[_unhex(m.group()[1:])]
+            value = value.replace("\n", "\n" + " " * (flen - line_start_out))
+            lit_segs.append((flen, flen + len(value), {"kind": "literal_macro", "macro": name}))
+            nl = value.rfind("\n")
+            if nl >= 0:
+                line_start_out = flen + nl + 1
+            final.append(value)
+            flen += len(value)
+            shifts.append((m.end(), len(value) - (m.end() - m.start())))
+            last = m.end()
+        final.append(stripped[last:])
+
+        def moved(p: int) -> int:
+            return p + sum(d for at, d in shifts if at <= p)
+
+        segs = [(moved(s), moved(e), i) for s, e, i in segs] + lit_segs
+        stripped = "".join(final)
+    return Rendered(stripped, _partition(len(stripped), segs), tuple(out.draws), tuple(out.diagnostics))
+
+
+def _partition(length: int, segs: list[tuple[int, int, dict[str, Any]]]) -> tuple[tuple[int, int, dict[str, Any]], ...]:
+    """Cut ``[0, length)`` into ranges, each attributed to the innermost covering segment."""
+    if length == 0:
+        return ()
+    if not segs:
+        return ((0, length, {}),)
+    cuts = sorted({0, length, *(s for s, _, _ in segs), *(e for _, e, _ in segs)})
+    out: list[tuple[int, int, dict[str, Any]]] = []
+    for a, b in zip(cuts, cuts[1:], strict=False):
+        if b <= a or a >= length:
+            continue
+        covering = [(e - s, i) for s, e, i in segs if s <= a and b <= e]
+        info = min(covering, key=lambda t: t[0])[1] if covering else {}
+        if out and out[-1][2] is info and out[-1][1] == a:
+            out[-1] = (out[-1][0], b, info)
+        else:
+            out.append((a, b, info))
+    return tuple(out)
