@@ -371,6 +371,15 @@ class _Run:
                     alive.discard(i)
                     self.decide(i, "skipped", "group_sticky", f"group {name!r} is held by sticky uid "
                                 f"{self.entries[stickies[0]].uid}", step, state, winner=self.entries[stickies[0]].uid)
+        # SillyTavern then drops members on cooldown or delay, sticky or not (a sticky entry is
+        # usually on cooldown too, since both effects start when it activates)
+        for name in names:
+            for i in grouped[name]:
+                if i in alive and (self.timed.is_active("cooldown", self.entries[i])
+                                   or self.timed.is_active("delay", self.entries[i])):
+                    alive.discard(i)
+                    self.decide(i, "skipped", "cooldown", f"in inclusion group {name!r} while on cooldown",
+                                step, state)
         global_scoring = self.settings.use_group_scoring
         for name in names:
             members = [i for i in grouped[name] if i in alive]
@@ -506,7 +515,7 @@ class _Run:
                 next_state = ScanState.RECURSION
             if s.recursive and not overflowed and state == ScanState.MIN_ACTIVATIONS and self.buffer.recursion:
                 next_state = ScanState.RECURSION
-            if next_state == ScanState.NONE and s.min_activations > 0 and len(self.activated) < s.min_activations:
+            if next_state == ScanState.NONE and not overflowed and s.min_activations > 0 and len(self.activated) < s.min_activations:
                 depth = self.buffer.depth()
                 over = (s.min_activations_depth_max > 0 and s.min_activations_depth_max < depth) or (
                     depth > len(self.messages))

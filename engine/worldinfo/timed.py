@@ -82,16 +82,19 @@ class TimedEffects:
                 del records[key]  # the chat did not advance: a regenerate or a swipe starts fresh
                 continue
             entry = self._by_hash.get(record["hash"])
-            if self.chat_length >= record["end"]:
-                del records[key]
-                if kind == "sticky" and entry is not None and entry.cooldown > 0:
-                    self.records["cooldown"][entry.id] = self._new_record(entry, "cooldown", protected=True)
-                    self.active["cooldown"].add(entry.id)
-                continue
             if entry is None:
+                # the entry is gone (or edited): keep the record until its interval has passed
+                if self.chat_length >= record["end"]:
+                    del records[key]
                 continue
             if getattr(entry, kind) <= 0:
                 del records[key]
+                continue
+            if self.chat_length >= record["end"]:
+                del records[key]
+                if kind == "sticky" and entry.cooldown > 0:
+                    self.records["cooldown"][entry.id] = self._new_record(entry, "cooldown", protected=True)
+                    self.active["cooldown"].add(entry.id)
                 continue
             self.active[kind].add(entry.id)
 
