@@ -26,6 +26,8 @@ _LAZY: dict[str, str] = {
     "activate_world_info": "tavernbox.worldinfo",
     "Activation": "tavernbox.worldinfo",
     "load_asset": "tavernbox.assets",
+    "Assembler": "tavernbox.assembler",
+    "replay": "tavernbox.assembler",
 }
 
 __all__ = ["CODES", "Diagnostic", "Span", "TemplateError", "__version__", *sorted(_LAZY)]
