@@ -126,10 +126,17 @@ class SeedRandom:
             j = (j + key[i % keylen] + t) & 255
             s[i] = s[j]
             s[j] = t
+        # RC4-drop[256]: discard the weak start of the keystream (the bytes themselves unused)
+        i = j = 0
+        for _ in range(_WIDTH):
+            i = (i + 1) & 255
+            t = s[i]
+            j = (j + t) & 255
+            s[i] = s[j]
+            s[j] = t
         self._s = s
-        self._i = 0
-        self._j = 0
-        self._bytes(_WIDTH)  # RC4-drop[256]: discard the weak start of the keystream
+        self._i = i
+        self._j = j
 
     def _bytes(self, count: int) -> int:
         """The next ``count`` keystream bytes as one big-endian integer (ARC4's ``g``)."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from functools import lru_cache
 from datetime import date, datetime, timedelta, timezone, tzinfo
 
 __all__ = [
@@ -316,15 +317,16 @@ def format_moment(
     instant = _Instant(wall, offset_minutes, epoch_ms, utc_mode)
     if not fmt:
         fmt = _DEFAULT_FORMAT_UTC if utc_mode and offset_minutes == 0 else _DEFAULT_FORMAT
-    fmt = _expand_long_formats(fmt)
-    pieces = [m.group(0) for m in _TOKENS.finditer(fmt)]
+    return "".join(piece if isinstance(piece, str) else piece(instant) for piece in _compile_format(fmt))
+
+
+@lru_cache(maxsize=512)
+def _compile_format(fmt: str) -> tuple[str | Callable[[_Instant], str], ...]:
+    """A format string as literal texts and token formatters (cached, as moment caches them)."""
+    pieces = [m.group(0) for m in _TOKENS.finditer(_expand_long_formats(fmt))]
     if not pieces:
         raise MomentFormatError("moment cannot tokenize this format string")
-    out = []
-    for piece in pieces:
-        formatter = _FORMATTERS.get(piece)
-        out.append(formatter(instant) if formatter is not None else _literal(piece))
-    return "".join(out)
+    return tuple(_FORMATTERS.get(piece) or _literal(piece) for piece in pieces)
 
 
 # ---------------------------------------------------------------------------------------------
