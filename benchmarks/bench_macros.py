@@ -1,0 +1,300 @@
+"""Macro expansion speed: tavernbox against Jinja2's SandboxedEnvironment, in the same run.
+
+Three questions, each answered with the best of several repeats:
+
+1. A ~3 KB preset prompt holding ~20 macros (names, card fields, variables, ``{{if}}``/``{{else}}``,
+   ``{{random}}``, ``{{roll}}``, ``{{trim}}``, time, a comment), expanded by ``expand_macros``:
+   * **cold**: every render sees a text it has never seen (a unique comment is appended), so it
+     pays for parsing;
+   * **cached**: the text is parsed once and only evaluated per render. tavernbox has no public
+     parse cache yet, so this path drives the engine's own pieces (``parse_document`` once, then a
+     fresh ``RenderState`` per render, as ``expand_macros`` does). If those internals change shape
+     the figure is reported as unavailable rather than guessed.
+   The equivalent Jinja2 template is rendered by a ``SandboxedEnvironment``: compiled once
+   (cached) and compiled per render (cold). Ratios are tavernbox time / Jinja2 time.
+2. A cold parse of a 10 KB text holding 200 macros (``parse_macros``), each iteration on a text
+   not seen before. Target: <= 3 ms.
+
+Targets from issue 2: cached <= 0.5x Jinja2; 10 KB cold parse <= 3 ms. This script reports;
+it does not assert (``tests/test_bench_smoke.py`` only checks that it keeps running).
+
+Run: ``python benchmarks/bench_macros.py`` (``--iterations N`` or the environment variable
+``TAVERNBOX_BENCH_ITERATIONS`` sets the loop count; ``--json`` prints the figures as JSON).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any
+
+import tavernbox
+from tavernbox.macros import parse_macros
+
+NOW = "2026-11-30T21:15:00Z"
+
+CONTEXT: dict[str, Any] = {
+    "user": "Ash",
+    "char": "Mira",
+    "persona": "Ash is a courier who missed the last ferry and carries a sealed letter.",
+    "character": {
+        "description": "Mira keeps the lighthouse on the northern cape. She is practical, dry-humoured and "
+        "suspicious of strangers who arrive during storms.",
+        "personality": "practical, wry, protective, curious about the outside world",
+        "scenario": "A storm has cut the cape off from the mainland; Ash knocks on the lighthouse door.",
+    },
+    "chat": [
+        {"role": "assistant", "name": "Mira", "content": "In, quickly. The kettle is already on."},
+        {"role": "user", "name": "Ash", "content": "Thank you. Is the storm going to last?"},
+    ],
+    "chat_id_hash": 424242,
+    "seed": 7,
+    "now": NOW,
+    "variables": {"local": {"storm_hours": 3}, "global": {}},
+}
+
+# Instruction prose of a typical preset (no macros): it is most of the 3 KB, as in real presets.
+_PROSE = [
+    "Stay in character at all times and never speak for the other party. Describe actions, sounds and "
+    "smells with concrete detail, and keep each reply between two and four paragraphs.",
+    "Advance the scene: introduce a small complication or a new detail every few replies, but let the "
+    "user decide the important choices. Do not summarise what already happened.",
+    "Dialogue goes in double quotes; thoughts in italics. Avoid purple prose, repeated phrases and "
+    "rhetorical questions at the end of a reply. Vary sentence length.",
+    "Track the physical state of the room: the lamp, the fire, the door, the weather outside. Objects "
+    "that were moved stay moved; wounds stay until treated; wet clothes stay wet.",
+    "If the user's message is short, answer briefly; if it is long, engage with each point it raises. "
+    "Never break the fourth wall and never mention these instructions.",
+    "Characters have their own goals and may refuse, lie or change the subject when it suits them. Let "
+    "silences happen; not every line needs an answer. Keep secrets until the story earns them.",
+    "Use the senses a person in the scene would actually notice first. Name specific objects instead of "
+    "categories, and prefer verbs over adjectives. End on an action or a line of dialogue, not a summary.",
+]
+
+MACRO_TEMPLATE = (
+    "{{// Main prompt of a lighthouse roleplay preset. }}\n"
+    "You are {{char}}, in a slow-burn story with {{user}}. Write {{char}}'s next reply only.\n\n"
+    + "\n\n".join(_PROSE)
+    + "\n\n[{{char}}'s description]\n{{description}}\n\n"
+    "[Personality] {{personality}}\n[Scenario] {{scenario}}\n[{{user}}] {{persona}}\n\n"
+    + "\n\n".join(_PROSE)
+    + "\n\n{{setvar::tone::wary}}It is {{weekday}}, {{date}}. The storm has {{getvar::storm_hours}} hours left.\n"
+    "{{if {{getvar::tone}}}}Keep {{char}}'s tone {{getvar::tone}} towards {{user}}.{{else}}Keep the tone light.{{/if}}\n"
+    "Tonight's mood: {{random::quiet::tense::warm}}. Dice for the lamp: {{roll::1d20}}.\n"
+    "{{trim}}\n"
+    "Last thing said: \"{{lastMessage}}\"\n"
+)
+
+JINJA_TEMPLATE = (
+    "{# Main prompt of a lighthouse roleplay preset. #}"
+    "You are {{ char }}, in a slow-burn story with {{ user }}. Write {{ char }}'s next reply only.\n\n"
+    + "\n\n".join(_PROSE)
+    + "\n\n[{{ char }}'s description]\n{{ description }}\n\n"
+    "[Personality] {{ personality }}\n[Scenario] {{ scenario }}\n[{{ user }}] {{ persona }}\n\n"
+    + "\n\n".join(_PROSE)
+    + "\n\n{% set tone = 'wary' %}It is {{ weekday() }}, {{ date() }}. The storm has {{ vars.storm_hours }} hours left.\n"
+    "{% if tone %}Keep {{ char }}'s tone {{ tone }} towards {{ user }}.{% else %}Keep the tone light.{% endif %}\n"
+    "Tonight's mood: {{ random_choice(['quiet', 'tense', 'warm']) }}. Dice for the lamp: {{ roll('1d20') }}."
+    "{#- trim -#}\n"
+    "Last thing said: \"{{ last_message }}\"\n"
+)
+
+
+def _jinja_context() -> dict[str, Any]:
+    """The same values as CONTEXT, as Jinja2 variables and callables."""
+    rng = random.Random(7)
+    now = datetime(2026, 11, 30, 21, 15, tzinfo=timezone.utc)
+    card = CONTEXT["character"]
+    return {
+        "user": CONTEXT["user"],
+        "char": CONTEXT["char"],
+        "persona": CONTEXT["persona"],
+        "description": card["description"],
+        "personality": card["personality"],
+        "scenario": card["scenario"],
+        "vars": dict(CONTEXT["variables"]["local"]),
+        "last_message": CONTEXT["chat"][-1]["content"],
+        "weekday": lambda: now.strftime("%A"),
+        "date": lambda: now.strftime("%B %d, %Y"),
+        "random_choice": rng.choice,
+        "roll": lambda formula: rng.randint(1, int(formula.split("d")[1])),
+    }
+
+
+def _best_per_call(fn: Callable[[int], object], iterations: int, repeats: int = 5) -> float:
+    """Seconds per call: the best mean over ``repeats`` runs of ``iterations`` calls."""
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for i in range(iterations):
+            fn(i)
+        best = min(best, (time.perf_counter() - start) / iterations)
+    return best
+
+
+def _cached_expander(text: str) -> Callable[[int], str] | None:
+    """Render pre-parsed nodes through the engine's own pieces; ``None`` if they are not there."""
+    try:
+        from tavernbox.macros import MacroContext, MacroRegistry, _preprocess  # type: ignore[attr-defined]
+        from tavernbox.macros.evaluator import RenderState, post_process
+        from tavernbox.macros.parser import parse_document
+        from tavernbox.macros.prng import SeedRandom
+        from tavernbox.macros.registry import dynamic_table
+        from tavernbox.macros.variables import VariableStore
+    except ImportError:
+        return None
+    ctx = MacroContext.from_dict(CONTEXT)
+    pre, _ = _preprocess(text)
+    nodes = parse_document(pre).nodes
+    registry = MacroRegistry.default_shared()
+
+    def render(_: int) -> str:
+        state = RenderState(
+            source=pre,
+            content=pre,
+            ctx=ctx,
+            registry=registry,
+            dynamic=dynamic_table(None),
+            local=VariableStore(dict(ctx.local_variables)),
+            glob=VariableStore(dict(ctx.global_variables)),
+            rng=SeedRandom("tavernbox-macros:7"),
+        )
+        return post_process(state.render(nodes))
+
+    try:
+        reference = tavernbox.expand_macros(text, CONTEXT).text
+        if render(0) != reference:
+            return None
+    except Exception:  # noqa: BLE001 - internals changed shape: report "unavailable"
+        return None
+    return render
+
+
+def _ten_kb_documents(count: int, size: int = 10_240, macros: int = 200) -> list[str]:
+    """Distinct ~10 KB texts with 200 macros each (inline, nested, scoped and shorthand).
+
+    A macro is counted per opening tag (``{{if {{getvar::x}}}}a{{else}}b{{/if}}`` holds three);
+    prose fills the rest of the size evenly between them.
+    """
+    shapes = [
+        "{{user}}", "{{char}}", "{{getvar::v%d}}", "{{setvar::v%d::%d}}", "{{random::a::b::c}}",
+        "{{roll::2d6+%d}}", "{{reverse::abc%d}}", "{{if {{getvar::v%d}}}}yes{{else}}no{{/if}}",
+        "{{.v%d += %d}}", "{{// note %d }}",
+    ]
+    words = " ".join(_PROSE).split()
+    docs = []
+    for n in range(count):
+        rnd = random.Random(n)
+        chosen: list[str] = []
+        counted = 0
+        while counted < macros:
+            shape = shapes[len(chosen) % len(shapes)]
+            chosen.append(shape.replace("%d", str(rnd.randint(0, 99)), 1).replace("%d", str(n)))
+            counted += shape.count("{{") - shape.count("{{/")
+        filler = max(1, (size - sum(len(m) for m in chosen)) // len(chosen))
+        parts = []
+        for macro in chosen:
+            start = rnd.randrange(len(words))
+            prose = " ".join(words[start:] + words[:start])[: filler - 1]
+            parts.append(prose + " " + macro)
+        docs.append("".join(parts))
+    return docs
+
+
+def run(iterations: int) -> dict[str, Any]:
+    """Measure everything; returns the figures (seconds per call and ratios)."""
+    from jinja2.sandbox import SandboxedEnvironment
+
+    figures: dict[str, Any] = {
+        "template_bytes": len(MACRO_TEMPLATE.encode("utf-8")),
+        "template_macros": MACRO_TEMPLATE.count("{{") - MACRO_TEMPLATE.count("{{/"),
+        "iterations": iterations,
+    }
+
+    start = time.perf_counter()
+    tavernbox.expand_macros("{{user}}", CONTEXT)  # first use builds the LALR parser
+    figures["first_use_s"] = time.perf_counter() - start
+
+    cold_texts = [MACRO_TEMPLATE + "{{// render %d }}" % i for i in range(iterations)]
+    figures["tavernbox_cold_s"] = _best_per_call(lambda i: tavernbox.expand_macros(cold_texts[i], CONTEXT), iterations)
+
+    cached = _cached_expander(MACRO_TEMPLATE)
+    figures["tavernbox_cached_s"] = _best_per_call(cached, iterations) if cached is not None else None
+
+    env = SandboxedEnvironment()
+    jinja_ctx = _jinja_context()
+    compiled = env.from_string(JINJA_TEMPLATE)
+    figures["jinja_cached_s"] = _best_per_call(lambda i: compiled.render(jinja_ctx), iterations)
+    jinja_cold_texts = [JINJA_TEMPLATE + "{# render %d #}" % i for i in range(iterations)]
+    figures["jinja_cold_s"] = _best_per_call(
+        lambda i: env.from_string(jinja_cold_texts[i]).render(jinja_ctx), iterations
+    )
+
+    figures["ratio_cold"] = figures["tavernbox_cold_s"] / figures["jinja_cold_s"]
+    figures["ratio_cold_vs_jinja_cached"] = figures["tavernbox_cold_s"] / figures["jinja_cached_s"]
+    if figures["tavernbox_cached_s"] is not None:
+        figures["ratio_cached"] = figures["tavernbox_cached_s"] / figures["jinja_cached_s"]
+
+    parse_iterations = max(1, iterations // 4)
+    docs = _ten_kb_documents(parse_iterations)
+    figures["parse_10kb_bytes"] = round(sum(len(d.encode("utf-8")) for d in docs) / len(docs))
+    figures["parse_10kb_cold_s"] = _best_per_call(lambda i: parse_macros(docs[i]), parse_iterations, repeats=3)
+    figures["expand_10kb_cold_s"] = _best_per_call(
+        lambda i: tavernbox.expand_macros(docs[i], CONTEXT), parse_iterations, repeats=3
+    )
+    return figures
+
+
+def _ms(value: float | None) -> str:
+    return "n/a" if value is None else f"{value * 1000:8.3f} ms"
+
+
+def report(f: dict[str, Any]) -> str:
+    lines = [
+        f"3 KB preset prompt: {f['template_bytes']} bytes, {f['template_macros']} macros, "
+        f"{f['iterations']} iterations (first use, building the parser: {_ms(f['first_use_s']).strip()})",
+        f"  tavernbox cold    {_ms(f['tavernbox_cold_s'])}",
+        f"  tavernbox cached  {_ms(f['tavernbox_cached_s'])}"
+        + ("" if f["tavernbox_cached_s"] is not None else "  (no parse cache reachable)"),
+        f"  jinja2 cold       {_ms(f['jinja_cold_s'])}   (compile + render)",
+        f"  jinja2 cached     {_ms(f['jinja_cached_s'])}   (render of a compiled template)",
+        f"  ratio cold   tavernbox/jinja2 = {f['ratio_cold']:.2f}x"
+        f"   (vs jinja2 cached: {f['ratio_cold_vs_jinja_cached']:.2f}x)",
+    ]
+    if "ratio_cached" in f:
+        verdict = "meets" if f["ratio_cached"] <= 0.5 else "misses"
+        lines.append(f"  ratio cached tavernbox/jinja2 = {f['ratio_cached']:.2f}x   ({verdict} the <= 0.5x target)")
+    verdict = "meets" if f["parse_10kb_cold_s"] <= 0.003 else "misses"
+    lines += [
+        f"10 KB / 200 macros ({f['parse_10kb_bytes']} bytes):",
+        f"  cold parse        {_ms(f['parse_10kb_cold_s'])}   ({verdict} the <= 3 ms target)",
+        f"  cold expand       {_ms(f['expand_10kb_cold_s'])}",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument(
+        "--iterations",
+        type=int,
+        default=int(os.environ.get("TAVERNBOX_BENCH_ITERATIONS", "200")),
+        help="loop count per measurement (default 200, or $TAVERNBOX_BENCH_ITERATIONS)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args(argv)
+    if args.iterations < 1:
+        parser.error("--iterations must be at least 1")
+    figures = run(args.iterations)
+    print(json.dumps(figures, indent=2) if args.json else report(figures))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
