@@ -58,7 +58,7 @@ def test_null_in_a_defaulted_field_reads_as_the_default_with_path() -> None:
     assert ("ASSET_VALUE_NORMALISED", "$.entries.0.order") in codes
     assert ("ASSET_VALUE_NORMALISED", "$.entries.0.key") in codes
     e = asset.model.entry_list[0]
-    assert (e.order, e.key) == (100, [])
+    assert (e.order, e.key) == (0, [])  # a null order sorts as 0 in SillyTavern's arithmetic
 
 
 def test_null_role_is_kept_because_sillytavern_reads_it_as_system() -> None:

@@ -172,7 +172,7 @@ def parse_card(raw: Any, *, base_path: str = "$", diagnostics: list[Diagnostic] 
         )
     else:
         data_path = join_path(base_path, "data")
-        if spec is not None and spec not in CARD_SPECS:
+        if spec is not None and not (isinstance(spec, str) and spec in CARD_SPECS):
             diags.append(
                 Diagnostic(
                     "ASSET_SPEC_UNKNOWN",

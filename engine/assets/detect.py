@@ -62,7 +62,8 @@ def detect_kind(data: Any, *, name: str | None = None) -> AssetKind | None:
     """The asset kind of parsed JSON/YAML ``data`` (``name`` is the file name, a hint for MVU only)."""
     if not isinstance(data, dict):
         return None
-    if data.get("spec") in _CARD_SPECS:
+    spec = data.get("spec")
+    if isinstance(spec, str) and spec in _CARD_SPECS:
         return "card"
     inner = data.get("data")
     if isinstance(inner, dict) and "name" in inner and ("first_mes" in inner or "description" in inner):

@@ -469,7 +469,8 @@ def _nulls_to_defaults(entry: dict[str, Any], path: str, diags: list[Diagnostic]
         return entry
     out = dict(entry)
     for k in sorted(nulls):
-        default = ST_ENTRY_DEFAULTS[k]
+        # ``order`` is only ever used in arithmetic (``b.order - a.order``), where JavaScript reads null as 0.
+        default = 0 if k == "order" else ST_ENTRY_DEFAULTS[k]
         out[k] = default.copy() if isinstance(default, (list, dict)) else default
         diags.append(
             Diagnostic(
