@@ -109,6 +109,8 @@ CODES: dict[str, str] = {
     "ASSEMBLY_REPLAY_INVALID": "a replay record is malformed or does not reproduce its recorded messages",
     "NATIVE_TEXT_VARIABLE_UNAVAILABLE": "dsh.text names a native variable the request does not supply",
     "TAVERN_TEMPLATE_PARSER_UNAVAILABLE": "Tavern text holds a '<%' template tag and no template parser is wired in",
+    "ASSEMBLY_INPUT_UNSUPPORTED": "a CLI input (ST preset, MVU, templates) whose source is not part of this build yet",
+    "WORLD_BOOK_SLOT_MISSING": "a world-info position with no slot in this placement; put in the before/after group",
 }
 
 

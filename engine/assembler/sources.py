@@ -25,7 +25,7 @@ from ..errors import TemplateError
 from .registry import SourceDescriptor, SourceRegistry
 from .render import TAVERN
 
-__all__ = ["BUILTIN_IDS", "register_builtin_sources", "split_authored_text"]
+__all__ = ["BUILTIN_IDS", "register_builtin_sources", "split_authored_text", "world_info_from_activation"]
 
 DSH = "dsh"
 TAVERN_PLUGIN = "pmp-dsh-tavern"
@@ -219,8 +219,47 @@ def _phi(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[str, Any]:
     return {"blocks": blocks}
 
 
+#: SillyTavern position numbers -> (assembler group or at_depth, approximated?)
+_WI_POSITIONS = {0: ("before", False), 1: ("after", False), 2: ("after", True), 3: ("after", True),
+                 4: ("at_depth", False), 5: ("before", True), 6: ("before", True)}
+_WI_ROLES = {0: "system", 1: "user", 2: "assistant"}
+
+
+def world_info_from_activation(activation: Any) -> list[dict[str, Any]]:
+    """The ``assets.world_info`` entries for a ``tavernbox.worldinfo`` activation result.
+
+    Author's-note and example-message positions have no slot in list placement: they fall back
+    to after/before and are marked ``approximated`` (the source reports
+    ``WORLD_BOOK_SLOT_MISSING``); outlet entries are only reachable through their outlet macro and
+    are left out here.
+    """
+    out = []
+    for activated in activation.activated:
+        entry = activated.entry
+        placed = _WI_POSITIONS.get(entry.position)
+        if placed is None:
+            continue
+        position, approximated = placed
+        item: dict[str, Any] = {
+            "id": f"{entry.book}.{entry.uid}",
+            "book": entry.book,
+            "content": activated.content,
+            "comment": entry.comment,
+            "position": position,
+            "role": _WI_ROLES.get(entry.role, "system"),
+            "depth": entry.depth,
+            "order": entry.order,
+            "constant": entry.constant,
+        }
+        if approximated:
+            item["approximated_from"] = entry.position
+        out.append(item)
+    return out
+
+
 def _worldbook(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[str, Any]:
     blocks = []
+    diagnostics = []
     for entry in context["assets"].get("world_info") or ():
         if not isinstance(entry, Mapping):
             continue
@@ -243,8 +282,13 @@ def _worldbook(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[str,
             block["depth"] = entry.get("depth") if isinstance(entry.get("depth"), int) else 0
         if isinstance(entry.get("order"), (int, float)) and not isinstance(entry.get("order"), bool):
             block["order"] = entry["order"]
+        if entry.get("approximated_from") is not None:
+            diagnostics.append({"code": "WORLD_BOOK_SLOT_MISSING",
+                                "message": f"entry {uid}: position {entry['approximated_from']} has no slot here; "
+                                           f"placed in the {block['group']} group",
+                                "data": {"entry": str(uid)}})
         blocks.append(block)
-    return {"blocks": blocks}
+    return {"blocks": blocks, "diagnostics": diagnostics}
 
 
 _AUTHORED_DEPS = ("history", "input", "worldbook", "character", "persona")

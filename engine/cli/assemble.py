@@ -1,0 +1,162 @@
+"""``tavernbox assemble``: build the chat-completion messages for one request.
+
+The chat file is ``{"messages": [...], "input_ids": [...]}`` or a plain list of messages (then the
+trailing user message is the current input). ``--strategy`` is a preset file in format
+``dsh-tavern-request-assembly`` v1. Without ``--json`` the messages are printed; with it, the
+whole result. A failure prints ``{"error": {"code", "message"}}`` and exits 1, never a traceback:
+the CLI is where hostile input arrives.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from ..errors import TemplateError
+
+__all__ = ["command", "emit_error", "json_guard"]
+
+#: built-in strategy ids (upstream); their definitions arrive with the strategies issue
+KNOWN_BUILTINS = ("builtin-native-slots", "builtin-native-roles", "builtin-st")
+
+
+def emit_error(error: TemplateError) -> None:
+    """Print the error object on stdout (and exit 1)."""
+    out: dict[str, Any] = {"code": error.code, "message": error.message}
+    if error.path:
+        out["path"] = error.path
+    if error.line is not None:
+        out["line"], out["column"] = error.line, error.column
+    click.echo(json.dumps({"error": out}, ensure_ascii=False))
+    sys.exit(1)
+
+
+def json_guard(body: Callable[[], None]) -> None:
+    """Run ``body``; every failure becomes ``{"error": ...}`` with exit status 1."""
+    try:
+        body()
+    except TemplateError as exc:
+        emit_error(exc)
+    except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
+        raise
+    except Exception as exc:  # the boundary: no traceback for the user
+        emit_error(TemplateError(f"{type(exc).__name__}: {exc}", code="INTERNAL_ERROR"))
+
+
+def _read_json(path: str, what: str) -> Any:
+    from .output import read_text_arg
+
+    text = read_text_arg(path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TemplateError(f"{what} {path} is not valid JSON: {exc.msg}", code="INPUT_INVALID",
+                            line=exc.lineno, column=exc.colno) from None
+
+
+def _strategy(value: str) -> Any:
+    from ..assembler import load_preset
+    from .output import read_text_arg
+
+    if os.path.exists(value) or value == "-":
+        return load_preset(read_text_arg(value))
+    if value in KNOWN_BUILTINS:
+        raise TemplateError(f"built-in strategy {value!r} is not available in this build yet; pass a preset file",
+                            code="ASSEMBLY_STRATEGY_UNKNOWN")
+    raise TemplateError(f"--strategy {value!r} is neither a preset file nor a known built-in strategy "
+                        f"({', '.join(KNOWN_BUILTINS)})", code="ASSEMBLY_STRATEGY_UNKNOWN")
+
+
+def _chat(path: str) -> tuple[list[Any], list[str]]:
+    data = _read_json(path, "chat file")
+    if isinstance(data, list):
+        trailing = data[-1] if data else None
+        is_input = isinstance(trailing, dict) and trailing.get("role") == "user" and isinstance(trailing.get("id"), str)
+        return data, [trailing["id"]] if is_input else []  # type: ignore[index]
+    if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
+        raise TemplateError("the chat file must be a list of messages or {\"messages\": [...], \"input_ids\": [...]}",
+                            code="INPUT_INVALID", path="$")
+    ids = data.get("input_ids", [])
+    return data["messages"], ids
+
+
+def _card(path: str) -> dict[str, Any]:
+    from ..assets import load_asset
+
+    model = load_asset(path, kind="card").model
+    dumped = model.model_dump(mode="json") if hasattr(model, "model_dump") else dict(model)
+    data = dumped.get("data", dumped)
+    return {k: v for k, v in data.items() if k != "character_book"}
+
+
+def _world_info(paths: tuple[str, ...], messages: list[Any], seed: int) -> list[dict[str, Any]]:
+    from ..assembler.sources import world_info_from_activation
+    from ..worldinfo import activate_world_info
+
+    books = [_read_json(p, "world book") for p in paths]
+    chat = [{"role": m.get("role"), "name": m.get("name", ""), "content": m.get("content")}
+            for m in messages if isinstance(m, dict) and isinstance(m.get("content"), str)]
+    return world_info_from_activation(activate_world_info(books, chat, seed=seed))
+
+
+@click.command("assemble")
+@click.option("--strategy", required=True, help="A preset file (dsh-tavern-request-assembly v1).")
+@click.option("--chat", "chat_path", required=True, help="The chat file: messages and input ids.")
+@click.option("--card", help="A character card (JSON or PNG).")
+@click.option("--preset", "st_preset", help="A SillyTavern preset (needs the prompt-manager source).")
+@click.option("--book", "books", multiple=True, help="A world book; activated against the chat.")
+@click.option("--mvu", help="MVU variables (needs the MVU source).")
+@click.option("--templates", help="Prompt templates (needs the template source).")
+@click.option("--system-update", type=click.Choice(["leading-only", "in-history"]), default="leading-only",
+              show_default=True, help="Whether the model accepts system messages after the first.")
+@click.option("--preview", is_flag=True, help="Preview: no unsent input, system-update capability unverified.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed for random macros and world info.")
+@click.option("--max-profile-bytes", type=int, default=None, help="Logical extra-byte limit (default 512 KiB).")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON.")
+def command(
+    strategy: str,
+    chat_path: str,
+    card: str | None,
+    st_preset: str | None,
+    books: tuple[str, ...],
+    mvu: str | None,
+    templates: str | None,
+    system_update: str,
+    preview: bool,
+    seed: int,
+    max_profile_bytes: int | None,
+    as_json: bool,
+) -> None:
+    """Assemble the chat-completion messages for one request."""
+
+    def body() -> None:
+        from ..assembler import Assembler, AssemblyRequest
+
+        for flag, value, needs in (("--preset", st_preset, "the SillyTavern prompt-manager source"),
+                                   ("--mvu", mvu, "the MVU source"), ("--templates", templates, "the template source")):
+            if value is not None:
+                raise TemplateError(f"{flag} needs {needs}, which is not part of this build yet",
+                                    code="ASSEMBLY_INPUT_UNSUPPORTED")
+        preset = _strategy(strategy)
+        messages, input_ids = _chat(chat_path)
+        assets: dict[str, Any] = {}
+        if card:
+            assets["character"] = _card(card)
+        if books:
+            assets["world_info"] = _world_info(books, messages, seed)
+        request = {"preset": preset, "messages": messages, "input_ids": input_ids, "assets": assets,
+                   "preview": preview, "system_prompt_update": system_update, "seed": seed}
+        if max_profile_bytes is not None:
+            request["max_profile_bytes"] = max_profile_bytes
+        result = Assembler().assemble(AssemblyRequest.from_dict(request))
+        if as_json:
+            click.echo(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
+        else:
+            click.echo(json.dumps(result.messages, ensure_ascii=False, indent=2))
+
+    json_guard(body)

@@ -1,0 +1,36 @@
+"""``tavernbox replay RECORD_FILE``: print the recorded messages again, calling no source.
+
+``RECORD_FILE`` is a record (the ``record`` field of ``tavernbox assemble --json``) or the whole
+``--json`` output. The messages are rebuilt from the recorded source outputs and renders and
+checked against the recorded hash, so a stale or edited record fails instead of printing
+something that was never sent.
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from .assemble import _read_json, json_guard
+
+__all__ = ["command"]
+
+
+@click.command("replay")
+@click.argument("record_file")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole replayed result as JSON.")
+def command(record_file: str, as_json: bool) -> None:
+    """Rebuild the messages of a recorded assembly without resolving any source."""
+
+    def body() -> None:
+        from ..assembler import replay
+
+        data = _read_json(record_file, "record file")
+        if isinstance(data, dict) and isinstance(data.get("record"), dict):
+            data = data["record"]
+        result = replay(data)
+        out = result.to_dict() if as_json else result.messages
+        click.echo(json.dumps(out, ensure_ascii=False, indent=2))
+
+    json_guard(body)

@@ -1,0 +1,117 @@
+"""``tavernbox assemble`` and ``tavernbox replay``: the CLI contract of issue 6."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _assembler_support import preset, rule
+from click.testing import CliRunner
+
+from tavernbox.cli.main import main
+
+RULES = [rule("native-system"), rule("custom", "m", text="MAIN", role="system"), rule("history"), rule("input"),
+         rule("worldbook")]
+MESSAGES = [{"id": "s", "role": "system", "content": "S"}, {"id": "u1", "role": "user", "content": "hello dragon"}]
+
+
+def write(tmp_path: Path, name: str, data: Any) -> str:
+    path = tmp_path / name
+    path.write_text(data if isinstance(data, str) else json.dumps(data), encoding="utf-8")
+    return str(path)
+
+
+def run(*args: str) -> tuple[int, Any]:
+    result = CliRunner().invoke(main, list(args))
+    try:
+        return result.exit_code, json.loads(result.output)
+    except json.JSONDecodeError:
+        raise AssertionError(f"not JSON: {result.output!r} {result.exception!r}") from None
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, str]:
+    return {
+        "strategy": write(tmp_path, "strategy.json", preset(RULES)),
+        "chat": write(tmp_path, "chat.json", {"messages": MESSAGES, "input_ids": ["u1"]}),
+        "list": write(tmp_path, "list.json", MESSAGES),
+        "dir": str(tmp_path),
+    }
+
+
+def test_assemble_prints_the_messages(files: dict[str, str]) -> None:
+    code, out = run("assemble", "--strategy", files["strategy"], "--chat", files["chat"])
+    assert code == 0
+    assert [m["content"] for m in out] == ["S\n\nMAIN", "hello dragon"]
+
+
+def test_a_plain_list_chat_takes_the_trailing_user_message_as_input(files: dict[str, str]) -> None:
+    _, listed = run("assemble", "--strategy", files["strategy"], "--chat", files["list"], "--json")
+    assert listed["record"]["request"]["input_ids"] == ["u1"]
+
+
+def test_json_output_and_replay_round_trip(files: dict[str, str], tmp_path: Path) -> None:
+    code, out = run("assemble", "--strategy", files["strategy"], "--chat", files["chat"], "--json")
+    assert code == 0
+    assert set(out) >= {"messages", "nodes", "diagnostics", "system_projection", "logical_extra_bytes", "extra_bytes",
+                        "provenance", "record"}
+    whole = write(tmp_path, "result.json", out)
+    record_only = write(tmp_path, "record.json", out["record"])
+    for path in (whole, record_only):
+        code, replayed = run("replay", path)
+        assert code == 0 and replayed == out["messages"]
+
+
+def test_book_entries_are_activated_against_the_chat(files: dict[str, str], tmp_path: Path) -> None:
+    book = {"entries": {"0": {"uid": 0, "key": ["dragon"], "content": "Dragons breathe fire.", "position": 1},
+                        "1": {"uid": 1, "key": ["unicorn"], "content": "Never shown.", "position": 1}}}
+    code, out = run("assemble", "--strategy", files["strategy"], "--chat", files["chat"], "--book",
+                    write(tmp_path, "book.json", book), "--system-update", "in-history")
+    assert code == 0
+    assert [m["content"] for m in out][-1].endswith("Dragons breathe fire.")
+    assert not any("Never shown." in m["content"] for m in out)
+
+
+def test_card_fields_are_available(files: dict[str, str], tmp_path: Path) -> None:
+    card = {"spec": "chara_card_v2", "spec_version": "2.0", "data": {"name": "Seraphina", "description": "A guardian."}}
+    strategy = write(tmp_path, "s2.json", preset([*RULES[:2], rule("character"), *RULES[2:4]]))
+    code, out = run("assemble", "--strategy", strategy, "--chat", files["chat"], "--card", write(tmp_path, "c.json", card))
+    assert code == 0 and out[0]["content"] == "S\n\nMAIN\n\nA guardian."
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (["--strategy", "builtin-native-slots"], "ASSEMBLY_STRATEGY_UNKNOWN"),
+        (["--strategy", "no-such-thing"], "ASSEMBLY_STRATEGY_UNKNOWN"),
+        (["--preset", "x.json"], "ASSEMBLY_INPUT_UNSUPPORTED"),
+        (["--system-update", "in-history", "--max-profile-bytes", "10"], "ASSEMBLY_PROFILE_LIMIT"),
+    ],
+)
+def test_failures_print_an_error_object_and_exit_1(files: dict[str, str], args: list[str], code: str) -> None:
+    base = {"--strategy": files["strategy"], "--chat": files["chat"]}
+    merged = dict(base)
+    for flag, value in zip(args[::2], args[1::2], strict=True):
+        merged[flag] = value
+    exit_code, out = run("assemble", *[x for kv in merged.items() for x in kv])
+    assert exit_code == 1 and out["error"]["code"] == code and out["error"]["message"]
+
+
+def test_invalid_preset_and_chat_files_fail_cleanly(files: dict[str, str], tmp_path: Path) -> None:
+    bad_preset = write(tmp_path, "bad.json", preset([rule("custom", "c", depth=-3)]))
+    code, out = run("assemble", "--strategy", bad_preset, "--chat", files["chat"])
+    assert code == 1 and out["error"] == {"code": "ASSEMBLY_PRESET_INVALID", "message": out["error"]["message"],
+                                          "path": "$.rules[0].depth"}
+    code, out = run("assemble", "--strategy", files["strategy"], "--chat", write(tmp_path, "chat2.json", "{oops"))
+    assert code == 1 and out["error"]["code"] == "INPUT_INVALID" and out["error"]["line"] == 1
+    code, out = run("assemble", "--strategy", files["strategy"], "--chat", str(tmp_path / "missing.json"))
+    assert code == 1 and out["error"]["code"] == "INPUT_INVALID"
+
+
+def test_replay_of_a_tampered_record_fails(files: dict[str, str], tmp_path: Path) -> None:
+    _, out = run("assemble", "--strategy", files["strategy"], "--chat", files["chat"], "--json")
+    out["record"]["request"]["native_messages"][1]["content"] = "edited"
+    code, err = run("replay", write(tmp_path, "r.json", out))
+    assert code == 1 and err["error"]["code"] == "ASSEMBLY_REPLAY_INVALID"
