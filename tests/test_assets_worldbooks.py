@@ -145,3 +145,14 @@ def test_book_name_comes_from_the_file_stem(tmp_path: Any) -> None:
     asset = load_asset(path)
     assert asset.name == "My Lore" and asset.model.name == "My Lore"
     assert asset.counts == {"entries": 0, "constant": 0, "disabled": 0, "with_keys": 0}
+
+
+def test_huge_order_is_kept_and_flagged_in_books_and_card_books() -> None:
+    asset = load_asset(json.dumps({"entries": {"0": {"uid": 0, "order": 2**60 + 1}}}).encode())
+    [d] = asset.diagnostics
+    assert (d.code, d.path) == ("ASSET_NUMBER_UNSAFE", "$.entries.0.order")
+    assert asset.model.entry_list[0].order == 2**60 + 1
+    card = {"spec": "chara_card_v2", "data": {"name": "N", "character_book": {"entries": [
+        {"keys": [], "content": "", "enabled": True, "insertion_order": 10**18}]}}}
+    [d] = load_asset(json.dumps(card).encode()).diagnostics
+    assert (d.code, d.path) == ("ASSET_NUMBER_UNSAFE", "$.data.character_book.entries[0].insertion_order")

@@ -27,6 +27,7 @@ __all__ = [
     "parse_json5_text",
     "parse_yaml_text",
     "MAX_SAFE_INTEGER",
+    "unsafe_number",
 ]
 
 #: JavaScript's largest exactly representable integer; bigger numbers change meaning in SillyTavern.
@@ -198,3 +199,19 @@ def parse_yaml_text(text: str) -> Any:
         raise TemplateError(f"invalid YAML: {problem}", code="ASSET_JSON", line=line, column=col) from None
     except yaml.YAMLError as exc:
         raise TemplateError(f"invalid YAML: {exc}", code="ASSET_JSON") from None
+
+
+def unsafe_number(value: Any, path: str, field: str) -> Diagnostic | None:
+    """An ``ASSET_NUMBER_UNSAFE`` warning for an integer JavaScript cannot hold exactly, else ``None``."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_SAFE_INTEGER:
+        rounded = float(value)
+        exact = int(rounded) == value
+        return Diagnostic(
+            "ASSET_NUMBER_UNSAFE",
+            f"{field} {value} is beyond JavaScript's exact integers (2^53-1); SillyTavern reads it as "
+            f"{rounded:.17g}{'' if exact else ' (rounded)'}; the exact value is kept",
+            severity="warning",
+            path=path,
+            data={"value": value, "javascript": rounded},
+        )
+    return None

@@ -22,7 +22,7 @@ from pydantic import Field, PrivateAttr
 
 from ..errors import Diagnostic, TemplateError
 from .base import AssetModel, type_name, validate_model
-from .decoding import MAX_SAFE_INTEGER
+from .decoding import unsafe_number as _unsafe_number
 from .paths import join_path
 
 __all__ = [
@@ -152,21 +152,6 @@ class Preset(AssetModel):
             if str(po.character_id) == str(character_id):
                 return list(po.order)
         return []
-
-
-def _unsafe_number(value: Any, path: str, field: str) -> Diagnostic | None:
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_SAFE_INTEGER:
-        rounded = float(value)
-        exact = int(rounded) == value
-        return Diagnostic(
-            "ASSET_NUMBER_UNSAFE",
-            f"{field} {value} is beyond JavaScript's exact integers (2^53-1); SillyTavern reads it as "
-            f"{rounded:.17g}{'' if exact else ' (rounded)'}; the exact value is kept",
-            severity="warning",
-            path=path,
-            data={"value": value, "javascript": rounded},
-        )
-    return None
 
 
 def _normalise_prompt(raw: dict[str, Any], path: str, diags: list[Diagnostic]) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from pydantic.alias_generators import to_camel
 
 from ..errors import Diagnostic, TemplateError
 from .base import AssetModel, type_name, validate_model
+from .decoding import unsafe_number
 from .paths import join_path
 
 __all__ = [
@@ -394,6 +395,10 @@ def parse_card_book(raw: dict[str, Any], *, base_path: str, diagnostics: list[Di
                         path=join_path(base_path, "entries", i, "keys"),
                     )
                 )
+            if isinstance(entry, dict):
+                d = unsafe_number(entry.get("insertion_order"), join_path(base_path, "entries", i, "insertion_order"), "insertion_order")
+                if d is not None:
+                    diagnostics.append(d)
             if isinstance(entry, dict) and entry.get("enabled") is None:
                 diagnostics.append(
                     Diagnostic(
@@ -451,6 +456,10 @@ def parse_world_book(
                 )
             )
         entry = _nulls_to_defaults(entry, path, diags)
+        for field in _NUMERIC_FIELDS:
+            d = unsafe_number(entry.get(field), join_path(path, field), field)
+            if d is not None:
+                diags.append(d)
         fixed[key] = entry
     data = {**raw, "entries": fixed}
     book = validate_model(WorldBook, data, base_path)
@@ -461,6 +470,10 @@ def parse_world_book(
 _NULLABLE_DEFAULTED = {
     k for k, v in ST_ENTRY_DEFAULTS.items() if v is not None and k not in {"role"}
 }
+
+
+#: Numeric entry fields SillyTavern does arithmetic on (checked for integers past 2^53-1).
+_NUMERIC_FIELDS = ("uid", "order", "depth", "probability", "groupWeight", "scanDepth", "sticky", "cooldown", "delay")
 
 
 def _nulls_to_defaults(entry: dict[str, Any], path: str, diags: list[Diagnostic]) -> dict[str, Any]:
