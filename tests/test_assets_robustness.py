@@ -87,3 +87,19 @@ def test_load_asset_is_public_on_the_package() -> None:
     asset = tavernbox.load_asset(json.dumps(SAMPLES["world_book"]).encode())
     assert asset.kind == "world_book"
     assert "load_asset" in tavernbox.__all__
+
+
+def test_integer_past_the_largest_double_is_flagged_as_infinity() -> None:
+    asset = load_asset(b'{"entries": {"0": {"uid": 0, "order": ' + b"9" * 400 + b"}}}")
+    [d] = asset.diagnostics
+    assert d.code == "ASSET_NUMBER_UNSAFE" and "inf" in d.message and "(400 digits)" in d.message
+
+
+def test_numbers_too_long_to_read_are_a_clear_json_error() -> None:
+    for data, kind in ((b'{"entries": {"0": {"order": ' + b"9" * 5000 + b"}}}", None), (b"hp: " + b"9" * 5000, "mvu")):
+        try:
+            load_asset(data, kind=kind)
+        except TemplateError as exc:
+            assert exc.code == "ASSET_JSON" and "5000 digits" in exc.message
+        else:
+            raise AssertionError("accepted a 5000-digit number")

@@ -105,6 +105,21 @@ def _json_error(text: str, exc: json.JSONDecodeError, what: str = "JSON") -> Tem
     )
 
 
+#: Python refuses to convert integers longer than this (``sys.int_info.default_max_str_digits``).
+MAX_INT_DIGITS = 4300
+
+
+def _parse_int(digits: str) -> int:
+    """``int(digits)``, refusing absurdly long numbers with a clear error instead of a ValueError."""
+    if len(digits) > MAX_INT_DIGITS:
+        raise TemplateError(
+            f"a number with {len(digits)} digits (more than {MAX_INT_DIGITS}) cannot be read: {digits[:20]}...",
+            code="ASSET_JSON",
+            path="$",
+        )
+    return int(digits)
+
+
 def parse_json_text(text: str) -> tuple[Any, list[Diagnostic]]:
     """Parse JSON; accept raw control characters inside strings with a warning.
 
@@ -113,13 +128,13 @@ def parse_json_text(text: str) -> tuple[Any, list[Diagnostic]]:
     carries the first offending line and column.
     """
     try:
-        return json.loads(text), []
+        return json.loads(text, parse_int=_parse_int), []
     except json.JSONDecodeError as exc:
         if not exc.msg.startswith("Invalid control character"):
             raise _json_error(text, exc) from None
         first = exc.pos
     try:
-        value = json.loads(text, strict=False)
+        value = json.loads(text, strict=False, parse_int=_parse_int)
     except json.JSONDecodeError as exc:
         raise _json_error(text, exc) from None
     count = 0
@@ -177,6 +192,8 @@ _Yaml12Loader.add_implicit_resolver(
 
 def _construct_int12(loader: yaml.SafeLoader, node: yaml.Node) -> int:
     value = str(loader.construct_scalar(node))  # type: ignore[arg-type]
+    if len(value) > MAX_INT_DIGITS:
+        _parse_int(value)  # raises the clear error
     if value.startswith("0o"):
         return int(value[2:], 8)
     if value.startswith("0x"):
@@ -204,14 +221,18 @@ def parse_yaml_text(text: str) -> Any:
 def unsafe_number(value: Any, path: str, field: str) -> Diagnostic | None:
     """An ``ASSET_NUMBER_UNSAFE`` warning for an integer JavaScript cannot hold exactly, else ``None``."""
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_SAFE_INTEGER:
-        rounded = float(value)
-        exact = int(rounded) == value
+        try:
+            rounded = float(value)
+            exact = int(rounded) == value
+        except OverflowError:  # beyond the largest double: JavaScript reads Infinity
+            rounded, exact = float("inf") if value > 0 else float("-inf"), False
+        shown = str(value) if len(str(value)) <= 40 else f"{str(value)[:20]}...({len(str(value))} digits)"
         return Diagnostic(
             "ASSET_NUMBER_UNSAFE",
-            f"{field} {value} is beyond JavaScript's exact integers (2^53-1); SillyTavern reads it as "
+            f"{field} {shown} is beyond JavaScript's exact integers (2^53-1); SillyTavern reads it as "
             f"{rounded:.17g}{'' if exact else ' (rounded)'}; the exact value is kept",
             severity="warning",
             path=path,
-            data={"value": value, "javascript": rounded},
+            data={"value": value, "javascript": rounded if rounded not in (float("inf"), float("-inf")) else str(rounded)},
         )
     return None
