@@ -1,1 +1,102 @@
-"""Placeholder package; filled by its issue."""
+"""The budgeted QuickJS sandbox: run one compiled template program on untrusted data.
+
+``run_program(program, input_json)`` evaluates ``program`` (JavaScript whose value is an async
+function of one argument, ``(async function (__tb) { ... })``) in a fresh QuickJS context
+inside a pooled worker process, calls it with the harness object ``__tb`` (``append``,
+``escape``, ``locals.variables``) and returns the output text and what the render used. Every
+budget of ``Limits`` is enforced; a failure raises ``SandboxError`` with a stable code.
+
+Nothing but JSON text crosses the boundary: the program and the input go in as ASCII JSON, the
+output comes back as JSON built by the harness, so NULs, lone surrogates and large integers
+survive exactly. See harness.js, worker.py and pool.py for the why of each layer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from .limits import PROGRAM_CHARS_FACTOR, Limits
+from .pool import WorkerPool, default_pool
+from .result import CancelToken, SandboxError, SandboxResult, Usage
+
+__all__ = [
+    "CancelToken",
+    "Limits",
+    "SandboxError",
+    "SandboxResult",
+    "Usage",
+    "WorkerPool",
+    "run_program",
+]
+
+DEFAULT_LIMITS = Limits()
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code < 0x10000:
+        return "\\u%04x" % code
+    code -= 0x10000
+    return "\\u%04x\\u%04x" % (0xD800 + (code >> 10), 0xDC00 + (code & 0x3FF))
+
+
+def _ascii_json(text: str) -> str:
+    """``text`` with every non-ASCII character written as a JSON ``\\u`` escape.
+
+    Outside string literals a non-ASCII character is invalid JSON either way, so this changes
+    no valid document's meaning, and it lets lone surrogates cross as escapes (the binding
+    cannot take them as raw characters).
+    """
+    return text if text.isascii() else _NON_ASCII.sub(_escape_char, text)
+
+
+def _utf8_size(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def run_program(
+    program: str,
+    input_json: str,
+    *,
+    limits: Limits | None = None,
+    cancel: CancelToken | None = None,
+    pool: WorkerPool | None = None,
+) -> SandboxResult:
+    """Render ``program`` with ``input_json`` as ``__tb.locals.variables``.
+
+    Raises ``SandboxError`` (a ``TemplateError``) with one of the ``TEMPLATE_*`` codes, or
+    ``INPUT_INVALID`` when ``input_json`` is not JSON.
+    """
+    lim = limits if limits is not None else DEFAULT_LIMITS
+    if not isinstance(program, str) or not isinstance(input_json, str):
+        raise TypeError("run_program takes the program and the input JSON as str")
+    max_program = lim.template_chars * PROGRAM_CHARS_FACTOR
+    if len(program) > max_program:
+        raise SandboxError(
+            f"the program is {len(program)} characters, more than the limit of {max_program}",
+            code="TEMPLATE_TOO_LARGE",
+        )
+    if len(input_json) > lim.input_bytes or _utf8_size(input_json) > lim.input_bytes:
+        raise SandboxError(
+            f"the input is larger than the limit of {lim.input_bytes} bytes", code="TEMPLATE_INPUT_LIMIT"
+        )
+    if input_json.strip() == "":
+        raise SandboxError("the input is not valid JSON: it is empty", code="INPUT_INVALID")
+    payload = "[" + json.dumps(program) + ",\n" + _ascii_json(input_json) + "\n]"
+    reply = (pool or default_pool()).run(payload.encode("ascii"), lim, cancel)
+    usage = Usage(**reply["usage"])
+    error: dict[str, Any] | None = reply.get("error")
+    if error is not None:
+        raise SandboxError(
+            error["message"],
+            code=error["code"],
+            js_line=error.get("line"),
+            js_column=error.get("column"),
+            js_name=error.get("name"),
+            js_message=error.get("js_message"),
+            usage=usage,
+        )
+    return SandboxResult(text=reply["result"]["text"], usage=usage)

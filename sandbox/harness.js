@@ -1,0 +1,423 @@
+// The trusted in-VM prelude of tavernbox's sandbox (evaluated once per fresh QuickJS context,
+// before any untrusted code exists in it).
+//
+// Why it is shaped like this (see research/sandbox-security.md sections 0 and 4):
+//  * every intrinsic the harness relies on is captured here, so a template that overrides
+//    String.prototype.replace, JSON.stringify or Promise.prototype.then cannot bypass escaping,
+//    forge output or stall the harness;
+//  * the built-ins that loop in C without polling the interrupt handler on huge (sparse) lengths
+//    get length guards, so `Array(2**32-1).join('')` fails fast instead of hanging the worker;
+//  * host reach that can call back into the binding's unguarded conversions (queueMicrotask,
+//    FinalizationRegistry, WeakRef) and the high-resolution clock are removed;
+//  * every reachable intrinsic, the hidden ones included, is frozen, and the global bindings are
+//    made non-writable and non-configurable (the global object itself stays extensible so that
+//    sloppy-mode templates can still create their own globals in their own throwaway context);
+//  * the host never receives a JS object from user code: `poll()` returns a JSON string built
+//    here with the captured JSON.stringify, and user exceptions are reduced to plain strings.
+//
+// The script's completion value is an installer `(planKinds, planKeys, planParents) => dispatch`, where
+// `dispatch(op, a, b)` runs `start(payload, outputLimit)`, `poll()` or `plan()`. `payload` is the parsed JSON array
+// [programSource, variables].
+(function (planSteps, planKeys, planParents) {
+  'use strict';
+  const G = globalThis;
+  const O = Object;
+  const R = Reflect;
+  const apply = R.apply;
+  const freeze = O.freeze;
+  const isFrozen = O.isFrozen;
+  const create = O.create;
+  const defineProperty = O.defineProperty;
+  const getOwnPropertyDescriptor = O.getOwnPropertyDescriptor;
+  const getPrototypeOf = O.getPrototypeOf;
+  const ownKeys = R.ownKeys;
+  const hasOwn = O.hasOwn;
+  const isArray = Array.isArray;
+  const jsonStringify = JSON.stringify;
+  const Str = String;
+  const Num = Number;
+  const isError = Error.isError;
+  const indirectEval = G.eval;
+  const PromiseCtor = Promise;
+  const promiseThen = Promise.prototype.then;
+  const strReplace = String.prototype.replace;
+  const strSlice = String.prototype.slice;
+  const strSplit = String.prototype.split;
+  const strCharCodeAt = String.prototype.charCodeAt;
+  const reExec = RegExp.prototype.exec;
+  const arrPush = Array.prototype.push;
+  const arrPop = Array.prototype.pop;
+  const arrJoin = Array.prototype.join;
+  const RangeErrorProto = RangeError.prototype;
+  const InternalErrorProto = InternalError.prototype;
+  const ErrorProto = Error.prototype;
+  // `stack` is a native accessor on Error.prototype in this engine (computed lazily).
+  const stackDescriptor = getOwnPropertyDescriptor(ErrorProto, 'stack');
+  const stackGetter = stackDescriptor !== undefined ? stackDescriptor.get : undefined;
+
+  // Longest array (or array-like) the guarded built-ins accept. Sparse arrays cost nothing to
+  // allocate, so the memory limit does not bound these loops; at ~15 ns per element in C, 2**20
+  // elements stay well inside the time budget between two interrupt checks.
+  const MAX_GUARDED_LENGTH = 1048576;
+
+  // Sticky trip flags: a template can catch the error a guard throws, but the render still fails
+  // with the budget's code, so catch-and-retry cannot turn a tripped budget into a success.
+  let outputTripped = false;
+  let guardTripped = false;
+
+  function lengthOf(o) {
+    if (o === null || o === undefined) return 0;
+    const n = o.length;
+    return typeof n === 'number' ? n : Num(n);
+  }
+
+  function tooLong(name, n) {
+    guardTripped = true;
+    return new RangeError('tavernbox: ' + name + ' on an array of length ' + n +
+      ' exceeds the sandbox limit of ' + MAX_GUARDED_LENGTH);
+  }
+
+  // --- length guards on Array.prototype methods that loop in C ---------------------------------
+  const arrayProto = Array.prototype;
+  const guarded = ['join', 'toString', 'toLocaleString', 'reverse', 'sort', 'copyWithin', 'fill',
+    'slice', 'splice', 'concat', 'flat', 'flatMap', 'shift', 'unshift', 'indexOf', 'lastIndexOf',
+    'includes', 'forEach', 'map', 'filter', 'some', 'every', 'reduce', 'reduceRight', 'find',
+    'findIndex', 'findLast', 'findLastIndex', 'toReversed', 'toSorted', 'toSpliced', 'with'];
+  const HARNESS_FRAMES = create(null);
+  for (let i = 0; i < guarded.length; i++) HARNESS_FRAMES[guarded[i]] = true;
+  HARNESS_FRAMES.append = true;
+  HARNESS_FRAMES.escape = true;
+  HARNESS_FRAMES.start = true;
+  HARNESS_FRAMES.stringify = true;
+  HARNESS_FRAMES.guard = true;
+  for (let i = 0; i < guarded.length; i++) {
+    const name = guarded[i];
+    const original = arrayProto[name];
+    if (typeof original !== 'function') continue;
+    // Method syntax gives a non-constructor function, like the original.
+    const wrapper = ({
+      [name](...args) {
+        const n = lengthOf(this);
+        if (n > MAX_GUARDED_LENGTH) throw tooLong(name, n);
+        // concat also walks its spreadable arguments.
+        if (name === 'concat') {
+          for (let j = 0; j < args.length; j++) {
+            const a = args[j];
+            if (isArray(a)) {
+              const m = a.length;
+              if (m > MAX_GUARDED_LENGTH) throw tooLong(name, m);
+            }
+          }
+        }
+        return apply(original, this, args);
+      },
+    })[name];
+    defineProperty(wrapper, 'length', { value: original.length });
+    defineProperty(arrayProto, name, { value: wrapper, writable: true, enumerable: false, configurable: true });
+  }
+
+  // JSON.stringify walks every index of a sparse array in C: guard arrays through a replacer.
+  const originalStringify = JSON.stringify;
+  const guardedStringify = ({
+    stringify(value, replacer, space) {
+      if (isArray(replacer)) {
+        // A property allow-list cannot be composed with a guard replacer; only the top level
+        // is checked (deeper sparse arrays are bounded by the memory limit).
+        if (isArray(value) && value.length > MAX_GUARDED_LENGTH) throw tooLong('JSON.stringify', value.length);
+        return apply(originalStringify, JSON, [value, replacer, space]);
+      }
+      const user = typeof replacer === 'function' ? replacer : undefined;
+      const guard = function (key, v) {
+        if (user !== undefined) v = apply(user, this, [key, v]);
+        if (isArray(v) && v.length > MAX_GUARDED_LENGTH) throw tooLong('JSON.stringify', v.length);
+        return v;
+      };
+      return apply(originalStringify, JSON, [value, guard, space]);
+    },
+  }).stringify;
+  defineProperty(guardedStringify, 'length', { value: 3 });
+  defineProperty(JSON, 'stringify', { value: guardedStringify, writable: true, enumerable: false, configurable: true });
+
+  // --- remove host reach -------------------------------------------------------------------------
+  // queueMicrotask / FinalizationRegistry callbacks run outside any promise chain the harness
+  // guards, so a hostile throw would reach the binding's unguarded conversion; WeakRef makes GC
+  // observable; performance.now is a high-resolution clock.
+  const removed = ['queueMicrotask', 'FinalizationRegistry', 'WeakRef', 'performance', '__date_clock'];
+  for (let i = 0; i < removed.length; i++) delete G[removed[i]];
+  // The entry marker the host prefixes to the program: it flips `entered` once the program's
+  // code starts to run, so a SyntaxError thrown before it is a compile error and one thrown
+  // after it is a runtime error (a template cannot fake the difference).
+  let entered = false;
+  const ENTER_PREFIX = '__tbEnter();';
+  const enter = freeze(({ __tbEnter() { entered = true; } }).__tbEnter);
+
+  // --- freeze every reachable intrinsic (SES lockdown-lite) ------------------------------------
+  // Roots: the global object plus the hidden intrinsics reachable only through instances.
+  const seeds = [G];
+  function addSeed(f) { try { const v = f(); if (v !== null && v !== undefined) seeds.push(v); } catch (e) { /* absent */ } }
+  addSeed(() => getPrototypeOf(function* () {}));
+  addSeed(() => getPrototypeOf((function* () {})()));
+  addSeed(() => getPrototypeOf(async function () {}));
+  addSeed(() => getPrototypeOf(async function* () {}));
+  addSeed(() => getPrototypeOf((async function* () {})()));
+  addSeed(() => getPrototypeOf(getPrototypeOf(getPrototypeOf((async function* () {})()))));
+  addSeed(() => getPrototypeOf([][Symbol.iterator]()));
+  addSeed(() => getPrototypeOf(new Map()[Symbol.iterator]()));
+  addSeed(() => getPrototypeOf(new Set()[Symbol.iterator]()));
+  addSeed(() => getPrototypeOf(''[Symbol.iterator]()));
+  addSeed(() => getPrototypeOf(''.matchAll(/a/g)));
+  addSeed(() => getPrototypeOf([].values().map((x) => x)));
+  addSeed(() => getPrototypeOf(Iterator.from({ next() { return { done: true }; } })));
+  addSeed(() => getPrototypeOf(Int8Array));
+
+  // Finding every intrinsic means reading every property descriptor (~5 ms in this engine), so
+  // intrinsics.js walks the graph once per worker and records a plan; every later context
+  // replays it here (see intrinsics.js for the encoding). An empty plan freezes nothing: that
+  // is the discovery context itself.
+  const SEP = '\u0001';
+  if (planSteps !== '') {
+    const kinds = planSteps;
+    const keys = apply(strSplit, planKeys, [SEP]);
+    const objs = [];
+    for (let i = 0; i < kinds.length; i++) {
+      const c = kinds[i];
+      let v;
+      if (c === 'r') v = seeds[+keys[i]];
+      else {
+        const o = objs[apply(strCharCodeAt, planParents, [i]) - 1];
+        if (c === 'p') v = getPrototypeOf(o);
+        else if (c === 'v') v = o[keys[i]];
+        else if (c === 'V') v = o[Symbol[keys[i]]];
+        else if (c === 'g') v = getOwnPropertyDescriptor(o, keys[i]).get;
+        else if (c === 'G') v = getOwnPropertyDescriptor(o, Symbol[keys[i]]).get;
+        else if (c === 's') v = getOwnPropertyDescriptor(o, keys[i]).set;
+        else v = getOwnPropertyDescriptor(o, Symbol[keys[i]]).set;
+      }
+      objs[i] = v;
+      if (v !== G) freeze(v);
+    }
+  }
+  // Global bindings: non-writable, non-configurable (the global object stays extensible).
+  const globalKeys = ownKeys(G);
+  for (let i = 0; i < globalKeys.length; i++) {
+    const k = globalKeys[i];
+    const d = getOwnPropertyDescriptor(G, k);
+    if (hasOwn(d, 'value')) defineProperty(G, k, { writable: false, configurable: false });
+    else defineProperty(G, k, { configurable: false });
+  }
+  defineProperty(G, '__tbEnter', { value: enter, writable: false, enumerable: false, configurable: false });
+
+  // --- output and escaping ---------------------------------------------------------------------
+  const NON_ASCII = /[^\x00-\x7f]/;
+  const UNITS_2PLUS = /[\u0080-\uffff]/g;
+  const UNITS_3PLUS = /[\u0800-\uffff]/g;
+  const PAIRS = /[\ud800-\udbff][\udc00-\udfff]/g;
+  const ESCAPED = /[&<>"']/g;
+  const ESCAPED_ANY = /[&<>"']/;
+  const ESCAPES = create(null);
+  ESCAPES['&'] = '&amp;';
+  ESCAPES['<'] = '&lt;';
+  ESCAPES['>'] = '&gt;';
+  ESCAPES['"'] = '&#34;';
+  ESCAPES["'"] = '&#39;';
+  freeze(ESCAPES);
+  function escapeChar(c) { return ESCAPES[c]; }
+  function countMatches(s, re) {
+    return s.length - apply(strReplace, s, [re, '']).length;
+  }
+  // UTF-8 length of a JS string: 1 byte per ASCII unit, 2 up to U+07FF, 3 above, 4 per surrogate
+  // pair, 3 per lone surrogate (what U+FFFD costs when the host writes it out).
+  function utf8Length(s) {
+    if (apply(reExec, NON_ASCII, [s]) === null) return s.length;
+    return s.length + countMatches(s, UNITS_2PLUS) + countMatches(s, UNITS_3PLUS) - countMatches(s, PAIRS);
+  }
+
+  let outputLimit = 0;
+  let outputBytes = 0;
+  const parts = [];
+  function outputError() {
+    outputTripped = true;
+    return new RangeError('tavernbox: the output passed the limit of ' + outputLimit + ' bytes');
+  }
+  const api = create(null);
+  api.append = ({
+    append(value) {
+      if (value === undefined || value === null) return;
+      if (outputTripped) throw outputError();
+      const piece = '' + value;
+      const n = utf8Length(piece);
+      if (outputBytes + n > outputLimit) throw outputError();
+      outputBytes += n;
+      apply(arrPush, parts, [piece]);
+    },
+  }).append;
+  api.escape = ({
+    escape(value) {
+      if (value === undefined || value === null) return '';
+      const s = Str(value);
+      if (apply(reExec, ESCAPED_ANY, [s]) === null) return s;
+      ESCAPED.lastIndex = 0;
+      return apply(strReplace, s, [ESCAPED, escapeChar]);
+    },
+  }).escape;
+
+  // --- error reduction -------------------------------------------------------------------------
+  // Read a string-valued data property along the prototype chain without running getters.
+  function dataString(o, key) {
+    let cur = o;
+    for (let depth = 0; depth < 64 && cur !== null && cur !== undefined; depth++) {
+      const d = getOwnPropertyDescriptor(cur, key);
+      if (d !== undefined) return hasOwn(d, 'value') && typeof d.value === 'string' ? d.value : '';
+      cur = getPrototypeOf(cur);
+    }
+    return '';
+  }
+  const FRAME = /\(?<input>:(\d+):(\d+)\)?$/;
+  const FRAME_NAME = /^\s*at (\S+)/;
+  // 1-based line/column of the first stack frame that is not the harness's own.
+  function stackOf(e) {
+    const own = getOwnPropertyDescriptor(e, 'stack');
+    if (own !== undefined) return hasOwn(own, 'value') && typeof own.value === 'string' ? own.value : '';
+    if (!isError(e) || typeof stackGetter !== 'function') return '';
+    const s = apply(stackGetter, e, []);
+    return typeof s === 'string' ? s : '';
+  }
+  function position(e, skipHarness) {
+    const stack = stackOf(e);
+    if (stack === '') return [0, 0];
+    const lines = apply(strSplit, stack, ['\n']);
+    for (let i = 0; i < lines.length && i < 32; i++) {
+      const m = apply(reExec, FRAME, [lines[i]]);
+      if (m === null) continue;
+      if (skipHarness) {
+        const fn = apply(reExec, FRAME_NAME, [lines[i]]);
+        if (fn !== null && HARNESS_FRAMES[fn[1]] === true) continue;
+      }
+      const line = Num(m[1]);
+      let column = Num(m[2]);
+      // The host prefixes ENTER_PREFIX to the program's first line.
+      if (line === 1 && column > ENTER_PREFIX.length) column -= ENTER_PREFIX.length;
+      return [line, column];
+    }
+    return [0, 0];
+  }
+  function clip(s) { return s.length > 2000 ? apply(strSlice, s, [0, 2000]) + '...' : s; }
+
+  function classify(e, phase) {
+    if (outputTripped) return { kind: 'output', name: 'RangeError', message: 'output limit', line: 0, column: 0 };
+    if (guardTripped) return { kind: 'memory', name: 'RangeError', message: 'array length guard', line: 0, column: 0 };
+    if (e === null) return { kind: 'memory', name: '', message: 'out of memory', line: 0, column: 0 };
+    const t = typeof e;
+    if (t !== 'object' && t !== 'function') {
+      let message;
+      if (t === 'string') message = e;
+      else if (t === 'symbol') message = 'Symbol()';
+      else message = Str(e);
+      return { kind: 'throw', name: '', message: clip(message), line: 0, column: 0 };
+    }
+    const name = dataString(e, 'name');
+    let message = dataString(e, 'message');
+    if (!isError(e) && message === '') message = 'a non-Error ' + t + ' was thrown';
+    if (isError(e)) {
+      const proto = getPrototypeOf(e);
+      const own = getOwnPropertyDescriptor(e, 'message');
+      const ownMessage = own !== undefined && hasOwn(own, 'value') ? own.value : undefined;
+      if (proto === InternalErrorProto && (ownMessage === 'out of memory' || ownMessage === 'string too long')) {
+        return { kind: 'memory', name, message: ownMessage, line: 0, column: 0 };
+      }
+      if (proto === RangeErrorProto && ownMessage === 'BigInt is too large to allocate') {
+        return { kind: 'memory', name, message: ownMessage, line: 0, column: 0 };
+      }
+      if (proto === RangeErrorProto && ownMessage === 'Maximum call stack size exceeded') {
+        return { kind: 'stack', name, message: ownMessage, line: 0, column: 0 };
+      }
+      if (phase === 'compile' && !entered && proto === SyntaxError.prototype) {
+        const pos = position(e, false);
+        return { kind: 'syntax', name, message: clip(message), line: pos[0], column: pos[1] };
+      }
+    }
+    const pos = position(e, true);
+    return { kind: 'throw', name: clip(name), message: clip(message), line: pos[0], column: pos[1] };
+  }
+
+  // --- the render ------------------------------------------------------------------------------
+  let state = 'idle';
+  let failure = null;
+  function fail(e, phase) {
+    if (state !== 'running') return;
+    let reduced;
+    try { reduced = classify(e, phase); } catch (inner) {
+      reduced = { kind: 'throw', name: '', message: 'an exception that could not be described', line: 0, column: 0 };
+    }
+    state = 'error';
+    failure = reduced;
+  }
+  function succeed() {
+    if (state !== 'running') return;
+    if (outputTripped || guardTripped) { fail(undefined, 'run'); return; }
+    state = 'done';
+  }
+
+  function deepFreeze(root) {
+    const todo = [root];
+    while (todo.length > 0) {
+      const o = apply(arrPop, todo, []);
+      if (typeof o !== 'object' || o === null || isFrozen(o)) continue;
+      freeze(o);
+      const keys = ownKeys(o);
+      for (let i = 0; i < keys.length; i++) apply(arrPush, todo, [o[keys[i]]]);
+    }
+    return root;
+  }
+
+  const host = create(null);
+  host.start = ({
+    start(payload, limit) {
+      outputLimit = limit;
+      state = 'running';
+      const source = payload[0];
+      const locals = create(null);
+      locals.variables = deepFreeze(payload[1]);
+      // Extension point: the bridge issue adds getvar/getwi/... here, queueing lookups in an
+      // outbox the host drains between pending-job steps.
+      api.locals = freeze(locals);
+      const tb = freeze(api);
+      let fn;
+      try {
+        fn = indirectEval(ENTER_PREFIX + source);
+      } catch (e) {
+        fail(e, 'compile');
+        return;
+      }
+      if (typeof fn !== 'function') {
+        fail(new TypeError('the program did not evaluate to a function'), 'run');
+        return;
+      }
+      let result;
+      try {
+        result = fn(tb);
+      } catch (e) {
+        fail(e, 'run');
+        return;
+      }
+      try {
+        const p = new PromiseCtor((resolve) => resolve(result));
+        apply(promiseThen, p, [succeed, (e) => fail(e, 'run')]);
+      } catch (e) {
+        fail(e, 'run');
+      }
+    },
+  }).start;
+  host.poll = ({
+    poll() {
+      if (state === 'done') {
+        return originalStringify({ ok: true, text: apply(arrJoin, parts, ['']), bytes: outputBytes });
+      }
+      if (state === 'error') return originalStringify({ ok: false, error: failure, bytes: outputBytes });
+      return originalStringify({ ok: null, state, bytes: outputBytes });
+    },
+  }).poll;
+  host.seeds = () => seeds;
+  // The binding cannot read properties of a returned object, so the host gets one dispatcher.
+  return freeze(function dispatch(op, a, b) { return host[op](a, b); });
+});

@@ -1,0 +1,336 @@
+"""The pool of sandbox worker processes: lazy start, hard deadlines, kill, restart, health.
+
+Why processes: a render can hang its process with the GIL held or crash it (see worker.py), so
+no render ever runs in the caller's process. The parent enforces the only deadline that cannot
+be defeated from inside: wall-clock time on the pipe. A worker that misses it is killed
+(SIGKILL) and replaced; one that dies is replaced. Workers are reused across renders (a fresh VM
+context per render lives inside them), so the per-render cost is one pipe round trip.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from .limits import Limits
+from .result import CancelToken, SandboxError, Usage
+
+__all__ = ["WorkerPool", "default_pool"]
+
+WORKER_PATH = Path(__file__).with_name("worker.py")
+#: A cold worker (interpreter start, binding import, intrinsic walk) must say ready within this.
+STARTUP_TIMEOUT_S = 30.0
+WARM_LINE = b'{"op":"warm"}'
+
+
+class WorkerCrashed(Exception):
+    """The worker's pipe closed before it answered."""
+
+
+class _Worker:
+    """One worker process and its pipes. Used by one render at a time (the pool hands it out)."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-u", str(WORKER_PATH)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            bufsize=0,
+            close_fds=True,
+            start_new_session=True,
+        )
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.in_fd = self.proc.stdin.fileno()
+        self.out_fd = self.proc.stdout.fileno()
+        self.buffer = bytearray()
+        self.ready = False
+        self.write_lock = threading.Lock()
+        self.dead = False
+        self.warm = False
+        self.renders = 0
+        self.released_at = 0.0
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def _next_line(self) -> bytes | None:
+        """The next buffered line that is not a warm notice (those set ``warm``)."""
+        while True:
+            nl = self.buffer.find(b"\n")
+            if nl < 0:
+                return None
+            line = bytes(self.buffer[:nl])
+            del self.buffer[: nl + 1]
+            if line == WARM_LINE:
+                self.warm = True
+                continue
+            return line
+
+    def poll_warm(self) -> bool:
+        """Non-blocking: read any notices the idle worker sent; True if its context is ready."""
+        if not self.warm and not self.dead:
+            try:
+                ready, _, _ = select.select([self.out_fd], [], [], 0)
+                if ready:
+                    chunk = os.read(self.out_fd, 1 << 16)
+                    if not chunk:
+                        self.dead = True
+                        return False
+                    self.buffer += chunk
+                    if self._next_line() is not None:
+                        self.dead = True  # an unsolicited reply: protocol broken
+            except OSError:
+                self.dead = True
+        return self.warm
+
+    def _read_line(self, deadline: float) -> bytes:
+        """One line from the worker, or TimeoutError at ``deadline`` (monotonic seconds)."""
+        while True:
+            line = self._next_line()
+            if line is not None:
+                return line
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            ready, _, _ = select.select([self.out_fd], [], [], remaining)
+            if not ready:
+                continue
+            chunk = os.read(self.out_fd, 1 << 20)
+            if not chunk:
+                raise WorkerCrashed
+            self.buffer += chunk
+
+    def ensure_ready(self) -> None:
+        if self.ready:
+            return
+        line = self._read_line(time.monotonic() + STARTUP_TIMEOUT_S)
+        if json.loads(line).get("op") != "ready":
+            raise WorkerCrashed
+        self.ready = True
+
+    def send(self, data: bytes) -> None:
+        with self.write_lock:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self.in_fd, view) :]
+
+    def cancel(self, render_id: int) -> None:
+        """Ask the worker to stop ``render_id`` at its next boundary (best effort)."""
+        try:
+            self.send(json.dumps({"op": "cancel", "id": render_id}).encode() + b"\n")
+        except OSError:
+            pass
+
+    def kill(self) -> None:
+        self.dead = True
+        try:
+            self.proc.kill()
+        except OSError:
+            pass
+        self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        """Polite shutdown: EOF on stdin makes the worker exit; kill it if it does not."""
+        self.dead = True
+        try:
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+            self.proc.wait(timeout=1.0)
+        except (OSError, subprocess.TimeoutExpired):
+            self.kill()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+class WorkerPool:
+    """At most ``size`` workers, started on first use, handed out one render at a time."""
+
+    def __init__(self, size: int | None = None) -> None:
+        self.size = size if size is not None else max(1, min(4, os.cpu_count() or 2))
+        self._idle: list[_Worker] = []
+        self._count = 0
+        self._cond = threading.Condition()
+        self._next_id = 0
+        self._closed = False
+        #: Pids of workers killed or found dead (for tests and diagnostics).
+        self.replaced: list[int] = []
+
+    def _acquire(self) -> _Worker:
+        """An idle worker, preferring one whose next context is already built.
+
+        When every idle worker is still building its context and the pool may grow, a new
+        worker is started in the background (the caller does not wait for its boot), so
+        back-to-back renders end up alternating between workers.
+        """
+        with self._cond:
+            while True:
+                if self._closed:
+                    raise RuntimeError("the sandbox worker pool is closed")
+                if self._idle:
+                    for i, worker in enumerate(self._idle):
+                        if worker.poll_warm():
+                            return self._idle.pop(i)
+                    live = [w for w in self._idle if not w.dead]
+                    for worker in self._idle:
+                        if worker.dead:
+                            worker.kill()
+                            self._count -= 1
+                            self.replaced.append(worker.pid)
+                    self._idle = live
+                    if live:
+                        if self._count < self.size:
+                            try:
+                                self._idle.append(_Worker())
+                                self._count += 1
+                            except OSError:
+                                pass
+                        # Least recently released first: the likeliest to be warm by now.
+                        oldest = min(range(len(live)), key=lambda i: live[i].released_at)
+                        return self._idle.pop(oldest)
+                if self._count < self.size:
+                    self._count += 1
+                    break
+                self._cond.wait()
+        try:
+            return _Worker()
+        except BaseException:
+            with self._cond:
+                self._count -= 1
+                self._cond.notify()
+            raise
+
+    def _release(self, worker: _Worker) -> None:
+        with self._cond:
+            if worker.dead:
+                self._count -= 1
+                self.replaced.append(worker.pid)
+                replacement: _Worker | None = None
+                if not self._closed:
+                    # Restart at once (the interpreter boots while the caller handles the error).
+                    try:
+                        replacement = _Worker()
+                        self._count += 1
+                    except OSError:
+                        replacement = None
+                if replacement is not None:
+                    self._idle.append(replacement)
+            elif self._closed:
+                self._count -= 1
+                worker.close()
+            else:
+                worker.released_at = time.monotonic()
+                self._idle.append(worker)
+            self._cond.notify()
+
+    def _render_id(self) -> int:
+        with self._cond:
+            self._next_id += 1
+            return self._next_id
+
+    def run(self, payload: bytes, limits: Limits, cancel: CancelToken | None) -> dict[str, Any]:
+        """Send one render request and return the worker's decoded reply.
+
+        Raises ``SandboxError`` for a killed (``TEMPLATE_TIME_LIMIT``), dead
+        (``TEMPLATE_SANDBOX_CRASHED``) or cancelled-before-start render.
+        """
+        if cancel is not None and cancel.cancelled:
+            raise SandboxError("the render was cancelled before it started", code="TEMPLATE_CANCELLED")
+        render_id = self._render_id()
+        worker = self._acquire()
+        callback = None
+        try:
+            try:
+                worker.ensure_ready()
+            except (TimeoutError, WorkerCrashed, ValueError, OSError):
+                worker.kill()
+                raise SandboxError(
+                    "the sandbox worker failed to start", code="TEMPLATE_SANDBOX_CRASHED"
+                ) from None
+            header = {"op": "render", "id": render_id, "size": len(payload), "limits": limits.to_wire()}
+            started = time.monotonic()
+            deadline = started + limits.deadline_s
+            try:
+                worker.send(json.dumps(header).encode() + b"\n" + payload)
+                if cancel is not None:
+                    def callback() -> None:
+                        worker.cancel(render_id)
+                    cancel._subscribe(callback)
+                line = worker._read_line(deadline)
+                # Warm notices read so far were the previous context's; this render's comes next.
+                worker.warm = False
+            except TimeoutError:
+                worker.kill()
+                wall = (time.monotonic() - started) * 1000.0
+                raise SandboxError(
+                    f"the sandbox worker missed its hard deadline of {limits.deadline_s * 1000.0:g} ms "
+                    "and was killed",
+                    code="TEMPLATE_TIME_LIMIT",
+                    usage=Usage(time_ms=wall, memory_bytes=0, output_bytes=0, passes=0, job_steps=0),
+                ) from None
+            except (WorkerCrashed, OSError):
+                worker.kill()
+                raise SandboxError(
+                    f"the sandbox worker died (exit status {worker.proc.returncode})",
+                    code="TEMPLATE_SANDBOX_CRASHED",
+                ) from None
+            reply: dict[str, Any] = json.loads(line)
+            if reply.get("id") != render_id:
+                worker.kill()
+                raise SandboxError("the sandbox worker answered out of turn", code="TEMPLATE_SANDBOX_CRASHED")
+            worker.renders += 1
+            return reply
+        finally:
+            if callback is not None and cancel is not None:
+                cancel._unsubscribe(callback)
+            self._release(worker)
+
+    def pids(self) -> list[int]:
+        """Pids of the idle workers (for health checks)."""
+        with self._cond:
+            return [w.pid for w in self._idle]
+
+    def close(self) -> None:
+        """Stop every idle worker; renders in flight finish first and their workers stop after."""
+        with self._cond:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            self._count -= len(idle)
+        for worker in idle:
+            worker.close()
+
+
+_default: WorkerPool | None = None
+_default_pid = 0
+_default_lock = threading.Lock()
+
+
+def default_pool() -> WorkerPool:
+    """The process-wide pool (a forked child gets its own, never its parent's pipes)."""
+    global _default, _default_pid
+    with _default_lock:
+        if _default is None or _default_pid != os.getpid():
+            _default = WorkerPool()
+            _default_pid = os.getpid()
+        return _default
+
+
+@atexit.register
+def _shutdown() -> None:
+    if _default is not None and _default_pid == os.getpid():
+        _default.close()

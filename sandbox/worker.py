@@ -1,0 +1,335 @@
+"""One sandbox worker process: renders programs in fresh QuickJS contexts, JSON in and out.
+
+Run by ``pool.py`` as ``python worker.py`` (by path, so that it imports nothing but the standard
+library and the binding). Why a separate process: the binding converts hostile values on the
+host side with the GIL held and no time limit, and some built-ins loop in C without polling the
+interrupt, so a render can hang or crash its process; the parent kills and replaces us then.
+
+Protocol on stdin/stdout (all ASCII except the UTF-8 result text):
+
+* worker -> parent, once: ``{"op":"ready","pid":N}\\n``; after every prewarmed context
+  ``{"op":"warm"}\\n``
+* parent -> worker: ``{"op":"render","id":N,"size":BYTES,"limits":{...}}\\n`` followed by BYTES
+  of payload: the ASCII JSON array ``[program, variables]``;
+  ``{"op":"cancel","id":N}\\n`` at any time (ignored unless render N is running).
+* worker -> parent, per render: ``{"id":N,"usage":{...},"error":E,"result":R}\\n`` where R is the
+  harness's own JSON (``{"ok":true,"text":...}``) or null, and E null or
+  ``{"code","message","name","js_message","line","column"}``.
+
+Time: the binding's limit restarts on every entry into JS, so the budget is kept here: before
+each entry ``set_time_limit(remaining)``, after it the ``process_time`` delta is charged. A
+render whose charged time reached the budget is ``TEMPLATE_TIME_LIMIT`` whatever the exception
+text says (a template can throw the string ``'InternalError: interrupted'``, not burn our clock).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import _quickjs
+
+HARNESS_PATH = Path(__file__).with_name("harness.js")
+INTRINSICS_PATH = Path(__file__).with_name("intrinsics.js")
+
+#: Trusted work (the prelude) gets its own limit; it is not charged to the template's budget.
+PRELUDE_TIME_LIMIT_S = 2.0
+#: The prewarmed context is built with the default limits; a request may change them.
+DEFAULT_MEMORY = 16 * 1024 * 1024
+DEFAULT_STACK = 256 * 1024
+
+#: Sent after each prewarm, so the pool can prefer a worker whose next context is ready.
+WARM_LINE = b'{"op":"warm"}\n'
+
+ERROR_KINDS = {
+    "output": "TEMPLATE_OUTPUT_LIMIT",
+    "memory": "TEMPLATE_MEMORY_LIMIT",
+    "stack": "TEMPLATE_STACK_LIMIT",
+    "syntax": "TEMPLATE_SYNTAX",
+    "throw": "TEMPLATE_EXECUTION_FAILED",
+}
+
+
+class RenderFailed(Exception):
+    """A render ended with a sandbox error code (raised and caught inside this module)."""
+
+    def __init__(self, code: str, message: str, detail: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.detail = detail or {}
+
+
+class Channel:
+    """Framed reads from stdin (our own buffer, so ``select`` on the fd stays truthful)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.buffer = bytearray()
+        self.eof = False
+
+    def _fill(self) -> bool:
+        chunk = os.read(self.fd, 1 << 16)
+        if not chunk:
+            self.eof = True
+            return False
+        self.buffer += chunk
+        return True
+
+    def read_line(self) -> bytes | None:
+        while True:
+            nl = self.buffer.find(b"\n")
+            if nl >= 0:
+                line = bytes(self.buffer[:nl])
+                del self.buffer[: nl + 1]
+                return line
+            if not self._fill():
+                return None
+
+    def read_exact(self, size: int) -> bytes | None:
+        while len(self.buffer) < size:
+            if not self._fill():
+                return None
+        data = bytes(self.buffer[:size])
+        del self.buffer[:size]
+        return data
+
+    def cancel_requested(self, render_id: int) -> bool:
+        """Non-blocking: has the parent asked to cancel ``render_id``?"""
+        while True:
+            nl = self.buffer.find(b"\n")
+            if nl >= 0:
+                line = bytes(self.buffer[:nl])
+                del self.buffer[: nl + 1]
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    continue
+                if msg.get("op") == "cancel" and msg.get("id") == render_id:
+                    return True
+                continue
+            ready, _, _ = select.select([self.fd], [], [], 0)
+            if not ready or not self._fill():
+                return False
+
+
+def write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+class Worker:
+    """Renders requests one at a time, each in a fresh context, keeping one context prewarmed."""
+
+    def __init__(self) -> None:
+        self.harness_source = HARNESS_PATH.read_text(encoding="utf-8")
+        # The intrinsic walk runs once, in a scratch context; later contexts replay its plan.
+        ctx = _quickjs.Context()
+        ctx.set_time_limit(PRELUDE_TIME_LIMIT_S * 5)
+        dispatch = ctx.eval(self.harness_source)("", "", "")
+        discover = ctx.eval(INTRINSICS_PATH.read_text(encoding="utf-8"))
+        self.plan: tuple[str, str, str] = tuple(json.loads(discover(dispatch("seeds"))))
+        del discover, dispatch, ctx
+        self.spare: tuple[Any, Any] | None = None
+
+    def fresh_context(self) -> tuple[Any, Any]:
+        """A new context with the prelude installed: (context, dispatch)."""
+        ctx = _quickjs.Context()
+        ctx.set_memory_limit(DEFAULT_MEMORY)
+        ctx.set_max_stack_size(DEFAULT_STACK)
+        ctx.set_time_limit(PRELUDE_TIME_LIMIT_S)
+        dispatch = ctx.eval(self.harness_source)(*self.plan)
+        return ctx, dispatch
+
+    def prewarm(self) -> None:
+        if self.spare is None:
+            self.spare = self.fresh_context()
+
+    def take_context(self) -> tuple[Any, Any]:
+        spare, self.spare = self.spare, None
+        return spare if spare is not None else self.fresh_context()
+
+    def render(self, channel: Channel, render_id: int, limits: dict[str, Any], payload: str) -> bytes:
+        budget = float(limits["time_ms"]) / 1000.0
+        job_limit = int(limits["job_steps"])
+        used = 0.0
+        steps = 0
+        passes = 0
+        output_bytes = 0
+        result: str | None = None
+        error: dict[str, Any] | None = None
+        ctx, dispatch = self.take_context()
+        try:
+            ctx.set_memory_limit(int(limits["memory_bytes"]))
+            ctx.set_max_stack_size(int(limits["stack_bytes"]))
+            if channel.cancel_requested(render_id):
+                raise RenderFailed("TEMPLATE_CANCELLED", "the render was cancelled before it started")
+            # parse_json runs no user code; it is bounded by the input size limit, not charged.
+            ctx.set_time_limit(PRELUDE_TIME_LIMIT_S)
+            try:
+                payload_value = ctx.parse_json(payload)
+            except _quickjs.JSException as exc:
+                raise input_error(str(exc)) from None
+
+            def enter(call: Any, *args: Any) -> Any:
+                nonlocal used
+                remaining = budget - used
+                if remaining <= 0:
+                    raise RenderFailed("TEMPLATE_TIME_LIMIT", time_message(budget))
+                ctx.set_time_limit(remaining)
+                t0 = time.process_time()
+                try:
+                    value = call(*args)
+                except _quickjs.JSException as exc:
+                    used += time.process_time() - t0
+                    raise engine_error(exc, used, budget) from None
+                used += time.process_time() - t0
+                return value
+
+            enter(dispatch, "start", payload_value, int(limits["output_bytes"]))
+            # One pass: run pending jobs until the queue is empty. The bridge (issue 4) adds
+            # further passes here: drain the outbox, resolve lookups, run jobs again.
+            passes = 1
+            pass_steps = 0
+            while True:
+                if channel.cancel_requested(render_id):
+                    raise RenderFailed("TEMPLATE_CANCELLED", "the render was cancelled")
+                if not enter(ctx.execute_pending_job):
+                    break
+                steps += 1
+                pass_steps += 1
+                if pass_steps > job_limit:
+                    raise RenderFailed(
+                        "TEMPLATE_JOB_LIMIT",
+                        f"the render ran more than {job_limit} pending-job steps in one pass",
+                    )
+            status = enter(dispatch, "poll")
+            if used >= budget:
+                raise RenderFailed("TEMPLATE_TIME_LIMIT", time_message(budget))
+            if status.startswith('{"ok":true'):
+                result = status
+                # The harness writes `bytes` last: {"ok":true,"text":...,"bytes":N}
+                output_bytes = int(status[status.rindex(":") + 1 : -1])
+            elif status.startswith('{"ok":false'):
+                reply = json.loads(status)
+                failure = reply["error"]
+                code = ERROR_KINDS.get(failure.get("kind"), "TEMPLATE_EXECUTION_FAILED")
+                error = harness_error(code, failure)
+                output_bytes = int(reply.get("bytes", 0))
+            else:
+                raise RenderFailed(
+                    "TEMPLATE_UNSETTLED",
+                    "the template's promise never settled (no pending jobs and nothing to resolve)",
+                )
+        except RenderFailed as failed:
+            error = {"code": failed.code, "message": failed.message, **failed.detail}
+        except RecursionError:
+            error = {"code": "TEMPLATE_STACK_LIMIT", "message": "the host ran out of stack"}
+        memory = memory_used(ctx)
+        usage = {
+            "time_ms": round(used * 1000.0, 3),
+            "memory_bytes": memory,
+            "output_bytes": output_bytes,
+            "passes": passes,
+            "job_steps": steps,
+        }
+        # The context is dropped here, on success and on every error: never reused.
+        del dispatch, ctx
+        head = json.dumps({"id": render_id, "usage": usage, "error": error}, ensure_ascii=True)
+        body = result if result is not None else "null"
+        return (head[:-1] + ',"result":' + body + "}\n").encode("utf-8")
+
+
+def memory_used(ctx: Any) -> int:
+    try:
+        return int(ctx.memory()["memory_used_size"])
+    except Exception:  # noqa: BLE001 - a poisoned context reports nothing useful
+        return 0
+
+
+def time_message(budget: float) -> str:
+    return f"the render used up its time budget of {budget * 1000.0:g} ms"
+
+
+def input_error(text: str) -> RenderFailed:
+    """The input JSON failed to parse. No template code has run yet, so the text is the engine's."""
+    if "out of memory" in text or text.strip() == "null":
+        return RenderFailed("TEMPLATE_MEMORY_LIMIT", "the input does not fit in the VM's memory budget")
+    if "stack" in text:
+        return RenderFailed("TEMPLATE_INPUT_LIMIT", "the input JSON is nested too deeply")
+    return RenderFailed("INPUT_INVALID", "the input is not valid JSON: " + text.splitlines()[0][:200])
+
+
+def engine_error(exc: Exception, used: float, budget: float) -> RenderFailed:
+    """An exception that escaped the harness (only the engine's uncatchable ones can)."""
+    if used >= budget:
+        return RenderFailed("TEMPLATE_TIME_LIMIT", time_message(budget))
+    # Not our clock, so not an interrupt. User code cannot get a value here (every entry into
+    # it is wrapped by the harness); what remains is the engine failing to allocate, which
+    # surfaces as `null`, an out-of-memory InternalError or an uninitialized exception slot.
+    return RenderFailed("TEMPLATE_MEMORY_LIMIT", "the VM ran out of its memory budget")
+
+
+def harness_error(code: str, failure: dict[str, Any]) -> dict[str, Any]:
+    name = str(failure.get("name") or "")
+    js_message = str(failure.get("message") or "")
+    line = int(failure.get("line") or 0) or None
+    column = int(failure.get("column") or 0) or None
+    if code == "TEMPLATE_OUTPUT_LIMIT":
+        message = "the output passed its byte limit"
+    elif code == "TEMPLATE_MEMORY_LIMIT":
+        message = "the VM ran out of its memory budget"
+    elif code == "TEMPLATE_STACK_LIMIT":
+        message = "the VM ran out of stack"
+    elif code == "TEMPLATE_SYNTAX":
+        message = f"{name}: {js_message}" if name else js_message
+    else:
+        message = f"{name}: {js_message}" if name else f"uncaught {js_message}"
+    return {"code": code, "message": message, "name": name, "js_message": js_message,
+            "line": line, "column": column}
+
+
+def main() -> None:
+    # Nothing but protocol frames may reach stdout.
+    out_fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    except (ImportError, ValueError, OSError):
+        pass
+    channel = Channel(0)
+    worker = Worker()
+    write_all(out_fd, (json.dumps({"op": "ready", "pid": os.getpid()}) + "\n").encode())
+    worker.prewarm()
+    write_all(out_fd, WARM_LINE)
+    while True:
+        line = channel.read_line()
+        if line is None:
+            return
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            return
+        if msg.get("op") != "render":
+            continue  # a stale cancel for a render that already finished
+        data = channel.read_exact(int(msg["size"]))
+        if data is None:
+            return
+        reply = worker.render(channel, int(msg["id"]), msg["limits"], data.decode("ascii"))
+        write_all(out_fd, reply)
+        worker.prewarm()
+        write_all(out_fd, WARM_LINE)
+
+
+if __name__ == "__main__":
+    main()

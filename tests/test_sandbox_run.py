@@ -1,0 +1,352 @@
+"""run_program: the boundary contract, exact transport, errors with positions, budgets, pool life."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from tavernbox.errors import TemplateError
+from tavernbox.sandbox import CancelToken, Limits, SandboxError, WorkerPool, run_program
+from sandbox_helpers import outcome, prog, render
+
+
+def code_of(body: str, variables: object = None, **kw: object) -> str:
+    return outcome(body, variables, **kw)[0]  # type: ignore[arg-type]
+
+
+# --- the contract ------------------------------------------------------------------------------
+
+
+def test_hello_world_and_usage() -> None:
+    result = render("append('Hi '); append(escape(variables.name)); append('!')", {"name": "<Bob>"})
+    assert result.text == "Hi &lt;Bob&gt;!"
+    usage = result.usage
+    assert usage.output_bytes == len(b"Hi &lt;Bob&gt;!")
+    assert usage.passes == 1 and usage.job_steps >= 1
+    assert 0 < usage.time_ms < 75
+    assert usage.memory_bytes > 0
+
+
+def test_sandbox_error_is_a_template_error() -> None:
+    with pytest.raises(TemplateError) as info:
+        render("throw new Error('boom')")
+    assert isinstance(info.value, SandboxError)
+    assert info.value.code == "TEMPLATE_EXECUTION_FAILED"
+    assert info.value.js_name == "Error" and info.value.js_message == "boom"
+
+
+def test_append_follows_plus_equals_and_escape_follows_string() -> None:
+    body = (
+        "const o = {valueOf(){ return 1 }, toString(){ return 't' }};"
+        "append(o); append('|'); append(escape(o)); append('|');"
+        "append(null); append(undefined); append(escape(null)); append(escape(undefined));"
+        "append(0); append(false); append(10n); append(-0); append(1e21); append([1,[2,3]]); append({});"
+    )
+    assert render(body).text == "1|t|0false100" + "1e+21" + "1,2,3[object Object]"
+
+
+def test_escape_replaces_exactly_five_characters() -> None:
+    body = "append(escape(variables))"
+    assert render(body, "&<>\"'`/=é&amp;").text == "&amp;&lt;&gt;&#34;&#39;`/=é&amp;amp;"
+
+
+def test_append_of_a_symbol_is_a_type_error() -> None:
+    with pytest.raises(SandboxError) as info:
+        render("append(Symbol('s'))")
+    assert info.value.code == "TEMPLATE_EXECUTION_FAILED"
+    assert info.value.js_name == "TypeError"
+
+
+def test_strings_and_numbers_cross_the_boundary_exactly() -> None:
+    data = {"nul": "a\x00<b>", "lone": "x\ud800y", "astral": "😀", "big": 2**31, "bigger": 2**40, "neg": -(2**33)}
+    body = (
+        "append(variables.nul); append('|'); append(escape(variables.nul)); append('|');"
+        "append(variables.lone); append('|'); append(variables.astral); append('|');"
+        "append(variables.big); append('|'); append(variables.bigger); append('|'); append(variables.neg);"
+        "append('|'); append('\\u0000\\udfff')"
+    )
+    text = render(body, data).text
+    assert text == "a\x00<b>|a\x00&lt;b&gt;|x\ud800y|😀|2147483648|1099511627776|-8589934592|\x00\udfff"
+
+
+def test_input_json_with_raw_non_ascii_and_lone_surrogates() -> None:
+    program = prog("append(variables.a + variables.b)")
+    raw = '{"a": "héllo ✓ 😀", "b": "\ud800"}'  # raw characters, not escapes
+    assert run_program(program, raw).text == "héllo ✓ 😀\ud800"
+
+
+def test_variables_are_deep_frozen_and_locals_has_no_prototype() -> None:
+    body = (
+        "'use strict';"
+        "let r = [];"
+        "try { variables.a.b.push(1); r.push('mutated') } catch (e) { r.push(e.name) }"
+        "r.push(Object.isFrozen(variables.a.b), Object.isFrozen(__tb), Object.isFrozen(__tb.locals),"
+        "  Object.getPrototypeOf(__tb.locals) === null, typeof __tb.locals.constructor);"
+        "append(r.join(','))"
+    )
+    assert render(body, {"a": {"b": [1]}}).text == "TypeError,true,true,true,true,undefined"
+
+
+def test_proto_key_in_input_is_an_own_property() -> None:
+    assert render("append(({}).polluted); append(variables.__proto__.polluted)", {"__proto__": {"polluted": 1}}).text == "1"
+
+
+def test_invalid_input_json() -> None:
+    for bad in ["{", "NaN", "[1,]", "  "]:
+        with pytest.raises(SandboxError) as info:
+            run_program(prog("append(1)"), bad)
+        assert info.value.code == "INPUT_INVALID"
+
+
+def test_program_not_a_function() -> None:
+    with pytest.raises(SandboxError) as info:
+        run_program("42", "null")
+    assert info.value.code == "TEMPLATE_EXECUTION_FAILED"
+    assert "function" in info.value.message
+
+
+def test_sync_function_and_returned_thenable_are_awaited() -> None:
+    assert run_program("(function (t) { t.append('sync') })", "null").text == "sync"
+    program = "(function (t) { return {then(ok) { t.append('thenable'); ok() }} })"
+    assert run_program(program, "null").text == "thenable"
+
+
+# --- positions ---------------------------------------------------------------------------------
+
+
+def test_syntax_error_position_inside_the_program() -> None:
+    program = "(async function (__tb) {\n  let a = 1;\n  a b\n})"
+    with pytest.raises(SandboxError) as info:
+        run_program(program, "null")
+    err = info.value
+    assert err.code == "TEMPLATE_SYNTAX"
+    assert (err.js_line, err.js_column) == (3, 5)
+    assert err.js_name == "SyntaxError"
+
+
+def test_syntax_error_on_the_first_line_has_an_unshifted_column() -> None:
+    program = "(async function (__tb) { a b })"
+    with pytest.raises(SandboxError) as info:
+        run_program(program, "null")
+    assert info.value.code == "TEMPLATE_SYNTAX"
+    assert (info.value.js_line, info.value.js_column) == (1, program.index(" b }") + 2)
+
+
+def test_runtime_error_position_and_runtime_syntax_error_is_execution_failed() -> None:
+    with pytest.raises(SandboxError) as info:
+        run_program("(async function (__tb) {\n  let a = 1;\n  null.x\n})", "null")
+    assert info.value.code == "TEMPLATE_EXECUTION_FAILED"
+    assert (info.value.js_line, info.value.js_column) == (3, 3)
+    assert info.value.js_name == "TypeError"
+    # A SyntaxError raised while running (JSON.parse) is not a compile error.
+    with pytest.raises(SandboxError) as info:
+        run_program("(async function (__tb) {\n  JSON.parse('{')\n})", "null")
+    assert info.value.code == "TEMPLATE_EXECUTION_FAILED"
+    assert info.value.js_name == "SyntaxError"
+    # ... and so is one thrown while evaluating the script, after compilation succeeded.
+    with pytest.raises(SandboxError) as info:
+        run_program("(JSON.parse('{'), async function (__tb) {})", "null")
+    assert info.value.code == "TEMPLATE_EXECUTION_FAILED"
+
+
+def test_error_inside_harness_call_points_at_the_callers_line() -> None:
+    with pytest.raises(SandboxError) as info:
+        run_program("(async function (__tb) {\n\n  __tb.append(Symbol())\n})", "null")
+    assert info.value.js_line == 3
+
+
+def test_thrown_primitives_and_objects_are_reduced_to_strings() -> None:
+    for body, message in [
+        ("throw 'plain'", "plain"),
+        ("throw 42", "42"),
+        ("throw Symbol('s')", "Symbol()"),
+        ("throw {}", "a non-Error object was thrown"),
+        ("throw {message: 'shaped'}", "shaped"),
+    ]:
+        with pytest.raises(SandboxError) as info:
+            render(body)
+        assert info.value.code == "TEMPLATE_EXECUTION_FAILED", body
+        assert info.value.js_message == message, body
+
+
+# --- budgets: one trip and one just under ------------------------------------------------------
+
+
+def test_template_size_budget() -> None:
+    lim = Limits(template_chars=10)  # programs up to 80 characters
+    small = "(async function (t) { t.append(1) })"
+    assert run_program(small.ljust(80), "null", limits=lim).text == "1"
+    with pytest.raises(SandboxError) as info:
+        run_program(small.ljust(81), "null", limits=lim)
+    assert info.value.code == "TEMPLATE_TOO_LARGE"
+
+
+def test_input_budget_counts_utf8_bytes() -> None:
+    lim = Limits(input_bytes=12)
+    program = prog("append(variables)")
+    assert run_program(program, '"' + "é" * 5 + '"', limits=lim).text == "é" * 5  # 12 bytes
+    for too_big in ['"' + "é" * 5 + 'e"', '"' + "e" * 11 + '"']:
+        with pytest.raises(SandboxError) as info:
+            run_program(program, too_big, limits=lim)
+        assert info.value.code == "TEMPLATE_INPUT_LIMIT"
+
+
+def test_output_budget_counts_utf8_bytes_after_escaping() -> None:
+    lim = Limits(output_bytes=8)
+    assert render("append('x'.repeat(8))", limits=lim).text == "x" * 8
+    assert code_of("append('x'.repeat(9))", limits=lim) == "TEMPLATE_OUTPUT_LIMIT"
+    assert render("append('😀😀')", limits=lim).text == "😀😀"  # 4 UTF-16 units, 8 bytes
+    assert code_of("append('😀😀a')", limits=lim) == "TEMPLATE_OUTPUT_LIMIT"
+    assert render("append(escape('<<'))", limits=lim).text == "&lt;&lt;"
+    assert code_of("append(escape('<<<'))", limits=lim) == "TEMPLATE_OUTPUT_LIMIT"
+    assert render("append('é'.repeat(4))", limits=lim).text == "é" * 4
+    assert code_of("append('é'.repeat(4) + 'a')", limits=lim) == "TEMPLATE_OUTPUT_LIMIT"
+
+
+def test_output_budget_is_sticky_when_caught() -> None:
+    lim = Limits(output_bytes=8)
+    code = code_of("try { append('x'.repeat(100)) } catch (e) {} append('ok')", limits=lim)
+    assert code == "TEMPLATE_OUTPUT_LIMIT"
+
+
+def test_memory_budget() -> None:
+    lim = Limits(memory_bytes=4 * 1024 * 1024)
+    assert render("const s = 'x'.repeat(1 << 20); append(s.length)", limits=lim).text == str(1 << 20)
+    assert code_of("const s = 'x'.repeat(5 << 20); append(s.length)", limits=lim) == "TEMPLATE_MEMORY_LIMIT"
+    # the same 5 MiB string is fine under the default 16 MiB
+    assert render("const s = 'x'.repeat(5 << 20); append(s.length)").text == str(5 << 20)
+
+
+def test_stack_budget() -> None:
+    body = "function f(n) { return n === 0 ? 0 : 1 + f(n - 1) } append(f(variables))"
+    assert render(body, 60).text == "60"
+    assert code_of(body, 100000) == "TEMPLATE_STACK_LIMIT"
+    small, large = Limits(stack_bytes=32 * 1024), Limits(stack_bytes=1024 * 1024)
+    assert code_of(body, 300, limits=small) == "TEMPLATE_STACK_LIMIT"
+    assert render(body, 300, limits=large).text == "300"
+
+
+def test_time_budget() -> None:
+    body = "let s = 0; for (let i = 0; i < 300000; i++) s += i; append(s)"
+    result = render(body, limits=Limits(time_ms=5000))
+    assert result.text == str(sum(range(300000)))
+    assert code_of(body, limits=Limits(time_ms=2)) == "TEMPLATE_TIME_LIMIT"
+
+
+def test_time_budget_is_cumulative_over_jobs() -> None:
+    # Each job burns ~10 ms of CPU: one job is fine, many together exceed the 75 ms budget.
+    burn = "const t0 = Date.now(); while (Date.now() - t0 < 10) {}"
+    assert render(f"{burn}; append('one')").text == "one"
+    code, err, _ = outcome(f"for (let i = 0; i < 30; i++) {{ await null; {burn} }}")
+    assert code == "TEMPLATE_TIME_LIMIT"
+    assert 75 <= err.usage.time_ms < 75 + 40
+
+
+def test_job_budget() -> None:
+    body = "for (let i = 0; i < 20; i++) await null; append('done')"
+    steps = render(body).usage.job_steps
+    assert render(body, limits=Limits(job_steps=steps)).text == "done"
+    assert code_of(body, limits=Limits(job_steps=steps - 1)) == "TEMPLATE_JOB_LIMIT"
+
+
+def test_unsettled_promise() -> None:
+    assert code_of("await new Promise(() => {})") == "TEMPLATE_UNSETTLED"
+    assert render("await new Promise((ok) => ok()); append('settled')").text == "settled"
+
+
+# --- cancellation, kill, crash, restart --------------------------------------------------------
+
+
+@pytest.fixture
+def solo_pool():
+    pool = WorkerPool(size=1)
+    assert run_program(prog("append('warm')"), "null", pool=pool).text == "warm"
+    yield pool
+    pool.close()
+
+
+def test_cancel_before_start() -> None:
+    token = CancelToken()
+    token.cancel()
+    assert token.cancelled
+    with pytest.raises(SandboxError) as info:
+        run_program(prog("append(1)"), "null", cancel=token)
+    assert info.value.code == "TEMPLATE_CANCELLED"
+
+
+def test_cancel_during_a_render_stops_at_the_next_job(solo_pool: WorkerPool) -> None:
+    pid = solo_pool.pids()[0]
+    token = CancelToken()
+    lim = Limits(time_ms=20000, job_steps=1_000_000)
+    threading.Timer(0.2, token.cancel).start()
+    start = time.monotonic()
+    with pytest.raises(SandboxError) as info:
+        run_program(prog("for (;;) await null"), "null", limits=lim, cancel=token, pool=solo_pool)
+    assert info.value.code == "TEMPLATE_CANCELLED"
+    assert time.monotonic() - start < 2.0
+    assert run_program(prog("append('next')"), "null", pool=solo_pool).text == "next"
+    assert solo_pool.pids() == [pid]  # cancelled cooperatively: the worker was not killed
+
+
+def test_stuck_worker_is_killed_at_the_hard_deadline_and_replaced(solo_pool: WorkerPool) -> None:
+    # A worker that stops answering (here: stopped by a signal, standing in for a C loop that
+    # never polls the interrupt or a host-side conversion hang) is killed at the deadline.
+    pid = solo_pool.pids()[0]
+    lim = Limits(time_ms=200, deadline_grace_ms=300, job_steps=1_000_000)
+    threading.Timer(0.05, os.kill, (pid, signal.SIGSTOP)).start()
+    start = time.monotonic()
+    with pytest.raises(SandboxError) as info:
+        run_program(prog("for (;;) await null"), "null", limits=lim, pool=solo_pool)
+    elapsed = time.monotonic() - start
+    assert info.value.code == "TEMPLATE_TIME_LIMIT"
+    assert "killed" in info.value.message
+    assert lim.deadline_s <= elapsed < lim.deadline_s + 1.0
+    assert pid in solo_pool.replaced
+    assert run_program(prog("append('after')"), "null", pool=solo_pool).text == "after"
+    assert solo_pool.pids() != [pid]
+
+
+def test_dead_worker_is_reported_and_replaced(solo_pool: WorkerPool) -> None:
+    pid = solo_pool.pids()[0]
+    lim = Limits(time_ms=20000, job_steps=1_000_000)
+    threading.Timer(0.2, os.kill, (pid, signal.SIGKILL)).start()
+    with pytest.raises(SandboxError) as info:
+        run_program(prog("for (;;) await null"), "null", limits=lim, pool=solo_pool)
+    assert info.value.code == "TEMPLATE_SANDBOX_CRASHED"
+    assert pid in solo_pool.replaced
+    assert run_program(prog("append('alive')"), "null", pool=solo_pool).text == "alive"
+
+
+def test_concurrent_renders_use_several_workers() -> None:
+    pool = WorkerPool(size=2)
+    try:
+        results: list[str] = []
+        errors: list[BaseException] = []
+
+        def one(i: int) -> None:
+            try:
+                results.append(run_program(prog(f"await null; append({i})"), "null", pool=pool).text)
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors
+        assert sorted(results, key=int) == [str(i) for i in range(8)]
+        assert pool._count <= 2
+    finally:
+        pool.close()
+
+
+def test_fresh_context_per_render(solo_pool: WorkerPool) -> None:
+    run_program(prog("globalThis.stash = 'secret'; Promise.resolve().then(() => { globalThis.late = 1 })"), "null", pool=solo_pool)
+    text = run_program(prog("append(typeof stash + ',' + typeof late)"), "null", pool=solo_pool).text
+    assert text == "undefined,undefined"
