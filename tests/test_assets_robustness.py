@@ -40,7 +40,7 @@ def check(data: bytes, kind: str | None) -> None:
     json.dumps(result.summary())
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(json_values, st.sampled_from(KINDS))
 def test_any_json_value_loads_or_fails_cleanly(value: Any, kind: str | None) -> None:
     check(json.dumps(value).encode(), kind)
@@ -57,7 +57,7 @@ def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     return out
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.sampled_from(sorted(SAMPLES)), st.data(), json_values)
 def test_any_field_replaced_by_any_value_fails_cleanly(kind: str, data: st.DataObject, replacement: Any) -> None:
     sample = json.loads(json.dumps(SAMPLES[kind]))
@@ -103,3 +103,33 @@ def test_numbers_too_long_to_read_are_a_clear_json_error() -> None:
             assert exc.code == "ASSET_JSON" and "5000 digits" in exc.message
         else:
             raise AssertionError("accepted a 5000-digit number")
+
+
+def _rejects(data: bytes, kind: str | None, needle: str) -> None:
+    try:
+        load_asset(data, kind=kind)
+    except TemplateError as exc:
+        assert exc.code == "ASSET_JSON" and needle in exc.message, exc.message
+    else:
+        raise AssertionError("accepted")
+
+
+def test_deep_nesting_is_refused_not_a_recursion_error() -> None:
+    _rejects(b"[" * 50_000 + b"]" * 50_000, None, "nested deeper than 256")
+    _rejects(b'{"a":' * 300 + b"1" + b"}" * 300, "mvu", "nested deeper than 256")
+    _rejects(b"a:\n" + b"".join(b" " * i + b"- \n" for i in range(1, 300)), "mvu", "nested deeper than 256")
+
+
+def test_yaml_alias_bomb_is_refused() -> None:
+    lines = [b'l0: &l0 ["x","x","x","x","x","x","x","x","x","x"]']
+    for i in range(1, 8):
+        lines.append(b"l%d: &l%d [" % (i, i) + b",".join([b"*l%d" % (i - 1)] * 10) + b"]")
+    _rejects(b"\n".join(lines), "mvu", "aliases")
+    _rejects(b"a: &a [1, *a]\n", "mvu", "nested deeper")  # a recursive alias
+
+
+def test_yaml_aliases_within_budget_become_independent_copies() -> None:
+    asset = load_asset(b"base: &b {hp: 1}\nme: *b\nyou: *b\n", kind="mvu")
+    data = asset.model.stat_data
+    assert data["me"] == data["you"] == {"hp": 1}
+    assert data["me"] is not data["you"]

@@ -105,6 +105,12 @@ def _json_error(text: str, exc: json.JSONDecodeError, what: str = "JSON") -> Tem
     )
 
 
+#: Deepest nesting accepted. Real assets nest under 20 levels; parsers and walkers recurse, so a
+#: hostile file nested 100,000 deep must be refused with a message rather than a RecursionError.
+MAX_DEPTH = 256
+#: Most values a YAML document may expand to once its aliases are resolved (the "billion laughs" guard).
+MAX_YAML_NODES = 1_000_000
+
 #: Python refuses to convert integers longer than this (``sys.int_info.default_max_str_digits``).
 MAX_INT_DIGITS = 4300
 
@@ -120,6 +126,60 @@ def _parse_int(digits: str) -> int:
     return int(digits)
 
 
+def _too_deep() -> TemplateError:
+    return TemplateError(f"the data is nested deeper than {MAX_DEPTH} levels", code="ASSET_JSON", path="$")
+
+
+def check_depth(value: Any) -> None:
+    """Raise ``ASSET_JSON`` when ``value`` nests deeper than :data:`MAX_DEPTH` (an iterative walk)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise _too_deep()
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1) for v in node.values() if isinstance(v, (dict, list)))
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node if isinstance(v, (dict, list)))
+
+
+def _expand_yaml(value: Any) -> Any:
+    """Copy a YAML result into a plain tree, resolving shared (aliased) nodes into copies under a budget.
+
+    PyYAML returns one object for every use of an anchor, so nine nested aliases of ten can stand for
+    10^9 values; anything walking the tree later would take forever. The expanded size is computed
+    first, memoised per shared node (linear in the document), and refused past :data:`MAX_YAML_NODES`;
+    recursive aliases (``&a [*a]``) fail the depth limit.
+    """
+    sizes: dict[int, int] = {}
+
+    def size(node: Any, depth: int) -> int:
+        if depth > MAX_DEPTH:
+            raise _too_deep()
+        if not isinstance(node, (dict, list)):
+            return 1
+        known = sizes.get(id(node))
+        if known is not None:
+            return known
+        children = node.values() if isinstance(node, dict) else node
+        total = 1 + sum(size(child, depth + 1) for child in children)
+        sizes[id(node)] = total
+        return total
+
+    if size(value, 0) > MAX_YAML_NODES:
+        raise TemplateError(
+            f"the YAML expands to more than {MAX_YAML_NODES} values through its aliases", code="ASSET_JSON", path="$"
+        )
+    def copy(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: copy(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [copy(v) for v in node]
+        return node
+
+    return copy(value)
+
+
 def parse_json_text(text: str) -> tuple[Any, list[Diagnostic]]:
     """Parse JSON; accept raw control characters inside strings with a warning.
 
@@ -128,15 +188,22 @@ def parse_json_text(text: str) -> tuple[Any, list[Diagnostic]]:
     carries the first offending line and column.
     """
     try:
-        return json.loads(text, parse_int=_parse_int), []
+        value = json.loads(text, parse_int=_parse_int)
+        check_depth(value)
+        return value, []
+    except RecursionError:
+        raise _too_deep() from None
     except json.JSONDecodeError as exc:
         if not exc.msg.startswith("Invalid control character"):
             raise _json_error(text, exc) from None
         first = exc.pos
     try:
         value = json.loads(text, strict=False, parse_int=_parse_int)
+    except RecursionError:
+        raise _too_deep() from None
     except json.JSONDecodeError as exc:
         raise _json_error(text, exc) from None
+    check_depth(value)
     count = 0
     # Count only the control characters inside strings: newlines between tokens are ordinary.
     for m in _CONTROL.finditer(text, first):
@@ -159,7 +226,12 @@ def parse_json5_text(text: str) -> Any:
     """Parse JSON5 (comments, trailing commas, single quotes): MVU initvars are often written so."""
     import json5
 
-    return json5.loads(text)
+    try:
+        value = json5.loads(text)
+    except RecursionError:
+        raise _too_deep() from None
+    check_depth(value)
+    return value
 
 
 class _Yaml12Loader(yaml.SafeLoader):
@@ -207,7 +279,9 @@ _Yaml12Loader.add_constructor("tag:yaml.org,2002:int", _construct_int12)
 def parse_yaml_text(text: str) -> Any:
     """Parse one YAML document with 1.2 core scalars; errors become ``ASSET_JSON`` at line:col."""
     try:
-        return yaml.load(text, Loader=_Yaml12Loader)  # noqa: S506 - a SafeLoader subclass
+        return _expand_yaml(yaml.load(text, Loader=_Yaml12Loader))  # noqa: S506 - a SafeLoader subclass
+    except RecursionError:
+        raise _too_deep() from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None

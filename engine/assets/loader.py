@@ -107,8 +107,8 @@ def parse_structured(text: str, *, suffix: str = "", prefer_yaml: bool = False) 
             value, diags = parse_json_text(text)
             return value, "json", diags
         except TemplateError as json_error:
-            if suffix in _JSON_SUFFIXES and not prefer_yaml:
-                raise
+            if (suffix in _JSON_SUFFIXES and not prefer_yaml) or json_error.line is None:
+                raise  # a .json file, or a limit (depth, digits) that another syntax would not lift
             where = f"{json_error.line}:{json_error.column}"
             try:
                 value = parse_json5_text(text)
