@@ -1,1 +1,189 @@
-"""Placeholder package; filled by its issue."""
+"""The SillyTavern 1.18 macro engine: ``expand_macros(text, context) -> MacroResult``.
+
+Pipeline (spec 1.2): pre-processors (``{{time_UTC+N}}``, ``<USER>``/``<BOT>``/``<CHAR>``
+markers) -> parse (:mod:`.parser`) -> evaluate (:mod:`.evaluator`) -> post-processors (brace
+unescape, ``{{trim}}``, stray ``{{else}}``). Hostile-input limits are checked before any work.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import Diagnostic, TemplateError
+from ..spans import Span
+from .context import ChatMessage, MacroContext
+from .evaluator import MAX_OUTPUT_CHARS, Draw, MacroCall, RenderState, post_process
+from .parser import MAX_NESTING, ArgNode, MacroNode, Plain, VarNode, parse_macros
+from .prng import SeedRandom
+from .registry import MacroDef, MacroRegistry, dynamic_table
+from .variables import VariableStore
+
+__all__ = [
+    "MAX_INPUT_CHARS",
+    "ArgNode",
+    "ChatMessage",
+    "Draw",
+    "MacroCall",
+    "MacroContext",
+    "MacroDef",
+    "MacroRegistry",
+    "MacroNode",
+    "MacroResult",
+    "Plain",
+    "VarNode",
+    "expand_macros",
+    "parse_macros",
+]
+
+#: Text longer than this (in characters) is refused with ``MACRO_INPUT_LIMIT``.
+MAX_INPUT_CHARS = 2 * 1024 * 1024
+
+_PRE = re.compile(
+    r"\{\{time_(UTC[+-]\d+)\}\}|<(USER|BOT|CHAR|GROUP|CHARIFNOTGROUP)>",
+    re.IGNORECASE,
+)
+_MARKERS = {"user": "{{user}}", "bot": "{{char}}", "char": "{{char}}", "group": "{{group}}"}
+
+
+@dataclass(frozen=True)
+class MacroResult:
+    """The outcome of one render.
+
+    ``variables`` is ``{"local": {...}, "global": {...}}`` after the render (fresh dicts; the
+    caller's input is never mutated). ``draws`` lists every ``{{random}}``/``{{roll}}`` draw in
+    order; the same seed reproduces the same text and draws.
+    """
+
+    text: str
+    variables: dict[str, dict[str, Any]]
+    diagnostics: tuple[Diagnostic, ...]
+    draws: tuple[Draw, ...]
+
+    def to_dict(self, source: str | None = None) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "variables": self.variables,
+            "diagnostics": [d.to_dict(source) for d in self.diagnostics],
+            "draws": [d.to_dict() for d in self.draws],
+        }
+
+
+class _OffsetMap:
+    """Maps offsets in the pre-processed text back to the caller's text (for diagnostics)."""
+
+    def __init__(self) -> None:
+        self.pre: list[int] = []  # start of each replacement in the pre-processed text
+        self.orig: list[int] = []  # its start in the original
+        self.pre_len: list[int] = []
+        self.orig_len: list[int] = []
+
+    def back(self, offset: int) -> int:
+        i = bisect.bisect_right(self.pre, offset) - 1
+        if i < 0:
+            return offset
+        pre, orig, plen, olen = self.pre[i], self.orig[i], self.pre_len[i], self.orig_len[i]
+        if offset < pre + plen:
+            return orig if offset == pre else min(orig + olen, orig + (offset - pre))
+        return orig + olen + (offset - pre - plen)
+
+
+def _preprocess(text: str) -> tuple[str, _OffsetMap]:
+    """ST's pre-processors: ``{{time_UTC+2}}`` -> ``{{time::UTC+2}}``, markers -> macros."""
+    omap = _OffsetMap()
+    parts: list[str] = []
+    pos = 0
+    shift = 0
+    for m in _PRE.finditer(text):
+        if m.group(1) is not None:
+            repl = "{{time::" + m.group(1) + "}}"
+        else:
+            marker = m.group(2).lower()
+            repl = _MARKERS.get(marker, "{{charIfNotGroup}}")
+        parts.append(text[pos : m.start()])
+        omap.pre.append(m.start() + shift)
+        omap.orig.append(m.start())
+        omap.pre_len.append(len(repl))
+        omap.orig_len.append(m.end() - m.start())
+        shift += len(repl) - (m.end() - m.start())
+        parts.append(repl)
+        pos = m.end()
+    if not parts:
+        return text, omap
+    parts.append(text[pos:])
+    return "".join(parts), omap
+
+
+def _remap(diags: list[Diagnostic], omap: _OffsetMap) -> tuple[Diagnostic, ...]:
+    if not omap.pre:
+        return tuple(diags)
+    out = []
+    for d in diags:
+        if d.span is None:
+            out.append(d)
+            continue
+        start, end = omap.back(d.span.start), omap.back(d.span.end)
+        out.append(Diagnostic(d.code, d.message, Span(start, max(start, end)), d.severity, d.path, d.data))
+    return tuple(out)
+
+
+def expand_macros(
+    text: str,
+    context: MacroContext | Mapping[str, Any] | None = None,
+    *,
+    seed: int | None = None,
+    registry: MacroRegistry | None = None,
+    dynamic: Mapping[str, str | Callable[..., Any] | MacroDef] | None = None,
+) -> MacroResult:
+    """Expand SillyTavern macros in ``text``.
+
+    ``context`` is a :class:`MacroContext` or its JSON dict. ``seed`` (else the context's seed,
+    else 0) seeds ``{{random}}``/``{{roll}}``. ``registry`` replaces the built-in catalogue
+    (``MacroRegistry.default()`` plus the host's macros); ``dynamic`` adds per-call macros that
+    shadow registered ones (a string, a zero-argument callable, or a :class:`MacroDef`).
+
+    Raises ``TemplateError`` with ``MACRO_INPUT_LIMIT`` (text over 2 MiB) or
+    ``MACRO_OUTPUT_LIMIT`` (the output would pass 8 MiB). Every other problem is a diagnostic.
+    """
+    if not isinstance(text, str):
+        raise TemplateError("the macro text must be a string", code="INPUT_INVALID")
+    ctx = context if isinstance(context, MacroContext) else MacroContext.from_dict(context)
+    if len(text) > MAX_INPUT_CHARS:
+        raise TemplateError(
+            f"the macro text has {len(text)} characters; the limit is {MAX_INPUT_CHARS}",
+            code="MACRO_INPUT_LIMIT",
+        )
+    local = VariableStore(dict(ctx.local_variables))
+    glob = VariableStore(dict(ctx.global_variables))
+    if not text:
+        return MacroResult("", {"local": local.snapshot(), "global": glob.snapshot()}, (), ())
+    pre, omap = _preprocess(text)
+    effective_seed = seed if seed is not None else (ctx.seed if ctx.seed is not None else 0)
+    state = RenderState(
+        source=pre,
+        content=text,
+        ctx=ctx,
+        registry=registry if registry is not None else MacroRegistry.default_shared(),
+        dynamic=dynamic_table(dynamic),
+        local=local,
+        glob=glob,
+        rng=SeedRandom(f"tavernbox-macros:{effective_seed}"),
+        max_output=MAX_OUTPUT_CHARS,
+    )
+    try:
+        out = state.evaluate(0, len(pre))
+    except TemplateError as exc:
+        if exc.span is not None:
+            exc.span = Span(omap.back(exc.span.start), omap.back(exc.span.end))
+        exc.source = text
+        raise
+    out = post_process(out)
+    return MacroResult(
+        text=out,
+        variables={"local": local.snapshot(), "global": glob.snapshot()},
+        diagnostics=_remap(state.diagnostics, omap),
+        draws=tuple(state.draws),
+    )

@@ -1,0 +1,189 @@
+"""Core macros: names, whitespace, ``trim``, comments, ``reverse``, ``if``/``else``, env values."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ...errors import TemplateError
+from ..evaluator import ELSE_MARKER, MacroCall, dedent_trim
+from ..parser import MacroNode, document_items
+from ..registry import MacroRegistry
+from ..variables import JS_WHITESPACE, is_falsy_text, js_string
+
+__all__ = ["MAX_REPEAT", "register"]
+
+#: ``{{newline::N}}`` / ``{{space::N}}`` beyond this stay as written (``MACRO_REPEAT_LIMIT``).
+MAX_REPEAT = 10_000
+
+_VAR_REF = re.compile(r"([.$])([a-zA-Z](?:[a-zA-Z0-9_-]*[a-zA-Z0-9_])?)")
+
+
+def _repeat(call: MacroCall, unit: str) -> str:
+    count_text = call.arg(0, "1")
+    digits = count_text.lstrip("-").lstrip("0") or "0"
+    if len(digits) > 6 or int(digits) > MAX_REPEAT:
+        if count_text.startswith("-"):
+            raise ValueError(f"Invalid count value: {count_text}")
+        raise TemplateError(
+            f"{{{{{call.name}}}}} asks for {count_text[:20]} repetitions; the limit is {MAX_REPEAT}",
+            code="MACRO_REPEAT_LIMIT",
+        )
+    count = int(count_text)
+    if count < 0:
+        raise ValueError(f"Invalid count value: {count}")  # JavaScript's repeat() RangeError
+    return unit * count
+
+
+def _group(call: MacroCall) -> str:
+    ctx = call.ctx
+    return ", ".join(ctx.group) if ctx.group else ctx.char
+
+
+def _group_not_muted(call: MacroCall) -> str:
+    ctx = call.ctx
+    if not ctx.group:
+        return ctx.char
+    return ", ".join(n for n in ctx.group if n not in ctx.muted)
+
+
+def _not_char(call: MacroCall) -> str:
+    ctx = call.ctx
+    if not ctx.group:
+        return ctx.user
+    return ", ".join([*(n for n in ctx.group if n != ctx.char), ctx.user])
+
+
+def _trim(call: MacroCall) -> str:
+    if call.scoped or call.args:
+        return call.args[-1] if call.scoped else call.args[0]
+    return "{{trim}}"
+
+
+def _reverse(call: MacroCall) -> str:
+    return call.args[0][::-1]
+
+
+def _original(call: MacroCall) -> str:
+    state = call.state
+    if state.ctx.original is None:
+        raise LookupError("no original text was supplied")
+    if state.original_used:
+        return ""
+    state.original_used = True
+    return state.ctx.original
+
+
+def _banned(call: MacroCall) -> str:
+    word = call.args[0]
+    if len(word) >= 2 and word[0] == '"' and word[-1] == '"':
+        word = word[1:-1]
+    banned = call.state.ctx.extras.get("_banned_words")
+    if isinstance(banned, list):
+        banned.append(word)
+    return ""
+
+
+def _outlet(call: MacroCall) -> str:
+    return str(call.ctx.outlets.get(call.args[0], ""))
+
+
+def _has_extension(call: MacroCall) -> bool:
+    return call.args[0] in call.ctx.extensions
+
+
+def _limit(key: str) -> Any:
+    def handler(call: MacroCall) -> str:
+        value = call.ctx.limits.get(key)
+        return "" if value is None else js_string(value)
+
+    return handler
+
+
+def _split_else(call: MacroCall, lo: int, hi: int) -> tuple[tuple[int, int], tuple[int, int] | None]:
+    """Split raw content at its first top-level ``{{else}}`` (nested scoped ``if``s skipped)."""
+    items, _ = document_items(call.state.source, lo, hi)
+    depth = 0
+    for item in items:
+        if type(item) is not MacroNode or item.var is not None:
+            continue
+        key = item.key
+        if key == "if":
+            if item.closing:
+                depth -= 1
+            elif len(item.args) == 1:
+                depth += 1
+        elif item.name == "else" and not item.closing and not item.args and depth <= 0:
+            # SillyTavern matches the branch separator by its exact (lower-case) name
+            return (lo, item.start), (item.end, hi)
+    return (lo, hi), None
+
+
+def _if(call: MacroCall) -> str:
+    state = call.state
+    src = state.source
+    cond_span, content_span = call.spans[0], call.spans[1]
+    inverted = False
+    cond = ""
+    if cond_span is not None:
+        lo, hi = cond_span
+        raw = src[lo:hi]
+        stripped = raw.lstrip(JS_WHITESPACE)
+        if stripped.startswith("!"):
+            inverted = True
+            rest = stripped[1:]
+            lo = hi - len(rest.lstrip(JS_WHITESPACE))
+        cond = call.evaluate(lo, hi)
+    ref = _VAR_REF.fullmatch(cond)
+    if ref:
+        store = state.local if ref.group(1) == "." else state.glob
+        cond = js_string(store.get(ref.group(2)))
+    else:
+        definition = state.registry.get(cond) if cond else None
+        if definition is not None and definition.min_args == 0 and not definition.delay_args:
+            sub = MacroCall(cond, [], "", False, call.offset, call.node, state, call.depth, [])
+            try:
+                cond = js_string(definition.handler(sub))
+            except TemplateError:
+                raise
+            except Exception:  # ST keeps the name when the macro cannot run
+                pass
+    truthy = not is_falsy_text(cond)
+    if inverted:
+        truthy = not truthy
+    if content_span is None:
+        return ""
+    then_span, else_span = _split_else(call, *content_span)
+    branch = then_span if truthy else else_span
+    if branch is None:
+        return ""
+    text = call.evaluate(*branch)
+    return text if "#" in call.flags else dedent_trim(text)
+
+
+def register(registry: MacroRegistry) -> None:
+    r = registry.register
+    r("user", lambda c: c.ctx.user, description="the persona's name")
+    r("char", lambda c: c.ctx.char, description="the character's name")
+    r("group", _group, aliases=("charIfNotGroup",), description="group members, or the character")
+    r("groupNotMuted", _group_not_muted)
+    r("notChar", _not_char)
+    r("newline", lambda c: _repeat(c, "\n"), max_args=1, arg_types=("integer",))
+    r("space", lambda c: _repeat(c, " "), max_args=1, arg_types=("integer",))
+    r("noop", lambda c: "")
+    r("trim", _trim, max_args=1)
+    r("//", lambda c: "", aliases=("comment",), max_args=None, strict=False)
+    r("reverse", _reverse, min_args=1, max_args=1)
+    r("if", _if, min_args=2, max_args=2, delay_args=True)
+    r("else", lambda c: ELSE_MARKER)
+    r("original", _original)
+    r("input", lambda c: c.ctx.input)
+    r("isMobile", lambda c: c.ctx.is_mobile)
+    r("model", lambda c: c.ctx.model)
+    r("banned", _banned, min_args=1, max_args=1)
+    r("outlet", _outlet, min_args=1, max_args=1)
+    r("hasExtension", _has_extension, min_args=1, max_args=1)
+    r("maxPrompt", _limit("max_prompt"), aliases=("maxPromptTokens",))
+    r("maxContext", _limit("max_context"), aliases=("maxContextTokens",))
+    r("maxResponse", _limit("max_response"), aliases=("maxResponseTokens",))
+    r("lastGenerationType", lambda c: c.ctx.last_generation_type)

@@ -1,0 +1,65 @@
+"""``{{random}}``, ``{{pick}}`` and ``{{roll}}``: list splitting, seeded draws, dice.
+
+``random`` and ``roll`` draw from the render's seeded generator and every draw is recorded, so a
+render replays exactly from its seed. ``pick`` reproduces SillyTavern's own choice (cyrb53 +
+seedrandom over chat id hash, input and offset), so it needs no draw from the seed.
+"""
+
+from __future__ import annotations
+
+from ..dice import roll_dice
+from ..evaluator import Draw, MacroCall
+from ..prng import pick_index
+from ..registry import MacroRegistry
+from ..variables import js_trim
+
+__all__ = ["register", "split_items"]
+
+_COMMA = "\x00COMMA\x00"
+
+
+def split_items(args: list[str]) -> list[str]:
+    """ST's list rule: one argument is split again on ``::`` or else on unescaped commas."""
+    if len(args) != 1:
+        return list(args)
+    only = args[0]
+    if "::" in only:
+        return only.split("::")
+    protected = only.replace("\\,", _COMMA)
+    return [js_trim(part).replace(_COMMA, ",") for part in protected.split(",")]
+
+
+def _random(call: MacroCall) -> str:
+    items = split_items(call.args)
+    if not items:
+        return ""
+    r = call.state.random()
+    index = int(r * len(items))
+    choice = items[index]
+    call.state.draws.append(Draw("random", call.offset, choice, call.source_text))
+    return choice
+
+
+def _pick(call: MacroCall) -> str:
+    items = split_items(call.args)
+    if not items:
+        return ""
+    ctx = call.ctx
+    chat_hash = ctx.chat_id_hash if ctx.chat_id_hash is not None else 0
+    index = pick_index(chat_hash, call.state.content, call.offset, len(items), ctx.pick_reroll_seed)
+    return items[index]
+
+
+def _roll(call: MacroCall) -> str:
+    formula = call.args[0]
+    result = roll_dice(formula, call.state.random)
+    if result is None:
+        return ""
+    call.state.draws.append(Draw("roll", call.offset, str(result.total), call.source_text, result.rolls))
+    return str(result.total)
+
+
+def register(registry: MacroRegistry) -> None:
+    registry.register("random", _random, max_args=None)
+    registry.register("pick", _pick, max_args=None)
+    registry.register("roll", _roll, min_args=1, max_args=1)

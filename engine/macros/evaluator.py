@@ -1,0 +1,447 @@
+"""Nodes -> text: SillyTavern 1.18's inside-out, left-to-right, single-pass evaluation.
+
+The rules that shape this module (spec section 1):
+
+* Every argument and scoped body is evaluated as its own document (re-parsed from its source
+  span, as SillyTavern does) *before* the handler runs, so side effects happen in textual
+  order, inner before outer. Only ``if`` (a ``delay_args`` definition) receives raw text and
+  evaluates the branch it picks.
+* Macro output is never re-scanned.
+* Whatever cannot run (unknown name, wrong arity or type, a failing handler) is output as
+  written with its nested macros already resolved, plus a diagnostic. Text between the items
+  the parser produced (tokens it skipped while recovering) is copied verbatim.
+* Scoped pairs ``{{x}}...{{/x}}`` are found per level: each opener not inside an earlier pair
+  looks ahead for a closer of its name, counting only openers that can take a body.
+
+Recursion follows brace nesting (capped at 64 by the parser) and scope nesting (capped at
+:data:`MAX_SCOPE_DEPTH` here), so Python's stack stays far below its limit whatever the input.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import Diagnostic, TemplateError
+from ..spans import Span
+from .context import MacroContext
+from .parser import MacroNode, Plain, document_items
+from .prng import SeedRandom
+from .registry import MacroDef, MacroRegistry
+from .variables import VariableStore, js_string, js_trim
+
+__all__ = [
+    "ELSE_MARKER",
+    "MAX_OUTPUT_CHARS",
+    "MAX_SCOPE_DEPTH",
+    "Draw",
+    "MacroCall",
+    "RenderState",
+    "dedent_trim",
+    "post_process",
+]
+
+#: The invisible marker a stray ``{{else}}`` leaves behind (removed by post-processing).
+ELSE_MARKER = "\x00\x1fELSE\x1f\x00"
+#: A render whose output (or any intermediate value) would pass this many characters stops.
+MAX_OUTPUT_CHARS = 8 * 1024 * 1024
+#: Total characters handlers may produce in one render (nested values count at every level).
+MAX_PRODUCED_CHARS = 4 * MAX_OUTPUT_CHARS
+#: Arguments/bodies nested deeper than this are left as written (``MACRO_NESTING_LIMIT``).
+MAX_SCOPE_DEPTH = 96
+
+_TRIM_MARK = re.compile(r"(?:\r?\n)*\{\{trim\}\}(?:\r?\n)*", re.IGNORECASE)
+_UNESCAPE = re.compile(r"\\([{}])")
+_INDENT = re.compile(r"^[ \t]*")
+
+
+@dataclass(frozen=True, slots=True)
+class Draw:
+    """One random draw: which macro, where, and what it produced (replayable from the seed)."""
+
+    kind: str
+    offset: int
+    value: str
+    macro: str
+    rolls: tuple[int, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind, "offset": self.offset, "value": self.value, "macro": self.macro}
+        if self.rolls:
+            out["rolls"] = list(self.rolls)
+        return out
+
+
+def dedent_trim(text: str) -> str:
+    """Auto-trim of a scoped body: remove the first non-blank line's indentation, then trim.
+
+    Lines indented less than that are left-stripped of spaces and tabs.
+    """
+    if not text:
+        return text
+    lines = text.split("\n")
+    indent = ""
+    for line in lines:
+        if js_trim(line):
+            m = _INDENT.match(line)
+            indent = m.group() if m else ""
+            break
+    if indent:
+        width = len(indent)
+        out = []
+        for line in lines:
+            if line.startswith(indent):
+                out.append(line[width:])
+            else:
+                out.append(line.lstrip(" \t"))
+        text = "\n".join(out)
+    return js_trim(text)
+
+
+def post_process(text: str) -> str:
+    """The core post-processors, in SillyTavern's order: unescape braces, ``{{trim}}``, else."""
+    if "\\" in text:
+        text = _UNESCAPE.sub(r"\1", text)
+    if "{" in text:
+        text = _TRIM_MARK.sub("", text)
+    if "\x00" in text:
+        text = text.replace(ELSE_MARKER, "")
+    return text
+
+
+@dataclass
+class RenderState:
+    """Per-render mutable state: variables, draws, diagnostics and the output budget.
+
+    ``source`` is the pre-processed text every node offset refers to; ``content`` is the
+    caller's original text (``{{pick}}`` hashes it, as SillyTavern does).
+    """
+
+    source: str
+    content: str
+    ctx: MacroContext
+    registry: MacroRegistry
+    dynamic: dict[str, MacroDef]
+    local: VariableStore
+    glob: VariableStore
+    rng: SeedRandom
+    draws: list[Draw] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    produced: int = 0
+    original_used: bool = False
+    max_output: int = MAX_OUTPUT_CHARS
+
+    # ---- lookups --------------------------------------------------------------------------
+    def lookup(self, key: str) -> MacroDef | None:
+        """Dynamic (per-call) macros shadow registered ones."""
+        found = self.dynamic.get(key)
+        return found if found is not None else self.registry.get(key)
+
+    def diag(self, code: str, message: str, start: int, end: int, **data: Any) -> None:
+        self.diagnostics.append(Diagnostic(code, message, Span(start, max(start, end)), data=data))
+
+    def random(self) -> float:
+        return self.rng.random()
+
+    # ---- evaluation -----------------------------------------------------------------------
+    def evaluate(self, lo: int, hi: int, depth: int = 0) -> str:
+        """Evaluate ``source[lo:hi]`` as one document level."""
+        src = self.source
+        if lo >= hi:
+            return ""
+        if depth > MAX_SCOPE_DEPTH:
+            self.diag("MACRO_NESTING_LIMIT", "macros nested deeper than the limit; left as written", lo, hi)
+            return src[lo:hi]
+        if "{{" not in src[lo:hi]:
+            return src[lo:hi]
+        items, diags = document_items(src, lo, hi)
+        if diags:
+            self.diagnostics.extend(diags)
+        pairs, keep_raw, removed = self._pairs(items)
+        out: list[str] = []
+        size = 0
+        cursor = lo
+        for idx, item in enumerate(items):
+            if idx in removed:
+                continue
+            if item.start > cursor:
+                out.append(src[cursor : item.start])
+            if type(item) is Plain or idx in keep_raw:
+                piece = src[item.start : item.end]
+                cursor = item.end
+                if idx in keep_raw:
+                    if item.closing:
+                        self.diag("MACRO_UNCLOSED_SCOPE", f"{{{{/{item.name}}}}} has no opener; left as written", item.start, item.end)
+                    else:
+                        self.diag("MACRO_ARITY", f"{{{{{item.name}}}}} cannot take scoped content; left as written", item.start, item.end)
+            else:
+                scoped = pairs.get(idx)
+                piece = self.eval_macro(item, scoped, depth)
+                cursor = scoped[2] if scoped else item.end
+            size += len(piece)
+            if size > self.max_output:
+                raise TemplateError(
+                    f"the expanded text would pass {self.max_output} characters",
+                    code="MACRO_OUTPUT_LIMIT",
+                    span=Span(item.start, item.end),
+                    source=self.source,
+                )
+            out.append(piece)
+        if cursor < hi:
+            out.append(src[cursor:hi])
+        return "".join(out)
+
+    def _can_take_body(self, m: MacroNode) -> bool:
+        """SillyTavern consults registered macros only (dynamic ones count as unknown)."""
+        definition = self.registry.get(m.key)
+        if definition is None:
+            return True
+        return definition.can_take_body(len(m.args))
+
+    def _pairs(self, items: Sequence[Any]) -> tuple[dict[int, tuple[int, int, int]], set[int], set[int]]:
+        """Scoped pairs of one level, the items kept raw, and the items consumed by pairs.
+
+        Returns ``{opener index: (body start, body end, closer end)}``. SillyTavern's rule:
+        each opener not inside an earlier pair looks forward for a closer of its name, counting
+        depth only for openers that can take a body. An opener that cannot take one still
+        pairs, but both tags are then kept raw and the content between them is evaluated in
+        place. Unmatched closers are kept raw. Only same-name macros are visited, and a step
+        budget keeps hostile inputs (thousands of unclosed openers) linear.
+        """
+        by_name: dict[str, list[int]] = {}
+        closing: dict[int, bool] = {}
+        any_closer = False
+        for idx, item in enumerate(items):
+            if type(item) is not MacroNode or item.var is not None or not item.name:
+                continue
+            by_name.setdefault(item.key, []).append(idx)
+            closing[idx] = item.closing
+            any_closer = any_closer or item.closing
+        if not any_closer:
+            return {}, set(), set()
+        accept: dict[int, bool] = {}
+        for idx, is_closing in closing.items():
+            if not is_closing:
+                accept[idx] = self._can_take_body(items[idx])
+        pairs: dict[int, tuple[int, int, int]] = {}
+        keep_raw: set[int] = set()
+        removed: set[int] = set()
+        matched: set[int] = set()
+        budget = 200_000 + 20 * len(items)
+        position = {name: {idx: k for k, idx in enumerate(seq)} for name, seq in by_name.items()}
+        remaining = {name: sum(1 for i in seq if closing[i]) for name, seq in by_name.items()}
+        scope_end = -1
+        for idx in sorted(closing):
+            if closing[idx] or idx in matched or idx <= scope_end:
+                continue
+            key = items[idx].key
+            if remaining[key] <= 0:
+                continue
+            seq = by_name[key]
+            depth = 1
+            found = -1
+            for j in seq[position[key][idx] + 1 :]:
+                budget -= 1
+                if j in matched:
+                    continue
+                if closing[j]:
+                    depth -= 1
+                    if depth == 0:
+                        found = j
+                        break
+                elif accept[j]:
+                    depth += 1
+            if budget < 0:
+                item = items[idx]
+                self.diag(
+                    "MACRO_NESTING_LIMIT",
+                    "too many unclosed scoped macros; the rest are treated as inline",
+                    item.start,
+                    item.end,
+                )
+                break
+            if found < 0:
+                continue
+            matched.add(idx)
+            matched.add(found)
+            remaining[key] -= 1
+            if not accept[idx]:
+                keep_raw.add(idx)
+                keep_raw.add(found)
+                continue
+            opener, closer = items[idx], items[found]
+            pairs[idx] = (opener.end, closer.start, closer.end)
+            for k in range(idx + 1, found + 1):
+                removed.add(k)
+            scope_end = found
+        for idx, is_closing in closing.items():
+            if is_closing and idx not in matched:
+                keep_raw.add(idx)
+        return pairs, keep_raw, removed
+
+    # ---- one macro --------------------------------------------------------------------------
+    def eval_macro(self, m: MacroNode, scoped: tuple[int, int, int] | None, depth: int) -> str:
+        """Evaluate one complete macro (with its scoped body when paired)."""
+        if m.var is not None:
+            from .builtins.variables import eval_shorthand
+
+            return self._account(eval_shorthand(self, m, depth))
+        src = self.source
+        registered = self.registry.get(m.key)
+        delay = registered is not None and registered.delay_args and m.key not in self.dynamic
+        values: list[str] = []
+        spans: list[tuple[int, int] | None] = []
+        entries: list[tuple[int, int, str]] = []  # evaluated pieces for the raw fall-back
+        for arg in m.args:
+            if arg.span is None:
+                values.append("")
+                spans.append(None)
+                continue
+            a, b = arg.span
+            value = src[a:b] if delay else self.evaluate(a, b, depth + 1)
+            values.append(value)
+            spans.append((a, b))
+            entries.append((a, b, value))
+        body_value: str | None = None
+        if scoped is not None:
+            lo, hi, _ = scoped
+            if lo >= hi:
+                values.append("")
+                spans.append(None)
+                body_value = ""
+            else:
+                if delay:
+                    value = src[lo:hi]
+                else:
+                    body_value = self.evaluate(lo, hi, depth + 1)
+                    value = body_value if "#" in m.flags else dedent_trim(body_value)
+                values.append(value)
+                spans.append((lo, hi))
+                entries.append((lo, hi, value))
+
+        def raw() -> str:
+            parts = ["{{"]
+            cursor = m.inner_start
+            for a, b, value in entries:
+                if a > cursor:
+                    parts.append(src[cursor:a])
+                parts.append(value)
+                cursor = b
+            if cursor < m.inner_end:
+                parts.append(src[cursor : m.inner_end])
+            parts.append("}}")
+            return "".join(parts)
+
+        definition = self.lookup(m.key)
+        if definition is None:
+            self.diag("MACRO_UNKNOWN", f"unknown macro {{{{{m.name}}}}}; left as written", m.start, m.end, name=m.name)
+            if scoped is not None:
+                # deliberate deviation: opener, resolved body and closer as written (ST mangles it)
+                opener_entries = [e for e in entries if e[1] <= m.inner_end]
+                parts = ["{{"]
+                cursor = m.inner_start
+                for a, b, value in opener_entries:
+                    if a > cursor:
+                        parts.append(src[cursor:a])
+                    parts.append(value)
+                    cursor = b
+                parts.append(src[cursor : m.end])
+                parts.append(body_value or "")
+                parts.append(src[scoped[1] : scoped[2]])
+                return "".join(parts)
+            return raw()
+        end = scoped[2] if scoped else m.end
+        if not definition.accepts(len(values)):
+            self.diag("MACRO_ARITY", self._arity_message(definition, len(values)), m.start, end)
+            if definition.strict:
+                return raw()
+        elif definition.strict:
+            bad = definition.type_error(values)
+            if bad is not None:
+                kind = definition.arg_types[bad] if bad < len(definition.arg_types) else "string"
+                where = spans[bad] or (m.start, m.end)
+                self.diag(
+                    "MACRO_ARGUMENT_TYPE",
+                    f"argument {bad + 1} of {{{{{m.name}}}}} must be {kind}; left as written",
+                    where[0],
+                    where[1],
+                )
+                return raw()
+        call = MacroCall(m.name, values, m.flags, scoped is not None, m.start, m, self, depth, spans)
+        try:
+            result = definition.handler(call)
+        except TemplateError as exc:
+            if exc.code in ("MACRO_REPEAT_LIMIT", "MACRO_ROLL_LIMIT"):
+                self.diag(exc.code, exc.message, m.start, end)
+                return raw()
+            raise
+        except Exception as exc:  # a handler failure leaves the macro as written
+            self.diag("MACRO_HANDLER_ERROR", f"{{{{{m.name}}}}} failed: {type(exc).__name__}: {exc}", m.start, end)
+            return raw()
+        return self._account(js_string(result))
+
+    def _account(self, text: str) -> str:
+        self.produced += len(text)
+        if len(text) > self.max_output or self.produced > MAX_PRODUCED_CHARS:
+            raise TemplateError(
+                f"the expanded text would pass {self.max_output} characters",
+                code="MACRO_OUTPUT_LIMIT",
+            )
+        return text
+
+    @staticmethod
+    def _arity_message(definition: MacroDef, count: int) -> str:
+        if definition.max_args is None:
+            want = f"at least {definition.min_args}"
+        elif definition.min_args == definition.max_args:
+            want = str(definition.min_args)
+        else:
+            want = f"{definition.min_args} to {definition.max_args}"
+        return f"{{{{{definition.name}}}}} takes {want} argument(s), got {count}; left as written"
+
+
+@dataclass
+class MacroCall:
+    """What a handler receives: evaluated ``args`` (raw text for ``delay_args`` macros).
+
+    ``spans`` gives each argument's source span (``None`` for an empty one), so a
+    ``delay_args`` handler can evaluate exactly the part it chooses.
+    """
+
+    name: str
+    args: list[str]
+    flags: str
+    scoped: bool
+    offset: int
+    node: MacroNode
+    state: RenderState
+    depth: int = 0
+    spans: list[tuple[int, int] | None] = field(default_factory=list)
+
+    @property
+    def ctx(self) -> MacroContext:
+        return self.state.ctx
+
+    def arg(self, index: int, default: str = "") -> str:
+        return self.args[index] if index < len(self.args) else default
+
+    def evaluate(self, lo: int, hi: int) -> str:
+        """Evaluate a source span (for ``delay_args`` handlers), with post-processing.
+
+        SillyTavern's ``if`` re-enters the whole engine for its condition and branch, so the
+        core post-processors run on them too, and ``{{pick}}`` inside them hashes the
+        pre-processed text (the nested engine call sees that text as its content).
+        """
+        state = self.state
+        saved = state.content
+        state.content = state.source
+        try:
+            return post_process(state.evaluate(lo, hi, self.depth + 1))
+        finally:
+            state.content = saved
+
+    @property
+    def source_text(self) -> str:
+        return self.state.source[self.node.start : self.node.end]

@@ -1,0 +1,193 @@
+"""SillyTavern 1.18's multi-mode macro lexer, reproduced token for token.
+
+Which ``}}`` closes which ``{{`` is decided by the lexer, not the grammar: inside a macro the
+text after a name, a ``|`` or a variable operator is read in different *modes*, and a character
+no rule of the current mode accepts is silently dropped (Chevrotain's lexer recovery). That is
+why ``{{user{{pick::a}}`` reads as the macro ``user`` with the argument ``a``, and why a ``|``
+swallows the next ``{{`` in SillyTavern. Reproducing the modes is the only way to agree with it
+on malformed text, so this module is a mode-stack lexer with the same rules in the same order.
+
+Each mode is one compiled alternation whose branches are tried left to right (Python's regex
+alternation has exactly the first-match semantics of Chevrotain's ordered token list), so a
+token costs one ``match`` call and the whole pass is linear. Skipped tokens (whitespace and the
+zero-width mode switches) are not emitted.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+__all__ = ["Tok", "tokenize", "T"]
+
+# JavaScript's \s
+_WS = r"[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]"
+_IDENT = r"[a-zA-Z][a-zA-Z0-9_-]*"
+_VARIDENT = r"[a-zA-Z](?:[a-zA-Z0-9_-]*[a-zA-Z0-9_])?"
+_END_OF_IDENT = rf"(?:{_WS}+|(?=:{{1,2}})|(?=[|}}]))"
+
+
+class T:
+    """Token types (small ints: compared on every parser step)."""
+
+    EOF = 0
+    PLAINTEXT = 1
+    OPENBRACE = 2
+    START = 3
+    END = 4
+    FLAG = 5
+    FILTERFLAG = 6
+    DSLASH = 7
+    MIDENT = 8  # the macro name
+    DCOLON = 9
+    COLON = 10
+    EQUALS = 11
+    QUOTE = 12
+    IDENT = 13
+    UNKNOWN = 14
+    ESCPIPE = 15
+    PIPE = 16
+    FIDENT = 17
+    LOCAL = 18
+    GLOBAL = 19
+    VARIDENT = 20
+    INC = 21
+    DEC = 22
+    VALOP = 23
+
+
+class Tok(NamedTuple):
+    type: int
+    start: int
+    end: int
+    depth: int = 0  # open macros after this token (the lexer's count of macro modes)
+
+
+# mode ids
+PLAIN, DEF, IDENT_END, ARGS, FILTER, FILTER_END, VAR_ID, VAR_AFTER, VAR_VALUE = range(9)
+
+# Each rule: (group name, pattern, token type or None for skipped, action)
+# actions: "" none, "push:M", "pop", "pop+push:M"
+_RULES: dict[int, list[tuple[str, str, int | None, str]]] = {
+    PLAIN: [
+        ("plaintext", r"(?:[^{]|\{(?!\{))+", T.PLAINTEXT, ""),
+        ("openbrace", r"\{(?=\{\{)", T.OPENBRACE, ""),
+        ("start", r"\{\{", T.START, f"push:{DEF}"),
+    ],
+    DEF: [
+        ("end", r"\}\}", T.END, "pop"),
+        ("dslash", r"//", T.DSLASH, f"push:{ARGS}"),
+        ("local", r"\.", T.LOCAL, f"push:{VAR_ID}"),
+        ("glob", r"\$", T.GLOBAL, f"push:{VAR_ID}"),
+        ("flag", r"[!?~#/]", T.FLAG, ""),
+        ("filterflag", r">", T.FILTERFLAG, ""),
+        ("ws", rf"{_WS}+", None, ""),
+        ("mident", _IDENT, T.MIDENT, f"push:{IDENT_END}"),
+        ("popper", r"", None, "pop"),
+    ],
+    IDENT_END: [
+        ("beforeend", r"(?=\}\})", None, "pop"),
+        ("endofident", _END_OF_IDENT, None, f"pop+push:{ARGS}"),
+    ],
+    ARGS: [
+        ("start", r"\{\{", T.START, f"push:{DEF}"),
+        ("escpipe", r"\\\|", T.ESCPIPE, ""),
+        ("pipe", r"\|", T.PIPE, f"push:{FILTER}"),
+        ("dcolon", r"::", T.DCOLON, ""),
+        ("colon", r":", T.COLON, ""),
+        ("equals", r"=", T.EQUALS, ""),
+        ("quote", r'"', T.QUOTE, ""),
+        ("ident", _IDENT, T.IDENT, ""),
+        ("ws", rf"{_WS}+", None, ""),
+        ("unknown", r"[^}]|\}(?!\})", T.UNKNOWN, ""),
+        ("popper", r"", None, "pop"),
+    ],
+    FILTER: [
+        ("ws", rf"{_WS}+", None, ""),
+        ("fident", _IDENT, T.FIDENT, f"pop+push:{FILTER_END}"),
+    ],
+    FILTER_END: [
+        ("beforeend", r"(?=\}\})", None, "pop"),
+        ("fendofident", _END_OF_IDENT, None, "pop"),
+    ],
+    VAR_ID: [
+        ("ws", rf"{_WS}+", None, ""),
+        ("varident", _VARIDENT, T.VARIDENT, f"pop+push:{VAR_AFTER}"),
+        ("popper", r"", None, "pop"),
+    ],
+    VAR_AFTER: [
+        ("ws", rf"{_WS}+", None, ""),
+        ("inc", r"\+\+", T.INC, ""),
+        ("dec", r"--", T.DEC, ""),
+        ("valop", r"\?\?=|\?\?|\|\|=|\|\||-=|==|!=|>=|>|<=|<|\+=|=", T.VALOP, f"pop+push:{VAR_VALUE}"),
+        ("beforeend", r"(?=\}\})", None, "pop"),
+        ("popper", r"", None, "pop"),
+    ],
+    VAR_VALUE: [
+        ("start", r"\{\{", T.START, f"push:{DEF}"),
+        ("ident", _IDENT, T.IDENT, ""),
+        ("ws", rf"{_WS}+", None, ""),
+        ("unknown", r"[^}]|\}(?!\})", T.UNKNOWN, ""),
+        ("popper", r"", None, "pop"),
+    ],
+}
+
+
+def _compile() -> dict[int, tuple[re.Pattern[str], dict[str, tuple[int | None, int, int]]]]:
+    """One alternation per mode; group name -> (token type, pops, pushed mode or -1)."""
+    out = {}
+    for mode, rules in _RULES.items():
+        parts = []
+        table: dict[str, tuple[int | None, int, int]] = {}
+        for name, pattern, ttype, action in rules:
+            parts.append(f"(?P<{name}>{pattern})")
+            pops = 1 if action.startswith("pop") else 0
+            push = int(action.rsplit(":", 1)[1]) if "push:" in action else -1
+            table[name] = (ttype, pops, push)
+        out[mode] = (re.compile("|".join(parts)), table)
+    return out
+
+
+_MODES = _compile()
+
+
+def tokenize(text: str, lo: int = 0, hi: int | None = None) -> list[Tok]:
+    """The token stream SillyTavern's lexer produces for ``text[lo:hi]`` (skipped tokens left out).
+
+Offsets are absolute in ``text``; the window's end acts as the end of input for lookaheads,
+so an argument can be re-lexed in place without copying it.
+
+    Characters no rule of the current mode accepts are dropped until one does, as Chevrotain
+    does; they simply do not appear in the stream (the evaluator outputs such gaps verbatim).
+    """
+    toks: list[Tok] = []
+    append = toks.append
+    stack = [PLAIN]
+    pos = lo
+    n = len(text) if hi is None else hi
+    modes = _MODES
+    depth = 0
+    while pos < n:
+        mode = stack[-1]
+        regex, table = modes[mode]
+        m = regex.match(text, pos, n)
+        if m is None:
+            # lexer error: drop characters until some rule of this mode matches
+            pos += 1
+            while pos < n and regex.match(text, pos, n) is None:
+                pos += 1
+            continue
+        name = m.lastgroup
+        ttype, pops, push = table[name]  # type: ignore[index]
+        end = m.end()
+        if pops and len(stack) > 1:
+            if stack.pop() == DEF:
+                depth -= 1
+        if push >= 0:
+            stack.append(push)
+            if push == DEF:
+                depth += 1
+        if ttype is not None:
+            append(Tok(ttype, pos, end, depth))
+        pos = end
+    return toks
