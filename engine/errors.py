@@ -72,6 +72,8 @@ CODES: dict[str, str] = {
     # world info
     "WI_REGEX_INVALID": "a regex key does not compile",
     "WI_REGEX_REFUSED": "a regex key was refused by the regex policy",
+    # fuzzing (tavernbox fuzz)
+    "FUZZ_TARGET_UNAVAILABLE": "the fuzz target cannot run here: its engine or its input strategy is missing",
     # assembler (issue 6)
     "ASSEMBLY_PRESET_INVALID": "an assembly preset (dsh-tavern-request-assembly v1) is malformed; see its JSON path",
     "ASSEMBLY_REQUEST_INVALID": "an assembly request (chat messages, input ids, options) has the wrong shape",
