@@ -120,3 +120,14 @@ def test_invalid_json_in_a_json_file_is_asset_json() -> None:
         parse_structured("not json at all", suffix=".json")
     assert info.value.code == "ASSET_JSON"
     assert (info.value.line, info.value.column) == (1, 1)
+
+
+def test_yaml_anchors_may_use_any_non_space_characters() -> None:
+    value = parse_yaml_text("a:\n  - &分隔符\n    x: 1\nb: *分隔符\nc: [*分隔符, 2]\n")
+    assert value == {"a": [{"x": 1}], "b": {"x": 1}, "c": [{"x": 1}, 2]}
+
+
+def test_yaml_empty_anchor_is_an_error_at_its_position() -> None:
+    with pytest.raises(TemplateError) as info:
+        parse_yaml_text("a: & \n")
+    assert info.value.code == "ASSET_JSON" and info.value.line == 1

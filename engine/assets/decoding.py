@@ -243,6 +243,28 @@ class _Yaml12Loader(yaml.SafeLoader):
     """
 
 
+def _scan_anchor(self: yaml.SafeLoader, token_class: type) -> yaml.Token:
+    """Scan ``&name``/``*name`` with YAML 1.2 anchor characters (anything but spaces and flow indicators).
+
+    PyYAML accepts only ASCII letters, digits, ``-`` and ``_``; real tavern_sync files use CJK anchor
+    names such as ``&分隔符``, which JavaScript's ``yaml`` reads fine.
+    """
+    start_mark = self.get_mark()
+    kind = "alias" if self.peek() == "*" else "anchor"
+    self.forward()
+    length = 0
+    while self.peek(length) not in "\0 \t\r\n\x85\u2028\u2029\ufeff,[]{}":
+        length += 1
+    if not length:
+        raise yaml.scanner.ScannerError(
+            f"while scanning an {kind}", start_mark, "expected an anchor name", self.get_mark()
+        )
+    value = self.prefix(length)
+    self.forward(length)
+    return token_class(value, start_mark, self.get_mark())
+
+
+_Yaml12Loader.scan_anchor = _scan_anchor  # type: ignore[method-assign]
 _Yaml12Loader.yaml_implicit_resolvers = {}
 _Yaml12Loader.add_implicit_resolver(
     "tag:yaml.org,2002:null", re.compile(r"^(?:~|null|Null|NULL|)$"), ["~", "n", "N", ""]
