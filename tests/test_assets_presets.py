@@ -165,3 +165,19 @@ def test_legacy_top_level_prompt_fields_become_prompts() -> None:
 def test_legacy_format_fields_are_typed() -> None:
     model, _ = load(preset(wi_format="[{0}]", scenario_format="{{scenario}}", impersonation_prompt="imp"))
     assert (model.wi_format, model.scenario_format, model.impersonation_prompt) == ("[{0}]", "{{scenario}}", "imp")
+
+
+def test_injection_position_outside_0_and_1_reads_as_relative() -> None:
+    raw = preset()
+    raw["prompts"][0]["injection_position"] = 2
+    model, [d] = load(raw)
+    assert model.prompts[0].injection_position == 0 and not model.prompts[0].in_chat
+    assert (d.code, d.path, d.data) == ("ASSET_VALUE_NORMALISED", "$.prompts[0].injection_position", {"original": 2})
+
+
+def test_negative_in_chat_depth_is_flagged() -> None:
+    raw = preset()
+    raw["prompts"][0].update({"injection_position": 1, "injection_depth": -1})
+    model, [d] = load(raw)
+    assert model.prompts[0].injection_depth == -1
+    assert d.path == "$.prompts[0].injection_depth"

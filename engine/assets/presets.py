@@ -169,6 +169,28 @@ def _normalise_prompt(raw: dict[str, Any], path: str, diags: list[Diagnostic]) -
             )
         )
         prompt["role"] = "system"
+    pos = prompt.get("injection_position")
+    if isinstance(pos, int) and not isinstance(pos, bool) and pos not in (0, 1):
+        diags.append(
+            Diagnostic(
+                "ASSET_VALUE_NORMALISED",
+                f"injection_position {pos} is neither 0 (relative) nor 1 (in-chat); SillyTavern places it as relative",
+                severity="warning",
+                path=join_path(path, "injection_position"),
+                data={"original": pos},
+            )
+        )
+        prompt["injection_position"] = 0
+    depth = prompt.get("injection_depth")
+    if isinstance(depth, int) and not isinstance(depth, bool) and depth < 0 and pos == 1:
+        diags.append(
+            Diagnostic(
+                "ASSET_VALUE_NORMALISED",
+                f"injection_depth {depth} is negative; SillyTavern never injects such a prompt",
+                severity="warning",
+                path=join_path(path, "injection_depth"),
+            )
+        )
     for field in ("injection_order", "injection_depth", "injection_position"):
         d = _unsafe_number(prompt.get(field), join_path(path, field), field)
         if d is not None:
