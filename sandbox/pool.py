@@ -300,6 +300,26 @@ class WorkerPool:
                 cancel._unsubscribe(callback)
             self._release(worker)
 
+    def prestart(self, count: int | None = None) -> None:
+        """Start up to ``count`` workers (default: the pool size) now and wait until they are ready.
+
+        Workers otherwise start on first use; a server or a benchmark calls this once so that
+        no render pays the interpreter's boot (~0.1-0.3 s).
+        """
+        wanted = self.size if count is None else min(count, self.size)
+        started: list[_Worker] = []
+        with self._cond:
+            while self._count < wanted:
+                started.append(_Worker())
+                self._count += 1
+        for worker in started:
+            try:
+                worker.ensure_ready()
+            except (TimeoutError, WorkerCrashed, ValueError, OSError):
+                worker.kill()
+        for worker in started:
+            self._release(worker)
+
     def pids(self) -> list[int]:
         """Pids of the idle workers (for health checks)."""
         with self._cond:

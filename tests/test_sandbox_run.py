@@ -350,3 +350,45 @@ def test_fresh_context_per_render(solo_pool: WorkerPool) -> None:
     run_program(prog("globalThis.stash = 'secret'; Promise.resolve().then(() => { globalThis.late = 1 })"), "null", pool=solo_pool)
     text = run_program(prog("append(typeof stash + ',' + typeof late)"), "null", pool=solo_pool).text
     assert text == "undefined,undefined"
+
+
+def test_program_source_with_raw_nul_and_lone_surrogate() -> None:
+    # The binding cannot take either character in eval source; the program crosses as JSON.
+    program = "(async function (__tb) { __tb.append('a\x00b\ud800c') })"
+    assert run_program(program, "null").text == "a\x00b\ud800c"
+
+
+def test_prestart_boots_workers_before_the_first_render() -> None:
+    pool = WorkerPool(size=2)
+    try:
+        pool.prestart()
+        assert len(pool.pids()) == 2
+        start = time.monotonic()
+        assert run_program(prog("append('quick')"), "null", pool=pool).text == "quick"
+        assert time.monotonic() - start < 1.0
+    finally:
+        pool.close()
+    assert pool.pids() == []
+
+
+def test_busy_threads_in_the_caller_do_not_eat_the_budget() -> None:
+    """Research fact 2: the engine's clock is process CPU; renders run in their own process."""
+    stop = threading.Event()
+
+    def burn() -> None:
+        while not stop.is_set():
+            sum(range(10000))
+
+    burners = [threading.Thread(target=burn) for _ in range(2)]
+    for t in burners:
+        t.start()
+    try:
+        body = "let s = 0; for (let i = 0; i < 100000; i++) s += i; append(s)"
+        for _ in range(5):
+            result = render(body)
+            assert result.text == str(sum(range(100000)))
+            assert result.usage.time_ms < 75
+    finally:
+        stop.set()
+        for t in burners:
+            t.join()
