@@ -300,3 +300,11 @@ def test_embedded_scripts_pass_through_untouched() -> None:
     raw = v2_card(extensions={"tavern_helper": {"scripts": [{"content": script}]}, "regex_scripts": [{"replaceString": "<%= x %>"}]})
     card = load(copy.deepcopy(raw))
     assert card.data.extensions == raw["data"]["extensions"]
+
+
+def test_numeric_spec_version_is_accepted_and_kept() -> None:
+    raw = v2_card()
+    raw["spec_version"] = 2
+    card = load(raw)
+    assert card.spec_version == 2
+    assert card.model_dump(by_alias=True, exclude_unset=True) == raw

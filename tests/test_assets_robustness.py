@@ -26,7 +26,10 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "preset": {"prompts": [{"identifier": "main", "role": "system", "injection_order": 1}],
                "prompt_order": [{"character_id": 100001, "order": [{"identifier": "main", "enabled": True}]}]},
     "mvu": {"stat_data": {"$meta": {"extensible": True}, "hp": [1, "d"]}},
+    "card_v1": {"name": "Old", "description": "d", "first_mes": "hi", "creatorcomment": "c", "tags": ["t"]},
+    "book_list": {"name": "B", "entries": [{"keys": ["k"], "content": "c", "enabled": True, "position": "before_char"}]},
 }
+SAMPLE_KIND = {"card_v1": "card", "book_list": "world_book"}
 
 
 def check(data: bytes, kind: str | None) -> None:
@@ -66,7 +69,7 @@ def test_any_field_replaced_by_any_value_fails_cleanly(kind: str, data: st.DataO
     for part in path[:-1]:
         target = target[part]
     target[path[-1]] = replacement
-    check(json.dumps(sample).encode(), data.draw(st.sampled_from([None, kind])))
+    check(json.dumps(sample).encode(), data.draw(st.sampled_from([None, SAMPLE_KIND.get(kind, kind)])))
 
 
 @settings(max_examples=200, deadline=None)

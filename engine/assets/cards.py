@@ -69,7 +69,8 @@ class CharacterCard(AssetModel):
     """A character card. Accessors read ``data``; ``character_book`` is the converted world book."""
 
     spec: str | None = None
-    spec_version: str | None = None
+    #: "2.0"/"3.0" by the spec; some editors write a number, which SillyTavern does not check.
+    spec_version: str | int | float | None = None
     data: CharacterCardData
     _book: WorldBook | None = PrivateAttr(default=None)
 
@@ -203,10 +204,7 @@ def parse_card(raw: Any, *, base_path: str = "$", diagnostics: list[Diagnostic] 
     if "character_book" in data:
         fields["character_book"] = book
     card_data = validate_model(CharacterCardData, fields, data_path)
-    if data_path == base_path:
-        card = CharacterCard.model_validate({k: v for k, v in raw.items() if k != "data"} | {"data": card_data})
-    else:
-        card = validate_model(CharacterCard, {**raw, "data": card_data}, base_path)
+    card = validate_model(CharacterCard, {**raw, "data": card_data}, base_path)
     if book is not None:
         card._book = convert_card_book(book, base_path=book_path, name=f"{card.name}'s Lorebook", diagnostics=diags)
     depth_prompt = card.data.extensions.get("depth_prompt")
