@@ -94,3 +94,12 @@ def test_findings_exit_1_and_are_saved(tmp_path: Path, monkeypatch: pytest.Monke
     assert result.exit_code == 1, result.output
     assert "findings; saved to" in result.output
     assert sorted(p.suffix for p in out.iterdir()).count(".json") >= 1
+
+
+@pytest.mark.parametrize("target", ["macros"])
+def test_short_campaign_against_the_real_engine_is_clean(target: str, tmp_path: Path) -> None:
+    out = tmp_path / "findings"
+    result = CliRunner().invoke(main, ["fuzz", "--target", target, "--seconds", "2", "--seed", "1", "--out", str(out)])
+    saved = {p.name: p.read_text(encoding="utf-8") for p in out.glob("*.json")} if out.exists() else {}
+    assert result.exit_code == 0, (result.output, saved)
+    assert ", 0 findings" in result.output
