@@ -85,7 +85,8 @@ def run_program(
         )
     if input_json.strip() == "":
         raise SandboxError("the input is not valid JSON: it is empty", code="INPUT_INVALID")
-    payload = "[" + json.dumps(program) + ",\n" + _ascii_json(input_json) + "\n]"
+    # [program, [variables]]: the harness checks that the caller's text was exactly one value.
+    payload = "[" + json.dumps(program) + ",[\n" + _ascii_json(input_json) + "\n]]"
     reply = (pool or default_pool()).run(payload.encode("ascii"), lim, cancel)
     usage = Usage(**reply["usage"])
     error: dict[str, Any] | None = reply.get("error")

@@ -424,9 +424,16 @@
     start(payload, limit) {
       outputLimit = limit;
       state = 'running';
+      // payload is [program, [variables]]: the host splices the caller's JSON text between
+      // brackets, so anything but exactly one value there is input that tried to break out.
+      if (!isArray(payload) || payload.length !== 2 || !isArray(payload[1]) || payload[1].length !== 1) {
+        state = 'error';
+        failure = { kind: 'input', name: '', message: 'the input is not a single JSON value', line: 0, column: 0 };
+        return;
+      }
       const source = payload[0];
       const locals = create(null);
-      locals.variables = deepFreeze(payload[1]);
+      locals.variables = deepFreeze(payload[1][0]);
       // Extension point: the bridge issue adds getvar/getwi/... here, queueing lookups in an
       // outbox the host drains between pending-job steps.
       api.locals = freeze(locals);

@@ -50,6 +50,7 @@ class _Worker:
         )
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.in_fd = self.proc.stdin.fileno()
+        os.set_blocking(self.in_fd, False)  # writes wait in select, under the render's deadline
         self.out_fd = self.proc.stdout.fileno()
         self.buffer = bytearray()
         self.ready = False
@@ -118,17 +119,27 @@ class _Worker:
             raise WorkerCrashed
         self.ready = True
 
-    def send(self, data: bytes) -> None:
+    def send(self, data: bytes, deadline: float | None = None) -> None:
+        """Write ``data`` to the worker; TimeoutError if it stops reading before ``deadline``."""
         with self.write_lock:
             view = memoryview(data)
             while view:
-                view = view[os.write(self.in_fd, view) :]
+                timeout = None if deadline is None else deadline - time.monotonic()
+                if timeout is not None and timeout <= 0:
+                    raise TimeoutError
+                _, writable, _ = select.select([], [self.in_fd], [], timeout)
+                if not writable:
+                    continue
+                try:
+                    view = view[os.write(self.in_fd, view) :]
+                except BlockingIOError:
+                    continue
 
     def cancel(self, render_id: int) -> None:
         """Ask the worker to stop ``render_id`` at its next boundary (best effort)."""
         try:
-            self.send(json.dumps({"op": "cancel", "id": render_id}).encode() + b"\n")
-        except OSError:
+            self.send(json.dumps({"op": "cancel", "id": render_id}).encode() + b"\n", time.monotonic() + 1.0)
+        except (OSError, TimeoutError):
             pass
 
     def kill(self) -> None:
@@ -266,7 +277,7 @@ class WorkerPool:
             started = time.monotonic()
             deadline = started + limits.deadline_s
             try:
-                worker.send(json.dumps(header).encode() + b"\n" + payload)
+                worker.send(json.dumps(header).encode() + b"\n" + payload, deadline)
                 if cancel is not None:
                     def callback() -> None:
                         worker.cancel(render_id)

@@ -10,7 +10,7 @@ Protocol on stdin/stdout (all ASCII except the UTF-8 result text):
 * worker -> parent, once: ``{"op":"ready","pid":N}\\n``; after every prewarmed context
   ``{"op":"warm"}\\n``
 * parent -> worker: ``{"op":"render","id":N,"size":BYTES,"limits":{...}}\\n`` followed by BYTES
-  of payload: the ASCII JSON array ``[program, variables]``;
+  of payload: the ASCII JSON array ``[program, [variables]]``;
   ``{"op":"cancel","id":N}\\n`` at any time (ignored unless render N is running).
 * worker -> parent, per render: ``{"id":N,"usage":{...},"error":E,"result":R}\\n`` where R is the
   harness's own JSON (``{"ok":true,"text":...}``) or null, and E null or
@@ -52,6 +52,7 @@ ERROR_KINDS = {
     "stack": "TEMPLATE_STACK_LIMIT",
     "syntax": "TEMPLATE_SYNTAX",
     "throw": "TEMPLATE_EXECUTION_FAILED",
+    "input": "INPUT_INVALID",
 }
 
 
@@ -232,6 +233,9 @@ class Worker:
             error = {"code": failed.code, "message": failed.message, **failed.detail}
         except RecursionError:
             error = {"code": "TEMPLATE_STACK_LIMIT", "message": "the host ran out of stack"}
+        except Exception as exc:  # noqa: BLE001 - the binding failed; the context is dropped below
+            error = {"code": "TEMPLATE_SANDBOX_CRASHED",
+                     "message": f"the sandbox failed internally ({type(exc).__name__})"}
         memory = memory_used(ctx)
         usage = {
             "time_ms": round(used * 1000.0, 3),
@@ -288,6 +292,8 @@ def harness_error(code: str, failure: dict[str, Any]) -> dict[str, Any]:
         message = "the VM ran out of its memory budget"
     elif code == "TEMPLATE_STACK_LIMIT":
         message = "the VM ran out of stack"
+    elif code == "INPUT_INVALID":
+        message = js_message
     elif code == "TEMPLATE_SYNTAX":
         message = f"{name}: {js_message}" if name else js_message
     else:

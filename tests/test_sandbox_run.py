@@ -97,7 +97,8 @@ def test_proto_key_in_input_is_an_own_property() -> None:
 
 
 def test_invalid_input_json() -> None:
-    for bad in ["{", "NaN", "[1,]", "  "]:
+    # The last four try to break out of the brackets the host splices the input into.
+    for bad in ["{", "NaN", "[1,]", "  ", "1, 2", "1],[2", "1]], [[2", '1] ,"x"]']:
         with pytest.raises(SandboxError) as info:
             run_program(prog("append(1)"), bad)
         assert info.value.code == "INPUT_INVALID"
@@ -392,3 +393,12 @@ def test_busy_threads_in_the_caller_do_not_eat_the_budget() -> None:
         stop.set()
         for t in burners:
             t.join()
+
+
+def test_default_input_budget_at_its_edge() -> None:
+    size = Limits().input_bytes
+    program = prog("append(variables.length)")
+    assert run_program(program, '"' + "a" * (size - 2) + '"').text == str(size - 2)
+    with pytest.raises(SandboxError) as info:
+        run_program(program, '"' + "a" * (size - 1) + '"')
+    assert info.value.code == "TEMPLATE_INPUT_LIMIT"
