@@ -156,3 +156,11 @@ def test_huge_order_is_kept_and_flagged_in_books_and_card_books() -> None:
         {"keys": [], "content": "", "enabled": True, "insertion_order": 10**18}]}}}
     [d] = load_asset(json.dumps(card).encode()).diagnostics
     assert (d.code, d.path) == ("ASSET_NUMBER_UNSAFE", "$.data.character_book.entries[0].insertion_order")
+
+
+def test_duplicate_uids_in_a_standalone_book_are_reported() -> None:
+    asset = load_asset(json.dumps({"entries": {"1": {"uid": 1}, "2": {"uid": 1}}}).encode())
+    found = [(d.code, d.path) for d in asset.diagnostics]
+    assert ("ASSET_UID_MISMATCH", "$.entries.2.uid") in found
+    assert ("ASSET_DUPLICATE_ID", "$.entries.2.uid") in found
+    assert list(asset.model.entries) == ["1", "2"]  # both kept under their own keys

@@ -437,6 +437,7 @@ def parse_world_book(
             path=join_path(base_path, "entries"),
         )
     fixed: dict[str, Any] = {}
+    seen_uids: dict[str, str] = {}
     for key, entry in entries.items():
         path = join_path(base_path, "entries", key)
         if not isinstance(entry, dict):
@@ -455,6 +456,19 @@ def parse_world_book(
                     path=join_path(path, "uid"),
                 )
             )
+        uid_key = str(entry["uid"])
+        if uid_key in seen_uids:
+            diags.append(
+                Diagnostic(
+                    "ASSET_DUPLICATE_ID",
+                    f"uid {entry['uid']!r} is also the uid of the entry stored under {seen_uids[uid_key]!r}; "
+                    "SillyTavern's timed effects and external activations, keyed on the uid, will confuse them",
+                    severity="warning",
+                    path=join_path(path, "uid"),
+                )
+            )
+        else:
+            seen_uids[uid_key] = key
         entry = _nulls_to_defaults(entry, path, diags)
         for field in _NUMERIC_FIELDS:
             d = unsafe_number(entry.get(field), join_path(path, field), field)
