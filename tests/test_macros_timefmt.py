@@ -17,6 +17,7 @@ from tavernbox.macros.timefmt import (
     humanize,
     humanize_ms,
     parse_date,
+    parse_st_timestamp,
     utc_offset_hours,
 )
 
@@ -552,3 +553,56 @@ def test_local_mode_has_no_zone_abbreviation_and_offset_default_format() -> None
     assert format_moment(dt, "z|zz") == "|"
     assert format_moment(dt, "") == "2026-11-30T15:30:00+05:30"
     assert format_moment(dt.astimezone(timezone.utc), "") == "2026-11-30T10:00:00+00:00"
+
+
+# SillyTavern's timestampToMoment (send_date of chat messages); values from moment 2.30.1 + ST's
+# parseTimestamp under Node with TZ=UTC.
+NOW = datetime(2026, 11, 30, 10, 0, tzinfo=timezone.utc)
+
+
+@pytest.mark.parametrize(
+    ("timestamp", "epoch_ms"),
+    [
+        ("June 19, 2023 2:20pm", 1687184400000),
+        ("june 19, 2023 12:05AM", 1687133100000),
+        ("Jun 1, 2023 12:00pm", 1685620800000),
+        ("Sept 3, 2023 1:2pm", 1693746120000),  # prefix match on the month, minute padded
+        ("September 3, 2023 11:59pm", 1693785540000),
+        ("5 19, 2023 2:20pm", 1687184400000),  # a digit "month" is a 0-based index
+        ("12 19, 2023 2:20pm", 1674138000000),  # ... that rolls over (MM only: January)
+        ("Sent: March 7, 2024 9:15am (edited)", 1709802900000),  # found anywhere in the text
+        ("Mayday 4, 2023 1:00am", 1683162000000),
+        ("December 31, 1999 13:30pm", 946647000000),
+        ("2024-07-12@01h31m37s123ms", 1720747897123),
+        ("2024-7-12@01h31m37s", 1720747897000),
+        ("2024-6-5 @14h 56m 50s 682ms", 1717599410682),
+        ("2024-6-5 @14h 56m 50s 5ms", 1717599410005),
+        ("1700000000000", 1700000000000),
+        ("0", 0),
+        (1700000000123, 1700000000123),
+        ("2023-01-01T10:00:00Z", 1672567200000),
+        ("2023-01-01 10:00:00", 1672567200000),
+        ("20230101T1030", 1672569000000),
+    ],
+)
+def test_st_timestamps_match_st(timestamp: str | int, epoch_ms: int) -> None:
+    parsed = parse_st_timestamp(timestamp, now=NOW)
+    assert parsed is not None
+    assert (parsed - EPOCH) // timedelta(milliseconds=1) == epoch_ms
+
+
+@pytest.mark.parametrize("timestamp", ["March 32, 2024 9:15am", "", " 2023-01-01", "garbage", 0, None, -5, "1" * 30])
+def test_st_timestamps_invalid(timestamp: str | int | None) -> None:
+    assert parse_st_timestamp(timestamp, now=NOW) is None
+
+
+def test_st_timestamp_unknown_month_name_means_current_month() -> None:
+    # moment().month("Foo") leaves the month of "now" unchanged
+    parsed = parse_st_timestamp("Foo 3, 2023 1:00pm", now=NOW)
+    assert parsed == datetime(2023, 11, 3, 13, 0, tzinfo=timezone.utc)
+
+
+def test_st_timestamp_meridiem_form_is_local_time() -> None:
+    ist = timezone(timedelta(hours=5, minutes=30))
+    parsed = parse_st_timestamp("June 19, 2023 2:20pm", now=NOW, local_tz=ist)
+    assert parsed == datetime(2023, 6, 19, 14, 20, tzinfo=ist)

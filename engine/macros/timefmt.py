@@ -27,6 +27,7 @@ __all__ = [
     "humanize",
     "humanize_ms",
     "parse_date",
+    "parse_st_timestamp",
     "utc_offset_hours",
 ]
 
@@ -583,3 +584,93 @@ def utc_offset_hours(arg: str) -> float | None:
         return None
     value = float(match.group(1))  # float: a 5,000-digit offset must not hit int() limits
     return value if abs(value) < 16 else value / 60
+
+
+# ---------------------------------------------------------------------------------------------
+# chat message timestamps: SillyTavern's timestampToMoment
+
+_JS_WORD = r"[A-Za-z0-9_]"
+_ST_MERIDIEM = re.compile(
+    r"(" + _JS_WORD + r"+)\s([0-9]{1,2}),\s([0-9]{4})\s([0-9]{1,2}):([0-9]{1,2})(am|pm)", re.IGNORECASE
+)
+_ST_HUMANIZED = (
+    re.compile(r"([0-9]{4})-([0-9]{1,2})-([0-9]{1,2})@([0-9]{1,2})h([0-9]{1,2})m([0-9]{1,2})s([0-9]{1,3})ms"),
+    re.compile(r"([0-9]{4})-([0-9]{1,2})-([0-9]{1,2})@([0-9]{1,2})h([0-9]{1,2})m([0-9]{1,2})s()"),
+    re.compile(r"([0-9]{4})-([0-9]{1,2})-([0-9]{1,2}) @([0-9]{1,2})h ([0-9]{1,2})m ([0-9]{1,2})s ([0-9]{1,3})ms"),
+)
+_MONTH_PREFIXES = [(m.lower(), m[:3].lower()) for m in _MONTHS]
+#: JavaScript's Date range: +-8.64e15 ms around the epoch.
+_JS_MAX_TIME_MS = 8_640_000_000_000_000
+
+
+def _st_month_number(name: str, now: datetime) -> str | None:
+    """``moment().month(name).format('MM')`` in locale en, with ``now`` as ``moment()``.
+
+    A digit string is a 0-based month index that rolls over into later years; a name is matched
+    by prefix (``^january|^jan``, case-insensitive, first month wins); anything else leaves the
+    month of ``now`` unchanged.
+    """
+    if name.isascii() and name.isdigit():
+        index = int(name)
+        if now.year + index // 12 > 275_760:  # past JavaScript's Date range: 'Invalid date'
+            return None
+        return _zero_fill(index % 12 + 1, 2)
+    lowered = name.lower()
+    for number, (full, short) in enumerate(_MONTH_PREFIXES, start=1):
+        if lowered.startswith(full) or lowered.startswith(short):
+            return _zero_fill(number, 2)
+    return _zero_fill(now.month, 2)
+
+
+def parse_st_timestamp(
+    timestamp: str | int | float | None, *, now: datetime, local_tz: tzinfo = timezone.utc
+) -> datetime | None:
+    """A chat message's ``send_date`` as SillyTavern's ``timestampToMoment`` reads it.
+
+    Accepted, in order: a number or digit string (milliseconds since the epoch); a strict ISO
+    8601 string; ST's ``June 19, 2023 2:20pm`` form (local time; the month name is matched the way
+    ``moment().month(name)`` matches it, so an unknown name means the month of ``now``); ST's
+    "humanized" forms ``2024-07-12@01h31m37s123ms``, ``2024-7-12@01h31m37s`` and
+    ``2024-6-5 @14h 56m 50s 682ms`` (UTC). Anything else is ``None``: moment's invalid date,
+    which ``{{idleDuration}}`` prints as ``Invalid date``.
+    """
+    if timestamp is None or timestamp == "" or (isinstance(timestamp, (int, float)) and not timestamp):
+        return None
+    if isinstance(timestamp, bool):
+        return None
+    if isinstance(timestamp, (int, float)) or (timestamp.isascii() and timestamp.isdigit()):
+        try:
+            ms = float(timestamp)
+        except (OverflowError, ValueError):
+            return None
+        if not math.isfinite(ms) or ms < 0 or ms > _JS_MAX_TIME_MS:
+            return None
+        try:
+            return _EPOCH + timedelta(milliseconds=int(ms))
+        except OverflowError:
+            return None
+    stripped = timestamp.lstrip()
+    if stripped == timestamp and (_ISO_EXTENDED.fullmatch(timestamp) or _ISO_BASIC.fullmatch(timestamp)):
+        parsed = _parse_iso(timestamp, local_tz)
+        if parsed is not None:
+            return parsed
+    match = _ST_MERIDIEM.search(timestamp)
+    if match is not None:
+        name, day, year, hour, minute, meridiem = match.groups()
+        month = _st_month_number(name, now.astimezone(local_tz))
+        if month is None:
+            return None
+        hour24 = int(hour) % 12 + (12 if meridiem.lower() == "pm" else 0)
+        iso = f"{year}-{month}-{day.zfill(2)}T{hour24:02d}:{minute.zfill(2)}:00"
+        return _parse_iso(iso, local_tz)
+    for pattern in _ST_HUMANIZED:
+        match = pattern.search(timestamp)
+        if match is not None:
+            year, month_text, day, hour, minute, second, millis = match.groups()
+            fraction = f".{millis.zfill(3)}" if millis else ""
+            iso = (
+                f"{year.zfill(4)}-{month_text.zfill(2)}-{day.zfill(2)}T{hour.zfill(2)}:{minute.zfill(2)}:"
+                f"{second.zfill(2)}{fraction}Z"
+            )
+            return _parse_iso(iso, local_tz)
+    return None
