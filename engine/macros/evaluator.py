@@ -146,19 +146,27 @@ class RenderState:
         return self.rng.random()
 
     # ---- evaluation -----------------------------------------------------------------------
-    def evaluate(self, lo: int, hi: int, depth: int = 0) -> str:
-        """Evaluate ``source[lo:hi]`` as one document level."""
+    def evaluate(self, lo: int, hi: int, depth: int = 0, items: Sequence[Any] | None = None) -> str:
+        """Evaluate ``source[lo:hi]`` as one document level.
+
+        ``items`` are the level's parse when the caller already knows it (an argument or body
+        of a well-formed parent); otherwise the span is parsed here, as SillyTavern re-parses
+        every argument and body.
+        """
         src = self.source
         if lo >= hi:
             return ""
         if depth > MAX_SCOPE_DEPTH:
             self.diag("MACRO_NESTING_LIMIT", "macros nested deeper than the limit; left as written", lo, hi)
             return src[lo:hi]
-        if "{{" not in src[lo:hi]:
-            return src[lo:hi]
-        items, diags = document_items(src, lo, hi)
-        if diags:
-            self.diagnostics.extend(diags)
+        if items is None:
+            if "{{" not in src[lo:hi]:
+                return src[lo:hi]
+            items, diags, clean = document_items(src, lo, hi)
+            if diags:
+                self.diagnostics.extend(diags)
+        else:
+            clean = True
         pairs, keep_raw, removed = self._pairs(items)
         out: list[str] = []
         size = 0
@@ -178,7 +186,10 @@ class RenderState:
                         self.diag("MACRO_ARITY", f"{{{{{item.name}}}}} cannot take scoped content; left as written", item.start, item.end)
             else:
                 scoped = pairs.get(idx)
-                piece = self.eval_macro(item, scoped, depth)
+                body_items = None
+                if scoped is not None and clean:
+                    body_items = items[idx + 1 : scoped[3]]
+                piece = self.eval_macro(item, scoped, depth, clean, body_items)
                 cursor = scoped[2] if scoped else item.end
             size += len(piece)
             if size > self.max_output:
@@ -200,10 +211,10 @@ class RenderState:
             return True
         return definition.can_take_body(len(m.args))
 
-    def _pairs(self, items: Sequence[Any]) -> tuple[dict[int, tuple[int, int, int]], set[int], set[int]]:
+    def _pairs(self, items: Sequence[Any]) -> tuple[dict[int, tuple[int, int, int, int]], set[int], set[int]]:
         """Scoped pairs of one level, the items kept raw, and the items consumed by pairs.
 
-        Returns ``{opener index: (body start, body end, closer end)}``. SillyTavern's rule:
+        Returns ``{opener index: (body start, body end, closer end, closer index)}``. SillyTavern's rule:
         each opener not inside an earlier pair looks forward for a closer of its name, counting
         depth only for openers that can take a body. An opener that cannot take one still
         pairs, but both tags are then kept raw and the content between them is evaluated in
@@ -225,7 +236,7 @@ class RenderState:
         for idx, is_closing in closing.items():
             if not is_closing:
                 accept[idx] = self._can_take_body(items[idx])
-        pairs: dict[int, tuple[int, int, int]] = {}
+        pairs: dict[int, tuple[int, int, int, int]] = {}
         keep_raw: set[int] = set()
         removed: set[int] = set()
         matched: set[int] = set()
@@ -272,7 +283,7 @@ class RenderState:
                 keep_raw.add(found)
                 continue
             opener, closer = items[idx], items[found]
-            pairs[idx] = (opener.end, closer.start, closer.end)
+            pairs[idx] = (opener.end, closer.start, closer.end, found)
             for k in range(idx + 1, found + 1):
                 removed.add(k)
             scope_end = found
@@ -282,8 +293,19 @@ class RenderState:
         return pairs, keep_raw, removed
 
     # ---- one macro --------------------------------------------------------------------------
-    def eval_macro(self, m: MacroNode, scoped: tuple[int, int, int] | None, depth: int) -> str:
-        """Evaluate one complete macro (with its scoped body when paired)."""
+    def eval_macro(
+        self,
+        m: MacroNode,
+        scoped: tuple[int, int, int, int] | None,
+        depth: int,
+        clean: bool = False,
+        body_items: Sequence[Any] | None = None,
+    ) -> str:
+        """Evaluate one complete macro (with its scoped body when paired).
+
+        ``clean`` says the macro comes from a well-formed parse, so its arguments' items can be
+        reused instead of re-parsing their text.
+        """
         if m.var is not None:
             from .builtins.variables import eval_shorthand
 
@@ -300,13 +322,13 @@ class RenderState:
                 spans.append(None)
                 continue
             a, b = arg.span
-            value = src[a:b] if delay else self.evaluate(a, b, depth + 1)
+            value = src[a:b] if delay else self.evaluate(a, b, depth + 1, arg.items if clean else None)
             values.append(value)
             spans.append((a, b))
             entries.append((a, b, value))
         body_value: str | None = None
         if scoped is not None:
-            lo, hi, _ = scoped
+            lo, hi = scoped[0], scoped[1]
             if lo >= hi:
                 values.append("")
                 spans.append(None)
@@ -315,7 +337,7 @@ class RenderState:
                 if delay:
                     value = src[lo:hi]
                 else:
-                    body_value = self.evaluate(lo, hi, depth + 1)
+                    body_value = self.evaluate(lo, hi, depth + 1, body_items)
                     value = body_value if "#" in m.flags else dedent_trim(body_value)
                 values.append(value)
                 spans.append((lo, hi))

@@ -133,61 +133,72 @@ _RULES: dict[int, list[tuple[str, str, int | None, str]]] = {
 }
 
 
-def _compile() -> dict[int, tuple[re.Pattern[str], dict[str, tuple[int | None, int, int]]]]:
-    """One alternation per mode; group name -> (token type, pops, pushed mode or -1)."""
+def _compile() -> dict[int, tuple[re.Pattern[str], list[tuple[int | None, int, int]]]]:
+    """One alternation per mode; group index -> (token type, pops, pushed mode or -1)."""
     out = {}
     for mode, rules in _RULES.items():
         parts = []
-        table: dict[str, tuple[int | None, int, int]] = {}
+        table: list[tuple[int | None, int, int]] = [(None, 0, -1)]  # group 0 is the whole match
         for name, pattern, ttype, action in rules:
             parts.append(f"(?P<{name}>{pattern})")
             pops = 1 if action.startswith("pop") else 0
             push = int(action.rsplit(":", 1)[1]) if "push:" in action else -1
-            table[name] = (ttype, pops, push)
-        out[mode] = (re.compile("|".join(parts)), table)
+            table.append((ttype, pops, push))
+        regex = re.compile("|".join(parts))
+        # lastindex is the number of the matched top-level group: map every group number
+        full: list[tuple[int | None, int, int]] = [(None, 0, -1)] * (regex.groups + 1)
+        for name, index in regex.groupindex.items():
+            rule_no = [r[0] for r in rules].index(name) + 1
+            full[index] = table[rule_no]
+        out[mode] = (regex, full)
     return out
 
 
 _MODES = _compile()
 
 
-def tokenize(text: str, lo: int = 0, hi: int | None = None) -> list[Tok]:
+def tokenize(text: str, lo: int = 0, hi: int | None = None, errors: list[int] | None = None) -> list[Tok]:
     """The token stream SillyTavern's lexer produces for ``text[lo:hi]`` (skipped tokens left out).
 
 Offsets are absolute in ``text``; the window's end acts as the end of input for lookaheads,
-so an argument can be re-lexed in place without copying it.
+so an argument can be re-lexed in place without copying it. The offset of each run of dropped
+characters is appended to ``errors`` when given.
 
     Characters no rule of the current mode accepts are dropped until one does, as Chevrotain
     does; they simply do not appear in the stream (the evaluator outputs such gaps verbatim).
     """
     toks: list[Tok] = []
     append = toks.append
+    make = Tok._make
     stack = [PLAIN]
     pos = lo
     n = len(text) if hi is None else hi
     modes = _MODES
     depth = 0
+    regex, table = modes[PLAIN]
     while pos < n:
-        mode = stack[-1]
-        regex, table = modes[mode]
         m = regex.match(text, pos, n)
         if m is None:
             # lexer error: drop characters until some rule of this mode matches
+            if errors is not None:
+                errors.append(pos)
             pos += 1
             while pos < n and regex.match(text, pos, n) is None:
                 pos += 1
             continue
-        name = m.lastgroup
-        ttype, pops, push = table[name]  # type: ignore[index]
+        ttype, pops, push = table[m.lastindex]  # type: ignore[index]
         end = m.end()
-        if pops and len(stack) > 1:
+        if pops:
             if stack.pop() == DEF:
                 depth -= 1
+            if push < 0:
+                regex, table = modes[stack[-1]]
         if push >= 0:
             stack.append(push)
             if push == DEF:
                 depth += 1
+            regex, table = modes[push]
         if ttype is not None:
-            append(Tok(ttype, pos, end, depth))
+            append(make((ttype, pos, end, depth)))
         pos = end
     return toks

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
+from lark import Transformer
+
 from ..errors import Diagnostic
 from ..spans import Span
 from .lexer import T, Tok, tokenize
@@ -80,9 +82,15 @@ class Plain:
 
 @dataclass(frozen=True, slots=True)
 class ArgNode:
-    """One argument: the span of its source (first to last token; ``None`` when empty)."""
+    """One argument: the span of its source (first to last token; ``None`` when empty).
+
+    ``items`` are the argument's own document items when re-parsing its text would give
+    exactly them (no recovery inside, no ``{`` glued before a nested ``{{``); the evaluator
+    then skips the re-parse SillyTavern performs. ``None`` means "re-parse the span".
+    """
 
     span: tuple[int, int] | None
+    items: tuple | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +180,9 @@ class _Parser:
         self.p = 0
         self.follow: list[frozenset[int]] = []
         self.eof = Tok(T.EOF, hi, hi)
+        #: recovery events (insertions, deletions, re-syncs, skipped junk); 0 means the token
+        #: stream was well-formed and every argument's items can be trusted
+        self.anomalies = 0
 
     # ---- token access --------------------------------------------------------------------
     def la(self, k: int = 1) -> Tok:
@@ -200,6 +211,7 @@ class _Parser:
 
     def rule_catch(self, own_follow: frozenset[int]) -> bool:
         """Chevrotain's invokeRuleCatch: True when this rule recovers (re-synced here)."""
+        self.anomalies += 1
         rtype = self.resync_type()
         if rtype in own_follow:
             self.resync_to(rtype)
@@ -216,6 +228,7 @@ class _Parser:
                 # in-repetition recovery (top-level repetition, EOF expected after it)
                 if self.la_type() == T.EOF:
                     break
+                self.anomalies += 1
                 if self.p + 1 >= self.n:  # single-token deletion would do: no re-sync
                     break
                 while self.la_type() not in (T.EOF, T.PLAINTEXT, T.OPENBRACE, T.START):
@@ -271,7 +284,7 @@ class _Parser:
         end = b.end if b.end >= 0 else start
         inner_start = b.start_tok.end if b.start_tok else start
         inner_end = b.end_tok.start if b.end_tok else end
-        args = tuple(ArgNode(None if a.start < 0 else (a.start, a.end)) for a in b.args)
+        args = tuple(ArgNode(None if a.start < 0 else (a.start, a.end), self._arg_items(a)) for a in b.args)
         var = None
         if b.var:
             scope, name, op, vb = b.var
@@ -291,8 +304,27 @@ class _Parser:
             var=var,
             inner_start=inner_start,
             inner_end=inner_end,
-            parts=tuple(b.parts),
+            parts=() if complete else tuple(b.parts),
         )
+
+    def _arg_items(self, ab: _Builder) -> tuple | None:
+        """The document items the argument's text would re-parse into, when that is certain."""
+        if ab.start < 0:
+            return ()
+        text = self.text
+        items: list = []
+        cursor = ab.start
+        for part in ab.parts:
+            if isinstance(part, MacroNode):
+                if not part.complete or (part.start > ab.start and text[part.start - 1] == "{"):
+                    return None
+                if part.start > cursor:
+                    items.append(Plain(cursor, part.start))
+                items.append(part)
+                cursor = part.end
+        if cursor < ab.end:
+            items.append(Plain(cursor, ab.end))
+        return tuple(items)
 
     def _macro_body(self, b: _MacroB, after: frozenset[int]) -> None:
         tok = self.la()
@@ -316,8 +348,10 @@ class _Parser:
         if self.la_type() == T.END:
             tok = self.la()
         elif self.la_type() in after:
+            self.anomalies += 1
             return  # a virtual "}}": the macro stays incomplete, the caller goes on
         elif self.la_type(2) == T.END:
+            self.anomalies += 1
             self.p += 1
             tok = self.la()
         else:
@@ -430,8 +464,9 @@ class _Parser:
             b.tok(tok)
             self.p += 1
         elif self.la_type() in _AFTER_VARNAME:
-            pass  # single-token insertion: a virtual, empty name
+            self.anomalies += 1  # single-token insertion: a virtual, empty name
         elif self.la_type(2) == T.VARIDENT:
+            self.anomalies += 1
             self.p += 1
             tok = self.la()
             name = self.text[tok.start : tok.end]
@@ -542,15 +577,17 @@ def _depth_limited(hi: int, toks: list[Tok], limit: int) -> tuple[list[Tok], lis
 
 def document_items(
     text: str, lo: int = 0, hi: int | None = None, max_nesting: int = MAX_NESTING
-) -> tuple[list, list[Diagnostic]]:
+) -> tuple[list, list[Diagnostic], bool]:
     """The top-level items of ``text[lo:hi]`` in order: :class:`Plain` spans and complete macros.
 
     Incomplete macros are flattened; tokens no rule accepted are not items (the caller copies
     the gaps between items verbatim, as SillyTavern does). Offsets are absolute in ``text``.
+    The flag is true when nothing needed recovery (then argument items can be trusted).
     """
     if hi is None:
         hi = len(text)
-    toks = tokenize(text, lo, hi)
+    lex_errors: list[int] = []
+    toks = tokenize(text, lo, hi, lex_errors)
     diagnostics: list[Diagnostic] = []
     toks, holes = _depth_limited(hi, toks, max_nesting)
     for start, end in holes:
@@ -563,6 +600,7 @@ def document_items(
         )
     parser = _Parser(text, toks, hi)
     raw_items = parser.document()
+    clean = parser.anomalies == 0 and not lex_errors and not holes
     items: list = []
     for item in raw_items:
         if isinstance(item, MacroNode) and not item.complete:
@@ -571,9 +609,9 @@ def document_items(
             items.append(item)
     for start, end in holes:
         items.append(Plain(start, end))
-    if holes or any(isinstance(i, MacroNode) for i in raw_items):
+    if holes or not clean:
         items.sort(key=lambda i: (i.start, i.end))
-    return items, diagnostics
+    return items, diagnostics, clean
 
 
 def parse_macros(text: str) -> tuple[Plain | MacroNode, ...]:
@@ -581,20 +619,121 @@ def parse_macros(text: str) -> tuple[Plain | MacroNode, ...]:
     return tuple(document_items(text)[0])
 
 
+# ---- the LALR path (grammars/macros.lark) --------------------------------------------------
+
+_TYPE_NAMES = {value: name for name, value in vars(T).items() if isinstance(value, int) and name != "EOF"}
+
+
+def _span_of(items: list) -> tuple[int, int] | None:
+    if not items:
+        return None
+    first, last = items[0], items[-1]
+    start = first.start_pos if hasattr(first, "start_pos") else first.start
+    end = last.end_pos if hasattr(last, "end_pos") else last.end
+    return (start, end)
+
+
+class _LalrBuild(Transformer):
+    """Inline LALR callbacks (run on each reduction, no recursion): tokens -> frozen nodes."""
+
+    def __init__(self) -> None:
+        super().__init__(visit_tokens=False)
+
+    def start(self, children: list) -> list:
+        return children
+
+    def text(self, children: list) -> Plain:
+        tok = children[0]
+        return Plain(tok.start_pos, tok.end_pos)
+
+    def flags(self, children: list) -> str:
+        return "".join(str(t) for t in children)
+
+    def arg(self, children: list) -> list:
+        return children
+
+    argc = arg
+    value = arg
+
+    def args_dcolon(self, children: list) -> list[ArgNode]:
+        return [ArgNode(_span_of(c)) for c in children if isinstance(c, list)]
+
+    def args_colon(self, children: list) -> list[ArgNode]:
+        return [ArgNode(_span_of(children[1]))]
+
+    def args_space(self, children: list) -> list[ArgNode]:
+        return [ArgNode(_span_of(children))]
+
+    def name_only(self, children: list) -> tuple:
+        return (str(children[0]), [], None)
+
+    def name_args(self, children: list) -> tuple:
+        return (str(children[0]), children[1], None)
+
+    def var_get(self, children: list) -> tuple:
+        scope, name = children[0], children[1]
+        return (str(scope) + str(name), [], VarNode(str(scope), str(name), None, None, ()))
+
+    def var_step(self, children: list) -> tuple:
+        scope, name, op = children
+        return (str(scope) + str(name), [], VarNode(str(scope), str(name), str(op), None, ()))
+
+    def var_op(self, children: list) -> tuple:
+        scope, name, op, value = children
+        macros = tuple(v for v in value if isinstance(v, MacroNode))
+        var = VarNode(str(scope), str(name), str(op), _span_of(value), macros)
+        return (str(scope) + str(name), [], var)
+
+    def macro(self, children: list) -> MacroNode:
+        start_tok, flags, body, end_tok = children
+        name, args, var = body
+        return MacroNode(
+            start=start_tok.start_pos,
+            end=end_tok.end_pos,
+            complete=True,
+            flags=flags,
+            name="" if var is not None else name,
+            args=tuple(args),
+            var=var,
+            inner_start=start_tok.end_pos,
+            inner_end=end_tok.start_pos,
+            parts=(),
+        )
+
+
 @lru_cache(maxsize=1)
 def _lark():  # type: ignore[no-untyped-def]
-    from lark import Lark
+    from lark import Lark, Token
+    from lark.lexer import Lexer
+
+    class _Feed(Lexer):
+        """Hands the mode lexer's tokens to Lark (its own lexers cannot keep a mode stack)."""
+
+        def __init__(self, lexer_conf) -> None:  # type: ignore[no-untyped-def]
+            pass
+
+        def lex(self, data):  # type: ignore[no-untyped-def]
+            text, toks = data
+            names = _TYPE_NAMES
+            for tok in toks:
+                yield Token(names[tok.type], text[tok.start : tok.end], start_pos=tok.start, end_pos=tok.end)
 
     grammar = (resources.files("tavernbox.grammars") / "macros.lark").read_text(encoding="utf-8")
-    return Lark(grammar, parser="lalr", lexer="contextual")
+    return Lark(grammar, parser="lalr", lexer=_Feed, transformer=_LalrBuild(), maybe_placeholders=False)
 
 
-def validate_macro(source: str) -> bool:
-    """Whether ``source`` is one well-formed macro by the reference LALR grammar."""
+def lalr_items(text: str, toks: list[Tok]) -> list | None:
+    """Parse a token stream with the LALR grammar; ``None`` when it holds a malformed macro."""
     from lark.exceptions import LarkError
 
     try:
-        _lark().parse(source)
+        return _lark().parse((text, toks))
     except LarkError:
-        return False
-    return True
+        return None
+
+
+def validate_macro(source: str) -> bool:
+    """Whether ``source`` is exactly one well-formed macro by the LALR grammar."""
+    toks = tokenize(source)
+    items = lalr_items(source, toks)
+    return items is not None and len(items) == 1 and isinstance(items[0], MacroNode)

@@ -102,7 +102,7 @@ def _limit(key: str) -> Any:
 
 def _split_else(call: MacroCall, lo: int, hi: int) -> tuple[tuple[int, int], tuple[int, int] | None]:
     """Split raw content at its first top-level ``{{else}}`` (nested scoped ``if``s skipped)."""
-    items, _ = document_items(call.state.source, lo, hi)
+    items, _, _ = document_items(call.state.source, lo, hi)
     depth = 0
     for item in items:
         if type(item) is not MacroNode or item.var is not None:

@@ -1,0 +1,187 @@
+"""``tavernbox macros``: expand SillyTavern macros in a text file, stdin, or a JSON-lines batch.
+
+Single text::
+
+    tavernbox macros --context CONTEXT.json [--card CARD.json] [--seed N] [--json] [TEXT_FILE]
+
+prints the expanded text (or, with ``--json``, the whole result: text, variables, diagnostics
+with line:col, draws); diagnostics go to stderr. Batch::
+
+    tavernbox macros --context CONTEXT.json --jsonl < rows.jsonl
+
+reads one ``{"template", "vars", "globals"}`` object per line (``vars``/``globals`` replace the
+context's local/global variables for that row) and writes one line per input, in order:
+``{"text", "vars", "globals", "diagnostics"}``, or ``{"error": {...}}`` for a row that cannot be
+rendered. A bad row never stops the batch and never shows a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from ..errors import TemplateError
+from .output import echo_json, guarded, print_diagnostics, read_text_arg
+
+__all__ = ["command", "load_context"]
+
+
+def _read_json_file(path: str, what: str) -> Any:
+    text = read_text_arg(path)
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TemplateError(
+            f"{what} {path} is not valid JSON: {exc.msg}",
+            code="ASSET_JSON",
+            line=exc.lineno,
+            column=exc.colno,
+            path=path,
+        ) from None
+
+
+def _card_fields(card: Any, path: str) -> tuple[str, dict[str, Any]]:
+    """A chara_card_v2/v3 (or v1) JSON object -> (character name, ``character`` fields)."""
+    if not isinstance(card, dict):
+        raise TemplateError(f"card {path} must be a JSON object", code="ASSET_INVALID", path="$")
+    data = card.get("data") if isinstance(card.get("data"), dict) else card
+    fields: dict[str, Any] = {}
+    for key in (
+        "description",
+        "personality",
+        "scenario",
+        "mes_example",
+        "system_prompt",
+        "post_history_instructions",
+        "character_version",
+        "creator_notes",
+        "first_mes",
+        "alternate_greetings",
+    ):
+        if key in data:
+            fields[key] = data[key]
+    ext = data.get("extensions")
+    if isinstance(ext, dict) and isinstance(ext.get("depth_prompt"), dict):
+        fields["depth_prompt"] = ext["depth_prompt"].get("prompt", "")
+    name = data.get("name", "")
+    return (name if isinstance(name, str) else str(name)), fields
+
+
+def load_context(context_path: str | None, card_path: str | None) -> dict[str, Any]:
+    """The context dict from ``--context`` and ``--card`` (the card fills ``character``/``char``)."""
+    context: dict[str, Any] = {}
+    if context_path is not None:
+        loaded = _read_json_file(context_path, "context")
+        if not isinstance(loaded, dict):
+            raise TemplateError("the context must be a JSON object", code="INPUT_INVALID", path="$")
+        context = loaded
+    if card_path is not None:
+        name, fields = _card_fields(_read_json_file(card_path, "card"), card_path)
+        character = dict(context.get("character") or {})
+        character.update(fields)
+        context = {**context, "character": character}
+        if name and "char" not in context:
+            context["char"] = name
+    return context
+
+
+def _row_error(exc: Exception, row: int) -> dict[str, Any]:
+    if isinstance(exc, TemplateError):
+        out = {"code": exc.code, "message": exc.message}
+        if exc.line is not None:
+            out["line"], out["column"] = exc.line, exc.column
+        if exc.path is not None:
+            out["path"] = exc.path
+    else:  # the boundary: an unexpected failure is reported, never raised
+        out = {"code": "INTERNAL_ERROR", "message": f"{type(exc).__name__}: {exc}"}
+    out["row"] = row
+    return {"error": out}
+
+
+def _run_jsonl(context: dict[str, Any], seed: int | None) -> None:
+    from ..macros import MacroContext, expand_macros
+
+    MacroContext.from_dict(context)  # a malformed context fails once, before any row
+    variables = context.get("variables") or {}
+    out = sys.stdout
+    for number, line in enumerate(sys.stdin, start=1):
+        if not line.strip():
+            continue
+        try:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise TemplateError(
+                    f"line {number} is not valid JSON: {exc.msg}", code="INPUT_INVALID", line=number, column=exc.colno
+                ) from None
+            if not isinstance(row, dict) or not isinstance(row.get("template"), str):
+                raise TemplateError(
+                    "each line must be an object with a string 'template'", code="INPUT_INVALID", path="$.template"
+                )
+            local = row.get("vars", variables.get("local") or {})
+            glob = row.get("globals", variables.get("global") or {})
+            for key, value in (("vars", local), ("globals", glob)):
+                if not isinstance(value, dict):
+                    raise TemplateError(f"'{key}' must be an object", code="INPUT_INVALID", path=f"$.{key}")
+            row_ctx = MacroContext.from_dict({**context, "variables": {"local": local, "global": glob}})
+            result = expand_macros(row["template"], row_ctx, seed=seed)
+            record: dict[str, Any] = {
+                "text": result.text,
+                "vars": result.variables["local"],
+                "globals": result.variables["global"],
+                "diagnostics": [d.to_dict(row["template"]) for d in result.diagnostics],
+            }
+        except Exception as exc:  # noqa: BLE001 - every row failure becomes an error line
+            record = _row_error(exc, number)
+        out.write(json.dumps(record, ensure_ascii=False) + "\n")
+        out.flush()
+
+
+def _run_single(context: dict[str, Any], seed: int | None, as_json: bool, text_file: str | None) -> None:
+    from ..macros import expand_macros
+
+    text = read_text_arg(text_file)
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    result = expand_macros(text, context, seed=seed)
+    label = text_file or "stdin"
+    if as_json:
+        echo_json(result.to_dict(text))
+    else:
+        sys.stdout.write(result.text)
+        sys.stdout.flush()
+    print_diagnostics(result.diagnostics, text, label=label)
+
+
+@click.command("macros")
+@click.option("--context", "context_path", type=str, default=None, help="Context JSON (names, card, chat, variables...).")
+@click.option("--card", "card_path", type=str, default=None, help="A chara_card_v2/v3 JSON; fills the card fields and {{char}}.")
+@click.option("--seed", type=int, default=None, help="Seed for {{random}} and {{roll}} (default: the context's, else 0).")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON.")
+@click.option("--jsonl", is_flag=True, help="Batch mode: JSON lines {template, vars, globals} on stdin.")
+@click.argument("text_file", required=False)
+def command(
+    context_path: str | None,
+    card_path: str | None,
+    seed: int | None,
+    as_json: bool,
+    jsonl: bool,
+    text_file: str | None,
+) -> None:
+    """Expand SillyTavern macros in TEXT_FILE (or stdin) with SillyTavern 1.18's semantics."""
+
+    def body() -> None:
+        context = load_context(context_path, card_path)
+        if jsonl:
+            if text_file is not None:
+                raise TemplateError("--jsonl reads stdin; do not pass TEXT_FILE", code="INPUT_INVALID")
+            _run_jsonl(context, seed)
+        else:
+            _run_single(context, seed, as_json, text_file)
+
+    guarded(body, label="macros")
