@@ -16,7 +16,7 @@
 //    here with the captured JSON.stringify, and user exceptions are reduced to plain strings.
 //
 // The script's completion value is an installer `(planKinds, planKeys, planParents) => dispatch`, where
-// `dispatch(op, a, b)` runs `start(payload, outputLimit)`, `poll()` or `plan()`. `payload` is the parsed JSON array
+// `dispatch(op, a, b)` runs `prepare(payload)`, `start(outputLimit)`, `poll()` or `seeds()`. `payload` is the parsed JSON array
 // [programSource, variables].
 (function (planSteps, planKeys, planParents) {
   'use strict';
@@ -33,6 +33,7 @@
   const ownKeys = R.ownKeys;
   const hasOwn = O.hasOwn;
   const isArray = Array.isArray;
+  const objectKeys = O.keys;
   const jsonStringify = JSON.stringify;
   const Str = String;
   const Num = Number;
@@ -407,36 +408,56 @@
     state = 'done';
   }
 
+  // JSON data is a tree (no cycles, no sharing, only own enumerable data properties), and no
+  // template code has run when this is called, so a plain stack walk is exact and safe.
   function deepFreeze(root) {
+    if (typeof root !== 'object' || root === null) return root;
     const todo = [root];
-    while (todo.length > 0) {
-      const o = apply(arrPop, todo, []);
-      if (typeof o !== 'object' || o === null || isFrozen(o)) continue;
+    let n = 1;
+    while (n > 0) {
+      const o = todo[--n];
       freeze(o);
-      const keys = ownKeys(o);
-      for (let i = 0; i < keys.length; i++) apply(arrPush, todo, [o[keys[i]]]);
+      if (isArray(o)) {
+        for (let i = 0; i < o.length; i++) {
+          const v = o[i];
+          if (typeof v === 'object' && v !== null) todo[n++] = v;
+        }
+      } else {
+        const keys = objectKeys(o);
+        for (let i = 0; i < keys.length; i++) {
+          const v = o[keys[i]];
+          if (typeof v === 'object' && v !== null) todo[n++] = v;
+        }
+      }
     }
     return root;
   }
 
   const host = create(null);
-  host.start = ({
-    start(payload, limit) {
-      outputLimit = limit;
-      state = 'running';
-      // payload is [program, [variables]]: the host splices the caller's JSON text between
-      // brackets, so anything but exactly one value there is input that tried to break out.
+  let program = '';
+  // Step 1 (trusted, not charged to the template's budget): check and freeze the input.
+  // payload is [program, [variables]]: the host splices the caller's JSON text between
+  // brackets, so anything but exactly one value there is input that tried to break out.
+  host.prepare = ({
+    prepare(payload) {
       if (!isArray(payload) || payload.length !== 2 || !isArray(payload[1]) || payload[1].length !== 1) {
-        state = 'error';
-        failure = { kind: 'input', name: '', message: 'the input is not a single JSON value', line: 0, column: 0 };
-        return;
+        return 'the input is not a single JSON value';
       }
-      const source = payload[0];
+      program = payload[0];
       const locals = create(null);
       locals.variables = deepFreeze(payload[1][0]);
       // Extension point: the bridge issue adds getvar/getwi/... here, queueing lookups in an
       // outbox the host drains between pending-job steps.
       api.locals = freeze(locals);
+      return '';
+    },
+  }).prepare;
+  // Step 2 (charged): compile the program and call it.
+  host.start = ({
+    start(limit) {
+      outputLimit = limit;
+      state = 'running';
+      const source = program;
       const tb = freeze(api);
       let fn;
       try {

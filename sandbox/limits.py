@@ -57,7 +57,8 @@ class Limits:
     """Wall-clock grace after ``time_ms`` before the parent kills a stuck worker (a C loop that
     never polls the interrupt, or a host-side conversion hang) -> ``TEMPLATE_TIME_LIMIT``. The
     hard deadline of a render is ``time_ms + deadline_grace_ms`` of wall time, counted from the
-    moment the request is written to a ready worker."""
+    moment the request is written to a ready worker, plus one second per MiB of input (parsing
+    and freezing the input are not charged to ``time_ms``)."""
 
     def __post_init__(self) -> None:
         for f in fields(self):

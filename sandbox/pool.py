@@ -28,6 +28,8 @@ __all__ = ["WorkerPool", "default_pool"]
 WORKER_PATH = Path(__file__).with_name("worker.py")
 #: A cold worker (interpreter start, binding import, intrinsic walk) must say ready within this.
 STARTUP_TIMEOUT_S = 30.0
+#: Extra wall time per MiB of payload: parsing and freezing the input are not template time.
+INPUT_ALLOWANCE_S_PER_MIB = 1.0
 WARM_LINE = b'{"op":"warm"}'
 
 
@@ -275,7 +277,8 @@ class WorkerPool:
                 ) from None
             header = {"op": "render", "id": render_id, "size": len(payload), "limits": limits.to_wire()}
             started = time.monotonic()
-            deadline = started + limits.deadline_s
+            allowance = len(payload) / (1024 * 1024) * INPUT_ALLOWANCE_S_PER_MIB
+            deadline = started + limits.deadline_s + allowance
             try:
                 worker.send(json.dumps(header).encode() + b"\n" + payload, deadline)
                 if cancel is not None:
@@ -289,7 +292,7 @@ class WorkerPool:
                 worker.kill()
                 wall = (time.monotonic() - started) * 1000.0
                 raise SandboxError(
-                    f"the sandbox worker missed its hard deadline of {limits.deadline_s * 1000.0:g} ms "
+                    f"the sandbox worker missed its hard deadline of {(limits.deadline_s + allowance) * 1000.0:g} ms "
                     "and was killed",
                     code="TEMPLATE_TIME_LIMIT",
                     usage=Usage(time_ms=wall, memory_bytes=0, output_bytes=0, passes=0, job_steps=0),

@@ -52,7 +52,6 @@ ERROR_KINDS = {
     "stack": "TEMPLATE_STACK_LIMIT",
     "syntax": "TEMPLATE_SYNTAX",
     "throw": "TEMPLATE_EXECUTION_FAILED",
-    "input": "INPUT_INVALID",
 }
 
 
@@ -172,12 +171,18 @@ class Worker:
             ctx.set_max_stack_size(int(limits["stack_bytes"]))
             if channel.cancel_requested(render_id):
                 raise RenderFailed("TEMPLATE_CANCELLED", "the render was cancelled before it started")
-            # parse_json runs no user code; it is bounded by the input size limit, not charged.
+            # Parsing and freezing the input run no template code and are bounded by the input
+            # size and the memory limit; they get the prelude's own limit, not the template's
+            # budget (the parent's deadline grows with the payload for the same reason).
             ctx.set_time_limit(PRELUDE_TIME_LIMIT_S)
             try:
                 payload_value = ctx.parse_json(payload)
+                refusal = dispatch("prepare", payload_value)
             except _quickjs.JSException as exc:
                 raise input_error(str(exc)) from None
+            del payload_value
+            if refusal:
+                raise RenderFailed("INPUT_INVALID", refusal)
 
             def enter(call: Any, *args: Any) -> Any:
                 nonlocal used
@@ -194,7 +199,7 @@ class Worker:
                 used += time.process_time() - t0
                 return value
 
-            enter(dispatch, "start", payload_value, int(limits["output_bytes"]))
+            enter(dispatch, "start", int(limits["output_bytes"]))
             # One pass: run pending jobs until the queue is empty. The bridge (issue 4) adds
             # further passes here: drain the outbox, resolve lookups, run jobs again.
             passes = 1
@@ -263,9 +268,11 @@ def time_message(budget: float) -> str:
 
 
 def input_error(text: str) -> RenderFailed:
-    """The input JSON failed to parse. No template code has run yet, so the text is the engine's."""
-    if "out of memory" in text or text.strip() == "null":
+    """Parsing or freezing the input failed. No template code has run, so the text is the engine's."""
+    if "out of memory" in text or text.strip() in ("null", "[uninitialized]"):
         return RenderFailed("TEMPLATE_MEMORY_LIMIT", "the input does not fit in the VM's memory budget")
+    if "interrupted" in text:
+        return RenderFailed("TEMPLATE_INPUT_LIMIT", "the input is too large to prepare in time")
     if "stack" in text:
         return RenderFailed("TEMPLATE_INPUT_LIMIT", "the input JSON is nested too deeply")
     return RenderFailed("INPUT_INVALID", "the input is not valid JSON: " + text.splitlines()[0][:200])
@@ -292,8 +299,6 @@ def harness_error(code: str, failure: dict[str, Any]) -> dict[str, Any]:
         message = "the VM ran out of its memory budget"
     elif code == "TEMPLATE_STACK_LIMIT":
         message = "the VM ran out of stack"
-    elif code == "INPUT_INVALID":
-        message = js_message
     elif code == "TEMPLATE_SYNTAX":
         message = f"{name}: {js_message}" if name else js_message
     else:
