@@ -42,7 +42,8 @@ class _Worker:
 
     def __init__(self) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-u", str(WORKER_PATH)],
+            # -P: do not put sandbox/ first on sys.path (its module names must not shadow anything).
+            [sys.executable, "-P", "-u", str(WORKER_PATH)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -303,8 +304,16 @@ class WorkerPool:
                     f"the sandbox worker died (exit status {worker.proc.returncode})",
                     code="TEMPLATE_SANDBOX_CRASHED",
                 ) from None
-            reply: dict[str, Any] = json.loads(line)
-            if reply.get("id") != render_id:
+            except BaseException:
+                # Interrupted while a render is in flight (KeyboardInterrupt, ...): the worker's
+                # state is unknown, so it must not serve anyone else.
+                worker.kill()
+                raise
+            try:
+                reply: dict[str, Any] = json.loads(line)
+            except ValueError:
+                reply = {}
+            if not isinstance(reply, dict) or reply.get("id") != render_id:
                 worker.kill()
                 raise SandboxError("the sandbox worker answered out of turn", code="TEMPLATE_SANDBOX_CRASHED")
             worker.renders += 1
