@@ -369,8 +369,8 @@ class _Run:
             for i in members:
                 if i in alive and i not in stickies:
                     alive.discard(i)
-                    self.decide(i, "skipped", "group_sticky", f"group {name!r} is held by sticky uid "
-                                f"{self.entries[stickies[0]].uid}", step, state, winner=self.entries[stickies[0]].uid)
+                    self.decide(i, "skipped", "group", f"group {name!r} lost to uid {self.entries[stickies[0]].uid} "
+                                "(sticky)", step, state, winner=self.entries[stickies[0]].uid)
         # SillyTavern then drops members on cooldown or delay, sticky or not (a sticky entry is
         # usually on cooldown too, since both effects start when it activates)
         for name in names:
@@ -397,18 +397,20 @@ class _Run:
                     alive.discard(i)
                     self.decide(i, "skipped", "group_scoring", f"group {name!r}: score {scores[i]} is below "
                                 f"the best {best}", step, state)
-        activated_groups: set[str] = set()
+        activated_groups: dict[str, int | str] = {}
         for j in self.activated.values():
-            activated_groups.update(self.entries[j].groups)
+            for group in self.entries[j].groups:
+                activated_groups.setdefault(group, self.entries[j].uid)
         for name in names:
             if name in sticky_groups:
                 continue
             members = [i for i in grouped[name] if i in alive]
             if name in activated_groups:
+                holder = activated_groups[name]
                 for i in members:
                     alive.discard(i)
-                    self.decide(i, "skipped", "group_activated", f"group {name!r} already has an activated entry",
-                                step, state)
+                    self.decide(i, "skipped", "group", f"group {name!r} lost to uid {holder} (activated in an "
+                                "earlier pass)", step, state, winner=holder)
                 continue
             if len(members) <= 1:
                 continue

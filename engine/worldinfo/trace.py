@@ -38,10 +38,9 @@ REASONS: dict[str, str] = {
     "no_match": "no primary key matched",
     "secondary_logic": "the secondary-key logic failed",
     "probability": "the probability roll failed",
-    "group": "it lost its inclusion group",
+    "group": "it lost its inclusion group to the uid in ``winner`` (by roll, override, a sticky member, or an "
+             "entry activated in an earlier pass)",
     "group_scoring": "a group member with a higher key score won",
-    "group_sticky": "a sticky member holds its inclusion group",
-    "group_activated": "its inclusion group already has an activated entry",
     "budget": "the token budget was used up",
     "duplicate": "another entry with the same book and uid was already activated",
 }

@@ -1,0 +1,103 @@
+"""Regex keys: JavaScript syntax and flags translated faithfully, and bounded in time."""
+
+from __future__ import annotations
+
+import pytest
+
+from tavernbox.worldinfo import activate_world_info
+from tavernbox.worldinfo.regexes import js_regex_search, parse_js_regex
+
+
+def search(key: str, text: str) -> bool:
+    rx = parse_js_regex(key)
+    assert rx is not None and rx.status == "ok", rx
+    return js_regex_search(rx, text)
+
+
+def test_regex_shape_needs_slashes_and_known_flags() -> None:
+    assert parse_js_regex("dragon") is None
+    assert parse_js_regex("/dragon/x") is None  # x is not a JavaScript flag
+    assert parse_js_regex("/dragon/gi") is not None
+
+
+def test_regex_with_an_unescaped_slash_is_a_plain_key() -> None:
+    assert parse_js_regex("/a/b/") is None
+
+
+def test_regex_only_the_first_escaped_slash_is_unescaped() -> None:
+    # SillyTavern replaces the first "\/" with "/": "a\\/b" becomes "a\/b", which matches "a/b"
+    assert search("/a\\\\/b/", "a/b")
+
+
+def test_regex_duplicate_flags_are_invalid() -> None:
+    rx = parse_js_regex("/a/ii")
+    assert rx is not None and rx.status == "invalid"
+
+
+@pytest.mark.parametrize(
+    ("key", "text", "expected"),
+    [
+        ("/\\d/", "\u0663", False),  # JavaScript \d is ASCII only
+        ("/\\w/", "é", False),  # and so is \w
+        ("/\\s/", "\ufeff", True),  # JavaScript \s includes the BOM
+        ("/\\s/", "\x1c", False),  # Python's \s would include \x1c
+        ("/a.b/", "a\rb", False),  # . excludes every line terminator
+        ("/a.b/s", "a\nb", True),
+        ("/x$/", "x\n", False),  # $ without m only at the very end
+        ("/x$/m", "x\ny", True),
+        ("/^y/m", "x\ny", True),
+        ("/\\bcaf\\b/", "café", True),  # \b is an ASCII word boundary
+        ("/a{,2}/", "a{,2}", True),  # not a quantifier in JavaScript
+        ("/a]/", "a]", True),
+        ("/(a)|\\1b/", "b", True),  # a backreference to an unset group matches empty
+        ("/(?<n>a)\\k<n>/", "aa", True),
+        ("/[\\W\\d]/", "a", False),
+        ("/[^\\Wa]/", "b", True),
+        ("/\\x41\\u0042/", "AB", True),
+        ("/\\u{1F600}/u", "\U0001F600", True),
+        ("/\\cJ/", "\n", True),
+        ("/\\u{2}/", "uu", True),  # without u, \u{2} is "u" twice (Annex B)
+        ("/é/i", "É", True),
+        ("/[]/", "anything", False),
+        ("/[^]/", "\n", True),
+    ],
+)
+def test_regex_translation_keeps_javascript_meaning(key: str, text: str, expected: bool) -> None:
+    assert search(key, text) is expected
+
+
+def test_regex_sticky_flag_anchors_at_the_start_of_the_buffer() -> None:
+    assert search("/\\x01ali/y", "\x01alice")
+    assert not search("/ali/y", "\x01alice")
+
+
+@pytest.mark.parametrize("key", ["/a**/", "/(a/", "/a)/", "/[b-a]/", "/\\u{110000}/u", "/x{2,1}/"])
+def test_regex_javascript_syntax_errors_are_invalid(key: str) -> None:
+    rx = parse_js_regex(key)
+    assert rx is not None and rx.status == "invalid", key
+
+
+def _activate(key: str, chat: list[str], timeout: float = 0.1) -> tuple[list[int | str], list[str]]:
+    a = activate_world_info({"entries": [{"uid": 1, "key": [key], "content": "C"}]}, chat,
+                            {"world_info_match_whole_words": False}, regex_timeout=timeout)
+    return a.uids, [d.code for d in a.diagnostics]
+
+
+def test_regex_invalid_falls_back_to_plain_text_with_a_diagnostic() -> None:
+    assert _activate("/a(b/", ["x /a(b/ y"]) == ([1], ["WI_REGEX_INVALID"])
+
+
+def test_regex_refused_syntax_does_not_match() -> None:
+    uids, codes = _activate("/(?i:x)/", ["x"])
+    assert uids == [] and codes == ["WI_REGEX_REFUSED"]
+
+
+def test_regex_catastrophic_backtracking_is_bounded_and_refused() -> None:
+    uids, codes = _activate("/(a|aa)+$/", ["a" * 60 + "b"], timeout=0.05)
+    assert uids == [] and codes == ["WI_REGEX_REFUSED"]
+
+
+def test_regex_keys_ignore_case_and_whole_word_settings() -> None:
+    a = activate_world_info({"entries": [{"uid": 1, "key": ["/Drag/"], "content": "C"}]}, ["Dragon"],
+                            {"world_info_match_whole_words": True, "world_info_case_sensitive": False})
+    assert a.uids == [1]
