@@ -137,6 +137,7 @@ def expand_macros(
     seed: int | None = None,
     registry: MacroRegistry | None = None,
     dynamic: Mapping[str, str | Callable[..., Any] | MacroDef] | None = None,
+    _reuse_parse: bool = True,
 ) -> MacroResult:
     """Expand SillyTavern macros in ``text``.
 
@@ -172,6 +173,7 @@ def expand_macros(
         glob=glob,
         rng=SeedRandom(f"tavernbox-macros:{effective_seed}"),
         max_output=MAX_OUTPUT_CHARS,
+        reuse_parse=_reuse_parse,
     )
     try:
         out = state.evaluate(0, len(pre))

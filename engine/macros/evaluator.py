@@ -132,6 +132,9 @@ class RenderState:
     produced: int = 0
     original_used: bool = False
     max_output: int = MAX_OUTPUT_CHARS
+    #: reuse a well-formed parent's parse of arguments/bodies instead of re-parsing their text
+    #: (an optimisation; tests switch it off to prove both give the same output)
+    reuse_parse: bool = True
 
     # ---- lookups --------------------------------------------------------------------------
     def lookup(self, key: str) -> MacroDef | None:
@@ -159,6 +162,8 @@ class RenderState:
         if depth > MAX_SCOPE_DEPTH:
             self.diag("MACRO_NESTING_LIMIT", "macros nested deeper than the limit; left as written", lo, hi)
             return src[lo:hi]
+        if items is not None and not self.reuse_parse:
+            items = None
         if items is None:
             if "{{" not in src[lo:hi]:
                 return src[lo:hi]

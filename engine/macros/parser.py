@@ -22,7 +22,7 @@ run-time path never needs Earley or backtracking.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 
@@ -90,7 +90,7 @@ class ArgNode:
     """
 
     span: tuple[int, int] | None
-    items: tuple | None = None
+    items: tuple | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
