@@ -1,1 +1,24 @@
-"""Placeholder package; filled by its issue."""
+"""Restricted EJS: ejs 7.0.2's tag language compiled to one JavaScript program for the sandbox.
+
+``render_template(source, variables)`` is the entry point; ``parse_template`` and
+``compile_template`` are exposed for tools (``tavernbox inspect``) and tests.
+"""
+
+from __future__ import annotations
+
+from .compiler import CompiledTemplate, LineMap, compile_template
+from .parser import ParsedTemplate, parse_template
+from .render import TemplateExecutionError, TemplateResult, TemplateSyntaxError, compile_source, render_template
+
+__all__ = [
+    "CompiledTemplate",
+    "LineMap",
+    "ParsedTemplate",
+    "TemplateExecutionError",
+    "TemplateResult",
+    "TemplateSyntaxError",
+    "compile_source",
+    "compile_template",
+    "parse_template",
+    "render_template",
+]

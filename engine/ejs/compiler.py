@@ -1,0 +1,209 @@
+"""EJS nodes -> one JavaScript program plus a map from its lines back to the template.
+
+The program is the script ``(async function (__tb, locals, escapeFn, include, rethrow) { ... })``.
+The sandbox harness calls it with one argument, ``__tb`` (frozen: ``append``, ``escape``,
+``locals``), awaits it and returns what ``__tb.append`` collected.
+
+The body reproduces the *observable* shape of the function ejs 7.0.2 generates with
+``{async: true, outputFunctionName: "print"}`` and the variadic-print shim of the research
+oracle, because templates can see that shape:
+
+* ``locals`` is a parameter holding a fresh null-prototype shallow copy of the data (ejs >= 6),
+  so ``var variables = 1`` writes through ``with`` exactly as in ejs and never reaches the caller;
+* ``__output``, ``__append`` and ``print`` are ``var``s outside ``with (locals || {})``; ``print``
+  is variadic from the start (ST's fork), so a template's own ``let print`` shadows it. The two
+  output functions are methods named ``append``, a frame name the sandbox harness skips when it
+  locates an error, so a failing conversion is reported at the template's tag;
+* output stops when the body's promise settles (``__finished``): ejs returns its buffer then, so
+  text appended later by un-awaited async callbacks is lost there and must be lost here;
+* code tags, text escaping, the ``//``-comment newline, the trailing-``;`` strip and the
+  one-newline trim follow ejs's generator token by token (``_Generator`` is its mode machine).
+
+Each template token becomes whole lines of the program; a code token's own line breaks are kept
+verbatim. ``LineMap`` remembers, per generated line, which template offset its first mapped
+column corresponds to, so a QuickJS error position (line, UTF-8 byte column) becomes a template
+line and column.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from ..spans import line_col
+from .nodes import CLOSERS, OPENERS
+from .parser import ParsedTemplate
+
+__all__ = ["CompiledTemplate", "LineMap", "compile_template", "strip_trailing_semicolon"]
+
+#: Line terminators as QuickJS counts them for error positions (CRLF is one line break).
+_JS_LINE_BREAK = re.compile("\r\n|[\r\n\u2028\u2029]")
+#: JavaScript's ``\s`` (ejs strips ``;`` followed only by these at the end of an output tag).
+_JS_SPACE = "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a" \
+            "\u2028\u2029\u202f\u205f\u3000\ufeff"
+
+_PROLOGUE = (
+    "(async function (__tb, locals, escapeFn, include, rethrow) {\n"
+    "var __line = 1, __lines = \"\", __filename = undefined, __finished = false;\n"
+    "locals = Object.assign(Object.create(null), __tb.locals); escapeFn = __tb.escape;\n"
+    "{\n"
+    "  var __output = \"\";\n"
+    "  var __append = ({ append(s) { if (!__finished) __tb.append(s) } }).append;\n"
+    "  var print = ({ append() { for (var i = 0; i < arguments.length; i++) __append(arguments[i]); } }).append;\n"
+    "  try {\n"
+    "  with (locals || {}) {\n"
+)
+_EPILOGUE = "  }\n  } finally { __finished = true }\n}\n})\n"
+_PROLOGUE_LINES = _PROLOGUE.count("\n")
+
+
+def strip_trailing_semicolon(code: str) -> str:
+    """ejs's ``stripSemi``: drop the last ``;`` when only JavaScript whitespace follows it."""
+    body = code.rstrip(_JS_SPACE)
+    if body.endswith(";"):
+        return body[:-1] + code[len(body):]
+    return code
+
+
+@dataclass(frozen=True, slots=True)
+class LineMap:
+    """Generated line -> ``(first mapped column, template offset at that column)``.
+
+    ``columns[i]`` is the 0-based character column on generated line ``i + 1`` where template
+    code starts, ``offsets[i]`` the template offset of that character. Lines that hold no
+    template code have column ``-1``: text output points at its text, the prologue (offset
+    ``-1``) at nothing, the epilogue at the end of the last code (an unclosed ``{`` is reported
+    by QuickJS at the closing lines we add).
+    """
+
+    columns: tuple[int, ...]
+    offsets: tuple[int, ...]
+
+    def template_offset(self, program: str, js_line: int, js_column: int) -> int | None:
+        """The template offset of a QuickJS position (1-based line, 1-based UTF-8 byte column)."""
+        if not 1 <= js_line <= len(self.columns):
+            return None
+        index = js_line - 1
+        if self.columns[index] < 0:
+            return self.offsets[index] if self.offsets[index] >= 0 else None
+        lines = _JS_LINE_BREAK.split(program)
+        text = lines[index] if index < len(lines) else ""
+        char_col = len(text.encode("utf-8", "surrogatepass")[: max(js_column - 1, 0)]
+                       .decode("utf-8", "ignore"))
+        base = self.columns[index]
+        # A token is contiguous in the source (the slurp pre-pass only deletes next to a slurp
+        # tag), so columns past the mapped start advance through the template one for one.
+        return self.offsets[index] + max(char_col - base, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledTemplate:
+    """A template compiled to a program, with what is needed to report errors in its terms."""
+
+    source: str
+    program: str
+    line_map: LineMap
+
+    def position(self, js_line: int | None, js_column: int | None) -> tuple[int, int] | None:
+        """Template ``(line, column)`` for a position in ``program``, or ``None`` when unknown."""
+        offset = self.offset(js_line, js_column)
+        return None if offset is None else line_col(self.source, offset)
+
+    def offset(self, js_line: int | None, js_column: int | None) -> int | None:
+        """Template offset for a position in ``program``, or ``None`` when unknown."""
+        if js_line is None:
+            return None
+        offset = self.line_map.template_offset(self.program, js_line, js_column or 1)
+        return None if offset is None else min(offset, len(self.source))
+
+
+class _Generator:
+    """ejs's code generator as a mode machine over the token stream of the nodes."""
+
+    def __init__(self) -> None:
+        self.chunks: list[str] = [_PROLOGUE]
+        self.columns: list[int] = [-1] * _PROLOGUE_LINES
+        self.offsets: list[int] = [-1] * _PROLOGUE_LINES
+        self.mode: str | None = None
+        self.truncate = False
+        self.last_code_end = -1
+
+    def _line(self, text: str, offset: int) -> None:
+        """One generated line holding no template code."""
+        self.chunks.append(text)
+        self.chunks.append("\n")
+        self.columns.append(-1)
+        self.offsets.append(offset)
+
+    def _code(self, prefix: str, code: str, suffix: str, offset: int) -> None:
+        """Generated line(s) ``prefix + code + suffix``; ``code``'s own lines map to the template."""
+        self.chunks.append(prefix)
+        self.chunks.append(code)
+        self.chunks.append(suffix)
+        self.chunks.append("\n")
+        self.columns.append(len(prefix))
+        self.offsets.append(offset)
+        self.last_code_end = offset + len(code.rstrip())
+        for match in _JS_LINE_BREAK.finditer(code):
+            self.columns.append(0)
+            self.offsets.append(offset + match.end())
+        for _ in _JS_LINE_BREAK.finditer(suffix):
+            self.columns.append(0)
+            self.offsets.append(offset + len(code))
+
+    def _output(self, text: str, offset: int) -> None:
+        """ejs's ``_addOutput``: the armed trim eats one leading line break, then append."""
+        if self.truncate:
+            for brk in ("\r\n", "\r", "\n"):
+                if text.startswith(brk):
+                    text = text[len(brk):]
+                    offset += len(brk)
+                    break
+            self.truncate = False
+        if text:
+            self._line("    ; __append(" + json.dumps(text) + ")", offset)
+
+    def token(self, value: str, offset: int, is_tag: bool) -> None:
+        if is_tag and value in OPENERS:
+            self.mode = OPENERS[value]
+        elif is_tag and value == "<%%":
+            self.mode = "literal"
+            self._line('    ; __append("<%")', offset)
+        elif is_tag and value == "%%>":
+            self.mode = "literal"
+            self._line('    ; __append("%>")', offset)
+        elif is_tag and value in CLOSERS:
+            if self.mode == "literal":
+                self._output(value, offset)
+            self.mode = None
+            self.truncate = value[0] in "-_"
+        elif self.mode in ("eval", "escaped", "raw"):
+            # A trailing line comment would swallow the closing parenthesis: ejs adds a newline.
+            if value.rfind("//") > value.rfind("\n"):
+                value += "\n"
+            if self.mode == "eval":
+                self._code("    ; ", value, "", offset)
+            else:
+                escaped = self.mode == "escaped"
+                self._code("    ; __append(escapeFn(" if escaped else "    ; __append(",
+                           strip_trailing_semicolon(value), "))" if escaped else ")", offset)
+        elif self.mode == "comment":
+            pass
+        else:  # text, in plain or literal mode
+            self._output(value, offset)
+
+
+def compile_template(parsed: ParsedTemplate) -> CompiledTemplate:
+    """Compile parsed nodes into the program the sandbox runs, with its line map."""
+    gen = _Generator()
+    for node in parsed.nodes:
+        for value, offset, is_tag in node.tokens():
+            gen.token(value, offset, is_tag)
+    gen.chunks.append(_EPILOGUE)
+    program = "".join(gen.chunks)
+    extra = _EPILOGUE.count("\n") + 1
+    # A syntax error found in the epilogue is an unclosed construct: point after the last code.
+    columns = tuple(gen.columns) + (-1,) * extra
+    offsets = tuple(gen.offsets) + (gen.last_code_end,) * extra
+    return CompiledTemplate(parsed.source, program, LineMap(columns, offsets))

@@ -1,0 +1,148 @@
+"""``render_template``: EJS source + data -> text, through the sandbox.
+
+The pipeline is parse -> compile (cached by content) -> :func:`tavernbox.sandbox.run_program`.
+Everything that can be refused cheaply is refused here before a worker is involved: an
+over-long template (``TEMPLATE_TOO_LARGE``, before parsing, so a 2 MiB template never reaches
+the lexer), an over-large or non-JSON input snapshot (``TEMPLATE_INPUT_LIMIT`` /
+``INPUT_INVALID``) and unmatched tags (``TEMPLATE_SYNTAX``). Errors the sandbox reports with a
+position in the generated program are moved back to template line:column through the
+compiler's line map, so the user sees where in *their* text the JavaScript failed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from threading import Lock
+from typing import TYPE_CHECKING, Any
+
+from ..errors import Diagnostic, TemplateError
+from ..spans import Span
+from .compiler import CompiledTemplate, compile_template
+from .parser import parse_template
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..sandbox import CancelToken, Limits, Usage
+
+__all__ = ["TemplateExecutionError", "TemplateResult", "TemplateSyntaxError", "compile_source", "render_template"]
+
+#: How many compiled templates are kept (by exact source text). A world book's worth of entries.
+CACHE_SIZE = 512
+
+
+class TemplateSyntaxError(TemplateError):
+    """The template's tags do not match, or its JavaScript does not compile."""
+
+    default_code = "TEMPLATE_SYNTAX"
+
+
+class TemplateExecutionError(TemplateError):
+    """The render failed in the sandbox: an exception, a budget, a cancellation or a crash.
+
+    ``code`` is the sandbox's (``TEMPLATE_EXECUTION_FAILED``, ``TEMPLATE_TIME_LIMIT``, ...).
+    """
+
+    default_code = "TEMPLATE_EXECUTION_FAILED"
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateResult:
+    """The rendered text, findings that did not stop the render, and what the render cost."""
+
+    text: str
+    diagnostics: tuple[Diagnostic, ...] = ()
+    usage: Usage | None = field(default=None)
+
+
+class _CompileCache:
+    """A small thread-safe LRU of compiled templates keyed by their exact source."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._items: OrderedDict[str, CompiledTemplate] = OrderedDict()
+        self._lock = Lock()
+
+    def get(self, source: str) -> CompiledTemplate:
+        with self._lock:
+            hit = self._items.get(source)
+            if hit is not None:
+                self._items.move_to_end(source)
+                return hit
+        compiled = compile_template(parse_template(source))
+        with self._lock:
+            self._items[source] = compiled
+            if len(self._items) > self._size:
+                self._items.popitem(last=False)
+        return compiled
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+_cache = _CompileCache(CACHE_SIZE)
+
+
+def compile_source(source: str) -> CompiledTemplate:
+    """Parse and compile ``source`` (cached by content); raises ``TemplateSyntaxError``."""
+    try:
+        return _cache.get(source)
+    except TemplateError as exc:
+        if type(exc) is TemplateError:
+            raise TemplateSyntaxError(exc.message, code=exc.code, span=exc.span, source=source) from None
+        raise
+
+
+def _input_json(variables: Any, limits: Limits) -> str:
+    try:
+        text = json.dumps(variables, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise TemplateError(f"variables are not JSON data: {exc}", code="INPUT_INVALID") from None
+    if len(text) > limits.input_bytes:  # ASCII-only text: characters are bytes
+        raise TemplateExecutionError(
+            f"the input snapshot is {len(text)} bytes of JSON, more than the limit of {limits.input_bytes}",
+            code="TEMPLATE_INPUT_LIMIT",
+        )
+    return text
+
+
+def _relocate(exc: TemplateError, compiled: CompiledTemplate) -> TemplateError:
+    """Re-raise a sandbox error in template coordinates (line:column of the template)."""
+    js_line = getattr(exc, "js_line", None)
+    js_column = getattr(exc, "js_column", None)
+    offset = compiled.offset(js_line, js_column)
+    cls = TemplateSyntaxError if exc.code == "TEMPLATE_SYNTAX" else TemplateExecutionError
+    span = Span(offset, min(offset + 1, len(compiled.source))) if offset is not None else None
+    return cls(exc.message, code=exc.code, span=span, source=compiled.source)
+
+
+def render_template(
+    source: str,
+    variables: Any = None,
+    limits: Limits | None = None,
+    cancel: CancelToken | None = None,
+) -> TemplateResult:
+    """Render EJS ``source`` with ``variables`` (reached in the template as ``variables``).
+
+    Output is what ejs 7.0.2 renders with ``{async: true, outputFunctionName: "print"}`` and a
+    variadic ``print`` (see docs/DEVIATIONS.md for the few deliberate differences). Every
+    failure is a ``TemplateError`` with a stable ``code`` and, where it concerns a place in the
+    template, ``line``/``column``.
+    """
+    from .. import sandbox
+
+    if limits is None:
+        limits = sandbox.Limits()
+    if len(source) > limits.template_chars:
+        raise TemplateExecutionError(
+            f"the template has {len(source)} characters, more than the limit of {limits.template_chars}",
+            code="TEMPLATE_TOO_LARGE",
+        )
+    input_json = _input_json(variables, limits)
+    compiled = compile_source(source)
+    try:
+        result = sandbox.run_program(compiled.program, input_json, limits=limits, cancel=cancel)
+    except TemplateError as exc:
+        raise _relocate(exc, compiled) from None
+    return TemplateResult(result.text, (), result.usage)

@@ -1,0 +1,52 @@
+// Differential oracle: the real ejs 7.0.2 renders a batch of templates, one JSON object per line.
+//
+//   stdin:  {"template": "...", "variables": <any JSON>}            (one per line)
+//   stdout: {"text": "..."}  or  {"error": {"name": "...", "message": "..."}}   (same order)
+//
+// Options are the ones ST-Prompt-Template passes ({async: true, outputFunctionName: "print"}),
+// the data object is {variables: <variables>} (templates reach their data as `variables`), and
+// `print` is made variadic as in ST's fork: the shim is one statement put before the generated
+// body, so template text and error line numbers are unchanged. Always the 3-argument render.
+'use strict';
+const path = require('path');
+const ejs = require(path.join(__dirname, 'node_modules', 'ejs'));
+
+const generateSource = ejs.Template.prototype.generateSource;
+ejs.Template.prototype.generateSource = function () {
+  generateSource.call(this);
+  const name = this.opts.outputFunctionName;
+  if (name) {
+    this.source = '    ; ' + name +
+      ' = function () { for (var i = 0; i < arguments.length; i++) __append(arguments[i]); };\n' + this.source;
+  }
+};
+
+const OPTIONS = { async: true, outputFunctionName: 'print' };
+
+async function renderOne(line) {
+  let job;
+  try {
+    job = JSON.parse(line);
+  } catch (e) {
+    return { error: { name: 'BadJob', message: String(e.message) } };
+  }
+  try {
+    const text = await ejs.render(job.template, { variables: job.variables }, OPTIONS);
+    return { text: String(text) };
+  } catch (e) {
+    const name = e && typeof e === 'object' && 'name' in e ? String(e.name) : typeof e;
+    const message = e && typeof e === 'object' && 'message' in e ? String(e.message) : String(e);
+    return { error: { name, message } };
+  }
+}
+
+// Lines are answered one at a time, in order, as they arrive: a test can stream cases through one
+// long-lived process, or pipe a whole batch in and read all the answers at the end.
+const readline = require('readline');
+const rl = readline.createInterface({ input: process.stdin, crlfDelay: Infinity });
+(async () => {
+  for await (const line of rl) {
+    if (line.length === 0) continue;
+    process.stdout.write(JSON.stringify(await renderOne(line)) + '\n');
+  }
+})();
