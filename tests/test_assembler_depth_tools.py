@@ -100,6 +100,9 @@ def test_a_text_between_call_and_result_fails_the_topology_check() -> None:
 def test_advance_reports_the_move() -> None:
     assert advance_past_transactions(TX_CHAT, 3) == (5, True)
     assert advance_past_transactions(TX_CHAT, 2) == (2, False)
+    assert advance_past_transactions(TX_CHAT, 4) == (5, True)  # c1 answered, c2 still open
+    assert advance_past_transactions(TX_CHAT, 5) == (5, False)
+    assert advance_past_transactions(TX_CHAT, 0) == (0, False)
 
 
 def test_a_native_message_placed_twice_fails() -> None:

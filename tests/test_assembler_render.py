@@ -69,8 +69,11 @@ def test_tavern_text_goes_through_expand_macros_when_present(monkeypatch: pytest
     monkeypatch.setattr(tavernbox.macros, "expand_macros", fake, raising=False)
     monkeypatch.delattr(tavernbox.macros, "MacroContext", raising=False)
     card = {"character": {"data": {"name": "Seraphina"}}}
-    r = assemble([*NATIVES, rule("custom", "c1", text="Hi {{char}}"), rule("custom", "c2", text="Bye")], assets=card)
-    assert texts(r)[-2:] == ["Hi Seraphina#1", "Bye#2"]  # request-local variables carry over between blocks
+    r = assemble([*NATIVES, rule("custom", "c1", text="Hi {{char}}"), rule("custom", "c2", text="Bye {{user}}"),
+                  rule("custom", "c3", text="plain")], assets=card)
+    # request-local variables carry over between blocks; text with no macro syntax skips the engine
+    assert texts(r)[-3:] == ["Hi Seraphina#1", "Bye {{user}}#2", "plain"]
+    assert len(calls) == 2
     assert calls[0][1]["chat"][-1] == {"role": "user", "name": "", "content": "U2"}
     assert r.draws == [{"key": "c1:text:0", "draws": [{"roll": 4}]}, {"key": "c2:text:0", "draws": [{"roll": 4}]}]
 

@@ -13,7 +13,9 @@ and reports the system-update capability as unverified.
 
 from __future__ import annotations
 
+import bisect
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -185,9 +187,15 @@ class AssemblyResult:
         }
 
 
-def _utf16(text: str, offset: int) -> int:
-    prefix = text[:offset]
-    return len(prefix) + sum(1 for ch in prefix if ord(ch) > 0xFFFF)
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
+
+
+def _utf16_converter(text: str) -> Callable[[int], int]:
+    """Character offset -> UTF-16 offset for ``text``, in O(log n) per call (one scan per message)."""
+    astral = [m.start() for m in _ASTRAL.finditer(text)]
+    if not astral:
+        return lambda offset: offset
+    return lambda offset: offset + bisect.bisect_left(astral, offset)
 
 
 def _macro_context(request: AssemblyRequest, native: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -270,13 +278,13 @@ def compose(
     provenance = []
     for i, (m, spans) in enumerate(zip(messages, projection.spans, strict=True)):
         content = m.get("content")
-        text = content if isinstance(content, str) else ""
+        utf16 = _utf16_converter(content if isinstance(content, str) else "")
         provenance.append(
             {
                 "index": i,
                 "message_id": m["id"],
                 "spans": [
-                    {"start": _utf16(text, s), "end": _utf16(text, e), **{k: v for k, v in info.items() if v is not None}}
+                    {"start": utf16(s), "end": utf16(e), **{k: v for k, v in info.items() if v is not None}}
                     for s, e, info in spans
                 ],
             }

@@ -20,17 +20,39 @@ if TYPE_CHECKING:
 
 __all__ = ["insert_deferred", "insertion_index"]
 
+
+class _MessageView:
+    """The messages of ``flat`` as a read-only sequence, without copying the list."""
+
+    __slots__ = ("flat",)
+
+    def __init__(self, flat: list[Item]) -> None:
+        self.flat = flat
+
+    def __len__(self) -> int:
+        return len(self.flat)
+
+    def __getitem__(self, i: int) -> dict:  # type: ignore[type-arg]
+        node, k = self.flat[i]
+        return node.messages[k]
+
 Item = tuple["Node", int]
 
 
 def insertion_index(flat: list[Item], depth: int) -> int:
-    """The requested position for ``depth`` before any tool adjustment."""
+    """The requested position for ``depth`` before any tool adjustment (walks back from the end)."""
     if depth == 0:
         return len(flat)
-    positions = [i for i, (node, k) in enumerate(flat) if node.native and node.messages[k].get("role") != "system"]
-    if not positions:
-        return len(flat)
-    return positions[-depth] if depth <= len(positions) else positions[0]
+    seen = 0
+    first = len(flat)
+    for i in range(len(flat) - 1, -1, -1):
+        node, k = flat[i]
+        if node.native and node.messages[k].get("role") != "system":
+            seen += 1
+            first = i
+            if seen == depth:
+                return i
+    return first
 
 
 def insert_deferred(flat: list[Item], deferred: list[Node]) -> None:
@@ -41,7 +63,7 @@ def insert_deferred(flat: list[Item], deferred: list[Node]) -> None:
     for depth, nodes in groups.items():
         for node in sorted(nodes, key=lambda n: n.order):
             index = insertion_index(flat, depth)
-            index, moved = advance_past_transactions([n.messages[k] for n, k in flat], index)
+            index, moved = advance_past_transactions(_MessageView(flat), index)
             node.adjusted_for_tools = moved
             if not node.locked:
                 node.locked, node.lock_reason = True, "depth"

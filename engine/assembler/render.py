@@ -85,6 +85,8 @@ class RenderState:
     local_variables: dict[str, Any] = field(default_factory=dict)
     notices: list[Diagnostic] = field(default_factory=list)
     _noted: set[str] = field(default_factory=set)
+    #: the macro engine's context object, built once per request (the chat can be long)
+    engine_context: Any = None
 
     def notice_once(self, code: str, message: str) -> None:
         """Add a request-level diagnostic the first time it happens."""
@@ -135,7 +137,27 @@ class _Tavern:
             return None, None
         return getattr(module, "expand_macros", None), getattr(module, "MacroContext", None)
 
+    def _context(self, state: RenderState, context_cls: Any) -> Any:
+        """The engine context with the request-local variables as they are now.
+
+        Building it from the dict reads the whole chat, so it is built once per request and only
+        its local variables are swapped per block (when the engine's context is a dataclass).
+        """
+        base = state.engine_context
+        if base is not None and dataclasses.is_dataclass(base) and hasattr(base, "local_variables"):
+            return dataclasses.replace(base, local_variables=dict(state.local_variables))
+        data = dict(state.macro_context)
+        variables = dict(data.get("variables") or {})
+        variables["local"] = dict(state.local_variables)
+        data["variables"] = variables
+        if context_cls is None or not hasattr(context_cls, "from_dict"):
+            return data
+        state.engine_context = context_cls.from_dict(data)
+        return state.engine_context
+
     def render(self, text: str, state: RenderState) -> RenderOutput:
+        if "{" not in text and "<" not in text and "\\" not in text:
+            return RenderOutput(text)  # nothing a macro engine could change: skip the call
         expand, context_cls = self._engine()
         if expand is None:
             state.notice_once(
@@ -143,11 +165,7 @@ class _Tavern:
                 "the macro engine (tavernbox.expand_macros) is not installed: Tavern text was kept as written",
             )
             return RenderOutput(text)
-        data = dict(state.macro_context)
-        variables = dict(data.get("variables") or {})
-        variables["local"] = state.local_variables
-        data["variables"] = variables
-        ctx = context_cls.from_dict(data) if context_cls is not None and hasattr(context_cls, "from_dict") else data
+        ctx = self._context(state, context_cls)
         result = expand(text, ctx)
         after = getattr(result, "variables", None)
         local = after.get("local") if isinstance(after, dict) else getattr(after, "local", None)

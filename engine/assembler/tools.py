@@ -35,12 +35,18 @@ def _step(open_calls: set[str], message: dict[str, Any]) -> None:
 def advance_past_transactions(messages: Sequence[dict[str, Any]], index: int) -> tuple[int, bool]:
     """The first position at or after ``index`` that is outside every tool transaction.
 
-    Returns ``(position, moved)``. An insertion point inside a transaction that never closes
-    cannot be fixed: ``ASSEMBLY_TOOL_TOPOLOGY``.
+    Returns ``(position, moved)``. Only the transaction ending just before ``index`` can be open
+    there (results directly follow their call; :func:`check_topology` rejects any other shape),
+    so the scan looks back over the run of tool results only, not over the whole request. An
+    insertion point inside a transaction that never closes cannot be fixed:
+    ``ASSEMBLY_TOOL_TOPOLOGY``.
     """
-    open_calls: set[str] = set()
-    for m in messages[:index]:
-        _step(open_calls, m)
+    j = index - 1
+    answered: set[str] = set()
+    while j >= 0 and messages[j].get("role") == "tool":
+        answered.add(str(messages[j].get("tool_call_id")))
+        j -= 1
+    open_calls = set(call_ids(messages[j])) - answered if j >= 0 else set()
     moved = False
     while open_calls:
         if index >= len(messages):
