@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -380,3 +381,45 @@ def test_churn_keeps_the_worker_bounded(pool: WorkerPool) -> None:
         except SandboxError:
             pass
     check_healthy(pool)
+
+
+def test_i12_text_chunks_survive_byte_for_byte(pool: WorkerPool) -> None:
+    """I12/J6: text the compiler emits as JSON-escaped literals reaches the output unchanged."""
+    chunk = "`${x}` \\ */ </script> \u2028 \u2029 \x00 \ud800 😀 \r\n '\""
+    program = "(async function (__tb) { __tb.append(" + json.dumps(chunk) + ") })"
+    assert run_program(program, "null", pool=pool).text == chunk
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads VmRSS from /proc (Linux only)")
+def test_churn_leaves_worker_memory_flat() -> None:
+    """Research section 6 churn test: hundreds of renders with out-of-memory errors, interrupts,
+    pending jobs and cycles in one worker; its resident memory must not keep growing."""
+    solo = WorkerPool(size=1)
+    try:
+        bodies = ["const a = []; for (;;) a.push(new Uint8Array(1e5))", "for (;;) {}",
+                  "await new Promise(() => {})", "const o = {}; o.self = o; append('cycle')",
+                  "for (;;) await null"]
+        lim = Limits(time_ms=5)
+
+        def batch(n: int) -> None:
+            for i in range(n):
+                try:
+                    run_program(prog(bodies[i % len(bodies)]), "null", limits=lim, pool=solo)
+                except SandboxError:
+                    pass
+
+        batch(30)
+        pid = solo.pids()[0]
+        before = rss_kib(pid)
+        batch(150)
+        assert solo.pids() == [pid]
+        assert rss_kib(pid) - before < 24 * 1024
+    finally:
+        solo.close()
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
