@@ -19,10 +19,10 @@ from typing import Any
 
 from ..errors import Diagnostic, TemplateError
 from .entries import Entry, Logic, WorldBook, js_key_order, normalize_books
-from .matching import KeyMatcher
+from .matching import EMPTY, PLAIN, WORD, KeyMatcher, Needle
 from .output import ActivatedEntry, Positions, build_positions
 from .regexes import DEFAULT_TIMEOUT
-from .scan import ScanBuffer, ScanState, chat_scan_messages, js_trim
+from .scan import Haystack, ScanBuffer, ScanState, chat_scan_messages, js_trim
 from .settings import WorldInfoSettings, budget_tokens, count_words, resolve_token_counter
 from .timed import TimedEffects
 from .trace import Draw, StepRecord, Trace, TraceRecord
@@ -145,18 +145,11 @@ def sort_entries(books: Sequence[WorldBook], strategy: int) -> tuple[list[Entry]
     return out, diagnostics
 
 
-class _Decision:
-    __slots__ = ("outcome", "reason", "detail", "step", "state", "key", "secondary", "winner")
-
-    def __init__(self) -> None:
-        self.outcome = "skipped"
-        self.reason = "not_scanned"
-        self.detail = "the loop ended before the entry was looked at"
-        self.step: int | None = None
-        self.state: str | None = None
-        self.key: str | None = None
-        self.secondary: str | None = None
-        self.winner: int | str | None = None
+#: (outcome, reason, detail, step, state, key, secondary, winner): a trace record in the making
+_Decision = tuple[str, str, str, "int | None", "str | None", "str | None", "str | None", "int | str | None"]
+_NOT_SCANNED: _Decision = ("skipped", "not_scanned", "the loop ended before the entry was looked at", None, None,
+                           None, None, None)
+_LOGIC_NAMES = {0: "AND ANY", 1: "NOT ALL", 2: "NOT ANY", 3: "AND ALL"}
 
 
 class _Run:
@@ -191,7 +184,19 @@ class _Run:
         self.matcher = KeyMatcher(self.buffer, case_sensitive=settings.case_sensitive,
                                   whole_words=settings.match_whole_words, regex_timeout=regex_timeout,
                                   diagnostics=diagnostics)
-        self.decisions = [_Decision() for _ in entries]
+        self.decisions: list[_Decision] = [_NOT_SCANNED] * len(entries)
+        self.ids = [e.id for e in entries]
+        self.sticky = [timed.is_active("sticky", e) for e in entries]
+        self.cooldown = [timed.is_active("cooldown", e) for e in entries]
+        self.delayed = [timed.is_active("delay", e) for e in entries]
+        self.static_skip: list[tuple[str, str] | None] = [self._static_skip(e) for e in entries]
+        #: per entry: its primary and secondary keys as (key as written, prepared needle or None)
+        self.plans: list[tuple[list[tuple[str, Needle | None]], list[tuple[str, Needle | None]]] | None] = (
+            [None] * len(entries))
+        self.always_dirty: set[int] = set()  # entries with regex (or straddling) keys
+        self.word_owners: dict[bool, dict[str, list[int]]] = {True: {}, False: {}}
+        self.other_owners: dict[bool, dict[Needle, list[int]]] = {True: {}, False: {}}
+        self._hay_cache: dict[tuple[Any, ...], Haystack] = {}
         self.activated: dict[str, int] = {}  # entry id -> index, in activation order
         self.activated_content: dict[int, str] = {}
         self.activated_step: dict[int, int] = {}
@@ -202,12 +207,9 @@ class _Run:
         self._expanded_keys: dict[str, str] = {}
 
     # -- small helpers ------------------------------------------------------------------------
-    def decide(self, i: int, outcome: str, reason: str, detail: str, step: int, state: int, **extra: Any) -> None:
-        d = self.decisions[i]
-        d.outcome, d.reason, d.detail, d.step, d.state = outcome, reason, detail, step, ScanState.NAMES[state]
-        d.key = extra.get("key")
-        d.secondary = extra.get("secondary")
-        d.winner = extra.get("winner")
+    def decide(self, i: int, outcome: str, reason: str, detail: str, step: int, state: int, key: str | None = None,
+               secondary: str | None = None, winner: int | str | None = None) -> None:
+        self.decisions[i] = (outcome, reason, detail, step, ScanState.NAMES[state], key, secondary, winner)
 
     def run_expand(self, text: str, what: str) -> str:
         if self.expand is None or not text:
@@ -226,6 +228,17 @@ class _Run:
         return out
 
     # -- the candidate test ------------------------------------------------------------------
+    def _static_skip(self, entry: Entry) -> tuple[str, str] | None:
+        """Reasons that hold for the whole scan: disabled, trigger, character filter."""
+        if entry.disable:
+            return ("disabled", "the entry is disabled")
+        if entry.triggers and self.generation_type not in entry.triggers:
+            return ("trigger", f"generation type {self.generation_type!r} is not in its triggers "
+                    f"{list(entry.triggers)}")
+        if self.filtered_by_character(entry):
+            return ("filter", "its character filter excludes the current character")
+        return None
+
     def filtered_by_character(self, entry: Entry) -> bool:
         f = entry.character_filter
         character = self.context.character
@@ -239,95 +252,124 @@ class _Run:
                 return True
         return False
 
-    def consider(self, i: int, entry: Entry, state: int, level: float, step: int) -> bool:
-        """Whether ``entry`` is a candidate in this pass; records why not."""
-        skip = self.decide
-        if entry.disable:
-            skip(i, "skipped", "disabled", "the entry is disabled", step, state)
+    def plan(self, i: int) -> tuple[list[tuple[str, Needle | None]], list[tuple[str, Needle | None]]]:
+        """Entry ``i``'s keys, substituted, trimmed and prepared; registered in the key index."""
+        plan = self.plans[i]
+        if plan is not None:
+            return plan
+        entry = self.entries[i]
+        primary: list[tuple[str, Needle | None]] = []
+        secondary: list[tuple[str, Needle | None]] = []
+        for keys, out in ((entry.key, primary), (entry.keysecondary, secondary)):
+            for key in keys:
+                substituted = self.key_text(key)
+                needle = self.matcher.prepare(js_trim(substituted), entry) if substituted else None
+                out.append((key, needle))
+                if needle is None or needle.kind == EMPTY:
+                    continue
+                if needle.kind != PLAIN:
+                    self.always_dirty.add(i)
+                elif needle.mode == WORD:
+                    self.word_owners[needle.cs].setdefault(needle.text, []).append(i)
+                else:
+                    self.other_owners[needle.cs].setdefault(needle, []).append(i)
+        plan = self.plans[i] = (primary, secondary)
+        return plan
+
+    def haystack(self, entry: Entry, state: int) -> Haystack:
+        """The entry's haystack, shared by entries with the same depth and sources within a pass."""
+        key = (entry.scan_depth, entry.match_persona_description, entry.match_character_description,
+               entry.match_character_personality, entry.match_character_depth_prompt, entry.match_scenario,
+               entry.match_creator_notes)
+        hay = self._hay_cache.get(key)
+        if hay is None:
+            hay = self._hay_cache[key] = self.buffer.haystack(entry, state)
+        return hay
+
+    def consider(self, i: int, state: int, level: float, step: int) -> bool:
+        """Whether entry ``i`` is a candidate in this pass; records why or why not."""
+        entry = self.entries[i]
+        decide = self.decide
+        static = self.static_skip[i]
+        if static is not None:
+            decide(i, "skipped", static[0], static[1], step, state)
             return False
-        if entry.triggers and self.generation_type not in entry.triggers:
-            skip(i, "skipped", "trigger", f"generation type {self.generation_type!r} is not in its triggers "
-                 f"{list(entry.triggers)}", step, state)
+        sticky = self.sticky[i]
+        if self.delayed[i]:
+            decide(i, "skipped", "delay", f"delayed until the chat has {entry.delay} messages", step, state)
             return False
-        if self.filtered_by_character(entry):
-            skip(i, "skipped", "filter", "its character filter excludes the current character", step, state)
-            return False
-        sticky = self.timed.is_active("sticky", entry)
-        if self.timed.is_active("delay", entry):
-            skip(i, "skipped", "delay", f"delayed until the chat has {entry.delay} messages", step, state)
-            return False
-        if self.timed.is_active("cooldown", entry) and not sticky:
-            skip(i, "skipped", "cooldown", "on cooldown", step, state)
+        if self.cooldown[i] and not sticky:
+            decide(i, "skipped", "cooldown", "on cooldown", step, state)
             return False
         if entry.delay_until_recursion and not sticky:
             if state != ScanState.RECURSION:
-                skip(i, "skipped", "delay_until_recursion", "waits for a recursion step", step, state)
+                decide(i, "skipped", "delay_until_recursion", "waits for a recursion step", step, state)
                 return False
             if entry.delay_until_recursion > level:
-                skip(i, "skipped", "delay_until_recursion",
-                     f"waits for delay level {entry.delay_until_recursion:g} (now {level:g})", step, state)
+                decide(i, "skipped", "delay_until_recursion",
+                       f"waits for delay level {entry.delay_until_recursion:g} (now {level:g})", step, state)
                 return False
-        if state == ScanState.RECURSION and self.settings.recursive and entry.exclude_recursion and not sticky:
-            skip(i, "skipped", "exclude_recursion", "excluded from recursion steps", step, state)
+        if state == ScanState.RECURSION and entry.exclude_recursion and not sticky and self.settings.recursive:
+            decide(i, "skipped", "exclude_recursion", "excluded from recursion steps", step, state)
             return False
-        if "@@activate" in entry.decorators:
-            skip(i, "activated", "decorator", "@@activate", step, state)
-            return True
-        if "@@dont_activate" in entry.decorators:
-            skip(i, "skipped", "decorator", "@@dont_activate", step, state)
-            return False
-        if entry.id in self.forced:
-            skip(i, "activated", "forced", "activated from outside the scan", step, state)
+        if entry.decorators:
+            if "@@activate" in entry.decorators:
+                decide(i, "activated", "decorator", "@@activate", step, state)
+                return True
+            if "@@dont_activate" in entry.decorators:
+                decide(i, "skipped", "decorator", "@@dont_activate", step, state)
+                return False
+        if self.forced and self.ids[i] in self.forced:
+            decide(i, "activated", "forced", "activated from outside the scan", step, state)
             return True
         if entry.constant:
-            skip(i, "activated", "constant", "constant entry", step, state)
+            decide(i, "activated", "constant", "constant entry", step, state)
             return True
         if sticky:
-            skip(i, "activated", "sticky", "a sticky effect keeps it active", step, state)
+            decide(i, "activated", "sticky", "a sticky effect keeps it active", step, state)
             return True
         if not entry.key:
-            skip(i, "skipped", "no_keys", "no primary keys", step, state)
+            decide(i, "skipped", "no_keys", "no primary keys", step, state)
             return False
-        hay = self.buffer.haystack(entry, state)
+        primary_keys, secondary_keys = self.plans[i] or self.plan(i)
+        hay = self.haystack(entry, state)
+        match = self.matcher.match
         primary = None
-        for key in entry.key:
-            substituted = self.key_text(key)
-            if substituted and self.matcher.matches(js_trim(substituted), entry, hay):
+        for key, needle in primary_keys:
+            if needle is not None and match(needle, entry, hay):
                 primary = key
                 break
         if primary is None:
-            skip(i, "skipped", "no_match", "no primary key matched", step, state)
+            decide(i, "skipped", "no_match", "no primary key matched", step, state)
             return False
-        if not (entry.selective and entry.keysecondary):
-            skip(i, "activated", "key", f"fired by key {primary!r}", step, state, key=primary)
+        if not (entry.selective and secondary_keys):
+            decide(i, "activated", "key", f"fired by key {primary!r}", step, state, key=primary)
             return True
         logic = entry.selective_logic
         any_match = False
         all_match = True
-        for key in entry.keysecondary:
-            substituted = self.key_text(key)
-            hit = bool(substituted) and self.matcher.matches(js_trim(substituted), entry, hay)
+        for key, needle in secondary_keys:
+            hit = needle is not None and match(needle, entry, hay)
             any_match = any_match or hit
             all_match = all_match and hit
             if logic == Logic.AND_ANY and hit:
-                skip(i, "activated", "key", f"fired by key {primary!r} and secondary key {key!r} (AND ANY)",
-                     step, state, key=primary, secondary=key)
+                decide(i, "activated", "key", f"fired by key {primary!r} and secondary key {key!r} (AND ANY)",
+                       step, state, key=primary, secondary=key)
                 return True
             if logic == Logic.NOT_ALL and not hit:
-                skip(i, "activated", "key", f"fired by key {primary!r}; secondary key {key!r} is absent (NOT ALL)",
-                     step, state, key=primary, secondary=key)
+                decide(i, "activated", "key", f"fired by key {primary!r}; secondary key {key!r} is absent "
+                       "(NOT ALL)", step, state, key=primary, secondary=key)
                 return True
         if logic == Logic.NOT_ANY and not any_match:
-            skip(i, "activated", "key", f"fired by key {primary!r}; no secondary key matched (NOT ANY)",
-                 step, state, key=primary)
+            decide(i, "activated", "key", f"fired by key {primary!r}; no secondary key matched (NOT ANY)",
+                   step, state, key=primary)
             return True
         if logic == Logic.AND_ALL and all_match:
-            skip(i, "activated", "key", f"fired by key {primary!r} and every secondary key (AND ALL)",
-                 step, state, key=primary)
+            decide(i, "activated", "key", f"fired by key {primary!r} and every secondary key (AND ALL)",
+                   step, state, key=primary)
             return True
-        names = {0: "AND ANY", 1: "NOT ALL", 2: "NOT ANY", 3: "AND ALL"}
-        skip(i, "skipped", "secondary_logic", f"key {primary!r} matched but the secondary logic "
-             f"{names.get(logic, logic)} failed", step, state, key=primary)
+        decide(i, "skipped", "secondary_logic", f"key {primary!r} matched but the secondary logic "
+               f"{_LOGIC_NAMES.get(logic, logic)} failed", step, state, key=primary)
         return False
 
     # -- inclusion groups -------------------------------------------------------------------
@@ -453,23 +495,47 @@ class _Run:
         count = 0
         overflowed = False
         all_text = ""
+        previous: tuple[int, float, int] | None = None
+        last_candidates: list[int] = []
+        seen_pieces = 0
+        state_sensitive = [i for i, e in enumerate(entries) if e.delay_until_recursion or e.exclude_recursion]
         while state != ScanState.NONE:
             if s.max_recursion_steps and count >= s.max_recursion_steps:
                 break
             count += 1
             step = count
+            self._hay_cache = {}
+            context = (state, level, self.buffer.skew)
+            if previous is None or ScanState.MIN_ACTIVATIONS in (state, previous[0]) or previous[2] != context[2]:
+                todo: Iterable[int] = range(len(entries))
+            else:
+                # only what can have changed since the last pass: its unactivated candidates, entries
+                # with regex keys, owners of keys found in the new recursion text, and (when the
+                # state or delay level moved) the entries whose filters depend on them
+                dirty = set(last_candidates) | self.always_dirty
+                for piece in range(seen_pieces, len(self.buffer.recursion)):
+                    dirty |= self.matcher.piece_hits(piece, self.word_owners, self.other_owners)
+                if previous != context:
+                    dirty.update(state_sensitive)
+                todo = sorted(dirty)
+            previous = context
+            seen_pieces = len(self.buffer.recursion)
             candidates: list[int] = []
-            for i, entry in enumerate(entries):
-                if i in self.failed_probability:
+            ids = self.ids
+            activated_ids = self.activated
+            failed = self.failed_probability
+            for i in todo:
+                if i in failed:
                     continue
-                if entry.id in self.activated:
-                    if self.activated[entry.id] != i and self.decisions[i].reason == "not_scanned":
-                        self.decide(i, "skipped", "duplicate", f"{entry.id} was already activated by another entry",
+                if ids[i] in activated_ids:
+                    if activated_ids[ids[i]] != i and self.decisions[i][1] == "not_scanned":
+                        self.decide(i, "skipped", "duplicate", f"{ids[i]} was already activated by another entry",
                                     step, state)
                     continue
-                if self.consider(i, entry, state, level, step):
+                if self.consider(i, state, level, step):
                     candidates.append(i)
-            candidates.sort(key=lambda i: 0 if self.timed.is_active("sticky", entries[i]) else 1)
+            last_candidates = list(candidates)
+            candidates.sort(key=lambda i: 0 if self.sticky[i] else 1)
             considered = list(candidates)
             base_tokens = self.count_tokens(all_text)
             candidates = self.filter_groups(candidates, state, step)
@@ -478,7 +544,7 @@ class _Run:
             activated_now: list[str] = []
             for i in candidates:
                 entry = entries[i]
-                sticky = self.timed.is_active("sticky", entry)
+                sticky = self.sticky[i]
                 if overflowed and not entry.ignore_budget:
                     self.decide(i, "skipped", "budget", f"the budget of {budget} tokens is used up", step, state)
                     continue
@@ -585,11 +651,8 @@ def activate_world_info(
     activated = [ActivatedEntry(entries[i], run.activated_content[i], run.activated_step[i])
                  for i in run.activated.values()]
     timed.record([a.entry for a in activated])
-    records = tuple(
-        TraceRecord(e.book, e.uid, d.outcome, d.reason, d.detail, d.step, d.state, d.key, d.secondary,  # type: ignore[arg-type]
-                    d.winner, e.comment)
-        for e, d in zip(entries, run.decisions)
-    )
+    records = tuple(TraceRecord(e.book, e.uid, *d, comment=e.comment)  # type: ignore[arg-type]
+                    for e, d in zip(entries, run.decisions))
     return Activation(
         by_position=build_positions(activated),
         activated=tuple(activated),

@@ -135,6 +135,32 @@ class _ChatIndex:
         return hit
 
 
+PLAIN, EMPTY, REGEX, REFUSED, SLOW = range(5)
+
+
+class Needle:
+    """A key prepared for one (case, whole-word) setting, with its match memos.
+
+    Shared by every entry using the same key under the same settings, so the chat lookup and the
+    recursion-piece scan happen once per key, not once per entry and pass.
+    """
+
+    __slots__ = ("source", "text", "mode", "cs", "kind", "rx", "invalid", "chat_hit", "rec_checked", "rec_first")
+
+    def __init__(self, source: str, text: str, mode: int, cs: bool, kind: int, rx: JsRegex | None,
+                 invalid: bool) -> None:
+        self.source = source
+        self.text = text
+        self.mode = mode
+        self.cs = cs
+        self.kind = kind
+        self.rx = rx
+        self.invalid = invalid
+        self.chat_hit: int | None = None
+        self.rec_checked = 0
+        self.rec_first = -1
+
+
 class KeyMatcher:
     """Answers "does this key match this entry's buffer" with SillyTavern's rules, cached."""
 
@@ -148,8 +174,10 @@ class KeyMatcher:
         self.diagnostics = diagnostics if diagnostics is not None else []
         self._chat: dict[bool, _ChatIndex] = {}
         self._parts: dict[tuple[str, bool], _Part] = {}
+        self._rec_parts: dict[bool, list[_Part]] = {True: [], False: []}
         self._regex: dict[str, JsRegex | None] = {}
-        self._regex_results: dict[tuple[str, Haystack, int], bool] = {}
+        self._regex_results: dict[tuple[str, Haystack], bool] = {}
+        self._needles: dict[tuple[str, bool, bool], Needle] = {}
         self._reported: set[tuple[str, str]] = set()
         self.regex_searches = 0
 
@@ -167,6 +195,14 @@ class KeyMatcher:
             part = self._parts[(text, cs)] = _Part(text if cs else text.lower())
         return part
 
+    def recursion_part(self, index: int, cs: bool) -> _Part:
+        """The ``index``-th recursion piece in one case variant."""
+        parts = self._rec_parts[cs]
+        while len(parts) <= index:
+            text = self.buffer.recursion[len(parts)]
+            parts.append(_Part(text if cs else text.lower()))
+        return parts[index]
+
     def _report(self, rx: JsRegex, code: str, message: str, entry: Entry) -> None:
         if (rx.source, code) in self._reported:
             return
@@ -183,42 +219,101 @@ class KeyMatcher:
             self._regex[needle] = parse_js_regex(needle) if needle.startswith("/") else None
         return self._regex[needle]
 
+    # -- preparing keys -----------------------------------------------------------------------
+    def prepare(self, needle: str, entry: Entry) -> Needle:
+        """The key ``needle`` (already substituted and trimmed) under ``entry``'s settings."""
+        cs = self.case_sensitive if entry.case_sensitive is None else entry.case_sensitive
+        ww = self.whole_words if entry.match_whole_words is None else entry.match_whole_words
+        cache_key = (needle, cs, ww)
+        prepared = self._needles.get(cache_key)
+        if prepared is not None:
+            return prepared
+        rx = self.regex_for(needle)
+        invalid = False
+        if rx is not None and rx.status == "ok":
+            prepared = Needle(needle, needle, SUB, cs, REGEX, rx, False)
+        elif rx is not None and rx.status == "refused":
+            prepared = Needle(needle, needle, SUB, cs, REFUSED, rx, False)
+        else:
+            invalid = rx is not None
+            text = needle if cs else needle.lower()
+            mode = _mode(text, ww)
+            if text == "":
+                kind = EMPTY
+            elif "\n" in text or "\x01" in text:
+                kind = SLOW
+                mode = BOUNDED if mode == WORD else mode
+            else:
+                kind = PLAIN
+            prepared = Needle(needle, text, mode, cs, kind, rx, invalid)
+        self._needles[cache_key] = prepared
+        return prepared
+
     # -- the test ---------------------------------------------------------------------------
     def matches(self, needle: str, entry: Entry, hay: Haystack) -> bool:
         """SillyTavern's ``matchKeys(buffer, needle, entry)`` for the entry's haystack."""
-        rx = self.regex_for(needle)
-        if rx is not None:
-            if rx.status == "ok":
-                return self._regex_match(rx, entry, hay)
-            if rx.status == "refused":
-                self._report(rx, "WI_REGEX_REFUSED", f"regex key {rx.source} refused: {rx.reason}; it does not match",
-                             entry)
+        return self.match(self.prepare(needle, entry), entry, hay)
+
+    def match(self, n: Needle, entry: Entry, hay: Haystack) -> bool:
+        """Whether the prepared key ``n`` matches ``entry``'s haystack ``hay``."""
+        kind = n.kind
+        if kind == PLAIN:
+            if n.invalid:
+                self._report_invalid(n, entry)
+            if hay.empty:
                 return False
-            self._report(rx, "WI_REGEX_INVALID",
-                         f"regex key {rx.source} is not a valid JavaScript regex ({rx.reason}); matched as plain text",
-                         entry)
-        cs = self.case_sensitive if entry.case_sensitive is None else entry.case_sensitive
-        ww = self.whole_words if entry.match_whole_words is None else entry.match_whole_words
-        needle_t = needle if cs else needle.lower()
-        if hay.empty or needle_t == "":
-            # an empty needle is found in any text, even the empty buffer
-            return needle_t == ""
-        mode = _mode(needle_t, ww)
-        if "\n" in needle_t or "\x01" in needle_t:
-            text = self.buffer.text(hay)
-            return _test_text(text if cs else text.lower(), needle_t, mode if mode != WORD else BOUNDED)
-        if self._chat_index(cs).first_hit(needle_t, mode) < hay.depth:
-            return True
-        for extra in hay.extras:
-            if self._part(extra, cs).has(needle_t, mode):
+            hit = n.chat_hit
+            if hit is None:
+                hit = n.chat_hit = self._chat_index(n.cs).first_hit(n.text, n.mode)
+            if hit < hay.depth:
                 return True
-        for piece in self.buffer.recursion[: hay.recursion]:
-            if self._part(piece, cs).has(needle_t, mode):
-                return True
+            for extra in hay.extras:
+                if self._part(extra, n.cs).has(n.text, n.mode):
+                    return True
+            r = hay.recursion
+            if r:
+                if n.rec_first >= 0:
+                    return n.rec_first < r
+                for j in range(n.rec_checked, r):
+                    if self.recursion_part(j, n.cs).has(n.text, n.mode):
+                        n.rec_first = j
+                        n.rec_checked = j + 1
+                        return True
+                if r > n.rec_checked:
+                    n.rec_checked = r
+            return False
+        if kind == EMPTY:
+            if n.invalid:
+                self._report_invalid(n, entry)
+            return True  # an empty needle is found in any text, even the empty buffer
+        if kind == REGEX:
+            assert n.rx is not None
+            if n.rx.status == "refused":
+                return self._refuse(n.rx, entry)
+            return self._regex_match(n.rx, entry, hay)
+        if kind == REFUSED:
+            assert n.rx is not None
+            return self._refuse(n.rx, entry)
+        if n.invalid:
+            self._report_invalid(n, entry)
+        if hay.empty:
+            return False
+        text = self.buffer.text(hay)
+        return _test_text(text if n.cs else text.lower(), n.text, n.mode)
+
+    def _report_invalid(self, n: Needle, entry: Entry) -> None:
+        rx = n.rx
+        assert rx is not None
+        self._report(rx, "WI_REGEX_INVALID",
+                     f"regex key {rx.source} is not a valid JavaScript regex ({rx.reason}); matched as plain text",
+                     entry)
+
+    def _refuse(self, rx: JsRegex, entry: Entry) -> bool:
+        self._report(rx, "WI_REGEX_REFUSED", f"regex key {rx.source} refused: {rx.reason}; it does not match", entry)
         return False
 
     def _regex_match(self, rx: JsRegex, entry: Entry, hay: Haystack) -> bool:
-        key = (rx.source, hay, len(self.buffer.recursion))
+        key = (rx.source, hay)
         hit = self._regex_results.get(key)
         if hit is not None:
             return hit
@@ -228,11 +323,36 @@ class KeyMatcher:
         except TimeoutError:
             object.__setattr__(rx, "status", "refused")
             object.__setattr__(rx, "reason", f"the search took longer than {self.regex_timeout:g} s")
-            self._report(rx, "WI_REGEX_REFUSED", f"regex key {rx.source} refused: {rx.reason}; it does not match",
-                         entry)
-            hit = False
+            return self._refuse(rx, entry)
         self._regex_results[key] = hit
         return hit
+
+    # -- incremental passes ----------------------------------------------------------------------
+    def piece_hits(self, index: int, word_owners: dict[bool, dict[str, list[int]]],
+                   other_owners: dict[bool, dict[Needle, list[int]]]) -> set[int]:
+        """Owners (entry indices) of plain keys found in recursion piece ``index``.
+
+        A word key is looked up among the piece's word runs; the other keys are searched in the
+        piece. This is what keeps a recursion pass proportional to the new text and its hits.
+        """
+        out: set[int] = set()
+        for cs in (True, False):
+            words, others = word_owners[cs], other_owners[cs]
+            if not words and not others:
+                continue
+            part = self.recursion_part(index, cs)
+            if words:
+                if part.words is None:
+                    part.words = set(_WORD_RUN.findall(part.text))
+                for w in part.words:
+                    owners = words.get(w)
+                    if owners:
+                        out.update(owners)
+            text = part.text
+            for n, owners in others.items():
+                if _test_text(text, n.text, n.mode):
+                    out.update(owners)
+        return out
 
 
 KeyTest = Callable[[str, Entry, Haystack], bool]
