@@ -113,6 +113,7 @@ CODES: dict[str, str] = {
     "TAVERN_TEMPLATE_PARSER_UNAVAILABLE": "Tavern text holds a '<%' template tag and no template parser is wired in",
     "ASSEMBLY_INPUT_UNSUPPORTED": "a CLI input (ST preset, MVU, templates) whose source is not part of this build yet",
     "WORLD_BOOK_SLOT_MISSING": "a world-info position with no slot in this placement; put in the before/after group",
+    "GREETING_AFTER_INPUT": "the first-turn character greeting was placed after the current input",
 }
 
 

@@ -393,3 +393,40 @@ def test_fact40_late_first_system_keeps_its_boundary(with_input: bool) -> None:
 
 def test_assembler_is_the_default_registry_owner() -> None:
     assert Assembler().registry.get("history") is not None
+
+
+# -- the greeting (5.4) -----------------------------------------------------------------------
+
+GREETING = {"character": {"data": {"name": "C", "first_mes": "GREETING", "alternate_greetings": ["ALT"]}},
+            "include_greeting_reference": True}
+
+
+def test_fact01_greeting_goes_before_the_conversation_even_when_a_marker_owns_the_input() -> None:
+    prompts = [main("MAIN"), {"identifier": "chatHistory", "marker": True}, {"identifier": "post", "role": "user",
+                                                                            "content": "AFTER"}]
+    messages = chat("official:system:OFFICIAL", "input:user:INPUT", "context:user:CONTEXT")
+    before = copy.deepcopy(messages)
+    r = assemble(rules_for(DEFAULT_KINDS), messages, ["input", "context"], assets=assets(GREETING, prompts=prompts),
+                 placement="st")
+    assert texts(r) == ["OFFICIAL", "MAIN", "GREETING", "INPUT", "CONTEXT", "AFTER"]
+    assert roles(r)[2] == "assistant" and "GREETING_AFTER_INPUT" not in codes(r)
+    assert messages == before
+
+
+def test_fact25_explicit_greeting_depth_zero_lands_after_input_and_is_reported() -> None:
+    prompts = [{"identifier": "chatHistory", "marker": True}]
+    r = assemble(rules_for(DEFAULT_KINDS, character={"depth": 0}), assets=assets(GREETING, prompts=prompts),
+                 placement="st")
+    assert texts(r)[-1] == "GREETING"
+    greeting = next(n for n in r.nodes if n["block_id"] == "greeting")
+    assert greeting["depth"] == 0 and "GREETING_AFTER_INPUT" in codes(r)
+    as_user = assemble(rules_for(DEFAULT_KINDS, character={"depth": 0, "role": "user"}),
+                       assets=assets(GREETING, prompts=prompts), placement="st")
+    assert "GREETING_AFTER_INPUT" not in codes(as_user)
+
+
+def test_alternate_greeting_by_index() -> None:
+    r = assemble(rules_for(DEFAULT_KINDS), assets=assets(GREETING, {"greeting_index": 1},
+                                                          prompts=[{"identifier": "chatHistory", "marker": True}]),
+                 placement="st")
+    assert "ALT" in texts(r) and "GREETING" not in texts(r)

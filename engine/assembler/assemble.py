@@ -274,6 +274,7 @@ def compose(
                 "the request holds only system messages; some providers send no chat messages at all then",
             )
         )
+    diagnostics.extend(_greeting_after_input(flat, input_ids))
     nodes = _node_records(flat, projection.index_map, messages)
     provenance = []
     for i, (m, spans) in enumerate(zip(messages, projection.spans, strict=True)):
@@ -303,6 +304,23 @@ def compose(
         logical_messages=logical_messages,
     )
     return result, diagnostics
+
+
+def _greeting_after_input(flat: list[tuple[Node, int]], input_ids: tuple[str, ...]) -> list[Diagnostic]:
+    """``GREETING_AFTER_INPUT`` when an assistant greeting lands after the first input message.
+
+    A greeting is meant to precede the conversation; an explicit depth may still put it later,
+    which most providers accept but some reject (an assistant turn after the user's input).
+    """
+    inputs = set(input_ids)
+    first_input = next((i for i, (n, k) in enumerate(flat) if n.native and n.messages[k]["id"] in inputs), None)
+    if first_input is None:
+        return []
+    for i, (node, _k) in enumerate(flat):
+        if node.source_id == "character" and node.block_id == "greeting" and node.role == "assistant" and i > first_input:
+            return [Diagnostic("GREETING_AFTER_INPUT", "the character greeting is placed after the current input",
+                               data={"node": node.key})]
+    return []
 
 
 def _check_natives(flat: list[tuple[Node, int]], native: list[dict[str, Any]], required: list[str]) -> None:

@@ -191,8 +191,34 @@ def _character(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[str,
             if block_id == "phi":
                 block["reference_only"] = True
             blocks.append(block)
+    greeting = _greeting(context, card)
+    if greeting:
+        conversation = sum(1 for m in context["native_messages"] if m["role"] != "system")
+        blocks.append({
+            "type": "text", "id": "greeting", "text": greeting, "name": "Greeting", "role": "assistant",
+            "depth": rule["depth"] if rule["depth"] is not None else max(1, conversation),
+            "source": {"resource_id": resource, "field": "first_mes"},
+        })
     present = {b["id"] for b in blocks}
     return {"blocks": blocks, "macros": {k: v for k, v in _CARD_MACROS.items() if v in present}}
+
+
+def _greeting(context: Mapping[str, Any], card: Mapping[str, Any]) -> str:
+    """The first-turn greeting, when the caller asks for it (``assets.include_greeting_reference``).
+
+    ``assets.greeting_index`` 0 (default) is ``first_mes``; ``n`` the n-th alternate greeting. The
+    greeting is an assistant reference before the native conversation; it is never written to
+    native history.
+    """
+    assets = context["assets"]
+    if not assets.get("include_greeting_reference"):
+        return ""
+    index = assets.get("greeting_index") or 0
+    alternates = card.get("alternate_greetings") or ()
+    if isinstance(index, int) and 0 < index <= len(alternates):
+        return str(alternates[index - 1])
+    first = card.get("first_mes")
+    return first if isinstance(first, str) else ""
 
 
 def _persona(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[str, Any]:
