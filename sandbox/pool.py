@@ -81,8 +81,16 @@ class _Worker:
             return line
 
     def poll_warm(self) -> bool:
-        """Non-blocking: read any notices the idle worker sent; True if its context is ready."""
-        if not self.warm and not self.dead:
+        """Non-blocking: read any notices the idle worker sent; True if its context is ready.
+
+        Also notices a worker that died while idle (killed by the OS, say), so that it is
+        replaced instead of failing the next render.
+        """
+        if not self.dead and self.proc.poll() is not None:
+            self.dead = True
+        if self.dead:
+            return False
+        if not self.warm:
             try:
                 ready, _, _ = select.select([self.out_fd], [], [], 0)
                 if ready:

@@ -410,3 +410,21 @@ def test_input_preparation_is_not_charged_to_the_template() -> None:
     result = render("append(variables.msgs.length + ',' + Object.isFrozen(variables.msgs[4999].tags))", data)
     assert result.text == "5000,true"
     assert result.usage.time_ms < 20
+
+
+def test_worker_that_died_while_idle_is_replaced_silently(solo_pool: WorkerPool) -> None:
+    pid = solo_pool.pids()[0]
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        # a zombie until the pool reaps it: poll() in the pool sees it as exited
+        with open(f"/proc/{pid}/stat") as stat:
+            if stat.read().split(") ")[1].startswith("Z"):
+                break
+        time.sleep(0.01)
+    assert run_program(prog("append('fresh')"), "null", pool=solo_pool).text == "fresh"
+    assert pid in solo_pool.replaced
