@@ -1,0 +1,149 @@
+"""``tavernbox render``: render an EJS template (ST-Prompt-Template dialect) in the sandbox.
+
+Single template::
+
+    tavernbox render TEMPLATE_FILE [--vars FILE.json|FILE.yaml] [--json]
+
+prints the rendered text (``-`` reads the template from stdin). With ``--json`` it prints
+``{"text", "error", "usage"}`` instead. A failed render is reported on stderr with its code and
+template line:col (exit 1), or as the ``error`` object with ``--json``.
+
+Batch::
+
+    tavernbox render --jsonl < jobs.jsonl
+
+reads one ``{"template", "variables"}`` object per line and writes one line per input, in
+order: ``{"text": ..., "error": null}`` or ``{"text": null, "error": {"code", "message",
+"line", "column"}}``. A bad line is an ``INPUT_INVALID`` error line, never the end of the
+batch; the exit status is 0 whenever the batch ran.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..errors import TemplateError
+from .output import guarded, read_text_arg
+
+__all__ = ["command"]
+
+
+def _load_vars(path: str) -> Any:
+    """``--vars``: JSON, or YAML for ``.yaml``/``.yml`` files."""
+    text = read_text_arg(path)
+    if Path(path).suffix.lower() in (".yaml", ".yml"):
+        import yaml
+
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            raise TemplateError(
+                f"--vars {path} is not valid YAML: {getattr(exc, 'problem', exc)}",
+                code="INPUT_INVALID",
+                line=mark.line + 1 if mark is not None else None,
+                column=mark.column + 1 if mark is not None else None,
+                path=path,
+            ) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TemplateError(
+            f"--vars {path} is not valid JSON: {exc.msg}",
+            code="INPUT_INVALID",
+            line=exc.lineno,
+            column=exc.colno,
+            path=path,
+        ) from None
+
+
+def _print_json(value: Any) -> None:
+    # ASCII JSON, so a lone surrogate in a rendered text cannot break the terminal's encoding.
+    click.echo(json.dumps(value, ensure_ascii=True, indent=2))
+
+
+def _error_object(exc: TemplateError) -> dict[str, Any]:
+    return {"code": exc.code, "message": exc.message, "line": exc.line, "column": exc.column}
+
+
+def _render_line(raw: str) -> dict[str, Any]:
+    """One batch line -> its answer object; every failure becomes an error object."""
+    from ..ejs import render_template
+
+    try:
+        job = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        return {"text": None, "error": {"code": "INPUT_INVALID", "message": f"not a JSON line: {exc.msg}",
+                                        "line": None, "column": None}}
+    if not isinstance(job, dict) or not isinstance(job.get("template"), str):
+        return {"text": None, "error": {"code": "INPUT_INVALID",
+                                        "message": 'each line must be an object with a string "template"',
+                                        "line": None, "column": None}}
+    try:
+        result = render_template(job["template"], job.get("variables"))
+    except TemplateError as exc:
+        return {"text": None, "error": _error_object(exc)}
+    return {"text": result.text, "error": None}
+
+
+def _run_batch() -> None:
+    out = sys.stdout
+    for raw in sys.stdin.buffer:
+        line = raw.decode("utf-8", "replace").strip()
+        if not line:
+            continue
+        try:
+            answer = _render_line(line)
+        except Exception as exc:  # the boundary: one bad job must not end the batch
+            answer = {"text": None, "error": {"code": "INTERNAL_ERROR", "message": f"{type(exc).__name__}: {exc}",
+                                              "line": None, "column": None}}
+        # ASCII JSON: lone surrogates in a rendered text survive as \\u escapes.
+        out.write(json.dumps(answer, ensure_ascii=True) + "\n")
+        out.flush()
+
+
+def _usage_dict(usage: Any) -> dict[str, Any] | None:
+    if usage is None:
+        return None
+    return {name: getattr(usage, name) for name in ("time_ms", "memory_bytes", "output_bytes", "passes", "job_steps")
+            if hasattr(usage, name)}
+
+
+@click.command("render")
+@click.argument("template_file", required=False)
+@click.option("--vars", "vars_file", metavar="FILE", help="Variables as JSON, or YAML (.yaml/.yml).")
+@click.option("--json", "as_json", is_flag=True, help="Print {text, error, usage} as JSON.")
+@click.option("--jsonl", is_flag=True, help='Batch: {"template", "variables"} lines on stdin, one answer per line.')
+def command(template_file: str | None, vars_file: str | None, as_json: bool, jsonl: bool) -> None:
+    """Render an EJS TEMPLATE_FILE (ST-Prompt-Template dialect) in the sandbox."""
+    if jsonl:
+        if template_file is not None or vars_file is not None or as_json:
+            raise click.UsageError("--jsonl reads its jobs from stdin; it takes no file, --vars or --json")
+        guarded(_run_batch)
+        return
+    if template_file is None:
+        raise click.UsageError("missing TEMPLATE_FILE (use - for stdin)")
+
+    def body() -> None:
+        from ..ejs import render_template
+
+        source = read_text_arg(template_file)
+        variables = _load_vars(vars_file) if vars_file is not None else None
+        if not as_json:
+            result = render_template(source, variables)
+            sys.stdout.buffer.write(result.text.encode("utf-8", "replace"))
+            sys.stdout.flush()
+            return
+        try:
+            result = render_template(source, variables)
+        except TemplateError as exc:
+            _print_json({"text": None, "error": _error_object(exc), "usage": None})
+            sys.exit(1)
+        _print_json({"text": result.text, "error": None, "usage": _usage_dict(result.usage)})
+
+    guarded(body, label=template_file)

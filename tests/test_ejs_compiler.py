@@ -1,0 +1,146 @@
+"""Compiler and render unit tests: program shape, line map, cache, limits checked before the VM."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from tavernbox import Limits, render_template
+from tavernbox.ejs import compile_source, compile_template, parse_template
+from tavernbox.ejs.compiler import strip_trailing_semicolon
+from tavernbox.errors import TemplateError
+
+
+@pytest.mark.parametrize(
+    ("code", "expected"),
+    [
+        (" x; ", " x "),
+        (" x ;  \n ", " x   \n "),
+        (" x;\u00a0\ufeff", " x\u00a0\ufeff"),  # JavaScript's \s includes NBSP and BOM
+        (" a; b ", " a; b "),
+        (" x;; ", " x; "),
+        ("x", "x"),
+        (";", ""),
+    ],
+)
+def test_strip_trailing_semicolon(code: str, expected: str) -> None:
+    assert strip_trailing_semicolon(code) == expected
+
+
+def test_program_shape_and_text_literals() -> None:
+    program = compile_template(parse_template('a"\\\n\r\u2028😀<%= x %>')).program
+    assert program.startswith("(async function (__tb, locals, escapeFn, include, rethrow) {\n")
+    assert program.rstrip().endswith("})")
+    # template text becomes ASCII JSON string literals: no raw line breaks, quotes or NULs
+    assert '    ; __append("a\\"\\\\\\n\\r\\u2028\\ud83d\\ude00")\n' in program
+    assert "    ; __append(escapeFn( x ))\n" in program
+
+
+def test_trailing_line_comment_gets_a_newline() -> None:
+    program = compile_template(parse_template("<%= x // c %>")).program
+    assert "    ; __append(escapeFn( x // c \n))\n" in program
+
+
+def test_compiled_templates_are_cached_by_content() -> None:
+    source = "cache me <%= 1 %>"
+    assert compile_source(source) is compile_source(source)
+    assert compile_source(source) is not compile_source(source + " ")
+
+
+@pytest.mark.parametrize(
+    ("template", "line", "column"),
+    [
+        ("<% var a = 1;\n  var b = 2;\n     nope(); %>", 3, 6),  # inside a multi-line scriptlet
+        ("<%= \"é😀é\" + nope %>", 1, 13),  # QuickJS columns are UTF-8 bytes; ours are characters
+        ("x\r\n<% 1;\r\n  nope() %>", 3, 3),  # CRLF inside code
+        ("<% 1;\u2028  nope() %>", 1, 9),  # U+2028 breaks a JS line but not a template line
+        ("a\n<%= 1 // c %>\n<%= nope %>", 3, 5),  # the newline added after a // comment
+        ("  <%_ x = 1 _%>\n<%- nope %>", 2, 5),  # after slurped spaces
+    ],
+)
+def test_runtime_error_positions_map_to_the_template(template: str, line: int, column: int) -> None:
+    with pytest.raises(TemplateError) as info:
+        render_template(template)
+    assert (info.value.code, info.value.line, info.value.column) == ("TEMPLATE_EXECUTION_FAILED", line, column)
+
+
+@pytest.mark.parametrize(
+    ("template", "line", "column"),
+    [
+        ("text\n<%= 1 +* 2 %>", 2, 8),
+        ("<% if (x) { %>", 1, 12),  # unclosed block: reported at the end of the last code
+        ("a\n<%= \"%>\" %>", 2, 5),  # "%>" closes the tag: an unterminated string
+    ],
+)
+def test_syntax_error_positions_map_to_the_template(template: str, line: int, column: int) -> None:
+    with pytest.raises(TemplateError) as info:
+        render_template(template)
+    assert (info.value.code, info.value.line, info.value.column) == ("TEMPLATE_SYNTAX", line, column)
+
+
+def test_template_too_large_is_refused_before_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tavernbox.ejs.render as render_module
+
+    def boom(_: str) -> None:
+        raise AssertionError("parsed an over-long template")
+
+    monkeypatch.setattr(render_module, "compile_source", boom)
+    with pytest.raises(TemplateError) as info:
+        render_template("<%" * 70000)
+    assert info.value.code == "TEMPLATE_TOO_LARGE"
+    with pytest.raises(TemplateError) as info:
+        render_template("x" * 101, limits=Limits(template_chars=100))
+    assert info.value.code == "TEMPLATE_TOO_LARGE"
+
+
+def test_template_at_the_size_limit_renders() -> None:
+    assert render_template("x" * 100, limits=Limits(template_chars=100)).text == "x" * 100
+
+
+def test_input_snapshot_limit() -> None:
+    limits = Limits(input_bytes=100)
+    with pytest.raises(TemplateError) as info:
+        render_template("<%= variables.s.length %>", {"s": "é" * 40}, limits=limits)  # 40 * \u00e9 = 240 bytes
+    assert info.value.code == "TEMPLATE_INPUT_LIMIT"
+    assert render_template("<%= variables.s.length %>", {"s": "a" * 80}, limits=limits).text == "80"
+
+
+def test_variables_must_be_json() -> None:
+    with pytest.raises(TemplateError) as info:
+        render_template("x", {"s": {1, 2}})
+    assert info.value.code == "INPUT_INVALID"
+    with pytest.raises(TemplateError) as info:
+        render_template("x", {"n": float("nan")})
+    assert info.value.code == "INPUT_INVALID"
+
+
+def test_variables_are_a_frozen_copy_and_the_caller_is_untouched() -> None:
+    data = {"x": 1, "list": [1, 2]}
+    before = copy.deepcopy(data)
+    text = render_template("<% variables.x = 2; try { variables.list.push(3) } catch (e) { print('frozen') } %>"
+                           "<%= variables.x %>|<%= variables.list.length %>", data).text
+    assert text == "frozen1|2"
+    assert data == before
+
+
+def test_strings_survive_exactly() -> None:
+    text = render_template("<%- variables.s %>|\u0000|<%= '\\ud83d' %>", {"s": "a\u0000<b>\ud800\U0001f600"}).text
+    assert text == "a\u0000<b>\ud800\U0001f600|\u0000|\ud83d"
+
+
+def test_output_after_the_body_settles_is_dropped() -> None:
+    # ejs returns its buffer when the body's promise settles; later appends are lost there.
+    assert render_template("<% (async () => { await null; await null; print('late') })() %>done").text == "done"
+
+
+def test_escaping_cannot_be_bypassed_by_tampering() -> None:
+    template = ("<% try { String.prototype.replace = function () { return '<'; } } catch (e) {} %>"
+                "<%= '<script>' %>")
+    assert render_template(template).text == "&lt;script&gt;"
+
+
+def test_result_carries_usage() -> None:
+    result = render_template("<%= 'abc' %>")
+    assert result.text == "abc" and result.diagnostics == ()
+    assert result.usage is not None and result.usage.output_bytes == 3
