@@ -31,6 +31,9 @@ __all__ = ["Activation", "ScanContext", "activate_world_info", "sort_entries", "
 
 Expand = Callable[[str], str]
 
+#: Re-evaluate only what can have changed in a recursion pass (tests switch it off to compare).
+INCREMENTAL = True
+
 GENERATION_TYPES = ("normal", "continue", "impersonate", "swipe", "regenerate", "quiet")
 
 
@@ -506,7 +509,8 @@ class _Run:
             step = count
             self._hay_cache = {}
             context = (state, level, self.buffer.skew)
-            if previous is None or ScanState.MIN_ACTIVATIONS in (state, previous[0]) or previous[2] != context[2]:
+            if (not INCREMENTAL or previous is None or ScanState.MIN_ACTIVATIONS in (state, previous[0])
+                    or previous[2] != context[2]):
                 todo: Iterable[int] = range(len(entries))
             else:
                 # only what can have changed since the last pass: its unactivated candidates, entries
