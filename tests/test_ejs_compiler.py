@@ -144,3 +144,13 @@ def test_result_carries_usage() -> None:
     result = render_template("<%= 'abc' %>")
     assert result.text == "abc" and result.diagnostics == ()
     assert result.usage is not None and result.usage.output_bytes == 3
+
+
+def test_text_without_tags_skips_the_vm() -> None:
+    result = render_template("plain é\n${x} % > < -", {"a": 1})
+    assert result.text == "plain é\n${x} % > < -"
+    assert result.usage is not None and result.usage.passes == 0 and result.usage.output_bytes == 21
+    with pytest.raises(TemplateError) as info:
+        render_template("é" * 60, limits=Limits(output_bytes=100))
+    assert info.value.code == "TEMPLATE_OUTPUT_LIMIT"
+    assert render_template("é" * 50, limits=Limits(output_bytes=100)).text == "é" * 50

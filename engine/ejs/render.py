@@ -117,6 +117,17 @@ def _relocate(exc: TemplateError, compiled: CompiledTemplate) -> TemplateError:
     return cls(exc.message, code=exc.code, span=span, source=compiled.source)
 
 
+def _plain_text(source: str, limits: Limits) -> TemplateResult:
+    from ..sandbox import Usage
+
+    size = len(source.encode("utf-8", "surrogatepass"))
+    if size > limits.output_bytes:
+        raise TemplateExecutionError(
+            f"the output is {size} bytes, more than the limit of {limits.output_bytes}", code="TEMPLATE_OUTPUT_LIMIT"
+        )
+    return TemplateResult(source, (), Usage(time_ms=0.0, memory_bytes=0, output_bytes=size, passes=0, job_steps=0))
+
+
 def render_template(
     source: str,
     variables: Any = None,
@@ -140,6 +151,10 @@ def render_template(
             code="TEMPLATE_TOO_LARGE",
         )
     input_json = _input_json(variables, limits)
+    if "<%" not in source and "%>" not in source:
+        # No tag can start anywhere (every tag contains "<%" or "%>"): ejs outputs the text as
+        # is. ST-Prompt-Template has the same fast path; no VM is needed to know the answer.
+        return _plain_text(source, limits)
     compiled = compile_source(source)
     try:
         result = sandbox.run_program(compiled.program, input_json, limits=limits, cancel=cancel)
