@@ -86,6 +86,13 @@ CATALOGUE: list[Case] = [
     fails("A10", "append(Array(1e8).join('').length)", MEMORY, cpu_ms=FAST_MS),
     fails("A11", SPARSE + "append(JSON.stringify(a).length)", MEMORY, cpu_ms=FAST_MS),
     fails("A11b", SPARSE + "append(JSON.stringify({a}).length)", MEMORY, cpu_ms=FAST_MS),
+    # Beyond the catalogue: other ways to make C walk 2**32-1 indices stay within 2x the budget.
+    fails("A-from", "append(Array.from({length: 2 ** 32 - 1}).length)", TIME, MEMORY),
+    fails("A-spread", "append([...Array(2 ** 32 - 1)].length)", TIME, MEMORY),
+    fails("A-set", "append(new Set(Array(2 ** 32 - 1)).size)", TIME, MEMORY),
+    fails("A-toArray", "append(Array(2 ** 32 - 1).values().toArray().length)", TIME, MEMORY),
+    fails("A-proxy-sort", "append(Array.prototype.sort.call(new Proxy([], {get(t, k) {"
+          " return k === 'length' ? 2 ** 32 - 1 : undefined }})))", MEMORY, cpu_ms=FAST_MS),
     # Uninterruptible BigInt arithmetic: overshoot bounded by memory (documented in DEVIATIONS).
     fails("A12", "append((10n ** 1000000n).toString().length)", TIME, MEMORY, cpu_ms=1000),
     fails("A13", "let p = Promise.resolve(); for (let i = 0; i < 100; i++) p = p.then(() => { for (;;) {} },"
