@@ -132,6 +132,7 @@ class RenderState:
     produced: int = 0
     original_used: bool = False
     max_output: int = MAX_OUTPUT_CHARS
+    _body_cache: dict[tuple[str, int], bool] = field(default_factory=dict)
     #: reuse a well-formed parent's parse of arguments/bodies instead of re-parsing their text
     #: (an optimisation; tests switch it off to prove both give the same output)
     reuse_parse: bool = True
@@ -164,6 +165,8 @@ class RenderState:
             return src[lo:hi]
         if items is not None and not self.reuse_parse:
             items = None
+        if items is not None and not any(type(i) is MacroNode for i in items):
+            return src[lo:hi]  # a known, macro-free span is its own text
         if items is None:
             if "{{" not in src[lo:hi]:
                 return src[lo:hi]
@@ -172,13 +175,14 @@ class RenderState:
                 self.diagnostics.extend(diags)
         else:
             clean = True
-        pairs, keep_raw, removed = self._pairs(items)
+        pairs, keep_raw, too_deep = self._pairs(items, depth)
         out: list[str] = []
         size = 0
         cursor = lo
-        for idx, item in enumerate(items):
-            if idx in removed:
-                continue
+        idx = 0
+        n = len(items)
+        while idx < n:
+            item = items[idx]
             if item.start > cursor:
                 out.append(src[cursor : item.start])
             if type(item) is Plain or idx in keep_raw:
@@ -189,13 +193,25 @@ class RenderState:
                         self.diag("MACRO_UNCLOSED_SCOPE", f"{{{{/{item.name}}}}} has no opener; left as written", item.start, item.end)
                     else:
                         self.diag("MACRO_ARITY", f"{{{{{item.name}}}}} cannot take scoped content; left as written", item.start, item.end)
+                idx += 1
+            elif idx in too_deep:
+                closer_idx = too_deep[idx]
+                cursor = items[closer_idx].end
+                piece = src[item.start : cursor]
+                self.diag("MACRO_NESTING_LIMIT", "scoped macros nested deeper than the limit; left as written", item.start, cursor)
+                idx = closer_idx + 1
             else:
                 scoped = pairs.get(idx)
                 body_items = None
                 if scoped is not None and clean:
                     body_items = items[idx + 1 : scoped[3]]
                 piece = self.eval_macro(item, scoped, depth, clean, body_items)
-                cursor = scoped[2] if scoped else item.end
+                if scoped is not None:
+                    cursor = scoped[2]
+                    idx = scoped[3] + 1
+                else:
+                    cursor = item.end
+                    idx += 1
             size += len(piece)
             if size > self.max_output:
                 raise TemplateError(
@@ -211,91 +227,124 @@ class RenderState:
 
     def _can_take_body(self, m: MacroNode) -> bool:
         """SillyTavern consults registered macros only (dynamic ones count as unknown)."""
-        definition = self.registry.get(m.key)
-        if definition is None:
-            return True
-        return definition.can_take_body(len(m.args))
+        cache_key = (m.key, len(m.args))
+        cached = self._body_cache.get(cache_key)
+        if cached is None:
+            definition = self.registry.get(m.key)
+            cached = True if definition is None else definition.can_take_body(len(m.args))
+            self._body_cache[cache_key] = cached
+        return cached
 
-    def _pairs(self, items: Sequence[Any]) -> tuple[dict[int, tuple[int, int, int, int]], set[int], set[int]]:
-        """Scoped pairs of one level, the items kept raw, and the items consumed by pairs.
+    def _pairs(
+        self, items: Sequence[Any], level: int = 0
+    ) -> tuple[dict[int, tuple[int, int, int, int]], set[int], dict[int, int]]:
+        """Scoped pairs of one level, the items kept raw, and pairs nested too deep.
 
-        Returns ``{opener index: (body start, body end, closer end, closer index)}``. SillyTavern's rule:
-        each opener not inside an earlier pair looks forward for a closer of its name, counting
-        depth only for openers that can take a body. An opener that cannot take one still
-        pairs, but both tags are then kept raw and the content between them is evaluated in
-        place. Unmatched closers are kept raw. Only same-name macros are visited, and a step
-        budget keeps hostile inputs (thousands of unclosed openers) linear.
+        Returns ``{opener index: (body start, body end, closer end, closer index)}``, the set
+        of indices kept raw, and ``{opener index: closer index}`` for pairs whose same-name
+        nesting would pass :data:`MAX_SCOPE_DEPTH` (left as written, found in one scan instead
+        of descending level by level).
+
+        SillyTavern's rule: each opener not inside an earlier pair looks forward for a closer of
+        its name, counting depth only for openers that can take a body. An opener that cannot
+        take one still pairs, but both tags are then kept raw and the content between them is
+        evaluated in place. Unmatched closers are kept raw. Only same-name macros are visited,
+        and a step budget keeps hostile inputs (thousands of unclosed openers) linear.
         """
         by_name: dict[str, list[int]] = {}
-        closing: dict[int, bool] = {}
         any_closer = False
         for idx, item in enumerate(items):
             if type(item) is not MacroNode or item.var is not None or not item.name:
                 continue
-            by_name.setdefault(item.key, []).append(idx)
-            closing[idx] = item.closing
-            any_closer = any_closer or item.closing
+            seq = by_name.get(item.key)
+            if seq is None:
+                by_name[item.key] = [idx]
+            else:
+                seq.append(idx)
+            if item.closing:
+                any_closer = True
         if not any_closer:
-            return {}, set(), set()
-        accept: dict[int, bool] = {}
-        for idx, is_closing in closing.items():
-            if not is_closing:
-                accept[idx] = self._can_take_body(items[idx])
+            return {}, set(), {}
         pairs: dict[int, tuple[int, int, int, int]] = {}
         keep_raw: set[int] = set()
-        removed: set[int] = set()
+        too_deep: dict[int, int] = {}
         matched: set[int] = set()
         budget = 200_000 + 20 * len(items)
-        position = {name: {idx: k for k, idx in enumerate(seq)} for name, seq in by_name.items()}
-        remaining = {name: sum(1 for i in seq if closing[i]) for name, seq in by_name.items()}
+        room = MAX_SCOPE_DEPTH - level
         scope_end = -1
-        for idx in sorted(closing):
-            if closing[idx] or idx in matched or idx <= scope_end:
+        for key, seq in by_name.items():
+            closers = [i for i in seq if items[i].closing]
+            if not closers:
                 continue
-            key = items[idx].key
-            if remaining[key] <= 0:
-                continue
-            seq = by_name[key]
-            depth = 1
-            found = -1
-            for j in seq[position[key][idx] + 1 :]:
-                budget -= 1
-                if j in matched:
-                    continue
-                if closing[j]:
-                    depth -= 1
-                    if depth == 0:
-                        found = j
-                        break
-                elif accept[j]:
-                    depth += 1
-            if budget < 0:
+            accept = {i: self._can_take_body(items[i]) for i in seq if not items[i].closing}
+            unmatched = len(closers)
+            for pos, idx in enumerate(seq):
                 item = items[idx]
-                self.diag(
-                    "MACRO_NESTING_LIMIT",
-                    "too many unclosed scoped macros; the rest are treated as inline",
-                    item.start,
-                    item.end,
-                )
-                break
-            if found < 0:
-                continue
-            matched.add(idx)
-            matched.add(found)
-            remaining[key] -= 1
-            if not accept[idx]:
-                keep_raw.add(idx)
-                keep_raw.add(found)
-                continue
-            opener, closer = items[idx], items[found]
-            pairs[idx] = (opener.end, closer.start, closer.end, found)
-            for k in range(idx + 1, found + 1):
-                removed.add(k)
-            scope_end = found
-        for idx, is_closing in closing.items():
-            if is_closing and idx not in matched:
-                keep_raw.add(idx)
-        return pairs, keep_raw, removed
+                if item.closing or idx in matched:
+                    continue
+                if closers[-1] < idx or unmatched == 0:
+                    break  # no free closer after this opener (nor after any later one)
+                depth = 1
+                deepest = 1
+                found = -1
+                for j in seq[pos + 1 :]:
+                    budget -= 1
+                    if j in matched:
+                        continue
+                    if items[j].closing:
+                        depth -= 1
+                        if depth == 0:
+                            found = j
+                            break
+                    elif accept[j]:
+                        depth += 1
+                        if depth > deepest:
+                            deepest = depth
+                if budget < 0:
+                    self.diag(
+                        "MACRO_NESTING_LIMIT",
+                        "too many unclosed scoped macros; the rest are treated as inline",
+                        item.start,
+                        item.end,
+                    )
+                    break
+                if found < 0:
+                    continue
+                matched.add(idx)
+                matched.add(found)
+                unmatched -= 1
+                if not accept[idx]:
+                    keep_raw.add(idx)
+                    keep_raw.add(found)
+                    continue
+                if deepest > room:
+                    too_deep[idx] = found
+                else:
+                    opener, closer = items[idx], items[found]
+                    pairs[idx] = (opener.end, closer.start, closer.end, found)
+            for c in closers:
+                if c not in matched:
+                    keep_raw.add(c)
+        # SillyTavern takes pairs left to right and skips openers inside an earlier pair
+        if pairs or too_deep:
+            chosen: dict[int, tuple[int, int, int, int]] = {}
+            chosen_deep: dict[int, int] = {}
+            for idx in sorted([*pairs, *too_deep]):
+                if idx <= scope_end:
+                    # an opener inside an earlier pair does not pair at this level; its closer,
+                    # when it lies outside that pair, is an unmatched closer here
+                    closer_idx = pairs[idx][3] if idx in pairs else too_deep[idx]
+                    if closer_idx > scope_end:
+                        keep_raw.add(closer_idx)
+                    continue
+                if idx in pairs:
+                    chosen[idx] = pairs[idx]
+                    scope_end = pairs[idx][3]
+                else:
+                    chosen_deep[idx] = too_deep[idx]
+                    scope_end = too_deep[idx]
+            pairs, too_deep = chosen, chosen_deep
+        return pairs, keep_raw, too_deep
 
     # ---- one macro --------------------------------------------------------------------------
     def eval_macro(
@@ -320,8 +369,10 @@ class RenderState:
         delay = registered is not None and registered.delay_args and m.key not in self.dynamic
         values: list[str] = []
         spans: list[tuple[int, int] | None] = []
+        known: list[Sequence[Any] | None] = []  # each argument's parse, when already known
         entries: list[tuple[int, int, str]] = []  # evaluated pieces for the raw fall-back
         for arg in m.args:
+            known.append(arg.items if clean else None)
             if arg.span is None:
                 values.append("")
                 spans.append(None)
@@ -334,6 +385,7 @@ class RenderState:
         body_value: str | None = None
         if scoped is not None:
             lo, hi = scoped[0], scoped[1]
+            known.append(body_items)
             if lo >= hi:
                 values.append("")
                 spans.append(None)
@@ -396,7 +448,7 @@ class RenderState:
                     where[1],
                 )
                 return raw()
-        call = MacroCall(m.name, values, m.flags, scoped is not None, m.start, m, self, depth, spans)
+        call = MacroCall(m.name, values, m.flags, scoped is not None, m.start, m, self, depth, spans, known)
         try:
             result = definition.handler(call)
         except TemplateError as exc:
@@ -446,6 +498,8 @@ class MacroCall:
     state: RenderState
     depth: int = 0
     spans: list[tuple[int, int] | None] = field(default_factory=list)
+    #: each argument's already-known parse (``None``: parse the span when evaluating it)
+    items: list[Sequence[Any] | None] = field(default_factory=list)
 
     @property
     def ctx(self) -> MacroContext:
@@ -454,7 +508,7 @@ class MacroCall:
     def arg(self, index: int, default: str = "") -> str:
         return self.args[index] if index < len(self.args) else default
 
-    def evaluate(self, lo: int, hi: int) -> str:
+    def evaluate(self, lo: int, hi: int, items: Sequence[Any] | None = None) -> str:
         """Evaluate a source span (for ``delay_args`` handlers), with post-processing.
 
         SillyTavern's ``if`` re-enters the whole engine for its condition and branch, so the
@@ -465,7 +519,7 @@ class MacroCall:
         saved = state.content
         state.content = state.source
         try:
-            return post_process(state.evaluate(lo, hi, self.depth + 1))
+            return post_process(state.evaluate(lo, hi, self.depth + 1, items))
         finally:
             state.content = saved
 

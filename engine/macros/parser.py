@@ -122,14 +122,14 @@ class MacroNode:
     inner_start: int
     inner_end: int
     parts: tuple[tuple[int, int] | MacroNode, ...]
+    #: the case-insensitive lookup key of the name, and whether this is a ``{{/name}}`` closer
+    #: (derived from ``name``/``flags``; stored because pairing reads them for every macro)
+    key: str = field(init=False, compare=False, repr=False)
+    closing: bool = field(init=False, compare=False, repr=False)
 
-    @property
-    def closing(self) -> bool:
-        return "/" in self.flags
-
-    @property
-    def key(self) -> str:
-        return self.name.lower()
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", self.name.lower())
+        object.__setattr__(self, "closing", "/" in self.flags)
 
 
 class _Recognition(Exception):

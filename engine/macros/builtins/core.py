@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from ...errors import TemplateError
@@ -100,11 +101,19 @@ def _limit(key: str) -> Any:
     return handler
 
 
-def _split_else(call: MacroCall, lo: int, hi: int) -> tuple[tuple[int, int], tuple[int, int] | None]:
-    """Split raw content at its first top-level ``{{else}}`` (nested scoped ``if``s skipped)."""
-    items, _, _ = document_items(call.state.source, lo, hi)
+def _split_else(
+    call: MacroCall, lo: int, hi: int, items: Sequence[Any] | None
+) -> tuple[tuple[int, int, Sequence[Any] | None], tuple[int, int, Sequence[Any] | None] | None]:
+    """Split raw content at its first top-level ``{{else}}`` (nested scoped ``if``s skipped).
+
+    Returns each branch's span and, when the content's parse is known, the branch's items.
+    """
+    known = items is not None
+    if items is None:
+        items, _, clean = document_items(call.state.source, lo, hi)
+        known = clean
     depth = 0
-    for item in items:
+    for idx, item in enumerate(items):
         if type(item) is not MacroNode or item.var is not None:
             continue
         key = item.key
@@ -115,14 +124,17 @@ def _split_else(call: MacroCall, lo: int, hi: int) -> tuple[tuple[int, int], tup
                 depth += 1
         elif item.name == "else" and not item.closing and not item.args and depth <= 0:
             # SillyTavern matches the branch separator by its exact (lower-case) name
-            return (lo, item.start), (item.end, hi)
-    return (lo, hi), None
+            then_items = items[:idx] if known else None
+            else_items = items[idx + 1 :] if known else None
+            return (lo, item.start, then_items), (item.end, hi, else_items)
+    return (lo, hi, items if known else None), None
 
 
 def _if(call: MacroCall) -> str:
     state = call.state
     src = state.source
     cond_span, content_span = call.spans[0], call.spans[1]
+    cond_items, content_items = (call.items + [None, None])[:2]
     inverted = False
     cond = ""
     if cond_span is not None:
@@ -133,7 +145,8 @@ def _if(call: MacroCall) -> str:
             inverted = True
             rest = stripped[1:]
             lo = hi - len(rest.lstrip(JS_WHITESPACE))
-        cond = call.evaluate(lo, hi)
+            cond_items = None
+        cond = call.evaluate(lo, hi, cond_items)
     ref = _VAR_REF.fullmatch(cond)
     if ref:
         store = state.local if ref.group(1) == "." else state.glob
@@ -153,8 +166,8 @@ def _if(call: MacroCall) -> str:
         truthy = not truthy
     if content_span is None:
         return ""
-    then_span, else_span = _split_else(call, *content_span)
-    branch = then_span if truthy else else_span
+    then_branch, else_branch = _split_else(call, *content_span, content_items)
+    branch = then_branch if truthy else else_branch
     if branch is None:
         return ""
     text = call.evaluate(*branch)
