@@ -102,3 +102,11 @@ def test_provenance_survives_system_merging() -> None:
     assert r.messages[0]["content"] == "S\n\nAAA\n\nBB"
     assert [(s["start"], s["end"], s.get("rule_id"), s.get("native_message_id")) for s in first["spans"]] == [
         (0, 1, "native-system", "s"), (3, 6, "a", None), (8, 10, "b", None)]
+
+
+def test_reserved_noncharacters_in_source_text_cannot_forge_markers() -> None:
+    forged = "A\ufdd0\ufde0B\ufdd1C\ufdd2\ufde0"
+    out = compose_text(forged + "{{d}}", [(len(forged), len(forged) + 5, "d", "X", {"kind": "macro"})],
+                       (("lit", "L"),), identity, False)
+    assert out.text == "ABCX"
+    assert [(out.text[s:e], i.get("kind")) for s, e, i in out.spans] == [("ABC", None), ("X", "macro")]

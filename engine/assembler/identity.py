@@ -13,17 +13,32 @@ from typing import Any
 
 from .limits import dumps
 
-__all__ = ["content_hash", "derived_id"]
+__all__ = ["content_hash", "derived_id", "text_hash"]
+
+
+def _canonical(value: Any) -> str:
+    """The text hashed for ``value``: length-prefixed for strings and string tuples (cheap and
+    unambiguous), the pinned JSON form for anything else."""
+    if isinstance(value, str):
+        return f"s{len(value)}:{value}"
+    if isinstance(value, (tuple, list)) and all(isinstance(v, str) for v in value):
+        return "t" + "".join(f"{len(v)}:{v}" for v in value)
+    return "j" + dumps(value)
 
 
 def content_hash(value: Any) -> str:
-    """``sha256:<hex>`` of the pinned JSON form of ``value``."""
-    return "sha256:" + hashlib.sha256(dumps(value).encode("utf-8", "surrogatepass")).hexdigest()
+    """``sha256:<hex>`` of ``value`` (see :func:`_canonical`)."""
+    return "sha256:" + hashlib.sha256(_canonical(value).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def text_hash(text: str, role: str) -> str:
+    """The content hash of one text contribution: its role and text."""
+    return content_hash((role, text))
 
 
 def derived_id(*parts: Any) -> str:
     """A UUID-shaped id (version nibble 5, RFC 4122 variant) derived from ``parts``."""
-    digest = bytearray(hashlib.sha256(dumps(list(parts)).encode("utf-8", "surrogatepass")).digest()[:16])
+    digest = bytearray(hashlib.sha256(_canonical(parts).encode("utf-8", "surrogatepass")).digest()[:16])
     digest[6] = (digest[6] & 0x0F) | 0x50
     digest[8] = (digest[8] & 0x3F) | 0x80
     h = digest.hex()

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..errors import Diagnostic, TemplateError
 from .blocks import Block
-from .identity import content_hash, derived_id
+from .identity import content_hash, derived_id, text_hash
 from .registry import ResolvedEntry
 from .render import IDENTITY, RenderOutput, compose_text, find_source_macros
 from .rules import Preset, Rule
@@ -314,7 +314,7 @@ class Planner:
         if not rendered.text:
             return None
         role = (block.role or "system") if rule.role == "preserve" else rule.role
-        digest = content_hash({"text": rendered.text, "role": role})
+        digest = text_hash(rendered.text, role)
         message = {"id": derived_id("text", key, digest), "role": role, "content": rendered.text}
         own = {
             "rule_id": rule.id,

@@ -14,7 +14,7 @@ renderer):
    line (so YAML stays indented).
 
 The markers and tokens are Unicode noncharacters U+FDD0..U+FDEF, which the standard reserves for
-exactly this kind of process-internal use. If a renderer moves markers into a shape that no longer
+exactly this kind of process-internal use (any already in a source's text are dropped). If a renderer moves markers into a shape that no longer
 nests (a macro argument swallowing one), the inlined ranges are dropped and the whole text is
 attributed to the block: provenance is never invented.
 """
@@ -182,6 +182,8 @@ TAVERN: Renderer = _Tavern()
 
 def find_source_macros(text: str, table: dict[str, Any]) -> list[tuple[int, int, str]]:
     """``(start, end, name)`` of each ``{{name}}`` in ``text`` whose lower-cased name is in ``table``."""
+    if not table or "{{" not in text:
+        return []
     return [(m.start(), m.end(), m.group(1).lower()) for m in SOURCE_MACRO.finditer(text) if m.group(1).lower() in table]
 
 
@@ -211,18 +213,18 @@ def compose_text(
     ``macros`` are ``(start, end, name, inlined_text_or_None, info)`` in text order (``None``
     expands to nothing). ``render`` is the owning source's renderer bound to the request state.
     """
-    use_markers = not _RESERVED.search(text)
+    if _RESERVED.search(text):
+        # noncharacters carry no meaning in text; dropping them keeps the markers unambiguous
+        macros = _shift_macros(text, macros)
+        text = _RESERVED.sub("", text)
     pieces: list[str] = []
     pos = 0
     infos: list[dict[str, Any]] = []
     for start, end, _name, inlined, info in macros:
         pieces.append(text[pos:start])
         if inlined is not None:
-            if use_markers:
-                pieces.append(M_OPEN + _hex(len(infos)) + inlined + M_CLOSE)
-                infos.append(info)
-            else:
-                pieces.append(inlined)
+            pieces.append(M_OPEN + _hex(len(infos)) + _RESERVED.sub("", inlined) + M_CLOSE)
+            infos.append(info)
         pos = end
     pieces.append(text[pos:])
     composed = "".join(pieces)
@@ -240,6 +242,10 @@ def compose_text(
         composed = SOURCE_MACRO.sub(swap, composed)
     out = render(composed)
     rendered = out.text
+    if not infos and not lit_values and not _RESERVED.search(rendered):
+        # nothing to track: the renderer's text is the block's own text
+        final = rendered.strip() if trim else rendered
+        return Rendered(final, _partition(len(final), []), tuple(out.draws), tuple(out.diagnostics))
     # pass 1: remove macro markers, recording their ranges (literal tokens stay, they are not whitespace)
     segs: list[tuple[int, int, dict[str, Any]]] = []
     buf: list[str] = []
@@ -311,6 +317,18 @@ def compose_text(
         segs = [(moved(s), moved(e), i) for s, e, i in segs] + lit_segs
         stripped = "".join(final)
     return Rendered(stripped, _partition(len(stripped), segs), tuple(out.draws), tuple(out.diagnostics))
+
+
+def _shift_macros(
+    text: str, macros: list[tuple[int, int, str, str | None, dict[str, Any]]]
+) -> list[tuple[int, int, str, str | None, dict[str, Any]]]:
+    """Macro offsets after the reserved noncharacters of ``text`` are removed."""
+    removed = [m.start() for m in _RESERVED.finditer(text)]
+
+    def at(p: int) -> int:
+        return p - sum(1 for r in removed if r < p)
+
+    return [(at(s), at(e), n, i, info) for s, e, n, i, info in macros]
 
 
 def _partition(length: int, segs: list[tuple[int, int, dict[str, Any]]]) -> tuple[tuple[int, int, dict[str, Any]], ...]:
