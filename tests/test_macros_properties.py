@@ -12,7 +12,8 @@ import copy
 import re
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+import pytest
+from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
 
 import tavernbox
@@ -129,3 +130,28 @@ def test_variables_snapshot_is_fresh(text: str) -> None:
     result.variables["local"]["injected"] = "x"
     again = _expand(text, _context())
     assert again is not None and "injected" not in again.variables["local"]
+
+
+# The strategy itself: every advertised feature is reachable (so the properties above exercise it).
+
+FEATURES = {
+    "scoped pair": lambda s: re.search(r"\{\{#?[a-zA-Z/]+[^{}]*\}\}.*\{\{/", s, re.S) is not None,
+    "if/else": lambda s: "{{if " in s.lower() and "{{else}}" in s.lower(),
+    "local shorthand with operator": lambda s: re.search(r"\{\{\s*\.[\w-]+\s*(\+\+|\?\?=|\|\|=|\+=)", s) is not None,
+    "global shorthand": lambda s: re.search(r"\{\{\s*\$[\w-]+", s) is not None,
+    "nested macro in an argument": lambda s: re.search(r"\{\{[^{}]*::[^{}]*\{\{[^{}]*\}\}[^{}]*\}\}", s) is not None,
+    "legacy colon form": lambda s: re.search(r"\{\{\s*[a-zA-Z]+:[^:]", s) is not None,
+    "whitespace form": lambda s: re.search(r"\{\{\s*roll [^}]", s, re.I) is not None,
+    "mixed-case name": lambda s: re.search(r"\{\{[a-z]*[A-Z][a-z]+[A-Z]", s) is not None,
+    "unterminated opener": lambda s: s.rstrip().endswith("{{") or "{{ hehe" in s,
+    "pipe inside braces": lambda s: re.search(r"\{\{[^}]*\|[^}]*\}\}", s) is not None,
+    "backslash escape": lambda s: "\\{" in s,
+    "marker": lambda s: "<USER>" in s or "<BOT>" in s or "<CHAR>" in s,
+    "every edge character": lambda s: all(c in s for c in "{}:|\\!#/.$"),
+}
+
+
+@pytest.mark.parametrize("feature", sorted(FEATURES))
+def test_macro_templates_reach_feature(feature: str) -> None:
+    found = find(macro_templates(), FEATURES[feature], settings=settings(max_examples=2000, database=None, deadline=None))
+    assert isinstance(found, str)
