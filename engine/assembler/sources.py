@@ -329,7 +329,7 @@ BUILTINS: tuple[SourceDescriptor, ...] = (
     SourceDescriptor("custom", TAVERN_PLUGIN, "Custom text", resolve=_authored, multiple=True, roles=_TEXT_ROLES,
                      dependencies=_AUTHORED_DEPS, renderer=TAVERN),
     SourceDescriptor("tavern.text", TAVERN_PLUGIN, "Tavern text", parse_text=_tavern_text, multiple=True,
-                     roles=_TEXT_ROLES, lifetimes=("request",), dependencies=_AUTHORED_DEPS, renderer=TAVERN),
+                     lifetimes=("request",), dependencies=_AUTHORED_DEPS, renderer=TAVERN),
     SourceDescriptor("dsh.text", DSH, "DSH text", parse_text=_dsh_text, multiple=True, roles=_TEXT_ROLES),
     SourceDescriptor("character", TAVERN_PLUGIN, "Character", resolve=_character, stability="asset", renderer=TAVERN),
     SourceDescriptor("persona", TAVERN_PLUGIN, "Persona", resolve=_persona, stability="asset", renderer=TAVERN),
