@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tavernbox.ejs import parse_template
+from tavernbox.ejs.parser import MAX_TAGS
 from tavernbox.ejs.nodes import LiteralMarker, StrayClose, Tag, Text
 from tavernbox.errors import TemplateError
 from tavernbox.testing.ejs_strategies import ejs_templates
@@ -131,7 +132,7 @@ def test_unclosed_tag_position(template: str, line: int, column: int) -> None:
         "%" * 131072,
         "-" * 131072,
         "_%" * 65536,
-        "<%= 1 %>" * 16384,
+        "<%= 1 %>" * MAX_TAGS,
         "<%" + "a" * 131070,
     ],
     ids=["spaces", "spaces-x", "slurp-run", "lt", "percent", "dash", "underscore-percent", "many-tags",
@@ -144,3 +145,11 @@ def test_parse_time_is_linear(template: str) -> None:
     except TemplateError as exc:
         assert exc.code == "TEMPLATE_SYNTAX"
     assert time.perf_counter() - start < 2.0
+
+
+def test_tag_count_cap_is_checked_before_lexing() -> None:
+    start = time.perf_counter()
+    with pytest.raises(TemplateError) as info:
+        parse_template("<%= 1 %>" * (MAX_TAGS + 1))
+    assert info.value.code == "TEMPLATE_TOO_LARGE"
+    assert time.perf_counter() - start < 0.05

@@ -8,13 +8,21 @@ from __future__ import annotations
 
 from .compiler import CompiledTemplate, LineMap, compile_template
 from .parser import ParsedTemplate, parse_template
-from .render import TemplateExecutionError, TemplateResult, TemplateSyntaxError, compile_source, render_template
+from .render import (
+    TemplateExecutionError,
+    TemplateLimitError,
+    TemplateResult,
+    TemplateSyntaxError,
+    compile_source,
+    render_template,
+)
 
 __all__ = [
     "CompiledTemplate",
     "LineMap",
     "ParsedTemplate",
     "TemplateExecutionError",
+    "TemplateLimitError",
     "TemplateResult",
     "TemplateSyntaxError",
     "compile_source",

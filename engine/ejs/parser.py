@@ -28,7 +28,12 @@ from ..errors import TemplateError
 from ..spans import Span
 from .nodes import CLOSERS, OPENERS, LiteralMarker, Node, StrayClose, Tag, Text
 
-__all__ = ["ParsedTemplate", "parse_template"]
+__all__ = ["MAX_TAGS", "ParsedTemplate", "parse_template"]
+
+#: Most tag openings (``<%`` occurrences) one template may hold. Lark's LALR parser costs tens of
+#: microseconds per token in the caller's process, outside the sandbox's time budget; a
+#: 128 KiB template of nothing but tiny tags would take seconds. Real templates hold hundreds.
+MAX_TAGS = 4096
 
 _SLURP_OPEN = "<%_"
 _SLURP_CLOSE = "_%>"
@@ -195,9 +200,16 @@ def _unclosed_error(text: str, new_starts: list[int], old_starts: list[int], sou
 def parse_template(source: str) -> ParsedTemplate:
     """Parse EJS ``source`` into nodes; an unmatched opening tag is ``TEMPLATE_SYNTAX``.
 
+    More than ``MAX_TAGS`` tag openings is ``TEMPLATE_TOO_LARGE``, found by a count before lexing.
+
     The JavaScript inside tags is not examined here: a JavaScript syntax error is found when the
     compiled program is evaluated, and mapped back to the template by the compiler's line map.
     """
+    tags = source.count("<%")
+    if tags > MAX_TAGS:
+        raise TemplateError(
+            f"the template has {tags} tags, more than the limit of {MAX_TAGS}", code="TEMPLATE_TOO_LARGE"
+        )
     text, new_starts, old_starts = _slurp(source)
     if "<%" not in text and "%>" not in text:
         # No tag can start anywhere: the whole template is one text run (ST's fast path too).

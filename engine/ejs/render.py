@@ -25,7 +25,14 @@ from .parser import parse_template
 if TYPE_CHECKING:  # pragma: no cover
     from ..sandbox import CancelToken, Limits, Usage
 
-__all__ = ["TemplateExecutionError", "TemplateResult", "TemplateSyntaxError", "compile_source", "render_template"]
+__all__ = [
+    "TemplateExecutionError",
+    "TemplateLimitError",
+    "TemplateResult",
+    "TemplateSyntaxError",
+    "compile_source",
+    "render_template",
+]
 
 #: How many compiled templates are kept (by exact source text). A world book's worth of entries.
 CACHE_SIZE = 512
@@ -44,6 +51,12 @@ class TemplateExecutionError(TemplateError):
     """
 
     default_code = "TEMPLATE_EXECUTION_FAILED"
+
+
+class TemplateLimitError(TemplateError):
+    """The template or its input is refused before rendering: too long, too many tags, too big."""
+
+    default_code = "TEMPLATE_TOO_LARGE"
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +103,8 @@ def compile_source(source: str) -> CompiledTemplate:
         return _cache.get(source)
     except TemplateError as exc:
         if type(exc) is TemplateError:
-            raise TemplateSyntaxError(exc.message, code=exc.code, span=exc.span, source=source) from None
+            cls = TemplateSyntaxError if exc.code == "TEMPLATE_SYNTAX" else TemplateLimitError
+            raise cls(exc.message, code=exc.code, span=exc.span, source=source) from None
         raise
 
 
@@ -100,7 +114,7 @@ def _input_json(variables: Any, limits: Limits) -> str:
     except (TypeError, ValueError) as exc:
         raise TemplateError(f"variables are not JSON data: {exc}", code="INPUT_INVALID") from None
     if len(text) > limits.input_bytes:  # ASCII-only text: characters are bytes
-        raise TemplateExecutionError(
+        raise TemplateLimitError(
             f"the input snapshot is {len(text)} bytes of JSON, more than the limit of {limits.input_bytes}",
             code="TEMPLATE_INPUT_LIMIT",
         )
@@ -146,7 +160,7 @@ def render_template(
     if limits is None:
         limits = sandbox.Limits()
     if len(source) > limits.template_chars:
-        raise TemplateExecutionError(
+        raise TemplateLimitError(
             f"the template has {len(source)} characters, more than the limit of {limits.template_chars}",
             code="TEMPLATE_TOO_LARGE",
         )

@@ -1,0 +1,281 @@
+"""EJS render speed: tavernbox (sandboxed QuickJS) against Jinja2's SandboxedEnvironment.
+
+A realistic ~3 KB prompt template (a system block, a loop over 20 chat messages with
+conditions, escaped and raw output, lookups into nested variables, a local helper function)
+is rendered by ``tavernbox.render_template`` and, in the same run, by Jinja2's
+``SandboxedEnvironment`` (autoescape on) on the equivalent Jinja template. Three questions,
+each the best of several repeats, reported as tavernbox time / Jinja2 time:
+
+1. **single, cached**: one render, the template already compiled (tavernbox: compile cache hit,
+   fresh VM in a pooled worker; Jinja2: ``Template.render`` of a compiled template);
+2. **cold**: compile plus render of a template never seen before (a unique comment is appended);
+   Jinja2 compiles with ``env.from_string`` each time;
+3. **batch of 50**: fifty renders (different variables) sent at once, as one prompt assembly
+   sends them, through a thread pool onto the worker pool; reported per render against
+   Jinja2's cached per-render time.
+
+Targets from issue 3 (isolation included): single <= 2x Jinja2 cached; batch <= 1.5x per
+render; cold <= 0.25x Jinja2 cold. The script reports; it does not assert.
+
+Run: ``python benchmarks/bench_ejs.py`` (``--iterations N`` or ``TAVERNBOX_BENCH_ITERATIONS``
+sets the loop count; ``--json`` prints the figures as JSON).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from jinja2.sandbox import SandboxedEnvironment
+
+import tavernbox
+from tavernbox.ejs.render import _cache as compile_cache
+
+MOODS = ["calm", "tense", "amused", "", "wary"]
+
+
+def make_variables(seed: int = 0) -> dict[str, Any]:
+    """Twenty messages and the lookups the template makes; ``seed`` varies the batch renders."""
+    messages = []
+    for i in range(20):
+        user = i % 2 == 1
+        messages.append({
+            "role": "user" if user else "assistant",
+            "name": "Ash" if user else "Mira",
+            "content": (f"Message {i + seed}: the storm <still> rages & the lamp needs oil. "
+                        "She checks the shutters twice before answering."),
+            "mood": MOODS[(i + seed) % len(MOODS)],
+            "hidden": (i + seed) % 7 == 6,
+        })
+    return {
+        "char": {"name": "Mira", "title": "Keeper of the Northern Light",
+                 "traits": ["practical", "wry", "protective", "curious"]},
+        "user": {"name": "Ash", "persona": "A courier who missed the last ferry, carrying a sealed letter."},
+        "settings": {"showMood": True, "style": "third-person", "maxWords": 180},
+        "world": {"location": "the lighthouse on the northern cape", "weather": "a winter storm",
+                  "hour": 23 + seed % 2},
+        "messages": messages,
+        "lore": [
+            {"key": "lighthouse", "text": "Built in 1871; the lens is a first-order Fresnel lens.", "active": True},
+            {"key": "ferry", "text": "The last ferry leaves the cape at six; it did not wait tonight.", "active": True},
+            {"key": "letter", "text": "Sealed with green wax; Ash was told not to open it.", "active": seed % 2 == 0},
+            {"key": "keeper", "text": "Mira's father kept the light for thirty years before her.", "active": True},
+            {"key": "storm", "text": "Storms here last two or three days and take the telegraph line.", "active": False},
+        ],
+    }
+
+
+EJS_TEMPLATE = """<%_ const v = variables; const night = v.world.hour >= 21 || v.world.hour < 5; _%>
+<%_ function line(label, value) { if (value) { _%>
+<%= label %>: <%= value %>
+<%_ } } _%>
+<system>
+You are <%= v.char.name %>, <%= v.char.title %>. Stay in character at all times and write in the
+<%= v.settings.style %> style. Keep every reply under <%= v.settings.maxWords %> words, describe actions
+briefly, and never speak for <%= v.user.name %>. The scene takes place in <%= v.world.location %>
+during <%= v.world.weather %><% if (night) { %>, late at night<% } else { %>, in daylight<% } %>.
+<% line("Traits", v.char.traits.join(", ")); line("Persona of " + v.user.name, v.user.persona); -%>
+Guidelines:
+- Show the setting through the senses: the sound of the wind, the smell of lamp oil, the cold.
+- Let <%= v.char.name %> react to what <%= v.user.name %> actually says and does.
+- Keep continuity with earlier messages; do not repeat descriptions already given.
+- Prefer short paragraphs. Dialogue in double quotes, thoughts in italics.
+- Do not summarise the story so far, and do not end a reply with a question to the reader.
+- Weather, light and time of day matter: mention them when they change, not in every reply.
+- If <%= v.user.name %> asks about the letter, <%= v.char.name %> is curious but will not pry.
+</system>
+<lore>
+<%_ let shown = 0; for (const entry of v.lore) { if (!entry.active) continue; shown++; _%>
+<entry key="<%= entry.key %>"><%= entry.text %></entry>
+<%_ } _%>
+<%_ if (shown === 0) { _%>
+(no lore applies)
+<%_ } _%>
+</lore>
+<status>
+Location: <%= v.world.location %> | Weather: <%= v.world.weather %> | Hour: <%= v.world.hour %>:00
+<%_ if (v.world.hour >= 23) { _%>
+The lamp has been trimmed twice tonight; the oil reserve is <%= v.world.hour > 23 ? "low" : "adequate" %>.
+<%_ } else { _%>
+The evening routine is not finished yet.
+<%_ } _%>
+Present: <%= v.char.name %> (<%= v.char.traits.length %> traits noted), <%= v.user.name %> (guest).
+Messages so far: <%= v.messages.length %>, hidden from the log: <%= v.messages.filter(m => m.hidden).length %>.
+</status>
+<history count="<%= v.messages.length %>">
+<%_ for (let i = 0; i < v.messages.length; i++) { const m = v.messages[i]; _%>
+<%_ if (m.hidden) { continue; } _%>
+<message index="<%= i %>" role="<%= m.role %>"<% if (m.name) { %> name="<%= m.name %>"<% } %>>
+<%- m.content %>
+<%_ if (v.settings.showMood && m.mood) { _%>
+[mood: <%= m.mood %>]
+<%_ } _%>
+</message>
+<%_ } _%>
+</history>
+<%_ const last = v.messages[v.messages.length - 1]; _%>
+<% if (last.role === "user") { -%>
+Reply to <%= last.name %>'s last message as <%= v.char.name %>.
+<% } else { -%>
+Continue the scene as <%= v.char.name %>.
+<% } -%>
+Remember: the lamp must stay lit through the night, whatever happens in the story. Write the next
+reply now, in character, without any notes, headings or out-of-character remarks before or after it.
+"""
+
+JINJA_TEMPLATE = """{%- set v = variables -%}
+{%- set night = v.world.hour >= 21 or v.world.hour < 5 -%}
+{%- macro line(label, value) -%}{% if value %}{{ label }}: {{ value }}
+{% endif %}{%- endmacro -%}
+<system>
+You are {{ v.char.name }}, {{ v.char.title }}. Stay in character at all times and write in the
+{{ v.settings.style }} style. Keep every reply under {{ v.settings.maxWords }} words, describe actions
+briefly, and never speak for {{ v.user.name }}. The scene takes place in {{ v.world.location }}
+during {{ v.world.weather }}{% if night %}, late at night{% else %}, in daylight{% endif %}.
+{{ line("Traits", v.char.traits | join(", ")) }}{{ line("Persona of " ~ v.user.name, v.user.persona) -}}
+Guidelines:
+- Show the setting through the senses: the sound of the wind, the smell of lamp oil, the cold.
+- Let {{ v.char.name }} react to what {{ v.user.name }} actually says and does.
+- Keep continuity with earlier messages; do not repeat descriptions already given.
+- Prefer short paragraphs. Dialogue in double quotes, thoughts in italics.
+- Do not summarise the story so far, and do not end a reply with a question to the reader.
+- Weather, light and time of day matter: mention them when they change, not in every reply.
+- If {{ v.user.name }} asks about the letter, {{ v.char.name }} is curious but will not pry.
+</system>
+<lore>
+{% set active = v.lore | selectattr("active") | list -%}
+{% for entry in active -%}
+<entry key="{{ entry.key }}">{{ entry.text }}</entry>
+{% endfor -%}
+{% if not active -%}
+(no lore applies)
+{% endif -%}
+</lore>
+<status>
+Location: {{ v.world.location }} | Weather: {{ v.world.weather }} | Hour: {{ v.world.hour }}:00
+{% if v.world.hour >= 23 -%}
+The lamp has been trimmed twice tonight; the oil reserve is {{ "low" if v.world.hour > 23 else "adequate" }}.
+{% else -%}
+The evening routine is not finished yet.
+{% endif -%}
+Present: {{ v.char.name }} ({{ v.char.traits | length }} traits noted), {{ v.user.name }} (guest).
+Messages so far: {{ v.messages | length }}, hidden from the log: {{ v.messages | selectattr("hidden") | list | length }}.
+</status>
+<history count="{{ v.messages | length }}">
+{% for m in v.messages -%}
+{% if not m.hidden -%}
+<message index="{{ loop.index0 }}" role="{{ m.role }}"{% if m.name %} name="{{ m.name }}"{% endif %}>
+{{ m.content | safe }}
+{% if v.settings.showMood and m.mood -%}
+[mood: {{ m.mood }}]
+{% endif -%}
+</message>
+{% endif -%}
+{% endfor -%}
+</history>
+{% set last = v.messages | last -%}
+{% if last.role == "user" -%}
+Reply to {{ last.name }}'s last message as {{ v.char.name }}.
+{% else -%}
+Continue the scene as {{ v.char.name }}.
+{% endif -%}
+Remember: the lamp must stay lit through the night, whatever happens in the story. Write the next
+reply now, in character, without any notes, headings or out-of-character remarks before or after it.
+"""
+
+
+def best_of(repeats: int, iterations: int, fn: Callable[[int], object]) -> float:
+    """Best mean seconds per call over ``repeats`` runs of ``iterations`` calls."""
+    best = float("inf")
+    counter = 0
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(iterations):
+            fn(counter)
+            counter += 1
+        best = min(best, (time.perf_counter() - start) / iterations)
+    return best
+
+
+def measure(iterations: int, repeats: int) -> dict[str, Any]:
+    variables = make_variables()
+    env = SandboxedEnvironment(autoescape=True, keep_trailing_newline=True)
+    jinja_compiled = env.from_string(JINJA_TEMPLATE)
+    ours = tavernbox.render_template(EJS_TEMPLATE, variables).text
+    theirs = jinja_compiled.render(variables=variables)
+
+    # warm the worker pool and the caches
+    for _ in range(5):
+        tavernbox.render_template(EJS_TEMPLATE, variables)
+
+    tb_cached = best_of(repeats, iterations, lambda i: tavernbox.render_template(EJS_TEMPLATE, variables))
+    jj_cached = best_of(repeats, iterations * 4, lambda i: jinja_compiled.render(variables=variables))
+
+    def tb_cold(i: int) -> object:
+        compile_cache.clear()
+        return tavernbox.render_template(EJS_TEMPLATE + f"<%# cold {i} %>", variables)
+
+    def jj_cold(i: int) -> object:
+        return SandboxedEnvironment(autoescape=True, keep_trailing_newline=True).from_string(JINJA_TEMPLATE + f"{{# cold {i} #}}").render(
+            variables=variables
+        )
+
+    tb_cold_s = best_of(repeats, iterations, tb_cold)
+    jj_cold_s = best_of(repeats, max(1, iterations // 2), jj_cold)
+
+    batch_vars = [make_variables(seed) for seed in range(50)]
+    workers = max(1, min(4, os.cpu_count() or 2))
+
+    def batch(_: int) -> object:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            return list(pool.map(lambda v: tavernbox.render_template(EJS_TEMPLATE, v).text, batch_vars))
+
+    tb_batch = best_of(repeats, max(1, iterations // 25), batch) / 50
+
+    return {
+        "template_bytes": len(EJS_TEMPLATE.encode()),
+        "jinja_template_bytes": len(JINJA_TEMPLATE.encode()),
+        "output_bytes": len(ours.encode()),
+        "outputs_equal": ours == theirs,
+        "tavernbox_cached_ms": tb_cached * 1e3,
+        "jinja2_cached_ms": jj_cached * 1e3,
+        "cached_ratio": tb_cached / jj_cached,
+        "tavernbox_cold_ms": tb_cold_s * 1e3,
+        "jinja2_cold_ms": jj_cold_s * 1e3,
+        "cold_ratio": tb_cold_s / jj_cold_s,
+        "tavernbox_batch_per_render_ms": tb_batch * 1e3,
+        "batch_ratio": tb_batch / jj_cached,
+        "batch_workers": workers,
+        "targets": {"cached_ratio": 2.0, "batch_ratio": 1.5, "cold_ratio": 0.25},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--iterations", type=int, default=int(os.environ.get("TAVERNBOX_BENCH_ITERATIONS", "50")))
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    figures = measure(args.iterations, args.repeats)
+    if args.json:
+        print(json.dumps(figures, indent=2))
+        return 0
+    print(f"template: {figures['template_bytes']} B EJS / {figures['jinja_template_bytes']} B Jinja, "
+          f"output {figures['output_bytes']} B, same output: {figures['outputs_equal']}")
+    print(f"single cached : tavernbox {figures['tavernbox_cached_ms']:.3f} ms  jinja2 {figures['jinja2_cached_ms']:.3f} ms"
+          f"  ratio {figures['cached_ratio']:.2f}x (target <= 2x)")
+    print(f"cold          : tavernbox {figures['tavernbox_cold_ms']:.3f} ms  jinja2 {figures['jinja2_cold_ms']:.3f} ms"
+          f"  ratio {figures['cold_ratio']:.2f}x (target <= 0.25x)")
+    print(f"batch of 50   : tavernbox {figures['tavernbox_batch_per_render_ms']:.3f} ms/render on "
+          f"{figures['batch_workers']} workers  ratio {figures['batch_ratio']:.2f}x jinja2 cached (target <= 1.5x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
