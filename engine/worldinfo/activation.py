@@ -19,7 +19,8 @@ from typing import Any
 
 from ..errors import Diagnostic, TemplateError
 from .entries import Entry, Logic, WorldBook, js_key_order, normalize_books
-from .matching import EMPTY, PLAIN, WORD, KeyMatcher, Needle
+from .matching import _NOT_FOUND as _FAR
+from .matching import _WORD_RUN, EMPTY, PLAIN, WORD, KeyMatcher, Needle, gram_of
 from .output import ActivatedEntry, Positions, build_positions
 from .regexes import DEFAULT_TIMEOUT
 from .scan import Haystack, ScanBuffer, ScanState, chat_scan_messages, js_trim
@@ -155,14 +156,102 @@ _NOT_SCANNED: _Decision = ("skipped", "not_scanned", "the loop ended before the 
 _LOGIC_NAMES = {0: "AND ANY", 1: "NOT ALL", 2: "NOT ANY", 3: "AND ALL"}
 
 
+class _Prepared:
+    """What a scan needs from its books that does not depend on the chat: built once, reused.
+
+    The sorted entries, each entry's keys prepared as needles, and the key index (which entries
+    own which word or substring key). Without an ``expand`` hook keys are fixed, so this is cached
+    for the same book objects and matching settings: a chat session re-scans the same books every
+    message, and their index should not be rebuilt each time.
+    """
+
+    def __init__(self, entries: list[Entry], settings: WorldInfoSettings, key_text: Callable[[str], str]) -> None:
+        self.entries = entries
+        self.ids = [e.id for e in entries]
+        self.needles: dict[tuple[str, bool, bool], Needle] = {}
+        preparer = KeyMatcher(ScanBuffer([], base_depth=0), case_sensitive=settings.case_sensitive,
+                              whole_words=settings.match_whole_words, needles=self.needles)
+        self.plans: list[tuple[list[tuple[str, Needle | None]], list[tuple[str, Needle | None]]]] = []
+        #: entries whose outcome can change in any pass (regex keys, keys that straddle pieces)
+        self.always_dirty: set[int] = set()
+        #: entries that can be candidates without a key match, or whose primary key always matches
+        self.unconditional: list[int] = []
+        self.word_owners: dict[bool, dict[str, list[int]]] = {True: {}, False: {}}
+        self.other_owners: dict[bool, dict[str, list[tuple[Needle, list[int]]]]] = {True: {}, False: {}}
+        self.primary_words: dict[bool, dict[str, list[int]]] = {True: {}, False: {}}
+        self.primary_others: dict[bool, dict[Needle, list[int]]] = {True: {}, False: {}}
+        self.state_sensitive = [i for i, e in enumerate(entries) if e.delay_until_recursion or e.exclude_recursion]
+        self.timed = [i for i, e in enumerate(entries) if e.sticky > 0 or e.cooldown > 0 or e.delay > 0]
+        self.filtered = [i for i, e in enumerate(entries)
+                         if e.disable or e.triggers or e.character_filter.names or e.character_filter.tags]
+        self.levels = sorted({e.delay_until_recursion for e in entries if e.delay_until_recursion})
+        others: dict[Needle, list[int]] = {}
+        for i, entry in enumerate(entries):
+            primary: list[tuple[str, Needle | None]] = []
+            secondary: list[tuple[str, Needle | None]] = []
+            if entry.decorators or entry.constant:
+                self.unconditional.append(i)
+            for keys, out, is_primary in ((entry.key, primary, True), (entry.keysecondary, secondary, False)):
+                for key in keys:
+                    substituted = key_text(key)
+                    needle = preparer.prepare(js_trim(substituted), entry) if substituted else None
+                    out.append((key, needle))
+                    if needle is None:
+                        continue
+                    if needle.kind == EMPTY:
+                        if is_primary:
+                            self.unconditional.append(i)
+                        if needle.invalid:
+                            self.always_dirty.add(i)
+                    elif needle.kind != PLAIN or needle.invalid:
+                        self.always_dirty.add(i)
+                    elif needle.mode == WORD:
+                        self.word_owners[needle.cs].setdefault(needle.text, []).append(i)
+                        if is_primary:
+                            self.primary_words[needle.cs].setdefault(needle.text, []).append(i)
+                    else:
+                        others.setdefault(needle, []).append(i)
+                        if is_primary:
+                            self.primary_others[needle.cs].setdefault(needle, []).append(i)
+            self.plans.append((primary, secondary))
+        for needle, owners in others.items():
+            self.other_owners[needle.cs].setdefault(gram_of(needle.text), []).append((needle, owners))
+
+
+_PREPARED_CACHE: dict[tuple[Any, ...], tuple[tuple[WorldBook, ...], _Prepared]] = {}
+_PREPARED_CACHE_SIZE = 4
+
+
+def _prepared_for(books: list[WorldBook], settings: WorldInfoSettings, entries_factory: Callable[[], list[Entry]],
+                  key_text: Callable[[str], str], cacheable: bool) -> _Prepared:
+    """The prepared books, from the cache when the same book objects were scanned before."""
+    key = (tuple(id(b) for b in books), settings.character_strategy, settings.case_sensitive,
+           settings.match_whole_words)
+    if cacheable:
+        hit = _PREPARED_CACHE.get(key)
+        if hit is not None and all(a is b for a, b in zip(hit[0], books)):
+            return hit[1]
+    prepared = _Prepared(entries_factory(), settings, key_text)
+    if cacheable:
+        if len(_PREPARED_CACHE) >= _PREPARED_CACHE_SIZE:
+            _PREPARED_CACHE.pop(next(iter(_PREPARED_CACHE)))
+        _PREPARED_CACHE[key] = (tuple(books), prepared)
+    return prepared
+
+
+#: a decision not taken yet: the entry was not looked at because no key of it can match
+_PENDING: _Decision = ("skipped", "pending", "", None, None, None, None, None)
+
+
 class _Run:
     """One scan's mutable working state (the loop is long; splitting it keeps each rule readable)."""
 
-    def __init__(self, entries: list[Entry], messages: list[str], settings: WorldInfoSettings,
+    def __init__(self, prepared: _Prepared, messages: list[str], settings: WorldInfoSettings,
                  context: ScanContext, timed: TimedEffects, *, generation_type: str, expand: Expand | None,
                  token_counter: Callable[[str], int], additive_tokens: bool, rng: Callable[[], float],
                  forced: set[str], regex_timeout: float, diagnostics: list[Diagnostic]) -> None:
-        self.entries = entries
+        entries = self.entries = prepared.entries
+        self.prepared = prepared
         self.messages = messages
         self.settings = settings
         self.context = context
@@ -186,19 +275,21 @@ class _Run:
                                  injections=context.injections)
         self.matcher = KeyMatcher(self.buffer, case_sensitive=settings.case_sensitive,
                                   whole_words=settings.match_whole_words, regex_timeout=regex_timeout,
-                                  diagnostics=diagnostics)
-        self.decisions: list[_Decision] = [_NOT_SCANNED] * len(entries)
-        self.ids = [e.id for e in entries]
-        self.sticky = [timed.is_active("sticky", e) for e in entries]
-        self.cooldown = [timed.is_active("cooldown", e) for e in entries]
-        self.delayed = [timed.is_active("delay", e) for e in entries]
-        self.static_skip: list[tuple[str, str] | None] = [self._static_skip(e) for e in entries]
-        #: per entry: its primary and secondary keys as (key as written, prepared needle or None)
-        self.plans: list[tuple[list[tuple[str, Needle | None]], list[tuple[str, Needle | None]]] | None] = (
-            [None] * len(entries))
-        self.always_dirty: set[int] = set()  # entries with regex (or straddling) keys
-        self.word_owners: dict[bool, dict[str, list[int]]] = {True: {}, False: {}}
-        self.other_owners: dict[bool, dict[Needle, list[int]]] = {True: {}, False: {}}
+                                  diagnostics=diagnostics, needles=prepared.needles)
+        n = len(entries)
+        self.decisions: list[_Decision] = [_NOT_SCANNED] * n
+        self.ids = prepared.ids
+        self.plans = prepared.plans
+        self.sticky = [False] * n
+        self.cooldown = [False] * n
+        self.delayed = [False] * n
+        for i in prepared.timed:
+            self.sticky[i] = timed.is_active("sticky", entries[i])
+            self.cooldown[i] = timed.is_active("cooldown", entries[i])
+            self.delayed[i] = timed.is_active("delay", entries[i])
+        self.static_skip: list[tuple[str, str] | None] = [None] * n
+        for i in prepared.filtered:
+            self.static_skip[i] = self._static_skip(entries[i])
         self._hay_cache: dict[tuple[Any, ...], Haystack] = {}
         self.activated: dict[str, int] = {}  # entry id -> index, in activation order
         self.activated_content: dict[int, str] = {}
@@ -255,30 +346,6 @@ class _Run:
                 return True
         return False
 
-    def plan(self, i: int) -> tuple[list[tuple[str, Needle | None]], list[tuple[str, Needle | None]]]:
-        """Entry ``i``'s keys, substituted, trimmed and prepared; registered in the key index."""
-        plan = self.plans[i]
-        if plan is not None:
-            return plan
-        entry = self.entries[i]
-        primary: list[tuple[str, Needle | None]] = []
-        secondary: list[tuple[str, Needle | None]] = []
-        for keys, out in ((entry.key, primary), (entry.keysecondary, secondary)):
-            for key in keys:
-                substituted = self.key_text(key)
-                needle = self.matcher.prepare(js_trim(substituted), entry) if substituted else None
-                out.append((key, needle))
-                if needle is None or needle.kind == EMPTY:
-                    continue
-                if needle.kind != PLAIN:
-                    self.always_dirty.add(i)
-                elif needle.mode == WORD:
-                    self.word_owners[needle.cs].setdefault(needle.text, []).append(i)
-                else:
-                    self.other_owners[needle.cs].setdefault(needle, []).append(i)
-        plan = self.plans[i] = (primary, secondary)
-        return plan
-
     def haystack(self, entry: Entry, state: int) -> Haystack:
         """The entry's haystack, shared by entries with the same depth and sources within a pass."""
         key = (entry.scan_depth, entry.match_persona_description, entry.match_character_description,
@@ -334,7 +401,7 @@ class _Run:
         if not entry.key:
             decide(i, "skipped", "no_keys", "no primary keys", step, state)
             return False
-        primary_keys, secondary_keys = self.plans[i] or self.plan(i)
+        primary_keys, secondary_keys = self.plans[i]
         hay = self.haystack(entry, state)
         match = self.matcher.match
         primary = None
@@ -487,13 +554,63 @@ class _Run:
                                 f"({how})", step, state, winner=self.entries[winner].uid)
         return [i for i in candidates if i in alive]
 
+    def first_pass_entries(self) -> list[int]:
+        """Entries that can be candidates in the first pass; the others get a pending decision."""
+        prepared = self.prepared
+        todo = set(prepared.unconditional) | prepared.always_dirty
+        todo.update(i for i in prepared.timed if self.sticky[i])
+        if self.forced:
+            todo.update(i for i, entry_id in enumerate(self.ids) if entry_id in self.forced)
+        extras = tuple(t for t in (*self.buffer.context.values(), self.buffer.injection_text) if t)
+        matcher = self.matcher
+        for cs in (True, False):
+            words, others = prepared.primary_words[cs], prepared.primary_others[cs]
+            if not words and not others:
+                continue
+            if self.messages:
+                chat_words = matcher._chat_index(cs).words()
+                if len(chat_words) < len(words):
+                    for w in chat_words:
+                        owners = words.get(w)
+                        if owners:
+                            todo.update(owners)
+                else:
+                    for w, owners in words.items():
+                        if w in chat_words:
+                            todo.update(owners)
+            for extra in extras:
+                part = matcher._part(extra, cs)
+                if part.words is None:
+                    part.words = set(_WORD_RUN.findall(part.text))
+                for w in part.words:
+                    owners = words.get(w)
+                    if owners:
+                        todo.update(owners)
+            for needle, owners in others.items():
+                if matcher.chat_hit(needle) < _FAR or matcher.extras_hit(needle, extras):
+                    todo.update(owners)
+        pending = _PENDING
+        decisions = self.decisions
+        for i in range(len(decisions)):
+            decisions[i] = pending
+        return sorted(todo)
+
+    def resolve_pending(self) -> None:
+        """Decide the entries the first pass skipped: what looking at them then would have said."""
+        self._hay_cache = {}
+        for i, decision in enumerate(self.decisions):
+            if decision is _PENDING:
+                self.consider(i, ScanState.INITIAL, self.first_level, 1)
+
     # -- the loop -----------------------------------------------------------------------------
     def run(self) -> None:
         s = self.settings
         entries = self.entries
         budget = self.budget = budget_tokens(s)
-        levels = sorted({e.delay_until_recursion for e in entries if e.delay_until_recursion})
+        prepared = self.prepared
+        levels = list(prepared.levels)
         level = levels.pop(0) if levels else 0
+        self.first_level = level
         state = ScanState.INITIAL
         count = 0
         overflowed = False
@@ -501,7 +618,7 @@ class _Run:
         previous: tuple[int, float, int] | None = None
         last_candidates: list[int] = []
         seen_pieces = 0
-        state_sensitive = [i for i, e in enumerate(entries) if e.delay_until_recursion or e.exclude_recursion]
+        state_sensitive = prepared.state_sensitive
         while state != ScanState.NONE:
             if s.max_recursion_steps and count >= s.max_recursion_steps:
                 break
@@ -509,26 +626,32 @@ class _Run:
             step = count
             self._hay_cache = {}
             context = (state, level, self.buffer.skew)
-            if (not INCREMENTAL or previous is None or ScanState.MIN_ACTIVATIONS in (state, previous[0])
+            if previous is None and INCREMENTAL:
+                # the first pass looks only at entries that can be candidates: those activated
+                # without keys, sticky or forced ones, regex owners, and owners of a primary key
+                # found in the chat or the extra sources; the rest are decided lazily (no match)
+                todo = self.first_pass_entries()
+            elif (not INCREMENTAL or previous is None or ScanState.MIN_ACTIVATIONS in (state, previous[0])
                     or previous[2] != context[2]):
-                todo: Iterable[int] = range(len(entries))
+                todo = range(len(entries))
             else:
                 # only what can have changed since the last pass: its unactivated candidates, entries
                 # with regex keys, owners of keys found in the new recursion text, and (when the
                 # state or delay level moved) the entries whose filters depend on them
-                dirty = set(last_candidates) | self.always_dirty
+                dirty = set(last_candidates) | prepared.always_dirty
                 for piece in range(seen_pieces, len(self.buffer.recursion)):
-                    dirty |= self.matcher.piece_hits(piece, self.word_owners, self.other_owners)
+                    dirty |= self.matcher.piece_hits(piece, prepared.word_owners, prepared.other_owners)
                 if previous != context:
                     dirty.update(state_sensitive)
                 todo = sorted(dirty)
             previous = context
             seen_pieces = len(self.buffer.recursion)
+            todo_list: Iterable[int] = todo
             candidates: list[int] = []
             ids = self.ids
             activated_ids = self.activated
             failed = self.failed_probability
-            for i in todo:
+            for i in todo_list:
                 if i in failed:
                     continue
                 if ids[i] in activated_ids:
@@ -605,6 +728,20 @@ class _Run:
                     all_text = text + "\n" + all_text
 
 
+def _expand_or_keep(expand: Expand | None, text: str, diagnostics: list[Diagnostic]) -> str:
+    if expand is None or not text:
+        return text
+    try:
+        return expand(text)
+    except TemplateError as exc:
+        diagnostics.append(Diagnostic(exc.code, f"key: {exc.message}", severity="warning"))
+        return text
+
+
+def _duplicate_names(books: list[WorldBook]) -> bool:
+    return len({b.name for b in books}) != len(books)
+
+
 def _js_key(book: str, uid: int | str) -> str:
     return f"{book}.{uid}"
 
@@ -641,22 +778,45 @@ def activate_world_info(
     conf = WorldInfoSettings.from_mapping(settings)
     scan_context = ScanContext.from_mapping(context)
     world_books, diagnostics = normalize_books(books)
-    entries, sort_diagnostics = sort_entries(world_books, conf.character_strategy)
+    sort_diagnostics: list[Diagnostic] = []
+
+    def sorted_entries() -> list[Entry]:
+        entries, found = sort_entries(world_books, conf.character_strategy)
+        sort_diagnostics.extend(found)
+        return entries
+
+    expanded_keys: dict[str, str] = {}
+
+    def key_text(key: str) -> str:
+        out = expanded_keys.get(key)
+        if out is None:
+            out = expanded_keys[key] = _expand_or_keep(expand, key, diagnostics)
+        return out
+
+    prepared = _prepared_for(world_books, conf, sorted_entries, key_text, cacheable=expand is None)
+    if not sort_diagnostics:
+        _, sort_diagnostics = sort_entries(world_books, conf.character_strategy) if _duplicate_names(
+            world_books) else ([], [])
     diagnostics.extend(sort_diagnostics)
+    entries = prepared.entries
     all_messages = chat_scan_messages(chat, include_names=conf.include_names, generation_type=generation_type)
     timed = TimedEffects(state, entries, len(all_messages), dry_run=dry_run)
     counter = resolve_token_counter(conf, token_counter)
     additive = token_counter is None and conf.tokenizer == "words"
     generator = random.Random(seed)
-    run = _Run(entries, all_messages, conf, scan_context, timed, generation_type=generation_type, expand=expand,
+    run = _Run(prepared, all_messages, conf, scan_context, timed, generation_type=generation_type, expand=expand,
                token_counter=counter, additive_tokens=additive, rng=rng or generator.random,
                forced={_js_key(b, u) for b, u in forced}, regex_timeout=regex_timeout, diagnostics=diagnostics)
     run.run()
     activated = [ActivatedEntry(entries[i], run.activated_content[i], run.activated_step[i])
                  for i in run.activated.values()]
     timed.record([a.entry for a in activated])
-    records = tuple(TraceRecord(e.book, e.uid, *d, comment=e.comment)  # type: ignore[arg-type]
-                    for e, d in zip(entries, run.decisions))
+
+    def records() -> tuple[TraceRecord, ...]:
+        run.resolve_pending()
+        return tuple(TraceRecord(e.book, e.uid, *d, comment=e.comment)  # type: ignore[arg-type]
+                     for e, d in zip(entries, run.decisions))
+
     return Activation(
         by_position=build_positions(activated),
         activated=tuple(activated),

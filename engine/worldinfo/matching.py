@@ -139,13 +139,14 @@ PLAIN, EMPTY, REGEX, REFUSED, SLOW = range(5)
 
 
 class Needle:
-    """A key prepared for one (case, whole-word) setting, with its match memos.
+    """A key prepared for one (case, whole-word) setting.
 
-    Shared by every entry using the same key under the same settings, so the chat lookup and the
-    recursion-piece scan happen once per key, not once per entry and pass.
+    Shared by every entry using the same key under the same settings (and across scans of the same
+    books), so the chat lookup and the recursion-piece scan happen once per key, not once per
+    entry and pass. Per-scan results live in the :class:`KeyMatcher`.
     """
 
-    __slots__ = ("source", "text", "mode", "cs", "kind", "rx", "invalid", "chat_hit", "rec_checked", "rec_first")
+    __slots__ = ("source", "text", "mode", "cs", "kind", "rx", "invalid")
 
     def __init__(self, source: str, text: str, mode: int, cs: bool, kind: int, rx: JsRegex | None,
                  invalid: bool) -> None:
@@ -156,9 +157,6 @@ class Needle:
         self.kind = kind
         self.rx = rx
         self.invalid = invalid
-        self.chat_hit: int | None = None
-        self.rec_checked = 0
-        self.rec_first = -1
 
 
 class KeyMatcher:
@@ -166,7 +164,8 @@ class KeyMatcher:
 
     def __init__(self, buffer: ScanBuffer, *, case_sensitive: bool, whole_words: bool,
                  regex_timeout: float = DEFAULT_TIMEOUT,
-                 diagnostics: list[Diagnostic] | None = None) -> None:
+                 diagnostics: list[Diagnostic] | None = None,
+                 needles: dict[tuple[str, bool, bool], Needle] | None = None) -> None:
         self.buffer = buffer
         self.case_sensitive = case_sensitive
         self.whole_words = whole_words
@@ -177,7 +176,9 @@ class KeyMatcher:
         self._rec_parts: dict[bool, list[_Part]] = {True: [], False: []}
         self._regex: dict[str, JsRegex | None] = {}
         self._regex_results: dict[tuple[str, Haystack], bool] = {}
-        self._needles: dict[tuple[str, bool, bool], Needle] = {}
+        self._needles: dict[tuple[str, bool, bool], Needle] = needles if needles is not None else {}
+        self._chat_hits: dict[Needle, int] = {}
+        self._rec: dict[Needle, list[int]] = {}  # [pieces checked, first matching piece or -1]
         self._reported: set[tuple[str, str]] = set()
         self.regex_searches = 0
 
@@ -262,25 +263,24 @@ class KeyMatcher:
                 self._report_invalid(n, entry)
             if hay.empty:
                 return False
-            hit = n.chat_hit
-            if hit is None:
-                hit = n.chat_hit = self._chat_index(n.cs).first_hit(n.text, n.mode)
-            if hit < hay.depth:
+            if self.chat_hit(n) < hay.depth:
                 return True
             for extra in hay.extras:
                 if self._part(extra, n.cs).has(n.text, n.mode):
                     return True
             r = hay.recursion
             if r:
-                if n.rec_first >= 0:
-                    return n.rec_first < r
-                for j in range(n.rec_checked, r):
+                memo = self._rec.get(n)
+                if memo is None:
+                    memo = self._rec[n] = [0, -1]
+                if memo[1] >= 0:
+                    return memo[1] < r
+                for j in range(memo[0], r):
                     if self.recursion_part(j, n.cs).has(n.text, n.mode):
-                        n.rec_first = j
-                        n.rec_checked = j + 1
+                        memo[0], memo[1] = j + 1, j
                         return True
-                if r > n.rec_checked:
-                    n.rec_checked = r
+                if r > memo[0]:
+                    memo[0] = r
             return False
         if kind == EMPTY:
             if n.invalid:
@@ -300,6 +300,17 @@ class KeyMatcher:
             return False
         text = self.buffer.text(hay)
         return _test_text(text if n.cs else text.lower(), n.text, n.mode)
+
+    def chat_hit(self, n: Needle) -> int:
+        """The newest message a plain key matches (a large number when none does)."""
+        hit = self._chat_hits.get(n)
+        if hit is None:
+            hit = self._chat_hits[n] = self._chat_index(n.cs).first_hit(n.text, n.mode)
+        return hit
+
+    def extras_hit(self, n: Needle, extras: tuple[str, ...]) -> bool:
+        """Whether a plain key matches any of the extra pieces."""
+        return any(self._part(extra, n.cs).has(n.text, n.mode) for extra in extras)
 
     def _report_invalid(self, n: Needle, entry: Entry) -> None:
         rx = n.rx
@@ -329,11 +340,13 @@ class KeyMatcher:
 
     # -- incremental passes ----------------------------------------------------------------------
     def piece_hits(self, index: int, word_owners: dict[bool, dict[str, list[int]]],
-                   other_owners: dict[bool, dict[Needle, list[int]]]) -> set[int]:
+                   other_owners: dict[bool, dict[str, list[tuple[Needle, list[int]]]]]) -> set[int]:
         """Owners (entry indices) of plain keys found in recursion piece ``index``.
 
-        A word key is looked up among the piece's word runs; the other keys are searched in the
-        piece. This is what keeps a recursion pass proportional to the new text and its hits.
+        A word key is looked up among the piece's word runs. Other keys are bucketed by a window of
+        ``GRAM`` characters (``other_owners[cs][gram]``, see :func:`gram_of`), and only the buckets
+        whose window occurs in the piece are searched: the work follows the new text, not the
+        number of keys.
         """
         out: set[int] = set()
         for cs in (True, False):
@@ -348,11 +361,36 @@ class KeyMatcher:
                     owners = words.get(w)
                     if owners:
                         out.update(owners)
-            text = part.text
-            for n, owners in others.items():
-                if _test_text(text, n.text, n.mode):
-                    out.update(owners)
+            if others:
+                text = part.text
+                grams = {text[i:i + GRAM] for i in range(len(text) - GRAM + 1)}
+                grams.add("")
+                if len(grams) > len(others):
+                    buckets = [b for g, b in others.items() if g in grams]
+                else:
+                    buckets = [others[g] for g in grams if g in others]
+                for bucket in buckets:
+                    for n, owners in bucket:
+                        if _test_text(text, n.text, n.mode):
+                            out.update(owners)
         return out
+
+
+GRAM = 6
+
+
+def gram_of(text: str) -> str:
+    """The bucket of a non-word key for :meth:`KeyMatcher.piece_hits`.
+
+    A ``GRAM``-character window of the key, placed at its longest word run (the most telling
+    part of "red dragon" is "dragon", not "red d"); keys shorter than that share the ``""`` bucket.
+    """
+    if len(text) < GRAM:
+        return ""
+    runs = list(_WORD_RUN.finditer(text))
+    start = max(runs, key=lambda m: m.end() - m.start()).start() if runs else 0
+    start = min(start, len(text) - GRAM)
+    return text[start:start + GRAM]
 
 
 KeyTest = Callable[[str, Entry, Haystack], bool]

@@ -142,7 +142,8 @@ class ScanBuffer:
                     extras.append(value)
         if self.injection_text is not None:
             extras.append(self.injection_text)
-        rec = 0 if state == ScanState.MIN_ACTIVATIONS else len(self.recursion)
+        # the initial pass has no recursion text yet; a minimum-activations pass leaves it out
+        rec = len(self.recursion) if state == ScanState.RECURSION else 0
         return Haystack(depth, tuple(extras), rec)
 
     def text(self, hay: Haystack) -> str:

@@ -65,8 +65,10 @@ class TimedEffects:
         self.dry_run = dry_run
         self.active: dict[str, set[str]] = {"sticky": set(), "cooldown": set()}
         self._by_hash: dict[str, Entry] = {}
-        for entry in entries:
-            self._by_hash.setdefault(entry.hash, entry)
+        if not dry_run and (self.records["sticky"] or self.records["cooldown"]):
+            for entry in entries:
+                if entry.sticky > 0 or entry.cooldown > 0:  # only these can have records
+                    self._by_hash.setdefault(entry.hash, entry)
         self.delayed = {e.id for e in entries if e.delay > 0 and chat_length < e.delay}
         if not dry_run:
             self._check("sticky")

@@ -10,7 +10,8 @@ record a template bridge reads to answer ``getwi``-style questions: it names eve
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any, Literal
 
 __all__ = ["REASONS", "Draw", "StepRecord", "Trace", "TraceRecord"]
@@ -106,18 +107,44 @@ class Draw:
                 "outcome": self.outcome}
 
 
-@dataclass(frozen=True, slots=True)
 class Trace:
-    """Per-entry records in scan order, and the loop's passes."""
+    """Per-entry records in scan order, and the loop's passes.
 
-    entries: tuple[TraceRecord, ...]
-    steps: tuple[StepRecord, ...] = field(default=())
+    ``entries`` may be given as a callable: the records of entries no key could match are then
+    worked out on first access, so a scan of a large book does not pay for a trace nobody reads.
+    """
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    __slots__ = ("_entries", "_factory", "steps")
+
+    def __init__(self, entries: tuple[TraceRecord, ...] | Callable[[], tuple[TraceRecord, ...]],
+                 steps: tuple[StepRecord, ...] = ()) -> None:
+        self._entries: tuple[TraceRecord, ...] | None = None
+        self._factory: Callable[[], tuple[TraceRecord, ...]] | None = None
+        if callable(entries):
+            self._factory = entries
+        else:
+            self._entries = tuple(entries)
+        self.steps = steps
+
+    @property
+    def entries(self) -> tuple[TraceRecord, ...]:
+        if self._entries is None:
+            assert self._factory is not None
+            self._entries = self._factory()
+            self._factory = None
+        return self._entries
+
+    def __iter__(self) -> Iterator[TraceRecord]:
         return iter(self.entries)
 
     def __len__(self) -> int:
         return len(self.entries)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Trace) and self.entries == other.entries and self.steps == other.steps
+
+    def __repr__(self) -> str:
+        return f"Trace({len(self)} entries, {len(self.steps)} steps)"
 
     def get(self, book: str, uid: int | str) -> TraceRecord | None:
         """The record of one entry."""
