@@ -137,6 +137,17 @@ def test_malformed_requests_name_the_path(messages: list, input_ids: list, path:
     assert err.value.code == "ASSEMBLY_REQUEST_INVALID" and err.value.path == path
 
 
+@pytest.mark.parametrize(
+    ("option", "path"),
+    [({"preview": "yes"}, "$.preview"), ({"turn": "3"}, "$.turn"), ({"seed": 1.5}, "$.seed"),
+     ({"session_id": 7}, "$.session_id"), ({"system_prompt_update": "always"}, "$.system_prompt_update")],
+)
+def test_malformed_options_name_the_path(option: dict, path: str) -> None:
+    with pytest.raises(TemplateError) as err:
+        assemble(RULES, **option)
+    assert err.value.code == "ASSEMBLY_REQUEST_INVALID" and err.value.path == path
+
+
 def test_public_names_are_reexported() -> None:
     assert tavernbox.Assembler is Assembler and tavernbox.replay is replay
 

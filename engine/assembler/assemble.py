@@ -141,6 +141,16 @@ class AssemblyRequest:
         for j, x in enumerate(self.input_ids):
             if x not in seen:
                 raise _bad_request(f"input id {x!r} is not a message of this request", f"$.input_ids[{j}]")
+        if not isinstance(self.preview, bool):
+            raise _bad_request("preview must be a boolean", "$.preview")
+        for name in ("turn", "step"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise _bad_request(f"{name} must be an integer or null", f"$.{name}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise _bad_request("seed must be an integer", "$.seed")
+        if self.session_id is not None and not isinstance(self.session_id, str):
+            raise _bad_request("session_id must be a string or null", "$.session_id")
         if self.system_prompt_update not in CAPABILITIES:
             raise _bad_request(f"system_prompt_update must be one of {', '.join(CAPABILITIES)}", "$.system_prompt_update")
         check_limit(self.max_profile_bytes, name="max_profile_bytes", maximum=MAX_PROFILE_BYTES)
