@@ -1,6 +1,6 @@
 """Assembly benchmark: a 300-prompt preset, a 400-entry activated book, chats of 200/400/800 messages.
 
-Run: ``/work/venv/bin/python benchmarks/bench_assemble.py``. Prints the median time per assembly
+Run: ``/work/venv/bin/python benchmarks/bench_assemble.py [REPEAT] [--core-only]``. Prints the median time per assembly
 for each chat length and the growth ratio (linear growth means ~2x per doubling). The 300 prompts
 come from a source returning 300 text blocks (the SillyTavern prompt-manager source is a later
 issue; the core work per block is the same), 20 of them at a depth. World-info activation is its own
@@ -82,10 +82,16 @@ def measure(n: int, repeat: int) -> float:
 
 
 def main() -> None:
-    repeat = int(sys.argv[1]) if len(sys.argv) > 1 else 9
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    repeat = int(args[0]) if args else 9
+    if "--core-only" in sys.argv:  # the assembler alone: Tavern text kept as written
+        import tavernbox.macros
+
+        if hasattr(tavernbox.macros, "expand_macros"):
+            del tavernbox.macros.expand_macros
     results = {n: measure(n, repeat) for n in (200, 400, 800)}
     for n, ms in results.items():
-        print(f"{n:4d} messages: {ms:7.2f} ms per assembly (median of {repeat})")
+        print(f"{n:4d} messages: {ms:7.2f} ms CPU per assembly (median of {repeat})")
     print(f"growth 200->400: {results[400] / results[200]:.2f}x, 400->800: {results[800] / results[400]:.2f}x")
 
 

@@ -18,7 +18,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ..errors import Diagnostic, TemplateError
-from .limits import SOURCE_MAX_BLOCKS, SOURCE_MAX_BYTES, dumps
+from .limits import SOURCE_MAX_BLOCKS, SOURCE_MAX_BYTES
 from .rules import MAX_DEPTH, SOURCE_ID
 
 __all__ = ["Block", "SourceOutput", "validate_output"]
@@ -85,8 +85,8 @@ class SourceOutput:
         return None
 
 
-def _norm(obj: Any) -> Any:
-    """JSON round-trip that also accepts the frozen containers sources may echo back."""
+def _norm(obj: Any) -> tuple[Any, int]:
+    """JSON round-trip (accepting the frozen containers sources may echo back) and its UTF-8 size."""
 
     def default(value: Any) -> Any:
         if isinstance(value, MappingProxyType):
@@ -95,7 +95,8 @@ def _norm(obj: Any) -> Any:
             return list(value)
         raise TypeError(f"{type(value).__name__} is not JSON data")
 
-    return json.loads(json.dumps(obj, default=default, allow_nan=False))
+    text = json.dumps(obj, default=default, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+    return json.loads(text), len(text.encode("utf-8", "surrogatepass"))
 
 
 def _invalid(source_id: str, message: str, path: str) -> TemplateError:
@@ -110,7 +111,8 @@ def _block(raw: Any, i: int, source_id: str) -> Block:
     path = f"$.blocks[{i}]"
     if not isinstance(raw, dict):
         raise _invalid(source_id, "a block must be an object", path)
-    raw = {_ALIASES.get(k, k): v for k, v in raw.items()}
+    if not _ALIASES.keys().isdisjoint(raw):
+        raw = {_ALIASES.get(k, k): v for k, v in raw.items()}
     btype, bid = raw.get("type", "text"), raw.get("id")
     if btype not in BLOCK_TYPES:
         raise _invalid(source_id, f"block type must be one of {', '.join(BLOCK_TYPES)}", f"{path}.type")
@@ -193,7 +195,7 @@ def validate_output(output: Any, source_id: str, dependencies: tuple[str, ...]) 
     needs, which is what makes the job order and the record's provenance trustworthy.
     """
     try:
-        data = _norm(output)
+        data, size = _norm(output)
     except (TypeError, ValueError) as exc:
         raise _invalid(source_id, f"not JSON data ({exc})", "$") from None
     if not isinstance(data, dict) or not isinstance(data.get("blocks"), list):
@@ -203,7 +205,6 @@ def validate_output(output: Any, source_id: str, dependencies: tuple[str, ...]) 
             f"source {source_id!r} returned {len(data['blocks'])} blocks (at most {SOURCE_MAX_BLOCKS})",
             code="ASSEMBLY_SOURCE_OUTPUT_LIMIT",
         )
-    size = len(dumps(data).encode("utf-8"))
     if size > SOURCE_MAX_BYTES:
         raise TemplateError(
             f"source {source_id!r} returned {size} bytes (at most {SOURCE_MAX_BYTES})",
