@@ -72,10 +72,27 @@ def test_dsh_text_substitutes_native_variables_and_refuses_missing_ones() -> Non
     assert err.value.code == "NATIVE_TEXT_VARIABLE_UNAVAILABLE"
 
 
-def test_tavern_text_with_a_template_tag_needs_the_template_parser() -> None:
+def test_tavern_text_with_a_template_tag_needs_the_template_parser(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tavernbox.ejs
+
+    monkeypatch.delattr(tavernbox.ejs, "render_template", raising=False)
     with pytest.raises(TemplateError) as err:
         assemble([*NATIVES, rule("tavern.text", "t", text="<%= 1 %>", inputMode="text")])
     assert err.value.code == "TAVERN_TEMPLATE_PARSER_UNAVAILABLE"
+
+
+def test_tavern_text_expands_template_tags_before_slots_and_records_the_output() -> None:
+    import tavernbox.ejs
+
+    if not hasattr(tavernbox.ejs, "render_template"):
+        pytest.skip("the EJS stage (issue 3, tavernbox.render_template) is not installed in this tree")
+    text = "A<% if (variables.show) { %>{{history}}<% } %>B<%= variables.n * 2 %>"
+    r = assemble([rule("native-system"), rule("tavern.text", "t", text=text, inputMode="text")], chat("s:system:S", "u1:user:U1"),
+                 [], assets={"template_variables": {"show": True, "n": 21}})
+    assert texts(r) == ["S", "A", "U1", "B42"]
+    from tavernbox.assembler import replay
+
+    assert replay(r.record).messages == r.messages
 
 
 def test_reference_to_an_unregistered_dependency_is_reported() -> None:

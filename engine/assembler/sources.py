@@ -3,7 +3,8 @@
 - ``native-system``, ``history``, ``input``: the native instructions, the history and the current
   input as ``native`` blocks (never rewritten; tool transactions untouched). A native system
   message that comes after included conversation gets a depth that puts it back at its boundary.
-- ``custom`` (and the parser-only ``tavern.text``): authored text cut at the slot markers
+- ``custom`` (and the parser-only ``tavern.text``, which first expands EJS tags in the sandbox): authored
+  text cut at the slot markers
   ``{{chatHistory}} {{history}} {{input}} {{worldInfoBefore}} {{worldInfoAfter}} {{worldInfo}}``
   into text blocks and references, rendered with the SillyTavern macro engine.
 - ``dsh.text``: authored text with ``{{key}}`` native variables (``assets.native_variables``), kept
@@ -121,12 +122,36 @@ def _authored(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[str, 
 
 
 def _tavern_text(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[str, Any]:
-    if "<%" in rule["text"]:
-        raise TemplateError(
-            f"rule {rule['id']!r} holds a template tag '<%' and no prompt-template parser is available",
-            code="TAVERN_TEMPLATE_PARSER_UNAVAILABLE",
-        )
+    """Tavern text: EJS tags first (in the sandbox), then slot markers and SillyTavern macros.
+
+    The template sees ``assets.template_variables`` as ``variables``. Its output is part of this
+    source's output, so it is recorded and a replay never runs the VM again. Without the EJS
+    stage the request fails (``TAVERN_TEMPLATE_PARSER_UNAVAILABLE``) rather than sending tags.
+    """
+    text = rule["text"]
+    if "<%" in text:
+        try:
+            from ..ejs import render_template
+        except ImportError:
+            render_template = None  # type: ignore[assignment]
+        if render_template is None:
+            raise TemplateError(
+                f"rule {rule['id']!r} holds a template tag '<%' and no prompt-template parser is available",
+                code="TAVERN_TEMPLATE_PARSER_UNAVAILABLE",
+            )
+        variables = context["assets"].get("template_variables")
+        text = render_template(text, _thaw(variables) if variables is not None else None).text
+        return _authored(context, {**rule, "text": text})
     return _authored(context, rule)
+
+
+def _thaw(value: Any) -> Any:
+    """A plain (mutable) copy of frozen context data, for stages that take JSON-like input."""
+    if isinstance(value, Mapping):
+        return {k: _thaw(v) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return [_thaw(v) for v in value]
+    return value
 
 
 _NATIVE_VARIABLE = re.compile(r"\{\{([a-z_][a-z0-9_]*)\}\}")
