@@ -113,7 +113,9 @@ CATALOGUE: list[Case] = [
     fails("B8", "eval('var x=1;'.repeat(2 ** 20))", MEMORY, TIME, cpu_ms=600),
     Case("B9", "globalThis.keep = []; for (;;) keep.push('x'.repeat(1e4))", codes=frozenset({MEMORY, TIME}),
          after=(("append(typeof keep)", "undefined"),)),
-    fails("B10", "const m = new Map(); for (let i = 0;; i++) m.set(i, {i})", MEMORY, TIME),
+    # Growing a Map rehashes it in C, and a full heap's last garbage collection is one C call:
+    # both can overshoot the budget by tens of ms (documented in DEVIATIONS).
+    fails("B10", "const m = new Map(); for (let i = 0;; i++) m.set(i, {i})", MEMORY, TIME, cpu_ms=300),
     fails("B11", "let p = []; for (let i = 0;; i++) p.push(new Promise(() => {}))", MEMORY, TIME),
     fails("B12", "try { for (const a = [];;) a.push(a.length) } catch (e) { for (const b = [];;) b.push(1) }",
           MEMORY, TIME),
