@@ -101,3 +101,22 @@ def test_regex_keys_ignore_case_and_whole_word_settings() -> None:
     a = activate_world_info({"entries": [{"uid": 1, "key": ["/Drag/"], "content": "C"}]}, ["Dragon"],
                             {"world_info_match_whole_words": True, "world_info_case_sensitive": False})
     assert a.uids == [1]
+
+
+def test_regex_resumed_search_finds_matches_across_recursion_pieces() -> None:
+    entries = [
+        {"uid": 1, "key": ["x"], "content": "the dragon"},
+        {"uid": 2, "key": ["dragon"], "content": "lord"},
+        {"uid": 3, "key": ["/dragon[\\s\\S]+lord/"], "content": "C"},
+        {"uid": 4, "key": ["/dragon$/"], "content": "D"},  # not resumable: "$" looks past the text
+    ]
+    a = activate_world_info({"entries": entries}, ["x"], {"world_info_match_whole_words": False})
+    assert a.uids == [1, 2, 4, 3]
+    assert [(r.uid, r.step) for r in a.trace if r.outcome == "activated"] == [(1, 1), (2, 2), (3, 3), (4, 2)]
+
+
+def test_regex_resumable_only_without_lookahead() -> None:
+    assert parse_js_regex("/dragon/").resumable  # type: ignore[union-attr]
+    assert not parse_js_regex("/dragon$/").resumable  # type: ignore[union-attr]
+    assert not parse_js_regex("/\\bdragon/").resumable  # type: ignore[union-attr]
+    assert not parse_js_regex("/a(?=b)/").resumable  # type: ignore[union-attr]

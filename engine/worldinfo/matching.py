@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from ..errors import Diagnostic
 from .entries import Entry
-from .regexes import DEFAULT_TIMEOUT, JsRegex, js_regex_search, parse_js_regex
+from .regexes import DEFAULT_TIMEOUT, JsRegex, js_regex_resume, js_regex_search, parse_js_regex
 from .scan import _JS_WS, JOINER, MATCHER, Haystack, ScanBuffer
 
 __all__ = ["KeyMatcher"]
@@ -176,6 +176,7 @@ class KeyMatcher:
         self._rec_parts: dict[bool, list[_Part]] = {True: [], False: []}
         self._regex: dict[str, JsRegex | None] = {}
         self._regex_results: dict[tuple[str, Haystack], bool] = {}
+        self._regex_progress: dict[tuple[str, int, tuple[str, ...]], tuple[int, int, bool]] = {}
         self._needles: dict[tuple[str, bool, bool], Needle] = needles if needles is not None else {}
         self._chat_hits: dict[Needle, int] = {}
         self._rec: dict[Needle, list[int]] = {}  # [pieces checked, first matching piece or -1]
@@ -328,9 +329,25 @@ class KeyMatcher:
         hit = self._regex_results.get(key)
         if hit is not None:
             return hit
+        text = self.buffer.text(hay)
         try:
             self.regex_searches += 1
-            hit = js_regex_search(rx, self.buffer.text(hay), self.regex_timeout)
+            if rx.resumable and not hay.empty:
+                # the same haystack grows only by recursion text at its end: carry on from the
+                # last search of its shorter version instead of rescanning the chat every pass
+                progress_key = (rx.source, hay.depth, hay.extras)
+                progress = self._regex_progress.get(progress_key)
+                pos = 0
+                if progress is not None and len(text) >= progress[0]:
+                    if progress[2]:
+                        self._regex_results[key] = True
+                        return True
+                    pos = progress[1]
+                hit, resume = js_regex_resume(rx, text, pos, self.regex_timeout)
+                if progress is None or len(text) >= progress[0]:
+                    self._regex_progress[progress_key] = (len(text), resume, hit)
+            else:
+                hit = js_regex_search(rx, text, self.regex_timeout)
         except TimeoutError:
             object.__setattr__(rx, "status", "refused")
             object.__setattr__(rx, "reason", f"the search took longer than {self.regex_timeout:g} s")

@@ -24,7 +24,7 @@ from typing import Literal
 
 import regex
 
-__all__ = ["JsRegex", "RegexStatus", "js_regex_search", "parse_js_regex", "translate_js_regex"]
+__all__ = ["JsRegex", "RegexStatus", "js_regex_resume", "js_regex_search", "parse_js_regex", "translate_js_regex"]
 
 #: How long one search may take before the key is refused (seconds).
 DEFAULT_TIMEOUT = 0.1
@@ -60,6 +60,9 @@ class JsRegex:
     compiled: regex.Pattern[str] | None = None
     sticky: bool = False
     reason: str = ""
+    #: whether the pattern never looks past the text it consumes (no lookahead, ``$`` or ``\b``),
+    #: so a search of a longer text can resume where a search of its prefix left off
+    resumable: bool = False
 
 
 def parse_js_regex(key: str) -> JsRegex | None:
@@ -88,7 +91,24 @@ def parse_js_regex(key: str) -> JsRegex | None:
         compiled = regex.compile(translated, py_flags)
     except (regex.error, OverflowError, RecursionError, ValueError) as exc:
         return JsRegex(key, pattern, flags, "invalid", reason=str(exc))
-    return JsRegex(key, pattern, flags, "ok", compiled, sticky="y" in flags)
+    resumable = "y" not in flags and not any(t in translated for t in ("(?=", "(?!", "\\Z"))
+    return JsRegex(key, pattern, flags, "ok", compiled, sticky="y" in flags, resumable=resumable)
+
+
+def js_regex_resume(rx: JsRegex, text: str, pos: int, timeout: float = DEFAULT_TIMEOUT) -> tuple[bool, int]:
+    """Search ``text`` from ``pos`` for a resumable regex: ``(matched, where to resume next time)``.
+
+    With a partial search, a match that runs into the end of ``text`` is reported as partial; no
+    match can start before it once the text grows, so the next search starts there (or at the
+    end when nothing was even partially matched). Raises ``TimeoutError`` when slow.
+    """
+    assert rx.compiled is not None and rx.resumable
+    m = rx.compiled.search(text, pos, partial=True, timeout=timeout)
+    if m is None:
+        return False, len(text)
+    if m.partial:
+        return False, m.start()
+    return True, m.start()
 
 
 def js_regex_search(rx: JsRegex, text: str, timeout: float = DEFAULT_TIMEOUT) -> bool:
