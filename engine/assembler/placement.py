@@ -74,6 +74,7 @@ class Planner:
         for e in entries:
             self.by_source.setdefault(e.descriptor.id, e)
         self.enabled_kinds = {r.kind for r in preset.rules if r.enabled}
+        self.listed_ids = {r.id for r in preset.rules}
         self.native_by_id = {m["id"]: m for m in native_messages}
         self.render_call = render_call
         self.diagnostics: list[Diagnostic] = []
@@ -222,7 +223,7 @@ class Planner:
             return
         if locked:
             node.locked, node.lock_reason = True, lock_reason
-        listed_rule = self.preset.rule(rule.id) is not None
+        listed_rule = rule.id in self.listed_ids
         if block.type == "native":
             node.depth = block.depth if block.depth is not None else rule.depth
         elif self.list_placement and listed_rule:
