@@ -101,6 +101,14 @@ def _slurp(source: str) -> tuple[str, list[int], list[int]]:
     return "".join(pieces), new_starts, old_starts
 
 
+def _split_tag(value: str) -> tuple[str, str, str]:
+    """A TAG token -> (opener, code, closer). The code never ends in "-" or "_" right before
+    "%>" (that would have been the closer), so the closer's first character decides."""
+    opener = value[:3] if value[2] in "=-_#" else value[:2]
+    close = value[-3:] if value[-3] in "-_" else value[-2:]
+    return opener, value[len(opener):len(value) - len(close)], close
+
+
 class _ToNodes(Transformer[Token, Any]):
     """Lark callbacks, run during the LALR parse: nodes with offsets into the pre-passed text."""
 
@@ -130,9 +138,11 @@ class _ToNodes(Transformer[Token, Any]):
         return StrayClose(str(children[0]), self._at(children[0]))  # type: ignore[arg-type]
 
     def code_tag(self, children: list[Token]) -> Tag:
-        opener, code, close = children
-        return Tag(str(opener), str(code), str(close), self._at(opener), self._at(code),  # type: ignore[arg-type]
-                   close_start=self._at(close))
+        value = str(children[0])
+        start = self._at(children[0])
+        opener, code, close = _split_tag(value)
+        return Tag(opener, code, close, start, start + len(opener), (),  # type: ignore[arg-type]
+                   start + len(value) - len(close))
 
     def _odd(self, children: list[Token]) -> Tag:
         opener, *inner, close = children
@@ -180,11 +190,16 @@ def _lexer() -> Lark:
 
 def _unclosed_error(text: str, new_starts: list[int], old_starts: list[int], source: str) -> TemplateError:
     """ejs's check: the first opener whose token two places ahead is not a closer."""
-    tokens = list(_lexer().lex(text))
-    for i, tok in enumerate(tokens):
-        value = str(tok)
-        if value in OPENERS and (i + 2 >= len(tokens) or str(tokens[i + 2]) not in CLOSERS):
-            pos = tok.start_pos or 0
+    tokens: list[tuple[str, int]] = []
+    for tok in _lexer().lex(text):
+        pos = tok.start_pos or 0
+        if tok.type == "TAG":  # a well-formed tag: its three tokens, for the index rule
+            opener, code, close = _split_tag(str(tok))
+            tokens += [(opener, pos), (code, pos + len(opener)), (close, pos + len(opener) + len(code))]
+        else:
+            tokens.append((str(tok), pos))
+    for i, (value, pos) in enumerate(tokens):
+        if value in OPENERS and (i + 2 >= len(tokens) or tokens[i + 2][0] not in CLOSERS):
             k = bisect_right(new_starts, pos) - 1
             at = old_starts[k] + (pos - new_starts[k])
             return TemplateError(
