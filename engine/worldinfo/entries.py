@@ -314,9 +314,59 @@ def _delay_level(reader: _Reader) -> float:
     return reader.number("delayUntilRecursion", 0)
 
 
+#: SillyTavern field name -> (Entry attribute, kind); absent fields keep the Entry defaults
+_SPECS: dict[str, tuple[str, str]] = {
+    "key": ("key", "strings"), "keysecondary": ("keysecondary", "strings"), "selective": ("selective", "bool"),
+    "selectiveLogic": ("selective_logic", "int"), "constant": ("constant", "bool"), "disable": ("disable", "bool"),
+    "comment": ("comment", "text"), "order": ("order", "num"), "position": ("position", "int"),
+    "depth": ("depth", "int"), "role": ("role", "int"), "outletName": ("outlet_name", "text"),
+    "probability": ("probability", "num"), "useProbability": ("use_probability", "bool"),
+    "group": ("group", "text"), "groupOverride": ("group_override", "bool"), "groupWeight": ("group_weight", "num"),
+    "useGroupScoring": ("use_group_scoring", "optbool"), "scanDepth": ("scan_depth", "optint"),
+    "caseSensitive": ("case_sensitive", "optbool"), "matchWholeWords": ("match_whole_words", "optbool"),
+    "excludeRecursion": ("exclude_recursion", "bool"), "preventRecursion": ("prevent_recursion", "bool"),
+    "delayUntilRecursion": ("delay_until_recursion", "delay"), "ignoreBudget": ("ignore_budget", "bool"),
+    "sticky": ("sticky", "int"), "cooldown": ("cooldown", "int"), "delay": ("delay", "int"),
+    "matchPersonaDescription": ("match_persona_description", "bool"),
+    "matchCharacterDescription": ("match_character_description", "bool"),
+    "matchCharacterPersonality": ("match_character_personality", "bool"),
+    "matchCharacterDepthPrompt": ("match_character_depth_prompt", "bool"),
+    "matchScenario": ("match_scenario", "bool"), "matchCreatorNotes": ("match_creator_notes", "bool"),
+    "triggers": ("triggers", "strings"), "automationId": ("automation_id", "text"),
+    "vectorized": ("vectorized", "bool"),
+}
+_DEFAULTS = {f.name: f.default for f in Entry.__dataclass_fields__.values()}  # type: ignore[attr-defined]
+
+
+def _read_field(r: _Reader, name: str, attr: str, kind: str, value: Any) -> Any:
+    """One present field: the value itself when it already has the right type, else coerced."""
+    vt = type(value)
+    if kind == "bool":
+        return value if vt is bool else r.boolean(name, _DEFAULTS[attr])
+    if kind == "optbool":
+        return value if vt is bool else r.optional_bool(name)
+    if kind == "int":
+        return value if vt is int else r.integer(name, _DEFAULTS[attr])
+    if kind == "optint":
+        return value if vt is int else r.optional_int(name)
+    if kind == "num":
+        return value if vt is int or (vt is float and math.isfinite(value)) else r.number(name, _DEFAULTS[attr])
+    if kind == "text":
+        return value if vt is str else r.text(name)
+    if kind == "strings":
+        if vt is list and all(type(k) is str for k in value):
+            return tuple(value)
+        return r.strings(name)
+    return _delay_level(r)
+
+
 def normalize_entry(raw: Any, book: str, fallback_uid: int | str, path: str,
                     diagnostics: list[Diagnostic]) -> Entry | None:
-    """One entry dict with SillyTavern's field names as an :class:`Entry` (``None`` if not a dict)."""
+    """One entry dict with SillyTavern's field names as an :class:`Entry` (``None`` if not a dict).
+
+    Only the fields present are read (values of the right type are taken as they are, others go
+    through the coercions above); absent fields keep SillyTavern's defaults.
+    """
     if not isinstance(raw, Mapping):
         diagnostics.append(Diagnostic("ASSET_INVALID", "an entry should be an object; ignored", path=path))
         return None
@@ -329,66 +379,28 @@ def normalize_entry(raw: Any, book: str, fallback_uid: int | str, path: str,
         uid = int(uid_raw)
     else:
         uid = uid_raw  # type: ignore[assignment]
-    decorators, content = parse_decorators(r.text("content"))
+    values: dict[str, Any] = {}
+    specs = _SPECS
+    for name, value in raw.items():
+        spec = specs.get(name)
+        if spec is None or value is None:
+            continue
+        values[spec[0]] = _read_field(r, name, spec[0], spec[1], value)
+    content = raw.get("content")
+    if content is not None:
+        decorators, text = parse_decorators(content if type(content) is str else r.text("content"))
+        values["content"], values["decorators"] = text, decorators
     cf_raw = raw.get("characterFilter")
     if isinstance(cf_raw, Mapping):
         cf_reader = _Reader(cf_raw, f"{path}.characterFilter", diagnostics)
-        character_filter = CharacterFilter(
+        values["character_filter"] = CharacterFilter(
             cf_reader.boolean("isExclude", False), cf_reader.strings("names"), cf_reader.strings("tags")
         )
-    else:
-        if cf_raw is not None:
-            r.bad("characterFilter", "an object", {})
-        character_filter = CharacterFilter()
-    logic = r.integer("selectiveLogic", Logic.AND_ANY)
-    position = r.integer("position", Position.BEFORE)
-    role = r.integer("role", 0)
-    return Entry(
-        book=book,
-        uid=uid,
-        key=r.strings("key"),
-        keysecondary=r.strings("keysecondary"),
-        selective=r.boolean("selective", True),
-        selective_logic=logic,
-        constant=r.boolean("constant", False),
-        disable=r.boolean("disable", False),
-        content=content,
-        decorators=decorators,
-        comment=r.text("comment"),
-        order=r.number("order", 100),
-        position=position,
-        depth=r.integer("depth", 4),
-        role=role,
-        outlet_name=r.text("outletName"),
-        probability=r.number("probability", 100),
-        use_probability=r.boolean("useProbability", True),
-        group=r.text("group"),
-        group_override=r.boolean("groupOverride", False),
-        group_weight=r.number("groupWeight", 100),
-        use_group_scoring=r.optional_bool("useGroupScoring"),
-        scan_depth=r.optional_int("scanDepth"),
-        case_sensitive=r.optional_bool("caseSensitive"),
-        match_whole_words=r.optional_bool("matchWholeWords"),
-        exclude_recursion=r.boolean("excludeRecursion", False),
-        prevent_recursion=r.boolean("preventRecursion", False),
-        delay_until_recursion=_delay_level(r),
-        ignore_budget=r.boolean("ignoreBudget", False),
-        sticky=r.integer("sticky", 0),
-        cooldown=r.integer("cooldown", 0),
-        delay=r.integer("delay", 0),
-        match_persona_description=r.boolean("matchPersonaDescription", False),
-        match_character_description=r.boolean("matchCharacterDescription", False),
-        match_character_personality=r.boolean("matchCharacterPersonality", False),
-        match_character_depth_prompt=r.boolean("matchCharacterDepthPrompt", False),
-        match_scenario=r.boolean("matchScenario", False),
-        match_creator_notes=r.boolean("matchCreatorNotes", False),
-        triggers=r.strings("triggers"),
-        character_filter=character_filter,
-        automation_id=r.text("automationId"),
-        vectorized=r.boolean("vectorized", False),
-        hash=_entry_hash(raw),
-        path=path,
-    )
+    elif cf_raw is not None:
+        r.bad("characterFilter", "an object", {})
+    if values.get("sticky", 0) > 0 or values.get("cooldown", 0) > 0:
+        values["hash"] = _entry_hash(raw)  # timed-effect records are tied to it
+    return Entry(book=book, uid=uid, path=path, **values)
 
 
 def js_key_order(keys: Iterable[str]) -> list[str]:
