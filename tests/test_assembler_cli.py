@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 from _assembler_support import preset, rule
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tavernbox.cli.main import main
 
@@ -115,3 +117,26 @@ def test_replay_of_a_tampered_record_fails(files: dict[str, str], tmp_path: Path
     out["record"]["request"]["native_messages"][1]["content"] = "edited"
     code, err = run("replay", write(tmp_path, "r.json", out))
     assert code == 1 and err["error"]["code"] == "ASSEMBLY_REPLAY_INVALID"
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(
+        ["id", "role", "content", "messages", "input_ids", "rules", "kind", "format", "version", "name", "depth",
+         "tool_calls", "tool_call_id"]), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(chat=json_values | st.lists(st.fixed_dictionaries({"id": st.sampled_from(["a", "b"]), "role": st.sampled_from(
+    ["user", "assistant", "system", "tool"]), "content": json_values}), max_size=4),
+       strategy=json_values | st.just(preset(RULES)))
+def test_hostile_files_never_give_a_traceback(tmp_path: Path, chat: Any, strategy: Any) -> None:
+    chat_file = write(tmp_path, "fuzz-chat.json", chat)
+    strategy_file = write(tmp_path, "fuzz-strategy.json", strategy)
+    result = CliRunner().invoke(main, ["assemble", "--strategy", strategy_file, "--chat", chat_file])
+    assert result.exit_code in (0, 1), result.output
+    if result.exit_code == 1:
+        error = json.loads(result.output)["error"]
+        assert error["code"] != "INTERNAL_ERROR", error

@@ -66,6 +66,10 @@ def canonical_message(raw: Any, path: str = "$") -> dict[str, Any]:
     content = raw.get("content")
     if content is not None and not isinstance(content, (str, list)):
         raise _bad_request("message content must be a string, a list of parts or null", f"{path}.content")
+    if isinstance(content, list):
+        for j, part in enumerate(content):
+            if not isinstance(part, Mapping) or not isinstance(part.get("type"), str):
+                raise _bad_request("a content part is an object with a string type", f"{path}.content[{j}]")
     out: dict[str, Any] = {"id": mid, "role": role, "content": json.loads(json.dumps(content))}
     if raw.get("name") is not None:
         if not isinstance(raw["name"], str):
