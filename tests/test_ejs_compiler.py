@@ -154,3 +154,21 @@ def test_text_without_tags_skips_the_vm() -> None:
         render_template("é" * 60, limits=Limits(output_bytes=100))
     assert info.value.code == "TEMPLATE_OUTPUT_LIMIT"
     assert render_template("é" * 50, limits=Limits(output_bytes=100)).text == "é" * 50
+
+
+def test_budget_errors_keep_the_sandbox_code_and_the_tag_position() -> None:
+    from tavernbox.sandbox import CancelToken
+
+    token = CancelToken()
+    token.cancel()
+    with pytest.raises(TemplateError) as info:
+        render_template("<%= 1 %>", cancel=token)
+    assert info.value.code == "TEMPLATE_CANCELLED"
+    with pytest.raises(TemplateError) as info:
+        render_template("ok\n<% while (true) {} %>", limits=Limits(time_ms=20))
+    assert info.value.code == "TEMPLATE_TIME_LIMIT"
+    with pytest.raises(TemplateError) as info:
+        render_template("<% for (;;) print('xxxxxxxx') %>", limits=Limits(output_bytes=1000))
+    assert info.value.code == "TEMPLATE_OUTPUT_LIMIT"
+    # and the next render is normal
+    assert render_template("<%= 'after' %>").text == "after"

@@ -18,7 +18,7 @@ from tavernbox.ejs import parse_template
 from tavernbox.ejs.parser import MAX_TAGS
 from tavernbox.ejs.nodes import LiteralMarker, StrayClose, Tag, Text
 from tavernbox.errors import TemplateError
-from tavernbox.testing.ejs_strategies import ejs_templates
+from tavernbox.testing.strategies import ejs_templates  # the exported re-export path
 
 _TAG = re.compile(r"(<%%|%%>|<%=|<%-|<%_|<%#|<%|%>|-%>|_%>)")
 _OPENERS = {"<%", "<%_", "<%=", "<%-", "<%#"}
@@ -51,7 +51,7 @@ def node_tokens(nodes: tuple[object, ...]) -> list[str]:
     return [value for node in nodes for value, _, _ in node.tokens()]  # type: ignore[attr-defined]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.one_of(soup, ejs_templates()))
 def test_tokens_and_close_rule_match_ejs(template: str) -> None:
     tokens = reference_tokens(template)
@@ -67,7 +67,7 @@ def test_tokens_and_close_rule_match_ejs(template: str) -> None:
         assert info.value.message == f'Could not find matching close tag for "{tokens[failing]}".'
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.one_of(soup, ejs_templates()))
 def test_offsets_point_into_the_original_source(template: str) -> None:
     try:
