@@ -13,6 +13,7 @@ survive exactly. See harness.js, worker.py and pool.py for the why of each layer
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any
@@ -57,6 +58,12 @@ def _utf8_size(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
+@functools.lru_cache(maxsize=256)
+def _program_json(program: str) -> str:
+    """The program as an ASCII JSON string literal (compiled templates are reused, so cache it)."""
+    return json.dumps(program)
+
+
 def run_program(
     program: str,
     input_json: str,
@@ -79,14 +86,17 @@ def run_program(
             f"the program is {len(program)} characters, more than the limit of {max_program}",
             code="TEMPLATE_TOO_LARGE",
         )
-    if len(input_json) > lim.input_bytes or _utf8_size(input_json) > lim.input_bytes:
+    # A code point is at most 4 UTF-8 bytes: only inputs near the limit need encoding to measure.
+    if len(input_json) > lim.input_bytes or (
+        4 * len(input_json) > lim.input_bytes and _utf8_size(input_json) > lim.input_bytes
+    ):
         raise SandboxError(
             f"the input is larger than the limit of {lim.input_bytes} bytes", code="TEMPLATE_INPUT_LIMIT"
         )
     if input_json.strip() == "":
         raise SandboxError("the input is not valid JSON: it is empty", code="INPUT_INVALID")
     # [program, [variables]]: the harness checks that the caller's text was exactly one value.
-    payload = "[" + json.dumps(program) + ",[\n" + _ascii_json(input_json) + "\n]]"
+    payload = "[" + _program_json(program) + ",[\n" + _ascii_json(input_json) + "\n]]"
     reply = (pool or default_pool()).run(payload.encode("ascii"), lim, cancel)
     usage = Usage(**reply["usage"])
     error: dict[str, Any] | None = reply.get("error")
