@@ -101,9 +101,10 @@ def test_template_at_the_size_limit_renders() -> None:
 def test_input_snapshot_limit() -> None:
     limits = Limits(input_bytes=100)
     with pytest.raises(TemplateError) as info:
-        render_template("<%= variables.s.length %>", {"s": "é" * 40}, limits=limits)  # 40 * \u00e9 = 240 bytes
+        render_template("<%= variables.s.length %>", {"s": "é" * 47}, limits=limits)  # {"s":"..."} = 102 bytes
     assert info.value.code == "TEMPLATE_INPUT_LIMIT"
-    assert render_template("<%= variables.s.length %>", {"s": "a" * 80}, limits=limits).text == "80"
+    # the size is UTF-8 JSON (2 bytes per é), not the ASCII-escaped form (6 bytes per é)
+    assert render_template("<%= variables.s.length %>", {"s": "é" * 46}, limits=limits).text == "46"
 
 
 def test_variables_must_be_json() -> None:

@@ -109,13 +109,19 @@ def compile_source(source: str) -> CompiledTemplate:
 
 
 def _input_json(variables: Any, limits: Limits) -> str:
+    """The input snapshot as JSON text, refused when it is not JSON data or is too large.
+
+    The size is the UTF-8 size of the JSON text, which is what the issue's "2 MiB of JSON" means;
+    the sandbox makes the text ASCII-safe for the VM boundary itself.
+    """
     try:
-        text = json.dumps(variables, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+        text = json.dumps(variables, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as exc:
         raise TemplateError(f"variables are not JSON data: {exc}", code="INPUT_INVALID") from None
-    if len(text) > limits.input_bytes:  # ASCII-only text: characters are bytes
+    size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+    if size > limits.input_bytes:
         raise TemplateLimitError(
-            f"the input snapshot is {len(text)} bytes of JSON, more than the limit of {limits.input_bytes}",
+            f"the input snapshot is {size} bytes of JSON, more than the limit of {limits.input_bytes}",
             code="TEMPLATE_INPUT_LIMIT",
         )
     return text
