@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..errors import TemplateError
-from .render import find_source_macros
 
 if TYPE_CHECKING:
     from .blocks import Block
@@ -44,7 +43,7 @@ def settle_claims(plan: Planner) -> dict[str, str]:
             if target is not None:
                 claimed.setdefault(plan.key(*target), owner)
         if block.type == "text":
-            for _s, _e, name in find_source_macros(block.text, plan.macro_table):
+            for _s, _e, name in plan.macro_uses(block):
                 t_entry, t_block = plan.macro_table[name]
                 if plan.usable(t_entry, t_block):
                     claimed.setdefault(plan.key(t_entry, t_block), owner)

@@ -90,6 +90,7 @@ class Planner:
                         code="ASSEMBLY_MACRO_INVALID",
                     )
                 self.macro_table[lname] = (e, block)
+        self._macro_uses: dict[int, list[tuple[int, int, str]]] = {}
         self.claimed: dict[str, str] = {}
         self.emitted: set[str] = set()
         self.rows: dict[str, list[Node]] = {r.id: [] for r in preset.rules if r.enabled}
@@ -118,6 +119,13 @@ class Planner:
         entry = self.by_source.get(source_id)
         block = entry.output.block(block_id) if entry else None
         return (entry, block) if entry and block else None
+
+    def macro_uses(self, block: Block) -> list[tuple[int, int, str]]:
+        """The source macros in a text block (scanned once per request: claims and emission both ask)."""
+        uses = self._macro_uses.get(id(block))
+        if uses is None:
+            uses = self._macro_uses[id(block)] = find_source_macros(block.text, self.macro_table)
+        return uses
 
     def usable(self, entry: ResolvedEntry, block: Block) -> bool:
         """Whether a source macro may inline this block (a listed module owns its content)."""
@@ -279,7 +287,7 @@ class Planner:
         literal_names = {n.lower() for n, _ in block.literal_macros}
         macros = []
         children = []
-        for start, end, name in find_source_macros(block.text, self.macro_table):
+        for start, end, name in self.macro_uses(block):
             if name in literal_names:
                 continue
             t_entry, t_block = self.macro_table[name]
