@@ -20,7 +20,7 @@ from typing import Any
 from ..errors import Diagnostic, TemplateError
 from .entries import Entry, Logic, WorldBook, js_key_order, normalize_books
 from .matching import _NOT_FOUND as _FAR
-from .matching import _WORD_RUN, EMPTY, PLAIN, WORD, KeyMatcher, Needle, gram_of
+from .matching import _WORD_RUN, EMPTY, GRAM, PLAIN, WORD, KeyMatcher, Needle, gram_of
 from .output import ActivatedEntry, Positions, build_positions
 from .regexes import DEFAULT_TIMEOUT
 from .scan import Haystack, ScanBuffer, ScanState, chat_scan_messages, js_trim
@@ -179,13 +179,14 @@ class _Prepared:
         self.word_owners: dict[bool, dict[str, list[int]]] = {True: {}, False: {}}
         self.other_owners: dict[bool, dict[str, list[tuple[Needle, list[int]]]]] = {True: {}, False: {}}
         self.primary_words: dict[bool, dict[str, list[int]]] = {True: {}, False: {}}
-        self.primary_others: dict[bool, dict[Needle, list[int]]] = {True: {}, False: {}}
+        self.primary_others: dict[bool, dict[str, list[tuple[Needle, list[int]]]]] = {True: {}, False: {}}
         self.state_sensitive = [i for i, e in enumerate(entries) if e.delay_until_recursion or e.exclude_recursion]
         self.timed = [i for i, e in enumerate(entries) if e.sticky > 0 or e.cooldown > 0 or e.delay > 0]
         self.filtered = [i for i, e in enumerate(entries)
                          if e.disable or e.triggers or e.character_filter.names or e.character_filter.tags]
         self.levels = sorted({e.delay_until_recursion for e in entries if e.delay_until_recursion})
         others: dict[Needle, list[int]] = {}
+        primary_others: dict[Needle, list[int]] = {}
         for i, entry in enumerate(entries):
             primary: list[tuple[str, Needle | None]] = []
             secondary: list[tuple[str, Needle | None]] = []
@@ -212,10 +213,12 @@ class _Prepared:
                     else:
                         others.setdefault(needle, []).append(i)
                         if is_primary:
-                            self.primary_others[needle.cs].setdefault(needle, []).append(i)
+                            primary_others.setdefault(needle, []).append(i)
             self.plans.append((primary, secondary))
         for needle, owners in others.items():
             self.other_owners[needle.cs].setdefault(gram_of(needle.text), []).append((needle, owners))
+        for needle, owners in primary_others.items():
+            self.primary_others[needle.cs].setdefault(gram_of(needle.text), []).append((needle, owners))
 
 
 _PREPARED_CACHE: dict[tuple[Any, ...], tuple[tuple[WorldBook, ...], _Prepared]] = {}
@@ -586,9 +589,17 @@ class _Run:
                     owners = words.get(w)
                     if owners:
                         todo.update(owners)
-            for needle, owners in others.items():
-                if matcher.chat_hit(needle) < _FAR or matcher.extras_hit(needle, extras):
-                    todo.update(owners)
+            if others:
+                # only keys whose GRAM-character window occurs somewhere in the text can match
+                text = matcher._chat_index(cs).concat + "".join(f"\n{t if cs else t.lower()}" for t in extras)
+                grams = {text[i:i + GRAM] for i in range(len(text) - GRAM + 1)}
+                grams.add("")
+                for gram, bucket in others.items():
+                    if gram not in grams:
+                        continue
+                    for needle, owners in bucket:
+                        if matcher.chat_hit(needle) < _FAR or matcher.extras_hit(needle, extras):
+                            todo.update(owners)
         pending = _PENDING
         decisions = self.decisions
         for i in range(len(decisions)):
@@ -800,7 +811,8 @@ def activate_world_info(
     diagnostics.extend(sort_diagnostics)
     entries = prepared.entries
     all_messages = chat_scan_messages(chat, include_names=conf.include_names, generation_type=generation_type)
-    timed = TimedEffects(state, entries, len(all_messages), dry_run=dry_run)
+    # only entries with a timed field can be held by an effect or own a record
+    timed = TimedEffects(state, [entries[i] for i in prepared.timed], len(all_messages), dry_run=dry_run)
     counter = resolve_token_counter(conf, token_counter)
     additive = token_counter is None and conf.tokenizer == "words"
     generator = random.Random(seed)
