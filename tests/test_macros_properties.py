@@ -12,8 +12,7 @@ import copy
 import re
 from typing import Any
 
-import pytest
-from hypothesis import HealthCheck, find, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import tavernbox
@@ -30,6 +29,8 @@ LIMIT_CODES = {
 }
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+#: For properties that expand macro-heavy text twice per example.
+HEAVY = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _context() -> dict[str, Any]:
@@ -94,7 +95,7 @@ def test_text_without_macro_syntax_is_unchanged(text: str) -> None:
     assert result.diagnostics == ()
 
 
-@SETTINGS
+@HEAVY
 @given(macro_templates(), st.integers(min_value=0, max_value=2**32))
 def test_same_seed_same_text_and_draws(text: str, seed: int) -> None:
     first = _expand(text, _context(), seed=seed)
@@ -109,7 +110,7 @@ def test_same_seed_same_text_and_draws(text: str, seed: int) -> None:
     assert second.variables == first.variables
 
 
-@SETTINGS
+@HEAVY
 @given(st.one_of(macro_templates(), st.sampled_from([
     "{{setvar::x::9}}{{addvar::list::3}}{{incvar::n}}{{setglobalvar::flag::1}}{{.x += 2}}{{$g = v}}",
     "{{deletevar::x}}{{flushglobalvar::flag}}{{.flag ||= yes}}{{.new ??= 1}}",
@@ -121,7 +122,7 @@ def test_context_is_not_mutated(text: str) -> None:
     assert context == before
 
 
-@SETTINGS
+@HEAVY
 @given(macro_templates())
 def test_variables_snapshot_is_fresh(text: str) -> None:
     result = _expand(text, _context())
@@ -132,8 +133,8 @@ def test_variables_snapshot_is_fresh(text: str) -> None:
     assert again is not None and "injected" not in again.variables["local"]
 
 
-# The strategy itself: every advertised feature is reachable (so the properties above exercise it).
-
+# The strategy itself: every advertised feature shows up in a fixed sample of its output, so
+# the properties above really exercise it.
 FEATURES = {
     "scoped pair": lambda s: re.search(r"\{\{#?[a-zA-Z/]+[^{}]*\}\}.*\{\{/", s, re.S) is not None,
     "if/else": lambda s: "{{if " in s.lower() and "{{else}}" in s.lower(),
@@ -141,7 +142,7 @@ FEATURES = {
     "global shorthand": lambda s: re.search(r"\{\{\s*\$[\w-]+", s) is not None,
     "nested macro in an argument": lambda s: re.search(r"\{\{[^{}]*::[^{}]*\{\{[^{}]*\}\}[^{}]*\}\}", s) is not None,
     "legacy colon form": lambda s: re.search(r"\{\{\s*[a-zA-Z]+:[^:]", s) is not None,
-    "whitespace form": lambda s: re.search(r"\{\{\s*roll [^}]", s, re.I) is not None,
+    "whitespace form": lambda s: re.search(r"\{\{\s*[a-zA-Z][\w-]* [^\s}:]", s) is not None,
     "mixed-case name": lambda s: re.search(r"\{\{[a-z]*[A-Z][a-z]+[A-Z]", s) is not None,
     "unterminated opener": lambda s: s.rstrip().endswith("{{") or "{{ hehe" in s,
     "pipe inside braces": lambda s: re.search(r"\{\{[^}]*\|[^}]*\}\}", s) is not None,
@@ -151,7 +152,14 @@ FEATURES = {
 }
 
 
-@pytest.mark.parametrize("feature", sorted(FEATURES))
-def test_macro_templates_reach_feature(feature: str) -> None:
-    found = find(macro_templates(), FEATURES[feature], settings=settings(max_examples=2000, database=None, deadline=None))
-    assert isinstance(found, str)
+def test_macro_templates_reach_every_feature() -> None:
+    sample: list[str] = []
+
+    @settings(max_examples=200, derandomize=True, database=None, deadline=None, phases=[Phase.generate])
+    @given(macro_templates())
+    def collect(text: str) -> None:
+        sample.append(text)
+
+    collect()
+    missing = [name for name, seen in FEATURES.items() if not any(seen(text) for text in sample)]
+    assert not missing, missing
