@@ -114,6 +114,8 @@ CODES: dict[str, str] = {
     "ASSEMBLY_INPUT_UNSUPPORTED": "a CLI input (ST preset, MVU, templates) whose source is not part of this build yet",
     "WORLD_BOOK_SLOT_MISSING": "a world-info position with no slot in this placement; put in the before/after group",
     "GREETING_AFTER_INPUT": "the first-turn character greeting was placed after the current input",
+    "WORLD_BOOK_MVU_VARIABLE_VERSION": "world info inserted the MVU state; names the resource and its revision",
+    "MVU_RESOURCE_VERSION": "the MVU state source read this resource at this revision",
 }
 
 

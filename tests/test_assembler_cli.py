@@ -89,6 +89,7 @@ def test_card_fields_are_available(files: dict[str, str], tmp_path: Path) -> Non
         (["--strategy", "builtin-native-slots"], "ASSEMBLY_STRATEGY_UNKNOWN"),
         (["--strategy", "no-such-thing"], "ASSEMBLY_STRATEGY_UNKNOWN"),
         (["--preset", "x.json"], "ASSEMBLY_INPUT_UNSUPPORTED"),
+        (["--templates", "x.json"], "ASSEMBLY_INPUT_UNSUPPORTED"),
         (["--system-update", "in-history", "--max-profile-bytes", "10"], "ASSEMBLY_PROFILE_LIMIT"),
     ],
 )
@@ -140,3 +141,10 @@ def test_hostile_files_never_give_a_traceback(tmp_path: Path, chat: Any, strateg
     if result.exit_code == 1:
         error = json.loads(result.output)["error"]
         assert error["code"] != "INTERNAL_ERROR", error
+
+
+def test_mvu_state_reaches_the_mvu_source(files: dict[str, str], tmp_path: Path) -> None:
+    strategy = write(tmp_path, "mvu-strategy.json", preset([*RULES[:2], rule("tavern.mvu/state", "mvu"), *RULES[2:4]]))
+    mvu = write(tmp_path, "vars.json", {"stat_data": {"hp": [100, "health"], "$meta": {"extensible": True}}})
+    code, out = run("assemble", "--strategy", strategy, "--chat", files["chat"], "--mvu", mvu)
+    assert code == 0 and out[0]["content"].startswith('S\n\nMAIN\n\n{"hp": [100, "health"], "$meta"')

@@ -137,3 +137,42 @@ def test_use_owner_rule_takes_the_referring_rule_role() -> None:
                  placement="st")
     node = next(n for n in r.nodes if n["block_id"] == "description")
     assert node["role"] == "user" and node["rule_id"] == "o" and node["locked"]
+
+
+MVU_STATE = {"hp": 100, "text": "{{user}}\n{{secret}}", "$internal": "hidden",
+             "nested": {"$private": 1, "public": "shown"}, "pair": [3, "how many"]}
+
+
+def test_fact51_world_info_inserts_mvu_state_as_yaml_literally() -> None:
+    import yaml
+
+    lore = {"world_info": [{"id": "stats", "content": "State:\n  {{format_message_variable::stat_data}}"}],
+            "mvu": {"name": "save1", "stat_data": MVU_STATE}}
+    r = assemble([*NATIVES, rule("worldbook")], assets=lore)
+    text = texts(r)[-1]
+    assert text.startswith("State:\n  ")
+    assert yaml.safe_load(text[len("State:\n"):]) == {
+        "hp": 100, "text": "{{user}}\n{{secret}}", "nested": {"public": "shown"}, "pair": [3, "how many"]}
+    (version,) = [d for d in r.diagnostics if d.code == "WORLD_BOOK_MVU_VARIABLE_VERSION"]
+    assert version.data["resource_id"] == "save1" and version.data["revision"].startswith("sha256:")
+    assert not [d for d in r.diagnostics if d.code.startswith("MACRO_")]
+    span = next(s for s in r.provenance[-1]["spans"] if s.get("kind") == "literal_macro")
+    assert span["macro"] == "format_message_variable::stat_data" and span["block_id"] == "worldbook:stats"
+
+
+def test_fact52_an_entry_without_the_macro_does_not_read_mvu() -> None:
+    r = assemble([*NATIVES, rule("worldbook")],
+                 assets={"world_info": [{"id": 1, "content": "plain"}], "mvu": {"stat_data": MVU_STATE}})
+    assert texts(r)[-1] == "plain" and "WORLD_BOOK_MVU_VARIABLE_VERSION" not in [d.code for d in r.diagnostics]
+
+
+def test_mvu_state_source_emits_json_and_update_instructions() -> None:
+    r = assemble([*NATIVES[:1], rule("tavern.mvu/state", "mvu"), *NATIVES[1:]], assets={"mvu": {"stat_data": {"hp": 1}}})
+    state = r.logical_messages[1]
+    assert state["role"] == "system" and state["content"].startswith('{"hp": 1}\n') and "JSONPatch" in state["content"]
+    assert "MVU_RESOURCE_VERSION" in [d.code for d in r.diagnostics]
+    custom = assemble([*NATIVES[:1], rule("tavern.mvu/state", "mvu", text="Only read."), *NATIVES[1:]],
+                      assets={"mvu": {"stat_data": {"hp": 1}}})
+    assert custom.logical_messages[1]["content"] == '{"hp": 1}\nOnly read.'
+    empty = assemble([*NATIVES[:1], rule("tavern.mvu/state", "mvu"), *NATIVES[1:]])
+    assert [m["id"] for m in empty.logical_messages] == ["s", "u1", "a1", "u2"]

@@ -45,8 +45,10 @@ M_OPEN, M_CLOSE, L_OPEN = "\ufdd0", "\ufdd1", "\ufdd2"
 _HEX0 = 0xFDE0
 _TOKEN = re.compile("[\ufdd0\ufdd2][\ufde0-\ufdef]+|\ufdd1")
 _RESERVED = re.compile("[\ufdd0-\ufdef]")
-#: ``{{ name }}`` with a plain name (no arguments): the shape of a source or literal macro
+#: ``{{ name }}`` with a plain name (no arguments): the shape of a source macro
 SOURCE_MACRO = re.compile(r"\{\{\s*([^{}:\s]+)\s*\}\}")
+#: ``{{ name }}`` where the name may hold ``::`` (``format_message_variable::stat_data``): a literal macro
+LITERAL_MACRO = re.compile(r"\{\{\s*([^{}]+?)\s*\}\}")
 
 
 def _hex(n: int) -> str:
@@ -239,7 +241,7 @@ def compose_text(
             lit_values.append((m.group(1), value))
             return L_OPEN + _hex(len(lit_values) - 1)
 
-        composed = SOURCE_MACRO.sub(swap, composed)
+        composed = LITERAL_MACRO.sub(swap, composed)
     out = render(composed)
     rendered = out.text
     if not infos and not lit_values and not _RESERVED.search(rendered):

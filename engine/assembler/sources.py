@@ -11,7 +11,10 @@
   otherwise as written.
 - ``character``, ``persona``, ``phi``: card fields (chara_card_v2 names) and their text-reference
   macros (``{{description}}``, ``{{persona}}``...); ``worldbook``: the entries of a world-info
-  activation record supplied in ``assets.world_info`` (the activation itself is another stage).
+  activation record supplied in ``assets.world_info`` (the activation itself is another stage);
+  an entry holding ``{{format_message_variable::stat_data}}`` gets the MVU state (``assets.mvu``) as
+  YAML through a literal macro.
+- ``tavern.mvu/state``: the MVU state as JSON plus update instructions (system, request lifetime).
 
 Sources read only the frozen context; they never write.
 """
@@ -26,7 +29,13 @@ from ..errors import TemplateError
 from .registry import SourceDescriptor, SourceRegistry
 from .render import TAVERN
 
-__all__ = ["BUILTIN_IDS", "register_builtin_sources", "split_authored_text", "world_info_from_activation"]
+__all__ = [
+    "BUILTIN_IDS",
+    "format_stat_data",
+    "register_builtin_sources",
+    "split_authored_text",
+    "world_info_from_activation",
+]
 
 DSH = "dsh"
 TAVERN_PLUGIN = "pmp-dsh-tavern"
@@ -308,9 +317,50 @@ def world_info_from_activation(activation: Any) -> list[dict[str, Any]]:
     return out
 
 
+MVU_FORMAT_MACRO = "format_message_variable::stat_data"
+_MVU_FORMAT = re.compile(r"\{\{\s*format_message_variable::stat_data\s*\}\}", re.I)
+
+
+def format_stat_data(stat_data: Any) -> str:
+    """MVU ``stat_data`` as the prompt sees it: YAML, every ``$`` key removed (recursively).
+
+    Arrays are kept, so a ``[value, "description"]`` pair prints as a two-item sequence;
+    multi-line strings use literal block style; trailing whitespace is trimmed.
+    """
+    import yaml
+
+    def strip(value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {str(k): strip(v) for k, v in value.items() if not str(k).startswith("$")}
+        if isinstance(value, (list, tuple)):
+            return [strip(v) for v in value]
+        return value
+
+    class _Dumper(yaml.SafeDumper):
+        pass
+
+    def text(dumper: yaml.SafeDumper, data: str) -> Any:
+        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|" if "\n" in data else None)
+
+    _Dumper.add_representer(str, text)
+    return yaml.dump(strip(stat_data), Dumper=_Dumper, allow_unicode=True, sort_keys=False,
+                     default_flow_style=False, width=1 << 16).rstrip()
+
+
+def _mvu(context: Mapping[str, Any]) -> tuple[Mapping[str, Any] | None, str, str]:
+    """The request's MVU state: ``(stat_data, resource name, revision)``; stat_data None when absent."""
+    mvu = context["assets"].get("mvu")
+    if not isinstance(mvu, Mapping) or not isinstance(mvu.get("stat_data"), Mapping):
+        return None, "", ""
+    from .identity import content_hash
+
+    return mvu["stat_data"], str(mvu.get("name") or "mvu"), content_hash(_thaw(mvu["stat_data"]))
+
+
 def _worldbook(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[str, Any]:
     blocks = []
     diagnostics = []
+    mvu_yaml: str | None = None
     for entry in context["assets"].get("world_info") or ():
         if not isinstance(entry, Mapping):
             continue
@@ -333,6 +383,17 @@ def _worldbook(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[str,
             block["depth"] = entry.get("depth") if isinstance(entry.get("depth"), int) else 0
         if isinstance(entry.get("order"), (int, float)) and not isinstance(entry.get("order"), bool):
             block["order"] = entry["order"]
+        if _MVU_FORMAT.search(content):
+            stat_data, name, revision = _mvu(context)
+            if stat_data is not None:
+                # the state is data, inserted after macro expansion and never expanded itself
+                if mvu_yaml is None:
+                    mvu_yaml = format_stat_data(_thaw(stat_data))
+                    diagnostics.append({"code": "WORLD_BOOK_MVU_VARIABLE_VERSION", "severity": "info",
+                                        "message": f"world info read MVU state {name!r} at revision {revision}",
+                                        "data": {"resource_id": name, "revision": revision}})
+                block["text"] = _MVU_FORMAT.sub("{{" + MVU_FORMAT_MACRO + "}}", content)
+                block["literal_macros"] = {MVU_FORMAT_MACRO: mvu_yaml}
         if entry.get("approximated_from") is not None:
             diagnostics.append({"code": "WORLD_BOOK_SLOT_MISSING",
                                 "message": f"entry {uid}: position {entry['approximated_from']} has no slot here; "
@@ -340,6 +401,31 @@ def _worldbook(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[str,
                                 "data": {"entry": str(uid)}})
         blocks.append(block)
     return {"blocks": blocks, "diagnostics": diagnostics}
+
+
+MVU_INSTRUCTIONS = (
+    "To change these variables, end your reply with <JSONPatch>[...]</JSONPatch>: a JSON Patch array whose paths "
+    "point into the state above. Use \"delta\" to add to a number and \"replace\" to set a value; write literal "
+    "values only."
+)
+
+
+def _mvu_state(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[str, Any]:
+    """The MVU state as JSON, then how to update it (``rule.text`` replaces the default instructions)."""
+    import json
+
+    stat_data, name, revision = _mvu(context)
+    if stat_data is None:
+        return {"blocks": []}
+    state = json.dumps(_thaw(stat_data), ensure_ascii=False)
+    return {
+        "blocks": [{"type": "text", "id": "state", "name": "MVU state", "role": "system",
+                    "text": f"{state}\n{rule['text'] or MVU_INSTRUCTIONS}",
+                    "source": {"resource_id": name, "field": "stat_data"}}],
+        "diagnostics": [{"code": "MVU_RESOURCE_VERSION", "severity": "info",
+                         "message": f"MVU state {name!r} at revision {revision}",
+                         "data": {"resource_id": name, "revision": revision}}],
+    }
 
 
 _AUTHORED_DEPS = ("history", "input", "worldbook", "character", "persona")
@@ -361,6 +447,8 @@ BUILTINS: tuple[SourceDescriptor, ...] = (
     SourceDescriptor("phi", TAVERN_PLUGIN, "Post-history instructions", resolve=_phi, dependencies=("character",),
                      renderer=TAVERN),
     SourceDescriptor("worldbook", TAVERN_PLUGIN, "World info", resolve=_worldbook, renderer=TAVERN),
+    SourceDescriptor("tavern.mvu/state", "tavern.mvu", "MVU state", resolve=_mvu_state, roles=("preserve", "system"),
+                     lifetimes=("request",)),
 )
 BUILTIN_IDS = tuple(d.id for d in BUILTINS)
 

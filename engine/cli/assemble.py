@@ -110,7 +110,7 @@ def _world_info(paths: tuple[str, ...], messages: list[Any], seed: int) -> list[
 @click.option("--card", help="A character card (JSON or PNG).")
 @click.option("--preset", "st_preset", help="A SillyTavern preset (needs the prompt-manager source).")
 @click.option("--book", "books", multiple=True, help="A world book; activated against the chat.")
-@click.option("--mvu", help="MVU variables (needs the MVU source).")
+@click.option("--mvu", help="MVU variables: for tavern.mvu/state and {{format_message_variable::stat_data}}.")
 @click.option("--templates", help="Prompt templates (needs the template source).")
 @click.option("--system-update", type=click.Choice(["leading-only", "in-history"]), default="leading-only",
               show_default=True, help="Whether the model accepts system messages after the first.")
@@ -138,7 +138,7 @@ def command(
         from ..assembler import Assembler, AssemblyRequest
 
         for flag, value, needs in (("--preset", st_preset, "the SillyTavern prompt-manager source"),
-                                   ("--mvu", mvu, "the MVU source"), ("--templates", templates, "the template source")):
+                                   ("--templates", templates, "the template source")):
             if value is not None:
                 raise TemplateError(f"{flag} needs {needs}, which is not part of this build yet",
                                     code="ASSEMBLY_INPUT_UNSUPPORTED")
@@ -149,6 +149,12 @@ def command(
             assets["character"] = _card(card)
         if books:
             assets["world_info"] = _world_info(books, messages, seed)
+        if mvu:
+            from pathlib import Path
+
+            from ..assets import load_asset
+
+            assets["mvu"] = {"name": Path(mvu).stem, "stat_data": load_asset(mvu, kind="mvu").model.stat_data}
         request = {"preset": preset, "messages": messages, "input_ids": input_ids, "assets": assets,
                    "preview": preview, "system_prompt_update": system_update, "seed": seed}
         if max_profile_bytes is not None:
