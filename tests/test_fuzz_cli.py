@@ -96,7 +96,7 @@ def test_findings_exit_1_and_are_saved(tmp_path: Path, monkeypatch: pytest.Monke
     assert sorted(p.suffix for p in out.iterdir()).count(".json") >= 1
 
 
-@pytest.mark.parametrize("target", ["macros"])
+@pytest.mark.parametrize("target", ["macros", "ejs"])
 def test_short_campaign_against_the_real_engine_is_clean(target: str, tmp_path: Path) -> None:
     out = tmp_path / "findings"
     result = CliRunner().invoke(main, ["fuzz", "--target", target, "--seconds", "2", "--seed", "1", "--out", str(out)])
