@@ -50,8 +50,11 @@ def _compare(oracle: Oracle, template: str, variables: Any) -> str:
     assert error is not None, f"ejs failed ({theirs['error']}), we rendered {ours!r}\n{template!r}"
     # Both failed: they must also agree on the kind of failure (compile time or run time).
     their_error = theirs["error"]
-    compile_time = their_error["name"] == "SyntaxError" or their_error["message"].startswith(
-        "Could not find matching close tag"
+    # ejs prefixes every run-time error with its "ejs:LINE" context listing (JSON.parse's
+    # SyntaxError included); compile-time errors have none.
+    message = their_error["message"]
+    compile_time = message.startswith("Could not find matching close tag") or (
+        their_error["name"] == "SyntaxError" and not message.startswith("ejs:")
     )
     expected = "TEMPLATE_SYNTAX" if compile_time else "TEMPLATE_EXECUTION_FAILED"
     assert error.code == expected, f"ejs: {their_error}; we: {error}\n{template!r}"

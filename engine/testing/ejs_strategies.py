@@ -4,8 +4,9 @@
 every tag kind, the whitespace closers ``-%>`` / ``_%>`` and ``<%_``, ``<%%`` / ``%%>``
 literals, stray closers in text, CR/LF/tab layouts, JavaScript expressions over ``variables``,
 control flow spanning tags, local "partial" functions, ``await`` of resolved promises and
-variadic ``print``. A share of the draws is tag soup (random tag tokens and short code) that
-reaches ejs's odd accepted shapes and its close-tag errors.
+variadic ``print``. Now and then a tag throws or does not compile, and a fifth of the draws is
+tag soup (random tag tokens and short code) that reaches ejs's odd accepted shapes and its
+close-tag errors.
 
 ``ejs_variables()`` draws the data those templates read: always the same keys (so that most
 templates render instead of failing on a missing name), with values chosen to stress
@@ -91,7 +92,15 @@ _COMMENT = st.tuples(st.lists(st.sampled_from(["a", " ", "\n", "<", ">", "-", "/
 )
 _LITERAL_TEXT = st.sampled_from(["<%% x %>", "<%%= y -%>\n", "a %%> b", "<%%", "%%>"])
 _TEXT = st.lists(st.sampled_from(_TEXT_ATOMS), max_size=4).map("".join)
-_KINDS = st.sampled_from(["text", "text", "output", "output", "print", "comment", "var", "if", "for", "fn", "literal"])
+_KINDS = st.sampled_from(
+    ["text", "text", "text", "output", "output", "output", "print", "comment", "var", "if", "for", "fn", "literal",
+     "failure"]
+)
+#: Tags that fail at run time or at compile time, so "both fail" is exercised by kind too.
+_FAILURES = st.sampled_from([
+    "<%= nope %>", "<%- variables.nothing.x %>", "<% null.f() %>", "<%= JSON.parse('{') %>", "<% (1 + ) %>",
+    "<%= 1 2 %>", "<% throw new Error('x') %>", "<% const c = 1; c = 2 %>", "<%- Symbol('s') %>",
+])
 
 
 def _script(draw: st.DrawFn, body: str) -> str:
@@ -131,6 +140,8 @@ def _block_of(draw: st.DrawFn, depth: int, names: tuple[str, ...]) -> str:
                 names = (*names, name)
         elif kind == "literal":
             parts.append(draw(_LITERAL_TEXT))
+        elif kind == "failure":
+            parts.append(draw(_FAILURES))
         elif depth < 2 and kind == "if":
             cond = draw(_expr(names))
             parts.append(_script(draw, f"if ({cond}) {{") + draw(_block(depth + 1, names)))
@@ -164,7 +175,7 @@ def _soup() -> st.SearchStrategy[str]:
 
 def ejs_templates() -> st.SearchStrategy[str]:
     """EJS templates: mostly well-formed programs over ``variables``, sometimes tag soup."""
-    return st.one_of(_block(0, ()), _block(0, ()), _block(0, ()), _soup())
+    return st.one_of(_block(0, ()), _block(0, ()), _block(0, ()), _block(0, ()), _soup())
 
 
 def ejs_variables() -> st.SearchStrategy[dict[str, Any]]:
