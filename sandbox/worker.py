@@ -307,6 +307,25 @@ def harness_error(code: str, failure: dict[str, Any]) -> dict[str, Any]:
             "line": line, "column": column}
 
 
+def die_with_parent() -> None:
+    """Ask Linux to SIGKILL us when the parent dies (best effort elsewhere).
+
+    A worker stuck in a C loop never reads the EOF that normally tells it the parent is gone; it
+    would spin forever as an orphan.
+    """
+    parent = os.getppid()
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        PR_SET_PDEATHSIG = 1
+        libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+
+
 def main() -> None:
     # Nothing but protocol frames may reach stdout.
     out_fd = os.dup(1)
@@ -318,6 +337,7 @@ def main() -> None:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     except (ImportError, ValueError, OSError):
         pass
+    die_with_parent()
     channel = Channel(0)
     worker = Worker()
     write_all(out_fd, (json.dumps({"op": "ready", "pid": os.getpid()}) + "\n").encode())

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -428,3 +430,39 @@ def test_worker_that_died_while_idle_is_replaced_silently(solo_pool: WorkerPool)
         time.sleep(0.01)
     assert run_program(prog("append('fresh')"), "null", pool=solo_pool).text == "fresh"
     assert pid in solo_pool.replaced
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux-only")
+def test_worker_dies_with_its_parent(tmp_path) -> None:
+    """A worker stuck in a render must not outlive a parent that was killed."""
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import sys, threading\n"
+        "from tavernbox.sandbox import Limits, WorkerPool, run_program\n"
+        "pool = WorkerPool(size=1)\n"
+        "pool.prestart()\n"
+        "print(pool.pids()[0], flush=True)\n"
+        "lim = Limits(time_ms=60000, job_steps=1000000, deadline_grace_ms=60000)\n"
+        "run_program('(async function (t) { for (;;) {} })', 'null', limits=lim, pool=pool)\n"
+    )
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        worker_pid = int(parent.stdout.readline())
+        time.sleep(0.3)  # the worker is now spinning in the render
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and _alive(worker_pid):
+            time.sleep(0.05)
+        assert not _alive(worker_pid)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return not stat.read().split(") ")[1].startswith("Z")
+    except FileNotFoundError:
+        return False
