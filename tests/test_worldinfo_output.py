@@ -198,3 +198,24 @@ def test_incremental_passes_match_full_rescans(monkeypatch: pytest.MonkeyPatch) 
         assert fast.uids == slow.uids
         assert fast.by_position.to_json() == slow.by_position.to_json()
         assert [(r.outcome, r.reason) for r in fast.trace] == [(r.outcome, r.reason) for r in slow.trace]
+
+
+def test_prepared_books_are_reused_without_carrying_state_between_scans() -> None:
+    from tavernbox.worldinfo import normalize_books
+
+    entries = [e(1, "x", "mentions y"), e(2, "y"), e(3, "/z+/"), e(4, "red dragon")]
+    books = normalize_books({"entries": entries})[0]
+    chats = [["x"], ["z red dragon"], ["nothing"], ["x z"]]
+    for chat in chats:
+        reused = activate_world_info(books, chat, PLAIN)
+        fresh = activate_world_info({"entries": entries}, chat, PLAIN)
+        assert reused.uids == fresh.uids
+        assert reused.trace.to_list() == fresh.trace.to_list()
+
+
+def test_first_pass_decides_entries_it_did_not_look_at() -> None:
+    # uid 3 waits for the recursion step that uid 1 causes; uids 2 and 4 are never looked at
+    entries = [e(1, "x"), e(2, "nope"), e(3, "x", delayUntilRecursion=True), e(4, "x", disable=True)]
+    a = act(entries, ["x"])
+    assert [(r.uid, r.reason, r.step) for r in a.trace] == [
+        (1, "key", 1), (2, "no_match", 1), (3, "key", 2), (4, "disabled", 1)]

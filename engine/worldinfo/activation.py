@@ -301,7 +301,6 @@ class _Run:
         self.content: dict[int, str] = {}
         self.draws: list[Draw] = []
         self.steps: list[StepRecord] = []
-        self._expanded_keys: dict[str, str] = {}
 
     # -- small helpers ------------------------------------------------------------------------
     def decide(self, i: int, outcome: str, reason: str, detail: str, step: int, state: int, key: str | None = None,
@@ -316,13 +315,6 @@ class _Run:
         except TemplateError as exc:
             self.diagnostics.append(Diagnostic(exc.code, f"{what}: {exc.message}", severity="warning"))
             return text
-
-    def key_text(self, key: str) -> str:
-        """The key after macro substitution (cached: a key is expanded once per scan)."""
-        out = self._expanded_keys.get(key)
-        if out is None:
-            out = self._expanded_keys[key] = self.run_expand(key, "key")
-        return out
 
     # -- the candidate test ------------------------------------------------------------------
     def _static_skip(self, entry: Entry) -> tuple[str, str] | None:
@@ -789,12 +781,9 @@ def activate_world_info(
     conf = WorldInfoSettings.from_mapping(settings)
     scan_context = ScanContext.from_mapping(context)
     world_books, diagnostics = normalize_books(books)
-    sort_diagnostics: list[Diagnostic] = []
 
     def sorted_entries() -> list[Entry]:
-        entries, found = sort_entries(world_books, conf.character_strategy)
-        sort_diagnostics.extend(found)
-        return entries
+        return sort_entries(world_books, conf.character_strategy)[0]
 
     expanded_keys: dict[str, str] = {}
 
@@ -805,10 +794,8 @@ def activate_world_info(
         return out
 
     prepared = _prepared_for(world_books, conf, sorted_entries, key_text, cacheable=expand is None)
-    if not sort_diagnostics:
-        _, sort_diagnostics = sort_entries(world_books, conf.character_strategy) if _duplicate_names(
-            world_books) else ([], [])
-    diagnostics.extend(sort_diagnostics)
+    if _duplicate_names(world_books):
+        diagnostics.extend(sort_entries(world_books, conf.character_strategy)[1])
     entries = prepared.entries
     all_messages = chat_scan_messages(chat, include_names=conf.include_names, generation_type=generation_type)
     # only entries with a timed field can be held by an effect or own a record
