@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import queue
 import select
 import subprocess
 import sys
@@ -37,11 +38,32 @@ class WorkerCrashed(Exception):
     """The worker's pipe closed before it answered."""
 
 
-class _Worker:
-    """One worker process and its pipes. Used by one render at a time (the pool hands it out)."""
+class _Spawner:
+    """Starts worker processes from one long-lived thread.
+
+    Workers ask Linux to kill them when their parent dies (``PR_SET_PDEATHSIG``, see
+    worker.py), and Linux means the parent *thread*: a worker started from a short-lived
+    caller thread would be killed when that thread ends. One thread per process that lives as
+    long as the process starts them all.
+    """
 
     def __init__(self) -> None:
-        self.proc = subprocess.Popen(
+        self._lock = threading.Lock()
+        self._requests: queue.SimpleQueue[tuple[threading.Event, list[Any]]] = queue.SimpleQueue()
+        self._pid = 0
+
+    def _run(self) -> None:
+        while True:
+            done, box = self._requests.get()
+            try:
+                box.append(self._popen())
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                box.append(exc)
+            done.set()
+
+    @staticmethod
+    def _popen() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
             # -P: do not put sandbox/ first on sys.path (its module names must not shadow anything).
             [sys.executable, "-P", "-u", str(WORKER_PATH)],
             stdin=subprocess.PIPE,
@@ -51,6 +73,31 @@ class _Worker:
             close_fds=True,
             start_new_session=True,
         )
+
+    def spawn(self) -> subprocess.Popen[bytes]:
+        with self._lock:
+            if self._pid != os.getpid():  # first use, or a forked child: its own thread
+                self._requests = queue.SimpleQueue()
+                threading.Thread(target=self._run, name="tavernbox-sandbox-spawner", daemon=True).start()
+                self._pid = os.getpid()
+        done = threading.Event()
+        box: list[Any] = []
+        self._requests.put((done, box))
+        done.wait()
+        result = box[0]
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+
+_spawner = _Spawner()
+
+
+class _Worker:
+    """One worker process and its pipes. Used by one render at a time (the pool hands it out)."""
+
+    def __init__(self) -> None:
+        self.proc = _spawner.spawn()
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.in_fd = self.proc.stdin.fileno()
         os.set_blocking(self.in_fd, False)  # writes wait in select, under the render's deadline

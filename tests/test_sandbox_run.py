@@ -466,3 +466,18 @@ def _alive(pid: int) -> bool:
             return not stat.read().split(") ")[1].startswith("Z")
     except FileNotFoundError:
         return False
+
+
+def test_worker_started_from_a_finished_thread_stays_alive() -> None:
+    """PR_SET_PDEATHSIG follows the parent *thread*: workers must be spawned from one that lasts."""
+    pool = WorkerPool(size=1)
+    try:
+        t = threading.Thread(target=lambda: run_program(prog("append(1)"), "null", pool=pool))
+        t.start()
+        t.join()
+        pid = pool.pids()[0]
+        time.sleep(0.2)
+        assert run_program(prog("append(2)"), "null", pool=pool).text == "2"
+        assert pool.pids() == [pid] and pool.replaced == []
+    finally:
+        pool.close()
