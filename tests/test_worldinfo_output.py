@@ -219,3 +219,16 @@ def test_first_pass_decides_entries_it_did_not_look_at() -> None:
     a = act(entries, ["x"])
     assert [(r.uid, r.reason, r.step) for r in a.trace] == [
         (1, "key", 1), (2, "no_match", 1), (3, "key", 2), (4, "disabled", 1)]
+
+
+def test_output_author_note_wraps_the_note() -> None:
+    out = act([e(1, "x", "T", position=2), e(2, "x", "B", position=3)], ["x"]).by_position
+    assert out.author_note("NOTE") == "T\nNOTE\nB"
+    assert act([e(1, "x", "T", position=2)], ["x"]).by_position.author_note("NOTE") == "T\nNOTE"
+    assert act([e(1, "nope")], ["x"]).by_position.author_note("NOTE") == "NOTE"
+
+
+def test_list_books_with_a_repeated_uid_keep_the_later_entry() -> None:
+    a = act([e(1, "x", "first"), e(1, "x", "second")], ["x"])
+    assert a.before == "second"
+    assert any(d.path == "$.entries[1].uid" for d in a.diagnostics)

@@ -450,10 +450,15 @@ def normalize_book(book: Any, name: str = "book", source: str = "global", *,
             keyed[k] = raw_entries[k] if k in raw_entries else raw_entries[int(k)]  # type: ignore[index]
         items = [(k, v, f"{entries_path}.{k}") for k, v in keyed.items()]
     elif isinstance(raw_entries, Sequence) and not isinstance(raw_entries, (str, bytes)):
+        # as SillyTavern would store the list: an object keyed by uid, so a repeated uid keeps its
+        # first position and the later entry's value
         by_key: dict[str, tuple[Any, str]] = {}
         for i, v in enumerate(raw_entries):
             uid = v.get("uid", v.get("id", i)) if isinstance(v, Mapping) else i
-            by_key.setdefault(str(uid), (v, f"{entries_path}[{i}]"))
+            if str(uid) in by_key:
+                diagnostics.append(Diagnostic("ASSET_INVALID", f"uid {uid} repeats; the later entry replaces the "
+                                              "earlier one", path=f"{entries_path}[{i}].uid"))
+            by_key[str(uid)] = (v, f"{entries_path}[{i}]")
         items = [(k, by_key[k][0], by_key[k][1]) for k in js_key_order(by_key)]
     else:
         raise TemplateError("a world book needs an 'entries' object or list", code="INPUT_INVALID", path=path)

@@ -77,6 +77,19 @@ class Positions:
         """``worldInfoAfter``."""
         return "\n".join(e.content for e in self.after)
 
+    def author_note(self, note: str) -> str:
+        """The Author's Note with the AN-top and AN-bottom entries around it, as SillyTavern builds it.
+
+        ``top + "\n" + note + "\n" + bottom``, then one leading and one trailing newline removed.
+        """
+        text = "\n".join(e.content for e in self.an_top) + "\n" + note + "\n" + "\n".join(
+            e.content for e in self.an_bottom)
+        if text.startswith("\n"):
+            text = text[1:]
+        if text.endswith("\n"):
+            text = text[:-1]
+        return text
+
     def outlet_text(self, name: str) -> str:
         """What ``{{outlet::name}}`` reads."""
         return "\n".join(e.content for e in self.outlets.get(name, ()))
