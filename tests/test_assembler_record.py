@@ -130,6 +130,7 @@ def test_native_delivery_placements_are_refused() -> None:
         ([{"id": "a", "role": "tool", "content": "x"}], [], "$.messages[0].tool_call_id"),
         ([{"id": "a", "role": "user", "content": "x"}], ["b"], "$.input_ids[0]"),
         ([{"id": "a", "role": "user", "content": [{"type": "text", "text": "x"}, 3]}], [], "$.messages[0].content[1]"),
+        ([{"id": "a", "role": "user", "content": [{"type": "text", "text": float("nan")}]}], [], "$.messages[0].content"),
     ],
 )
 def test_malformed_requests_name_the_path(messages: list, input_ids: list, path: str) -> None:

@@ -235,3 +235,20 @@ def test_registrations_are_captured_per_request() -> None:
     reg = SourceRegistry.with_builtins()
     jobs, _ = build_jobs(parse_preset(preset(NATIVES)), reg.capture())
     assert [j.descriptor.id for j in jobs] == ["native-system", "history", "input"]
+
+
+def test_deeply_nested_assets_and_outputs_are_input_errors() -> None:
+    deep: Any = []
+    for _ in range(100_000):
+        deep = [deep]
+    with pytest.raises(TemplateError) as err:
+        assemble(NATIVES, assets={"x": deep})
+    assert err.value.code == "ASSEMBLY_REQUEST_INVALID" and err.value.path == "$.assets"
+    reg = with_builtins({"id": "example.deep", "plugin_id": "example", "name": "deep",
+                         "resolve": lambda c, r: {"blocks": [], "extra": deep}})
+    with pytest.raises(TemplateError) as err:
+        assemble([*NATIVES, rule("example.deep", "d")], reg=reg)
+    assert err.value.code == "ASSEMBLY_SOURCE_OUTPUT_INVALID"
+    with pytest.raises(TemplateError) as err:
+        assemble(NATIVES, assets={"x": object()})
+    assert err.value.code == "ASSEMBLY_REQUEST_INVALID"

@@ -50,6 +50,16 @@ def _bad_request(message: str, path: str) -> TemplateError:
     return TemplateError(f"{message} at {path}", code="ASSEMBLY_REQUEST_INVALID", path=path)
 
 
+def _json_copy(value: Any, path: str) -> Any:
+    """A detached JSON copy of ``value``; anything that is not JSON data is a request error."""
+    try:
+        return json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise _bad_request(f"not JSON data ({exc})", path) from None
+    except RecursionError:
+        raise _bad_request("nested too deeply", path) from None
+
+
 def canonical_message(raw: Any, path: str = "$") -> dict[str, Any]:
     """A native chat message in the pinned shape (fixed key order, known keys only).
 
@@ -70,7 +80,7 @@ def canonical_message(raw: Any, path: str = "$") -> dict[str, Any]:
         for j, part in enumerate(content):
             if not isinstance(part, Mapping) or not isinstance(part.get("type"), str):
                 raise _bad_request("a content part is an object with a string type", f"{path}.content[{j}]")
-    out: dict[str, Any] = {"id": mid, "role": role, "content": json.loads(json.dumps(content))}
+    out: dict[str, Any] = {"id": mid, "role": role, "content": _json_copy(content, f"{path}.content")}
     if raw.get("name") is not None:
         if not isinstance(raw["name"], str):
             raise _bad_request("message name must be a string", f"{path}.name")
@@ -83,7 +93,7 @@ def canonical_message(raw: Any, path: str = "$") -> dict[str, Any]:
         for j, c in enumerate(calls):
             if not isinstance(c, Mapping) or not isinstance(c.get("id"), str) or not c["id"]:
                 raise _bad_request("a tool call needs a string id", f"{path}.tool_calls[{j}]")
-            norm.append({k: json.loads(json.dumps(c[k])) for k in ("id", "name", "arguments") if k in c})
+            norm.append({k: _json_copy(c[k], f"{path}.tool_calls[{j}].{k}") for k in ("id", "name", "arguments") if k in c})
         out["tool_calls"] = norm
     if role == "tool":
         if not isinstance(raw.get("tool_call_id"), str):
@@ -233,7 +243,7 @@ def _macro_context(request: AssemblyRequest, native: Sequence[dict[str, Any]]) -
     }
     extra = assets.get("macro_context")
     if isinstance(extra, Mapping):
-        ctx.update(json.loads(json.dumps(extra)))
+        ctx.update(_json_copy(extra, "$.assets.macro_context"))
     return ctx
 
 
@@ -453,6 +463,12 @@ class Assembler:
         return req, jobs, native, diags, input_ids
 
     def _context(self, req: AssemblyRequest, native: list[dict[str, Any]], input_ids: tuple[str, ...], token: CancellationToken) -> Any:
+        try:
+            assets = json.loads(json.dumps(req.assets))
+        except (TypeError, ValueError) as exc:
+            raise _bad_request(f"assets must be JSON data ({exc})", "$.assets") from None
+        except RecursionError:
+            raise _bad_request("assets are nested too deeply", "$.assets") from None
         ctx = freeze(
             {
                 "session_id": req.session_id,
@@ -460,7 +476,7 @@ class Assembler:
                 "step": None if req.preview else req.step,
                 "preview": req.preview,
                 "preset": req.preset.to_dict(),
-                "assets": json.loads(json.dumps(req.assets)),
+                "assets": assets,
                 "native_messages": native,
                 "input_ids": list(input_ids),
             }

@@ -198,6 +198,8 @@ def validate_output(output: Any, source_id: str, dependencies: tuple[str, ...]) 
         data, size = _norm(output)
     except (TypeError, ValueError) as exc:
         raise _invalid(source_id, f"not JSON data ({exc})", "$") from None
+    except RecursionError:
+        raise _invalid(source_id, "output nested too deeply", "$") from None
     if not isinstance(data, dict) or not isinstance(data.get("blocks"), list):
         raise _invalid(source_id, "expected an object {blocks: [...], macros?, diagnostics?}", "$")
     if len(data["blocks"]) > SOURCE_MAX_BLOCKS:
