@@ -232,3 +232,8 @@ def test_list_books_with_a_repeated_uid_keep_the_later_entry() -> None:
     a = act([e(1, "x", "first"), e(1, "x", "second")], ["x"])
     assert a.before == "second"
     assert any(d.path == "$.entries[1].uid" for d in a.diagnostics)
+
+
+def test_timed_chat_length_counts_past_the_1000_message_buffer() -> None:
+    chat = ["filler"] * 1199 + ["x"]
+    assert act([e(1, "x", delay=1100)], chat).uids == [1]

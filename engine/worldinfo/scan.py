@@ -58,6 +58,9 @@ class ScanState:
 def chat_scan_messages(chat: Any, *, include_names: bool, generation_type: str = "normal") -> list[str]:
     """The chat as the scan sees it: newest first, system messages left out, each trimmed.
 
+    All messages are returned (their count is the chat length timed effects use); the buffer
+    keeps the newest 1000.
+
     A string is a message's whole scan text. A dict has ``content`` (or ``mes``), and ``name``,
     which is prefixed as ``"Name: "`` when names are included; ``role: "system"`` or
     ``is_system: true`` messages are not scanned. On a swipe the last message is the one being
@@ -88,7 +91,7 @@ def chat_scan_messages(chat: Any, *, include_names: bool, generation_type: str =
     if generation_type == "swipe" and out:
         out.pop()
     out.reverse()
-    return [js_trim(m) for m in out[:MAX_SCAN_DEPTH]]
+    return [js_trim(m) for m in out]
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +109,7 @@ class ScanBuffer:
 
     def __init__(self, messages: Sequence[str], *, base_depth: int, context: Mapping[str, str] | None = None,
                  injections: Sequence[str] = ()) -> None:
-        self.messages = list(messages)
+        self.messages = list(messages[:MAX_SCAN_DEPTH])  # the buffer keeps the newest 1000 messages
         self.base_depth = base_depth
         self.skew = 0
         self.context = dict(context or {})
