@@ -249,6 +249,12 @@ def test_deeply_nested_assets_and_outputs_are_input_errors() -> None:
     with pytest.raises(TemplateError) as err:
         assemble([*NATIVES, rule("example.deep", "d")], reg=reg)
     assert err.value.code == "ASSEMBLY_SOURCE_OUTPUT_INVALID"
+    medium: Any = []
+    for _ in range(700):  # fine for JSON, too deep for a recursive freeze
+        medium = [medium]
+    with pytest.raises(TemplateError) as err:
+        assemble(NATIVES, assets={"x": medium})
+    assert err.value.code == "ASSEMBLY_REQUEST_INVALID"
     with pytest.raises(TemplateError) as err:
         assemble(NATIVES, assets={"x": object()})
     assert err.value.code == "ASSEMBLY_REQUEST_INVALID"

@@ -469,18 +469,20 @@ class Assembler:
             raise _bad_request(f"assets must be JSON data ({exc})", "$.assets") from None
         except RecursionError:
             raise _bad_request("assets are nested too deeply", "$.assets") from None
-        ctx = freeze(
-            {
-                "session_id": req.session_id,
-                "turn": None if req.preview else req.turn,
-                "step": None if req.preview else req.step,
-                "preview": req.preview,
-                "preset": req.preset.to_dict(),
-                "assets": assets,
-                "native_messages": native,
-                "input_ids": list(input_ids),
-            }
-        )
+        data = {
+            "session_id": req.session_id,
+            "turn": None if req.preview else req.turn,
+            "step": None if req.preview else req.step,
+            "preview": req.preview,
+            "preset": req.preset.to_dict(),
+            "assets": assets,
+            "native_messages": native,
+            "input_ids": list(input_ids),
+        }
+        try:
+            ctx = freeze(data)
+        except RecursionError:
+            raise _bad_request("assets or messages are nested too deeply", "$") from None
         return _with_token(ctx, token)
 
     def assemble(self, request: AssemblyRequest | Mapping[str, Any], token: CancellationToken | None = None) -> AssemblyResult:
