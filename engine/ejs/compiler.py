@@ -5,8 +5,8 @@ The sandbox harness calls it with one argument, ``__tb`` (frozen: ``append``, ``
 ``locals``), awaits it and returns what ``__tb.append`` collected.
 
 The body reproduces the *observable* shape of the function ejs 7.0.2 generates with
-``{async: true, outputFunctionName: "print"}`` and the variadic-print shim of the research
-oracle, because templates can see that shape:
+``{async: true, outputFunctionName: "print"}`` and ST-Prompt-Template's variadic ``print``,
+because templates can see that shape:
 
 * ``locals`` is a parameter holding a fresh null-prototype shallow copy of the data (ejs >= 6),
   so ``var variables = 1`` writes through ``with`` exactly as in ejs and never reaches the caller;
