@@ -150,3 +150,13 @@ def test_corpus_books_activate_without_error(path: Path) -> None:
         a = activate_world_info(data, chat, {"world_info_budget": 100, "max_context": 8192}, seed=1)
         assert len(a.trace) == len(data["entries"])
         assert a.by_position.to_json()  # places without error
+
+
+def test_cli_jsonl_errors_carry_the_lines_json_paths() -> None:
+    lines = ['{"entries": [], "chat": [], "settings": {"world_info_depth": "deep"}}',
+             '{"entries": [], "chat": [{"role": "user", "content": 5}]}',
+             '{"books": [{"entries": 5}], "chat": []}',
+             '{"entries": [], "chat": [], "settings": [1]}']
+    result = invoke("--jsonl", stdin="\n".join(lines))
+    paths = [json.loads(line)["error"]["path"] for line in result.stdout.splitlines()]
+    assert paths == ["$.settings.world_info_depth", "$.chat[0].content", "$.books[0]", "$.settings"]

@@ -103,20 +103,34 @@ def run_jsonl_line(text: str, *, seed: int, expand: Any) -> dict[str, Any]:
             raise TemplateError(f"not valid JSON: {exc.msg}", code="INPUT_INVALID", line=1, column=exc.colno) from None
         if not isinstance(line, dict):
             raise TemplateError("each line should be a JSON object", code="INPUT_INVALID", path="$")
-        settings = dict(line.get("settings") or {})
         if not isinstance(line.get("settings", {}), (dict, type(None))):
             raise TemplateError("settings should be an object", code="INPUT_INVALID", path="$.settings")
+        settings = dict(line.get("settings") or {})
         if "max_context" in line:
             settings["max_context"] = line["max_context"]
+        line_seed = line.get("seed", seed)
+        if isinstance(line_seed, bool) or not isinstance(line_seed, int):
+            raise TemplateError("seed should be an integer", code="INPUT_INVALID", path="$.seed")
+        # validate with the line's own JSON paths before activating
+        from ..worldinfo import ScanContext, WorldInfoSettings, normalize_books
+        from ..worldinfo.scan import chat_scan_messages
+
+        conf = WorldInfoSettings.from_mapping(settings, path="$.settings")
+        chat = line.get("chat", [])
+        chat_scan_messages(chat, include_names=False, path="$.chat")
+        context = ScanContext.from_mapping(line.get("context"), path="$.context")
+        books, _ = normalize_books(line["books"], path="$.books") if "books" in line else ([_scenario_books(line)], [])
         activation = activate_world_info(
-            _scenario_books(line), line.get("chat", []), settings, line.get("state"),
-            seed=int(line.get("seed", seed)) if isinstance(line.get("seed", seed), int) else seed,
-            expand=expand, context=line.get("context"),
-            generation_type=line.get("generation_type", "normal"),
+            books, chat, conf, line.get("state"), seed=line_seed,
+            expand=expand, context=context, generation_type=line.get("generation_type", "normal"),
         )
         return to_json(activation)
     except TemplateError as exc:
         return {"error": exc.to_dict()}
+    except RecursionError:
+        return {"error": TemplateError("the line is nested too deeply", code="INPUT_INVALID").to_dict()}
+    except Exception as exc:  # one bad line must not end the stream; report it like the CLI boundary does
+        return {"error": TemplateError(f"{type(exc).__name__}: {exc}", code="INTERNAL_ERROR").to_dict()}
 
 
 def _expand_hook(macro_context: dict[str, Any] | None = None) -> Any:

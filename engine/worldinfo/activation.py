@@ -58,28 +58,28 @@ class ScanContext:
     character_tags: tuple[str, ...] | None = None
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any] | ScanContext | None) -> ScanContext:
+    def from_mapping(cls, data: Mapping[str, Any] | ScanContext | None, *, path: str = "$") -> ScanContext:
         """From a dict with these field names (unknown names raise ``INPUT_INVALID``)."""
         if data is None:
             return cls()
         if isinstance(data, ScanContext):
             return data
         if not isinstance(data, Mapping):
-            raise TemplateError("the scan context should be an object", code="INPUT_INVALID", path="$")
+            raise TemplateError("the scan context should be an object", code="INPUT_INVALID", path=path)
         known = set(cls.__dataclass_fields__)
         values: dict[str, Any] = {}
         for name, value in data.items():
             if name not in known:
-                raise TemplateError(f"unknown scan context field {name!r}", code="INPUT_INVALID", path=f"$.{name}")
+                raise TemplateError(f"unknown scan context field {name!r}", code="INPUT_INVALID", path=f"{path}.{name}")
             if name in ("injections", "character_tags"):
                 if value is None:
                     continue
                 if not isinstance(value, Sequence) or isinstance(value, str) or not all(isinstance(v, str) for v in value):
-                    raise TemplateError(f"{name} should be a list of strings", code="INPUT_INVALID", path=f"$.{name}")
+                    raise TemplateError(f"{name} should be a list of strings", code="INPUT_INVALID", path=f"{path}.{name}")
                 values[name] = tuple(value)
             elif value is not None:
                 if not isinstance(value, str):
-                    raise TemplateError(f"{name} should be a string", code="INPUT_INVALID", path=f"$.{name}")
+                    raise TemplateError(f"{name} should be a string", code="INPUT_INVALID", path=f"{path}.{name}")
                 values[name] = value
         return cls(**values)
 

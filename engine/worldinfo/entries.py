@@ -471,7 +471,7 @@ def normalize_book(book: Any, name: str = "book", source: str = "global", *,
     return WorldBook(name, tuple(entries), source), diagnostics
 
 
-def normalize_books(books: Any) -> tuple[list[WorldBook], list[Diagnostic]]:
+def normalize_books(books: Any, *, path: str = "$") -> tuple[list[WorldBook], list[Diagnostic]]:
     """Every accepted shape of the ``books`` argument as a list of :class:`WorldBook`.
 
     Accepted: one book dict, a list of book dicts (each may carry ``name`` and ``source``), a
@@ -482,23 +482,23 @@ def normalize_books(books: Any) -> tuple[list[WorldBook], list[Diagnostic]]:
     if isinstance(books, WorldBook):
         return [books], diagnostics
     if isinstance(books, Mapping) and "entries" in books:
-        book, d = normalize_book(books, "book")
+        book, d = normalize_book(books, "book", path=path)
         return [book], d
     if isinstance(books, Mapping):
         for i, (name, value) in enumerate(books.items()):
-            book, d = normalize_book(value, str(name), path=f"$[{json.dumps(str(name))}]")
+            book, d = normalize_book(value, str(name), path=f"{path}[{json.dumps(str(name))}]")
             out.append(book)
             diagnostics.extend(d)
         return out, diagnostics
     if isinstance(books, Sequence) and not isinstance(books, (str, bytes)):
         if books and all(isinstance(b, Mapping) and "entries" not in b for b in books):
-            book, d = normalize_book(list(books), "book")
+            book, d = normalize_book(list(books), "book", path=f"{path}.entries")
             return [book], d
         for i, value in enumerate(books):
             default_name = "book" if len(books) == 1 else f"book{i}"
-            book, d = normalize_book(value, default_name, path=f"$[{i}]")
+            book, d = normalize_book(value, default_name, path=f"{path}[{i}]")
             out.append(book)
             diagnostics.extend(d)
         return out, diagnostics
     raise TemplateError("books should be a world book, a list of books or a mapping of name to book",
-                        code="INPUT_INVALID", path="$")
+                        code="INPUT_INVALID", path=path)

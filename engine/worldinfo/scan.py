@@ -55,7 +55,8 @@ class ScanState:
     NAMES = {0: "none", 1: "initial", 2: "recursion", 3: "min_activations"}
 
 
-def chat_scan_messages(chat: Any, *, include_names: bool, generation_type: str = "normal") -> list[str]:
+def chat_scan_messages(chat: Any, *, include_names: bool, generation_type: str = "normal",
+                       path: str = "$") -> list[str]:
     """The chat as the scan sees it: newest first, system messages left out, each trimmed.
 
     All messages are returned (their count is the chat length timed effects use); the buffer
@@ -67,7 +68,7 @@ def chat_scan_messages(chat: Any, *, include_names: bool, generation_type: str =
     replaced, so it is dropped, as SillyTavern does before scanning.
     """
     if not isinstance(chat, Sequence) or isinstance(chat, (str, bytes)):
-        raise TemplateError("the chat should be a list of messages", code="INPUT_INVALID", path="$")
+        raise TemplateError("the chat should be a list of messages", code="INPUT_INVALID", path=path)
     out: list[str] = []
     for i, message in enumerate(chat):
         if isinstance(message, str):
@@ -75,7 +76,7 @@ def chat_scan_messages(chat: Any, *, include_names: bool, generation_type: str =
             continue
         if not isinstance(message, Mapping):
             raise TemplateError("a chat message should be a string or an object", code="INPUT_INVALID",
-                                path=f"$[{i}]")
+                                path=f"{path}[{i}]")
         if message.get("is_system") is True or message.get("role") == "system":
             continue
         content = message.get("content", message.get("mes", ""))
@@ -83,7 +84,7 @@ def chat_scan_messages(chat: Any, *, include_names: bool, generation_type: str =
             content = ""
         if not isinstance(content, str):
             raise TemplateError("a message's content should be a string", code="INPUT_INVALID",
-                                path=f"$[{i}].content")
+                                path=f"{path}[{i}].content")
         name = message.get("name")
         if include_names and isinstance(name, str) and name:
             content = f"{name}: {content}"
