@@ -329,3 +329,18 @@ def test_result_diagnostics_are_library_diagnostics() -> None:
     result = run("{{nope}}")
     assert all(isinstance(d, Diagnostic) for d in result.diagnostics)
     assert result.to_dict("{{nope}}")["diagnostics"][0]["column"] == 1
+
+
+def test_compiled_text_expands_like_expand_macros_in_any_context() -> None:
+    from tavernbox.macros import compile_macros
+
+    template = "{{user}} {{if {{getvar::x}}}}x={{getvar::x}}{{else}}none{{/if}} {{random::a::b::c}} <BOT>"
+    compiled = compile_macros(template)
+    for local in ({"x": "1"}, {}):
+        ctx = {**CTX, "variables": {"local": local, "global": {}}}
+        for seed in (1, 2):
+            assert compiled.expand(ctx, seed=seed) == expand_macros(template, ctx, seed=seed)
+
+
+def test_post_processing_runs_once_on_the_whole_output() -> None:
+    assert text("\\{{{trim}}\\}") == "{}"

@@ -17,8 +17,7 @@ from ..errors import Diagnostic, TemplateError
 from ..spans import Span
 from .context import ChatMessage, MacroContext
 from .evaluator import MAX_OUTPUT_CHARS, Draw, MacroCall, RenderState, post_process
-from .parser import MAX_NESTING, ArgNode, MacroNode, Plain, VarNode, parse_macros
-from .prng import SeedRandom
+from .parser import MAX_NESTING, ArgNode, MacroNode, Plain, VarNode, document_items, parse_macros
 from .registry import MacroDef, MacroRegistry, dynamic_table
 from .variables import VariableStore
 
@@ -26,6 +25,7 @@ __all__ = [
     "MAX_INPUT_CHARS",
     "ArgNode",
     "ChatMessage",
+    "CompiledMacros",
     "Draw",
     "MacroCall",
     "MacroContext",
@@ -35,6 +35,7 @@ __all__ = [
     "MacroResult",
     "Plain",
     "VarNode",
+    "compile_macros",
     "expand_macros",
     "parse_macros",
 ]
@@ -130,6 +131,88 @@ def _remap(diags: list[Diagnostic], omap: _OffsetMap) -> tuple[Diagnostic, ...]:
     return tuple(out)
 
 
+class CompiledMacros:
+    """A text parsed once, to expand many times (with different contexts or seeds).
+
+    Pre-processing and the top-level parse (which already holds the parse of every argument
+    of a well-formed text) are done here; :meth:`expand` only evaluates. Build it with
+    :func:`compile_macros`.
+    """
+
+    __slots__ = ("_diagnostics", "_items", "_omap", "source", "text")
+
+    def __init__(self, text: str) -> None:
+        if not isinstance(text, str):
+            raise TemplateError("the macro text must be a string", code="INPUT_INVALID")
+        if len(text) > MAX_INPUT_CHARS:
+            raise TemplateError(
+                f"the macro text has {len(text)} characters; the limit is {MAX_INPUT_CHARS}",
+                code="MACRO_INPUT_LIMIT",
+            )
+        self.text = text
+        pre, omap = _preprocess(text)
+        self.source = pre
+        self._omap = omap
+        if pre and "{{" in pre:
+            items, diags, clean = document_items(pre)
+            # an unclean parse is redone by the evaluator (it decides per level what to trust)
+            self._items: tuple | None = tuple(items) if clean else None
+            self._diagnostics: tuple[Diagnostic, ...] = tuple(diags) if clean else ()
+        else:
+            self._items = (Plain(0, len(pre)),) if pre else ()
+            self._diagnostics = ()
+
+    def expand(
+        self,
+        context: MacroContext | Mapping[str, Any] | None = None,
+        *,
+        seed: int | None = None,
+        registry: MacroRegistry | None = None,
+        dynamic: Mapping[str, str | Callable[..., Any] | MacroDef] | None = None,
+        _reuse_parse: bool = True,
+    ) -> MacroResult:
+        """Evaluate the parsed text in ``context`` (see :func:`expand_macros`)."""
+        ctx = context if isinstance(context, MacroContext) else MacroContext.from_dict(context)
+        local = VariableStore(dict(ctx.local_variables))
+        glob = VariableStore(dict(ctx.global_variables))
+        text, pre, omap = self.text, self.source, self._omap
+        if not text:
+            return MacroResult("", {"local": local.snapshot(), "global": glob.snapshot()}, (), ())
+        effective_seed = seed if seed is not None else (ctx.seed if ctx.seed is not None else 0)
+        state = RenderState(
+            source=pre,
+            content=text,
+            ctx=ctx,
+            registry=registry if registry is not None else MacroRegistry.default_shared(),
+            dynamic=dynamic_table(dynamic),
+            local=local,
+            glob=glob,
+            rng_seed=f"tavernbox-macros:{effective_seed}",
+            max_output=MAX_OUTPUT_CHARS,
+            reuse_parse=_reuse_parse,
+        )
+        state.diagnostics.extend(self._diagnostics)
+        try:
+            out = state.evaluate(0, len(pre), 0, self._items)
+        except TemplateError as exc:
+            if exc.span is not None:
+                exc.span = Span(omap.back(exc.span.start), omap.back(exc.span.end))
+            exc.source = text
+            raise
+        out = post_process(out)
+        return MacroResult(
+            text=out,
+            variables={"local": local.snapshot(), "global": glob.snapshot()},
+            diagnostics=_remap(state.diagnostics, omap),
+            draws=tuple(state.draws),
+        )
+
+
+def compile_macros(text: str) -> CompiledMacros:
+    """Parse ``text`` once for repeated expansion (raises ``MACRO_INPUT_LIMIT`` over 2 MiB)."""
+    return CompiledMacros(text)
+
+
 def expand_macros(
     text: str,
     context: MacroContext | Mapping[str, Any] | None = None,
@@ -152,40 +235,6 @@ def expand_macros(
     if not isinstance(text, str):
         raise TemplateError("the macro text must be a string", code="INPUT_INVALID")
     ctx = context if isinstance(context, MacroContext) else MacroContext.from_dict(context)
-    if len(text) > MAX_INPUT_CHARS:
-        raise TemplateError(
-            f"the macro text has {len(text)} characters; the limit is {MAX_INPUT_CHARS}",
-            code="MACRO_INPUT_LIMIT",
-        )
-    local = VariableStore(dict(ctx.local_variables))
-    glob = VariableStore(dict(ctx.global_variables))
-    if not text:
-        return MacroResult("", {"local": local.snapshot(), "global": glob.snapshot()}, (), ())
-    pre, omap = _preprocess(text)
-    effective_seed = seed if seed is not None else (ctx.seed if ctx.seed is not None else 0)
-    state = RenderState(
-        source=pre,
-        content=text,
-        ctx=ctx,
-        registry=registry if registry is not None else MacroRegistry.default_shared(),
-        dynamic=dynamic_table(dynamic),
-        local=local,
-        glob=glob,
-        rng=SeedRandom(f"tavernbox-macros:{effective_seed}"),
-        max_output=MAX_OUTPUT_CHARS,
-        reuse_parse=_reuse_parse,
-    )
-    try:
-        out = state.evaluate(0, len(pre))
-    except TemplateError as exc:
-        if exc.span is not None:
-            exc.span = Span(omap.back(exc.span.start), omap.back(exc.span.end))
-        exc.source = text
-        raise
-    out = post_process(out)
-    return MacroResult(
-        text=out,
-        variables={"local": local.snapshot(), "global": glob.snapshot()},
-        diagnostics=_remap(state.diagnostics, omap),
-        draws=tuple(state.draws),
+    return CompiledMacros(text).expand(
+        ctx, seed=seed, registry=registry, dynamic=dynamic, _reuse_parse=_reuse_parse
     )

@@ -53,6 +53,7 @@ MAX_PRODUCED_CHARS = 4 * MAX_OUTPUT_CHARS
 MAX_SCOPE_DEPTH = 96
 
 _TRIM_MARK = re.compile(r"(?:\r?\n)*\{\{trim\}\}(?:\r?\n)*", re.IGNORECASE)
+_TRIM_FIND = re.compile(r"\{\{trim\}\}", re.IGNORECASE)
 _UNESCAPE = re.compile(r"\\([{}])")
 _INDENT = re.compile(r"^[ \t]*")
 
@@ -102,9 +103,9 @@ def dedent_trim(text: str) -> str:
 
 def post_process(text: str) -> str:
     """The core post-processors, in SillyTavern's order: unescape braces, ``{{trim}}``, else."""
-    if "\\" in text:
+    if "\\{" in text or "\\}" in text:
         text = _UNESCAPE.sub(r"\1", text)
-    if "{" in text:
+    if "{{" in text and _TRIM_FIND.search(text):
         text = _TRIM_MARK.sub("", text)
     if "\x00" in text:
         text = text.replace(ELSE_MARKER, "")
@@ -126,7 +127,7 @@ class RenderState:
     dynamic: dict[str, MacroDef]
     local: VariableStore
     glob: VariableStore
-    rng: SeedRandom
+    rng_seed: str
     draws: list[Draw] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
     produced: int = 0
@@ -146,8 +147,13 @@ class RenderState:
     def diag(self, code: str, message: str, start: int, end: int, **data: Any) -> None:
         self.diagnostics.append(Diagnostic(code, message, Span(start, max(start, end)), data=data))
 
+    _rng: SeedRandom | None = None
+
     def random(self) -> float:
-        return self.rng.random()
+        """The next draw of the render's generator (created on first use: keying ARC4 costs)."""
+        if self._rng is None:
+            self._rng = SeedRandom(self.rng_seed)
+        return self._rng.random()
 
     # ---- evaluation -----------------------------------------------------------------------
     def evaluate(self, lo: int, hi: int, depth: int = 0, items: Sequence[Any] | None = None) -> str:
