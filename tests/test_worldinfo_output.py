@@ -237,3 +237,10 @@ def test_list_books_with_a_repeated_uid_keep_the_later_entry() -> None:
 def test_timed_chat_length_counts_past_the_1000_message_buffer() -> None:
     chat = ["filler"] * 1199 + ["x"]
     assert act([e(1, "x", delay=1100)], chat).uids == [1]
+
+
+def test_activation_record_answers_which_entries_are_active() -> None:
+    a = act([e(1, "x", "one"), e(2, "nope")], ["x"])
+    active = a.active("book", 1)
+    assert active is not None and active.content == "one"
+    assert a.active("book", 2) is None and a.trace.get("book", 2).reason == "no_match"  # type: ignore[union-attr]

@@ -114,6 +114,17 @@ class Activation:
     def uids(self) -> list[int | str]:
         return [a.uid for a in self.activated]
 
+    def active(self, book: str, uid: int | str) -> ActivatedEntry | None:
+        """The activated entry ``book``/``uid`` with its final content, or ``None`` if it did not fire.
+
+        This is the question a template bridge asks for ``getwi``-style lookups: only entries
+        active for this request may be read; ``trace.get(book, uid)`` says why others are not.
+        """
+        for item in self.activated:
+            if item.book == book and item.uid == uid:
+                return item
+        return None
+
 
 def sort_entries(books: Sequence[WorldBook], strategy: int) -> tuple[list[Entry], list[Diagnostic]]:
     """SillyTavern's ``sortedEntries``: chat, then persona, then character/global by strategy.
