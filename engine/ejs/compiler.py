@@ -14,6 +14,8 @@ because templates can see that shape:
   is variadic from the start (ST's fork), so a template's own ``let print`` shadows it. The two
   output functions are methods named ``append``, a frame name the sandbox harness skips when it
   locates an error, so a failing conversion is reported at the template's tag;
+* ``console`` exists and prints nothing into the output (the sandbox has no console; templates
+  written for ST log with it, and in ejs its output never reaches the rendered text);
 * output stops when the body's promise settles (``__finished``): ejs returns its buffer then, so
   text appended later by un-awaited async callbacks is lost there and must be lost here;
 * code tags, text escaping, the ``//``-comment newline, the trailing-``;`` strip and the
@@ -51,6 +53,8 @@ _PROLOGUE = (
     "  var __output = \"\";\n"
     "  var __append = ({ append(s) { if (!__finished) __tb.append(s) } }).append;\n"
     "  var print = ({ append() { for (var i = 0; i < arguments.length; i++) __append(arguments[i]); } }).append;\n"
+    "  var console = Object.freeze({ log() {}, info() {}, warn() {}, error() {}, debug() {}, trace() {}, dir() {},"
+    " table() {} });\n"
     "  try {\n"
     "  with (locals || {}) {\n"
 )

@@ -23,6 +23,9 @@ ejs.Template.prototype.generateSource = function () {
 
 const OPTIONS = { async: true, outputFunctionName: 'print' };
 
+// A template's console.log must not write into the answer stream on stdout.
+for (const name of ['log', 'info', 'debug', 'dir', 'table', 'trace']) console[name] = console.error;
+
 async function renderOne(line) {
   let job;
   try {
