@@ -18,6 +18,7 @@ Three outcomes, mirroring SillyTavern where it has an opinion:
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Literal
@@ -65,11 +66,13 @@ class JsRegex:
     resumable: bool = False
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_js_regex(key: str) -> JsRegex | None:
     """The key as a regex, or ``None`` when it is not written as one (then it is a plain key).
 
     The shape test copies SillyTavern's: ``/pattern/flags`` with flags from ``gimsuy`` and no
-    unescaped ``/`` inside the pattern; the first ``\\/`` is then unescaped.
+    unescaped ``/`` inside the pattern; the first ``\\/`` is then unescaped. Parsed keys are cached
+    (compiling is the slow part), so a key refused after a timeout stays refused.
     """
     m = _SHAPE.fullmatch(key)
     if m is None:
