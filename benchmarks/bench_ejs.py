@@ -262,6 +262,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    if args.iterations < 1 or args.repeats < 1:
+        parser.error("--iterations and --repeats must be at least 1")
     figures = measure(args.iterations, args.repeats)
     if args.json:
         print(json.dumps(figures, indent=2))
