@@ -344,3 +344,19 @@ def test_compiled_text_expands_like_expand_macros_in_any_context() -> None:
 
 def test_post_processing_runs_once_on_the_whole_output() -> None:
     assert text("\\{{{trim}}\\}") == "{}"
+
+
+def test_idle_duration_measures_the_user_message_before_the_latest_reply() -> None:
+    chat = [
+        {"role": "user", "content": "old", "send_date": "2026-11-30T08:00:00Z"},
+        {"role": "assistant", "content": "reply", "send_date": "2026-11-30T10:00:00Z"},
+        {"role": "system", "content": "note"},
+    ]
+    assert text("{{idleDuration}}", chat=chat) == "2 hours"
+    assert text("{{idle_duration}}", chat=chat[1:]) == "just now"
+
+
+def test_draw_offsets_point_into_the_callers_text() -> None:
+    source = "<USER> rolls {{roll::1d1}}"
+    draw = run(source).draws[0]
+    assert source[draw.offset :].startswith("{{roll::1d1}}")

@@ -123,3 +123,11 @@ def test_time_is_linear_in_size() -> None:
 
     small, large = measure(32 * 1024), measure(64 * 1024)
     assert large / small < 3.5, (small, large)
+
+
+def test_deepest_allowed_nesting_fits_the_stack_when_every_level_is_reparsed() -> None:
+    # junk ahead makes the parse unclean, so every argument is re-parsed at its own depth
+    text = "{{user!}} " + "{{reverse::" * 64 + "ab" + "}}" * 64 + " {{if 1}}" * 90 + "z" + "{{/if}}" * 90
+    for reuse in (True, False):
+        result = expand_macros(text, CTX, _reuse_parse=reuse)
+        assert result.text.startswith("User ab ")

@@ -204,7 +204,9 @@ class CompiledMacros:
             text=out,
             variables={"local": local.snapshot(), "global": glob.snapshot()},
             diagnostics=_remap(state.diagnostics, omap),
-            draws=tuple(state.draws),
+            draws=tuple(
+                Draw(d.kind, omap.back(d.offset), d.value, d.macro, d.rolls) if omap.pre else d for d in state.draws
+            ),
         )
 
 

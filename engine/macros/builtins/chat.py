@@ -71,21 +71,27 @@ def _all_range(call: MacroCall) -> str:
 
 
 def _idle(call: MacroCall) -> str:
-    """Time since the last user message before the latest non-system message, humanised."""
-    from ..timefmt import humanize, parse_date
+    """Time since the user message before the latest non-system message, humanised.
 
-    chat = call.ctx.chat
-    last_non_system = next((i for i in range(len(chat) - 1, -1, -1) if not chat[i].is_system), None)
-    if last_non_system is None:
-        return "just now"
-    for i in range(last_non_system - 1, -1, -1):
-        msg = chat[i]
-        if msg.is_user and msg.send_date:
-            when = parse_date(msg.send_date)
-            if when is None:
+    As SillyTavern walks it: system messages are skipped, the latest other message only arms
+    the search, and the next user message before it is the one measured; ``just now`` when
+    there is none or it has no ``send_date``.
+    """
+    from ..timefmt import humanize_ms, parse_st_timestamp
+
+    armed = False
+    for msg in reversed(call.ctx.chat):
+        if msg.is_system:
+            continue
+        if msg.is_user and armed:
+            if not msg.send_date:
                 return "just now"
-            seconds = (call.ctx.clock() - when).total_seconds()
-            return humanize(seconds, with_suffix=False)
+            now = call.ctx.clock()
+            when = parse_st_timestamp(msg.send_date, now=now)
+            if when is None:
+                return "Invalid date"
+            return humanize_ms((now - when).total_seconds() * 1000, with_suffix=False)
+        armed = True
     return "just now"
 
 
