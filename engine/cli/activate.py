@@ -52,11 +52,11 @@ def _load_book(path: str) -> tuple[dict[str, Any], list[Diagnostic]]:
     if asset.kind == "card":
         book = asset.model.character_book
         if book is None:
-            raise TemplateError(f"{path} is a character card without an embedded book", code="INPUT_INVALID",
+            raise TemplateError("a character card without an embedded book", code="INPUT_INVALID",
                                 path="$.data.character_book")
         return {"name": book.name or f"{asset.model.name}'s Lorebook", "source": "global",
                 **book.to_st_dict()}, diagnostics
-    raise TemplateError(f"{path} is a {asset.kind.replace('_', ' ')}, not a world book", code="INPUT_INVALID",
+    raise TemplateError(f"a {asset.kind.replace('_', ' ')}, not a world book", code="INPUT_INVALID",
                         path="$")
 
 
