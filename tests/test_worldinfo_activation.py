@@ -375,3 +375,10 @@ def test_to_json_has_exactly_the_documented_keys() -> None:
     assert list(out) == ["before", "after", "an_top", "an_bottom", "at_depth", "em_top", "em_bottom", "outlets",
                          "activated", "trace", "state"]
     assert out["activated"] == [{"book": "book", "uid": 1}]
+
+
+def test_budget_words_split_on_javascript_whitespace() -> None:
+    from tavernbox.worldinfo.settings import count_words
+
+    assert count_words("a b\x1cc \ufeff d\n") == 3
+    assert count_words("") == 0
