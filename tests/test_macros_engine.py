@@ -360,3 +360,19 @@ def test_draw_offsets_point_into_the_callers_text() -> None:
     source = "<USER> rolls {{roll::1d1}}"
     draw = run(source).draws[0]
     assert source[draw.offset :].startswith("{{roll::1d1}}")
+
+
+def test_if_condition_naming_a_macro_is_resolved_through_post_processing() -> None:
+    # "{{trim}}" and "{{else}}" vanish in post-processing, so such conditions are falsy
+    assert text("{{if trim}}yes{{else}}no{{/if}}|{{if comment}}yes{{else}}no{{/if}}") == "no|no"
+    assert text("{{if original}}yes{{/if}}") == "yes"  # cannot run: stays as written, truthy
+
+
+def test_random_list_items_after_a_single_colon_are_trimmed() -> None:
+    assert text("[{{random: a :: a }}]") == "[a]"
+
+
+def test_addvar_on_json_arrays_prints_numbers_like_javascript() -> None:
+    result = run("{{addvar::l::x}}{{incvar::l}}", variables={"local": {"l": "[1.0, 1e3]"}})
+    assert result.variables["local"]["l"] == '[1,1000,"x",1]'
+    assert run("{{addvar::l::x}}", variables={"local": {"l": "[NaN]"}}).variables["local"]["l"] == "[NaN]x"

@@ -20,6 +20,7 @@ __all__ = [
     "VariableStore",
     "js_number",
     "js_string",
+    "js_json",
     "js_trim",
     "is_falsy_text",
 ]
@@ -119,8 +120,35 @@ def js_string(value: Any) -> str:
             return "Infinity" if value > 0 else "-Infinity"
         return _number_string(value)
     if isinstance(value, (list, dict)):
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        try:
+            return js_json(value)
+        except RecursionError:
+            return ""
     return str(value)
+
+
+def _no_constant(name: str) -> Any:
+    """``JSON.parse`` knows no ``NaN``/``Infinity`` literals."""
+    raise ValueError(f"not JSON: {name}")
+
+
+def js_json(value: Any) -> str:
+    """``JSON.stringify`` for parsed JSON values: numbers print the JavaScript way (``1.0`` is ``1``).
+
+    Raises ``RecursionError`` for absurdly deep values (the caller treats them as text).
+    """
+    if isinstance(value, list):
+        return "[" + ",".join(js_json(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(json.dumps(str(k), ensure_ascii=False) + ":" + js_json(v) for k, v in value.items()) + "}"
+    if isinstance(value, bool) or value is None:
+        return "true" if value is True else ("false" if value is False else "null")
+    if isinstance(value, (int, float)):
+        f = float(value) if not isinstance(value, int) or abs(value) >= 2**53 else value
+        if isinstance(f, float) and (math.isnan(f) or math.isinf(f)):
+            return "null"
+        return js_string(f)
+    return json.dumps(value if isinstance(value, str) else str(value), ensure_ascii=False)
 
 
 def is_falsy_text(text: str) -> bool:
@@ -190,14 +218,14 @@ class VariableStore:
         current = self.get(name)
         if isinstance(current, str) and current != "":
             try:
-                parsed = json.loads(current)
+                parsed = json.loads(current, parse_constant=_no_constant)
+                if isinstance(parsed, list):
+                    parsed.append(value)
+                    stored = js_json(parsed)
+                    self._data[name] = stored
+                    return stored
             except (ValueError, RecursionError):
-                parsed = None
-            if isinstance(parsed, list):
-                parsed.append(value)
-                stored = json.dumps(parsed, ensure_ascii=False, separators=(",", ":"))
-                self._data[name] = stored
-                return parsed
+                pass
         increment = js_number(value)
         cur_num = js_number(current)
         if increment is None or cur_num is None:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...errors import TemplateError
-from ..evaluator import ELSE_MARKER, MacroCall, dedent_trim
+from ..evaluator import ELSE_MARKER, MacroCall, dedent_trim, post_process
 from ..parser import MacroNode, document_items
 from ..registry import MacroRegistry
 from ..variables import JS_WHITESPACE, is_falsy_text, js_string
@@ -77,8 +77,11 @@ def _original(call: MacroCall) -> str:
 
 def _banned(call: MacroCall) -> str:
     word = call.args[0]
-    if len(word) >= 2 and word[0] == '"' and word[-1] == '"':
-        word = word[1:-1]
+    # ST strips a leading and a trailing quote independently (/^"|"$/g)
+    if word.startswith('"'):
+        word = word[1:]
+    if word.endswith('"'):
+        word = word[:-1]
     banned = call.state.ctx.extras.get("_banned_words")
     if isinstance(banned, list):
         banned.append(word)
@@ -154,13 +157,14 @@ def _if(call: MacroCall) -> str:
     else:
         definition = state.registry.get(cond) if cond else None
         if definition is not None and definition.min_args == 0 and not definition.delay_args:
+            # ST resolves "{{name}}" through the whole engine, post-processors included
             sub = MacroCall(cond, [], "", False, call.offset, call.node, state, call.depth, [])
             try:
-                cond = js_string(definition.handler(sub))
+                cond = post_process(js_string(definition.handler(sub)))
             except TemplateError:
                 raise
-            except Exception:  # ST keeps the name when the macro cannot run
-                pass
+            except Exception:  # the macro stays as written, which is truthy
+                cond = "{{" + cond + "}}"
     truthy = not is_falsy_text(cond)
     if inverted:
         truthy = not truthy

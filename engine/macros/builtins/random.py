@@ -24,7 +24,7 @@ def split_items(args: list[str]) -> list[str]:
         return list(args)
     only = args[0]
     if "::" in only:
-        return only.split("::")
+        return [js_trim(part) for part in only.split("::")]
     protected = only.replace("\\,", _COMMA)
     return [js_trim(part).replace(_COMMA, ",") for part in protected.split(",")]
 
