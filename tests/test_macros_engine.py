@@ -376,3 +376,11 @@ def test_addvar_on_json_arrays_prints_numbers_like_javascript() -> None:
     result = run("{{addvar::l::x}}{{incvar::l}}", variables={"local": {"l": "[1.0, 1e3]"}})
     assert result.variables["local"]["l"] == '[1,1000,"x",1]'
     assert run("{{addvar::l::x}}", variables={"local": {"l": "[NaN]"}}).variables["local"]["l"] == "[NaN]x"
+
+
+def test_pick_offsets_count_utf16_units_like_javascript() -> None:
+    from tavernbox.macros.prng import pick_index
+
+    template = "😀{{pick::a::b::c::d::e::f}}"
+    expected = "abcdef"[pick_index(123456, template, 2, 6)]  # the emoji is two JS code units
+    assert text(template) == "😀" + expected

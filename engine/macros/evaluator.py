@@ -19,6 +19,7 @@ Recursion follows brace nesting (capped at 64 by the parser) and scope nesting (
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -148,6 +149,16 @@ class RenderState:
         self.diagnostics.append(Diagnostic(code, message, Span(start, max(start, end)), data=data))
 
     _rng: SeedRandom | None = None
+    _astral: list[int] | None = None
+
+    def utf16(self, offset: int) -> int:
+        """``offset`` in UTF-16 code units (JavaScript indices), via a one-time index of astral chars."""
+        if self._astral is None:
+            src = self.source
+            self._astral = [] if src.isascii() else [i for i, ch in enumerate(src) if ord(ch) > 0xFFFF]
+        if not self._astral:
+            return offset
+        return offset + bisect.bisect_left(self._astral, offset)
 
     def random(self) -> float:
         """The next draw of the render's generator (created on first use: keying ARC4 costs)."""

@@ -46,7 +46,8 @@ def _pick(call: MacroCall) -> str:
         return ""
     ctx = call.ctx
     chat_hash = ctx.chat_id_hash if ctx.chat_id_hash is not None else 0
-    index = pick_index(chat_hash, call.state.content, call.offset, len(items), ctx.pick_reroll_seed)
+    offset = call.state.utf16(call.offset)  # ST's offsets are JavaScript string indices
+    index = pick_index(chat_hash, call.state.content, offset, len(items), ctx.pick_reroll_seed)
     return items[index]
 
 
