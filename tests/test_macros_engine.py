@@ -384,3 +384,10 @@ def test_pick_offsets_count_utf16_units_like_javascript() -> None:
     template = "😀{{pick::a::b::c::d::e::f}}"
     expected = "abcdef"[pick_index(123456, template, 2, 6)]  # the emoji is two JS code units
     assert text(template) == "😀" + expected
+
+
+def test_dedent_removes_a_width_not_a_prefix() -> None:
+    from tavernbox.macros.evaluator import dedent_trim
+
+    assert dedent_trim("\n  a\n\t\tb\n c\n") == "a\nb\nc"
+    assert dedent_trim("\n\t x\n \ty\n") == "x\ny"

@@ -31,7 +31,7 @@ from .context import MacroContext
 from .parser import MacroNode, Plain, document_items
 from .prng import SeedRandom
 from .registry import MacroDef, MacroRegistry
-from .variables import VariableStore, js_string, js_trim
+from .variables import JS_WHITESPACE, VariableStore, js_string, js_trim
 
 __all__ = [
     "ELSE_MARKER",
@@ -77,29 +77,31 @@ class Draw:
 
 
 def dedent_trim(text: str) -> str:
-    """Auto-trim of a scoped body: remove the first non-blank line's indentation, then trim.
+    """Auto-trim of a scoped body (SillyTavern's ``trimScopedContent``).
 
-    Lines indented less than that are left-stripped of spaces and tabs.
+    The indentation width (spaces and tabs) of the first non-blank line is removed from every
+    line indented at least that much; lines indented less lose all leading whitespace. Then
+    the whole text is trimmed.
     """
     if not text:
         return text
     lines = text.split("\n")
-    indent = ""
+    width = 0
     for line in lines:
         if js_trim(line):
             m = _INDENT.match(line)
-            indent = m.group() if m else ""
+            width = len(m.group()) if m else 0
             break
-    if indent:
-        width = len(indent)
-        out = []
-        for line in lines:
-            if line.startswith(indent):
-                out.append(line[width:])
-            else:
-                out.append(line.lstrip(" \t"))
-        text = "\n".join(out)
-    return js_trim(text)
+    if width == 0:
+        return js_trim(text)
+    out = []
+    for line in lines:
+        m = _INDENT.match(line)
+        if m is not None and len(m.group()) >= width:
+            out.append(line[width:])
+        else:
+            out.append(line.lstrip(JS_WHITESPACE))
+    return js_trim("\n".join(out))
 
 
 def post_process(text: str) -> str:
