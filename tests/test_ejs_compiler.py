@@ -32,8 +32,9 @@ def test_program_shape_and_text_literals() -> None:
     program = compile_template(parse_template('a"\\\n\r\u2028😀<%= x %>')).program
     assert program.startswith("(async function (__tb, locals, escapeFn, include, rethrow) {\n")
     assert program.rstrip().endswith("})")
-    # template text becomes ASCII JSON string literals: no raw line breaks, quotes or NULs
-    assert '    ; __append("a\\"\\\\\\n\\r\\u2028\\ud83d\\ude00")\n' in program
+    # template text becomes JSON string literals: no raw line breaks, quotes or NULs; other
+    # non-ASCII stays raw so that the program stays about the template's size
+    assert '    ; __append("a\\"\\\\\\n\\r\\u2028😀")\n' in program
     assert "    ; __append(escapeFn( x ))\n" in program
 
 
@@ -173,3 +174,22 @@ def test_budget_errors_keep_the_sandbox_code_and_the_tag_position() -> None:
     assert info.value.code == "TEMPLATE_OUTPUT_LIMIT"
     # and the next render is normal
     assert render_template("<%= 'after' %>").text == "after"
+
+
+@pytest.mark.parametrize(
+    "template",
+    ["%%>a" * 32768, "😀" * 131064 + "<%= 1 %>", "a%>" * 43690, "<%%" * 4096 + "%%>b" * 29000],
+    ids=["literal-close-and-text", "emoji", "stray-closers", "literal-markers"],
+)
+def test_program_stays_within_the_sandbox_bound_for_any_legal_template(template: str) -> None:
+    from tavernbox.sandbox.limits import PROGRAM_CHARS_FACTOR
+
+    assert len(template) <= Limits().template_chars
+    program = compile_source(template).program
+    assert len(program) <= PROGRAM_CHARS_FACTOR * len(template)
+    assert render_template(template).usage is not None
+
+
+def test_adjacent_output_is_merged_into_one_append() -> None:
+    program = compile_source("a<%% b %%> c %> d<%# x %>e<%= 1 %>f").program
+    assert '    ; __append("a<% b %> c %> de")\n    ; __append(escapeFn( 1 ))\n    ; __append("f")\n' in program

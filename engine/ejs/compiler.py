@@ -45,6 +45,21 @@ _JS_LINE_BREAK = re.compile("\r\n|[\r\n\u2028\u2029]")
 _JS_SPACE = "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a" \
             "\u2028\u2029\u202f\u205f\u3000\ufeff"
 
+#: Characters a text literal must not hold raw: line terminators (QuickJS would count a U+2028
+#: as a new line and shift the line map) and surrogates (not transportable as raw code units).
+_LITERAL_UNSAFE = re.compile("[\u2028\u2029\ud800-\udfff]")
+
+
+def _js_string(text: str) -> str:
+    """A double-quoted JavaScript literal for ``text``: JSON escaping, other non-ASCII kept raw.
+
+    Raw non-ASCII keeps the program close to the template's size (an ASCII-escaped emoji costs
+    12 characters), which matters because the sandbox bounds the program's length.
+    """
+    literal = json.dumps(text, ensure_ascii=False)
+    return _LITERAL_UNSAFE.sub(lambda m: "\\u%04x" % ord(m.group()), literal)
+
+
 _PROLOGUE = (
     "(async function (__tb, locals, escapeFn, include, rethrow) {\n"
     "var __line = 1, __lines = \"\", __filename = undefined, __finished = false;\n"
@@ -132,6 +147,22 @@ class _Generator:
         self.mode: str | None = None
         self.truncate = False
         self.last_code_end = -1
+        # Output met since the last code token: ejs appends each piece separately, but nothing
+        # can run between them, so one append of the concatenation renders the same text.
+        self.pending: list[str] = []
+        self.pending_offset = -1
+
+    def _append(self, text: str, offset: int) -> None:
+        """Queue literal output (merged with its neighbours until the next code token)."""
+        if not self.pending:
+            self.pending_offset = offset
+        self.pending.append(text)
+
+    def flush(self) -> None:
+        """Emit the queued literal output as one append."""
+        if self.pending:
+            self._line("    ; __append(" + _js_string("".join(self.pending)) + ")", self.pending_offset)
+            self.pending.clear()
 
     def _line(self, text: str, offset: int) -> None:
         """One generated line holding no template code."""
@@ -142,6 +173,7 @@ class _Generator:
 
     def _code(self, prefix: str, code: str, suffix: str, offset: int) -> None:
         """Generated line(s) ``prefix + code + suffix``; ``code``'s own lines map to the template."""
+        self.flush()
         self.chunks.append(prefix)
         self.chunks.append(code)
         self.chunks.append(suffix)
@@ -166,17 +198,17 @@ class _Generator:
                     break
             self.truncate = False
         if text:
-            self._line("    ; __append(" + json.dumps(text) + ")", offset)
+            self._append(text, offset)
 
     def token(self, value: str, offset: int, is_tag: bool) -> None:
         if is_tag and value in OPENERS:
             self.mode = OPENERS[value]
         elif is_tag and value == "<%%":
             self.mode = "literal"
-            self._line('    ; __append("<%")', offset)
+            self._append("<%", offset)
         elif is_tag and value == "%%>":
             self.mode = "literal"
-            self._line('    ; __append("%>")', offset)
+            self._append("%>", offset)
         elif is_tag and value in CLOSERS:
             if self.mode == "literal":
                 self._output(value, offset)
@@ -204,6 +236,7 @@ def compile_template(parsed: ParsedTemplate) -> CompiledTemplate:
     for node in parsed.nodes:
         for value, offset, is_tag in node.tokens():
             gen.token(value, offset, is_tag)
+    gen.flush()
     gen.chunks.append(_EPILOGUE)
     program = "".join(gen.chunks)
     extra = _EPILOGUE.count("\n") + 1
