@@ -391,3 +391,9 @@ def test_dedent_removes_a_width_not_a_prefix() -> None:
 
     assert dedent_trim("\n  a\n\t\tb\n c\n") == "a\nb\nc"
     assert dedent_trim("\n\t x\n \ty\n") == "x\ny"
+
+
+def test_addvar_text_onto_zero_drops_the_zero_like_sillytavern() -> None:
+    result = run("{{setvar::z::0}}{{addvar::z::abc}}{{addvar::w::Infinity}}{{addvar::w::-Infinity}}")
+    assert result.variables["local"]["z"] == "abc"
+    assert result.variables["local"]["w"] == "Infinity"  # JSON has no Infinity

@@ -157,9 +157,15 @@ def is_falsy_text(text: str) -> bool:
 
 
 def _plain(value: Any) -> Any:
-    """A stored number in its JSON-friendly form: an int when it is a safe integer."""
-    if isinstance(value, float) and value.is_integer() and abs(value) <= 2**53:
-        return int(value)
+    """A stored number in its JSON-friendly form: an int when it is a safe integer.
+
+    ``Infinity`` has no JSON form, so it is given as JavaScript prints it (``"Infinity"``).
+    """
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return js_string(value)
+        if value.is_integer() and abs(value) <= 2**53:
+            return int(value)
     return value
 
 
@@ -230,9 +236,13 @@ class VariableStore:
         cur_num = js_number(current)
         if increment is None or cur_num is None:
             # a missing variable concatenates as '' (ST: `String(value)` of nothing + value)
-            stored_s = js_string(current) + js_string(value)
+            # ST: String(currentValue || '') + value, so a zero or empty value concatenates as ''
+            prefix = "" if current == "" or current == 0 else js_string(current)
+            stored_s = prefix + js_string(value)
             self._data[name] = stored_s
             return stored_s
         total = cur_num + increment
+        if math.isnan(total):  # Infinity + -Infinity: ST returns '' and stores nothing
+            return ""
         self._data[name] = total
         return total
