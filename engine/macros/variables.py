@@ -213,8 +213,6 @@ class VariableStore:
         self._data[name] = value
 
     def delete(self, name: str) -> None:
-        if name == "":
-            raise ValueError("variable name is empty")
         self._data.pop(name, None)
 
     def add(self, name: str, value: Any) -> Any:
