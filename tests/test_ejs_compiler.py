@@ -193,3 +193,19 @@ def test_program_stays_within_the_sandbox_bound_for_any_legal_template(template:
 def test_adjacent_output_is_merged_into_one_append() -> None:
     program = compile_source("a<%% b %%> c %> d<%# x %>e<%= 1 %>f").program
     assert '    ; __append("a<% b %> c %> de")\n    ; __append(escapeFn( 1 ))\n    ; __append("f")\n' in program
+
+
+def test_compile_cache_is_bounded_by_count_and_size() -> None:
+    from tavernbox.ejs.render import _CompileCache
+
+    cache = _CompileCache(size=3, chars=10_000)
+    for i in range(5):
+        cache.get(f"<%= {i} %>")
+    assert len(cache) == 3
+    first = cache.get("<%= 4 %>")
+    assert cache.get("<%= 4 %>") is first  # most recent entries survive
+    big = "x" * 3000 + "<%= 1 %>"
+    cache.get(big)
+    cache.get(big + " ")
+    assert cache.chars <= 10_000
+    assert len(cache) <= 3

@@ -36,6 +36,9 @@ __all__ = [
 
 #: How many compiled templates are kept (by exact source text). A world book's worth of entries.
 CACHE_SIZE = 512
+#: ...and at most this many characters of source plus program, so that a stream of distinct
+#: 128 KiB templates cannot grow the cache to hundreds of megabytes.
+CACHE_CHARS = 32 * 1024 * 1024
 
 
 class TemplateSyntaxError(TemplateError):
@@ -71,10 +74,20 @@ class TemplateResult:
 class _CompileCache:
     """A small thread-safe LRU of compiled templates keyed by their exact source."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, chars: int) -> None:
         self._size = size
+        self._max_chars = chars
+        self._chars = 0
         self._items: OrderedDict[str, CompiledTemplate] = OrderedDict()
         self._lock = Lock()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @property
+    def chars(self) -> int:
+        """Characters of source plus program currently held."""
+        return self._chars
 
     def get(self, source: str) -> CompiledTemplate:
         with self._lock:
@@ -84,17 +97,21 @@ class _CompileCache:
                 return hit
         compiled = compile_template(parse_template(source))
         with self._lock:
-            self._items[source] = compiled
-            if len(self._items) > self._size:
-                self._items.popitem(last=False)
+            if source not in self._items:
+                self._items[source] = compiled
+                self._chars += len(source) + len(compiled.program)
+            while self._items and (len(self._items) > self._size or self._chars > self._max_chars):
+                old_source, old = self._items.popitem(last=False)
+                self._chars -= len(old_source) + len(old.program)
         return compiled
 
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
+            self._chars = 0
 
 
-_cache = _CompileCache(CACHE_SIZE)
+_cache = _CompileCache(CACHE_SIZE, CACHE_CHARS)
 
 
 def compile_source(source: str) -> CompiledTemplate:
