@@ -42,10 +42,13 @@ SUB, WORD, BOUNDED = 0, 1, 2
 
 
 def _mode(needle: str, whole_words: bool) -> int:
-    if not whole_words or _HAS_JS_SPACE.search(needle):
+    """How a plain key is tested: substring, word-run lookup, or bounded search."""
+    if not whole_words:
         return SUB
-    if _PURE_WORD.fullmatch(needle):
-        return WORD
+    if needle.isascii() and (needle.isalnum() or needle.replace("_", "a").isalnum()):
+        return WORD  # only ASCII word characters (the common case, without a regex call)
+    if _HAS_JS_SPACE.search(needle):
+        return SUB
     return BOUNDED
 
 
