@@ -59,3 +59,17 @@ def test_unknown_public_name_raises_attribute_error() -> None:
         assert "no_such_thing" in str(exc)
     else:  # pragma: no cover
         raise AssertionError("expected AttributeError")
+
+
+def test_cli_closed_pipe_is_not_an_internal_error() -> None:
+    from tavernbox.cli.output import guarded
+
+    def body() -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    try:
+        guarded(body)
+    except SystemExit as exc:
+        assert exc.code == 141
+    else:  # pragma: no cover
+        raise AssertionError("expected SystemExit")

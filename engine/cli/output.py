@@ -75,6 +75,13 @@ def guarded(body: Callable[[], T], *, label: str = "") -> T:
     except KeyboardInterrupt:
         stderr.print("[red]interrupted[/]")
         sys.exit(130)
+    except BrokenPipeError:
+        # `tavernbox ... | head`: the reader went away. Stop quietly, as `cat` does (128 + SIGPIPE).
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(141)
     except Exception as exc:  # the boundary: no traceback for the user
         fail(TemplateError(f"{type(exc).__name__}: {exc}", code="INTERNAL_ERROR"), label=label, exit_code=2)
 
