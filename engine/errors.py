@@ -116,6 +116,18 @@ CODES: dict[str, str] = {
     "GREETING_AFTER_INPUT": "the first-turn character greeting was placed after the current input",
     "WORLD_BOOK_MVU_VARIABLE_VERSION": "world info inserted the MVU state; names the resource and its revision",
     "MVU_RESOURCE_VERSION": "the MVU state source read this resource at this revision",
+    # retained snapshots and their store
+    "SNAPSHOT_RECORD_INVALID": "a retained snapshot record (from a result or a store) is malformed; see its JSON path",
+    "SNAPSHOT_ANCHORED_TO_NATIVE_HISTORY": "a retained snapshot's anchor is gone; it follows its native anchor instead",
+    "SNAPSHOT_ANCHOR_NO_LONGER_ACTIVE": "history compaction removed a retained snapshot's anchors; it is left out",
+    "SNAPSHOT_STORE_CONFLICT": "another writer saved the session's snapshots since they were read",
+    "SNAPSHOT_STORE_INVALID": "snapshot records or a session id that cannot be stored (not JSON data, bad id)",
+    "SNAPSHOT_STORE_CORRUPT": "stored snapshot records fail their integrity check",
+    "SNAPSHOT_STORE_UNAVAILABLE": "the snapshot database cannot be opened or written",
+    # prompt-studio components
+    "COMPONENT_INVALID": "a prompt-studio component is malformed; see its JSON path",
+    "COMPONENT_TEMPLATE_VARIABLE": "a component template names an unknown or valueless variable",
+    "COMPONENT_SETTINGS_INVALID": "settings.yaml of the prompt-studio components cannot be read",
 }
 
 

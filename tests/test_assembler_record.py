@@ -110,10 +110,14 @@ def test_preview_leaves_out_unsent_input_and_marks_capability_unverified() -> No
     assert err.value.code == "ASSEMBLY_SYSTEM_UPDATES_UNSUPPORTED"
 
 
-def test_snapshot_lifetime_is_diagnosed_as_not_yet_supported() -> None:
-    with pytest.raises(TemplateError) as err:
-        assemble([*RULES[:4], rule("custom", "s", text="MEM", lifetime="snapshot")])
-    assert err.value.code == "ASSEMBLY_LIFETIME_UNSUPPORTED"
+def test_snapshot_lifetime_records_its_prior_snapshots_and_replays_byte_for_byte() -> None:
+    rules = [*RULES[:4], rule("custom", "s", text="MEM", lifetime="snapshot")]
+    first = assemble(rules, chat("s:system:S", "u1:user:U1"))
+    second = assemble(rules, chat(*BASIC), snapshots=first.snapshots)
+    assert texts(second) == ["S", "MAIN", "U1", "MEM", "A1", "U2"]  # the copy stays after u1
+    assert second.record["request"]["snapshots"] == json.loads(json.dumps(first.snapshots))
+    again = replay(json.loads(json.dumps(second.record)))
+    assert dumps(again.messages) == dumps(second.messages) and again.snapshots == second.snapshots
 
 
 def test_native_delivery_placements_are_refused() -> None:

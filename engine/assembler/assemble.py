@@ -18,7 +18,7 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import Diagnostic, TemplateError
 from .depth import insert_deferred
@@ -38,7 +38,11 @@ from .registry import (
 )
 from .render import RenderOutput, RenderState
 from .rules import Preset, parse_preset
+from .snapshots import retain, validate_records
 from .tools import check_topology
+
+if TYPE_CHECKING:
+    from ..store import SnapshotStore
 
 __all__ = ["Assembler", "AssemblyRequest", "AssemblyResult", "canonical_message"]
 
@@ -123,6 +127,9 @@ class AssemblyRequest:
     max_profile_bytes: int = DEFAULT_PROFILE_BYTES
     max_projection_bytes: int = PROJECTION_MAX_BYTES
     seed: int = 0
+    #: retained snapshot records of the previous request (``result.snapshots``); ``None`` = none,
+    #: or, with an :class:`Assembler` store and a ``session_id``, the store's current records
+    snapshots: Sequence[Mapping[str, Any]] | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> AssemblyRequest:
@@ -193,6 +200,8 @@ class AssemblyResult:
     record: dict[str, Any]
     #: the array before system projection (contributions still separate), for inspection
     logical_messages: list[dict[str, Any]] = field(default_factory=list)
+    #: retained snapshot records to hand to the next request (see :mod:`.snapshots`)
+    snapshots: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form printed by ``tavernbox assemble --json``."""
@@ -208,6 +217,7 @@ class AssemblyResult:
             "provenance": self.provenance,
             "record": self.record,
             "logical_messages": self.logical_messages,
+            "snapshots": self.snapshots,
         }
 
 
@@ -260,6 +270,7 @@ def compose(
     early_diagnostics: list[Diagnostic],
     render_call: Callable[[str, str, Any], RenderOutput],
     render_notices: Callable[[], list[Diagnostic]],
+    snapshots: Sequence[Mapping[str, Any]] | None = None,
 ) -> tuple[AssemblyResult, list[Diagnostic]]:
     """Everything after resolution: placement, depth, validation, limits, projection, provenance.
 
@@ -270,6 +281,13 @@ def compose(
     rows = planner.place()
     flat: list[tuple[Node, int]] = [(n, k) for n in rows for k in range(len(n.messages))]
     insert_deferred(flat, planner.deferred)
+    retention = retain(
+        flat,
+        validate_records(snapshots),
+        {e.rule.id for e in entries if e.rule.lifetime == "snapshot" and (e.rule.enabled or e.rule.synthetic)},
+        native[-1]["id"] if native else None,
+    )
+    flat = retention.flat
     logical_messages = [n.messages[k] for n, k in flat]
     native_flags = [n.native for n, _ in flat]
     _check_natives(flat, native, planner.required)
@@ -288,6 +306,7 @@ def compose(
         diagnostics.extend(e.output.diagnostics)
     diagnostics.extend(render_notices())
     diagnostics.extend(planner.diagnostics)
+    diagnostics.extend(retention.diagnostics)
     diagnostics.extend(projection.diagnostics)
     if not messages:
         raise TemplateError("the assembled request has no messages", code="ASSEMBLY_EMPTY")
@@ -326,6 +345,7 @@ def compose(
         provenance=provenance,
         record={},
         logical_messages=logical_messages,
+        snapshots=retention.records,
     )
     return result, diagnostics
 
@@ -438,8 +458,12 @@ class Assembler:
     dict form. Registrations are captured once per request.
     """
 
-    def __init__(self, registry: SourceRegistry | None = None) -> None:
+    def __init__(self, registry: SourceRegistry | None = None, store: SnapshotStore | None = None) -> None:
         self.registry = registry if registry is not None else SourceRegistry.with_builtins()
+        #: where retained snapshot records persist between requests of one ``session_id``: read
+        #: when a request brings no ``snapshots`` of its own, written after every non-preview
+        #: assembly (a conflicting concurrent write fails with ``SNAPSHOT_STORE_CONFLICT``)
+        self.store = store
 
     def _prepare(
         self, request: AssemblyRequest | Mapping[str, Any]
@@ -453,13 +477,6 @@ class Assembler:
             native = [m for m in native if m["id"] not in unsent]
             input_ids = ()
         jobs, diags = build_jobs(req.preset, self.registry.capture())
-        for job in jobs:
-            if job.rule.lifetime == "snapshot":
-                raise TemplateError(
-                    f"rule {job.rule.id!r} ({job.rule.kind}) asks for lifetime 'snapshot': retained snapshots are not "
-                    "supported yet; use lifetime 'request'",
-                    code="ASSEMBLY_LIFETIME_UNSUPPORTED",
-                )
         return req, jobs, native, diags, input_ids
 
     def _context(self, req: AssemblyRequest, native: list[dict[str, Any]], input_ids: tuple[str, ...], token: CancellationToken) -> Any:
@@ -512,6 +529,12 @@ class Assembler:
     ) -> AssemblyResult:
         from .record import build_record
 
+        loaded_revision: int | None = None
+        prior = req.snapshots
+        if prior is None and self.store is not None and req.session_id is not None:
+            stored = self.store.load(req.session_id)
+            prior, loaded_revision = list(stored.records), stored.revision
+        prior_records = validate_records(prior)
         state = RenderState(macro_context=_macro_context(req, native))
         renders: list[dict[str, Any]] = []
 
@@ -541,9 +564,14 @@ class Assembler:
             early_diagnostics=diags,
             render_call=render_call,
             render_notices=lambda: list(state.notices),
+            snapshots=prior_records,
         )
         result.draws = [{"key": r["key"], "draws": r["draws"]} for r in renders if r["draws"]]
-        result.record = build_record(req, entries, native, input_ids, diags, renders, list(state.notices), result)
+        result.record = build_record(
+            req, entries, native, input_ids, diags, renders, list(state.notices), result, snapshots=prior_records
+        )
+        if self.store is not None and req.session_id is not None and not req.preview:
+            self.store.save(req.session_id, result.snapshots, expected_revision=loaded_revision)
         return result
 
 

@@ -45,6 +45,7 @@ def build_record(
     renders: list[dict[str, Any]],
     notices: list[Diagnostic],
     result: AssemblyResult,
+    snapshots: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The JSON-ready record of one assembly (see the module docstring)."""
     from .assemble import _diag_dict
@@ -61,6 +62,7 @@ def build_record(
             "max_profile_bytes": req.max_profile_bytes,
             "max_projection_bytes": req.max_projection_bytes,
             "seed": req.seed,
+            "snapshots": snapshots or [],
         },
         "entries": [
             {
@@ -169,6 +171,7 @@ def replay(record: Mapping[str, Any]) -> AssemblyResult:
         early_diagnostics=early,
         render_call=render_call,
         render_notices=lambda: notices,
+        snapshots=req.get("snapshots") or [],
     )
     if content_hash(result.messages) != record.get("messages_hash"):
         raise bad("the replayed messages do not match the recorded hash")
