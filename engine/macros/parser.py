@@ -1,32 +1,32 @@
 """Text -> frozen macro nodes, with SillyTavern 1.18's tolerance for malformed macros.
 
-Well-formed macros follow ``grammars/macros.lark``. Malformed ones are where SillyTavern's
-behaviour is subtle: its Chevrotain parser *recovers* (it inserts or deletes single tokens,
-re-synchronises on the follow sets of the rules being parsed, and skips junk between document
-items), and the evaluator then shows the recovered fragments as text. Authors' cards depend on
-the result (a ``{{user{{pick::a}}`` stays as written, an unterminated ``{{`` before a valid
-macro leaves that macro working), so this module reproduces that recovery exactly:
+Two steps, both linear and free of recursion on well-formed input:
 
-* :mod:`.lexer` produces SillyTavern's token stream (mode stack, dropped characters);
-* :class:`_Parser` is a recursive-descent reading of the same grammar with the same recovery
-  rules (single-token insertion/deletion, rule-level re-sync, in-repetition re-sync at document
-  level). Its recursion follows brace nesting only, which :data:`MAX_NESTING` caps at 64 before
-  parsing starts, so Python's stack is never at risk;
-* :func:`document_items` flattens what did not parse completely into text spans, keeping the
-  complete macros nested inside it (SillyTavern's walker does the same).
+* :mod:`.lexer` produces SillyTavern's token stream: a contextual (mode-stack) lexer whose modes
+  are the lexing contexts of SillyTavern's Chevrotain lexer, including the characters it drops.
+* :func:`lalr_items` parses those tokens with the LALR(1) table Lark builds from
+  ``grammars/macros.lark``, driven by a tight shift/reduce loop that builds frozen nodes on each
+  reduction (offsets come from the tokens; there is no tree and no recursion).
 
-The Lark grammar is used by :func:`validate_macro` as the reference syntax of a well-formed
-macro (tests assert that every complete macro this parser builds is accepted by it); the
-run-time path never needs Earley or backtracking.
+A token stream the grammar rejects holds a malformed macro. There SillyTavern's parser
+*recovers* (it inserts or deletes single tokens, re-synchronises on the follow sets of the rules
+being parsed, skips junk between document items) and its evaluator shows the recovered
+fragments as text; cards depend on the result (``{{user{{pick::a}}`` stays as written, an
+unterminated ``{{`` before a valid macro leaves that macro working). :class:`_Parser` reproduces
+that recovery exactly, as an error-tolerant fallback. Its recursion follows brace nesting only,
+which :data:`MAX_NESTING` caps at 64 before parsing starts. Tests prove that the grammar accepts
+exactly the streams the fallback reads without any recovery, with identical nodes.
+
+:func:`document_items` flattens what did not parse completely into text spans, keeping the
+complete macros nested inside it (SillyTavern's walker does the same).
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
-
-from lark import Transformer
 
 from ..errors import Diagnostic
 from ..spans import Span
@@ -598,9 +598,14 @@ def document_items(
                 Span(start, end),
             )
         )
-    parser = _Parser(text, toks, hi)
-    raw_items = parser.document()
-    clean = parser.anomalies == 0 and not lex_errors and not holes
+    lalr = lalr_items(text, toks)
+    if lalr is not None:  # well-formed: the LALR grammar's parse
+        raw_items = lalr
+        clean = not lex_errors and not holes
+    else:  # a malformed macro somewhere: SillyTavern's recovery decides what stays text
+        parser = _Parser(text, toks, hi)
+        raw_items = parser.document()
+        clean = parser.anomalies == 0 and not lex_errors and not holes
     items: list = []
     for item in raw_items:
         if isinstance(item, MacroNode) and not item.complete:
@@ -620,116 +625,250 @@ def parse_macros(text: str) -> tuple[Plain | MacroNode, ...]:
 
 
 # ---- the LALR path (grammars/macros.lark) --------------------------------------------------
+#
+# Lark compiles the grammar into its LALR(1) parse table; the loop below drives that table over
+# the mode lexer's tokens. It is Lark's own shift/reduce algorithm without its per-token
+# ``Token`` objects and tree callbacks (the table is the parser; those wrappers tripled the
+# cost), and it builds our frozen nodes directly on each reduction: no tree, no recursion.
 
 _TYPE_NAMES = {value: name for name, value in vars(T).items() if isinstance(value, int) and name != "EOF"}
 
 
-def _span_of(items: list) -> tuple[int, int] | None:
+class _Splice(list):
+    """Children of an inlined helper rule (``_item``, ``__arg_star_0``...), spliced into the parent."""
+
+
+def _children(values: list) -> list:
+    out: list = []
+    for v in values:
+        if type(v) is _Splice:
+            out.extend(v)
+        else:
+            out.append(v)
+    return out
+
+
+def _span(items: list) -> tuple[int, int] | None:
     if not items:
         return None
-    first, last = items[0], items[-1]
-    start = first.start_pos if hasattr(first, "start_pos") else first.start
-    end = last.end_pos if hasattr(last, "end_pos") else last.end
-    return (start, end)
+    return (items[0][1] if type(items[0]) is Tok else items[0].start, items[-1][2] if type(items[-1]) is Tok else items[-1].end)
 
 
-class _LalrBuild(Transformer):
-    """Inline LALR callbacks (run on each reduction, no recursion): tokens -> frozen nodes."""
+class _Reducer:
+    """One parse's reduction actions (they need the text for names and glued braces)."""
 
-    def __init__(self) -> None:
-        super().__init__(visit_tokens=False)
+    __slots__ = ("text",)
 
-    def start(self, children: list) -> list:
-        return children
+    def __init__(self, text: str) -> None:
+        self.text = text
 
-    def text(self, children: list) -> Plain:
-        tok = children[0]
-        return Plain(tok.start_pos, tok.end_pos)
+    def _arg(self, items: list) -> ArgNode:
+        span = _span(items)
+        if span is None:
+            return ArgNode(None, ())
+        text = self.text
+        out: list = []
+        cursor = span[0]
+        for part in items:
+            if type(part) is MacroNode:
+                if part.start > span[0] and text[part.start - 1] == "{":
+                    return ArgNode(span, None)
+                if part.start > cursor:
+                    out.append(Plain(cursor, part.start))
+                out.append(part)
+                cursor = part.end
+        if cursor < span[1]:
+            out.append(Plain(cursor, span[1]))
+        return ArgNode(span, tuple(out))
 
-    def flags(self, children: list) -> str:
-        return "".join(str(t) for t in children)
+    def start(self, c: list) -> list:
+        return _children(c)
 
-    def arg(self, children: list) -> list:
-        return children
+    def text_(self, c: list) -> Plain:
+        return Plain(c[0][1], c[0][2])
 
-    argc = arg
-    value = arg
+    def flags(self, c: list) -> str:
+        text = self.text
+        return "".join(text[t[1] : t[2]] for t in _children(c))
 
-    def args_dcolon(self, children: list) -> list[ArgNode]:
-        return [ArgNode(_span_of(c)) for c in children if isinstance(c, list)]
+    def seq(self, c: list) -> list:
+        return _children(c)
 
-    def args_colon(self, children: list) -> list[ArgNode]:
-        return [ArgNode(_span_of(children[1]))]
+    def args_dcolon(self, c: list) -> list[ArgNode]:
+        return [self._arg(part) for part in _children(c) if type(part) is list]
 
-    def args_space(self, children: list) -> list[ArgNode]:
-        return [ArgNode(_span_of(children))]
+    def args_colon(self, c: list) -> list[ArgNode]:
+        return [self._arg(c[1])]
 
-    def name_only(self, children: list) -> tuple:
-        return (str(children[0]), [], None)
+    def args_space(self, c: list) -> list[ArgNode]:
+        return [self._arg(_children(c))]
 
-    def name_args(self, children: list) -> tuple:
-        return (str(children[0]), children[1], None)
+    def name_only(self, c: list) -> tuple:
+        return (self.text[c[0][1] : c[0][2]], [], None)
 
-    def var_get(self, children: list) -> tuple:
-        scope, name = children[0], children[1]
-        return (str(scope) + str(name), [], VarNode(str(scope), str(name), None, None, ()))
+    def name_args(self, c: list) -> tuple:
+        return (self.text[c[0][1] : c[0][2]], c[1], None)
 
-    def var_step(self, children: list) -> tuple:
-        scope, name, op = children
-        return (str(scope) + str(name), [], VarNode(str(scope), str(name), str(op), None, ()))
+    def _var(self, c: list, op: str | None, value: list | None) -> tuple:
+        text = self.text
+        scope = text[c[0][1] : c[0][2]]
+        name = text[c[1][1] : c[1][2]]
+        if value is None:
+            return ("", [], VarNode(scope, name, op, None, ()))
+        macros = tuple(v for v in value if type(v) is MacroNode)
+        return ("", [], VarNode(scope, name, op, _span(value), macros))
 
-    def var_op(self, children: list) -> tuple:
-        scope, name, op, value = children
-        macros = tuple(v for v in value if isinstance(v, MacroNode))
-        var = VarNode(str(scope), str(name), str(op), _span_of(value), macros)
-        return (str(scope) + str(name), [], var)
+    def var_get(self, c: list) -> tuple:
+        return self._var(c, None, None)
 
-    def macro(self, children: list) -> MacroNode:
-        start_tok, flags, body, end_tok = children
+    def var_step(self, c: list) -> tuple:
+        return self._var(c, self.text[c[2][1] : c[2][2]], None)
+
+    def var_op(self, c: list) -> tuple:
+        return self._var(c, self.text[c[2][1] : c[2][2]], c[3])
+
+    def macro(self, c: list) -> MacroNode:
+        start_tok, flags, body, end_tok = c
         name, args, var = body
         return MacroNode(
-            start=start_tok.start_pos,
-            end=end_tok.end_pos,
+            start=start_tok[1],
+            end=end_tok[2],
             complete=True,
             flags=flags,
-            name="" if var is not None else name,
+            name=name,
             args=tuple(args),
             var=var,
-            inner_start=start_tok.end_pos,
-            inner_end=end_tok.start_pos,
+            inner_start=start_tok[2],
+            inner_end=end_tok[1],
             parts=(),
         )
 
 
+_RULE_ACTIONS = {
+    "start": "start",
+    "text": "text_",
+    "macro": "macro",
+    "flags": "flags",
+    "arg": "seq",
+    "argc": "seq",
+    "value": "seq",
+    "args_dcolon": "args_dcolon",
+    "args_colon": "args_colon",
+    "args_space": "args_space",
+    "name_only": "name_only",
+    "name_args": "name_args",
+    "var_get": "var_get",
+    "var_step": "var_step",
+    "var_op": "var_op",
+}
+
+
 @lru_cache(maxsize=1)
-def _lark():  # type: ignore[no-untyped-def]
-    from lark import Lark, Token
-    from lark.lexer import Lexer
+def _table() -> tuple:
+    """Lark's LALR(1) table for ``grammars/macros.lark``, keyed by our token ints.
 
-    class _Feed(Lexer):
-        """Hands the mode lexer's tokens to Lark (its own lexers cannot keep a mode stack)."""
-
-        def __init__(self, lexer_conf) -> None:  # type: ignore[no-untyped-def]
-            pass
-
-        def lex(self, data):  # type: ignore[no-untyped-def]
-            text, toks = data
-            names = _TYPE_NAMES
-            for tok in toks:
-                yield Token(names[tok.type], text[tok.start : tok.end], start_pos=tok.start, end_pos=tok.end)
+    Each state maps a token type (``-1`` for end of input) or a rule name (for gotos) to
+    ``(is_shift, next state or rule)``; each rule to ``(action name, size, rule name)``.
+    """
+    from lark import Lark
+    from lark.parsers.lalr_analysis import Shift
 
     grammar = (resources.files("tavernbox.grammars") / "macros.lark").read_text(encoding="utf-8")
-    return Lark(grammar, parser="lalr", lexer=_Feed, transformer=_LalrBuild(), maybe_placeholders=False)
+    lark = Lark(grammar, parser="lalr", lexer="basic")
+    parse_table = lark.parser.parser.parser.parse_table
+    ints = {name: value for value, name in _TYPE_NAMES.items()}
+    ints["$END"] = -1
+    states: dict = {}
+    rules: dict = {}
+    for number, row in parse_table.states.items():
+        out: dict = {}
+        for key, (action, arg) in row.items():
+            out[ints.get(key, key)] = (action is Shift, arg)
+            if action is not Shift and arg not in rules:
+                name = arg.alias or arg.origin.name
+                if name.startswith("_"):
+                    rules[arg] = (None, len(arg.expansion), arg.origin.name)  # splice
+                elif arg.options.expand1:
+                    rules[arg] = ("", len(arg.expansion), arg.origin.name)  # single child passes
+                else:
+                    rules[arg] = (_RULE_ACTIONS[name], len(arg.expansion), arg.origin.name)
+        states[number] = out
+    return states, parse_table.start_states["start"], parse_table.end_states["start"], rules
+
+
+class _Local(threading.local):
+    """A per-thread reducer with its bound actions (the driver loop is not re-entrant)."""
+
+    def __init__(self) -> None:
+        _, _, _, rules = _table()
+        self.reducer = _Reducer("")
+        self.actions = {
+            rule: (getattr(self.reducer, act) if act else act, size, origin) for rule, (act, size, origin) in rules.items()
+        }
+
+
+_local: _Local | None = None
 
 
 def lalr_items(text: str, toks: list[Tok]) -> list | None:
     """Parse a token stream with the LALR grammar; ``None`` when it holds a malformed macro."""
-    from lark.exceptions import LarkError
-
-    try:
-        return _lark().parse((text, toks))
-    except LarkError:
-        return None
+    global _local
+    states, start_state, end_state, _ = _table()
+    if _local is None:
+        _local = _Local()
+    local = _local
+    local.reducer.text = text
+    actions = local.actions
+    state_stack = [start_state]
+    value_stack: list = []
+    n = len(toks)
+    i = 0
+    while True:
+        if i < n:
+            tok = toks[i]
+            key = tok[0]
+        else:
+            tok = None
+            key = -1
+        entry = states[state_stack[-1]].get(key)
+        if entry is None:
+            return None
+        is_shift, arg = entry
+        if is_shift:
+            state_stack.append(arg)
+            value_stack.append(tok)
+            i += 1
+            continue
+        act, size, origin = actions[arg]
+        if size:
+            children = value_stack[-size:]
+            del state_stack[-size:]
+            del value_stack[-size:]
+        else:
+            children = []
+        if act is None:  # an inlined helper rule: splice, appending in place
+            if children and type(children[0]) is _Splice:
+                value = children[0]
+                for child in children[1:]:
+                    if type(child) is _Splice:
+                        value.extend(child)
+                    else:
+                        value.append(child)
+            else:
+                value = _Splice()
+                for child in children:
+                    if type(child) is _Splice:
+                        value.extend(child)
+                    else:
+                        value.append(child)
+        elif act == "":
+            value = children[0]
+        else:
+            value = act(children)
+        state_stack.append(states[state_stack[-1]][origin][1])
+        value_stack.append(value)
+        if tok is None and state_stack[-1] == end_state:
+            return value_stack[-1]
 
 
 def validate_macro(source: str) -> bool:
