@@ -128,3 +128,10 @@ def test_generated_templates_match_ejs(oracle: Oracle) -> None:
     # ...and it must reach every construct the issue lists.
     assert all(features.values()), features
 
+
+
+def test_a_render_leaves_nothing_for_the_next(oracle: Oracle) -> None:
+    # sloppy-mode assignment creates a global; neither side may carry it into the next render
+    assert _compare(oracle, "<% leakedGlobal = 1 %><%= leakedGlobal %>", {}) == "text"
+    assert _compare(oracle, "<%= typeof leakedGlobal %>", {}) == "text"
+    assert render("<%= typeof leakedGlobal %>", {})[0] == "undefined"

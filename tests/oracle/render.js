@@ -26,6 +26,18 @@ const OPTIONS = { async: true, outputFunctionName: 'print' };
 // A template's console.log must not write into the answer stream on stdout.
 for (const name of ['log', 'info', 'debug', 'dir', 'table', 'trace']) console[name] = console.error;
 
+// Each render gets the globals it started with: a sloppy-mode template that assigns an
+// undeclared name creates a global in node, which must not leak into the next case (tavernbox
+// gives every render a fresh VM).
+const initialGlobals = new Set(Object.getOwnPropertyNames(globalThis));
+function dropNewGlobals() {
+  for (const name of Object.getOwnPropertyNames(globalThis)) {
+    if (!initialGlobals.has(name)) {
+      try { delete globalThis[name]; } catch (e) { /* non-configurable: nothing to do */ }
+    }
+  }
+}
+
 async function renderOne(line) {
   let job;
   try {
@@ -50,6 +62,8 @@ const rl = readline.createInterface({ input: process.stdin, crlfDelay: Infinity 
 (async () => {
   for await (const line of rl) {
     if (line.length === 0) continue;
-    process.stdout.write(JSON.stringify(await renderOne(line)) + '\n');
+    const answer = await renderOne(line);
+    dropNewGlobals();
+    process.stdout.write(JSON.stringify(answer) + '\n');
   }
 })();
