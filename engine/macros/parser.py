@@ -768,7 +768,7 @@ def _table() -> tuple:
     """Lark's LALR(1) table for ``grammars/macros.lark``, keyed by our token ints.
 
     Each state maps a token type (``-1`` for end of input) or a rule name (for gotos) to
-    ``(is_shift, next state or rule)``; each rule to ``(action name, size, rule name)``.
+    ``(is_shift, next state or rule number)``; rule number -> ``(action name, size, rule name)``.
     """
     from lark import Lark
     from lark.parsers.lalr_analysis import Shift
@@ -779,19 +779,28 @@ def _table() -> tuple:
     ints = {name: value for value, name in _TYPE_NAMES.items()}
     ints["$END"] = -1
     states: dict = {}
-    rules: dict = {}
+    rule_ids: dict = {}
+    rules: list = []
     for number, row in parse_table.states.items():
         out: dict = {}
         for key, (action, arg) in row.items():
-            out[ints.get(key, key)] = (action is Shift, arg)
-            if action is not Shift and arg not in rules:
+            # plain ints/strs as keys and rule numbers as values: Lark's Token and Rule objects
+            # hash and compare in Python, which dominated the loop
+            plain_key = ints.get(key, str(key))
+            if action is Shift:
+                out[plain_key] = (True, arg)
+                continue
+            if arg not in rule_ids:
+                rule_ids[arg] = len(rules)
                 name = arg.alias or arg.origin.name
                 if name.startswith("_"):
-                    rules[arg] = (None, len(arg.expansion), arg.origin.name)  # splice
+                    act = None  # an inlined helper rule: splice its children into the parent
                 elif arg.options.expand1:
-                    rules[arg] = ("", len(arg.expansion), arg.origin.name)  # single child passes
+                    act = ""  # a ?rule with one child passes it through
                 else:
-                    rules[arg] = (_RULE_ACTIONS[name], len(arg.expansion), arg.origin.name)
+                    act = _RULE_ACTIONS[name]
+                rules.append((act, len(arg.expansion), str(arg.origin.name)))
+            out[plain_key] = (False, rule_ids[arg])
         states[number] = out
     return states, parse_table.start_states["start"], parse_table.end_states["start"], rules
 
@@ -802,9 +811,7 @@ class _Local(threading.local):
     def __init__(self) -> None:
         _, _, _, rules = _table()
         self.reducer = _Reducer("")
-        self.actions = {
-            rule: (getattr(self.reducer, act) if act else act, size, origin) for rule, (act, size, origin) in rules.items()
-        }
+        self.actions = [(getattr(self.reducer, act) if act else act, size, origin) for act, size, origin in rules]
 
 
 _local: _Local | None = None
