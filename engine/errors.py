@@ -52,6 +52,16 @@ CODES: dict[str, str] = {
     "TEMPLATE_DEPENDENCY_DENIED": "a managed dependency was denied",
     "TEMPLATE_POLICY_SKIPPED": "the template was skipped by its manager",
     "TEMPLATE_SESSION_REQUIRED": "the template is enabled for no session",
+    # the template API and the dependency bridge (issue 4)
+    "TEMPLATE_DEPENDENCY_INVALID": "a lookup request is malformed or longer than 4,096 characters, or a path too deep",
+    "TEMPLATE_DEPENDENCY_UNAVAILABLE": "a dependency resolver gave no usable answer (not a Resolution, or not JSON)",
+    "TEMPLATE_DEPENDENCY_MISSING": "the requested world book or entry does not exist in this request's selection",
+    "TEMPLATE_RESOURCE_INVALID": "a prompt-template resource is malformed (id, name, content, sessions, variables)",
+    "TEMPLATE_LIFECYCLE_UNSUPPORTED": "a template title tag or decorator asks for a lifecycle this engine does not run",
+    "UNSUPPORTED_EVENT": "the resource's metadata asks for an event that is not supported; it cannot be enabled",
+    "SOURCE_POLICY_CHANGED": "a lease (permission, manager or selection) is no longer current; the output is void",
+    "SOURCE_CONTENT_CHANGED": "a dependency's content changed after it was read; the output is void",
+    "SOURCE_LEASE_REQUIRED": "a usage allowance carried no check_current lease",
     # assets
     "ASSET_ENCODING": "the file is not valid UTF-8 text",
     "ASSET_JSON": "the file is not valid JSON (or YAML where accepted)",
@@ -128,6 +138,20 @@ CODES: dict[str, str] = {
     "COMPONENT_INVALID": "a prompt-studio component is malformed; see its JSON path",
     "COMPONENT_TEMPLATE_VARIABLE": "a component template names an unknown or valueless variable",
     "COMPONENT_SETTINGS_INVALID": "settings.yaml of the prompt-studio components cannot be read",
+    # SillyTavern prompt-manager placement and the built-in strategies (issue 7)
+    "ST_PRESET_INVALID": "the SillyTavern chat-completion preset given to the `preset` source is malformed",
+    "ST_PRESET_ABSENT": "a `preset` rule without a SillyTavern preset (assets.st_preset): it contributes nothing",
+    "ST_PROMPT_ORDER_FALLBACK": "no prompt_order for character 100001 or 100000; the first bucket was used",
+    "UNSUPPORTED_MARKER": "a prompt-manager marker with no content source here; it was skipped",
+    "ASSEMBLY_NATIVE_UNSUPPORTED": "a native-mode strategy has no enabled history/input, or a depth, snapshot or assistant rule",
+    "NATIVE_ROLE_ADJUSTED": "native placement changed a contribution's role to fit the history boundaries",
+    "NATIVE_SLOTS_ABSENT": "native-slots found no history or input slot in the preset; roles first was used",
+    "NATIVE_DEPTH_BOUNDARY": "native placement put a depth-0/1 item after the input / before history",
+    "NATIVE_DEPTH_APPROXIMATED": "native placement ignored a depth and placed the item by its role",
+    "NATIVE_PLACEMENT_ADJUSTED": "native placement reordered contributions to fit the native boundaries",
+    "STRATEGY_BUILTIN_IMMUTABLE": "a built-in strategy cannot be saved over or deleted; copy it first",
+    "STRATEGY_IN_USE": "a strategy applied to a session cannot be deleted",
+    "STRATEGY_SESSION_INVALID": "a session id that is not 1-200 of [A-Za-z0-9._:-] starting with a letter or digit",
 }
 
 

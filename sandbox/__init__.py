@@ -71,8 +71,15 @@ def run_program(
     limits: Limits | None = None,
     cancel: CancelToken | None = None,
     pool: WorkerPool | None = None,
+    bridge: tuple[str, int] | None = None,
 ) -> SandboxResult:
     """Render ``program`` with ``input_json`` as ``__tb.locals.variables``.
+
+    ``bridge`` switches on the template API (``getvar``, ``getwi``, ... in ``__tb.locals``, see
+    harness.js): ``(answers_json, call_limit)`` where ``answers_json`` is a JSON object mapping
+    canonical request keys to already-authorised answers. ``input_json`` is then ignored by the
+    harness (variables come through the bridge). A pass that misses a lookup returns a result
+    whose ``pending`` names the request (see ``tavernbox.bridge``, which drives the replays).
 
     Raises ``SandboxError`` (a ``TemplateError``) with one of the ``TEMPLATE_*`` codes, or
     ``INPUT_INVALID`` when ``input_json`` is not JSON.
@@ -96,7 +103,11 @@ def run_program(
     if input_json.strip() == "":
         raise SandboxError("the input is not valid JSON: it is empty", code="INPUT_INVALID")
     # [program, [variables]]: the harness checks that the caller's text was exactly one value.
-    payload = "[" + _program_json(program) + ",[\n" + _ascii_json(input_json) + "\n]]"
+    payload = "[" + _program_json(program) + ",[\n" + _ascii_json(input_json) + "\n]"
+    if bridge is not None:
+        answers_json, call_limit = bridge
+        payload += ",[" + _ascii_json(answers_json) + "," + str(int(call_limit)) + "]"
+    payload += "]"
     reply = (pool or default_pool()).run(payload.encode("ascii"), lim, cancel)
     usage = Usage(**reply["usage"])
     error: dict[str, Any] | None = reply.get("error")
@@ -110,4 +121,7 @@ def run_program(
             js_message=error.get("js_message"),
             usage=usage,
         )
-    return SandboxResult(text=reply["result"]["text"], usage=usage)
+    result = reply["result"]
+    if result.get("pending") is not None:
+        return SandboxResult(text="", usage=usage, pending=str(result["pending"]))
+    return SandboxResult(text=result["text"], usage=usage)

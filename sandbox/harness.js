@@ -16,8 +16,9 @@
 //    here with the captured JSON.stringify, and user exceptions are reduced to plain strings.
 //
 // The script's completion value is an installer `(planKinds, planKeys, planParents) => dispatch`, where
-// `dispatch(op, a, b)` runs `prepare(payload)`, `start(outputLimit)`, `poll()` or `seeds()`. `payload` is the parsed JSON array
-// [programSource, variables].
+// `dispatch(op, a, b)` runs `prepare(payload)`, `start(outputLimit)`, `poll()`, `settled()` or `seeds()`. `payload` is
+// the parsed JSON array [programSource, [variables]], or in bridge mode (the template API of issue 4)
+// [programSource, [null], [answersTable, bridgeCallLimit]].
 (function (planSteps, planKeys, planParents) {
   'use strict';
   const G = globalThis;
@@ -354,6 +355,7 @@
   function clip(s) { return s.length > 2000 ? apply(strSlice, s, [0, 2000]) + '...' : s; }
 
   function classify(e, phase) {
+    if (bridgeTrip !== null) return bridgeTrip;
     if (outputTripped) return { kind: 'output', name: 'RangeError', message: 'output limit', line: 0, column: 0 };
     if (guardTripped) return { kind: 'memory', name: 'RangeError', message: 'array length guard', line: 0, column: 0 };
     if (e === null) return { kind: 'memory', name: '', message: 'out of memory', line: 0, column: 0 };
@@ -404,7 +406,7 @@
   }
   function succeed() {
     if (state !== 'running') return;
-    if (outputTripped || guardTripped) { fail(undefined, 'run'); return; }
+    if (outputTripped || guardTripped || bridgeTrip !== null) { fail(undefined, 'run'); return; }
     state = 'done';
   }
 
@@ -433,6 +435,306 @@
     return root;
   }
 
+  // --- the template API and the lookup bridge (bridge mode only) --------------------------------
+  // Why it is shaped like this (issue 4, seed 003): a template may read variables, world-info
+  // entries, preset prompts and the character, but the VM never performs I/O. Every lookup is
+  // answered from `answers`, a table of JSON the host has already authorised for this request; a
+  // miss records the request (the first one only) and throws, and the host ends the pass no
+  // matter what the template does next, resolves the request outside the VM and replays the
+  // template from the start in a fresh context with the answer added. Leases never enter here.
+  // Bridge failures are sticky like the output and length guards: catching them changes nothing.
+  const MAX_REQUEST_CHARS = 4096;
+  const MAX_PATH_SEGMENTS = 64;
+  const RegExpCtor = RegExp;
+  const reTest = RegExp.prototype.test;
+  const isExtensible = O.isExtensible;
+  const ReflectOps = ['get', 'has', 'ownKeys', 'getOwnPropertyDescriptor', 'getPrototypeOf', 'isExtensible'];
+  let bridgeMode = false;
+  let answers = null;
+  let callLimit = 0;
+  let calls = 0;
+  let pendingKey = null;
+  let bridgeTrip = null;
+
+  function here() {
+    const pos = position(new Error('position'), true);
+    return pos;
+  }
+  // A sticky bridge failure: the first one wins, and none counts once a lookup is pending (the
+  // pass is void then; the replay will meet the failure again if it is real).
+  function trip(kind, message) {
+    if (bridgeTrip === null && pendingKey === null) {
+      const pos = here();
+      bridgeTrip = { kind, name: '', message, line: pos[0], column: pos[1] };
+    }
+    return new Error('tavernbox: ' + message);
+  }
+  // One error object per pass, thrown again on every later call: a template that catches in a
+  // loop must not make the harness build (and charge it for) thousands of stack traces.
+  let stuckError = null;
+  function pendingError() {
+    if (stuckError === null) stuckError = new Error('tavernbox: a dependency is pending; this pass of the template is void');
+    return stuckError;
+  }
+  function countCall(name) {
+    if (state !== 'running') throw new Error('tavernbox: ' + name + '() after the template finished');
+    if (pendingKey !== null) throw pendingError();
+    if (bridgeTrip !== null) {
+      if (stuckError === null) stuckError = new Error('tavernbox: ' + bridgeTrip.message);
+      throw stuckError;
+    }
+    calls += 1;
+    if (calls > callLimit) {
+      throw trip('bridge', 'the template made more than ' + callLimit + ' bridge calls (' + name + ')');
+    }
+  }
+  function checkArg(name, v) {
+    const t = typeof v;
+    if (t === 'string') return v;
+    if (t === 'number' && v === v && v !== 1 / 0 && v !== -1 / 0) return v;
+    throw new TypeError(name + ': expected a string or a finite number, got ' + (v === null ? 'null' : t));
+  }
+  // kind plus at most two string/number arguments, as canonical JSON (the table's key).
+  function lookup(kind, a, b, n) {
+    if (pendingKey !== null) throw pendingError();
+    const request = [kind];
+    if (n > 0) apply(arrPush, request, [a]);
+    if (n > 1) apply(arrPush, request, [b]);
+    const key = originalStringify(request);
+    if (key.length > MAX_REQUEST_CHARS) {
+      throw trip('invalid', 'a ' + kind + ' request of ' + key.length + ' characters is longer than the limit of ' +
+        MAX_REQUEST_CHARS);
+    }
+    if (hasOwn(answers, key)) return answers[key];
+    if (bridgeTrip === null) pendingKey = key;
+    throw pendingError();
+  }
+
+  // `variables`: a read-only view that asks for the variables only when touched, so a template
+  // that never reads them never makes its source read its state (lazy MVU).
+  let variablesValue;
+  let variablesLoaded = false;
+  function loadVariables() {
+    if (!variablesLoaded) {
+      variablesValue = lookup('variables', undefined, undefined, 0);
+      variablesLoaded = true;
+    }
+    return variablesValue;
+  }
+  function materialize(target) {
+    if (!isExtensible(target)) return;
+    if (state !== 'running') throw new Error('tavernbox: variables read after the template finished');
+    const v = loadVariables();
+    if (typeof v === 'object' && v !== null) {
+      const keys = ownKeys(v);
+      for (let i = 0; i < keys.length; i++) {
+        const d = getOwnPropertyDescriptor(v, keys[i]);
+        defineProperty(target, keys[i], { value: d.value, writable: false, enumerable: d.enumerable, configurable: false });
+      }
+    }
+    freeze(target);
+  }
+  const variablesHandler = create(null);
+  for (let i = 0; i < ReflectOps.length; i++) {
+    const op = R[ReflectOps[i]];
+    variablesHandler[ReflectOps[i]] = function (target, a, b) { materialize(target); return apply(op, R, [target, a, b]); };
+  }
+  const refuse = function () { return false; };
+  variablesHandler.set = refuse;
+  variablesHandler.defineProperty = refuse;
+  variablesHandler.deleteProperty = refuse;
+  variablesHandler.setPrototypeOf = refuse;
+  variablesHandler.preventExtensions = function (target) { materialize(target); return true; };
+  freeze(variablesHandler);
+
+  const FORBIDDEN_SEGMENTS = create(null);
+  FORBIDDEN_SEGMENTS.__proto__ = true;
+  FORBIDDEN_SEGMENTS.prototype = true;
+  FORBIDDEN_SEGMENTS.constructor = true;
+  // lodash-style paths: `a.b`, `a[0]`, `a['x.y']`, `a["x"]`; no negative indices.
+  function parsePath(path) {
+    const segments = [];
+    let i = 0;
+    const n = path.length;
+    let cur = '';
+    let pending = true;
+    function push(seg) {
+      if (segments.length >= MAX_PATH_SEGMENTS) {
+        throw trip('invalid', 'getvar: the path has more than ' + MAX_PATH_SEGMENTS + ' segments');
+      }
+      apply(arrPush, segments, [seg]);
+    }
+    while (i < n) {
+      const c = path[i];
+      if (c === '.') {
+        if (pending) push(cur);
+        cur = '';
+        pending = true;
+        i += 1;
+      } else if (c === '[') {
+        if (pending && cur !== '') push(cur);
+        cur = '';
+        const q = path[i + 1];
+        if (q === "'" || q === '"') {
+          let j = i + 2;
+          let seg = '';
+          while (j < n && path[j] !== q) {
+            if (path[j] === '\\' && j + 1 < n) j += 1;
+            seg += path[j];
+            j += 1;
+          }
+          if (j + 1 >= n + 1 || path[j + 1] !== ']') throw new TypeError('getvar: unclosed quoted segment in the path');
+          push(seg);
+          i = j + 2;
+        } else {
+          let j = i + 1;
+          while (j < n && path[j] !== ']') j += 1;
+          if (j >= n) throw new TypeError('getvar: unclosed [ in the path');
+          const inner = apply(strSlice, path, [i + 1, j]);
+          push(inner);
+          i = j + 1;
+        }
+        pending = false;
+      } else {
+        cur += c;
+        pending = true;
+        i += 1;
+      }
+    }
+    if (pending && (cur !== '' || n === 0 || path[n - 1] === '.')) push(cur);
+    for (let k = 0; k < segments.length; k++) {
+      if (FORBIDDEN_SEGMENTS[segments[k]] === true) {
+        throw new TypeError("getvar: the path segment '" + segments[k] + "' is not allowed");
+      }
+    }
+    return segments;
+  }
+  const GETVAR_OPTIONS = create(null);
+  GETVAR_OPTIONS.scope = true;
+  GETVAR_OPTIONS.defaults = true;
+  GETVAR_OPTIONS.clone = true;
+  const api2 = create(null);
+  api2.getvar = ({
+    getvar(path, options) {
+      countCall('getvar');
+      let scope;
+      let defaults;
+      if (typeof options === 'string') scope = options;
+      else if (typeof options === 'object' && options !== null) {
+        const keys = objectKeys(options);
+        for (let i = 0; i < keys.length; i++) {
+          if (GETVAR_OPTIONS[keys[i]] !== true) {
+            throw trip('unsupported', "getvar option '" + keys[i] + "' is not supported: templates only read the cache scope");
+          }
+        }
+        scope = options.scope;
+        defaults = options.defaults;
+      } else if (options !== undefined && options !== null) {
+        throw new TypeError('getvar: options must be a scope string or an object');
+      }
+      if (scope !== undefined && scope !== 'cache') {
+        throw trip('unsupported', "getvar scope '" + Str(typeof scope === 'string' ? scope : typeof scope) +
+          "' is not supported: templates only read the cache scope");
+      }
+      const root = loadVariables();
+      if (path === undefined || path === null) return root;
+      if (typeof path === 'number' && path === path) path = '' + path;
+      if (typeof path !== 'string') throw new TypeError('getvar: the path must be a string');
+      if (path.length > MAX_REQUEST_CHARS) {
+        throw trip('invalid', 'getvar: a path of ' + path.length + ' characters is longer than the limit of ' + MAX_REQUEST_CHARS);
+      }
+      if (FORBIDDEN_SEGMENTS[path] === true) throw new TypeError("getvar: the path segment '" + path + "' is not allowed");
+      // As in lodash, an exact top-level key wins over the path reading ('a.b' as one key).
+      if (typeof root === 'object' && root !== null && hasOwn(root, path)) return root[path];
+      const segments = parsePath(path);
+      let cur = root;
+      for (let i = 0; i < segments.length; i++) {
+        if (typeof cur !== 'object' || cur === null || !hasOwn(cur, segments[i])) return defaults;
+        cur = cur[segments[i]];
+      }
+      return cur === undefined ? defaults : cur;
+    },
+  }).getvar;
+  api2.getwi = ({
+    getwi(book, title, data) {
+      countCall('getwi');
+      const n = arguments.length;
+      if (n > 2 && data !== undefined) throw trip('unsupported', 'getwi: the data argument is not supported (entries are never rendered again)');
+      if (n < 2) { title = book; book = ''; }
+      if (book === undefined || book === null) book = '';
+      book = checkArg('getwi', book);
+      const isRegExp = typeof title === 'object' && title !== null && title instanceof RegExpCtor;
+      if (!isRegExp) title = checkArg('getwi', title);
+      const catalog = lookup('worldbook-catalog', book, undefined, 1);
+      let hit = null;
+      for (let i = 0; i < catalog.length && hit === null; i++) {
+        const e = catalog[i];
+        if (isRegExp) { if (apply(reTest, title, [e[2]])) hit = e; }
+        else if (typeof title === 'number') { if (e[1] === title || e[1] === '' + title) hit = e; }
+        else if (e[2] === title) hit = e;
+      }
+      if (hit === null && typeof title === 'string') {
+        for (let i = 0; i < catalog.length && hit === null; i++) if ('' + catalog[i][1] === title) hit = catalog[i];
+      }
+      if (hit === null) return '';
+      return lookup('worldbook-entry', hit[0], hit[1], 2);
+    },
+  }).getwi;
+  api2.getpreset = ({
+    getpreset(name, data) {
+      countCall('getpreset');
+      if (arguments.length > 1 && data !== undefined) throw trip('unsupported', 'getpreset: the data argument is not supported');
+      return lookup('preset-prompt', checkArg('getpreset', name), undefined, 1);
+    },
+  }).getpreset;
+  api2.getchar = ({
+    getchar(name, template, data) {
+      countCall('getchar');
+      if (arguments.length > 1 && (template !== undefined || data !== undefined)) {
+        throw trip('unsupported', 'getchar: template and data arguments are not supported (only the description is readable)');
+      }
+      if (name === undefined || name === null) name = '';
+      return lookup('character', checkArg('getchar', name), undefined, 1);
+    },
+  }).getchar;
+  const ALIASES = [['getWorldInfo', 'getwi'], ['getPresetPrompt', 'getpreset'], ['getprp', 'getpreset'],
+    ['getChara', 'getchar'], ['getchr', 'getchar']];
+  // The ST-Prompt-Template writes and commands: a template here is read-only.
+  const WRITES = ['setvar', 'setLocalVar', 'setGlobalVar', 'setMessageVar', 'incvar', 'incLocalVar', 'incGlobalVar',
+    'incMessageVar', 'decvar', 'decLocalVar', 'decGlobalVar', 'decMessageVar', 'delvar', 'delLocalVar',
+    'delGlobalVar', 'delMessageVar', 'insvar', 'insLocalVar', 'insGlobalVar', 'insMessageVar', 'patchVariables',
+    'setVariableSchema', 'execute', 'activewi', 'activateWorldInfo', 'activateWorldInfoByKeywords', 'injectPrompt',
+    'activateRegex', 'define', 'evalTemplate'];
+  // Reads of state this engine does not give templates (other scopes, chat, quick replies, raw data).
+  const UNAVAILABLE = ['getLocalVar', 'getGlobalVar', 'getMessageVar', 'getqr', 'getQuickReply', 'getChatMessage',
+    'getChatMessages', 'matchChatMessages', 'getWorldInfoData', 'getWorldInfoActivatedData',
+    'getEnabledWorldInfoEntries', 'selectActivatedEntries', 'getEnabledLoreBooks', 'getCharData',
+    'getQuickReplyData', 'getPromptsInjected', 'hasPromptsInjected', 'findVariables', 'applyVarYamlAnnotate'];
+  function unsupported(name, why) {
+    const fn = ({
+      [name]() { throw trip('unsupported', name + '() is not supported: ' + why); },
+    })[name];
+    HARNESS_FRAMES[name] = true;
+    return freeze(fn);
+  }
+  const API_NAMES = ['getvar', 'getwi', 'getpreset', 'getchar', 'lookup', 'countCall', 'trip', 'here', 'loadVariables',
+    'materialize', 'checkArg', 'parsePath', 'push', 'unsupported'];
+  for (let i = 0; i < API_NAMES.length; i++) HARNESS_FRAMES[API_NAMES[i]] = true;
+  function installApi(locals, limit, table) {
+    bridgeMode = true;
+    callLimit = limit;
+    answers = table;
+    locals.variables = new Proxy({}, variablesHandler);
+    const names = objectKeys(api2);
+    for (let i = 0; i < names.length; i++) locals[names[i]] = freeze(api2[names[i]]);
+    for (let i = 0; i < ALIASES.length; i++) locals[ALIASES[i][0]] = api2[ALIASES[i][1]];
+    for (let i = 0; i < WRITES.length; i++) locals[WRITES[i]] = unsupported(WRITES[i], 'templates are read-only');
+    for (let i = 0; i < UNAVAILABLE.length; i++) {
+      locals[UNAVAILABLE[i]] = unsupported(UNAVAILABLE[i], 'templates here read only variables (cache scope), ' +
+        'activated world-info entries, preset prompts and the character description');
+    }
+  }
+
   const host = create(null);
   let program = '';
   // Step 1 (trusted, not charged to the template's budget): check and freeze the input.
@@ -440,14 +742,23 @@
   // brackets, so anything but exactly one value there is input that tried to break out.
   host.prepare = ({
     prepare(payload) {
-      if (!isArray(payload) || payload.length !== 2 || !isArray(payload[1]) || payload[1].length !== 1) {
+      if (!isArray(payload) || (payload.length !== 2 && payload.length !== 3) || !isArray(payload[1]) ||
+          payload[1].length !== 1) {
         return 'the input is not a single JSON value';
       }
       program = payload[0];
       const locals = create(null);
-      locals.variables = deepFreeze(payload[1][0]);
-      // Extension point: the bridge issue adds getvar/getwi/... here, queueing lookups in an
-      // outbox the host drains between pending-job steps.
+      if (payload.length === 3) {
+        // Bridge mode: [answers table, bridge-call limit], built by the host (trusted JSON).
+        const bridge = payload[2];
+        if (!isArray(bridge) || bridge.length !== 2 || typeof bridge[0] !== 'object' || bridge[0] === null ||
+            isArray(bridge[0]) || typeof bridge[1] !== 'number') {
+          return 'the bridge table is malformed';
+        }
+        installApi(locals, bridge[1], deepFreeze(bridge[0]));
+      } else {
+        locals.variables = deepFreeze(payload[1][0]);
+      }
       api.locals = freeze(locals);
       return '';
     },
@@ -464,18 +775,18 @@
         fn = indirectEval(ENTER_PREFIX + source);
       } catch (e) {
         fail(e, 'compile');
-        return;
+        return bridgeMode;
       }
       if (typeof fn !== 'function') {
         fail(new TypeError('the program did not evaluate to a function'), 'run');
-        return;
+        return bridgeMode;
       }
       let result;
       try {
         result = fn(tb);
       } catch (e) {
         fail(e, 'run');
-        return;
+        return bridgeMode;
       }
       try {
         const p = new PromiseCtor((resolve) => resolve(result));
@@ -483,10 +794,15 @@
       } catch (e) {
         fail(e, 'run');
       }
+      return bridgeMode;
     },
   }).start;
   host.poll = ({
     poll() {
+      // A pending lookup voids the pass whatever the template did after it; a sticky bridge
+      // failure decides the render even if the template's promise never settles.
+      if (pendingKey !== null) return originalStringify({ ok: null, pending: pendingKey, bytes: outputBytes });
+      if (bridgeTrip !== null) return originalStringify({ ok: false, error: bridgeTrip, bytes: outputBytes });
       if (state === 'done') {
         return originalStringify({ ok: true, text: apply(arrJoin, parts, ['']), bytes: outputBytes });
       }
@@ -494,6 +810,8 @@
       return originalStringify({ ok: null, state, bytes: outputBytes });
     },
   }).poll;
+  // Bridge mode: has the pass reached its end (a lookup is pending or a bridge failure stuck)?
+  host.settled = () => pendingKey !== null || bridgeTrip !== null;
   host.seeds = () => seeds;
   // The binding cannot read properties of a returned object, so the host gets one dispatcher.
   return freeze(function dispatch(op, a, b) { return host[op](a, b); });

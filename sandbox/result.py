@@ -37,10 +37,16 @@ EMPTY_USAGE = Usage(time_ms=0.0, memory_bytes=0, output_bytes=0, passes=0, job_s
 
 @dataclass(frozen=True, slots=True)
 class SandboxResult:
-    """A successful render: the exact output text (NULs and lone surrogates preserved)."""
+    """A successful render: the exact output text (NULs and lone surrogates preserved).
+
+    In bridge mode a pass can also end with ``pending`` set: the canonical JSON text of the
+    first lookup the answers table could not serve (``["kind", arg, ...]``). ``text`` is then
+    empty and meaningless: the pass is void and the host replays the template with the answer.
+    """
 
     text: str
     usage: Usage
+    pending: str | None = None
 
 
 class SandboxError(TemplateError):

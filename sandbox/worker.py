@@ -52,6 +52,10 @@ ERROR_KINDS = {
     "stack": "TEMPLATE_STACK_LIMIT",
     "syntax": "TEMPLATE_SYNTAX",
     "throw": "TEMPLATE_EXECUTION_FAILED",
+    # bridge mode (the template API): sticky failures of the lookup bridge
+    "bridge": "TEMPLATE_BRIDGE_LIMIT",
+    "invalid": "TEMPLATE_DEPENDENCY_INVALID",
+    "unsupported": "TEMPLATE_UNSUPPORTED",
 }
 
 
@@ -199,14 +203,18 @@ class Worker:
                 used += time.process_time() - t0
                 return value
 
-            enter(dispatch, "start", int(limits["output_bytes"]))
-            # One pass: run pending jobs until the queue is empty. The bridge (issue 4) adds
-            # further passes here: drain the outbox, resolve lookups, run jobs again.
+            bridge = bool(enter(dispatch, "start", int(limits["output_bytes"])))
+            # One pass: run pending jobs until the queue is empty. In bridge mode the pass also
+            # ends as soon as a lookup misses (the host resolves it and replays the template in
+            # a fresh context: nothing the template does after the miss can matter) or a bridge
+            # failure sticks.
             passes = 1
             pass_steps = 0
             while True:
                 if channel.cancel_requested(render_id):
                     raise RenderFailed("TEMPLATE_CANCELLED", "the render was cancelled")
+                if bridge and enter(dispatch, "settled"):
+                    break
                 if not enter(ctx.execute_pending_job):
                     break
                 steps += 1
@@ -219,7 +227,9 @@ class Worker:
             status = enter(dispatch, "poll")
             if used >= budget:
                 raise RenderFailed("TEMPLATE_TIME_LIMIT", time_message(budget))
-            if status.startswith('{"ok":true'):
+            if status.startswith('{"ok":null,"pending"'):
+                result = status  # a lookup to resolve: the host replays with the answer
+            elif status.startswith('{"ok":true'):
                 result = status
                 # The harness writes `bytes` last: {"ok":true,"text":...,"bytes":N}
                 output_bytes = int(status[status.rindex(":") + 1 : -1])
@@ -236,6 +246,10 @@ class Worker:
                 )
         except RenderFailed as failed:
             error = {"code": failed.code, "message": failed.message, **failed.detail}
+            if failed.code == "TEMPLATE_TIME_LIMIT":
+                # A sticky bridge failure that happened before the clock ran out decides the
+                # render (a template that catches it in a loop burns the budget afterwards).
+                error = bridge_failure(ctx, dispatch) or error
         except RecursionError:
             error = {"code": "TEMPLATE_STACK_LIMIT", "message": "the host ran out of stack"}
         except Exception as exc:  # noqa: BLE001 - the binding failed; the context is dropped below
@@ -254,6 +268,26 @@ class Worker:
         head = json.dumps({"id": render_id, "usage": usage, "error": error}, ensure_ascii=True)
         body = result if result is not None else "null"
         return (head[:-1] + ',"result":' + body + "}\n").encode("utf-8")
+
+
+#: Sticky bridge failures (harness kinds) that take precedence over a later time-out.
+BRIDGE_KINDS = ("bridge", "invalid", "unsupported")
+
+
+def bridge_failure(ctx: Any, dispatch: Any) -> dict[str, Any] | None:
+    """The harness's recorded bridge failure after an interrupt, or None (trusted code, own limit)."""
+    try:
+        ctx.set_time_limit(PRELUDE_TIME_LIMIT_S)
+        status = dispatch("poll")
+    except Exception:  # noqa: BLE001 - the context is unusable: keep the time-limit error
+        return None
+    if not isinstance(status, str) or not status.startswith('{"ok":false'):
+        return None
+    failure = json.loads(status)["error"]
+    kind = failure.get("kind")
+    if kind not in BRIDGE_KINDS:
+        return None
+    return harness_error(ERROR_KINDS[kind], failure)
 
 
 def memory_used(ctx: Any) -> int:
@@ -299,6 +333,8 @@ def harness_error(code: str, failure: dict[str, Any]) -> dict[str, Any]:
         message = "the VM ran out of its memory budget"
     elif code == "TEMPLATE_STACK_LIMIT":
         message = "the VM ran out of stack"
+    elif code in ("TEMPLATE_BRIDGE_LIMIT", "TEMPLATE_DEPENDENCY_INVALID", "TEMPLATE_UNSUPPORTED"):
+        message = js_message
     elif code == "TEMPLATE_SYNTAX":
         message = f"{name}: {js_message}" if name else js_message
     else:

@@ -1,0 +1,47 @@
+"""The template API's only door to the world: lookups, leases, replays and the sources they read.
+
+A template (restricted EJS, run by ``tavernbox.sandbox``) reads variables, world-info entries,
+preset prompts and the character through ``getvar``/``getwi``/``getpreset``/``getchar``. The VM
+answers from a table of already-authorised JSON; a miss voids the pass, the host resolves it
+through a trusted :class:`DependencyResolver` and replays the template in a fresh VM. Every
+answer carries a lease (:class:`Resolution`) that is re-checked at every step and once more after
+the whole assembly (:meth:`BridgeResult.check_leases`).
+"""
+
+from __future__ import annotations
+
+from .character import CharacterSource
+from .leases import LeaseCheck, LeaseError, LeaseSet, Resolution, Revocable
+from .management import Management, TemplateSkipped, UsageDecision, UsageRequest
+from .mvu import MvuSource, expand_mvu_macros
+from .preset import PresetSource
+from .replay import BridgeResult, DependencyRead, render_with_dependencies
+from .resolver import KINDS, DependencyResolver, LookupRequest
+from .sources import StaticVariables, TemplateSources
+from .worldbook import ActivationRecord, WorldBookSource
+
+__all__ = [
+    "KINDS",
+    "ActivationRecord",
+    "BridgeResult",
+    "CharacterSource",
+    "DependencyRead",
+    "DependencyResolver",
+    "LeaseCheck",
+    "LeaseError",
+    "LeaseSet",
+    "LookupRequest",
+    "Management",
+    "MvuSource",
+    "PresetSource",
+    "Resolution",
+    "Revocable",
+    "StaticVariables",
+    "TemplateSkipped",
+    "TemplateSources",
+    "UsageDecision",
+    "UsageRequest",
+    "WorldBookSource",
+    "expand_mvu_macros",
+    "render_with_dependencies",
+]
