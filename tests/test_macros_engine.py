@@ -397,3 +397,24 @@ def test_addvar_text_onto_zero_drops_the_zero_like_sillytavern() -> None:
     result = run("{{setvar::z::0}}{{addvar::z::abc}}{{addvar::w::Infinity}}{{addvar::w::-Infinity}}")
     assert result.variables["local"]["z"] == "abc"
     assert result.variables["local"]["w"] == "Infinity"  # JSON has no Infinity
+
+
+def test_host_state_macros_read_the_context() -> None:
+    ctx = {
+        "group": ["Character", "Zed", "Quiet"],
+        "muted": ["Quiet"],
+        "extensions": ["vectors"],
+        "outlets": {"lore": "OUT"},
+        "limits": {"max_prompt": 4096},
+        "instruct": {"input_sequence": "<|user|>", "output_sequence": "<|bot|>"},
+        "model": "m-1",
+        "input": "typed",
+        "is_mobile": True,
+        "character": {"mes_example": "<START>\nA: hi\n<START>\nB: yo"},
+    }
+    assert text(
+        "{{group}}|{{groupNotMuted}}|{{notChar}}|{{hasExtension::vectors}}|{{outlet::lore}}|{{maxPrompt}}|"
+        "{{instructInput}}|{{instructFirstOutputPrefix}}|{{model}}|{{input}}|{{isMobile}}",
+        **ctx,
+    ) == "Character, Zed, Quiet|Character, Zed|Zed, Quiet, User|true|OUT|4096|<|user|>|<|bot|>|m-1|typed|true"
+    assert text("{{mesExamples}}", **ctx) == "<START>\nA: hi\n<START>\nB: yo\n"
