@@ -86,9 +86,8 @@ def test_card_fields_are_available(files: dict[str, str], tmp_path: Path) -> Non
 @pytest.mark.parametrize(
     ("args", "code"),
     [
-        (["--strategy", "builtin-native-slots"], "ASSEMBLY_STRATEGY_UNKNOWN"),
         (["--strategy", "no-such-thing"], "ASSEMBLY_STRATEGY_UNKNOWN"),
-        (["--preset", "x.json"], "ASSEMBLY_INPUT_UNSUPPORTED"),
+        (["--preset", "no-such-file.json"], "INPUT_INVALID"),
         (["--templates", "x.json"], "ASSEMBLY_INPUT_UNSUPPORTED"),
         (["--system-update", "in-history", "--max-profile-bytes", "10"], "ASSEMBLY_PROFILE_LIMIT"),
     ],

@@ -176,11 +176,9 @@ class AssemblyRequest:
             raise _bad_request(f"system_prompt_update must be one of {', '.join(CAPABILITIES)}", "$.system_prompt_update")
         check_limit(self.max_profile_bytes, name="max_profile_bytes", maximum=MAX_PROFILE_BYTES)
         check_limit(self.max_projection_bytes, name="max_projection_bytes", maximum=1 << 62)
-        if self.preset.placement in ("native-roles", "native-slots"):
-            raise TemplateError(
-                f"placement {self.preset.placement!r} is a DSH native delivery mode, not supported here",
-                code="ASSEMBLY_PLACEMENT_UNSUPPORTED",
-            )
+        from .native import check_native_preset
+
+        check_native_preset(self.preset)
         return self
 
 

@@ -66,6 +66,8 @@ class Block:
     honor_enabled: bool = True
     use_owner_rule: bool = False
     lock: bool = True
+    #: the message ``name`` field of a text block's message (SillyTavern's ``example_user``...)
+    speaker: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +164,7 @@ def _block(raw: Any, i: int, source_id: str) -> Block:
             claims=tuple(claims),
             target_source_id=target,
             literal_macros=tuple(sorted(lits.items())),
+            speaker=raw.get("speaker") if isinstance(raw.get("speaker"), str) and raw.get("speaker") else None,
             **common,
         )
     if btype == "native":

@@ -21,6 +21,7 @@ from typing import Any
 from ..errors import Diagnostic, TemplateError
 from .blocks import Block
 from .identity import content_hash, derived_id, text_hash
+from .native import NATIVE_PLACEMENTS, arrange_native
 from .registry import ResolvedEntry
 from .render import IDENTITY, RenderOutput, compose_text, find_source_macros
 from .rules import Preset, Rule
@@ -183,6 +184,9 @@ class Planner:
         for r in self.preset.rules:
             if r.enabled:
                 out.extend(self.rows[r.id])
+        if self.preset.placement in NATIVE_PLACEMENTS:
+            out, self.deferred, notes = arrange_native(self.preset, out, self.deferred)
+            self.diagnostics.extend(notes)
         return out
 
     def _emit(
@@ -325,6 +329,8 @@ class Planner:
         role = (block.role or "system") if rule.role == "preserve" else rule.role
         digest = text_hash(rendered.text, role)
         message = {"id": derived_id("text", key, digest), "role": role, "content": rendered.text}
+        if block.speaker:
+            message["name"] = block.speaker
         own = {
             "rule_id": rule.id,
             "source_id": entry.descriptor.id,

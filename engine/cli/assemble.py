@@ -21,7 +21,7 @@ from ..errors import TemplateError
 
 __all__ = ["command", "emit_error", "json_guard"]
 
-#: built-in strategy ids (upstream); their definitions arrive with the strategies issue
+#: built-in strategy ids (upstream), defined in :mod:`tavernbox.strategies.builtin`
 KNOWN_BUILTINS = ("builtin-native-slots", "builtin-native-roles", "builtin-st")
 
 
@@ -61,15 +61,25 @@ def _read_json(path: str, what: str) -> Any:
 
 def _strategy(value: str) -> Any:
     from ..assembler import load_preset
+    from ..strategies import builtin_strategy
     from .output import read_text_arg
 
     if os.path.exists(value) or value == "-":
         return load_preset(read_text_arg(value))
     if value in KNOWN_BUILTINS:
-        raise TemplateError(f"built-in strategy {value!r} is not available in this build yet; pass a preset file",
-                            code="ASSEMBLY_STRATEGY_UNKNOWN")
+        return builtin_strategy(value)
     raise TemplateError(f"--strategy {value!r} is neither a preset file nor a known built-in strategy "
                         f"({', '.join(KNOWN_BUILTINS)})", code="ASSEMBLY_STRATEGY_UNKNOWN")
+
+
+def _st_preset(path: str) -> tuple[dict[str, Any], str]:
+    """A SillyTavern chat-completion preset file as JSON data (any encoding the importer reads) and its name."""
+    from pathlib import Path
+
+    from ..assets import load_asset
+
+    model = load_asset(path, kind="preset").model
+    return model.model_dump(mode="json", exclude_none=True), Path(path).stem
 
 
 def _chat(path: str) -> tuple[list[Any], list[str]]:
@@ -94,21 +104,26 @@ def _card(path: str) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k != "character_book"}
 
 
-def _world_info(paths: tuple[str, ...], messages: list[Any], seed: int) -> list[dict[str, Any]]:
+def _world_info(paths: tuple[str, ...], messages: list[Any], seed: int) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The activated entries for the ``worldbook`` source, and the outlet texts for ``{{outlet::name}}``."""
     from ..assembler.sources import world_info_from_activation
     from ..worldinfo import activate_world_info
 
     books = [_read_json(p, "world book") for p in paths]
     chat = [{"role": m.get("role"), "name": m.get("name", ""), "content": m.get("content")}
             for m in messages if isinstance(m, dict) and isinstance(m.get("content"), str)]
-    return world_info_from_activation(activate_world_info(books, chat, seed=seed))
+    activation = activate_world_info(books, chat, seed=seed)
+    outlets = {name: activation.by_position.outlet_text(name) for name in activation.by_position.outlets}
+    return world_info_from_activation(activation), outlets
 
 
 @click.command("assemble")
-@click.option("--strategy", required=True, help="A preset file (dsh-tavern-request-assembly v1).")
+@click.option("--strategy", required=True,
+              help="A preset file (dsh-tavern-request-assembly v1) or a built-in id (builtin-native-slots, "
+                   "builtin-native-roles, builtin-st).")
 @click.option("--chat", "chat_path", required=True, help="The chat file: messages and input ids.")
 @click.option("--card", help="A character card (JSON or PNG).")
-@click.option("--preset", "st_preset", help="A SillyTavern preset (needs the prompt-manager source).")
+@click.option("--preset", "st_preset", help="A SillyTavern chat-completion preset, placed by the `preset` rule as SillyTavern does.")
 @click.option("--book", "books", multiple=True, help="A world book; activated against the chat.")
 @click.option("--mvu", help="MVU variables: for tavern.mvu/state and {{format_message_variable::stat_data}}.")
 @click.option("--templates", help="Prompt templates (needs the template source).")
@@ -137,8 +152,7 @@ def command(
     def body() -> None:
         from ..assembler import Assembler, AssemblyRequest
 
-        for flag, value, needs in (("--preset", st_preset, "the SillyTavern prompt-manager source"),
-                                   ("--templates", templates, "the template source")):
+        for flag, value, needs in (("--templates", templates, "the template source"),):
             if value is not None:
                 raise TemplateError(f"{flag} needs {needs}, which is not part of this build yet",
                                     code="ASSEMBLY_INPUT_UNSUPPORTED")
@@ -148,7 +162,19 @@ def command(
         if card:
             assets["character"] = _card(card)
         if books:
-            assets["world_info"] = _world_info(books, messages, seed)
+            assets["world_info"], outlets = _world_info(books, messages, seed)
+            if outlets:
+                assets["macro_context"] = {"outlets": outlets}
+        if st_preset:
+            from ..strategies import apply_names_behavior
+
+            assets["st_preset"], assets["st_preset_name"] = _st_preset(st_preset)
+            behavior = assets["st_preset"].get("names_behavior")
+            if behavior in (1, 2):  # the host's chat as SillyTavern sends it (completion names, content prefixes)
+                card_data = assets.get("character") or {}
+                messages = apply_names_behavior(
+                    [m for m in messages if isinstance(m, dict)], behavior, "User",
+                    str(card_data.get("nickname") or card_data.get("name") or "Assistant"))
         if mvu:
             from pathlib import Path
 
@@ -159,7 +185,9 @@ def command(
                    "preview": preview, "system_prompt_update": system_update, "seed": seed}
         if max_profile_bytes is not None:
             request["max_profile_bytes"] = max_profile_bytes
-        result = Assembler().assemble(AssemblyRequest.from_dict(request))
+        from ..strategies import st_registry
+
+        result = Assembler(st_registry()).assemble(AssemblyRequest.from_dict(request))
         if as_json:
             click.echo(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
         else:

@@ -1,0 +1,519 @@
+"""The SillyTavern prompt manager as an assembler source: a chat-completion preset plus a card.
+
+The ``preset`` source (upstream id, so exported strategies load unchanged) reads the SillyTavern
+chat-completion preset in ``assets["st_preset"]`` (the preset JSON as SillyTavern exports it) and
+turns it into blocks the way SillyTavern's prompt manager builds a chat-completion request
+(research ``peers.md`` section 6):
+
+* **Which prompts**: the ``prompt_order`` bucket of character id 100001 (the global order the
+  chat-completion manager uses), else 100000 (the legacy bucket ``Default.json`` carries), else the
+  first bucket; without any, the prompts as listed. Only items switched on in that order are used,
+  and a prompt whose ``injection_trigger`` excludes the generation type is skipped.
+* **Relative prompts** land in order. ``main`` is replaced by the card's ``system_prompt`` and
+  ``jailbreak`` by its ``post_history_instructions`` unless the prompt says ``forbid_overrides``;
+  ``{{original}}`` in the card text splices the preset's text in once.
+* **Markers** fill from the card, persona and world info: ``charDescription``, ``charPersonality``
+  and ``scenario`` (through the preset's ``personality_format``/``scenario_format``),
+  ``personaDescription``, ``worldInfoBefore``/``worldInfoAfter`` (the entries joined with newlines in
+  SillyTavern's entry order, through ``wi_format``), ``dialogueExamples`` (``mes_example`` split on
+  ``<START>`` into one system message per line owner, named ``example_user``/``example_assistant``,
+  each dialogue after ``new_example_chat_prompt``; example-position world info joins as extra
+  dialogues) and ``chatHistory`` (``new_chat_prompt``, then history and current input).
+* **Absolute prompts** (``injection_position`` 1) go into the chat at ``injection_depth``: per depth,
+  one message per (``injection_order``, role), higher orders nearer the end, roles of one order
+  assistant, user, system (SillyTavern builds the list newest-first and reverses it). Extension
+  prompts of the same depth and role (the Author's Note, the card's depth prompt, at-depth world
+  info, sorted by SillyTavern's extension keys) join the order-100 message.
+
+Outside ``modules`` placement the preset owns the card, persona and world-info content as
+SillyTavern does: a field that no enabled marker uses is claimed and so never sent elsewhere. In
+``modules`` placement listed modules keep their rows (the assembler's list ownership), so markers
+become references and source macros there.
+
+:func:`squash_system_messages` and :func:`apply_names_behavior` are SillyTavern's two whole-array
+transforms (the preset's ``squash_system_messages`` and ``names_behavior``); they work on message
+arrays, not on blocks.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..assembler.registry import SourceDescriptor, SourceRegistry
+from ..assembler.render import TAVERN
+from ..assembler.sources import split_authored_text
+
+__all__ = [
+    "CARD_FIELD_MARKERS",
+    "EXTENSION_ORDER",
+    "NAMES_BEHAVIORS",
+    "PRESET_SOURCE",
+    "apply_names_behavior",
+    "inject_order",
+    "prompt_sequence",
+    "register_preset_source",
+    "split_examples",
+    "squash_system_messages",
+    "st_registry",
+]
+
+GLOBAL_ID, LEGACY_ID = 100001, 100000
+#: the enabled prompts of SillyTavern's default order (``Default.json``, character 100001)
+DEFAULT_ORDER = ("main", "worldInfoBefore", "personaDescription", "charDescription", "charPersonality", "scenario",
+                 "nsfw", "worldInfoAfter", "dialogueExamples", "chatHistory", "jailbreak")
+#: SillyTavern's order of roles inside one (depth, order) group, newest-first; reversed when sent
+_ROLE_ORDER_NEWEST_FIRST = ("system", "user", "assistant")
+#: extension prompts sorted by SillyTavern's extension key: the Author's Note key ``2_floating_prompt``
+#: sorts before ``DEPTH_PROMPT``, which sorts before ``customDepthWI-*`` (upper case before lower)
+EXTENSION_ORDER = ("2_floating_prompt", "DEPTH_PROMPT", "customDepthWI")
+EXTENSION_ORDER_GROUP = 100
+#: marker identifier -> (character/persona source block, the source macro that inlines it)
+CARD_FIELD_MARKERS = {
+    "charDescription": ("character", "description", "description"),
+    "charPersonality": ("character", "personality", "personality"),
+    "scenario": ("character", "scenario", "scenario"),
+    "personaDescription": ("persona", "persona", "persona"),
+}
+_KNOWN_MARKERS = {*CARD_FIELD_MARKERS, "worldInfoBefore", "worldInfoAfter", "dialogueExamples", "chatHistory"}
+_ORIGINAL = re.compile(r"\{\{\s*original\s*\}\}", re.I)
+_START = re.compile(r"<START>", re.I)
+NAMES_BEHAVIORS = {-1: "none", 0: "default", 1: "completion", 2: "content"}
+
+
+def _thaw(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _thaw(v) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return [_thaw(v) for v in value]
+    return value
+
+
+def _diag(code: str, message: str, severity: str = "info", **data: Any) -> dict[str, Any]:
+    return {"code": code, "message": message, "severity": severity, "data": data}
+
+
+def prompt_sequence(preset: Any, generation_type: str = "normal") -> tuple[list[Any], list[dict[str, Any]]]:
+    """The enabled prompts of a parsed SillyTavern preset, in prompt-manager order.
+
+    Returns ``(prompts, diagnostics)``. The order bucket is 100001, else 100000, else the first;
+    a preset without ``prompt_order`` uses its prompts as listed (each on unless ``enabled`` is false).
+    """
+    diags: list[dict[str, Any]] = []
+    by_id = {p.identifier: p for p in preset.resolved_prompts()}  # a repeated identifier: the later wins
+    order = preset.order_for(GLOBAL_ID) or preset.order_for(LEGACY_ID)
+    if not order and preset.prompt_order:
+        order = list(preset.prompt_order[0].order)
+        diags.append(_diag("ST_PROMPT_ORDER_FALLBACK", "no prompt_order for character 100001 or 100000; the first "
+                           f"bucket (character {preset.prompt_order[0].character_id}) is used"))
+    if order:
+        items = [(i.identifier, i.enabled) for i in order]
+    elif preset.prompts is None:
+        # a legacy preset: SillyTavern's default order, its markers, and the migrated legacy texts
+        from ..assets.presets import PresetPrompt
+
+        for ident in DEFAULT_ORDER:
+            if ident not in by_id and ident in _KNOWN_MARKERS:
+                by_id[ident] = PresetPrompt(identifier=ident, name=ident, marker=True)
+        items = [(ident, True) for ident in DEFAULT_ORDER]
+    else:
+        items = [(p.identifier, p.enabled is not False) for p in preset.resolved_prompts()]
+    out = []
+    for identifier, enabled in items:
+        prompt = by_id.get(identifier)
+        if prompt is None or not enabled:
+            continue
+        trigger = [t for t in prompt.injection_trigger if isinstance(t, str)]
+        if trigger and generation_type not in trigger:
+            continue
+        out.append(prompt)
+    return out, diags
+
+
+def _wi_entries(context: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """World-info entries in SillyTavern's placement order (ascending ``order``, ties reversed)."""
+    entries = [e for e in context["assets"].get("world_info") or () if isinstance(e, Mapping)
+               and e.get("id", e.get("uid")) is not None and isinstance(e.get("content"), str) and e.get("content")]
+    ranked = sorted(entries, key=lambda e: -(e.get("order") if isinstance(e.get("order"), (int, float)) else 100))
+    return list(reversed(ranked))
+
+
+def _wi_block_id(entry: Mapping[str, Any]) -> str:
+    return f"worldbook:{entry.get('id', entry.get('uid'))}"
+
+
+def _wi_slot(entry: Mapping[str, Any]) -> str:
+    """Where SillyTavern puts an entry: before, after, an_top, an_bottom, em_top, em_bottom, at_depth."""
+    origin = entry.get("approximated_from")
+    if origin is not None:
+        return {2: "an_top", 3: "an_bottom", 5: "em_top", 6: "em_bottom"}.get(origin, "after")
+    position = entry.get("position", "after")
+    return position if position in ("before", "after", "at_depth") else "after"
+
+
+def split_examples(text: str, user: str, char: str) -> list[list[tuple[str, str]]]:
+    """``mes_example`` as SillyTavern's chat completion sees it: dialogues of ``(speaker, content)``.
+
+    The text is cut at ``<START>`` (any case; one is assumed at the start when missing). A line
+    starting with the user's or character's name (or ``{{user}}:``/``{{char}}:``, which are those
+    names once macros run) opens a message of that speaker; other lines continue the current one.
+    The name prefix is removed and the message trimmed. Lines before the first speaker are dropped,
+    as in SillyTavern.
+    """
+    if not text.strip() or text.strip().lower() == "<start>":
+        return []
+    if not text.lstrip().lower().startswith("<start>"):
+        text = "<START>\n" + text.strip()
+    dialogues = []
+    for raw in _START.split(text)[1:]:
+        lines = raw.strip().split("\n")
+        user_prefixes = [p for p in (f"{user}:", "{{user}}:", "<user>:") if p]
+        char_prefixes = [p for p in (f"{char}:", "{{char}}:", "<bot>:") if p]
+
+        def owner(line: str) -> str | None:
+            low = line.lower()
+            if any(line.startswith(p) if p[0] not in "{<" else low.startswith(p) for p in user_prefixes):
+                return "example_user"
+            if any(line.startswith(p) if p[0] not in "{<" else low.startswith(p) for p in char_prefixes):
+                return "example_assistant"
+            return None
+
+        messages: list[tuple[str, str]] = []
+        current: str | None = None
+        buf: list[str] = []
+
+        def flush() -> None:
+            if current is None:
+                return
+            joined = "\n".join(buf)
+            prefixes = user_prefixes if current == "example_user" else char_prefixes
+            for p in prefixes:
+                at = joined.lower().find(p.lower()) if p[0] in "{<" else joined.find(p)
+                if at >= 0:
+                    joined = joined[:at] + joined[at + len(p):]
+                    break
+            messages.append((current, joined.strip()))
+
+        for line in lines:
+            who = owner(line)
+            if who is not None and who != current:
+                flush()
+                current, buf = who, []
+            if current is not None:
+                buf.append(line)
+        flush()
+        if messages:
+            dialogues.append(messages)
+    return dialogues
+
+
+def _card(context: Mapping[str, Any]) -> Mapping[str, Any]:
+    card = context["assets"].get("character") or {}
+    return card.get("data", card) if isinstance(card, Mapping) else {}
+
+
+def _names(context: Mapping[str, Any]) -> tuple[str, str]:
+    assets = context["assets"]
+    persona = assets.get("persona") or {}
+    user = assets.get("user") or (persona.get("name") if isinstance(persona, Mapping) else None) or "User"
+    card = _card(context)
+    return str(user), str(card.get("nickname") or card.get("name") or "Assistant")
+
+
+def _override(prompt: Any, card_text: Any, allowed: bool) -> tuple[str, bool]:
+    """The prompt text after a card override: ``(text, overridden)``."""
+    if not allowed or prompt.forbid_overrides or not isinstance(card_text, str) or not card_text.strip():
+        return prompt.content, False
+    return _ORIGINAL.sub(lambda _m, _s=[prompt.content]: _s.pop() if _s else "", card_text), True
+
+
+def inject_order(items: list[tuple[int, float, str, str]]) -> list[tuple[int, float, str, str]]:
+    """In-chat items ``(depth, order, role, text)`` merged and ordered as SillyTavern sends them.
+
+    One message per (depth, order, role), texts joined with a newline; within a depth, ascending
+    order; within an order, assistant, user, system. Depths come deepest first, which is the order
+    the assembler must insert them in so that depths beyond the chat keep SillyTavern's order.
+    """
+    groups: dict[tuple[int, float, str], list[str]] = {}
+    for depth, order, role, text in items:
+        groups.setdefault((depth, order, role), []).append(text)
+    rank = {r: i for i, r in enumerate(reversed(_ROLE_ORDER_NEWEST_FIRST))}
+    keys = sorted(groups, key=lambda k: (-k[0], k[1], rank.get(k[2], 3)))
+    return [(d, o, r, "\n".join(t.strip() for t in groups[(d, o, r)] if t.strip())) for d, o, r in keys]
+
+
+def _preset_source(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[str, Any]:
+    """Blocks of the SillyTavern preset in ``assets["st_preset"]`` (see the module docstring)."""
+    from ..assets.presets import parse_preset as parse_st_preset
+    from ..errors import TemplateError
+
+    assets = context["assets"]
+    raw = assets.get("st_preset")
+    if raw is None:
+        return {"blocks": [], "diagnostics": [_diag("ST_PRESET_ABSENT", "no SillyTavern preset (assets.st_preset): "
+                                                     "the preset source contributes nothing")]}
+    asset_diags: list[Any] = []
+    try:
+        st = parse_st_preset(_thaw(raw), base_path="$.assets.st_preset", diagnostics=asset_diags)
+    except TemplateError as exc:
+        raise TemplateError(f"the SillyTavern preset is invalid: {exc.message}", code="ST_PRESET_INVALID",
+                            path=exc.path) from None
+    diags = [_diag(d.code, d.message, d.severity, path=d.path) for d in asset_diags if d.severity != "info"]
+    placement = context["preset"].get("placement", "modules")
+    modules = placement == "modules"
+    rules = context["preset"]["rules"]
+
+    def kind_on(kind: str) -> bool:
+        listed = [r for r in rules if r["kind"] == kind]
+        return not listed or any(r["enabled"] for r in listed)
+
+    phi_on = any(r["kind"] == "phi" and r["enabled"] for r in rules)
+    wi_on = kind_on("worldbook")
+    card = _card(context)
+    user, char = _names(context)
+    prompts, order_diags = prompt_sequence(st, str(assets.get("generation_type") or "normal"))
+    diags.extend(order_diags)
+    entries = _wi_entries(context) if wi_on and not modules else []
+    resource = st.name or str(assets.get("st_preset_name") or "preset")
+    blocks: list[dict[str, Any]] = []
+    owned: list[dict[str, str]] = []  # fields the preset owns outside modules placement
+    injections: list[tuple[int, float, str, str, list[str]]] = []
+    absorbed: dict[tuple[int, str], list[str]] = {}  # at-depth world info per (depth, role) -> block ids
+
+    def text_block(bid: str, text: str, role: str, name: str, field: str, **extra: Any) -> dict[str, Any]:
+        return {"type": "text", "id": bid, "text": text, "role": role, "name": name,
+                "source": {"resource_id": resource, "field": field}, **extra}
+
+    def authored(prompt: Any, text: str, **extra: Any) -> None:
+        for b in split_authored_text(text, prompt.role, world_info=modules):
+            b = {**b, "id": f"preset:{prompt.identifier}:{b['id']}"}
+            if b["type"] == "text":
+                b.update(name=prompt.name or prompt.identifier, source={"resource_id": resource, "field": prompt.identifier},
+                         **extra)
+            blocks.append(b)
+
+    def field_format(fmt: str | None, macro: str) -> str:
+        return fmt if fmt is not None and fmt != "" else "{{" + macro + "}}"
+
+    for p in prompts:
+        ident = p.identifier
+        if p.in_chat and ident not in _KNOWN_MARKERS:
+            text = p.content
+            if ident == "main":
+                text, _ = _override(p, card.get("system_prompt"), assets.get("prefer_character_prompt", True) is not False)
+            elif ident == "jailbreak":
+                text, _ = _override(p, card.get("post_history_instructions"),
+                                    assets.get("prefer_character_jailbreak", True) is not False)
+            if text:
+                injections.append((max(0, p.injection_depth), p.injection_order, p.role, text, [ident]))
+            continue
+        if ident == "main":
+            text, _ = _override(p, card.get("system_prompt"), assets.get("prefer_character_prompt", True) is not False)
+            authored(p, text, claims=[{"source_id": "character", "block_id": "system"}])
+        elif ident == "jailbreak":
+            text, _ = _override(p, card.get("post_history_instructions"),
+                                assets.get("prefer_character_jailbreak", True) is not False)
+            extra: dict[str, Any] = {"claims": [{"source_id": "character", "block_id": "phi"}]}
+            if modules and phi_on:
+                extra["target_source_id"] = "phi"
+            authored(p, text, **extra)
+        elif ident in CARD_FIELD_MARKERS:
+            source, block_id, macro = CARD_FIELD_MARKERS[ident]
+            fmt = {"charPersonality": st.personality_format, "scenario": st.scenario_format}.get(ident)
+            value = card.get(block_id) if source == "character" else None
+            if source == "character" and not (isinstance(value, str) and value.strip()):
+                continue  # SillyTavern sends a format only around a non-empty field
+            blocks.append(text_block(f"preset:{ident}", field_format(fmt, macro), p.role, p.name or ident, ident,
+                                     claims=[] if modules else [{"source_id": source, "block_id": block_id}]))
+        elif ident in ("worldInfoBefore", "worldInfoAfter"):
+            if modules:
+                authored(p, "{{" + ident + "}}")
+                continue
+            slot = "before" if ident == "worldInfoBefore" else "after"
+            chosen = [e for e in entries if _wi_slot(e) == slot]
+            if not chosen:
+                continue
+            joined = "\n".join(str(e["content"]) for e in chosen)
+            fmt = st.wi_format if st.wi_format else "{0}"
+            blocks.append(text_block(f"preset:{ident}", fmt.replace("{0}", joined), p.role, p.name or ident, ident,
+                                     claims=[{"source_id": "worldbook", "block_id": _wi_block_id(e)} for e in chosen]))
+        elif ident == "dialogueExamples":
+            if modules:
+                blocks.append(text_block("preset:dialogueExamples", "{{mesExamples}}", p.role, p.name or ident, ident))
+                continue
+            blocks.extend(_example_blocks(st, card, entries, user, char, resource))
+        elif ident == "chatHistory":
+            if st.new_chat_prompt:
+                blocks.append(text_block("preset:chatHistory:newChat", st.new_chat_prompt, "system", "New chat", "new_chat_prompt"))
+            authored(p, "{{chatHistory}}")
+        elif p.marker:
+            diags.append(_diag("UNSUPPORTED_MARKER", f"marker {ident!r} has no SillyTavern content here; skipped",
+                               "warning", identifier=ident))
+        else:
+            authored(p, p.content)
+    if not modules:
+        for e in entries:
+            if _wi_slot(e) == "at_depth":
+                depth = e.get("depth") if isinstance(e.get("depth"), int) else 4
+                absorbed.setdefault((depth, str(e.get("role") or "system")), []).append(_wi_block_id(e))
+        _extension_injections(context, card, entries, absorbed, injections)
+        owned = [{"source_id": "character", "block_id": b} for b in
+                 ("description", "personality", "scenario", "examples", "system", "phi")]
+        owned += [{"source_id": "persona", "block_id": "persona"}]
+    merged: dict[tuple[int, float, str], tuple[list[str], list[str]]] = {}
+    for depth, order, role, text, idents in injections:
+        texts, who = merged.setdefault((depth, order, role), ([], []))
+        texts.append(text)
+        who.extend(idents)
+    for depth, order, role, text in inject_order([(d, o, r, t) for (d, o, r), (ts, _) in merged.items() for t in ts]):
+        idents = merged[(depth, order, role)][1]
+        claims = [{"source_id": "worldbook", "block_id": b} for b in absorbed.get((depth, role), ())] \
+            if order == EXTENSION_ORDER_GROUP else []
+        blocks.append(text_block(f"preset:inject:{depth}:{order:g}:{role}", text, role, "In-chat: " + ", ".join(
+            dict.fromkeys(idents)), "+".join(dict.fromkeys(idents)), depth=depth, order=order, claims=claims))
+    if owned:
+        blocks.append({"type": "text", "id": "preset:owned", "text": "", "claims": owned, "name": "Preset ownership"})
+    return {"blocks": blocks, "diagnostics": diags}
+
+
+def _extension_injections(
+    context: Mapping[str, Any],
+    card: Mapping[str, Any],
+    entries: list[Mapping[str, Any]],
+    absorbed: dict[tuple[int, str], list[str]],
+    injections: list[tuple[int, float, str, str, list[str]]],
+) -> None:
+    """The order-100 in-chat extension prompts: Author's Note, the card's depth prompt, at-depth world info."""
+    assets = context["assets"]
+    found: dict[tuple[int, str], list[tuple[str, str, str]]] = {}  # (depth, role) -> (key, text, ident)
+    note = assets.get("author_note")
+    an_top = [str(e["content"]) for e in entries if _wi_slot(e) == "an_top"]
+    an_bottom = [str(e["content"]) for e in entries if _wi_slot(e) == "an_bottom"]
+    if isinstance(note, Mapping) or an_top or an_bottom:
+        note = note if isinstance(note, Mapping) else {}
+        text = "\n".join(an_top) + "\n" + str(note.get("content") or "") + "\n" + "\n".join(an_bottom)
+        text = text[1:] if text.startswith("\n") else text
+        text = text[:-1] if text.endswith("\n") else text
+        if text.strip():
+            depth = note.get("depth") if isinstance(note.get("depth"), int) else 4
+            found.setdefault((depth, str(note.get("role") or "system")), []).append(
+                ("2_floating_prompt", text, "authorsNote"))
+    dp = (card.get("extensions") or {}).get("depth_prompt") if isinstance(card.get("extensions"), Mapping) else None
+    if isinstance(dp, Mapping) and isinstance(dp.get("prompt"), str) and dp["prompt"].strip():
+        depth = dp.get("depth") if isinstance(dp.get("depth"), int) else 4
+        found.setdefault((depth, str(dp.get("role") or "system")), []).append(("DEPTH_PROMPT", dp["prompt"], "depthPrompt"))
+    by_id = {_wi_block_id(e): e for e in entries}
+    for (depth, role), ids in absorbed.items():
+        text = "\n".join(str(by_id[b]["content"]) for b in ids)
+        found.setdefault((depth, role), []).append((f"customDepthWI-{depth}-{role}", text, "worldInfoDepth"))
+    for (depth, role), items in found.items():
+        for _key, text, ident in sorted(items, key=lambda t: t[0]):
+            injections.append((depth, EXTENSION_ORDER_GROUP, role, text, [ident]))
+
+
+def _example_blocks(st: Any, card: Mapping[str, Any], entries: list[Mapping[str, Any]], user: str, char: str,
+                    resource: str) -> list[dict[str, Any]]:
+    """The dialogue-example messages: one separator plus system messages named by speaker, per dialogue."""
+    texts = [str(e["content"]) for e in entries if _wi_slot(e) == "em_top"]
+    if isinstance(card.get("mes_example"), str):
+        texts.append(card["mes_example"])
+    texts += [str(e["content"]) for e in entries if _wi_slot(e) == "em_bottom"]
+    claims = [{"source_id": "character", "block_id": "examples"}]
+    claims += [{"source_id": "worldbook", "block_id": _wi_block_id(e)} for e in entries
+               if _wi_slot(e) in ("em_top", "em_bottom")]
+    blocks: list[dict[str, Any]] = []
+    n = 0
+    for text in texts:
+        for dialogue in split_examples(text, user, char):
+            if st.new_example_chat_prompt:
+                blocks.append({"type": "text", "id": f"preset:dialogueExamples:{n}:newChat", "role": "system",
+                               "text": st.new_example_chat_prompt, "name": "Example separator",
+                               "source": {"resource_id": resource, "field": "new_example_chat_prompt"}})
+            for i, (speaker, content) in enumerate(dialogue):
+                blocks.append({"type": "text", "id": f"preset:dialogueExamples:{n}:{i}", "role": "system",
+                               "text": content, "speaker": speaker, "name": f"Example {n + 1}.{i + 1}",
+                               "source": {"resource_id": str(card.get("name") or "character"), "field": "mes_example"}})
+            n += 1
+    if blocks:
+        blocks[0]["claims"] = claims
+    return blocks
+
+
+PRESET_SOURCE = SourceDescriptor(
+    "preset",
+    "pmp-dsh-tavern",
+    "SillyTavern preset",
+    resolve=_preset_source,
+    stability="asset",
+    dependencies=("character", "persona", "history", "input", "worldbook", "phi"),
+    lifetimes=("request",),
+    renderer=TAVERN,
+)
+
+
+def register_preset_source(registry: SourceRegistry) -> Any:
+    """Register the ``preset`` source; returns its disposer."""
+    return registry.register(PRESET_SOURCE)
+
+
+def st_registry() -> SourceRegistry:
+    """The built-in sources plus the SillyTavern ``preset`` source: what the built-in strategies need."""
+    registry = SourceRegistry.with_builtins()
+    register_preset_source(registry)
+    return registry
+
+
+def squash_system_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """SillyTavern's "squash system messages": adjacent unnamed system messages become one.
+
+    Contents join with a newline; empty system messages are dropped; named system messages (the
+    dialogue examples) and the new-chat separators are never merged. SillyTavern squashes only
+    real sends (its token preview is unsquashed), so this is a separate step on the final array.
+    """
+    out: list[dict[str, Any]] = []
+
+    def squashable(m: Mapping[str, Any]) -> bool:
+        return m.get("role") == "system" and not m.get("name") and not m.get("st_separator")
+
+    for m in messages:
+        if m.get("role") == "system" and not m.get("content"):
+            continue
+        if squashable(m) and out and squashable(out[-1]) and isinstance(out[-1].get("content"), str) \
+                and isinstance(m.get("content"), str):
+            out[-1] = {**out[-1], "content": out[-1]["content"] + "\n" + m["content"]}
+        else:
+            out.append(dict(m))
+    return out
+
+
+def apply_names_behavior(messages: Sequence[Mapping[str, Any]], behavior: int, user: str, char: str, *,
+                         group: bool = False) -> list[dict[str, Any]]:
+    """Chat messages as SillyTavern's ``names_behavior`` sends them (applied to native history).
+
+    -1 (none) and 0 (default, outside groups) drop names; 1 (completion) keeps a ``name`` field
+    (user -> the user's name, assistant -> the character's, sanitised to ``[A-Za-z0-9_-]``, at most
+    64 characters); 2 (content) prefixes ``Name: `` to user and assistant text. In a group, default
+    behaves like content for assistant messages. System and tool messages are left alone.
+    """
+    if behavior not in NAMES_BEHAVIORS:
+        from ..errors import TemplateError
+
+        raise TemplateError(f"names_behavior must be one of {sorted(NAMES_BEHAVIORS)}", code="INPUT_INVALID")
+    out = []
+    for m in messages:
+        m = dict(m)
+        role = m.get("role")
+        if role not in ("user", "assistant"):
+            out.append(m)
+            continue
+        name = m.get("name") or (user if role == "user" else char)
+        m.pop("name", None)
+        content = m.get("content")
+        if behavior == 1:
+            m["name"] = re.sub(r"[^A-Za-z0-9_-]", "_", str(name))[:64]
+        elif (behavior == 2 or (behavior == 0 and group and role == "assistant")) and isinstance(content, str):
+            if not content.startswith(f"{name}: "):
+                m["content"] = f"{name}: {content}"
+        out.append(m)
+    return out
