@@ -12,15 +12,13 @@ a trace record, and regex keys run with a time bound.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import random
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import Diagnostic, TemplateError
-from .entries import Entry, Logic, WorldBook, js_key_order, normalize_books
+from .entries import Entry, Logic, WorldBook, bulk_allocation, js_key_order, normalize_books
 from .matching import _NOT_FOUND as _FAR
 from .matching import _WORD_RUN, EMPTY, GRAM, PLAIN, WORD, KeyMatcher, Needle, gram_of
 from .output import ActivatedEntry, Positions, build_positions
@@ -239,23 +237,6 @@ class _Prepared:
             self.primary_others[needle.cs].setdefault(gram_of(needle.text), []).append((needle, owners))
 
 
-@contextlib.contextmanager
-def _bulk_allocation() -> Iterator[None]:
-    """Pause the cyclic garbage collector while an index of acyclic objects is built.
-
-    Building the key index of a large book allocates tens of thousands of small lists and tuples;
-    each allocation burst triggers collections that walk every live object, which more than doubled
-    the build time. Nothing built here forms a cycle, so pausing is safe; the previous state is restored.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 _PREPARED_CACHE: dict[tuple[Any, ...], tuple[tuple[WorldBook, ...], _Prepared]] = {}
 _PREPARED_CACHE_SIZE = 4
 
@@ -269,7 +250,7 @@ def _prepared_for(books: list[WorldBook], settings: WorldInfoSettings, entries_f
         hit = _PREPARED_CACHE.get(key)
         if hit is not None and all(a is b for a, b in zip(hit[0], books)):
             return hit[1]
-    with _bulk_allocation():
+    with bulk_allocation():
         prepared = _Prepared(entries_factory(), settings, key_text)
     if cacheable:
         if len(_PREPARED_CACHE) >= _PREPARED_CACHE_SIZE:

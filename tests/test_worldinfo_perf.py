@@ -1,0 +1,73 @@
+"""The shortcuts that make large books fast must give exactly what the plain way gives."""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+from typing import Any
+
+import pytest
+
+from tavernbox.worldinfo import Entry, normalize_book
+from tavernbox.worldinfo.entries import CharacterFilter, js_key_order, normalize_entry
+
+
+def _slow_entry(raw: dict[str, Any], fallback: int | str = 0) -> Entry:
+    """The same entry through the dataclass constructor: every field passed explicitly."""
+    diagnostics: list[Any] = []
+    fast = normalize_entry(raw, "book", fallback, "$.entries.0", diagnostics)
+    assert fast is not None
+    return Entry(**{f.name: getattr(fast, f.name) for f in dataclasses.fields(Entry)})
+
+
+ENTRIES: list[dict[str, Any]] = [
+    {},
+    {"uid": 3, "key": ["a", "b"], "content": "text"},
+    {"uid": "7", "key": "bare", "keysecondary": [1, 2.0, None], "selectiveLogic": "2"},
+    {"uid": 2.0, "order": "15", "probability": float("nan"), "depth": 1.5, "constant": 1, "disable": ""},
+    {"uid": True, "content": "@@activate\nbody", "caseSensitive": None, "matchWholeWords": False},
+    {"uid": 1, "characterFilter": {"isExclude": True, "names": ["x"]}, "sticky": 2, "cooldown": "1"},
+    {"uid": 1, "characterFilter": "nope", "delayUntilRecursion": 2, "scanDepth": 3, "group": "g, h"},
+    {"uid": 9, "content": 12, "comment": None, "triggers": ["normal"], "extensions": {"kept": True}},
+]
+
+
+@pytest.mark.parametrize("raw", ENTRIES, ids=lambda raw: ",".join(raw) or "empty")
+def test_normalized_entry_equals_the_constructed_one(raw: dict[str, Any]) -> None:
+    diagnostics: list[Any] = []
+    fast = normalize_entry(raw, "book", 0, "$.entries.0", diagnostics)
+    slow = _slow_entry(raw)
+    assert fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)
+    assert dataclasses.asdict(fast) == dataclasses.asdict(slow)
+
+
+def test_normalized_entry_has_every_default_and_stays_frozen() -> None:
+    entry = normalize_entry({"uid": 1}, "book", 0, "$", [])
+    assert entry is not None
+    defaults = Entry("book", 1, path="$")
+    assert entry == defaults
+    assert entry.character_filter == CharacterFilter() and entry.depth == 4 and entry.use_probability is True
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        entry.order = 5  # type: ignore[misc]
+    assert dataclasses.replace(entry, order=5).order == 5
+
+
+def test_book_load_restores_the_garbage_collector_state() -> None:
+    assert gc.isenabled()
+    normalize_book({"entries": {"1": {"key": ["x"]}}})
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        normalize_book({"entries": {"1": {"key": ["x"]}}})
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_book_key_order_and_fallback_uids() -> None:
+    raw = {"b": {}, "10": {}, "2": {}, "02": {}, "4294967295": {}, "0": {}}
+    book, _ = normalize_book({"entries": raw})
+    assert [e.uid for e in book.entries] == [0, 2, 10, "b", "02", "4294967295"]
+    assert js_key_order(raw) == ["0", "2", "10", "b", "02", "4294967295"]
+    listed, _ = normalize_book([{"uid": 5}, {"uid": 1}, {"id": "z"}])
+    assert [e.uid for e in listed.entries] == [1, 5, "z"]
