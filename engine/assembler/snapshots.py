@@ -98,14 +98,20 @@ def _spans(raw: Any, messages: list[dict[str, Any]], path: str) -> list[list[lis
     return out
 
 
+class _Validated(list):  # type: ignore[type-arg]
+    """Records already checked by :func:`validate_records` (so a second call costs nothing)."""
+
+
 def validate_records(raw: Any, path: str = "$.snapshots") -> list[dict[str, Any]]:
     """Check snapshot records from a previous result (or a store) and return normalised copies.
 
     Raises ``SNAPSHOT_RECORD_INVALID`` naming the JSON path of the first bad value: records are
     persisted data and may have been edited or damaged outside tavernbox.
     """
+    if isinstance(raw, _Validated):
+        return raw
     if raw is None:
-        return []
+        return _Validated()
     if not isinstance(raw, Sequence) or isinstance(raw, (str, bytes)):
         raise _bad("snapshot records must be a list", path)
     out = []
@@ -146,7 +152,7 @@ def validate_records(raw: Any, path: str = "$.snapshots") -> list[dict[str, Any]
                 "native_after_id": _string(rec, "native_after_id", p, nullable=True),
             }
         )
-    return out
+    return _Validated(out)
 
 
 class Retention:
