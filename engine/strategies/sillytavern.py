@@ -361,6 +361,12 @@ def _preset_source(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[
         owned = [{"source_id": "character", "block_id": b} for b in
                  ("description", "personality", "scenario", "examples", "system", "phi")]
         owned += [{"source_id": "persona", "block_id": "persona"}]
+        owned += [{"source_id": "worldbook", "block_id": _wi_block_id(e)} for e in entries]
+        used = {c["block_id"] for b in blocks for c in b.get("claims", ()) if c["source_id"] == "worldbook"}
+        unplaced = [_wi_block_id(e) for e in entries if _wi_block_id(e) not in used]
+        if unplaced:
+            diags.append(_diag("ST_WORLD_INFO_UNPLACED", f"{len(unplaced)} activated world-info entries have no enabled "
+                               "marker or position in this preset and are not sent", "warning", blocks=unplaced))
     merged: dict[tuple[int, float, str], tuple[list[str], list[str]]] = {}
     for depth, order, role, text, idents in injections:
         texts, who = merged.setdefault((depth, order, role), ([], []))
