@@ -418,3 +418,17 @@ def test_host_state_macros_read_the_context() -> None:
         **ctx,
     ) == "Character, Zed, Quiet|Character, Zed|Zed, Quiet, User|true|OUT|4096|<|user|>|<|bot|>|m-1|typed|true"
     assert text("{{mesExamples}}", **ctx) == "<START>\nA: hi\n<START>\nB: yo\n"
+
+
+def test_trim_mark_removal_equals_sillytaverns_regex() -> None:
+    import random
+    import re
+
+    from tavernbox.macros.evaluator import _remove_trim_marks
+
+    reference = re.compile(r"(?:\r?\n)*\{\{trim\}\}(?:\r?\n)*", re.IGNORECASE)
+    rng = random.Random(7)
+    pieces = ["\n", "\r", "\r\n", "{{trim}}", "{{TRIM}}", "a", " ", "{{", "}}"]
+    for _ in range(3000):
+        sample = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+        assert _remove_trim_marks(sample) == reference.sub("", sample), repr(sample)

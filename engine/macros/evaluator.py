@@ -104,12 +104,39 @@ def dedent_trim(text: str) -> str:
     return js_trim("\n".join(out))
 
 
+def _remove_trim_marks(text: str) -> str:
+    """``text.replace(/(?:\\r?\\n)*{{trim}}(?:\\r?\\n)*/gi, '')`` without scanning every offset.
+
+    Each ``{{trim}}`` takes the CR/LF run before it (back to the previous removal) and after it.
+    """
+    out: list[str] = []
+    prev_end = 0
+    n = len(text)
+    for m in _TRIM_FIND.finditer(text):
+        start, end = m.start(), m.end()
+        if start < prev_end:
+            continue  # inside the newline run a previous removal already took
+        while start > prev_end and text[start - 1] == "\n":
+            start -= 2 if start - 2 >= prev_end and text[start - 2] == "\r" else 1
+        while end < n:
+            if text[end] == "\n":
+                end += 1
+            elif text[end] == "\r" and end + 1 < n and text[end + 1] == "\n":
+                end += 2
+            else:
+                break
+        out.append(text[prev_end:start])
+        prev_end = end
+    out.append(text[prev_end:])
+    return "".join(out)
+
+
 def post_process(text: str) -> str:
     """The core post-processors, in SillyTavern's order: unescape braces, ``{{trim}}``, else."""
     if "\\{" in text or "\\}" in text:
         text = _UNESCAPE.sub(r"\1", text)
     if "{{" in text and _TRIM_FIND.search(text):
-        text = _TRIM_MARK.sub("", text)
+        text = _remove_trim_marks(text)
     if "\x00" in text:
         text = text.replace(ELSE_MARKER, "")
     return text
