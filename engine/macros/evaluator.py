@@ -53,7 +53,6 @@ MAX_PRODUCED_CHARS = 4 * MAX_OUTPUT_CHARS
 #: Arguments/bodies nested deeper than this are left as written (``MACRO_NESTING_LIMIT``).
 MAX_SCOPE_DEPTH = 96
 
-_TRIM_MARK = re.compile(r"(?:\r?\n)*\{\{trim\}\}(?:\r?\n)*", re.IGNORECASE)
 _TRIM_FIND = re.compile(r"\{\{trim\}\}", re.IGNORECASE)
 _UNESCAPE = re.compile(r"\\([{}])")
 _INDENT = re.compile(r"^[ \t]*")
