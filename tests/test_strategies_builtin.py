@@ -253,3 +253,16 @@ def test_cli_outlets_reach_the_outlet_macro(tmp_path: Path) -> None:
                                    "--chat", str(tmp_path / "chat.json"), "--book", str(tmp_path / "book.json")])
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)[0]["content"] == "Places: Eldoria"
+
+
+def test_cli_applies_the_presets_names_behavior_to_the_chat(tmp_path: Path) -> None:
+    st = {**FIXTURE_PRESET, "names_behavior": 2}
+    (tmp_path / "st.json").write_text(json.dumps(st))
+    (tmp_path / "chat.json").write_text(json.dumps(FIXTURE_CHAT))
+    card = {"spec": "chara_card_v2", "spec_version": "2.0", "data": {"name": "Seraphina"}}
+    (tmp_path / "card.json").write_text(json.dumps(card))
+    res = CliRunner().invoke(cli, ["assemble", "--strategy", "builtin-st", "--preset", str(tmp_path / "st.json"),
+                                   "--chat", str(tmp_path / "chat.json"), "--card", str(tmp_path / "card.json"),
+                                   "--system-update", "in-history"])
+    assert res.exit_code == 0, res.output
+    assert [m["content"] for m in json.loads(res.output) if m["role"] == "user"][:3] == ["HEAD", "User: OLD", "User: NOW"]

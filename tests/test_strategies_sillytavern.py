@@ -303,6 +303,7 @@ def test_authors_note_positions_wrap_the_note() -> None:
           {"id": 2, "content": "BOTTOM", "position": "after", "approximated_from": 3}]
     result = run(st_preset(HISTORY), world_info=wi, author_note={"content": "NOTE", "depth": 0, "role": "user"})
     assert pairs(result)[-1] == ("TOP\nNOTE\nBOTTOM", "user")
+    assert "WORLD_BOOK_SLOT_MISSING" not in codes(result)  # the preset gives the position its real slot
 
 
 def test_example_message_positions_become_extra_dialogues() -> None:

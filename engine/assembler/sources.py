@@ -361,6 +361,10 @@ def _worldbook(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[str,
     blocks = []
     diagnostics = []
     mvu_yaml: str | None = None
+    # a SillyTavern preset outside list placement gives Author's-Note and example positions their
+    # real slots (tavernbox.strategies.sillytavern), so nothing is approximated then
+    st_places = context["assets"].get("st_preset") is not None and context["preset"].get("placement") != "modules" \
+        and any(r["kind"] == "preset" and r["enabled"] for r in context["preset"]["rules"])
     for entry in context["assets"].get("world_info") or ():
         if not isinstance(entry, Mapping):
             continue
@@ -394,7 +398,7 @@ def _worldbook(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[str,
                                         "data": {"resource_id": name, "revision": revision}})
                 block["text"] = _MVU_FORMAT.sub("{{" + MVU_FORMAT_MACRO + "}}", content)
                 block["literal_macros"] = {MVU_FORMAT_MACRO: mvu_yaml}
-        if entry.get("approximated_from") is not None:
+        if entry.get("approximated_from") is not None and not st_places:
             diagnostics.append({"code": "WORLD_BOOK_SLOT_MISSING",
                                 "message": f"entry {uid}: position {entry['approximated_from']} has no slot here; "
                                            f"placed in the {block['group']} group",
