@@ -28,6 +28,10 @@ _LAZY: dict[str, str] = {
     "load_asset": "tavernbox.assets",
     "Assembler": "tavernbox.assembler",
     "replay": "tavernbox.assembler",
+    "builtin_strategy": "tavernbox.strategies",
+    "st_registry": "tavernbox.strategies",
+    "SelectionStore": "tavernbox.strategies",
+    "StrategyLibrary": "tavernbox.strategies",
 }
 
 __all__ = ["CODES", "Diagnostic", "Span", "TemplateError", "__version__", *sorted(_LAZY)]
