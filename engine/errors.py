@@ -143,6 +143,7 @@ CODES: dict[str, str] = {
     "ST_PRESET_ABSENT": "a `preset` rule without a SillyTavern preset (assets.st_preset): it contributes nothing",
     "ST_PROMPT_ORDER_FALLBACK": "no prompt_order for character 100001 or 100000; the first bucket was used",
     "UNSUPPORTED_MARKER": "a prompt-manager marker with no content source here; it was skipped",
+    "ST_INJECTION_SKIPPED": "an in-chat prompt whose injection_depth is outside 0..10000; SillyTavern never injects it",
     "ST_WORLD_INFO_UNPLACED": "activated world info with no enabled marker or position in the SillyTavern preset; not sent",
     "ASSEMBLY_NATIVE_UNSUPPORTED": "a native-mode strategy has no enabled history/input, or a depth, snapshot or assistant rule",
     "NATIVE_ROLE_ADJUSTED": "native placement changed a contribution's role to fit the history boundaries",

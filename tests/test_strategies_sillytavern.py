@@ -408,3 +408,34 @@ def test_replay_reproduces_an_st_assembly() -> None:
     st = st_preset(prompt("main", "MAIN"), marker("dialogueExamples"), HISTORY, absolute("x", "X", 1))
     result = run(st, character={**CARD, "mes_example": "{{user}}: q\n{{char}}: a"})
     assert replay(result.record).messages == result.messages
+
+
+# the SillyTavern in-chat ordering facts as a table: (absolute prompts as (content, depth, order, role), expected texts)
+ORDERING_CASES = {
+    "depth0-orders-ascending": ([("C", 0, 300, "system"), ("A", 0, 1, "system"), ("B", 0, 100, "system")],
+                                ["U1", "A1", "U2", "A", "B", "C"]),
+    "depth1-higher-order-nearer-end": ([("HI", 1, 200, "system"), ("LO", 1, 10, "system")],
+                                       ["U1", "A1", "LO", "HI", "U2"]),
+    "one-order-roles-assistant-user-system": ([("S", 0, 100, "system"), ("U", 0, 100, "user"),
+                                               ("A", 0, 100, "assistant")], ["U1", "A1", "U2", "A", "U", "S"]),
+    "roles-grouped-per-order": ([("S100", 1, 100, "system"), ("U50", 1, 50, "user"), ("A100", 1, 100, "assistant"),
+                                 ("S50", 1, 50, "system")], ["U1", "A1", "U50", "S50", "A100", "S100", "U2"]),
+    "same-role-joined-in-prompt-order": ([("X", 2, 100, "user"), ("Y", 2, 100, "user")],
+                                         ["U1", "X\nY", "A1", "U2"]),
+    "depth-ignores-inserted-messages": ([("D3", 3, 100, "system"), ("D2", 2, 100, "system"), ("D1", 1, 100, "system")],
+                                        ["D3", "U1", "D2", "A1", "D1", "U2"]),
+    "beyond-chat-deepest-first": ([("D4", 4, 100, "system"), ("D7", 7, 100, "system")], ["D7", "D4", "U1", "A1", "U2"]),
+    "empty-content-skipped": ([("", 0, 100, "system"), ("E", 0, 100, "user")], ["U1", "A1", "U2", "E"]),
+}
+
+
+@pytest.mark.parametrize(("items", "expected"), list(ORDERING_CASES.values()), ids=list(ORDERING_CASES))
+def test_st_in_chat_ordering_facts(items: list[tuple[str, int, int, str]], expected: list[str]) -> None:
+    prompts = [absolute(f"p{i}", content, depth, order, role) for i, (content, depth, order, role) in enumerate(items)]
+    assert texts(run(st_preset(HISTORY, *prompts))) == expected
+
+
+@pytest.mark.parametrize("depth", [-1, 10_001])
+def test_injection_depth_outside_the_walked_range_is_never_injected(depth: int) -> None:
+    result = run(st_preset(HISTORY, absolute("x", "X", depth), absolute("y", "Y", 0)))
+    assert texts(result) == ["U1", "A1", "U2", "Y"] and "ST_INJECTION_SKIPPED" in codes(result)

@@ -60,6 +60,8 @@ __all__ = [
 ]
 
 GLOBAL_ID, LEGACY_ID = 100001, 100000
+#: SillyTavern walks in-chat depths 0..10000; a prompt outside that range is never injected
+MAX_INJECTION_DEPTH = 10_000
 #: the enabled prompts of SillyTavern's default order (``Default.json``, character 100001)
 DEFAULT_ORDER = ("main", "worldInfoBefore", "personaDescription", "charDescription", "charPersonality", "scenario",
                  "nsfw", "worldInfoAfter", "dialogueExamples", "chatHistory", "jailbreak")
@@ -305,8 +307,12 @@ def _preset_source(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[
             elif ident == "jailbreak":
                 text, _ = _override(p, card.get("post_history_instructions"),
                                     assets.get("prefer_character_jailbreak", True) is not False)
-            if text:
-                injections.append((max(0, p.injection_depth), p.injection_order, p.role, text, [ident]))
+            if not 0 <= p.injection_depth <= MAX_INJECTION_DEPTH:
+                diags.append(_diag("ST_INJECTION_SKIPPED", f"prompt {ident!r}: injection_depth {p.injection_depth} is "
+                                   f"outside 0..{MAX_INJECTION_DEPTH}; SillyTavern never injects it", "warning",
+                                   identifier=ident))
+            elif text:
+                injections.append((p.injection_depth, p.injection_order, p.role, text, [ident]))
             continue
         if ident == "main":
             text, _ = _override(p, card.get("system_prompt"), assets.get("prefer_character_prompt", True) is not False)
