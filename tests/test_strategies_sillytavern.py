@@ -18,6 +18,7 @@ from tavernbox.strategies import (
     builtin_strategy,
     split_examples,
     squash_system_messages,
+    st_messages,
     st_registry,
 )
 from tavernbox.strategies.sillytavern import inject_order
@@ -361,9 +362,13 @@ def test_squash_joins_adjacent_unnamed_system_messages_with_a_newline() -> None:
         ("A\nB", None), ("EX", "example_user"), ("C", None), ("U", None), ("D", None)]
 
 
-def test_squash_applies_to_an_assembled_st_array() -> None:
-    st = st_preset(prompt("main", "MAIN"), prompt("nsfw", "AUX"), HISTORY)
-    assert [m["content"] for m in squash_system_messages(run(st).logical_messages)] == ["MAIN\nAUX", "U1", "A1", "U2"]
+def test_squash_applies_to_an_assembled_st_array_keeping_separators_apart() -> None:
+    st = st_preset(prompt("main", "MAIN"), prompt("nsfw", "AUX"), marker("dialogueExamples"), HISTORY,
+                   new_example_chat_prompt="[Example Chat]", new_chat_prompt="[Start a new Chat]")
+    result = run(st, character={**CARD, "mes_example": "{{char}}: hey"})
+    assert [m["content"] for m in st_messages(result, squash=True)] == [
+        "MAIN\nAUX", "[Example Chat]", "hey", "[Start a new Chat]", "U1", "A1", "U2"]
+    assert st_messages(result) == result.logical_messages
 
 
 @pytest.mark.parametrize(

@@ -21,6 +21,7 @@ from .sillytavern import (
     register_preset_source,
     split_examples,
     squash_system_messages,
+    st_messages,
     st_registry,
 )
 
@@ -36,5 +37,6 @@ __all__ = [
     "register_preset_source",
     "split_examples",
     "squash_system_messages",
+    "st_messages",
     "st_registry",
 ]

@@ -56,6 +56,7 @@ __all__ = [
     "register_preset_source",
     "split_examples",
     "squash_system_messages",
+    "st_messages",
     "st_registry",
 ]
 
@@ -476,27 +477,44 @@ def st_registry() -> SourceRegistry:
     return registry
 
 
-def squash_system_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def squash_system_messages(messages: Sequence[Mapping[str, Any]], keep: frozenset[str] | set[str] = frozenset()
+                           ) -> list[dict[str, Any]]:
     """SillyTavern's "squash system messages": adjacent unnamed system messages become one.
 
     Contents join with a newline; empty system messages are dropped; named system messages (the
-    dialogue examples) and the new-chat separators are never merged. SillyTavern squashes only
-    real sends (its token preview is unsquashed), so this is a separate step on the final array.
+    dialogue examples) and the messages whose ids are in ``keep`` (SillyTavern's new-chat and
+    example separators; :func:`st_messages` fills it from the nodes) are never merged.
+    SillyTavern squashes only real sends (its token preview is unsquashed), so this is a separate
+    step on the final array.
     """
     out: list[dict[str, Any]] = []
 
     def squashable(m: Mapping[str, Any]) -> bool:
-        return m.get("role") == "system" and not m.get("name") and not m.get("st_separator")
+        return m.get("role") == "system" and not m.get("name") and m.get("id") not in keep \
+            and isinstance(m.get("content"), str)
 
     for m in messages:
         if m.get("role") == "system" and not m.get("content"):
             continue
-        if squashable(m) and out and squashable(out[-1]) and isinstance(out[-1].get("content"), str) \
-                and isinstance(m.get("content"), str):
+        if squashable(m) and out and squashable(out[-1]):
             out[-1] = {**out[-1], "content": out[-1]["content"] + "\n" + m["content"]}
         else:
             out.append(dict(m))
     return out
+
+
+def st_messages(result: Any, *, squash: bool = False) -> list[dict[str, Any]]:
+    """The message array SillyTavern itself would send for an assembly (before any DSH projection).
+
+    That is ``result.logical_messages``, squashed when ``squash`` (the preset's
+    ``squash_system_messages``) with the new-chat and example separators kept apart.
+    """
+    messages = list(result.logical_messages)
+    if not squash:
+        return [dict(m) for m in messages]
+    separators = {mid for n in result.nodes if str(n.get("block_id", "")).endswith(":newChat")
+                  for mid in n.get("input_message_ids", ())}
+    return squash_system_messages(messages, separators)
 
 
 def apply_names_behavior(messages: Sequence[Mapping[str, Any]], behavior: int, user: str, char: str, *,
