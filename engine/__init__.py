@@ -32,6 +32,9 @@ _LAZY: dict[str, str] = {
     "st_registry": "tavernbox.strategies",
     "SelectionStore": "tavernbox.strategies",
     "StrategyLibrary": "tavernbox.strategies",
+    "render_with_dependencies": "tavernbox.bridge",
+    "inspect_template_metadata": "tavernbox.bridge",
+    "TemplateSources": "tavernbox.bridge",
 }
 
 __all__ = ["CODES", "Diagnostic", "Span", "TemplateError", "__version__", *sorted(_LAZY)]

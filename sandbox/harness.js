@@ -455,6 +455,10 @@
   let calls = 0;
   let pendingKey = null;
   let bridgeTrip = null;
+  // Set by the compiled program's `finally` (`__tb.finish()`): the body is over, whatever
+  // callbacks it left behind; they may not make the host resolve anything.
+  let bodyFinished = false;
+  api.finish = ({ finish() { bodyFinished = true; } }).finish;
 
   function here() {
     const pos = position(new Error('position'), true);
@@ -477,7 +481,7 @@
     return stuckError;
   }
   function countCall(name) {
-    if (state !== 'running') throw new Error('tavernbox: ' + name + '() after the template finished');
+    if (state !== 'running' || bodyFinished) throw new Error('tavernbox: ' + name + '() after the template finished');
     if (pendingKey !== null) throw pendingError();
     if (bridgeTrip !== null) {
       if (stuckError === null) stuckError = new Error('tavernbox: ' + bridgeTrip.message);
@@ -523,7 +527,7 @@
   }
   function materialize(target) {
     if (!isExtensible(target)) return;
-    if (state !== 'running') throw new Error('tavernbox: variables read after the template finished');
+    if (state !== 'running' || bodyFinished) throw new Error('tavernbox: variables read after the template finished');
     const v = loadVariables();
     if (typeof v === 'object' && v !== null) {
       const keys = ownKeys(v);
@@ -697,6 +701,37 @@
       return lookup('character', checkArg('getchar', name), undefined, 1);
     },
   }).getchar;
+  // A read-only sliver of lodash (`_`, which ST-Prompt-Template exposes): real cards guard their
+  // reads with `_.has(getvar('stat_data'), 'a.b')` and `_.get(variables, 'a.b', dflt)`. Same path
+  // rules as getvar; own properties only; no bridge call (it only walks values already given).
+  function walk(obj, path) {
+    let segments;
+    if (isArray(path)) {
+      segments = [];
+      for (let i = 0; i < path.length && i <= MAX_PATH_SEGMENTS; i++) apply(arrPush, segments, ['' + path[i]]);
+      if (segments.length > MAX_PATH_SEGMENTS) throw trip('invalid', '_: the path has more than ' + MAX_PATH_SEGMENTS + ' segments');
+      for (let k = 0; k < segments.length; k++) {
+        if (FORBIDDEN_SEGMENTS[segments[k]] === true) throw new TypeError("_: the path segment '" + segments[k] + "' is not allowed");
+      }
+    } else {
+      const text = typeof path === 'string' ? path : '' + checkArg('_', path);
+      if (text.length > MAX_REQUEST_CHARS) throw trip('invalid', '_: a path longer than ' + MAX_REQUEST_CHARS + ' characters');
+      if (typeof obj === 'object' && obj !== null && FORBIDDEN_SEGMENTS[text] !== true && hasOwn(obj, text)) return [true, obj[text]];
+      segments = parsePath(text);
+    }
+    let cur = obj;
+    for (let i = 0; i < segments.length; i++) {
+      if ((typeof cur !== 'object' && typeof cur !== 'function') || cur === null || !hasOwn(cur, segments[i])) return [false, undefined];
+      cur = cur[segments[i]];
+    }
+    return [true, cur];
+  }
+  const lodash = create(null);
+  lodash.get = ({ get(obj, path, defaultValue) { const r = walk(obj, path); return r[0] && r[1] !== undefined ? r[1] : defaultValue; } }).get;
+  lodash.has = ({ has(obj, path) { return walk(obj, path)[0]; } }).has;
+  freeze(lodash.get);
+  freeze(lodash.has);
+  freeze(lodash);
   const ALIASES = [['getWorldInfo', 'getwi'], ['getPresetPrompt', 'getpreset'], ['getprp', 'getpreset'],
     ['getChara', 'getchar'], ['getchr', 'getchar']];
   // The ST-Prompt-Template writes and commands: a template here is read-only.
@@ -717,7 +752,7 @@
     HARNESS_FRAMES[name] = true;
     return freeze(fn);
   }
-  const API_NAMES = ['getvar', 'getwi', 'getpreset', 'getchar', 'lookup', 'countCall', 'trip', 'here', 'loadVariables',
+  const API_NAMES = ['getvar', 'getwi', 'getpreset', 'getchar', 'lookup', 'walk', 'countCall', 'trip', 'here', 'loadVariables',
     'materialize', 'checkArg', 'parsePath', 'push', 'unsupported'];
   for (let i = 0; i < API_NAMES.length; i++) HARNESS_FRAMES[API_NAMES[i]] = true;
   function installApi(locals, limit, table) {
@@ -725,6 +760,7 @@
     callLimit = limit;
     answers = table;
     locals.variables = new Proxy({}, variablesHandler);
+    locals._ = lodash;
     const names = objectKeys(api2);
     for (let i = 0; i < names.length; i++) locals[names[i]] = freeze(api2[names[i]]);
     for (let i = 0; i < ALIASES.length; i++) locals[ALIASES[i][0]] = api2[ALIASES[i][1]];

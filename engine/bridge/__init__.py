@@ -13,11 +13,13 @@ from __future__ import annotations
 from .character import CharacterSource
 from .leases import LeaseCheck, LeaseError, LeaseSet, Resolution, Revocable
 from .management import Management, TemplateSkipped, UsageDecision, UsageRequest
+from .metadata import Decorator, TemplateMetadata, inspect_template_metadata
 from .mvu import MvuSource, expand_mvu_macros
 from .preset import PresetSource
 from .replay import BridgeResult, DependencyRead, render_with_dependencies
 from .resolver import KINDS, DependencyResolver, LookupRequest
-from .sources import StaticVariables, TemplateSources
+from .resources import PromptTemplateResource, TemplateExpansion, expand_prompt_template
+from .sources import StaticVariables, TemplateSources, render_with_sources, sources_from_inputs
 from .worldbook import ActivationRecord, WorldBookSource
 
 __all__ = [
@@ -25,6 +27,7 @@ __all__ = [
     "ActivationRecord",
     "BridgeResult",
     "CharacterSource",
+    "Decorator",
     "DependencyRead",
     "DependencyResolver",
     "LeaseCheck",
@@ -34,14 +37,21 @@ __all__ = [
     "Management",
     "MvuSource",
     "PresetSource",
+    "PromptTemplateResource",
     "Resolution",
     "Revocable",
     "StaticVariables",
+    "TemplateExpansion",
+    "TemplateMetadata",
     "TemplateSkipped",
     "TemplateSources",
     "UsageDecision",
     "UsageRequest",
     "WorldBookSource",
     "expand_mvu_macros",
+    "expand_prompt_template",
+    "inspect_template_metadata",
     "render_with_dependencies",
+    "render_with_sources",
+    "sources_from_inputs",
 ]

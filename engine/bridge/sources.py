@@ -21,9 +21,9 @@ from .mvu import MvuSource
 from .preset import PresetSource
 from .resolver import LookupRequest
 from .revision import revision_of
-from .worldbook import WorldBookSource
+from .worldbook import ActivationRecord, WorldBookSource
 
-__all__ = ["StaticVariables", "TemplateSources"]
+__all__ = ["StaticVariables", "TemplateSources", "render_with_sources", "sources_from_inputs"]
 
 
 class StaticVariables:
@@ -101,6 +101,80 @@ class TemplateSources:
                           Resolution("character:none", CharacterSource.adapter_id, "", revision_of(""), None,
                                      lambda: "current"))
         resource = resolution.id.split("#", 1)[0]
+        if isinstance(self.variables, StaticVariables) and kind == "variables" or resource.endswith(":none"):
+            # A resource's own static variables are part of the template, and an absent source
+            # holds nothing to protect: neither is a dependency to authorise.
+            return resolution
         checks = self.management.authorize_dependency(resource, self.consumer, self.scope)
         source_check = resolution.check_current
         return replace(resolution, check_current=combine([source_check, *checks]) if source_check else None)
+
+
+def sources_from_inputs(
+    *,
+    variables: Any = None,
+    mvu: Any = None,
+    world_books: Any = None,
+    activated: Mapping[str, Any] | None = None,
+    preset: Any = None,
+    card: Any = None,
+    management: Management | None = None,
+) -> TemplateSources:
+    """Build the standard sources from plain inputs (what the CLI and ``--jsonl`` rows give).
+
+    ``mvu``: MVU variables (an object holding ``stat_data``, or a bare initvar tree); with it,
+    ``variables``/``getvar`` read the MVU variables and ``variables`` is ignored.
+    ``world_books``: SillyTavern world books (each with a ``name``) or ``WorldBook`` models;
+    ``activated``: ``{"<book name>": [uid, ...]}``, the entries the scan activated.
+    """
+    from ..errors import TemplateError
+
+    var_source: StaticVariables | MvuSource | None = None
+    if mvu is not None:
+        var_source = mvu if isinstance(mvu, MvuSource) else MvuSource(mvu, resource_id="mvu:input")
+    elif variables is not None:
+        var_source = StaticVariables(variables)
+    books = None
+    if world_books is not None:
+        if not isinstance(world_books, (list, tuple)):
+            raise TemplateError("world_books must be a list of world books", code="INPUT_INVALID", path="$.world_books")
+        if activated is not None and not isinstance(activated, Mapping):
+            raise TemplateError('activated must be {"<book name>": [uid, ...]}', code="INPUT_INVALID",
+                                path="$.activated")
+        record = {}
+        for name, uids in (activated or {}).items():
+            if not isinstance(uids, (list, tuple)) or not all(isinstance(u, (int, str)) and not isinstance(u, bool)
+                                                              for u in uids):
+                raise TemplateError(f"activated[{name!r}] must be a list of uids", code="INPUT_INVALID",
+                                    path=f"$.activated.{name}")
+            record[name] = uids
+        books = WorldBookSource(list(world_books), ActivationRecord.from_uids(record))
+    return TemplateSources(
+        variables=var_source,
+        world_books=books,
+        preset=None if preset is None else preset if isinstance(preset, PresetSource) else PresetSource(preset),
+        character=None if card is None else card if isinstance(card, CharacterSource) else CharacterSource(card),
+        management=management,
+    )
+
+
+def render_with_sources(source: str, sources: TemplateSources, *, limits: Any = None, cancel: Any = None) -> Any:
+    """Render ``source`` through the bridge, then the MVU macros of its output (if MVU is a source).
+
+    ``{{format_message_variable::…}}``/``{{get_message_variable::…}}`` read the MVU state only
+    when the output holds one of them; that read is reported and leased like any other.
+    """
+    from dataclasses import replace as _replace
+
+    from .mvu import expand_mvu_macros
+    from .replay import DependencyRead, render_with_dependencies
+
+    result = render_with_dependencies(source, sources, limits=limits, cancel=cancel)
+    if isinstance(sources.variables, MvuSource):
+        text, resolution = expand_mvu_macros(result.text, sources.variables)
+        if resolution is not None:
+            result.leases.add(f"{resolution.id} (MVU macros)", resolution.check_current)
+            read = DependencyRead("mvu-macro", "format_message_variable", resolution.id, resolution.adapter_id,
+                                  resolution.revision)
+            result = _replace(result, text=text, reads=(*result.reads, read))
+    return result

@@ -16,6 +16,12 @@ reads one ``{"template", "variables"}`` object per line and writes one line per 
 order: ``{"text": ..., "error": null}`` or ``{"text": null, "error": {"code", "message",
 "line", "column"}}``. A bad line is an ``INPUT_INVALID`` error line, never the end of the
 batch; the exit status is 0 whenever the batch ran.
+
+Template API (issue 4): ``--mvu FILE``, ``--world-book FILE`` (repeatable) with ``--activated
+UID,...`` (one per book, in order), ``--preset FILE`` and ``--card FILE`` render through the
+dependency bridge (``getvar``, ``getwi``, ``getpreset``, ``getchar``; writes are refused). A batch
+line does the same when it has any of the fields ``mvu``, ``world_books``, ``activated``,
+``preset``, ``card``; its answer then also lists ``reads`` (kind, key, id, revision).
 """
 
 from __future__ import annotations
@@ -84,11 +90,60 @@ def _render_line(raw: str) -> dict[str, Any]:
         return {"text": None, "error": {"code": "INPUT_INVALID",
                                         "message": 'each line must be an object with a string "template"',
                                         "line": None, "column": None}}
+    if any(key in job for key in _BRIDGE_FIELDS):
+        return _render_bridge_line(job)
     try:
         result = render_template(job["template"], job.get("variables"))
     except TemplateError as exc:
         return {"text": None, "error": _error_object(exc)}
     return {"text": result.text, "error": None}
+
+
+#: Batch fields that switch a line to the template API (the dependency bridge).
+_BRIDGE_FIELDS = ("mvu", "world_books", "activated", "preset", "card")
+
+
+def _render_bridge_line(job: dict[str, Any]) -> dict[str, Any]:
+    from ..bridge import render_with_sources, sources_from_inputs
+
+    try:
+        sources = sources_from_inputs(variables=job.get("variables"), mvu=job.get("mvu"),
+                                      world_books=job.get("world_books"), activated=job.get("activated"),
+                                      preset=job.get("preset"), card=job.get("card"))
+        result = render_with_sources(job["template"], sources)
+    except TemplateError as exc:
+        return {"text": None, "error": _error_object(exc), "reads": []}
+    return {"text": result.text, "error": None, "reads": [r.to_dict() for r in result.reads]}
+
+
+def _bridge_sources(mvu: str | None, world_books: tuple[str, ...], activated: tuple[str, ...],
+                    preset: str | None, card: str | None, variables: Any) -> Any:
+    """The CLI's files as bridge sources (assets are validated by ``load_asset``)."""
+    from ..assets import load_asset
+    from ..bridge import MvuSource, sources_from_inputs
+
+    if activated and len(activated) != len(world_books):
+        raise click.UsageError("give one --activated UID,... per --world-book, in the same order")
+    books = []
+    record: dict[str, list[int | str]] = {}
+    for index, path in enumerate(world_books):
+        book = load_asset(path, kind="world_book").model
+        books.append(book)
+        if activated:
+            uids: list[int | str] = []
+            for part in activated[index].split(","):
+                part = part.strip()
+                if part:
+                    uids.append(int(part) if part.lstrip("-").isdigit() else part)
+            record[book.name] = uids
+    return sources_from_inputs(
+        variables=variables,
+        mvu=MvuSource.load(mvu) if mvu is not None else None,
+        world_books=books if world_books else None,
+        activated=record,
+        preset=load_asset(preset, kind="preset").model if preset is not None else None,
+        card=load_asset(card, kind="card").model if card is not None else None,
+    )
 
 
 def _run_batch() -> None:
@@ -119,11 +174,21 @@ def _usage_dict(usage: Any) -> dict[str, Any] | None:
 @click.option("--vars", "vars_file", metavar="FILE", help="Variables as JSON, or YAML (.yaml/.yml).")
 @click.option("--json", "as_json", is_flag=True, help="Print {text, error, usage} as JSON.")
 @click.option("--jsonl", is_flag=True, help='Batch: {"template", "variables"} lines on stdin, one answer per line.')
-def command(template_file: str | None, vars_file: str | None, as_json: bool, jsonl: bool) -> None:
+@click.option("--mvu", "mvu_file", metavar="FILE", help="MVU variables (JSON/YAML): variables and getvar read them.")
+@click.option("--world-book", "world_books", metavar="FILE", multiple=True, help="A world book getwi may read.")
+@click.option("--activated", "activated", metavar="UID,...", multiple=True,
+              help="Entries activated this request, one per --world-book (only these are readable).")
+@click.option("--preset", "preset_file", metavar="FILE", help="A chat-completion preset (getpreset).")
+@click.option("--card", "card_file", metavar="FILE", help="A character card, JSON or PNG (getchar).")
+def command(template_file: str | None, vars_file: str | None, as_json: bool, jsonl: bool, mvu_file: str | None,
+            world_books: tuple[str, ...], activated: tuple[str, ...], preset_file: str | None,
+            card_file: str | None) -> None:
     """Render an EJS TEMPLATE_FILE (ST-Prompt-Template dialect) in the sandbox."""
+    bridge = mvu_file is not None or bool(world_books) or bool(activated) or preset_file is not None \
+        or card_file is not None
     if jsonl:
-        if template_file is not None or vars_file is not None or as_json:
-            raise click.UsageError("--jsonl reads its jobs from stdin; it takes no file, --vars or --json")
+        if template_file is not None or vars_file is not None or as_json or bridge:
+            raise click.UsageError("--jsonl reads its jobs from stdin; it takes no file, --vars, --json or asset options (use the row fields)")
         guarded(_run_batch)
         return
     if template_file is None:
@@ -134,6 +199,23 @@ def command(template_file: str | None, vars_file: str | None, as_json: bool, jso
 
         source = read_text_arg(template_file)
         variables = _load_vars(vars_file) if vars_file is not None else None
+        if bridge:
+            from ..bridge import render_with_sources
+
+            sources = _bridge_sources(mvu_file, world_books, activated, preset_file, card_file, variables)
+            if not as_json:
+                bridged = render_with_sources(source, sources)
+                sys.stdout.buffer.write(bridged.text.encode("utf-8", "replace"))
+                sys.stdout.flush()
+                return
+            try:
+                bridged = render_with_sources(source, sources)
+            except TemplateError as exc:
+                _print_json({"text": None, "error": _error_object(exc), "usage": None, "reads": []})
+                sys.exit(1)
+            _print_json({"text": bridged.text, "error": None, "usage": _usage_dict(bridged.usage),
+                         "reads": [r.to_dict() for r in bridged.reads]})
+            return
         if not as_json:
             result = render_template(source, variables)
             sys.stdout.buffer.write(result.text.encode("utf-8", "replace"))

@@ -73,7 +73,9 @@ _PROLOGUE = (
     "  try {\n"
     "  with (locals || {}) {\n"
 )
-_EPILOGUE = "  }\n  } finally { __finished = true }\n}\n})\n"
+# ``__tb.finish()`` tells the harness the body is over: the template API refuses lookups from then on
+# (a dangling callback cannot make the host resolve anything, sandbox-security H12).
+_EPILOGUE = "  }\n  } finally { __finished = true; __tb.finish() }\n}\n})\n"
 _PROLOGUE_LINES = _PROLOGUE.count("\n")
 
 
