@@ -444,3 +444,19 @@ def test_st_in_chat_ordering_facts(items: list[tuple[str, int, int, str]], expec
 def test_injection_depth_outside_the_walked_range_is_never_injected(depth: int) -> None:
     result = run(st_preset(HISTORY, absolute("x", "X", depth), absolute("y", "Y", 0)))
     assert texts(result) == ["U1", "A1", "U2", "Y"] and "ST_INJECTION_SKIPPED" in codes(result)
+
+
+@pytest.mark.parametrize(
+    ("persona", "expected"),
+    [
+        ({"position": 0}, ["PERSONA", "U1", "A1", "NOTE", "U2"]),
+        ({"position": 2}, ["U1", "A1", "PERSONA\nNOTE", "U2"]),
+        ({"position": 3}, ["U1", "A1", "NOTE\nPERSONA", "U2"]),
+        ({"position": 4, "depth": 2, "role": 1}, ["U1", "PERSONA", "A1", "NOTE", "U2"]),
+        ({"position": 9}, ["U1", "A1", "NOTE", "U2"]),
+    ],
+)
+def test_persona_description_positions(persona: dict[str, Any], expected: list[str]) -> None:
+    st = st_preset(marker("personaDescription"), HISTORY)
+    result = run(st, persona={"name": "Ann", "description": "PERSONA", **persona}, author_note={"content": "NOTE", "depth": 1})
+    assert texts(result) == expected

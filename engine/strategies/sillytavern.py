@@ -19,6 +19,8 @@ turns it into blocks the way SillyTavern's prompt manager builds a chat-completi
   ``<START>`` into one system message per line owner, named ``example_user``/``example_assistant``,
   each dialogue after ``new_example_chat_prompt``; example-position world info joins as extra
   dialogues) and ``chatHistory`` (``new_chat_prompt``, then history and current input).
+* **The persona** (``assets.persona``: ``name``, ``description``, ``position`` 0 in the prompt (default),
+  2/3 top/bottom of the Author's Note, 4 at ``depth`` (default 2) with ``role``, 9 nowhere).
 * **Absolute prompts** (``injection_position`` 1) go into the chat at ``injection_depth``: per depth,
   one message per (``injection_order``, role), higher orders nearer the end, roles of one order
   assistant, user, system (SillyTavern builds the list newest-first and reverses it). Extension
@@ -327,6 +329,8 @@ def _preset_source(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[
             authored(p, text, **extra)
         elif ident in CARD_FIELD_MARKERS:
             source, block_id, macro = CARD_FIELD_MARKERS[ident]
+            if source == "persona" and _persona(context)[1] not in (PERSONA_IN_PROMPT, 1):
+                continue  # the persona goes to the Author's Note, a depth, or nowhere
             fmt = {"charPersonality": st.personality_format, "scenario": st.scenario_format}.get(ident)
             value = card.get(block_id) if source == "character" else None
             if source == "character" and not (isinstance(value, str) and value.strip()):
@@ -390,6 +394,28 @@ def _preset_source(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[
     return {"blocks": blocks, "diagnostics": diags}
 
 
+#: SillyTavern's persona description positions (``assets.persona.position``)
+PERSONA_IN_PROMPT, PERSONA_TOP_AN, PERSONA_BOTTOM_AN, PERSONA_AT_DEPTH, PERSONA_NONE = 0, 2, 3, 4, 9
+_ROLE_NUMBERS = {0: "system", 1: "user", 2: "assistant"}
+
+
+def _role(value: Any, default: str = "system") -> str:
+    """A role given as SillyTavern's number (0 system, 1 user, 2 assistant) or as its name."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _ROLE_NUMBERS.get(value, default)
+    return value if value in ("system", "user", "assistant") else default
+
+
+def _persona(context: Mapping[str, Any]) -> tuple[str, int, Mapping[str, Any]]:
+    """``(description, position, persona)``; the position defaults to in-prompt (the marker)."""
+    persona = context["assets"].get("persona") or {}
+    if not isinstance(persona, Mapping):
+        return str(persona), PERSONA_IN_PROMPT, {}
+    position = persona.get("position", PERSONA_IN_PROMPT)
+    position = position if isinstance(position, int) and not isinstance(position, bool) else PERSONA_IN_PROMPT
+    return str(persona.get("description") or ""), position, persona
+
+
 def _extension_injections(
     context: Mapping[str, Any],
     card: Mapping[str, Any],
@@ -403,19 +429,27 @@ def _extension_injections(
     note = assets.get("author_note")
     an_top = [str(e["content"]) for e in entries if _wi_slot(e) == "an_top"]
     an_bottom = [str(e["content"]) for e in entries if _wi_slot(e) == "an_bottom"]
-    if isinstance(note, Mapping) or an_top or an_bottom:
+    persona_text, persona_position, persona = _persona(context)
+    in_note = persona_text if persona_position in (PERSONA_TOP_AN, PERSONA_BOTTOM_AN) else ""
+    if isinstance(note, Mapping) or an_top or an_bottom or in_note:
         note = note if isinstance(note, Mapping) else {}
-        text = "\n".join(an_top) + "\n" + str(note.get("content") or "") + "\n" + "\n".join(an_bottom)
+        core = str(note.get("content") or "")
+        if in_note:
+            core = f"{in_note}\n{core}" if persona_position == PERSONA_TOP_AN else f"{core}\n{in_note}"
+        text = "\n".join(an_top) + "\n" + core + "\n" + "\n".join(an_bottom)
         text = text[1:] if text.startswith("\n") else text
         text = text[:-1] if text.endswith("\n") else text
         if text.strip():
             depth = note.get("depth") if isinstance(note.get("depth"), int) else 4
-            found.setdefault((depth, str(note.get("role") or "system")), []).append(
-                ("2_floating_prompt", text, "authorsNote"))
+            found.setdefault((depth, _role(note.get("role"))), []).append(("2_floating_prompt", text, "authorsNote"))
     dp = (card.get("extensions") or {}).get("depth_prompt") if isinstance(card.get("extensions"), Mapping) else None
     if isinstance(dp, Mapping) and isinstance(dp.get("prompt"), str) and dp["prompt"].strip():
         depth = dp.get("depth") if isinstance(dp.get("depth"), int) else 4
-        found.setdefault((depth, str(dp.get("role") or "system")), []).append(("DEPTH_PROMPT", dp["prompt"], "depthPrompt"))
+        found.setdefault((depth, _role(dp.get("role"))), []).append(("DEPTH_PROMPT", dp["prompt"], "depthPrompt"))
+    if persona_text and persona_position == PERSONA_AT_DEPTH:
+        depth = persona.get("depth") if isinstance(persona.get("depth"), int) else 2
+        found.setdefault((depth, _role(persona.get("role"))), []).append(
+            ("PERSONA_DESCRIPTION", persona_text, "personaDescription"))
     by_id = {_wi_block_id(e): e for e in entries}
     for (depth, role), ids in absorbed.items():
         text = "\n".join(str(by_id[b]["content"]) for b in ids)
