@@ -10,7 +10,9 @@ Protocol on stdin/stdout (all ASCII except the UTF-8 result text):
 * worker -> parent, once: ``{"op":"ready","pid":N}\\n``; after every prewarmed context
   ``{"op":"warm"}\\n``
 * parent -> worker: ``{"op":"render","id":N,"size":BYTES,"limits":{...}}\\n`` followed by BYTES
-  of payload: the ASCII JSON array ``[program, [variables]]``;
+  of payload: the ASCII JSON array ``[program, [variables]]``, or in bridge mode (the template
+  API) ``[program, [null], [answers, bridge_call_limit]]``: a pass then also ends when a lookup
+  misses (the result is ``{"ok":null,"pending":"<request>"}``) or a bridge failure sticks;
   ``{"op":"cancel","id":N}\\n`` at any time (ignored unless render N is running).
 * worker -> parent, per render: ``{"id":N,"usage":{...},"error":E,"result":R}\\n`` where R is the
   harness's own JSON (``{"ok":true,"text":...}``) or null, and E null or

@@ -308,3 +308,12 @@ def test_management_change_during_a_decision_is_policy_changed() -> None:
     with pytest.raises(TemplateError) as info:
         management.authorize_template("prompt-template:c")
     assert info.value.code == "SOURCE_POLICY_CHANGED"
+
+
+def test_cancel_between_passes() -> None:
+    from tavernbox.sandbox import CancelToken
+
+    token = CancelToken()
+    resolver = Scripted(on_resolve=lambda request, r: token.cancel())
+    c, _ = code("<%- getpreset('a') %><%- getpreset('b') %>", resolver, cancel=token)
+    assert c == "TEMPLATE_CANCELLED" and len(resolver.calls) == 1
