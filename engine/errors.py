@@ -147,6 +147,7 @@ CODES: dict[str, str] = {
     "ST_WORLD_INFO_UNPLACED": "activated world info with no enabled marker or position in the SillyTavern preset; not sent",
     "ASSEMBLY_NATIVE_UNSUPPORTED": "a native-mode strategy has no enabled history/input, or a depth, snapshot or assistant rule",
     "NATIVE_ROLE_ADJUSTED": "native placement changed a contribution's role to fit the history boundaries",
+    "NATIVE_DELIVERY_ADJUSTED": "native-slots delivered content between history and input as a pre-step user message",
     "NATIVE_SLOTS_ABSENT": "native-slots found no history or input slot in the preset; roles first was used",
     "NATIVE_DEPTH_BOUNDARY": "native placement put a depth-0/1 item after the input / before history",
     "NATIVE_DEPTH_APPROXIMATED": "native placement ignored a depth and placed the item by its role",

@@ -123,8 +123,24 @@ def test_native_slots_content_between_history_and_input_is_user_before_input() -
                       {"identifier": "i", "content": "{{input}}"}, {"identifier": "end", "content": "END"}]}
     chat = [{"id": "u1", "role": "user", "content": "U1"}, {"id": "a1", "role": "assistant", "content": "A1"},
             {"id": "u2", "role": "user", "content": "U2"}]
-    assert pairs(assemble("builtin-native-slots", st, chat)) == [
+    result = assemble("builtin-native-slots", st, chat)
+    assert pairs(result) == [
         ("SYS", "system"), ("U1", "user"), ("A1", "assistant"), ("MID", "user"), ("U2", "user"), ("END", "user")]
+    assert "NATIVE_DELIVERY_ADJUSTED" in codes(result)
+
+
+def test_native_slots_with_only_an_input_slot_keeps_prefix_roles() -> None:
+    st = {"prompts": [{"identifier": "a", "role": "system", "content": "PRE"}, {"identifier": "i", "content": "{{input}}"},
+                      {"identifier": "z", "content": "POST"}]}
+    first_turn = [{"id": "now", "role": "user", "content": "NOW"}]  # no history yet: the input is the only slot
+    assert pairs(assemble("builtin-native-slots", st, first_turn)) == [("PRE", "system"), ("NOW", "user"), ("POST", "user")]
+
+
+def test_native_slots_refuse_input_before_history() -> None:
+    st = {"prompts": [{"identifier": "i", "content": "{{input}}"}, {"identifier": "h", "content": "{{history}}"}]}
+    with pytest.raises(TemplateError) as err:
+        assemble("builtin-native-slots", st)
+    assert err.value.code == "ASSEMBLY_NATIVE_UNSUPPORTED"
 
 
 def test_native_modes_refuse_rules_they_cannot_honour() -> None:

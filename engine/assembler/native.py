@@ -9,7 +9,8 @@ content sits before the native conversation, user content after it.
   ``st``; then content before the history slot becomes system, content between history and input
   becomes user (before the input, a "pre-step"), content after the input user. With only an input
   slot, content before it keeps its role and content after it becomes user. With no slot at all the
-  roles-first policy applies (``NATIVE_SLOTS_ABSENT``).
+  roles-first policy applies (``NATIVE_SLOTS_ABSENT``). Slot-owned content between history and input is a pre-step
+  (``NATIVE_DELIVERY_ADJUSTED``).
 * ``native-roles``: authored roles are kept; every system contribution moves to the system group
   before history, user contributions go after the input (a rule with ``delivery: pre-step`` right
   before it).
@@ -130,6 +131,8 @@ def arrange_native(preset: Preset, rows: list[Node], deferred: list[Node]) -> tu
                 before.append(node)
             elif inputs is not None and i < inputs:
                 _retarget(node, "user", diags, "between history and input (pre-step)")
+                diags.append(Diagnostic("NATIVE_DELIVERY_ADJUSTED", f"{node.key}: delivered as a pre-step user message "
+                                        "before the input", data={"node": node.key}))
                 natives_mid.append(node)
             else:
                 _retarget(node, "user", diags, "after the history slot")
