@@ -460,3 +460,11 @@ def test_persona_description_positions(persona: dict[str, Any], expected: list[s
     st = st_preset(marker("personaDescription"), HISTORY)
     result = run(st, persona={"name": "Ann", "description": "PERSONA", **persona}, author_note={"content": "NOTE", "depth": 1})
     assert texts(result) == expected
+
+
+def test_extension_prompts_join_in_sillytavern_key_order() -> None:
+    card = {**CARD, "extensions": {"depth_prompt": {"prompt": "CHARNOTE", "depth": 1}}}
+    wi = [{"id": "w", "content": "WI", "position": "at_depth", "depth": 1, "role": "system"}]
+    result = run(st_preset(HISTORY), character=card, world_info=wi, author_note={"content": "NOTE", "depth": 1},
+                 persona={"name": "Ann", "description": "PERSONA", "position": 4, "depth": 1})
+    assert texts(result)[2] == "NOTE\nCHARNOTE\nPERSONA\nWI"

@@ -70,9 +70,11 @@ DEFAULT_ORDER = ("main", "worldInfoBefore", "personaDescription", "charDescripti
                  "nsfw", "worldInfoAfter", "dialogueExamples", "chatHistory", "jailbreak")
 #: SillyTavern's order of roles inside one (depth, order) group, newest-first; reversed when sent
 _ROLE_ORDER_NEWEST_FIRST = ("system", "user", "assistant")
-#: extension prompts sorted by SillyTavern's extension key: the Author's Note key ``2_floating_prompt``
-#: sorts before ``DEPTH_PROMPT``, which sorts before ``customDepthWI-*`` (upper case before lower)
-EXTENSION_ORDER = ("2_floating_prompt", "DEPTH_PROMPT", "customDepthWI")
+#: in-chat extension prompts in the order SillyTavern joins them: it sorts the extension keys as
+#: strings, so the Author's Note (``2_floating_prompt``) comes first, then ``DEPTH_PROMPT``,
+#: ``PERSONA_DESCRIPTION`` and the world-info groups ``customDepthWI-<depth>-<role>`` (upper case
+#: sorts before lower case)
+EXTENSION_ORDER = ("2_floating_prompt", "DEPTH_PROMPT", "PERSONA_DESCRIPTION", "customDepthWI")
 EXTENSION_ORDER_GROUP = 100
 #: marker identifier -> (character/persona source block, the source macro that inlines it)
 CARD_FIELD_MARKERS = {
@@ -455,7 +457,7 @@ def _extension_injections(
         text = "\n".join(str(by_id[b]["content"]) for b in ids)
         found.setdefault((depth, role), []).append((f"customDepthWI-{depth}-{role}", text, "worldInfoDepth"))
     for (depth, role), items in found.items():
-        for _key, text, ident in sorted(items, key=lambda t: t[0]):
+        for _key, text, ident in sorted(items, key=lambda t: EXTENSION_ORDER.index(t[0].split("-")[0])):
             injections.append((depth, EXTENSION_ORDER_GROUP, role, text, [ident]))
 
 
