@@ -469,7 +469,7 @@
   function trip(kind, message) {
     if (bridgeTrip === null && pendingKey === null) {
       const pos = here();
-      bridgeTrip = { kind, name: '', message, line: pos[0], column: pos[1] };
+      bridgeTrip = { kind, name: '', message: clip(message), line: pos[0], column: pos[1] };
     }
     return new Error('tavernbox: ' + message);
   }
