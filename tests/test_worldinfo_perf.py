@@ -71,3 +71,19 @@ def test_book_key_order_and_fallback_uids() -> None:
     assert js_key_order(raw) == ["0", "2", "10", "b", "02", "4294967295"]
     listed, _ = normalize_book([{"uid": 5}, {"uid": 1}, {"id": "z"}])
     assert [e.uid for e in listed.entries] == [1, 5, "z"]
+
+
+def test_activation_leaves_an_application_frozen_set_alone() -> None:
+    from tavernbox.worldinfo import activate_world_info
+
+    book = {"entries": {"1": {"key": ["x"], "content": "y"}}}
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        assert activate_world_info(book, ["x"]).uids == [1]
+        assert 0 < gc.get_freeze_count() <= frozen and gc.isenabled()  # objects freed meanwhile leave it
+    finally:
+        gc.unfreeze()
+    assert activate_world_info(book, ["x"]).uids == [1]
+    assert gc.get_freeze_count() == 0 and gc.isenabled()

@@ -167,6 +167,9 @@ _NOT_SCANNED: _Decision = ("skipped", "not_scanned", "the loop ended before the 
 _LOGIC_NAMES = {0: "AND ANY", 1: "NOT ALL", 2: "NOT ANY", 3: "AND ALL"}
 
 
+_MISSING: Any = object()
+
+
 class _Prepared:
     """What a scan needs from its books that does not depend on the chat: built once, reused.
 
@@ -187,54 +190,84 @@ class _Prepared:
         self.always_dirty: set[int] = set()
         #: entries that can be candidates without a key match, or whose primary key always matches
         self.unconditional: list[int] = []
-        self.word_owners: dict[bool, dict[str, list[int]]] = {True: {}, False: {}}
-        self.other_owners: dict[bool, dict[str, list[tuple[Needle, list[int]]]]] = {True: {}, False: {}}
+        #: word keys (ASCII word characters, whole-word mode) -> owning entries, per case variant
         self.primary_words: dict[bool, dict[str, list[int]]] = {True: {}, False: {}}
+        self.secondary_words: dict[bool, dict[str, list[int]]] = {True: {}, False: {}}
+        #: other plain keys, bucketed by :func:`gram_of`, with their owning entries
         self.primary_others: dict[bool, dict[str, list[tuple[Needle, list[int]]]]] = {True: {}, False: {}}
+        self.secondary_others: dict[bool, dict[str, list[tuple[Needle, list[int]]]]] = {True: {}, False: {}}
         self.state_sensitive = [i for i, e in enumerate(entries) if e.delay_until_recursion or e.exclude_recursion]
         self.timed = [i for i, e in enumerate(entries) if e.sticky > 0 or e.cooldown > 0 or e.delay > 0]
         self.filtered = [i for i, e in enumerate(entries)
                          if e.disable or e.triggers or e.character_filter.names or e.character_filter.tags]
         self.levels = sorted({e.delay_until_recursion for e in entries if e.delay_until_recursion})
-        others: dict[Needle, list[int]] = {}
-        primary_others: dict[Needle, list[int]] = {}
-        prepare = preparer.prepare
+        self._index(settings, key_text, preparer)
+        #: both maps of each kind, as :meth:`KeyMatcher.piece_hits` reads them for recursion text
+        self.word_maps = (self.primary_words, self.secondary_words)
+        self.other_maps = (self.primary_others, self.secondary_others)
+
+    def _index(self, settings: WorldInfoSettings, key_text: Callable[[str], str], preparer: KeyMatcher) -> None:
+        """Prepare every key once and record its owners: the one loop over all keys of all books.
+
+        A cold activation (the CLI's only kind) pays this for every key, so the loop is kept flat:
+        the same raw key under the same settings is prepared once, and owner lists are appended
+        to without allocating a throwaway list per key.
+        """
+        others: tuple[dict[Needle, list[int]], dict[Needle, list[int]]] = ({}, {})
+        words = (self.primary_words, self.secondary_words)
+        prepare_key = preparer.prepare_key
         unconditional, always_dirty, plans = self.unconditional, self.always_dirty, self.plans
-        word_owners, primary_words = self.word_owners, self.primary_words
-        for i, entry in enumerate(entries):
+        global_cs, global_ww = settings.case_sensitive, settings.match_whole_words
+        by_raw: dict[tuple[str, bool, bool], Needle | None] = {}
+        missing = _MISSING
+        no_keys: list[tuple[str, Needle | None]] = []
+        for i, entry in enumerate(self.entries):
             if entry.decorators or entry.constant:
                 unconditional.append(i)
-            plan: list[list[tuple[str, Needle | None]]] = [[], []]
-            for is_primary, keys in ((True, entry.key), (False, entry.keysecondary)):
-                out = plan[0] if is_primary else plan[1]
+            cs = global_cs if entry.case_sensitive is None else entry.case_sensitive
+            ww = global_ww if entry.match_whole_words is None else entry.match_whole_words
+            plan: list[list[tuple[str, Needle | None]]] = [no_keys, no_keys]
+            for slot, keys in enumerate((entry.key, entry.keysecondary)):
+                if not keys:
+                    continue
+                out: list[tuple[str, Needle | None]] = []
+                plan[slot] = out
+                word_map = words[slot][cs]
+                other_map = others[slot]
                 for key in keys:
-                    substituted = key_text(key)
-                    needle = prepare(js_trim(substituted), entry) if substituted else None
+                    raw_key = (key, cs, ww)
+                    needle = by_raw.get(raw_key, missing)
+                    if needle is missing:
+                        substituted = key_text(key)
+                        needle = by_raw[raw_key] = prepare_key(js_trim(substituted), cs, ww) if substituted else None
                     out.append((key, needle))
                     if needle is None:
                         continue
                     kind = needle.kind
                     if kind == PLAIN and not needle.invalid:
                         if needle.mode == WORD:
-                            word_owners[needle.cs].setdefault(needle.text, []).append(i)
-                            if is_primary:
-                                primary_words[needle.cs].setdefault(needle.text, []).append(i)
+                            owners = word_map.get(needle.text)
+                            if owners is None:
+                                word_map[needle.text] = [i]
+                            else:
+                                owners.append(i)
                         else:
-                            others.setdefault(needle, []).append(i)
-                            if is_primary:
-                                primary_others.setdefault(needle, []).append(i)
+                            owners = other_map.get(needle)
+                            if owners is None:
+                                other_map[needle] = [i]
+                            else:
+                                owners.append(i)
                     elif kind == EMPTY:
-                        if is_primary:
+                        if slot == 0:
                             unconditional.append(i)
                         if needle.invalid:
                             always_dirty.add(i)
                     else:
                         always_dirty.add(i)
             plans.append((plan[0], plan[1]))
-        for needle, owners in others.items():
-            self.other_owners[needle.cs].setdefault(gram_of(needle.text), []).append((needle, owners))
-        for needle, owners in primary_others.items():
-            self.primary_others[needle.cs].setdefault(gram_of(needle.text), []).append((needle, owners))
+        for buckets, found in ((self.primary_others, others[0]), (self.secondary_others, others[1])):
+            for needle, owners in found.items():
+                buckets[needle.cs].setdefault(gram_of(needle.text), []).append((needle, owners))
 
 
 _PREPARED_CACHE: dict[tuple[Any, ...], tuple[tuple[WorldBook, ...], _Prepared]] = {}
@@ -660,7 +693,7 @@ class _Run:
                 # state or delay level moved) the entries whose filters depend on them
                 dirty = set(last_candidates) | prepared.always_dirty
                 for piece in range(seen_pieces, len(self.buffer.recursion)):
-                    dirty |= self.matcher.piece_hits(piece, prepared.word_owners, prepared.other_owners)
+                    dirty |= self.matcher.piece_hits(piece, prepared.word_maps, prepared.other_maps)
                 if previous != context:
                     dirty.update(state_sensitive)
                 todo = sorted(dirty)
@@ -791,7 +824,23 @@ def activate_world_info(
     the previous scan (returned as ``Activation.state``). ``seed`` drives probability and group
     rolls unless ``rng`` (a ``random()``-like callable) is given. ``expand`` macro-expands keys and
     contents; ``token_counter`` replaces the settings' tokenizer for the budget.
+
+    The cyclic garbage collector is paused for the call (see :func:`bulk_allocation`): a scan of a
+    large book allocates its index and records in bursts that would otherwise trigger repeated
+    collections walking every live object; nothing it builds forms a cycle.
     """
+    with bulk_allocation():
+        return _activate(books, chat, settings, state, seed, expand=expand, token_counter=token_counter,
+                         context=context, generation_type=generation_type, dry_run=dry_run, forced=forced,
+                         rng=rng, regex_timeout=regex_timeout)
+
+
+def _activate(books: Any, chat: Any, settings: Mapping[str, Any] | WorldInfoSettings | None,
+              state: Mapping[str, Any] | None, seed: int, *, expand: Expand | None,
+              token_counter: Callable[[str], int] | None, context: Mapping[str, Any] | ScanContext | None,
+              generation_type: str, dry_run: bool, forced: Iterable[tuple[str, int | str]],
+              rng: Callable[[], float] | None, regex_timeout: float) -> Activation:
+    """The body of :func:`activate_world_info`."""
     if generation_type not in GENERATION_TYPES:
         raise TemplateError(f"unknown generation type {generation_type!r}; expected one of "
                             f"{', '.join(GENERATION_TYPES)}", code="INPUT_INVALID")
@@ -830,7 +879,7 @@ def activate_world_info(
 
     def records() -> tuple[TraceRecord, ...]:
         run.resolve_pending()
-        return tuple(TraceRecord(e.book, e.uid, *d, comment=e.comment)  # type: ignore[arg-type]
+        return tuple(TraceRecord(e.book, e.uid, *d, comment=e.comment)
                      for e, d in zip(entries, run.decisions))
 
     return Activation(

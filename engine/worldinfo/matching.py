@@ -229,18 +229,24 @@ class KeyMatcher:
         """The key ``needle`` (already substituted and trimmed) under ``entry``'s settings."""
         cs = self.case_sensitive if entry.case_sensitive is None else entry.case_sensitive
         ww = self.whole_words if entry.match_whole_words is None else entry.match_whole_words
+        return self.prepare_key(needle, cs, ww)
+
+    def prepare_key(self, needle: str, cs: bool, ww: bool) -> Needle:
+        """The key ``needle`` (already substituted and trimmed) under resolved case and whole-word settings.
+
+        Runs once per distinct key of a book when its index is built, so the common case (a plain
+        key of ASCII word characters) takes no regex call.
+        """
         cache_key = (needle, cs, ww)
         prepared = self._needles.get(cache_key)
         if prepared is not None:
             return prepared
-        rx = self.regex_for(needle)
-        invalid = False
+        rx = self.regex_for(needle) if needle.startswith("/") else None
         if rx is not None and rx.status == "ok":
             prepared = Needle(needle, needle, SUB, cs, REGEX, rx, False)
         elif rx is not None and rx.status == "refused":
             prepared = Needle(needle, needle, SUB, cs, REFUSED, rx, False)
         else:
-            invalid = rx is not None
             text = needle if cs else needle.lower()
             mode = _mode(text, ww)
             if text == "":
@@ -250,7 +256,7 @@ class KeyMatcher:
                 mode = BOUNDED if mode == WORD else mode
             else:
                 kind = PLAIN
-            prepared = Needle(needle, text, mode, cs, kind, rx, invalid)
+            prepared = Needle(needle, text, mode, cs, kind, rx, rx is not None)
         self._needles[cache_key] = prepared
         return prepared
 
@@ -359,40 +365,43 @@ class KeyMatcher:
         return hit
 
     # -- incremental passes ----------------------------------------------------------------------
-    def piece_hits(self, index: int, word_owners: dict[bool, dict[str, list[int]]],
-                   other_owners: dict[bool, dict[str, list[tuple[Needle, list[int]]]]]) -> set[int]:
+    def piece_hits(self, index: int, word_maps: tuple[dict[bool, dict[str, list[int]]], ...],
+                   other_maps: tuple[dict[bool, dict[str, list[tuple[Needle, list[int]]]]], ...]) -> set[int]:
         """Owners (entry indices) of plain keys found in recursion piece ``index``.
 
-        A word key is looked up among the piece's word runs. Other keys are bucketed by a window of
-        ``GRAM`` characters (``other_owners[cs][gram]``, see :func:`gram_of`), and only the buckets
-        whose window occurs in the piece are searched: the work follows the new text, not the
-        number of keys.
+        A word key is looked up among the piece's word runs (``word_maps``: word -> owners, per case
+        variant). Other keys are bucketed by a window of ``GRAM`` characters (``other_maps[k][cs][gram]``,
+        see :func:`gram_of`), and only the buckets whose window occurs in the piece are searched: the
+        work follows the new text, not the number of keys.
         """
         out: set[int] = set()
         for cs in (True, False):
-            words, others = word_owners[cs], other_owners[cs]
+            words = [m[cs] for m in word_maps if m[cs]]
+            others = [m[cs] for m in other_maps if m[cs]]
             if not words and not others:
                 continue
             part = self.recursion_part(index, cs)
             if words:
                 if part.words is None:
                     part.words = set(_WORD_RUN.findall(part.text))
-                for w in part.words:
-                    owners = words.get(w)
-                    if owners:
-                        out.update(owners)
+                for word_map in words:
+                    for w in part.words:
+                        owners = word_map.get(w)
+                        if owners:
+                            out.update(owners)
             if others:
                 text = part.text
                 grams = {text[i:i + GRAM] for i in range(len(text) - GRAM + 1)}
                 grams.add("")
-                if len(grams) > len(others):
-                    buckets = [b for g, b in others.items() if g in grams]
-                else:
-                    buckets = [others[g] for g in grams if g in others]
-                for bucket in buckets:
-                    for n, owners in bucket:
-                        if _test_text(text, n.text, n.mode):
-                            out.update(owners)
+                for other_map in others:
+                    if len(grams) > len(other_map):
+                        buckets = [b for g, b in other_map.items() if g in grams]
+                    else:
+                        buckets = [other_map[g] for g in grams if g in other_map]
+                    for bucket in buckets:
+                        for n, owners in bucket:
+                            if _test_text(text, n.text, n.mode):
+                                out.update(owners)
         return out
 
 
