@@ -18,7 +18,9 @@ from tavernbox.assembler import Assembler
 from tavernbox.assembler.sources import world_info_from_activation
 from tavernbox.assets import load_asset
 from tavernbox.errors import CODES
+from tavernbox.assets.presets import parse_preset as parse_st_preset
 from tavernbox.strategies import builtin_strategy, st_registry
+from tavernbox.strategies.sillytavern import prompt_sequence
 from tavernbox.worldinfo import activate_world_info
 
 CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
@@ -66,3 +68,8 @@ def test_corpus_preset_assembles_with_a_card(preset_path: Path, strategy: str) -
     assert len(result.logical_messages) > 3
     unknown = {d.code for d in result.diagnostics} - set(CODES)
     assert not unknown, f"uncatalogued diagnostic codes {unknown}"
+    prompts, _ = prompt_sequence(parse_st_preset(st))
+    markers = {p.identifier for p in prompts}
+    if {"worldInfoBefore", "worldInfoAfter", "dialogueExamples"} <= markers:
+        # every activated entry has a place in such a preset: none may be dropped silently
+        assert "ST_WORLD_INFO_UNPLACED" not in {d.code for d in result.diagnostics}

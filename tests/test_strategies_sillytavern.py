@@ -279,6 +279,7 @@ def test_extension_prompts_join_the_order_100_message_of_their_role() -> None:
     wi = [{"id": "w", "content": "WI DEPTH", "position": "at_depth", "depth": 1, "role": "system"}]
     result = run(st, character=card, world_info=wi, author_note={"content": "NOTE", "depth": 1})
     assert texts(result) == ["U1", "A1", "P50", "P100\nNOTE\nCHARNOTE\nWI DEPTH", "U2"]
+    assert "ST_WORLD_INFO_UNPLACED" not in codes(result)
     assert sum("WI DEPTH" in t for t in texts(result)) == 1
 
 

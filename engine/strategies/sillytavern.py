@@ -376,6 +376,7 @@ def _preset_source(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[
         owned += [{"source_id": "persona", "block_id": "persona"}]
         owned += [{"source_id": "worldbook", "block_id": _wi_block_id(e)} for e in entries]
         used = {c["block_id"] for b in blocks for c in b.get("claims", ()) if c["source_id"] == "worldbook"}
+        used.update(b for ids in absorbed.values() for b in ids)
         unplaced = [_wi_block_id(e) for e in entries if _wi_block_id(e) not in used]
         if unplaced:
             diags.append(_diag("ST_WORLD_INFO_UNPLACED", f"{len(unplaced)} activated world-info entries have no enabled "
