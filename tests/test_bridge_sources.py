@@ -299,7 +299,8 @@ def test_cli_inspect(tmp_path: Path) -> None:
 # --- the real templates of the corpus ------------------------------------------------------------
 
 #: template -> (MVU file, expected: "ok" or an error code). Documentation pages with example
-#: fragments (tutorials, reference docs) are not templates and are left out.
+#: fragments (tutorials, reference docs) are not templates and are left out; the controllers
+#: that read their card's book are in CARD_CASES below.
 CORPUS_CASES = {
     "mvu-example-liuli-affection-stages.md": ("mvu-example-liuli-initvar1.yaml", "ok"),
     "lide-ai-stage-guidance.yaml": ("lide-ai-initvar.yaml", "ok"),
@@ -308,9 +309,6 @@ CORPUS_CASES = {
     "linlangliehu-variable-list.txt": ("stagedog-example-initvar.yaml", "ok"),
     "d1040-addon-variable-list-copy.txt": ("stagedog-example-initvar.yaml", "ok"),
     "viet-the__ejs-palette-multistage.txt": ("mvu-example-liuli-initvar1.yaml", "ok"),
-    "zhanguo__background-controller.txt": ("stagedog-example-initvar.yaml", "ok"),
-    "de-quoc-la-ma__event-controller.txt": ("stagedog-example-initvar.yaml", "ok"),
-    "de-quoc-la-ma__naples-controller.txt": ("stagedog-example-initvar.yaml", "ok"),
     # needs writes / chat history: refused with a clear code even though it catches errors
     "xuexix-system-control-logic.yaml": ("stagedog-example-initvar.yaml", "TEMPLATE_UNSUPPORTED"),
     "kho-kien-thuc__dynamic-content-controller.vi.txt": ("stagedog-example-initvar.yaml", "TEMPLATE_UNSUPPORTED"),
@@ -340,3 +338,35 @@ def test_corpus_staged_persona_follows_the_variables() -> None:
     data["stat_data"]["理"]["好感度"][0] = 95
     high = render_with_sources(source, TemplateSources(variables=MvuSource(data))).text
     assert low != high and len(low) > 100 and len(high) > 100
+
+
+#: Controllers taken from a card's own book: they getwi() entries of that book by title.
+CARD_CASES = [("zhanguo.v3.json", "zhanguo__background-controller.txt", "公元前403年"),
+              ("de-quoc-la-ma-than-thanh.vi.v3.json", "de-quoc-la-ma__naples-controller.txt", "Vương quốc Naples"),
+              ("de-quoc-la-ma-than-thanh.vi.v3.json", "de-quoc-la-ma__event-controller.txt", "Reconquista")]
+
+
+@pytest.mark.parametrize(("card_file", "template", "expected"), CARD_CASES)
+def test_corpus_controllers_against_their_cards(card_file: str, template: str, expected: str) -> None:
+    from tavernbox.assets import load_asset
+    from tavernbox.bridge import CharacterSource
+    from tavernbox.worldinfo import activate_world_info
+
+    card = load_asset(CORPUS / "cards" / card_file).model
+    book = card.character_book
+    book = book.with_name(book.name or card.name)
+    source = (CORPUS / "ejs-templates" / template).read_text(encoding="utf-8-sig")
+    # Every entry activated (a hand-made record): the controller pulls its entries in as raw text.
+    everything = ActivationRecord.from_uids({book.name: [e.uid for e in book.entry_list]})
+    src = TemplateSources(world_books=WorldBookSource([book], everything), character=CharacterSource(card))
+    result = render_with_sources(source, src, limits=Limits(time_ms=1000.0))
+    assert expected in result.text and "<%" not in result.text
+    assert all(r.kind.startswith("worldbook") or r.kind == "variables" for r in result.reads)
+    assert len(result.reads) <= 32
+    # With the real scan of a chat that names none of them, those entries are not active: the
+    # controller fails with a clear code instead of reading what the scan excluded.
+    activation = activate_world_info([{**book.to_st_dict(), "name": book.name}], ["hello"])
+    scanned = TemplateSources(world_books=WorldBookSource([book], ActivationRecord.from_activation(activation)))
+    with pytest.raises(TemplateError) as info:
+        render_with_sources(source, scanned, limits=Limits(time_ms=1000.0))
+    assert info.value.code == "TEMPLATE_DEPENDENCY_NOT_ACTIVE"
