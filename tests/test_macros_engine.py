@@ -356,6 +356,31 @@ def test_idle_duration_measures_the_user_message_before_the_latest_reply() -> No
     assert text("{{idle_duration}}", chat=chat[1:]) == "just now"
 
 
+def test_time_offset_of_a_day_or_more_is_moment_s_shift() -> None:
+    # moment reads UTC+1500 as 1500 minutes (25 h); datetime's timezone() refuses >= 24 h
+    result = run("{{time::UTC+1500}} {{time_UTC+1500}} {{time::UTC-1500}}")
+    assert result.text == "11:15 AM 11:15 AM 9:15 AM"
+    assert not result.diagnostics
+
+
+def test_idle_duration_reads_sillytavern_send_dates_in_the_clock_s_zone() -> None:
+    chat = [
+        {"role": "user", "content": "old", "send_date": "November 30, 2026 9:00am"},
+        {"role": "assistant", "content": "reply"},
+    ]
+    assert text("{{idleDuration}}", chat=chat) == "an hour"
+    # the form is local time: at +05:00, 9:00am is 04:00 UTC, an hour before 10:15+05:00
+    assert text("{{idleDuration}}", chat=chat, now="2026-11-30T10:15:00+05:00") == "an hour"
+    garbled = [{**chat[0], "send_date": "the day before yesterday"}, chat[1]]
+    assert text("{{idleDuration}}", chat=garbled) == "Invalid date"
+
+
+def test_time_diff_reads_dates_without_offset_in_the_clock_s_zone() -> None:
+    template = "{{timeDiff::2023-01-01T12:00::2023-01-01T09:00Z}}"
+    assert text(template) == "in 3 hours"
+    assert text(template, now="2026-11-30T10:15:00+05:00") == "2 hours ago"
+
+
 def test_draw_offsets_point_into_the_callers_text() -> None:
     source = "<USER> rolls {{roll::1d1}}"
     draw = run(source).draws[0]

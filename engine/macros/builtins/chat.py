@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timezone
+
 from ..context import ChatMessage
 from ..evaluator import MacroCall
 from ..registry import MacroRegistry
@@ -87,7 +89,8 @@ def _idle(call: MacroCall) -> str:
             if not msg.send_date:
                 return "just now"
             now = call.ctx.clock()
-            when = parse_st_timestamp(msg.send_date, now=now)
+            # ST's "June 19, 2023 2:20pm" form is local time: the clock's zone says what local is
+            when = parse_st_timestamp(msg.send_date, now=now, local_tz=now.tzinfo or timezone.utc)
             if when is None:
                 return "Invalid date"
             return humanize_ms((now - when).total_seconds() * 1000, with_suffix=False)

@@ -6,7 +6,7 @@ is ``MacroContext.now`` so renders are reproducible, falling back to the current
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 from ..evaluator import MacroCall
 from ..registry import MacroRegistry
@@ -34,7 +34,9 @@ def _time(call: MacroCall) -> str:
     if call.args:
         hours = utc_offset_hours(call.args[0])
         if hours is not None:  # a bad offset is ignored (ST shows local time)
-            now = now.astimezone(timezone(timedelta(hours=hours)))
+            # moment's utcOffset() takes any shift (UTC+1500 is 25 hours); datetime's timezone
+            # refuses 24 hours or more, so the offset goes to the formatter instead
+            return format_moment(now, "LT", utc_offset=hours)
     return format_moment(now, "LT")
 
 
@@ -47,8 +49,9 @@ def _datetimeformat(call: MacroCall) -> str:
 def _time_diff(call: MacroCall) -> str:
     from ..timefmt import humanize, parse_date
 
-    a = parse_date(call.args[0])
-    b = parse_date(call.args[1])
+    local_tz = _now(call).tzinfo or timezone.utc  # a date without an offset is the clock's local time
+    a = parse_date(call.args[0], local_tz=local_tz)
+    b = parse_date(call.args[1], local_tz=local_tz)
     if a is None or b is None:
         return "Invalid date"
     return humanize((a - b).total_seconds(), with_suffix=True)
