@@ -317,3 +317,17 @@ def test_cancel_between_passes() -> None:
     resolver = Scripted(on_resolve=lambda request, r: token.cancel())
     c, _ = code("<%- getpreset('a') %><%- getpreset('b') %>", resolver, cancel=token)
     assert c == "TEMPLATE_CANCELLED" and len(resolver.calls) == 1
+
+
+def test_every_code_the_bridge_raises_is_catalogued() -> None:
+    import re
+    from pathlib import Path
+
+    from tavernbox.errors import CODES
+
+    root = Path(__file__).resolve().parents[1]
+    texts = [p.read_text(encoding="utf-8") for p in (root / "engine" / "bridge").glob("*.py")]
+    texts.append((root / "sandbox" / "worker.py").read_text(encoding="utf-8"))
+    used = {m for t in texts for m in re.findall(r'code="([A-Z_]+)"', t)}
+    used |= {m for t in texts for m in re.findall(r'"(TEMPLATE_[A-Z_]+|SOURCE_[A-Z_]+)"', t)}
+    assert used and not (used - set(CODES)), sorted(used - set(CODES))
