@@ -28,6 +28,20 @@ from .output import echo_json, guarded, print_diagnostics, read_text_arg
 
 __all__ = ["command", "load_context"]
 
+#: chara_card_v2 fields copied from a ``--card`` into the context's ``character``.
+_CARD_KEYS = (
+    "description",
+    "personality",
+    "scenario",
+    "mes_example",
+    "system_prompt",
+    "post_history_instructions",
+    "character_version",
+    "creator_notes",
+    "first_mes",
+    "alternate_greetings",
+)
+
 
 def _read_json_file(path: str, what: str) -> Any:
     text = read_text_arg(path)
@@ -45,31 +59,20 @@ def _read_json_file(path: str, what: str) -> Any:
         ) from None
 
 
-def _card_fields(card: Any, path: str) -> tuple[str, dict[str, Any]]:
-    """A chara_card_v2/v3 (or v1) JSON object -> (character name, ``character`` fields)."""
-    if not isinstance(card, dict):
-        raise TemplateError(f"card {path} must be a JSON object", code="ASSET_INVALID", path="$")
-    data = card.get("data") if isinstance(card.get("data"), dict) else card
-    fields: dict[str, Any] = {}
-    for key in (
-        "description",
-        "personality",
-        "scenario",
-        "mes_example",
-        "system_prompt",
-        "post_history_instructions",
-        "character_version",
-        "creator_notes",
-        "first_mes",
-        "alternate_greetings",
-    ):
-        if key in data:
-            fields[key] = data[key]
-    ext = data.get("extensions")
-    if isinstance(ext, dict) and isinstance(ext.get("depth_prompt"), dict):
-        fields["depth_prompt"] = ext["depth_prompt"].get("prompt", "")
-    name = data.get("name", "")
-    return (name if isinstance(name, str) else str(name)), fields
+def _card_fields(card_path: str) -> tuple[str, dict[str, Any]]:
+    """A character card file (JSON or PNG, v1/v2/v3) -> (character name, ``character`` fields).
+
+    The card goes through the asset importer, so encodings, BOMs, PNG chunks and bad fields are
+    reported exactly as ``tavernbox import`` reports them.
+    """
+    from ..assets import load_asset
+
+    card = load_asset(card_path, kind="card").model
+    fields: dict[str, Any] = {key: getattr(card, key) for key in _CARD_KEYS}
+    depth_prompt = card.depth_prompt
+    if depth_prompt is not None:
+        fields["depth_prompt"] = depth_prompt.prompt
+    return card.name, fields
 
 
 def load_context(context_path: str | None, card_path: str | None) -> dict[str, Any]:
@@ -81,7 +84,7 @@ def load_context(context_path: str | None, card_path: str | None) -> dict[str, A
             raise TemplateError("the context must be a JSON object", code="INPUT_INVALID", path="$")
         context = loaded
     if card_path is not None:
-        name, fields = _card_fields(_read_json_file(card_path, "card"), card_path)
+        name, fields = _card_fields(card_path)
         character = dict(context.get("character") or {})
         character.update(fields)
         context = {**context, "character": character}
