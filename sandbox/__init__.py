@@ -123,5 +123,7 @@ def run_program(
         )
     result = reply["result"]
     if result.get("pending") is not None:
-        return SandboxResult(text="", usage=usage, pending=str(result["pending"]))
+        line, column = int(result.get("line") or 0), int(result.get("column") or 0)
+        return SandboxResult(text="", usage=usage, pending=str(result["pending"]),
+                             pending_at=(line, column) if line > 0 else None)
     return SandboxResult(text=result["text"], usage=usage)

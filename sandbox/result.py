@@ -47,6 +47,8 @@ class SandboxResult:
     text: str
     usage: Usage
     pending: str | None = None
+    #: 1-based (line, column) in the program of the call that missed, when the engine reported it.
+    pending_at: tuple[int, int] | None = None
 
 
 class SandboxError(TemplateError):

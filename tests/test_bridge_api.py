@@ -106,6 +106,9 @@ def test_getwi_only_reads_activated_entries() -> None:
     c, exc = code("<% try { await getwi('Lore', 'Secret') } catch (e) { print('caught') } %>")
     assert c == "TEMPLATE_DEPENDENCY_NOT_ACTIVE" and "entry 1" in exc.message
     assert code("<%- await getwi('Lore', 1) %>", sources(activated={"Lore": [0]}))[0] == "TEMPLATE_DEPENDENCY_NOT_ACTIVE"
+    # the refusal is reported where the template asked
+    c, exc = code("first line\n  <%- await getwi('Lore', 1) %>", sources(activated={"Lore": [0]}))
+    assert (c, exc.line) == ("TEMPLATE_DEPENDENCY_NOT_ACTIVE", 2) and exc.column is not None and exc.column > 4
 
 
 def test_getwi_refuses_data_argument_and_bad_types() -> None:

@@ -81,6 +81,19 @@ def _json_answer(resolution: Any, request: LookupRequest) -> str:
                             code="TEMPLATE_DEPENDENCY_UNAVAILABLE") from None
 
 
+def _at_call(exc: TemplateError, compiled: Any, at: tuple[int, int] | None) -> TemplateError:
+    """A resolver's refusal, placed at the template call that asked (when the engine said where)."""
+    if exc.span is not None or at is None:
+        return exc
+    from ..spans import Span
+
+    offset = compiled.offset(at[0], at[1])
+    if offset is None:
+        return exc
+    return type(exc)(exc.message, code=exc.code, span=Span(offset, min(offset + 1, len(compiled.source))),
+                     source=compiled.source, path=exc.path)
+
+
 def _table(answers: Mapping[str, str]) -> str:
     return "{" + ",".join(json.dumps(k, ensure_ascii=False) + ":" + v for k, v in answers.items()) + "}"
 
@@ -164,7 +177,10 @@ def render_with_dependencies(
         if cancel is not None and cancel.cancelled:
             raise TemplateExecutionError("the render was cancelled", code="TEMPLATE_CANCELLED")
         held.check("before a new lookup")
-        resolution = resolver.resolve(request)
+        try:
+            resolution = resolver.resolve(request)
+        except TemplateError as exc:
+            raise _at_call(exc, compiled, result.pending_at) from None
         text = _json_answer(resolution, request)
         held.add(f"{resolution.id} ({request.kind})", resolution.check_current)
         held.check("after a lookup was resolved")

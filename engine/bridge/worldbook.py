@@ -117,7 +117,7 @@ class WorldBookSource:
 
     def entry(self, book: str | int | float, uid: str | int | float) -> Resolution:
         """The raw text of an activated entry, or ``TEMPLATE_DEPENDENCY_NOT_ACTIVE``."""
-        names = self._select(book)
+        names = self._select(book) if str(book) != "" else []
         key = str(uid)
         if not names or key not in self._books[names[0]]:
             raise TemplateError(f"world book {book!r} has no entry {key}", code="TEMPLATE_DEPENDENCY_MISSING")
