@@ -144,6 +144,8 @@ class Worker:
         self.plan: tuple[str, str, str] = tuple(json.loads(discover(dispatch("seeds"))))
         del discover, dispatch, ctx
         self.spare: tuple[Any, Any] | None = None
+        #: The last render's context, dropped once its reply is on the pipe.
+        self.retired: tuple[Any, Any] | None = None
 
     def fresh_context(self) -> tuple[Any, Any]:
         """A new context with the prelude installed: (context, dispatch)."""
@@ -265,7 +267,9 @@ class Worker:
             "passes": passes,
             "job_steps": steps,
         }
-        # The context is dropped here, on success and on every error: never reused.
+        # The context is never reused, on success or after any error. Freeing it (a full GC of
+        # its runtime, ~0.4 ms) waits until the reply is written: it is not the caller's time.
+        self.retired = (ctx, dispatch)
         del dispatch, ctx
         head = json.dumps({"id": render_id, "usage": usage, "error": error}, ensure_ascii=True)
         body = result if result is not None else "null"
@@ -396,6 +400,7 @@ def main() -> None:
             return
         reply = worker.render(channel, int(msg["id"]), msg["limits"], data.decode("ascii"))
         write_all(out_fd, reply)
+        worker.retired = None
         worker.prewarm()
         write_all(out_fd, WARM_LINE)
 
