@@ -370,3 +370,12 @@ def test_corpus_controllers_against_their_cards(card_file: str, template: str, e
     with pytest.raises(TemplateError) as info:
         render_with_sources(source, scanned, limits=Limits(time_ms=1000.0))
     assert info.value.code == "TEMPLATE_DEPENDENCY_NOT_ACTIVE"
+
+
+def test_cli_asset_errors_name_the_option_and_file(tmp_path: Path) -> None:
+    (tmp_path / "t.ejs").write_text("<%- 1 %>", encoding="utf-8")
+    (tmp_path / "bad.json").write_text("x", encoding="utf-8")
+    code, _, err = _cli(["render", str(tmp_path / "t.ejs"), "--world-book", str(tmp_path / "bad.json")])
+    assert code == 1 and "ASSET_JSON" in err and "--world-book" in err and "bad.json:1:1" in err
+    code, _, err = _cli(["render", str(tmp_path / "t.ejs"), "--mvu", str(tmp_path / "bad.json")])
+    assert code == 1 and "--mvu" in err and "Traceback" not in err

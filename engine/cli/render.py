@@ -119,8 +119,17 @@ def _render_bridge_line(job: dict[str, Any]) -> dict[str, Any]:
 def _bridge_sources(mvu: str | None, world_books: tuple[str, ...], activated: tuple[str, ...],
                     preset: str | None, card: str | None, variables: Any) -> Any:
     """The CLI's files as bridge sources (assets are validated by ``load_asset``)."""
-    from ..assets import load_asset
+    from ..assets import load_asset as _load_asset
     from ..bridge import MvuSource, sources_from_inputs
+
+    def load_asset(path: str, kind: str) -> Any:
+        """Load one asset; its errors name the option and the file, not the template."""
+        try:
+            return _load_asset(path, kind=kind)
+        except TemplateError as exc:
+            option = "--" + kind.replace("_", "-")
+            where = f":{exc.line}:{exc.column}" if exc.line is not None else (f" at {exc.path}" if exc.path else "")
+            raise TemplateError(f"{option} {path}{where}: {exc.message}", code=exc.code) from None
 
     if activated and len(activated) != len(world_books):
         raise click.UsageError("give one --activated UID,... per --world-book, in the same order")
@@ -138,7 +147,7 @@ def _bridge_sources(mvu: str | None, world_books: tuple[str, ...], activated: tu
             record[book.name] = uids
     return sources_from_inputs(
         variables=variables,
-        mvu=MvuSource.load(mvu) if mvu is not None else None,
+        mvu=MvuSource(load_asset(mvu, "mvu").model, resource_id=f"mvu:{Path(mvu).stem}") if mvu is not None else None,
         world_books=books if world_books else None,
         activated=record,
         preset=load_asset(preset, kind="preset").model if preset is not None else None,
