@@ -1,0 +1,131 @@
+"""Fixed requests whose whole result (messages, nodes, provenance, record) is pinned by hash.
+
+The assembler's speed work (compiled-template caches, one macro context per request, lazy
+freezing, parsed-preset caches) must not change a single output byte. These hashes were taken
+before that work; a change here means the output changed. If a deliberate behaviour change (in
+the assembler or the macro engine) moves them, re-pin with the new value and say why in the
+commit.
+
+The requests exercise what the caches could get wrong: the same text rendered in several blocks,
+``{{setvar}}``/``{{getvar}}`` carrying request-local variables from block to block, ``{{random}}``
+draws, source macros, literal macros, world info at depths, tool transactions, and a real
+321-prompt SillyTavern preset (Lucid Loom) with a card.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tavernbox.assembler import Assembler, AssemblyRequest, SourceRegistry, parse_preset, replay
+from tavernbox.assembler.identity import content_hash
+from tavernbox.assembler.limits import dumps
+from tavernbox.assembler.render import TAVERN
+
+CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
+LOOM = CORPORA / "presets" / "prolix-lucid-loom-v3.2.json"
+SERAPHINA = CORPORA / "cards" / "prolix-seraphina-lyravell.v3.json"
+
+
+def _prompts(context: Any, rule: Any) -> dict[str, Any]:
+    blocks: list[dict[str, Any]] = []
+    for i in range(60):
+        text = f"Prompt {i}: {{{{char}}}} keeps to the style guide."
+        if i % 6 == 0:
+            text = "Shared text for {{user}}."  # one text rendered by several blocks
+        if i % 9 == 0:
+            text += f" {{{{setvar::count::{i}}}}}{{{{addvar::seen::1}}}}"
+        if i % 9 == 4:
+            text += " Count is {{getvar::count}}, seen {{getvar::seen}}. {{random::red::green::blue}} {{roll:d20}}"
+        if i == 7:
+            text += " About: {{description}} / {{persona}}"
+        block: dict[str, Any] = {"type": "text", "id": f"p{i}", "text": text, "role": "system"}
+        if i % 11 == 0:
+            block["depth"], block["order"], block["role"] = i % 5, i, "user"
+        blocks.append(block)
+    return {"blocks": blocks}
+
+
+def _registry() -> SourceRegistry:
+    reg = SourceRegistry.with_builtins()
+    reg.register({"id": "pin.prompts", "plugin_id": "pin", "name": "60 prompts", "resolve": _prompts,
+                  "renderer": TAVERN, "dependencies": ("character", "persona")})
+    return reg
+
+
+def _chat(n: int) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [{"id": "sys", "role": "system", "content": "You are a narrator."}]
+    for i in range(n):
+        if i % 10 == 5:
+            messages.append({"id": f"m{i}", "role": "assistant", "content": None,
+                             "tool_calls": [{"id": f"c{i}", "name": "roll", "arguments": "{}"}]})
+        elif i % 10 == 6:
+            messages.append({"id": f"m{i}", "role": "tool", "content": "4", "tool_call_id": f"c{i - 1}"})
+        else:
+            messages.append({"id": f"m{i}", "role": "user" if i % 2 == 0 else "assistant",
+                             "content": f"Message {i} about the dragon {{{{char}}}}."})
+    if messages[-1]["role"] != "user":
+        messages.append({"id": "last", "role": "user", "content": "What now?"})
+    return messages
+
+
+def _synthetic() -> Any:
+    messages = _chat(40)
+    book = [{"id": i, "content": f"Lore {i}: {{{{char}}}} and the inn. {{{{format_message_variable::stat_data}}}}"
+             if i == 3 else f"Lore {i}: {{{{char}}}} and the inn.", "comment": f"e{i}",
+             "position": "at_depth" if i % 4 == 0 else ("before" if i % 2 else "after"), "depth": i % 3, "order": i,
+             "role": "user" if i % 4 == 0 else "system"} for i in range(12)]
+    rules = [{"id": "native", "kind": "native-system"}, {"id": "prompts", "kind": "pin.prompts", "lifetime": "request"},
+             {"id": "persona", "kind": "persona"}, {"id": "character", "kind": "character"},
+             {"id": "wb", "kind": "worldbook"}, {"id": "history", "kind": "history"}, {"id": "input", "kind": "input"},
+             {"id": "phi", "kind": "phi", "text": "Stay in character, {{char}}."}]
+    preset = parse_preset({"format": "dsh-tavern-request-assembly", "version": 1, "name": "pin", "placement": "st",
+                           "rules": rules})
+    assets = {"character": {"data": {"name": "Seraphina", "description": "A guardian of the glade, {{user}}'s friend.",
+                                     "personality": "Kind.", "scenario": "A forest.",
+                                     "post_history_instructions": "Be brief."}},
+              "persona": {"name": "Ann", "description": "A traveller."}, "world_info": book,
+              "mvu": {"name": "state", "stat_data": {"hp": [10, "health"], "$meta": 1, "bag": {"coins": 3}}}}
+    return Assembler(_registry()).assemble(AssemblyRequest(
+        preset, tuple(messages), (messages[-1]["id"],), assets, system_prompt_update="in-history", seed=7))
+
+
+def _loom() -> Any:
+    from tavernbox.assets import load_asset
+    from tavernbox.strategies import builtin_strategy, st_registry
+
+    st = load_asset(LOOM, kind="preset").model.model_dump(mode="json", exclude_none=True)
+    card = load_asset(SERAPHINA, kind="card").model.model_dump(mode="json")
+    card = {k: v for k, v in card.get("data", card).items() if k != "character_book"}
+    messages = _chat(30)
+    return Assembler(st_registry()).assemble({
+        "preset": builtin_strategy("builtin-st"), "messages": messages, "input_ids": [messages[-1]["id"]],
+        "assets": {"st_preset": st, "character": card, "persona": {"name": "Ann", "description": "A traveller."}},
+        "system_prompt_update": "in-history", "seed": 3})
+
+
+def _digest(result: Any) -> tuple[str, str]:
+    return content_hash(dumps(result.to_dict())), content_hash(dumps(result.record))
+
+
+SYNTHETIC_PIN = ("sha256:d582a19674869f8cf68d4ac96417891cb197087eba06ee8f08606e8336d88b7b",
+                 "sha256:c2c17c46198b723a5923f1af41ee082cfb30823e25e84a403e69c26b595e43ee")
+LOOM_PIN = ("sha256:e6a95e5452516de047cf2c9111040d023fa5a2951ed72c30879c3fa3916a43cf",
+            "sha256:0f8e527c3e04c51e7314ec7ffcb4048bbe0adfcad54fde4e4b60c4892859250a")
+
+
+def test_synthetic_request_is_byte_identical_to_the_pinned_result() -> None:
+    first = _synthetic()
+    assert _digest(first) == SYNTHETIC_PIN
+    assert _digest(_synthetic()) == SYNTHETIC_PIN  # caches warm: still the same bytes
+    again = replay(json.loads(json.dumps(first.record)))
+    assert dumps(again.messages) == dumps(first.messages)
+
+
+@pytest.mark.skipif(not LOOM.exists() or not SERAPHINA.exists(), reason="shared/corpora is not beside the repository")
+def test_lucid_loom_request_is_byte_identical_to_the_pinned_result() -> None:
+    assert _digest(_loom()) == LOOM_PIN
+    assert _digest(_loom()) == LOOM_PIN
