@@ -1,0 +1,112 @@
+"""The sandbox's fast paths change cost, never behaviour.
+
+* Fresh contexts load harness.js as bytecode compiled once per worker (worker.PrecompiledHarness):
+  a context built that way must answer exactly like one that compiled the source, and any failed
+  check must fall back to the source.
+* The output budget measures UTF-8 lazily (under a 3-bytes-per-unit bound): the limit must still
+  trip at exactly the same byte, with multi-byte text too.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from sandbox_helpers import prog, render
+
+from tavernbox.sandbox import Limits, SandboxError
+
+WORKER_PATH = Path(__file__).resolve().parents[1] / "sandbox" / "worker.py"
+LIMITS = {"time_ms": 75, "job_steps": 1000, "output_bytes": 4096, "memory_bytes": 16 << 20, "stack_bytes": 256 << 10}
+
+
+@pytest.fixture(scope="module")
+def worker_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("tavernbox_worker_under_test", WORKER_PATH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+class _QuietChannel:
+    def cancel_requested(self, render_id: int) -> bool:
+        return False
+
+
+def _reply(worker: Any, program: str, variables: Any) -> dict[str, Any]:
+    payload = "[" + json.dumps(program) + ",[\n" + json.dumps(variables) + "\n]]"
+    raw = worker.render(_QuietChannel(), 1, LIMITS, payload)
+    worker.retired = None
+    reply = json.loads(raw)
+    reply["usage"].pop("time_ms")
+    reply["usage"].pop("memory_bytes")
+    return reply
+
+
+PROGRAMS = [
+    prog("append(escape(variables.name)); append([1, 2, 3].join('-'))"),
+    prog("await null; append('€ \\u0000 \\ud800'); throw new TypeError('boom')"),
+    prog("\n\nconst x = ;"),
+    prog("try { Array.prototype.join = () => 'PWNED' } catch (e) {} append([1, 2].join('+'))"),
+    prog("append(Array(2 ** 32 - 1).join(''))"),
+]
+
+
+def test_bytecode_contexts_answer_like_compiled_ones(worker_module: ModuleType) -> None:
+    worker = worker_module.Worker()
+    assert worker.precompiled.bytecode is not None, "the pinned engine should load the harness as bytecode"
+    fast = [_reply(worker, p, {"name": "<Bob>"}) for p in PROGRAMS]
+    worker.precompiled.bytecode = None  # the source path, as before the fast path existed
+    slow = [_reply(worker, p, {"name": "<Bob>"}) for p in PROGRAMS]
+    assert fast == slow
+    assert fast[0]["result"]["text"] == "&lt;Bob&gt;1-2-3"
+    assert fast[1]["error"]["line"] == 3 and fast[1]["error"]["code"] == "TEMPLATE_EXECUTION_FAILED"
+    assert fast[2]["error"]["code"] == "TEMPLATE_SYNTAX"
+
+
+def test_an_unknown_engine_version_falls_back_to_source(worker_module: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(worker_module.PrecompiledHarness, "ENGINE_VERSION", b"0.0.0-not-verified")
+    worker = worker_module.Worker()
+    assert worker.precompiled.bytecode is None
+    assert _reply(worker, PROGRAMS[0], {"name": "a&b"})["result"]["text"] == "a&amp;b1-2-3"
+
+
+def test_a_failed_load_falls_back_to_source(worker_module: ModuleType) -> None:
+    worker = worker_module.Worker()
+    worker.precompiled.bytecode = b"\x00not bytecode"  # JS_ReadObject refuses it: a fresh context from source
+    assert _reply(worker, PROGRAMS[0], {"name": "x"})["result"]["text"] == "x1-2-3"
+
+
+@pytest.mark.parametrize("count", [10, 11])
+def test_output_limit_trips_at_the_exact_byte_with_multibyte_text(count: int) -> None:
+    # 30 bytes allowed; each '€' is 3 UTF-8 bytes but 1 UTF-16 unit. The lazy bound (3 per unit)
+    # is exact here, so this pins the boundary itself.
+    body = f"for (let i = 0; i < {count}; i++) append('€')"
+    if count * 3 <= 30:
+        assert render(body, limits=Limits(output_bytes=30)).text == "€" * count
+    else:
+        with pytest.raises(SandboxError) as info:
+            render(body, limits=Limits(output_bytes=30))
+        assert info.value.code == "TEMPLATE_OUTPUT_LIMIT"
+
+
+@pytest.mark.parametrize(("ascii_count", "ok"), [(20, True), (21, False)])
+def test_output_limit_is_exact_when_the_bound_overestimates(ascii_count: int, ok: bool) -> None:
+    # ASCII costs 1 byte but the bound assumes 3: the render must still fit up to the real limit.
+    body = f"append('é'.repeat(5)); for (let i = 0; i < {ascii_count}; i++) append('a')"
+    lim = Limits(output_bytes=30)
+    if ok:
+        result = render(body, limits=lim)
+        assert result.usage.output_bytes == 10 + ascii_count == len(result.text.encode("utf-8"))
+    else:
+        with pytest.raises(SandboxError) as info:
+            render(body, limits=lim)
+        assert info.value.code == "TEMPLATE_OUTPUT_LIMIT"
+        assert info.value.usage is not None and info.value.usage.output_bytes == 30
