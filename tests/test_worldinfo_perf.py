@@ -87,3 +87,66 @@ def test_activation_leaves_an_application_frozen_set_alone() -> None:
         gc.unfreeze()
     assert activate_world_info(book, ["x"]).uids == [1]
     assert gc.get_freeze_count() == 0 and gc.isenabled()
+
+
+# -- regex keys: the required literal may skip a search only when the search could not match -----
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from tavernbox.worldinfo.regexes import fold_for_literal, js_regex_search, parse_js_regex, required_literal  # noqa: E402
+
+_TOKENS = ["a", "b", "K", "s", "1", "_", "ab", "\\d", "\\x61", "\\k<n>", "(?<n>a)", "(", ")", "(?:", "(?=", "|", "?",
+           "*", "+", "{2}", "{1,}", "{,2}", "[ab]", "[]", "[^]", "]", ".", "^", "$", "\\b", "\\\\", "\\ca", "\\c(", "-"]
+_TEXT = "abAB1_ sSſKkıİ\n"
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_TOKENS), min_size=1, max_size=7), st.sampled_from(["", "i", "iu", "y", "m"]),
+       st.text(alphabet=_TEXT, max_size=14))
+def test_required_literal_is_in_every_matching_text(tokens: list[str], flags: str, text: str) -> None:
+    rx = parse_js_regex(f"/{''.join(tokens)}/{flags}")
+    if rx is None or rx.status != "ok" or rx.literal is None:
+        return
+    if js_regex_search(rx, text):
+        assert rx.literal in (fold_for_literal(text) if rx.ignore_case else text)
+
+
+@pytest.mark.parametrize(("pattern", "literal"), [
+    ("w01234\\s+(?:the|a)", "w01234"), ("abc|d", None), ("(a|b)cd", "cd"), ("a?bc", "bc"), ("ab+c", "ab"),
+    ("\\x41bc", None), ("\\k<name>xy", None), ("[ab]{2}cd", "cd"), ("a{2}b", "b"), ("[]ab", "ab"),
+    ("[a]]bc", "bc"), ("^dragon$", "dragon"), ("x{,5}", "5"), ("a)b", None),
+])
+def test_required_literal_cases(pattern: str, literal: str | None) -> None:
+    assert required_literal(pattern) == literal
+
+
+def test_folding_covers_what_the_regex_engine_folds_to_ascii() -> None:
+    for ch, letter in (("\u0130", "i"), ("\u0131", "I"), ("\u017f", "s"), ("\u212a", "k")):
+        rx = parse_js_regex(f"/x{letter}/i")
+        assert rx is not None and rx.literal == "x" + letter.lower()
+        assert js_regex_search(rx, "x" + ch)
+        assert rx.literal in fold_for_literal("x" + ch)
+
+
+def test_regex_keys_skipped_by_their_literal_give_the_same_scan(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tavernbox.worldinfo import activate_world_info
+    from tavernbox.worldinfo.matching import KeyMatcher
+
+    words = ["ash", "Oak", "elm", "fir", "yew", "ASH"]
+    rnd = __import__("random").Random(11)
+    for _ in range(40):
+        entries = []
+        for uid in range(12):
+            a, b = rnd.sample(words, 2)
+            key = rnd.choice([f"/{a}/", f"/{a}/i", f"/{a}\\s+{b}/i", f"/{a}$/", f"/\\b{a}/i", a])
+            entries.append({"uid": uid, "key": [key], "content": " ".join(rnd.sample(words, 2)),
+                            "order": rnd.randint(1, 9)})
+        chat = [" ".join(rnd.sample(words, 2))]
+        conf = {"world_info_depth": 2, "world_info_budget": 100, "max_context": 1000}
+        fast = activate_world_info({"entries": entries}, chat, conf)
+        with monkeypatch.context() as patched:
+            patched.setattr(KeyMatcher, "_literal_absent", lambda *args: False)
+            slow = activate_world_info({"entries": entries}, chat, conf)
+        assert fast.uids == slow.uids
+        assert fast.trace.to_list() == slow.trace.to_list()

@@ -201,6 +201,10 @@ class _Prepared:
         self.filtered = [i for i, e in enumerate(entries)
                          if e.disable or e.triggers or e.character_filter.names or e.character_filter.tags]
         self.levels = sorted({e.delay_until_recursion for e in entries if e.delay_until_recursion})
+        #: what decides an entry's haystack besides the pass (entries sharing it share the haystack)
+        self.hay_keys = [(e.scan_depth, e.match_persona_description, e.match_character_description,
+                          e.match_character_personality, e.match_character_depth_prompt, e.match_scenario,
+                          e.match_creator_notes) for e in entries]
         self._index(settings, key_text, preparer)
         #: both maps of each kind, as :meth:`KeyMatcher.piece_hits` reads them for recursion text
         self.word_maps = (self.primary_words, self.secondary_words)
@@ -391,14 +395,12 @@ class _Run:
                 return True
         return False
 
-    def haystack(self, entry: Entry, state: int) -> Haystack:
-        """The entry's haystack, shared by entries with the same depth and sources within a pass."""
-        key = (entry.scan_depth, entry.match_persona_description, entry.match_character_description,
-               entry.match_character_personality, entry.match_character_depth_prompt, entry.match_scenario,
-               entry.match_creator_notes)
+    def haystack(self, i: int, state: int) -> Haystack:
+        """Entry ``i``'s haystack, shared by entries with the same depth and sources within a pass."""
+        key = self.prepared.hay_keys[i]
         hay = self._hay_cache.get(key)
         if hay is None:
-            hay = self._hay_cache[key] = self.buffer.haystack(entry, state)
+            hay = self._hay_cache[key] = self.buffer.haystack(self.entries[i], state)
         return hay
 
     def consider(self, i: int, state: int, level: float, step: int) -> bool:
@@ -447,7 +449,7 @@ class _Run:
             decide(i, "skipped", "no_keys", "no primary keys", step, state)
             return False
         primary_keys, secondary_keys = self.plans[i]
-        hay = self.haystack(entry, state)
+        hay = self.haystack(i, state)
         match = self.matcher.match
         primary = None
         for key, needle in primary_keys:
@@ -667,7 +669,8 @@ class _Run:
         state = ScanState.INITIAL
         count = 0
         overflowed = False
-        all_text = ""
+        all_text = ""  # the recursion text so far, newest first, as SillyTavern counts it for the budget
+        all_tokens = 0  # its word count, kept as a running sum when words are counted (additive)
         previous: tuple[int, float, int] | None = None
         last_candidates: list[int] = []
         seen_pieces = 0
@@ -717,7 +720,7 @@ class _Run:
             last_candidates = list(candidates)
             candidates.sort(key=lambda i: 0 if self.sticky[i] else 1)
             considered = list(candidates)
-            base_tokens = self.count_tokens(all_text)
+            base_tokens = all_tokens if self.additive_tokens else self.count_tokens(all_text)
             candidates = self.filter_groups(candidates, state, step)
             new_content = ""
             new_tokens = 0
@@ -778,7 +781,11 @@ class _Run:
                 text = "\n".join(self.content.get(i, entries[i].content) for i in for_recursion)
                 if text:
                     self.buffer.add_recursion(text)
-                    all_text = text + "\n" + all_text
+                    if self.additive_tokens:
+                        # words never span the "\n" joint, so counting the new text alone suffices
+                        all_tokens += count_words(text)
+                    else:
+                        all_text = text + "\n" + all_text
 
 
 def _expand_or_keep(expand: Expand | None, text: str, diagnostics: list[Diagnostic]) -> str:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from ..errors import Diagnostic
 from .entries import Entry
-from .regexes import DEFAULT_TIMEOUT, JsRegex, js_regex_resume, js_regex_search, parse_js_regex
+from .regexes import DEFAULT_TIMEOUT, JsRegex, fold_for_literal, js_regex_resume, js_regex_search, parse_js_regex
 from .scan import _JS_WS, JOINER, MATCHER, Haystack, ScanBuffer
 
 __all__ = ["KeyMatcher"]
@@ -39,6 +39,10 @@ _HAS_JS_SPACE = re.compile(f"[{re.escape(_JS_WS)}]")
 _NOT_FOUND = 1 << 30
 
 SUB, WORD, BOUNDED = 0, 1, 2
+
+#: how far back into already-checked text a required-literal check starts (at least the literal's
+#: length minus one; a common value lets keys share one case-folded tail)
+_FOLD_MARGIN = 64
 
 
 def _mode(needle: str, whole_words: bool) -> int:
@@ -185,6 +189,10 @@ class KeyMatcher:
         self._rec: dict[Needle, list[int]] = {}  # [pieces checked, first matching piece or -1]
         self._reported: set[tuple[str, str]] = set()
         self.regex_searches = 0
+        #: (id of a scanned text, start) -> (that text, its case-folded tail), for required literals
+        self._folded: dict[tuple[int, int], tuple[str, str]] = {}
+        #: regex progress key -> (search start, text length up to which the required literal is absent)
+        self._literal_seen: dict[tuple[str, int, tuple[str, ...]], tuple[int, int]] = {}
 
     # -- pieces -----------------------------------------------------------------------------
     def _chat_index(self, cs: bool) -> _ChatIndex:
@@ -339,12 +347,12 @@ class KeyMatcher:
         if hit is not None:
             return hit
         text = self.buffer.text(hay)
+        # texts of one (depth, extras) differ only by how much recursion text ends them, so each
+        # is a prefix of the longer ones: what was learnt about a shorter one still holds
+        progress_key = (rx.source, hay.depth, hay.extras)
         try:
-            self.regex_searches += 1
             if rx.resumable and not hay.empty:
-                # the same haystack grows only by recursion text at its end: carry on from the
-                # last search of its shorter version instead of rescanning the chat every pass
-                progress_key = (rx.source, hay.depth, hay.extras)
+                # carry on from the last search of a shorter version instead of rescanning the chat
                 progress = self._regex_progress.get(progress_key)
                 pos = 0
                 if progress is not None and len(text) >= progress[0]:
@@ -352,10 +360,19 @@ class KeyMatcher:
                         self._regex_results[key] = True
                         return True
                     pos = progress[1]
+                if self._literal_absent(rx, text, pos, progress_key):
+                    # no match can start at or after ``pos``; the progress stays where it was, so
+                    # a later, longer text is searched from the same place
+                    self._regex_results[key] = False
+                    return False
+                self.regex_searches += 1
                 hit, resume = js_regex_resume(rx, text, pos, self.regex_timeout)
                 if progress is None or len(text) >= progress[0]:
                     self._regex_progress[progress_key] = (len(text), resume, hit)
+            elif self._literal_absent(rx, text, 0, progress_key):
+                hit = False
             else:
+                self.regex_searches += 1
                 hit = js_regex_search(rx, text, self.regex_timeout)
         except TimeoutError:
             object.__setattr__(rx, "status", "refused")
@@ -363,6 +380,38 @@ class KeyMatcher:
             return self._refuse(rx, entry)
         self._regex_results[key] = hit
         return hit
+
+    def _literal_absent(self, rx: JsRegex, text: str, pos: int, progress_key: tuple[str, int, tuple[str, ...]]) -> bool:
+        """True when ``text[pos:]`` lacks the regex's required literal, so no match starts there.
+
+        Only the text added since the last check is looked at (``_literal_seen`` remembers up to
+        where the literal was absent), and the case-folded tail is shared by every ``i`` key
+        checked at the same place, so a recursion pass costs the new text plus one ``in`` per
+        regex key, not one search of the whole buffer per key. A search that cannot match is not
+        run at all (so it cannot time out either).
+        """
+        literal = rx.literal
+        if literal is None:
+            return False
+        start = pos
+        seen = self._literal_seen.get(progress_key)
+        if seen is not None and seen[0] == pos and pos <= seen[1] <= len(text):
+            # an occurrence in the longer text must end past the checked part
+            start = max(pos, seen[1] - max(_FOLD_MARGIN, len(literal) - 1))
+        if not rx.ignore_case:
+            found = text.find(literal, start) >= 0
+        else:
+            cache_key = (id(text), start)
+            cached = self._folded.get(cache_key)
+            if cached is None or cached[0] is not text:
+                if len(self._folded) > 64:
+                    self._folded.clear()
+                cached = self._folded[cache_key] = (text, fold_for_literal(text[start:]))
+            found = literal in cached[1]
+        if found:
+            return False
+        self._literal_seen[progress_key] = (pos, len(text))
+        return True
 
     # -- incremental passes ----------------------------------------------------------------------
     def piece_hits(self, index: int, word_maps: tuple[dict[bool, dict[str, list[int]]], ...],

@@ -25,7 +25,8 @@ from typing import Literal
 
 import regex
 
-__all__ = ["JsRegex", "RegexStatus", "js_regex_resume", "js_regex_search", "parse_js_regex", "translate_js_regex"]
+__all__ = ["JsRegex", "RegexStatus", "fold_for_literal", "js_regex_resume", "js_regex_search", "parse_js_regex",
+           "required_literal", "translate_js_regex"]
 
 #: How long one search may take before the key is refused (seconds).
 DEFAULT_TIMEOUT = 0.1
@@ -64,6 +65,10 @@ class JsRegex:
     #: whether the pattern never looks past the text it consumes (no lookahead, ``$`` or ``\b``),
     #: so a search of a longer text can resume where a search of its prefix left off
     resumable: bool = False
+    #: ASCII word characters every match contains, in this order (lower-cased under ``i``; see
+    #: :func:`required_literal`): a text without them cannot match, so no search is needed
+    literal: str | None = None
+    ignore_case: bool = False
 
 
 @functools.lru_cache(maxsize=4096)
@@ -95,7 +100,106 @@ def parse_js_regex(key: str) -> JsRegex | None:
     except (regex.error, OverflowError, RecursionError, ValueError) as exc:
         return JsRegex(key, pattern, flags, "invalid", reason=str(exc))
     resumable = "y" not in flags and not any(t in translated for t in ("(?=", "(?!", "\\Z"))
-    return JsRegex(key, pattern, flags, "ok", compiled, sticky="y" in flags, resumable=resumable)
+    literal = required_literal(pattern)
+    ignore_case = "i" in flags
+    if literal is not None and ignore_case:
+        literal = literal.lower()
+    return JsRegex(key, pattern, flags, "ok", compiled, sticky="y" in flags, resumable=resumable, literal=literal,
+                   ignore_case=ignore_case)
+
+
+_QUANTIFIER = re.compile(r"\{\d+(?:,\d*)?\}")
+#: what may follow a backslash as part of one escape (``\x41``, ``\u{1F600}``, ``\k<name>``, ``\p{L}``)
+_ESCAPE_TAIL = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_{}<>,=")
+
+
+def _is_word_char(c: str) -> bool:
+    return c.isascii() and (c.isalnum() or c == "_")
+
+
+def required_literal(pattern: str) -> str | None:
+    """The longest run of ASCII word characters that every match of the JavaScript ``pattern`` contains.
+
+    Conservative by construction: only characters written plainly at the top level (outside any
+    group, class or escape) and not made optional or counted by a quantifier, in a pattern with no
+    top-level ``|``. Such characters are matched one after another by every match, so a text
+    that does not contain the run (case-folded with :func:`fold_for_literal` under ``i``) cannot
+    match, and the search can be skipped. ``None`` when there is no such run.
+    """
+    runs: list[str] = []
+    current: list[str] = []
+    depth = 0
+    in_class = False
+    i, n = 0, len(pattern)
+
+    def flush() -> None:
+        if current:
+            runs.append("".join(current))
+            current.clear()
+
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            flush()
+            i += 2
+            while i < n and pattern[i] in _ESCAPE_TAIL:  # the rest of a longer escape, conservatively
+                i += 1
+            continue
+        if in_class:
+            in_class = c != "]"
+            i += 1
+            continue
+        if c == "[":
+            flush()
+            in_class = True
+            i += 1
+            if i < n and pattern[i] == "^":
+                i += 1
+            if i < n and pattern[i] == "]":  # JavaScript's empty class "[]" (or "[^]") ends here
+                in_class = False
+                i += 1
+            continue
+        if c == "(":
+            flush()
+            depth += 1
+        elif c == ")":
+            flush()
+            depth -= 1
+        elif c == "|":
+            if depth == 0:
+                return None
+        elif c == "{":
+            flush()
+            m = _QUANTIFIER.match(pattern, i)
+            if m:
+                i = m.end()
+                continue
+        elif depth == 0 and _is_word_char(c):
+            nxt = pattern[i + 1] if i + 1 < n else ""
+            if nxt in ("?", "*", "{"):  # optional or counted: not required as written
+                flush()
+            else:
+                current.append(c)
+                if nxt == "+":
+                    flush()
+        else:
+            flush()
+        i += 1
+    flush()
+    if not runs or depth != 0:
+        return None
+    return max(runs, key=len)
+
+
+#: characters the ``regex`` package matches to an ASCII letter case-insensitively although their
+#: lower case is not that letter (found by testing every code point): dotted and dotless I, long
+#: s, Kelvin sign
+_FOLD_TO_ASCII = {0x130: "i", 0x131: "i", 0x17F: "s", 0x212A: "k"}
+
+
+def fold_for_literal(text: str) -> str:
+    """``text`` as :attr:`JsRegex.literal` is compared under the ``i`` flag (one character each)."""
+    return text.translate(_FOLD_TO_ASCII).lower()
 
 
 def js_regex_resume(rx: JsRegex, text: str, pos: int, timeout: float = DEFAULT_TIMEOUT) -> tuple[bool, int]:

@@ -12,8 +12,7 @@ can straddle pieces or anchor on ``$``, get the assembled string (:meth:`ScanBuf
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import TemplateError
 from .entries import Entry
@@ -95,9 +94,12 @@ def chat_scan_messages(chat: Any, *, include_names: bool, generation_type: str =
     return [js_trim(m) for m in out]
 
 
-@dataclass(frozen=True, slots=True)
-class Haystack:
-    """What one entry scans: the newest ``depth`` messages plus these extra pieces."""
+class Haystack(NamedTuple):
+    """What one entry scans: the newest ``depth`` messages plus these extra pieces.
+
+    A named tuple because it keys several per-pass caches that are consulted for every key test:
+    its hash and equality then run in C.
+    """
 
     depth: int
     extras: tuple[str, ...]
