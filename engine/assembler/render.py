@@ -24,6 +24,8 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -31,6 +33,7 @@ from typing import Any, Protocol
 from ..errors import Diagnostic
 
 __all__ = [
+    "COMPILED_TEMPLATES",
     "IDENTITY",
     "TAVERN",
     "RenderOutput",
@@ -121,33 +124,92 @@ def _jsonable(value: Any) -> Any:
     return repr(value)
 
 
+class _CompiledCache:
+    """Parsed macro templates by text, bounded (least recently used out first).
+
+    A preset's prompts are the same text request after request (and often block after block), so
+    parsing each distinct text once is most of the renderer's cost saved. The bound is on total
+    characters as well as entries, so a few huge texts cannot pin unbounded memory; a text over
+    :attr:`max_text` is compiled every time rather than cached. Keyed by the compile function too,
+    so a reloaded macro engine never sees another engine's templates.
+    """
+
+    def __init__(self, max_entries: int = 4096, max_chars: int = 32 * 1024 * 1024, max_text: int = 1024 * 1024) -> None:
+        self.max_entries, self.max_chars, self.max_text = max_entries, max_chars, max_text
+        self._items: OrderedDict[tuple[Any, str], Any] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def get(self, compile_fn: Callable[[str], Any], text: str) -> Any:
+        """The compiled form of ``text`` (compiling errors propagate and are never cached)."""
+        key = (compile_fn, text)
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is not None:
+                self._items.move_to_end(key)
+                return hit
+        compiled = compile_fn(text)
+        if len(text) > self.max_text:
+            return compiled
+        with self._lock:
+            if key not in self._items:
+                self._items[key] = compiled
+                self._chars += len(text)
+                while len(self._items) > self.max_entries or self._chars > self.max_chars:
+                    (_, old), _ = self._items.popitem(last=False)
+                    self._chars -= len(old)
+        return compiled
+
+    def clear(self) -> None:
+        """Forget every compiled template (tests; a host that changes macro registries)."""
+        with self._lock:
+            self._items.clear()
+            self._chars = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+#: the process-wide compiled-template cache of :data:`TAVERN`
+COMPILED_TEMPLATES = _CompiledCache()
+
+
 class _Tavern:
     """SillyTavern macros through the macro engine, looked up lazily at each render.
 
     The macro engine is a separate stage that may be absent (it is built in parallel). Without it
     the text is kept as written and ``ASSEMBLY_MACROS_UNAVAILABLE`` is reported once per request,
-    so an un-expanded ``{{char}}`` is never mistaken for a rendering decision.
+    so an un-expanded ``{{char}}`` is never mistaken for a rendering decision. When the engine
+    offers ``compile_macros`` each distinct text is parsed once (:data:`COMPILED_TEMPLATES`) and
+    only evaluated per block; the output is the same as ``expand_macros`` gives.
     """
 
     name = "tavern"
     trim = True
 
-    def _engine(self) -> tuple[Callable[..., Any] | None, Any]:
+    def _engine(self) -> tuple[Callable[..., Any] | None, Callable[[str], Any] | None, Any]:
         try:
             module = importlib.import_module("tavernbox.macros")
         except ImportError:
-            return None, None
-        return getattr(module, "expand_macros", None), getattr(module, "MacroContext", None)
+            return None, None, None
+        expand = getattr(module, "expand_macros", None)
+        compile_fn = getattr(module, "compile_macros", None)
+        if getattr(compile_fn, "__module__", None) != getattr(expand, "__module__", ""):
+            compile_fn = None  # expand_macros was replaced (a host hook, a test double): honour it
+        return expand, compile_fn, getattr(module, "MacroContext", None)
 
     def _context(self, state: RenderState, context_cls: Any) -> Any:
         """The engine context with the request-local variables as they are now.
 
-        Building it from the dict reads the whole chat, so it is built once per request and only
-        its local variables are swapped per block (when the engine's context is a dataclass).
+        Building it from the dict reads the whole chat, so it is built once per request; a block
+        that changes the local variables gets a copy with the new ones (when the engine's context
+        is a dataclass), every other block reuses the same object.
         """
         base = state.engine_context
         if base is not None and dataclasses.is_dataclass(base) and hasattr(base, "local_variables"):
-            return dataclasses.replace(base, local_variables=dict(state.local_variables))
+            if base.local_variables != state.local_variables:
+                base = state.engine_context = dataclasses.replace(base, local_variables=dict(state.local_variables))
+            return base
         data = dict(state.macro_context)
         variables = dict(data.get("variables") or {})
         variables["local"] = dict(state.local_variables)
@@ -160,7 +222,7 @@ class _Tavern:
     def render(self, text: str, state: RenderState) -> RenderOutput:
         if "{" not in text and "<" not in text and "\\" not in text:
             return RenderOutput(text)  # nothing a macro engine could change: skip the call
-        expand, context_cls = self._engine()
+        expand, compile_fn, context_cls = self._engine()
         if expand is None:
             state.notice_once(
                 "ASSEMBLY_MACROS_UNAVAILABLE",
@@ -168,13 +230,16 @@ class _Tavern:
             )
             return RenderOutput(text)
         ctx = self._context(state, context_cls)
-        result = expand(text, ctx)
+        if compile_fn is not None and isinstance(text, str):
+            result = COMPILED_TEMPLATES.get(compile_fn, text).expand(ctx)
+        else:
+            result = expand(text, ctx)
         after = getattr(result, "variables", None)
         local = after.get("local") if isinstance(after, dict) else getattr(after, "local", None)
-        if isinstance(local, dict):
+        if isinstance(local, dict) and local != state.local_variables:
             state.local_variables = dict(local)
         diags = [d for d in getattr(result, "diagnostics", ()) if isinstance(d, Diagnostic)]
-        draws = [_jsonable(d) for d in getattr(result, "draws", ())]
+        draws = [_jsonable(d) for d in getattr(result, "draws", ())] if getattr(result, "draws", None) else []
         return RenderOutput(str(result.text), draws, diags)
 
 

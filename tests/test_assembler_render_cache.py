@@ -1,0 +1,117 @@
+"""The Tavern renderer parses each distinct text once and builds one macro context per request."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import pytest
+from _assembler_support import BASIC, assemble, chat, require_macro_engine, rule, texts
+
+import tavernbox.macros
+from tavernbox import TemplateError
+from tavernbox.assembler.render import COMPILED_TEMPLATES, _CompiledCache
+
+NATIVES = [rule("native-system"), rule("history"), rule("input")]
+
+
+@pytest.fixture
+def compiles(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every text the macro engine is asked to compile, with an empty cache to start."""
+    require_macro_engine()
+    seen: list[str] = []
+    real = tavernbox.macros.compile_macros
+
+    @functools.wraps(real)
+    def counting(text: str) -> Any:
+        seen.append(text)
+        return real(text)
+
+    monkeypatch.setattr(tavernbox.macros, "compile_macros", counting)
+    COMPILED_TEMPLATES.clear()
+    yield seen
+    COMPILED_TEMPLATES.clear()
+
+
+def test_a_text_is_compiled_once_across_blocks_and_requests(compiles: list[str]) -> None:
+    rules = [*NATIVES, rule("custom", "a", text="Hi {{char}}"), rule("custom", "b", text="Hi {{char}}"),
+             rule("custom", "c", text="Bye {{user}}")]
+    card = {"character": {"data": {"name": "Seraphina"}}, "persona": {"name": "Ann"}}
+    first = assemble(rules, assets=card)
+    second = assemble(rules, assets=card)
+    assert texts(first)[-3:] == ["Hi Seraphina", "Hi Seraphina", "Bye Ann"]
+    assert texts(second) == texts(first)
+    assert sorted(compiles) == ["Bye {{user}}", "Hi {{char}}"]
+
+
+def test_local_variables_still_flow_from_block_to_block_with_cached_templates(compiles: list[str]) -> None:
+    rules = [*NATIVES, rule("custom", "a", text="{{addvar::n::1}}A{{getvar::n}}"),
+             rule("custom", "b", text="{{addvar::n::1}}A{{getvar::n}}"), rule("custom", "c", text="C{{getvar::n}}")]
+    r = assemble(rules)
+    assert texts(r)[-3:] == ["A1", "A2", "C2"]
+    assert len(compiles) == 2  # the repeated text was parsed once, evaluated twice with different variables
+    again = assemble(rules)  # request-local: the next request starts from nothing again
+    assert texts(again)[-3:] == ["A1", "A2", "C2"]
+
+
+def test_one_macro_context_per_request_unless_variables_change(monkeypatch: pytest.MonkeyPatch) -> None:
+    require_macro_engine()
+    contexts: list[Any] = []
+    real = tavernbox.macros.CompiledMacros.expand
+
+    def spy(self: Any, context: Any = None, **kw: Any) -> Any:
+        contexts.append(context)
+        return real(self, context, **kw)
+
+    monkeypatch.setattr(tavernbox.macros.CompiledMacros, "expand", spy)
+    rules = [*NATIVES, rule("custom", "a", text="{{char}}1"), rule("custom", "b", text="{{char}}2"),
+             rule("custom", "c", text="{{setvar::x::1}}{{char}}3"), rule("custom", "d", text="{{char}}4"),
+             rule("custom", "e", text="{{getvar::x}}5")]
+    r = assemble(rules, chat(*BASIC))
+    assert texts(r)[-5:] == ["Assistant1", "Assistant2", "Assistant3", "Assistant4", "15"]
+    assert contexts[0] is contexts[1] is contexts[2]  # nothing changed yet: the same object
+    assert contexts[3] is not contexts[2] and contexts[3] is contexts[4]  # one copy after the setvar
+    assert dict(contexts[3].local_variables) == {"x": "1"}
+
+
+def test_a_replaced_expand_macros_is_honoured_over_the_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    require_macro_engine()
+    monkeypatch.setattr(tavernbox.macros, "expand_macros",
+                        lambda text, ctx: tavernbox.macros.MacroResult("HOOKED", {"local": {}, "global": {}}, (), ()))
+    r = assemble([*NATIVES, rule("custom", "a", text="{{char}}")])
+    assert texts(r)[-1] == "HOOKED"
+
+
+def test_cache_is_bounded_by_entries_and_characters() -> None:
+    made: list[str] = []
+
+    def compile_fn(text: str) -> str:
+        made.append(text)
+        return text.upper()
+
+    cache = _CompiledCache(max_entries=3, max_chars=10, max_text=6)
+    assert cache.get(compile_fn, "ab") == "AB"
+    assert cache.get(compile_fn, "ab") == "AB" and made == ["ab"]
+    for t in ("cd", "ef", "gh"):
+        cache.get(compile_fn, t)
+    assert len(cache) == 3  # "ab" (least recently used) went first
+    cache.get(compile_fn, "ab")
+    assert made.count("ab") == 2
+    cache.get(compile_fn, "123456")  # 6 more characters: over the 10-character budget, the oldest go
+    assert cache._chars <= 10
+    cache.get(compile_fn, "1234567")  # longer than max_text: compiled, never kept
+    cache.get(compile_fn, "1234567")
+    assert made.count("1234567") == 2
+
+
+def test_a_compile_error_is_raised_each_time_and_never_cached() -> None:
+    cache = _CompiledCache()
+
+    def failing(text: str) -> Any:
+        raise TemplateError("too long", code="MACRO_INPUT_LIMIT")
+
+    for _ in range(2):
+        with pytest.raises(TemplateError) as err:
+            cache.get(failing, "x")
+        assert err.value.code == "MACRO_INPUT_LIMIT"
+    assert len(cache) == 0
