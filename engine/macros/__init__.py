@@ -11,6 +11,7 @@ import bisect
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from ..errors import Diagnostic, TemplateError
@@ -139,7 +140,7 @@ class CompiledMacros:
     :func:`compile_macros`.
     """
 
-    __slots__ = ("_diagnostics", "_items", "_omap", "source", "text")
+    __slots__ = ("_closer_memo", "_diagnostics", "_items", "_omap", "_parse_cache", "source", "text")
 
     def __init__(self, text: str) -> None:
         if not isinstance(text, str):
@@ -150,6 +151,9 @@ class CompiledMacros:
                 code="MACRO_INPUT_LIMIT",
             )
         self.text = text
+        # sub-parses (arguments and bodies parsed at evaluation) kept for every later render
+        self._parse_cache: dict[tuple[int, int], tuple[tuple, tuple, bool]] = {}
+        self._closer_memo: dict[int, tuple[Any, bool]] = {}
         pre, omap = _preprocess(text)
         self.source = pre
         self._omap = omap
@@ -190,6 +194,8 @@ class CompiledMacros:
             rng_seed=f"tavernbox-macros:{effective_seed}",
             max_output=MAX_OUTPUT_CHARS,
             reuse_parse=_reuse_parse,
+            parse_cache=self._parse_cache if _reuse_parse else None,
+            closer_memo=self._closer_memo if _reuse_parse else {},
         )
         state.diagnostics.extend(self._diagnostics)
         try:
@@ -237,6 +243,23 @@ def expand_macros(
     if not isinstance(text, str):
         raise TemplateError("the macro text must be a string", code="INPUT_INVALID")
     ctx = context if isinstance(context, MacroContext) else MacroContext.from_dict(context)
-    return CompiledMacros(text).expand(
-        ctx, seed=seed, registry=registry, dynamic=dynamic, _reuse_parse=_reuse_parse
-    )
+    if _reuse_parse and len(text) <= _CACHED_TEXT_CHARS:
+        template = _compiled(text)
+    else:
+        template = CompiledMacros(text)
+    return template.expand(ctx, seed=seed, registry=registry, dynamic=dynamic, _reuse_parse=_reuse_parse)
+
+
+#: Texts up to this many characters keep their compiled template between calls.
+_CACHED_TEXT_CHARS = 64 * 1024
+
+
+@lru_cache(maxsize=512)
+def _compiled(text: str) -> CompiledMacros:
+    """The compiled template of a text seen recently.
+
+    A prompt assembly expands the same few hundred texts (card fields, preset prompts, world
+    info entries) again and again; a template is immutable apart from its parse caches, whose
+    contents depend on the text only, so it can be shared by every call and thread.
+    """
+    return CompiledMacros(text)

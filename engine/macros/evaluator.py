@@ -56,6 +56,8 @@ MAX_SCOPE_DEPTH = 96
 _TRIM_FIND = re.compile(r"\{\{trim\}\}", re.IGNORECASE)
 _UNESCAPE = re.compile(r"\\([{}])")
 _INDENT = re.compile(r"^[ \t]*")
+#: ``_pairs`` of a level without closers (read-only)
+_NO_PAIRS: tuple[dict, frozenset, dict] = ({}, frozenset(), {})
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +143,7 @@ def post_process(text: str) -> str:
     return text
 
 
-@dataclass
+@dataclass(slots=True)
 class RenderState:
     """Per-render mutable state: variables, draws, diagnostics and the output budget.
 
@@ -166,6 +168,21 @@ class RenderState:
     #: reuse a well-formed parent's parse of arguments/bodies instead of re-parsing their text
     #: (an optimisation; tests switch it off to prove both give the same output)
     reuse_parse: bool = True
+    #: ``(lo, hi) -> (items, diagnostics, clean)``: the parse of every span evaluated so far.
+    #: A compiled template hands the same dict to each render, so repeated renders parse nothing
+    #: (a span's parse depends on the source text only). ``None``: parse every time.
+    parse_cache: dict[tuple[int, int], tuple[tuple, tuple, bool]] | None = None
+    #: ``id(items) -> (items, holds a closer)`` and ``(id(items), depth) -> (items, registry,
+    #: registry version, pairs)``, shared like ``parse_cache`` (each entry keeps the sequence
+    #: alive, so its id cannot be reused while it is memoised)
+    closer_memo: dict[int, tuple[Any, bool]] = field(default_factory=dict)
+    _rng: SeedRandom | None = None
+    _astral: list[int] | None = None
+    #: lower-cased name -> definition of the registry (read once per render)
+    _defs: dict[str, MacroDef] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._defs = self.registry._defs
 
     # ---- lookups --------------------------------------------------------------------------
     def lookup(self, key: str) -> MacroDef | None:
@@ -173,11 +190,19 @@ class RenderState:
         found = self.dynamic.get(key)
         return found if found is not None else self.registry.get(key)
 
+    def parse(self, lo: int, hi: int) -> tuple[Sequence[Any], Sequence[Diagnostic], bool]:
+        """``document_items`` of ``source[lo:hi]``, memoised in :attr:`parse_cache`."""
+        cache = self.parse_cache
+        if cache is None:
+            return document_items(self.source, lo, hi)
+        hit = cache.get((lo, hi))
+        if hit is None:
+            items, diags, clean = document_items(self.source, lo, hi)
+            hit = cache[(lo, hi)] = (tuple(items), tuple(diags), clean)
+        return hit
+
     def diag(self, code: str, message: str, start: int, end: int, **data: Any) -> None:
         self.diagnostics.append(Diagnostic(code, message, Span(start, max(start, end)), data=data))
-
-    _rng: SeedRandom | None = None
-    _astral: list[int] | None = None
 
     def utf16(self, offset: int) -> int:
         """``offset`` in UTF-16 code units (JavaScript indices), via a one-time index of astral chars."""
@@ -213,14 +238,35 @@ class RenderState:
         if items is not None and not any(type(i) is MacroNode for i in items):
             return src[lo:hi]  # a known, macro-free span is its own text
         if items is None:
-            if "{{" not in src[lo:hi]:
+            if src.find("{{", lo, hi) < 0:
                 return src[lo:hi]
-            items, diags, clean = document_items(src, lo, hi)
+            items, diags, clean = self.parse(lo, hi)
             if diags:
                 self.diagnostics.extend(diags)
         else:
             clean = True
-        pairs, keep_raw, too_deep = self._pairs(items, depth)
+        memo = self.closer_memo.get(id(items))
+        if memo is None or memo[0] is not items:
+            has_closer = any(type(i) is MacroNode and i.closing for i in items)
+            self.closer_memo[id(items)] = (items, has_closer)
+        else:
+            has_closer = memo[1]
+        if has_closer:
+            # a level's pairing depends on its items, the depth and the registry (which
+            # definitions may take a body): memoised per registry version, unless it warned
+            reg = self.registry
+            memo_key = (id(items), depth)
+            hit = self.closer_memo.get(memo_key)  # type: ignore[call-overload]
+            if hit is not None and hit[0] is items and hit[1] is reg and hit[2] == reg._version:
+                pairs, keep_raw, too_deep = hit[3]
+            else:
+                before = len(self.diagnostics)
+                found = self._pairs(items, depth)
+                if len(self.diagnostics) == before:
+                    self.closer_memo[memo_key] = (items, reg, reg._version, found)  # type: ignore[index]
+                pairs, keep_raw, too_deep = found
+        else:
+            pairs, keep_raw, too_deep = _NO_PAIRS
         out: list[str] = []
         size = 0
         cursor = lo
@@ -409,9 +455,24 @@ class RenderState:
             from .builtins.variables import eval_shorthand
 
             return self._account(eval_shorthand(self, m, depth))
+        key = m.key
+        dynamic = self.dynamic
+        registered = self._defs.get(key)
+        definition = dynamic.get(key) if dynamic else None
+        if definition is None:
+            definition = registered
+        if not m.args and scoped is None:
+            # the common case: no arguments, no body (nothing to evaluate first)
+            if definition is None:
+                self.diag("MACRO_UNKNOWN", f"unknown macro {{{{{m.name}}}}}; left as written", m.start, m.end, name=m.name)
+                return "{{" + self.source[m.inner_start : m.inner_end] + "}}"
+            if definition.min_args:
+                self.diag("MACRO_ARITY", self._arity_message(definition, 0), m.start, m.end)
+                if definition.strict:
+                    return "{{" + self.source[m.inner_start : m.inner_end] + "}}"
+            return self._call(definition, MacroCall(m.name, [], m.flags, False, m.start, m, self, depth, [], []), m, (), m.end)
         src = self.source
-        registered = self.registry.get(m.key)
-        delay = registered is not None and registered.delay_args and m.key not in self.dynamic
+        delay = registered is not None and registered.delay_args and key not in dynamic
         values: list[str] = []
         spans: list[tuple[int, int] | None] = []
         known: list[Sequence[Any] | None] = []  # each argument's parse, when already known
@@ -423,7 +484,16 @@ class RenderState:
                 spans.append(None)
                 continue
             a, b = arg.span
-            value = src[a:b] if delay else self.evaluate(a, b, depth + 1, arg.items if clean else None)
+            items = arg.items
+            if delay:
+                value = src[a:b]
+            elif (
+                clean and items is not None and len(items) == 1 and type(items[0]) is Plain
+                and self.reuse_parse and depth < MAX_SCOPE_DEPTH
+            ):
+                value = src[a:b]  # a literal argument is its own text
+            else:
+                value = self.evaluate(a, b, depth + 1, items if clean else None)
             values.append(value)
             spans.append((a, b))
             entries.append((a, b, value))
@@ -445,20 +515,6 @@ class RenderState:
                 spans.append((lo, hi))
                 entries.append((lo, hi, value))
 
-        def raw() -> str:
-            parts = ["{{"]
-            cursor = m.inner_start
-            for a, b, value in entries:
-                if a > cursor:
-                    parts.append(src[cursor:a])
-                parts.append(value)
-                cursor = b
-            if cursor < m.inner_end:
-                parts.append(src[cursor : m.inner_end])
-            parts.append("}}")
-            return "".join(parts)
-
-        definition = self.lookup(m.key)
         if definition is None:
             self.diag("MACRO_UNKNOWN", f"unknown macro {{{{{m.name}}}}}; left as written", m.start, m.end, name=m.name)
             if scoped is not None:
@@ -475,13 +531,13 @@ class RenderState:
                 parts.append(body_value or "")
                 parts.append(src[scoped[1] : scoped[2]])
                 return "".join(parts)
-            return raw()
+            return self._raw(m, entries)
         end = scoped[2] if scoped else m.end
         if not definition.accepts(len(values)):
             self.diag("MACRO_ARITY", self._arity_message(definition, len(values)), m.start, end)
             if definition.strict:
-                return raw()
-        elif definition.strict:
+                return self._raw(m, entries)
+        elif definition.strict and definition.arg_types:
             bad = definition.type_error(values)
             if bad is not None:
                 kind = definition.arg_types[bad] if bad < len(definition.arg_types) else "string"
@@ -492,19 +548,45 @@ class RenderState:
                     where[0],
                     where[1],
                 )
-                return raw()
+                return self._raw(m, entries)
         call = MacroCall(m.name, values, m.flags, scoped is not None, m.start, m, self, depth, spans, known)
+        return self._call(definition, call, m, entries, end)
+
+    def _call(self, definition: MacroDef, call: MacroCall, m: MacroNode, entries: Sequence[tuple[int, int, str]], end: int) -> str:
+        """Run a handler; a failure leaves the macro as written (with its evaluated arguments)."""
         try:
             result = definition.handler(call)
         except TemplateError as exc:
             if exc.code in ("MACRO_REPEAT_LIMIT", "MACRO_ROLL_LIMIT"):
                 self.diag(exc.code, exc.message, m.start, end)
-                return raw()
+                return self._raw(m, entries)
             raise
         except Exception as exc:  # a handler failure leaves the macro as written
             self.diag("MACRO_HANDLER_ERROR", f"{{{{{m.name}}}}} failed: {type(exc).__name__}: {exc}", m.start, end)
-            return raw()
-        return self._account(js_string(result))
+            return self._raw(m, entries)
+        text = result if type(result) is str else js_string(result)
+        self.produced += len(text)
+        if len(text) > self.max_output or self.produced > MAX_PRODUCED_CHARS:
+            raise TemplateError(
+                f"the expanded text would pass {self.max_output} characters",
+                code="MACRO_OUTPUT_LIMIT",
+            )
+        return text
+
+    def _raw(self, m: MacroNode, entries: Sequence[tuple[int, int, str]]) -> str:
+        """The macro as written, its arguments replaced by their evaluated values."""
+        src = self.source
+        parts = ["{{"]
+        cursor = m.inner_start
+        for a, b, value in entries:
+            if a > cursor:
+                parts.append(src[cursor:a])
+            parts.append(value)
+            cursor = b
+        if cursor < m.inner_end:
+            parts.append(src[cursor : m.inner_end])
+        parts.append("}}")
+        return "".join(parts)
 
     def _account(self, text: str) -> str:
         self.produced += len(text)
@@ -526,7 +608,7 @@ class RenderState:
         return f"{{{{{definition.name}}}}} takes {want} argument(s), got {count}; left as written"
 
 
-@dataclass
+@dataclass(slots=True)
 class MacroCall:
     """What a handler receives: evaluated ``args`` (raw text for ``delay_args`` macros).
 

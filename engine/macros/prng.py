@@ -16,6 +16,8 @@ The implementations follow the published algorithms; the test vectors in
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 __all__ = ["SeedRandom", "cyrb53", "pick_index", "utf16_units"]
 
 _MASK32 = 0xFFFFFFFF
@@ -105,6 +107,42 @@ def _mix_key(seed_text: str) -> list[int]:
     return key
 
 
+def _keyed_state(seed_text: str) -> tuple[tuple[int, ...], int, int]:
+    """The keyed state of ``seed_text``, cached unless the seed is long (the cache keeps it)."""
+    return _cached_state(seed_text) if len(seed_text) <= 512 else _key_schedule(seed_text)
+
+
+def _key_schedule(seed_text: str) -> tuple[tuple[int, ...], int, int]:
+    """ARC4's state after keying with ``seed_text`` and dropping 256 bytes (seedrandom's start).
+
+    Keying costs ~500 Python steps, more than a whole small render; every render of one seed
+    starts from the same state, so it is computed once per seed and copied.
+    """
+    key = _mix_key(seed_text)
+    if not key:
+        key = [0]
+    keylen = len(key)
+    s = list(range(_WIDTH))
+    j = 0
+    for i in range(_WIDTH):
+        t = s[i]
+        j = (j + key[i % keylen] + t) & 255
+        s[i] = s[j]
+        s[j] = t
+    # RC4-drop[256]: discard the weak start of the keystream (the bytes themselves unused)
+    i = j = 0
+    for _ in range(_WIDTH):
+        i = (i + 1) & 255
+        t = s[i]
+        j = (j + t) & 255
+        s[i] = s[j]
+        s[j] = t
+    return tuple(s), i, j
+
+
+_cached_state = lru_cache(maxsize=256)(_key_schedule)
+
+
 class SeedRandom:
     """seedrandom 3.0.5's default ARC4-based generator, seeded like ``seedrandom(seed)``.
 
@@ -115,26 +153,8 @@ class SeedRandom:
     __slots__ = ("_i", "_j", "_s")
 
     def __init__(self, seed: str | int | float) -> None:
-        key = _mix_key(_flatten_seed(seed))
-        if not key:
-            key = [0]
-        keylen = len(key)
-        s = list(range(_WIDTH))
-        j = 0
-        for i in range(_WIDTH):
-            t = s[i]
-            j = (j + key[i % keylen] + t) & 255
-            s[i] = s[j]
-            s[j] = t
-        # RC4-drop[256]: discard the weak start of the keystream (the bytes themselves unused)
-        i = j = 0
-        for _ in range(_WIDTH):
-            i = (i + 1) & 255
-            t = s[i]
-            j = (j + t) & 255
-            s[i] = s[j]
-            s[j] = t
-        self._s = s
+        state, i, j = _keyed_state(_flatten_seed(seed))
+        self._s = list(state)
         self._i = i
         self._j = j
 

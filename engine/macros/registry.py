@@ -88,6 +88,8 @@ class MacroRegistry:
     """Case-insensitive name -> definition table. ``MacroRegistry.default()`` has the built-ins."""
 
     _defs: dict[str, MacroDef] = field(default_factory=dict)
+    #: bumped by every change, so what renders derive from the table can be memoised
+    _version: int = field(default=0, compare=False)
 
     def register(
         self,
@@ -125,6 +127,7 @@ class MacroRegistry:
         )
         for n in names:
             self._defs[n.lower()] = definition
+        self._version += 1
         return definition
 
     def register_text(self, name: str, text: str | Callable[[], str], *, aliases: Iterable[str] = ()) -> MacroDef:
@@ -142,10 +145,12 @@ class MacroRegistry:
         """Register a prepared definition under its name and aliases."""
         for n in (definition.name, *definition.aliases):
             self._defs[n.lower()] = definition
+        self._version += 1
 
     def unregister(self, name: str) -> None:
         """Remove a name (and the aliases of its definition)."""
         definition = self._defs.pop(name.lower(), None)
+        self._version += 1
         if definition is not None:
             for n in (definition.name, *definition.aliases):
                 if self._defs.get(n.lower()) is definition:

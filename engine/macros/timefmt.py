@@ -300,6 +300,25 @@ def format_moment(
     Raises :class:`MomentFormatError` where moment throws (a format with nothing to tokenize,
     e.g. only newlines).
     """
+    if len(fmt) > 256:  # hostile formats are not kept
+        return _format_instant(dt, fmt, utc_offset, utc_mode)
+    return _format_cached(dt, dt.utcoffset(), fmt, utc_offset, utc_mode)
+
+
+@lru_cache(maxsize=256)
+def _format_cached(
+    dt: datetime, _offset: timedelta | None, fmt: str, utc_offset: float | None, utc_mode: bool
+) -> str:
+    """Memoised formatting: renders format the same clock with the same few formats.
+
+    Equal datetimes at different offsets compare (and hash) equal, so the offset is part of
+    the key.
+    """
+    return _format_instant(dt, fmt, utc_offset, utc_mode)
+
+
+def _format_instant(dt: datetime, fmt: str, utc_offset: float | None, utc_mode: bool) -> str:
+    """``format_moment`` without the cache."""
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
     epoch_ms = (dt - _EPOCH) // timedelta(milliseconds=1)
