@@ -146,7 +146,40 @@ def test_regex_keys_skipped_by_their_literal_give_the_same_scan(monkeypatch: pyt
         conf = {"world_info_depth": 2, "world_info_budget": 100, "max_context": 1000}
         fast = activate_world_info({"entries": entries}, chat, conf)
         with monkeypatch.context() as patched:
-            patched.setattr(KeyMatcher, "_literal_absent", lambda *args: False)
+            patched.setattr(KeyMatcher, "_literal_at", lambda self, rx, text, pos, key: pos)
             slow = activate_world_info({"entries": entries}, chat, conf)
         assert fast.uids == slow.uids
         assert fast.trace.to_list() == slow.trace.to_list()
+
+
+def test_pending_entries_get_the_decision_a_full_look_gives(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tavernbox.worldinfo import activate_world_info
+    from tavernbox.worldinfo import activation as activation_module
+
+    rnd = __import__("random").Random(3)
+    words = ["ash", "oak", "elm", "fir", "yew", "red oak"]
+    for _ in range(60):
+        entries = []
+        for uid in range(15):
+            entry: dict[str, Any] = {"uid": uid, "key": rnd.sample(words, rnd.randint(0, 2)),
+                                     "content": rnd.choice(words), "order": rnd.randint(1, 9)}
+            for flag in ("disable", "constant", "excludeRecursion"):
+                if rnd.random() < 0.1:
+                    entry[flag] = True
+            if rnd.random() < 0.1:
+                entry["delayUntilRecursion"] = True
+            if rnd.random() < 0.1:
+                entry["delay"] = 5
+            if rnd.random() < 0.1:
+                entry["triggers"] = ["swipe"]
+            if rnd.random() < 0.1:
+                entry["content"] = "@@dont_activate\nx"
+            entries.append(entry)
+        chat = [" ".join(rnd.sample(words, 2)) for _ in range(2)]
+        conf = {"world_info_depth": rnd.randint(0, 2), "world_info_budget": 100, "max_context": 1000}
+        fast = activate_world_info({"entries": entries}, chat, conf).trace.to_list()
+        with monkeypatch.context() as patched:
+            patched.setattr(activation_module, "FAST_PENDING", False)
+            full = activate_world_info({"entries": entries}, chat, conf).trace.to_list()
+        assert fast == full
+    assert any(r["reason"] == "no_match" and r["step"] == 1 for r in fast)

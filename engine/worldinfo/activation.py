@@ -26,7 +26,7 @@ from .regexes import DEFAULT_TIMEOUT
 from .scan import Haystack, ScanBuffer, ScanState, chat_scan_messages, js_trim
 from .settings import WorldInfoSettings, budget_tokens, count_words, resolve_token_counter
 from .timed import TimedEffects
-from .trace import Draw, StepRecord, Trace, TraceRecord
+from .trace import Draw, StepRecord, Trace, TraceRecord, trace_record
 
 __all__ = ["Activation", "ScanContext", "activate_world_info", "sort_entries", "to_json"]
 
@@ -34,6 +34,8 @@ Expand = Callable[[str], str]
 
 #: Re-evaluate only what can have changed in a recursion pass (tests switch it off to compare).
 INCREMENTAL = True
+#: Fill in the "no match" decision of entries the first pass never looked at (tests switch it off to compare).
+FAST_PENDING = True
 
 GENERATION_TYPES = ("normal", "continue", "impersonate", "swipe", "regenerate", "quiet")
 
@@ -298,6 +300,9 @@ def _prepared_for(books: list[WorldBook], settings: WorldInfoSettings, entries_f
 
 #: a decision not taken yet: the entry was not looked at because no key of it can match
 _PENDING: _Decision = ("skipped", "pending", "", None, None, None, None, None)
+#: what :meth:`_Run.consider` decides in the first pass for an entry none of whose primary keys match
+_NO_MATCH_FIRST: _Decision = ("skipped", "no_match", "no primary key matched", 1, ScanState.NAMES[ScanState.INITIAL],
+                              None, None, None)
 
 
 class _Run:
@@ -651,11 +656,24 @@ class _Run:
         return sorted(todo)
 
     def resolve_pending(self) -> None:
-        """Decide the entries the first pass skipped: what looking at them then would have said."""
+        """Decide the entries the first pass skipped: what looking at them then would have said.
+
+        A pending entry owns no primary key found anywhere in the chat or the extra sources (else
+        the first pass would have looked at it), so unless a rule before the key test stops it,
+        :meth:`consider` would say "no match": that decision is filled in directly, and only the
+        others go through :meth:`consider`. A book of 10,000 entries has thousands of these.
+        """
         self._hay_cache = {}
-        for i, decision in enumerate(self.decisions):
+        entries, decisions = self.entries, self.decisions
+        static, delayed, cooldown = self.static_skip, self.delayed, self.cooldown
+        for i, decision in enumerate(decisions):
             if decision is _PENDING:
-                self.consider(i, ScanState.INITIAL, self.first_level, 1)
+                entry = entries[i]
+                if (static[i] is None and not delayed[i] and not cooldown[i] and not entry.delay_until_recursion
+                        and entry.key and FAST_PENDING):
+                    decisions[i] = _NO_MATCH_FIRST
+                else:
+                    self.consider(i, ScanState.INITIAL, self.first_level, 1)
 
     # -- the loop -----------------------------------------------------------------------------
     def run(self) -> None:
@@ -886,8 +904,7 @@ def _activate(books: Any, chat: Any, settings: Mapping[str, Any] | WorldInfoSett
 
     def records() -> tuple[TraceRecord, ...]:
         run.resolve_pending()
-        return tuple(TraceRecord(e.book, e.uid, *d, comment=e.comment)
-                     for e, d in zip(entries, run.decisions))
+        return tuple(trace_record(e.book, e.uid, *d, e.comment) for e, d in zip(entries, run.decisions))
 
     return Activation(
         by_position=build_positions(activated),

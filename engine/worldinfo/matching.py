@@ -360,20 +360,23 @@ class KeyMatcher:
                         self._regex_results[key] = True
                         return True
                     pos = progress[1]
-                if self._literal_absent(rx, text, pos, progress_key):
+                where = self._literal_at(rx, text, pos, progress_key)
+                if where < 0:
                     # no match can start at or after ``pos``; the progress stays where it was, so
                     # a later, longer text is searched from the same place
                     self._regex_results[key] = False
                     return False
                 self.regex_searches += 1
-                hit, resume = js_regex_resume(rx, text, pos, self.regex_timeout)
+                hit, resume = js_regex_resume(rx, text, where if rx.literal_at_start else pos, self.regex_timeout)
                 if progress is None or len(text) >= progress[0]:
                     self._regex_progress[progress_key] = (len(text), resume, hit)
-            elif self._literal_absent(rx, text, 0, progress_key):
-                hit = False
             else:
-                self.regex_searches += 1
-                hit = js_regex_search(rx, text, self.regex_timeout)
+                where = self._literal_at(rx, text, 0, progress_key)
+                if where < 0:
+                    hit = False
+                else:
+                    self.regex_searches += 1
+                    hit = js_regex_search(rx, text, self.regex_timeout, where if rx.literal_at_start else 0)
         except TimeoutError:
             object.__setattr__(rx, "status", "refused")
             object.__setattr__(rx, "reason", f"the search took longer than {self.regex_timeout:g} s")
@@ -381,25 +384,28 @@ class KeyMatcher:
         self._regex_results[key] = hit
         return hit
 
-    def _literal_absent(self, rx: JsRegex, text: str, pos: int, progress_key: tuple[str, int, tuple[str, ...]]) -> bool:
-        """True when ``text[pos:]`` lacks the regex's required literal, so no match starts there.
+    def _literal_at(self, rx: JsRegex, text: str, pos: int, progress_key: tuple[str, int, tuple[str, ...]]) -> int:
+        """Where the regex's required literal first occurs in ``text`` at or after ``pos``; -1 if nowhere.
+
+        With -1 no match can start at or after ``pos``, and the search is not run at all (so it
+        cannot time out either). When the pattern begins with its literal, no match starts before
+        the returned place, so the search starts there. Without a literal this returns ``pos``.
 
         Only the text added since the last check is looked at (``_literal_seen`` remembers up to
         where the literal was absent), and the case-folded tail is shared by every ``i`` key
-        checked at the same place, so a recursion pass costs the new text plus one ``in`` per
-        regex key, not one search of the whole buffer per key. A search that cannot match is not
-        run at all (so it cannot time out either).
+        checked at the same place, so a recursion pass costs the new text plus one ``find`` per
+        regex key, not one search of the whole buffer per key.
         """
         literal = rx.literal
         if literal is None:
-            return False
+            return pos
         start = pos
         seen = self._literal_seen.get(progress_key)
         if seen is not None and seen[0] == pos and pos <= seen[1] <= len(text):
             # an occurrence in the longer text must end past the checked part
             start = max(pos, seen[1] - max(_FOLD_MARGIN, len(literal) - 1))
         if not rx.ignore_case:
-            found = text.find(literal, start) >= 0
+            where = text.find(literal, start)
         else:
             cache_key = (id(text), start)
             cached = self._folded.get(cache_key)
@@ -407,11 +413,12 @@ class KeyMatcher:
                 if len(self._folded) > 64:
                     self._folded.clear()
                 cached = self._folded[cache_key] = (text, fold_for_literal(text[start:]))
-            found = literal in cached[1]
-        if found:
-            return False
-        self._literal_seen[progress_key] = (pos, len(text))
-        return True
+            where = cached[1].find(literal)
+            if where >= 0:
+                where += start  # folding keeps every character's position
+        if where < 0:
+            self._literal_seen[progress_key] = (pos, len(text))
+        return where
 
     # -- incremental passes ----------------------------------------------------------------------
     def piece_hits(self, index: int, word_maps: tuple[dict[bool, dict[str, list[int]]], ...],

@@ -69,6 +69,8 @@ class JsRegex:
     #: :func:`required_literal`): a text without them cannot match, so no search is needed
     literal: str | None = None
     ignore_case: bool = False
+    #: the pattern begins with :attr:`literal`, so every match starts where the literal occurs
+    literal_at_start: bool = False
 
 
 @functools.lru_cache(maxsize=4096)
@@ -100,12 +102,13 @@ def parse_js_regex(key: str) -> JsRegex | None:
     except (regex.error, OverflowError, RecursionError, ValueError) as exc:
         return JsRegex(key, pattern, flags, "invalid", reason=str(exc))
     resumable = "y" not in flags and not any(t in translated for t in ("(?=", "(?!", "\\Z"))
-    literal = required_literal(pattern)
+    found = _required_run(pattern)
+    literal, at_start = (None, False) if found is None else found
     ignore_case = "i" in flags
     if literal is not None and ignore_case:
         literal = literal.lower()
     return JsRegex(key, pattern, flags, "ok", compiled, sticky="y" in flags, resumable=resumable, literal=literal,
-                   ignore_case=ignore_case)
+                   ignore_case=ignore_case, literal_at_start=at_start)
 
 
 _QUANTIFIER = re.compile(r"\{\d+(?:,\d*)?\}")
@@ -126,7 +129,14 @@ def required_literal(pattern: str) -> str | None:
     that does not contain the run (case-folded with :func:`fold_for_literal` under ``i``) cannot
     match, and the search can be skipped. ``None`` when there is no such run.
     """
-    runs: list[str] = []
+    found = _required_run(pattern)
+    return None if found is None else found[0]
+
+
+def _required_run(pattern: str) -> tuple[str, bool] | None:
+    """:func:`required_literal` and whether the pattern begins with it."""
+    runs: list[tuple[int, str]] = []
+    run_start = 0
     current: list[str] = []
     depth = 0
     in_class = False
@@ -134,7 +144,7 @@ def required_literal(pattern: str) -> str | None:
 
     def flush() -> None:
         if current:
-            runs.append("".join(current))
+            runs.append((run_start, "".join(current)))
             current.clear()
 
     while i < n:
@@ -179,6 +189,8 @@ def required_literal(pattern: str) -> str | None:
             if nxt in ("?", "*", "{"):  # optional or counted: not required as written
                 flush()
             else:
+                if not current:
+                    run_start = i
                 current.append(c)
                 if nxt == "+":
                     flush()
@@ -188,7 +200,8 @@ def required_literal(pattern: str) -> str | None:
     flush()
     if not runs or depth != 0:
         return None
-    return max(runs, key=len)
+    start, literal = max(runs, key=lambda run: len(run[1]))
+    return literal, start == 0
 
 
 #: characters the ``regex`` package matches to an ASCII letter case-insensitively although their
@@ -218,12 +231,16 @@ def js_regex_resume(rx: JsRegex, text: str, pos: int, timeout: float = DEFAULT_T
     return True, m.start()
 
 
-def js_regex_search(rx: JsRegex, text: str, timeout: float = DEFAULT_TIMEOUT) -> bool:
-    """``RegExp.prototype.test`` on a fresh object (lastIndex 0). Raises ``TimeoutError`` when slow."""
+def js_regex_search(rx: JsRegex, text: str, timeout: float = DEFAULT_TIMEOUT, pos: int = 0) -> bool:
+    """``RegExp.prototype.test`` on a fresh object (lastIndex 0). Raises ``TimeoutError`` when slow.
+
+    ``pos`` > 0 only when no match can start before it (lookbehinds still see the text before it);
+    a sticky regex only ever matches at 0.
+    """
     assert rx.compiled is not None
     if rx.sticky:
-        return rx.compiled.match(text, timeout=timeout) is not None
-    return rx.compiled.search(text, timeout=timeout) is not None
+        return pos == 0 and rx.compiled.match(text, timeout=timeout) is not None
+    return rx.compiled.search(text, pos, timeout=timeout) is not None
 
 
 # --------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["REASONS", "Draw", "StepRecord", "Trace", "TraceRecord"]
+__all__ = ["REASONS", "Draw", "StepRecord", "Trace", "TraceRecord", "trace_record"]
 
 Outcome = Literal["activated", "skipped"]
 
@@ -47,9 +47,14 @@ REASONS: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class TraceRecord:
-    """The final decision about one entry."""
+    """The final decision about one entry.
+
+    Not slotted, so :func:`trace_record` can build one from a single dict: a trace has a record
+    for every entry of every book, and the generated ``__init__`` of a frozen class spends a
+    guarded ``object.__setattr__`` per field of each.
+    """
 
     book: str
     uid: int | str
@@ -74,6 +79,21 @@ class TraceRecord:
         if self.comment:
             out["comment"] = self.comment
         return out
+
+
+_new_object = object.__new__
+_set_attribute = object.__setattr__
+
+
+def trace_record(book: str, uid: int | str, outcome: Outcome, reason: str, detail: str, step: int | None,
+                 state: str | None, key: str | None, secondary: str | None, winner: int | str | None,
+                 comment: str) -> TraceRecord:
+    """``TraceRecord(...)`` with every field given, built without the per-field setattr calls."""
+    record = _new_object(TraceRecord)
+    _set_attribute(record, "__dict__", {"book": book, "uid": uid, "outcome": outcome, "reason": reason,
+                                        "detail": detail, "step": step, "state": state, "key": key,
+                                        "secondary": secondary, "winner": winner, "comment": comment})
+    return record
 
 
 @dataclass(frozen=True, slots=True)
