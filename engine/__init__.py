@@ -21,6 +21,7 @@ _LAZY: dict[str, str] = {
     "MacroResult": "tavernbox.macros",
     "MacroRegistry": "tavernbox.macros",
     "render_template": "tavernbox.ejs",
+    "render_templates": "tavernbox.ejs",
     "TemplateResult": "tavernbox.ejs",
     "Limits": "tavernbox.sandbox",
     "activate_world_info": "tavernbox.worldinfo",

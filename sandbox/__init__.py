@@ -16,6 +16,8 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from .limits import PROGRAM_CHARS_FACTOR, Limits
@@ -30,6 +32,7 @@ __all__ = [
     "Usage",
     "WorkerPool",
     "run_program",
+    "run_programs",
 ]
 
 DEFAULT_LIMITS = Limits()
@@ -127,3 +130,38 @@ def run_program(
         return SandboxResult(text="", usage=usage, pending=str(result["pending"]),
                              pending_at=(line, column) if line > 0 else None)
     return SandboxResult(text=result["text"], usage=usage)
+
+
+def run_programs(
+    jobs: Sequence[tuple[str, str]],
+    *,
+    limits: Limits | None = None,
+    cancel: CancelToken | None = None,
+    pool: WorkerPool | None = None,
+) -> list[SandboxResult | SandboxError]:
+    """Run ``(program, input_json)`` jobs on all of the pool's workers at once; results in order.
+
+    Why: a batch sent one render at a time leaves every worker but one idle while the caller
+    waits for each round trip. Each job is exactly a ``run_program`` call (same limits, fresh
+    context, same errors); a failed job's slot holds its ``SandboxError`` instead of raising, so
+    one bad template does not lose the batch.
+    """
+    target = pool or default_pool()
+    results: list[SandboxResult | SandboxError | None] = [None] * len(jobs)
+
+    def one(i: int) -> None:
+        program, input_json = jobs[i]
+        try:
+            results[i] = run_program(program, input_json, limits=limits, cancel=cancel, pool=target)
+        except SandboxError as exc:
+            results[i] = exc
+
+    width = min(target.size, len(jobs))
+    if width <= 1:
+        for i in range(len(jobs)):
+            one(i)
+    else:
+        with ThreadPoolExecutor(max_workers=width, thread_name_prefix="tavernbox-render") as executor:
+            for _ in executor.map(one, range(len(jobs))):
+                pass
+    return [r for r in results if r is not None]

@@ -15,6 +15,7 @@ from .render import (
     TemplateSyntaxError,
     compile_source,
     render_template,
+    render_templates,
 )
 
 __all__ = [
@@ -29,4 +30,5 @@ __all__ = [
     "compile_template",
     "parse_template",
     "render_template",
+    "render_templates",
 ]

@@ -15,6 +15,7 @@ import json
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from threading import Lock
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Diagnostic, TemplateError
@@ -32,6 +33,7 @@ __all__ = [
     "TemplateSyntaxError",
     "compile_source",
     "render_template",
+    "render_templates",
 ]
 
 #: How many compiled templates are kept (by exact source text). A world book's worth of entries.
@@ -181,7 +183,20 @@ def render_template(
     from .. import sandbox
 
     if limits is None:
-        limits = sandbox.Limits()
+        limits = sandbox.DEFAULT_LIMITS  # frozen: no need to build and validate one per render
+    prepared = _prepare(source, variables, limits)
+    if isinstance(prepared, TemplateResult):
+        return prepared
+    compiled, input_json = prepared
+    try:
+        result = sandbox.run_program(compiled.program, input_json, limits=limits, cancel=cancel)
+    except TemplateError as exc:
+        raise _relocate(exc, compiled) from None
+    return TemplateResult(result.text, (), result.usage)
+
+
+def _prepare(source: str, variables: Any, limits: Limits) -> TemplateResult | tuple[CompiledTemplate, str]:
+    """Everything refused or answered without a worker; else the compiled template and its input."""
     if len(source) > limits.template_chars:
         raise TemplateLimitError(
             f"the template has {len(source)} characters, more than the limit of {limits.template_chars}",
@@ -192,9 +207,43 @@ def render_template(
         # No tag can start anywhere (every tag contains "<%" or "%>"): ejs outputs the text as
         # is. ST-Prompt-Template has the same fast path; no VM is needed to know the answer.
         return _plain_text(source, limits)
-    compiled = compile_source(source)
-    try:
-        result = sandbox.run_program(compiled.program, input_json, limits=limits, cancel=cancel)
-    except TemplateError as exc:
-        raise _relocate(exc, compiled) from None
-    return TemplateResult(result.text, (), result.usage)
+    return compile_source(source), input_json
+
+
+def render_templates(
+    items: Sequence[tuple[str, Any]],
+    limits: Limits | None = None,
+    cancel: CancelToken | None = None,
+) -> list[TemplateResult | TemplateError]:
+    """Render several ``(source, variables)`` pairs at once; results in order, failures in place.
+
+    Why: one prompt assembly renders tens of templates. Sent one after another, each waits for the
+    previous round trip while the other workers idle; here they go to all of the pool's workers
+    concurrently. A failure does not lose the others' results: its slot holds the
+    ``TemplateError`` that ``render_template`` would have raised for it.
+    """
+    from .. import sandbox
+
+    if limits is None:
+        limits = sandbox.DEFAULT_LIMITS
+    results: list[TemplateResult | TemplateError | None] = [None] * len(items)
+    jobs: list[tuple[str, str]] = []
+    waiting: list[tuple[int, CompiledTemplate]] = []
+    for i, (source, variables) in enumerate(items):
+        try:
+            prepared = _prepare(source, variables, limits)
+        except TemplateError as exc:
+            results[i] = exc
+            continue
+        if isinstance(prepared, TemplateResult):
+            results[i] = prepared
+            continue
+        compiled, input_json = prepared
+        jobs.append((compiled.program, input_json))
+        waiting.append((i, compiled))
+    for (i, compiled), outcome in zip(waiting, sandbox.run_programs(jobs, limits=limits, cancel=cancel)):
+        if isinstance(outcome, TemplateError):
+            results[i] = _relocate(outcome, compiled)
+        else:
+            results[i] = TemplateResult(outcome.text, (), outcome.usage)
+    return [r for r in results if r is not None]
