@@ -29,10 +29,11 @@ from .placement import Node, Planner
 from .projection import CAPABILITIES, Logical, project_system
 from .registry import (
     CancellationToken,
+    FrozenMap,
     ResolvedEntry,
     SourceRegistry,
     build_jobs,
-    freeze,
+    freeze_assets,
     resolve_jobs,
     resolve_jobs_async,
 )
@@ -56,6 +57,8 @@ def _bad_request(message: str, path: str) -> TemplateError:
 
 def _json_copy(value: Any, path: str) -> Any:
     """A detached JSON copy of ``value``; anything that is not JSON data is a request error."""
+    if type(value) is str or value is None:
+        return value  # immutable, and a JSON round trip gives back the same value
     try:
         return json.loads(json.dumps(value, allow_nan=False))
     except (TypeError, ValueError) as exc:
@@ -478,13 +481,19 @@ class Assembler:
         return req, jobs, native, diags, input_ids
 
     def _context(self, req: AssemblyRequest, native: list[dict[str, Any]], input_ids: tuple[str, ...], token: CancellationToken) -> Any:
+        """The frozen request context handed to every resolver.
+
+        The assets are detached from the caller through JSON (which also checks they are JSON
+        data) and shared between requests while unchanged (:func:`freeze_assets`); everything is
+        frozen lazily, so a source pays only for what it reads.
+        """
         try:
-            assets = json.loads(json.dumps(req.assets))
+            assets = freeze_assets(req.assets)
         except (TypeError, ValueError) as exc:
             raise _bad_request(f"assets must be JSON data ({exc})", "$.assets") from None
         except RecursionError:
             raise _bad_request("assets are nested too deeply", "$.assets") from None
-        data = {
+        return FrozenMap({
             "session_id": req.session_id,
             "turn": None if req.preview else req.turn,
             "step": None if req.preview else req.step,
@@ -493,12 +502,8 @@ class Assembler:
             "assets": assets,
             "native_messages": native,
             "input_ids": list(input_ids),
-        }
-        try:
-            ctx = freeze(data)
-        except RecursionError:
-            raise _bad_request("assets or messages are nested too deeply", "$") from None
-        return _with_token(ctx, token)
+            "token": token,
+        })
 
     def assemble(self, request: AssemblyRequest | Mapping[str, Any], token: CancellationToken | None = None) -> AssemblyResult:
         """Assemble one request synchronously (asynchronous sources need :meth:`assemble_async`)."""
@@ -571,12 +576,6 @@ class Assembler:
         if self.store is not None and req.session_id is not None and not req.preview:
             self.store.save(req.session_id, result.snapshots, expected_revision=loaded_revision)
         return result
-
-
-def _with_token(ctx: Any, token: CancellationToken) -> Any:
-    from types import MappingProxyType
-
-    return MappingProxyType({**ctx, "token": token})
 
 
 def _diag_dict(d: Diagnostic) -> dict[str, Any]:

@@ -13,6 +13,7 @@ without edits.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -91,7 +92,7 @@ def _norm(obj: Any) -> tuple[Any, int]:
     """JSON round-trip (accepting the frozen containers sources may echo back) and its UTF-8 size."""
 
     def default(value: Any) -> Any:
-        if isinstance(value, MappingProxyType):
+        if isinstance(value, Mapping):  # MappingProxyType, the context's FrozenMap views
             return dict(value)
         if isinstance(value, (tuple, frozenset)):
             return list(value)

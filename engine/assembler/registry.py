@@ -11,6 +11,8 @@ any error fails the whole request so no partial prompt is ever sent.
 from __future__ import annotations
 
 import inspect
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -27,7 +29,13 @@ __all__ = [
     "SourceDescriptor",
     "SourceRegistry",
     "build_jobs",
+    "ASSET_CACHE",
+    "FrozenMap",
+    "MAX_ASSET_NESTING",
+    "check_nesting",
     "freeze",
+    "freeze_assets",
+    "memoized",
     "resolve_jobs",
     "resolve_jobs_async",
 ]
@@ -35,19 +43,194 @@ __all__ = [
 STABILITIES = ("asset", "conversation", "evaluation", "assembly", "snapshot")
 
 
+class FrozenMap(Mapping[str, Any]):
+    """A read-only view of a dict whose nested containers are frozen on first access.
+
+    Resolvers read a small part of a large context (a 500 KiB preset, an 800-message chat), so
+    copying all of it for every request cost more than the sources' own work. A view freezes a
+    value only when it is read, and keeps that frozen value, so every read of one key returns the
+    same object. Writes fail with ``TypeError`` exactly as on ``MappingProxyType``. The wrapped
+    dict must not change while the view is in use: the assembler only wraps data it owns (JSON
+    copies of the assets, its own preset and rule dicts, the request's native messages).
+    """
+
+    __slots__ = ("__weakref__", "_data", "_frozen", "_memo")
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self._data = data
+        self._frozen: dict[Any, Any] = {}
+        self._memo: dict[str, Any] | None = None
+
+    def __getitem__(self, key: Any) -> Any:
+        try:
+            return self._frozen[key]
+        except KeyError:
+            pass
+        value = self._data[key]
+        kind = type(value)
+        if kind is str or kind is int or kind is float or kind is bool or value is None:
+            return value
+        frozen = self._frozen[key] = freeze(value)
+        return frozen
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return self[key] if key in self._data else default
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._data
+
+    def __iter__(self) -> Any:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __repr__(self) -> str:
+        return f"FrozenMap({self._data!r})"
+
+    def copy(self) -> dict[str, Any]:
+        """A shallow mutable copy (as ``MappingProxyType.copy``), its values still frozen."""
+        return dict(self.items())
+
+    def memo(self, key: str, factory: Callable[[], Any]) -> Any:
+        """``factory()`` computed once per view and key: derived data (a parsed preset) for a
+        value that cannot change. The view of an unchanged asset is shared between requests
+        (see :func:`freeze_assets`), so this also caches across requests."""
+        memo = self._memo
+        if memo is None:
+            memo = self._memo = {}
+        if key not in memo:
+            memo[key] = factory()
+        return memo[key]
+
+
+def memoized(value: Any, key: str, factory: Callable[[], Any]) -> Any:
+    """``factory()``, cached on ``value`` when it is a :class:`FrozenMap` (else computed each time)."""
+    if isinstance(value, FrozenMap):
+        return value.memo(key, factory)
+    return factory()
+
+
 def freeze(value: Any) -> Any:
-    """A deep, read-only copy: dicts become ``MappingProxyType``, lists and tuples tuples.
+    """A read-only form: dicts become :class:`FrozenMap` views (frozen lazily), lists and tuples
+    tuples, sets frozensets.
 
     Resolvers must be read-only; handing them frozen data makes a write an immediate error
-    instead of a silent change to what the next source or the record sees.
+    instead of a silent change to what the next source or the record sees. Plain dicts are
+    wrapped, not copied (see :class:`FrozenMap`); other mappings are copied once at their level.
     """
+    kind = type(value)
+    if kind is dict:
+        return FrozenMap(value)
+    if kind is FrozenMap or kind is str or kind is int or value is None:
+        return value
+    if kind is list or kind is tuple:
+        return tuple([freeze(v) for v in value])
     if isinstance(value, Mapping):
-        return MappingProxyType({k: freeze(v) for k, v in value.items()})
+        return FrozenMap(dict(value))
     if isinstance(value, (list, tuple)):
-        return tuple(freeze(v) for v in value)
+        return tuple([freeze(v) for v in value])
     if isinstance(value, (set, frozenset)):
         return frozenset(freeze(v) for v in value)
     return value
+
+
+#: deepest nesting accepted in the assets (a deeper value is ``ASSEMBLY_REQUEST_INVALID``);
+#: far beyond any real card, book or preset, and shallow enough for every recursive stage
+MAX_ASSET_NESTING = 256
+
+
+def check_nesting(value: Any, limit: int = MAX_ASSET_NESTING) -> bool:
+    """True when ``value`` (JSON data) nests at most ``limit`` containers deep (iterative walk)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return False
+        for child in item.values() if type(item) is dict else item:
+            kind = type(child)
+            if kind is dict or kind is list:
+                stack.append((child, depth + 1))
+    return True
+
+
+class _AssetCache:
+    """Frozen asset values by their JSON text, shared between requests (bounded, LRU).
+
+    A preset, a card or a book is usually the same from turn to turn; keying by its JSON text
+    (which the request needs anyway, to check the assets are JSON data and to detach them from
+    the caller) lets an unchanged asset skip parsing and keep the same frozen view, and with it
+    whatever sources derived from it (:func:`memoized`).
+    """
+
+    def __init__(self, max_entries: int = 64, max_chars: int = 64 * 1024 * 1024) -> None:
+        self.max_entries, self.max_chars = max_entries, max_chars
+        self._items: OrderedDict[str, Any] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def get(self, text: str) -> Any:
+        with self._lock:
+            hit = self._items.get(text, _MISSING)
+            if hit is not _MISSING:
+                self._items.move_to_end(text)
+            return hit
+
+    def put(self, text: str, value: Any) -> None:
+        if len(text) > self.max_chars // 4:
+            return
+        with self._lock:
+            if text in self._items:
+                return
+            self._items[text] = value
+            self._chars += len(text)
+            while len(self._items) > self.max_entries or self._chars > self.max_chars:
+                old, _ = self._items.popitem(last=False)
+                self._chars -= len(old)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._chars = 0
+
+
+_MISSING = object()
+ASSET_CACHE = _AssetCache()
+
+
+def freeze_assets(assets: Mapping[str, Any]) -> FrozenMap:
+    """The request's assets as a detached, frozen view (each top-level value shared between
+    requests while its JSON text is unchanged).
+
+    Raises ``TypeError``/``ValueError`` for data that is not JSON (as ``json.dumps`` does) and
+    ``RecursionError`` for data nested deeper than :data:`MAX_ASSET_NESTING` containers.
+    """
+    import json
+
+    if not all(type(k) is str for k in assets):
+        # non-string keys: the JSON round trip renames them; no sharing for such a request
+        data = json.loads(json.dumps(assets))
+        if not check_nesting(data):
+            raise RecursionError("assets nested too deeply")
+        return FrozenMap(data)
+    out: dict[str, Any] = {}
+    for key, value in assets.items():
+        kind = type(value)
+        if kind is str or kind is int or kind is bool or value is None:
+            out[key] = value
+            continue
+        text = json.dumps(value)
+        frozen = ASSET_CACHE.get(text)
+        if frozen is _MISSING:
+            loaded = json.loads(text)
+            if type(loaded) in (dict, list) and not check_nesting(loaded, MAX_ASSET_NESTING - 1):
+                raise RecursionError("assets nested too deeply")
+            frozen = freeze(loaded)
+            ASSET_CACHE.put(text, frozen)
+        out[key] = frozen
+    view = FrozenMap(out)
+    view._frozen = out  # the values are frozen already (a tuple is not frozen again into a new one)
+    return view
 
 
 class CancellationToken:

@@ -252,6 +252,7 @@ def inject_order(items: list[tuple[int, float, str, str]]) -> list[tuple[int, fl
 
 def _preset_source(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[str, Any]:
     """Blocks of the SillyTavern preset in ``assets["st_preset"]`` (see the module docstring)."""
+    from ..assembler.registry import memoized
     from ..assets.presets import parse_preset as parse_st_preset
     from ..errors import TemplateError
 
@@ -260,9 +261,13 @@ def _preset_source(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[
     if raw is None:
         return {"blocks": [], "diagnostics": [_diag("ST_PRESET_ABSENT", "no SillyTavern preset (assets.st_preset): "
                                                      "the preset source contributes nothing")]}
-    asset_diags: list[Any] = []
+    def parse() -> tuple[Any, list[Any]]:
+        found: list[Any] = []
+        return parse_st_preset(_thaw(raw), base_path="$.assets.st_preset", diagnostics=found), found
+
     try:
-        st = parse_st_preset(_thaw(raw), base_path="$.assets.st_preset", diagnostics=asset_diags)
+        # parsed once per frozen preset: the assembler shares an unchanged asset between requests
+        st, asset_diags = memoized(raw, "tavernbox.strategies.sillytavern:st_preset", parse)
     except TemplateError as exc:
         raise TemplateError(f"the SillyTavern preset is invalid: {exc.message}", code="ST_PRESET_INVALID",
                             path=exc.path) from None
