@@ -287,6 +287,15 @@
   let counted = 0;
   let uncountedUnits = 0;
   function settleOutput() {
+    if (counted === 0 && partCount > 0) {
+      // The usual end of a render: nothing measured yet. One scan of the joined text tells
+      // whether every piece is ASCII (then bytes = units), instead of one scan per piece.
+      const joined = apply(arrJoin, parts, ['']);
+      if (apply(reExec, NON_ASCII, [joined]) === null) {
+        outputBytes = joined.length;
+        counted = partCount;
+      }
+    }
     while (counted < partCount) outputBytes += utf8Length(parts[counted++]);
     uncountedUnits = 0;
   }
