@@ -183,3 +183,17 @@ def test_pending_entries_get_the_decision_a_full_look_gives(monkeypatch: pytest.
             full = activate_world_info({"entries": entries}, chat, conf).trace.to_list()
         assert fast == full
     assert any(r["reason"] == "no_match" and r["step"] == 1 for r in fast)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="ab_1 -é", min_size=1, max_size=12), st.text(alphabet="ab_1 -é\n", max_size=40))
+def test_bucket_window_of_a_found_key_is_among_the_text_windows(key: str, text: str) -> None:
+    import re
+
+    from tavernbox.worldinfo.matching import gram_of, is_word_gram, text_windows
+
+    if key not in text:
+        return
+    gram = gram_of(key)
+    runs = set(re.findall(r"[A-Za-z0-9_]+", text))
+    assert gram in text_windows(text, runs, mixed=bool(gram) and not is_word_gram(gram))

@@ -20,7 +20,7 @@ from typing import Any
 from ..errors import Diagnostic, TemplateError
 from .entries import Entry, Logic, WorldBook, bulk_allocation, js_key_order, normalize_books
 from .matching import _NOT_FOUND as _FAR
-from .matching import _WORD_RUN, EMPTY, GRAM, PLAIN, WORD, KeyMatcher, Needle, gram_of
+from .matching import _WORD_RUN, EMPTY, PLAIN, WORD, KeyMatcher, Needle, gram_of, is_word_gram, text_windows
 from .output import ActivatedEntry, Positions, build_positions
 from .regexes import DEFAULT_TIMEOUT
 from .scan import Haystack, ScanBuffer, ScanState, chat_scan_messages, js_trim
@@ -210,7 +210,12 @@ class _Prepared:
         self._index(settings, key_text, preparer)
         #: both maps of each kind, as :meth:`KeyMatcher.piece_hits` reads them for recursion text
         self.word_maps = (self.primary_words, self.secondary_words)
-        self.other_maps = (self.primary_others, self.secondary_others)
+        #: per case variant, whether some bucket window of a map is not all word characters ("" is no window:
+        #: its short keys are tested against every piece)
+        self.primary_mixed = {cs: any(g and not is_word_gram(g) for g in m) for cs, m in self.primary_others.items()}
+        self.secondary_mixed = {cs: any(g and not is_word_gram(g) for g in m)
+                                for cs, m in self.secondary_others.items()}
+        self.other_maps = ((self.primary_others, self.primary_mixed), (self.secondary_others, self.secondary_mixed))
 
     def _index(self, settings: WorldInfoSettings, key_text: Callable[[str], str], preparer: KeyMatcher) -> None:
         """Prepare every key once and record its owners: the one loop over all keys of all books.
@@ -641,8 +646,10 @@ class _Run:
             if others:
                 # only keys whose GRAM-character window occurs somewhere in the text can match
                 text = matcher._chat_index(cs).concat + "".join(f"\n{t if cs else t.lower()}" for t in extras)
-                grams = {text[i:i + GRAM] for i in range(len(text) - GRAM + 1)}
-                grams.add("")
+                runs: set[str] = set(matcher._chat_index(cs).words())
+                for extra in extras:
+                    runs.update(matcher._part(extra, cs).words or ())
+                grams = text_windows(text, runs, prepared.primary_mixed[cs])
                 for gram, bucket in others.items():
                     if gram not in grams:
                         continue

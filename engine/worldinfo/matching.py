@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from ..errors import Diagnostic
@@ -422,34 +422,34 @@ class KeyMatcher:
 
     # -- incremental passes ----------------------------------------------------------------------
     def piece_hits(self, index: int, word_maps: tuple[dict[bool, dict[str, list[int]]], ...],
-                   other_maps: tuple[dict[bool, dict[str, list[tuple[Needle, list[int]]]]], ...]) -> set[int]:
+                   other_maps: tuple[tuple[dict[bool, dict[str, list[tuple[Needle, list[int]]]]], dict[bool, bool]], ...],
+                   ) -> set[int]:
         """Owners (entry indices) of plain keys found in recursion piece ``index``.
 
         A word key is looked up among the piece's word runs (``word_maps``: word -> owners, per case
-        variant). Other keys are bucketed by a window of ``GRAM`` characters (``other_maps[k][cs][gram]``,
-        see :func:`gram_of`), and only the buckets whose window occurs in the piece are searched: the
-        work follows the new text, not the number of keys.
+        variant). Other keys are bucketed by a window of ``GRAM`` characters (``other_maps[k][0][cs]``,
+        see :func:`gram_of`; ``other_maps[k][1][cs]`` says whether some window is not all word
+        characters), and only the buckets whose window occurs in the piece are searched: the work
+        follows the new text, not the number of keys.
         """
         out: set[int] = set()
         for cs in (True, False):
             words = [m[cs] for m in word_maps if m[cs]]
-            others = [m[cs] for m in other_maps if m[cs]]
+            others = [(m[cs], mixed[cs]) for m, mixed in other_maps if m[cs]]
             if not words and not others:
                 continue
             part = self.recursion_part(index, cs)
-            if words:
-                if part.words is None:
-                    part.words = set(_WORD_RUN.findall(part.text))
-                for word_map in words:
-                    for w in part.words:
-                        owners = word_map.get(w)
-                        if owners:
-                            out.update(owners)
+            if part.words is None:
+                part.words = set(_WORD_RUN.findall(part.text))
+            for word_map in words:
+                for w in part.words:
+                    owners = word_map.get(w)
+                    if owners:
+                        out.update(owners)
             if others:
                 text = part.text
-                grams = {text[i:i + GRAM] for i in range(len(text) - GRAM + 1)}
-                grams.add("")
-                for other_map in others:
+                grams = text_windows(text, part.words, any(mixed for _, mixed in others))
+                for other_map, _ in others:
                     if len(grams) > len(other_map):
                         buckets = [b for g, b in other_map.items() if g in grams]
                     else:
@@ -459,6 +459,26 @@ class KeyMatcher:
                             if _test_text(text, n.text, n.mode):
                                 out.update(owners)
         return out
+
+
+def is_word_gram(gram: str) -> bool:
+    """Whether a bucket window is ``GRAM`` ASCII word characters (so it lies inside one word run)."""
+    return len(gram) == GRAM and gram.isascii() and gram.replace("_", "a").isalnum()
+
+
+def text_windows(text: str, words: Iterable[str], mixed: bool) -> set[str]:
+    """The ``GRAM``-character windows of ``text`` that a key's bucket window could be, plus ``""``.
+
+    A window made of word characters lies inside one maximal word run of the text, so unless some
+    bucket window is ``mixed`` (has other characters), the windows of the distinct word runs
+    suffice: far fewer than one per character, since words repeat.
+    """
+    if mixed:
+        grams = {text[i:i + GRAM] for i in range(len(text) - GRAM + 1)}
+    else:
+        grams = {w[i:i + GRAM] for w in words if len(w) >= GRAM for i in range(len(w) - GRAM + 1)}
+    grams.add("")
+    return grams
 
 
 GRAM = 6
