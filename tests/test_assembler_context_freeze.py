@@ -108,3 +108,36 @@ def test_sources_see_one_frozen_asset_across_requests_and_a_preset_is_parsed_onc
         "input_ids": ["u"], "assets": {"st_preset": st, "character": {"name": "C"}}}) for _ in range(2)]
     assert texts(results[0]) == texts(results[1]) and "Be C." in texts(results[0])
     assert parses == [1]
+
+
+def test_an_unchanged_source_output_is_validated_once_and_records_stay_independent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import tavernbox.assembler.blocks as blocks
+
+    blocks.VALIDATED_OUTPUTS.clear()
+    checked: list[str] = []
+    real = blocks._block
+    monkeypatch.setattr(blocks, "_block", lambda raw, i, sid: checked.append(raw["id"]) or real(raw, i, sid))
+    out = {"blocks": [{"type": "text", "id": "b1", "text": "one"}, {"type": "text", "id": "b2", "text": "two"}]}
+    reg = SourceRegistry.with_builtins()
+    reg.register({"id": "example.same", "plugin_id": "example", "name": "same", "resolve": lambda c, r: out})
+    first = assemble([*NATIVES, rule("example.same", "s")], reg=reg)
+    second = assemble([*NATIVES, rule("example.same", "s")], reg=reg)
+    assert [c for c in checked if c in ("b1", "b2")] == ["b1", "b2"]  # the second request reused them
+    assert texts(first) == texts(second) and texts(first)[-2:] == ["one", "two"]
+    outputs = [e["output"] for r in (first, second) for e in r.record["entries"] if e["rule"]["id"] == "s"]
+    assert outputs[0] == outputs[1] and outputs[0] is not outputs[1]
+    outputs[0]["blocks"].clear()  # a caller editing one record leaves the next one whole
+    third = assemble([*NATIVES, rule("example.same", "s")], reg=reg)
+    assert [e["output"] for e in third.record["entries"] if e["rule"]["id"] == "s"][0]["blocks"]
+
+
+def test_an_invalid_output_fails_every_time() -> None:
+    reg = SourceRegistry.with_builtins()
+    reg.register({"id": "example.bad", "plugin_id": "example", "name": "bad",
+                  "resolve": lambda c, r: {"blocks": [{"type": "text", "id": "b", "text": 5}]}})
+    for _ in range(2):
+        with pytest.raises(TemplateError) as err:
+            assemble([*NATIVES, rule("example.bad", "b")], reg=reg)
+        assert err.value.code == "ASSEMBLY_SOURCE_OUTPUT_INVALID"

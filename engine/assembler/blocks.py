@@ -13,6 +13,8 @@ without edits.
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -88,8 +90,8 @@ class SourceOutput:
         return None
 
 
-def _norm(obj: Any) -> tuple[Any, int]:
-    """JSON round-trip (accepting the frozen containers sources may echo back) and its UTF-8 size."""
+def _json_text(obj: Any) -> str:
+    """The compact JSON text of a source's output (frozen containers accepted)."""
 
     def default(value: Any) -> Any:
         if isinstance(value, Mapping):  # MappingProxyType, the context's FrozenMap views
@@ -98,8 +100,51 @@ def _norm(obj: Any) -> tuple[Any, int]:
             return list(value)
         raise TypeError(f"{type(value).__name__} is not JSON data")
 
-    text = json.dumps(obj, default=default, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
-    return json.loads(text), len(text.encode("utf-8", "surrogatepass"))
+    return json.dumps(obj, default=default, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+
+
+class _ValidatedCache:
+    """Validated outputs by source, declared dependencies and JSON text (bounded, LRU).
+
+    A source usually returns the same output request after request (a preset's prompts, a card's
+    fields), and checking hundreds of blocks field by field cost more than serialising them. The
+    JSON text decides equality, so a hit is exactly an output that was validated before; the
+    record still gets its own fresh copy of the JSON form.
+    """
+
+    def __init__(self, max_entries: int = 256, max_chars: int = 32 * 1024 * 1024) -> None:
+        self.max_entries, self.max_chars = max_entries, max_chars
+        self._items: OrderedDict[tuple[str, tuple[str, ...], str], SourceOutput] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, tuple[str, ...], str]) -> SourceOutput | None:
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is not None:
+                self._items.move_to_end(key)
+            return hit
+
+    def put(self, key: tuple[str, tuple[str, ...], str], value: SourceOutput) -> None:
+        if len(key[2]) > self.max_chars // 4:
+            return
+        with self._lock:
+            if key in self._items:
+                return
+            self._items[key] = value
+            self._chars += len(key[2])
+            while len(self._items) > self.max_entries or self._chars > self.max_chars:
+                (_, _, old), _ = self._items.popitem(last=False)
+                self._chars -= len(old)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._chars = 0
+
+
+#: outputs validated before (see :class:`_ValidatedCache`)
+VALIDATED_OUTPUTS = _ValidatedCache()
 
 
 def _invalid(source_id: str, message: str, path: str) -> TemplateError:
@@ -199,11 +244,17 @@ def validate_output(output: Any, source_id: str, dependencies: tuple[str, ...]) 
     needs, which is what makes the job order and the record's provenance trustworthy.
     """
     try:
-        data, size = _norm(output)
+        text = _json_text(output)
+        data = json.loads(text)
     except (TypeError, ValueError) as exc:
         raise _invalid(source_id, f"not JSON data ({exc})", "$") from None
     except RecursionError:
         raise _invalid(source_id, "output nested too deeply", "$") from None
+    key = (source_id, tuple(dependencies), text)
+    seen_before = VALIDATED_OUTPUTS.get(key)
+    if seen_before is not None:
+        return SourceOutput(seen_before.blocks, seen_before.macros, seen_before.diagnostics, data)
+    size = len(text.encode("utf-8", "surrogatepass"))
     if not isinstance(data, dict) or not isinstance(data.get("blocks"), list):
         raise _invalid(source_id, "expected an object {blocks: [...], macros?, diagnostics?}", "$")
     if len(data["blocks"]) > SOURCE_MAX_BLOCKS:
@@ -249,4 +300,6 @@ def validate_output(output: Any, source_id: str, dependencies: tuple[str, ...]) 
                 data={"source_id": source_id, **(d.get("data") if isinstance(d.get("data"), dict) else {})},
             )
         )
-    return SourceOutput(tuple(blocks), MappingProxyType(dict(macros)), tuple(diags), data)
+    validated = SourceOutput(tuple(blocks), MappingProxyType(dict(macros)), tuple(diags), data)
+    VALIDATED_OUTPUTS.put(key, validated)
+    return validated
