@@ -203,6 +203,9 @@ class _Prepared:
         self.filtered = [i for i, e in enumerate(entries)
                          if e.disable or e.triggers or e.character_filter.names or e.character_filter.tags]
         self.levels = sorted({e.delay_until_recursion for e in entries if e.delay_until_recursion})
+        #: keyed entries without a rule that can decide them before their keys in any scan
+        self.keyed_plain = [bool(e.key) and not e.decorators and not e.constant and not e.delay_until_recursion
+                            and not e.exclude_recursion for e in entries]
         #: what decides an entry's haystack besides the pass (entries sharing it share the haystack)
         self.hay_keys = [(e.scan_depth, e.match_persona_description, e.match_character_description,
                           e.match_character_personality, e.match_character_depth_prompt, e.match_scenario,
@@ -357,6 +360,19 @@ class _Run:
         self.static_skip: list[tuple[str, str] | None] = [None] * n
         for i in prepared.filtered:
             self.static_skip[i] = self._static_skip(entries[i])
+        #: entries no rule before the key test can decide in this scan (see :meth:`consider`)
+        simple = self.simple = list(prepared.keyed_plain)
+        for i in prepared.timed:
+            if self.sticky[i] or self.cooldown[i] or self.delayed[i]:
+                simple[i] = False
+        for i in prepared.filtered:
+            if self.static_skip[i] is not None:
+                simple[i] = False
+        if forced:
+            for i, entry_id in enumerate(prepared.ids):
+                if entry_id in forced:
+                    simple[i] = False
+        self.any_sticky = any(self.sticky[i] for i in prepared.timed)
         self._hay_cache: dict[tuple[Any, ...], Haystack] = {}
         self.activated: dict[str, int] = {}  # entry id -> index, in activation order
         self.activated_content: dict[int, str] = {}
@@ -414,8 +430,61 @@ class _Run:
         return hay
 
     def consider(self, i: int, state: int, level: float, step: int) -> bool:
-        """Whether entry ``i`` is a candidate in this pass; records why or why not."""
+        """Whether entry ``i`` is a candidate in this pass; records why or why not.
+
+        Most entries of a large book are plain keyed entries that no rule before the key test
+        can stop (``self.simple``): they go straight to the keys.
+        """
         entry = self.entries[i]
+        if not self.simple[i]:
+            verdict = self._before_keys(i, entry, state, level, step)
+            if verdict is not None:
+                return verdict
+        decide = self.decide
+        primary_keys, secondary_keys = self.plans[i]
+        hay = self.haystack(i, state)
+        match = self.matcher.match
+        primary = None
+        for key, needle in primary_keys:
+            if needle is not None and match(needle, entry, hay):
+                primary = key
+                break
+        if primary is None:
+            self.decisions[i] = ("skipped", "no_match", "no primary key matched", step, ScanState.NAMES[state],
+                                 None, None, None)
+            return False
+        if not (entry.selective and secondary_keys):
+            decide(i, "activated", "key", f"fired by key {primary!r}", step, state, key=primary)
+            return True
+        logic = entry.selective_logic
+        any_match = False
+        all_match = True
+        for key, needle in secondary_keys:
+            hit = needle is not None and match(needle, entry, hay)
+            any_match = any_match or hit
+            all_match = all_match and hit
+            if logic == Logic.AND_ANY and hit:
+                decide(i, "activated", "key", f"fired by key {primary!r} and secondary key {key!r} (AND ANY)",
+                       step, state, key=primary, secondary=key)
+                return True
+            if logic == Logic.NOT_ALL and not hit:
+                decide(i, "activated", "key", f"fired by key {primary!r}; secondary key {key!r} is absent "
+                       "(NOT ALL)", step, state, key=primary, secondary=key)
+                return True
+        if logic == Logic.NOT_ANY and not any_match:
+            decide(i, "activated", "key", f"fired by key {primary!r}; no secondary key matched (NOT ANY)",
+                   step, state, key=primary)
+            return True
+        if logic == Logic.AND_ALL and all_match:
+            decide(i, "activated", "key", f"fired by key {primary!r} and every secondary key (AND ALL)",
+                   step, state, key=primary)
+            return True
+        decide(i, "skipped", "secondary_logic", f"key {primary!r} matched but the secondary logic "
+               f"{_LOGIC_NAMES.get(logic, logic)} failed", step, state, key=primary)
+        return False
+
+    def _before_keys(self, i: int, entry: Entry, state: int, level: float, step: int) -> bool | None:
+        """The rules tested before the keys; ``None`` when none of them decides the entry."""
         decide = self.decide
         static = self.static_skip[i]
         if static is not None:
@@ -458,46 +527,7 @@ class _Run:
         if not entry.key:
             decide(i, "skipped", "no_keys", "no primary keys", step, state)
             return False
-        primary_keys, secondary_keys = self.plans[i]
-        hay = self.haystack(i, state)
-        match = self.matcher.match
-        primary = None
-        for key, needle in primary_keys:
-            if needle is not None and match(needle, entry, hay):
-                primary = key
-                break
-        if primary is None:
-            decide(i, "skipped", "no_match", "no primary key matched", step, state)
-            return False
-        if not (entry.selective and secondary_keys):
-            decide(i, "activated", "key", f"fired by key {primary!r}", step, state, key=primary)
-            return True
-        logic = entry.selective_logic
-        any_match = False
-        all_match = True
-        for key, needle in secondary_keys:
-            hit = needle is not None and match(needle, entry, hay)
-            any_match = any_match or hit
-            all_match = all_match and hit
-            if logic == Logic.AND_ANY and hit:
-                decide(i, "activated", "key", f"fired by key {primary!r} and secondary key {key!r} (AND ANY)",
-                       step, state, key=primary, secondary=key)
-                return True
-            if logic == Logic.NOT_ALL and not hit:
-                decide(i, "activated", "key", f"fired by key {primary!r}; secondary key {key!r} is absent "
-                       "(NOT ALL)", step, state, key=primary, secondary=key)
-                return True
-        if logic == Logic.NOT_ANY and not any_match:
-            decide(i, "activated", "key", f"fired by key {primary!r}; no secondary key matched (NOT ANY)",
-                   step, state, key=primary)
-            return True
-        if logic == Logic.AND_ALL and all_match:
-            decide(i, "activated", "key", f"fired by key {primary!r} and every secondary key (AND ALL)",
-                   step, state, key=primary)
-            return True
-        decide(i, "skipped", "secondary_logic", f"key {primary!r} matched but the secondary logic "
-               f"{_LOGIC_NAMES.get(logic, logic)} failed", step, state, key=primary)
-        return False
+        return None
 
     # -- inclusion groups -------------------------------------------------------------------
     def score(self, entry: Entry, state: int) -> int:
@@ -743,7 +773,8 @@ class _Run:
                 if self.consider(i, state, level, step):
                     candidates.append(i)
             last_candidates = list(candidates)
-            candidates.sort(key=lambda i: 0 if self.sticky[i] else 1)
+            if self.any_sticky:
+                candidates.sort(key=lambda i: 0 if self.sticky[i] else 1)
             considered = list(candidates)
             base_tokens = all_tokens if self.additive_tokens else self.count_tokens(all_text)
             candidates = self.filter_groups(candidates, state, step)
@@ -759,14 +790,15 @@ class _Run:
                 if entry.use_probability and entry.probability < 100 and not sticky:
                     value = self.rng()
                     passed = value * 100 <= entry.probability
-                    self.draws.append(Draw("probability", value, entry.id, entry.probability,
+                    self.draws.append(Draw("probability", value, ids[i], entry.probability,
                                            "pass" if passed else "fail"))
                     if not passed:
                         self.failed_probability.add(i)
                         self.decide(i, "skipped", "probability", f"rolled {value * 100:.2f} against "
                                     f"{entry.probability:g}%", step, state)
                         continue
-                content = self.run_expand(entry.content, f"content of {entry.id}")
+                content = entry.content if self.expand is None else self.run_expand(entry.content,
+                                                                                     f"content of {ids[i]}")
                 self.content[i] = content
                 new_content += content + "\n"
                 if self.additive_tokens:
@@ -778,14 +810,14 @@ class _Run:
                     self.decide(i, "skipped", "budget", f"{base_tokens + new_tokens} tokens would reach the "
                                 f"budget of {budget}", step, state)
                     continue
-                self.activated[entry.id] = i
+                self.activated[ids[i]] = i
                 self.activated_content[i] = content
                 self.activated_step[i] = step
-                activated_now.append(entry.id)
+                activated_now.append(ids[i])
             successful = [i for i in candidates if i not in self.failed_probability]
             for_recursion = [i for i in successful if not entries[i].prevent_recursion]
             self.steps.append(StepRecord(step, ScanState.NAMES[state], self.buffer.depth(), level,
-                                         tuple(entries[i].id for i in considered), tuple(activated_now)))
+                                         tuple(ids[i] for i in considered), tuple(activated_now)))
             next_state = ScanState.NONE
             if s.recursive and not overflowed and for_recursion:
                 next_state = ScanState.RECURSION
