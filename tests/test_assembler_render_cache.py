@@ -56,6 +56,7 @@ def test_local_variables_still_flow_from_block_to_block_with_cached_templates(co
 
 def test_one_macro_context_per_request_unless_variables_change(monkeypatch: pytest.MonkeyPatch) -> None:
     require_macro_engine()
+    COMPILED_TEMPLATES.clear()  # static templates rendered before would not be evaluated again
     contexts: list[Any] = []
     real = tavernbox.macros.CompiledMacros.expand
 
@@ -115,3 +116,48 @@ def test_a_compile_error_is_raised_each_time_and_never_cached() -> None:
             cache.get(failing, "x")
         assert err.value.code == "MACRO_INPUT_LIMIT"
     assert len(cache) == 0
+
+
+def _expand_spy(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    expanded: list[str] = []
+    real = tavernbox.macros.CompiledMacros.expand
+
+    def spy(self: Any, context: Any = None, **kw: Any) -> Any:
+        expanded.append(self.text)
+        return real(self, context, **kw)
+
+    monkeypatch.setattr(tavernbox.macros.CompiledMacros, "expand", spy)
+    return expanded
+
+
+@pytest.mark.parametrize(("text", "static"), [
+    ("Be {{char}} with {{user}}. {{description}}", True),
+    ("plain {text} with braces", True),
+    ("{{char::x}}", False),
+    ("{{random::a::b}}", False),
+    ("{{getvar::x}}", False),
+    ("{{lastMessage}}", False),
+    ("{{char", False),
+])
+def test_only_bare_static_macros_make_a_template_static(text: str, static: bool) -> None:
+    require_macro_engine()
+    from tavernbox.assembler.render import _reads_static_only
+
+    assert _reads_static_only(tavernbox.macros.compile_macros(text)) is static
+
+
+def test_a_static_template_renders_once_per_static_context(monkeypatch: pytest.MonkeyPatch) -> None:
+    require_macro_engine()
+    COMPILED_TEMPLATES.clear()
+    expanded = _expand_spy(monkeypatch)
+    rules = [*NATIVES, rule("custom", "a", text="Hi {{char}}, I am {{user}}"), rule("custom", "b", text="{{lastMessage}}!")]
+    card = {"character": {"data": {"name": "Seraphina"}}, "persona": {"name": "Ann"}}
+    first = assemble(rules, chat("s:system:S", "u1:user:one"), assets=card)
+    second = assemble(rules, chat("s:system:S", "u1:user:one", "a1:assistant:A", "u2:user:two"), assets=card)
+    assert texts(first)[-2:] == ["Hi Seraphina, I am Ann", "one!"]
+    assert texts(second)[-2:] == ["Hi Seraphina, I am Ann", "two!"]  # the chat-reading one follows the chat
+    assert expanded.count("Hi {{char}}, I am {{user}}") == 1 and expanded.count("{{lastMessage}}!") == 2
+    third = assemble(rules, assets={"character": {"data": {"name": "Kaira"}}, "persona": {"name": "Ann"}})
+    assert texts(third)[-2] == "Hi Kaira, I am Ann"  # another card: another static context
+    assert expanded.count("Hi {{char}}, I am {{user}}") == 2
+    COMPILED_TEMPLATES.clear()

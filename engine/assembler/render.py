@@ -92,6 +92,16 @@ class RenderState:
     _noted: set[str] = field(default_factory=set)
     #: the macro engine's context object, built once per request (the chat can be long)
     engine_context: Any = None
+    _static_key: str | None = None
+
+    def static_key(self) -> str:
+        """A digest of everything in the macro context but the chat (computed once per request):
+        templates of static macros render the same text under the same key."""
+        if self._static_key is None:
+            from .identity import content_hash
+
+            self._static_key = content_hash(_jsonable({k: v for k, v in self.macro_context.items() if k != "chat"}))
+        return self._static_key
 
     def notice_once(self, code: str, message: str) -> None:
         """Add a request-level diagnostic the first time it happens."""
@@ -140,15 +150,16 @@ class _CompiledCache:
         self._chars = 0
         self._lock = threading.Lock()
 
-    def get(self, compile_fn: Callable[[str], Any], text: str) -> Any:
-        """The compiled form of ``text`` (compiling errors propagate and are never cached)."""
+    def get(self, compile_fn: Callable[[str], Any], text: str, build: Callable[[Any], Any] | None = None) -> Any:
+        """The compiled form of ``text``, passed through ``build`` when given (compiling errors
+        propagate and are never cached)."""
         key = (compile_fn, text)
         with self._lock:
             hit = self._items.get(key)
             if hit is not None:
                 self._items.move_to_end(key)
                 return hit
-        compiled = compile_fn(text)
+        compiled = compile_fn(text) if build is None else build(compile_fn(text))
         if len(text) > self.max_text:
             return compiled
         with self._lock:
@@ -172,6 +183,53 @@ class _CompiledCache:
 
 #: the process-wide compiled-template cache of :data:`TAVERN`
 COMPILED_TEMPLATES = _CompiledCache()
+
+#: Macros whose value is a function of the request's names and card alone (``ctx.user``,
+#: ``ctx.char``, ``ctx.persona`` and card fields with the names substituted): they read no chat,
+#: no variable, no clock and draw nothing. A template made only of text and these (bare, with no
+#: arguments, flags or variable syntax) renders the same for the same static context.
+STATIC_MACROS = frozenset({
+    "user", "char", "persona", "description", "personality", "scenario",
+    "charDescription", "charPersonality", "charScenario",
+})
+
+
+class _Template:
+    """A compiled template plus, when it reads only :data:`STATIC_MACROS`, its rendered text per
+    static context (the few last ones), so an unchanged prompt is not evaluated every request."""
+
+    __slots__ = ("compiled", "renders", "static")
+    MAX_RENDERS = 4
+
+    def __init__(self, compiled: Any) -> None:
+        self.compiled = compiled
+        self.static = _reads_static_only(compiled)
+        self.renders: OrderedDict[str, str] = OrderedDict()
+
+    def remember(self, static_key: str, text: str) -> None:
+        self.renders[static_key] = text
+        while len(self.renders) > self.MAX_RENDERS:
+            self.renders.popitem(last=False)
+
+
+def _reads_static_only(compiled: Any) -> bool:
+    """Whether every item of a compiled template is plain text or a bare static macro.
+
+    Reads the macro engine's parsed items (``CompiledMacros._items``); anything unexpected, an
+    unclean parse (``None``) or a missing attribute answers False, which only means "evaluate".
+    """
+    items = getattr(compiled, "_items", None)
+    if items is None:
+        return False
+    from ..macros.parser import MacroNode, Plain
+
+    for item in items:
+        if type(item) is Plain:
+            continue
+        if (type(item) is not MacroNode or not item.complete or item.flags or item.args or item.var is not None
+                or item.name not in STATIC_MACROS):
+            return False
+    return True
 
 
 class _Tavern:
@@ -229,18 +287,26 @@ class _Tavern:
                 "the macro engine (tavernbox.expand_macros) is not installed: Tavern text was kept as written",
             )
             return RenderOutput(text)
-        ctx = self._context(state, context_cls)
+        template = None
         if compile_fn is not None and isinstance(text, str):
-            result = COMPILED_TEMPLATES.get(compile_fn, text).expand(ctx)
-        else:
-            result = expand(text, ctx)
+            template = COMPILED_TEMPLATES.get(compile_fn, text, _Template)
+            if template.static:
+                seen = template.renders.get(state.static_key())
+                if seen is not None:
+                    return RenderOutput(seen)
+        ctx = self._context(state, context_cls)
+        result = template.compiled.expand(ctx) if template is not None else expand(text, ctx)
         after = getattr(result, "variables", None)
         local = after.get("local") if isinstance(after, dict) else getattr(after, "local", None)
-        if isinstance(local, dict) and local != state.local_variables:
+        changed = isinstance(local, dict) and local != state.local_variables
+        if changed:
             state.local_variables = dict(local)
         diags = [d for d in getattr(result, "diagnostics", ()) if isinstance(d, Diagnostic)]
         draws = [_jsonable(d) for d in getattr(result, "draws", ())] if getattr(result, "draws", None) else []
-        return RenderOutput(str(result.text), draws, diags)
+        out = str(result.text)
+        if template is not None and template.static and not diags and not draws and not changed:
+            template.remember(state.static_key(), out)
+        return RenderOutput(out, draws, diags)
 
 
 IDENTITY: Renderer = _Identity()
