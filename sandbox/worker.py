@@ -7,7 +7,8 @@ interrupt, so a render can hang or crash its process; the parent kills and repla
 
 Protocol on stdin/stdout (all ASCII except the UTF-8 result text):
 
-* worker -> parent, once: ``{"op":"ready","pid":N}\\n``; after every prewarmed context
+* worker -> parent, once: ``{"op":"ready","pid":N,"harness":"bytecode"|"source"}\\n``; after every
+  prewarmed context
   ``{"op":"warm"}\\n``
 * parent -> worker: ``{"op":"render","id":N,"size":BYTES,"limits":{...}}\\n`` followed by BYTES
   of payload: the ASCII JSON array ``[program, [variables]]``, or in bridge mode (the template
@@ -515,7 +516,10 @@ def main() -> None:
     die_with_parent()
     channel = Channel(0)
     worker = Worker()
-    write_all(out_fd, (json.dumps({"op": "ready", "pid": os.getpid()}) + "\n").encode())
+    # "harness" says how fresh contexts get the prelude ("bytecode" or "source"), so a silent
+    # fallback to the slow path shows up in health checks and tests.
+    harness = "bytecode" if worker.precompiled.bytecode is not None else "source"
+    write_all(out_fd, (json.dumps({"op": "ready", "pid": os.getpid(), "harness": harness}) + "\n").encode())
     worker.prewarm()
     write_all(out_fd, WARM_LINE)
     while True:

@@ -110,3 +110,21 @@ def test_output_limit_is_exact_when_the_bound_overestimates(ascii_count: int, ok
             render(body, limits=lim)
         assert info.value.code == "TEMPLATE_OUTPUT_LIMIT"
         assert info.value.usage is not None and info.value.usage.output_bytes == 30
+
+
+def test_pool_workers_load_the_harness_as_bytecode() -> None:
+    """The worker process as the pool starts it (``python -P worker.py``) takes the fast path."""
+    from tavernbox.sandbox.pool import _spawner
+
+    proc = _spawner.spawn()
+    try:
+        assert proc.stdout is not None
+        ready = json.loads(proc.stdout.readline())
+    finally:
+        proc.kill()
+        proc.wait()
+        for stream in (proc.stdin, proc.stdout):
+            if stream is not None:
+                stream.close()
+    assert ready["op"] == "ready"
+    assert ready["harness"] == "bytecode"
