@@ -26,7 +26,7 @@ from .regexes import DEFAULT_TIMEOUT
 from .scan import Haystack, ScanBuffer, ScanState, chat_scan_messages, js_trim
 from .settings import WorldInfoSettings, budget_tokens, count_words, resolve_token_counter
 from .timed import TimedEffects
-from .trace import Draw, StepRecord, Trace, TraceRecord, trace_record
+from .trace import Draw, StepRecord, Trace, TraceRecord, trace_records
 
 __all__ = ["Activation", "ScanContext", "activate_world_info", "sort_entries", "to_json"]
 
@@ -701,13 +701,11 @@ class _Run:
         others go through :meth:`consider`. A book of 10,000 entries has thousands of these.
         """
         self._hay_cache = {}
-        entries, decisions = self.entries, self.decisions
-        static, delayed, cooldown = self.static_skip, self.delayed, self.cooldown
+        decisions, simple = self.decisions, self.simple
+        fast = FAST_PENDING
         for i, decision in enumerate(decisions):
             if decision is _PENDING:
-                entry = entries[i]
-                if (static[i] is None and not delayed[i] and not cooldown[i] and not entry.delay_until_recursion
-                        and entry.key and FAST_PENDING):
+                if simple[i] and fast:
                     decisions[i] = _NO_MATCH_FIRST
                 else:
                     self.consider(i, ScanState.INITIAL, self.first_level, 1)
@@ -943,7 +941,7 @@ def _activate(books: Any, chat: Any, settings: Mapping[str, Any] | WorldInfoSett
 
     def records() -> tuple[TraceRecord, ...]:
         run.resolve_pending()
-        return tuple(trace_record(e.book, e.uid, *d, e.comment) for e, d in zip(entries, run.decisions))
+        return trace_records(entries, run.decisions)
 
     return Activation(
         by_position=build_positions(activated),

@@ -10,11 +10,11 @@ record a template bridge reads to answer ``getwi``-style questions: it names eve
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["REASONS", "Draw", "StepRecord", "Trace", "TraceRecord", "trace_record"]
+__all__ = ["REASONS", "Draw", "StepRecord", "Trace", "TraceRecord", "trace_record", "trace_records"]
 
 Outcome = Literal["activated", "skipped"]
 
@@ -72,10 +72,17 @@ class TraceRecord:
         """JSON-ready, leaving out empty fields."""
         out: dict[str, Any] = {"book": self.book, "uid": self.uid, "outcome": self.outcome, "reason": self.reason,
                                "detail": self.detail}
-        for name in ("step", "state", "key", "secondary", "winner"):
-            value = getattr(self, name)
-            if value is not None:
-                out[name] = value
+        # spelt out rather than a getattr loop: a trace has a record per entry of every book
+        if self.step is not None:
+            out["step"] = self.step
+        if self.state is not None:
+            out["state"] = self.state
+        if self.key is not None:
+            out["key"] = self.key
+        if self.secondary is not None:
+            out["secondary"] = self.secondary
+        if self.winner is not None:
+            out["winner"] = self.winner
         if self.comment:
             out["comment"] = self.comment
         return out
@@ -94,6 +101,21 @@ def trace_record(book: str, uid: int | str, outcome: Outcome, reason: str, detai
                                         "detail": detail, "step": step, "state": state, "key": key,
                                         "secondary": secondary, "winner": winner, "comment": comment})
     return record
+
+
+def trace_records(entries: Iterable[Any], decisions: Iterable[tuple[Any, ...]]) -> tuple[TraceRecord, ...]:
+    """One record per entry (anything with ``book``, ``uid`` and ``comment``) from its decision tuple
+    ``(outcome, reason, detail, step, state, key, secondary, winner)``, in one tight loop."""
+    new, set_attribute, cls = _new_object, _set_attribute, TraceRecord
+    out = []
+    append = out.append
+    for e, d in zip(entries, decisions):
+        record = new(cls)
+        set_attribute(record, "__dict__", {"book": e.book, "uid": e.uid, "outcome": d[0], "reason": d[1],
+                                           "detail": d[2], "step": d[3], "state": d[4], "key": d[5],
+                                           "secondary": d[6], "winner": d[7], "comment": e.comment})
+        append(record)
+    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)
