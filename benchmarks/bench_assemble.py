@@ -110,8 +110,10 @@ def st_scenario() -> tuple[SourceRegistry, Any] | None:
     return st_registry(), st_request
 
 
-def measure(reg: SourceRegistry, req: Any, repeat: int) -> float:
-    """Median CPU milliseconds of ``repeat`` assemblies of ``req`` (after one warm-up)."""
+def measure(reg: SourceRegistry, req: Any, repeat: int) -> tuple[float, float]:
+    """Median and minimum CPU milliseconds of ``repeat`` assemblies of ``req`` (after one warm-up).
+
+    The minimum is the figure least disturbed by other processes on a shared machine."""
     assembler = Assembler(reg)
     assembler.assemble(req)  # warm-up (imports, compiled-template and parsed-preset caches)
     times = []
@@ -119,7 +121,7 @@ def measure(reg: SourceRegistry, req: Any, repeat: int) -> float:
         start = time.process_time()
         assembler.assemble(req)
         times.append(time.process_time() - start)
-    return statistics.median(times) * 1000
+    return statistics.median(times) * 1000, min(times) * 1000
 
 
 def run(repeat: int) -> dict[str, dict[str, float]]:
@@ -130,9 +132,13 @@ def run(repeat: int) -> dict[str, dict[str, float]]:
         scenarios["sillytavern"] = st
     out: dict[str, dict[str, float]] = {}
     for name, (reg, make) in scenarios.items():
-        figures = {str(n): measure(reg, make(n), repeat) for n in LENGTHS}
+        figures: dict[str, float] = {}
+        for n in LENGTHS:
+            figures[str(n)], figures[f"{n}_min"] = measure(reg, make(n), repeat)
         figures["ratio_400_200"] = figures["400"] / figures["200"]
         figures["ratio_800_400"] = figures["800"] / figures["400"]
+        figures["ratio_400_200_min"] = figures["400_min"] / figures["200_min"]
+        figures["ratio_800_400_min"] = figures["800_min"] / figures["400_min"]
         out[name] = figures
     return out
 
@@ -153,11 +159,11 @@ def main() -> None:
     for name, figures in results.items():
         for n in LENGTHS:
             ms = figures[str(n)]
-            verdict = "meets" if ms <= TARGET_MS else "misses"
-            print(f"{name:12s} {n:4d} messages: {ms:7.2f} ms CPU per assembly (median of {repeat}; {verdict} "
-                  f"<= {TARGET_MS:.0f} ms)")
+            verdict = "met" if ms <= TARGET_MS else "missed"
+            print(f"{name:12s} {n:4d} messages: {ms:7.2f} ms CPU per assembly (median of {repeat}; min "
+                  f"{figures[f'{n}_min']:.2f}) target <= {TARGET_MS:.0f} ms: {verdict}")
         print(f"{name:12s} ratio 400/200: {figures['ratio_400_200']:.2f}x, 800/400: {figures['ratio_800_400']:.2f}x "
-              f"(linear: <= 2.0x)")
+              f"(min: {figures['ratio_400_200_min']:.2f}x, {figures['ratio_800_400_min']:.2f}x; linear: <= 2.0x)")
 
 
 if __name__ == "__main__":

@@ -321,6 +321,15 @@ def compose(
     diagnostics.extend(_greeting_after_input(flat, input_ids))
     nodes = _node_records(flat, projection.index_map, messages)
     provenance = []
+    described: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}  # id(info) -> (info, its non-null fields)
+
+    def fields(info: dict[str, Any]) -> dict[str, Any]:
+        # one info dict is shared by every span of a contribution (and every snapshot repeating it)
+        seen = described.get(id(info))
+        if seen is None or seen[0] is not info:
+            seen = described[id(info)] = (info, {k: v for k, v in info.items() if v is not None})
+        return seen[1]
+
     for i, (m, spans) in enumerate(zip(messages, projection.spans, strict=True)):
         content = m.get("content")
         utf16 = _utf16_converter(content if isinstance(content, str) else "")
@@ -328,10 +337,7 @@ def compose(
             {
                 "index": i,
                 "message_id": m["id"],
-                "spans": [
-                    {"start": utf16(s), "end": utf16(e), **{k: v for k, v in info.items() if v is not None}}
-                    for s, e, info in spans
-                ],
+                "spans": [{"start": utf16(s), "end": utf16(e), **fields(info)} for s, e, info in spans],
             }
         )
     result = AssemblyResult(

@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import re
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -246,10 +247,12 @@ class _Tavern:
     trim = True
 
     def _engine(self) -> tuple[Callable[..., Any] | None, Callable[[str], Any] | None, Any]:
-        try:
-            module = importlib.import_module("tavernbox.macros")
-        except ImportError:
-            return None, None, None
+        module = sys.modules.get("tavernbox.macros")  # the import system only when not loaded yet
+        if module is None:
+            try:
+                module = importlib.import_module("tavernbox.macros")
+            except ImportError:
+                return None, None, None
         expand = getattr(module, "expand_macros", None)
         compile_fn = getattr(module, "compile_macros", None)
         if getattr(compile_fn, "__module__", None) != getattr(expand, "__module__", ""):
@@ -346,7 +349,7 @@ def compose_text(
     ``macros`` are ``(start, end, name, inlined_text_or_None, info)`` in text order (``None``
     expands to nothing). ``render`` is the owning source's renderer bound to the request state.
     """
-    if _RESERVED.search(text):
+    if not text.isascii() and _RESERVED.search(text):
         # noncharacters carry no meaning in text; dropping them keeps the markers unambiguous
         macros = _shift_macros(text, macros)
         text = _RESERVED.sub("", text)
@@ -375,7 +378,7 @@ def compose_text(
         composed = LITERAL_MACRO.sub(swap, composed)
     out = render(composed)
     rendered = out.text
-    if not infos and not lit_values and not _RESERVED.search(rendered):
+    if not infos and not lit_values and (rendered.isascii() or not _RESERVED.search(rendered)):
         # nothing to track: the renderer's text is the block's own text
         final = rendered.strip() if trim else rendered
         return Rendered(final, _partition(len(final), []), tuple(out.draws), tuple(out.diagnostics))
