@@ -62,15 +62,13 @@ class FrozenMap(Mapping[str, Any]):
         self._memo: dict[str, Any] | None = None
 
     def __getitem__(self, key: Any) -> Any:
-        try:
-            return self._frozen[key]
-        except KeyError:
-            pass
         value = self._data[key]
         kind = type(value)
         if kind is str or kind is int or kind is float or kind is bool or value is None:
-            return value
-        frozen = self._frozen[key] = freeze(value)
+            return value  # scalars (most reads: a message's id, role, content) need no freezing
+        frozen = self._frozen.get(key, _MISSING)
+        if frozen is _MISSING:
+            frozen = self._frozen[key] = freeze(value)
         return frozen
 
     def get(self, key: Any, default: Any = None) -> Any:
