@@ -21,8 +21,14 @@ def _canonical(value: Any) -> str:
     unambiguous), the pinned JSON form for anything else."""
     if isinstance(value, str):
         return f"s{len(value)}:{value}"
-    if isinstance(value, (tuple, list)) and all(isinstance(v, str) for v in value):
-        return "t" + "".join(f"{len(v)}:{v}" for v in value)
+    if isinstance(value, (tuple, list)):
+        parts = ["t"]
+        for v in value:  # one pass: most hashed tuples are all strings
+            if not isinstance(v, str):
+                break
+            parts.append(f"{len(v)}:{v}")
+        else:
+            return "".join(parts)
     return "j" + dumps(value)
 
 
