@@ -197,3 +197,16 @@ def test_bucket_window_of_a_found_key_is_among_the_text_windows(key: str, text: 
     gram = gram_of(key)
     runs = set(re.findall(r"[A-Za-z0-9_]+", text))
     assert gram in text_windows(text, runs, mixed=bool(gram) and not is_word_gram(gram))
+
+
+def test_trace_list_without_records_equals_the_records_dicts() -> None:
+    from tavernbox.worldinfo import activate_world_info
+
+    entries = [{"uid": 1, "key": ["x"], "comment": "c"}, {"uid": 2, "key": ["y"], "keysecondary": ["x"],
+               "selectiveLogic": 0}, {"uid": 3, "key": ["nope"]}, {"uid": 4, "key": ["x"], "group": "g"},
+               {"uid": 5, "key": ["x"], "group": "g"}, {"uid": 6, "constant": True, "disable": True}]
+    conf = {"world_info_depth": 2, "max_context": 1000}
+    direct = activate_world_info({"entries": entries}, ["x y"], conf, seed=4).trace
+    listed = direct.to_list()
+    assert listed == [r.to_dict() for r in direct.entries] == direct.to_list()
+    assert {r["reason"] for r in listed} >= {"key", "no_match", "group", "disabled"}

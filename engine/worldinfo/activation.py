@@ -20,13 +20,14 @@ from typing import Any
 from ..errors import Diagnostic, TemplateError
 from .entries import Entry, Logic, WorldBook, bulk_allocation, js_key_order, normalize_books
 from .matching import _NOT_FOUND as _FAR
-from .matching import _WORD_RUN, EMPTY, PLAIN, WORD, KeyMatcher, Needle, gram_of, is_word_gram, text_windows
+from .matching import (_WORD_RUN, INDEX_DIRTY, INDEX_EMPTY_INVALID, INDEX_OTHER, INDEX_WORD, KeyMatcher, Needle,
+                       gram_of, is_word_gram, text_windows)
 from .output import ActivatedEntry, Positions, build_positions
 from .regexes import DEFAULT_TIMEOUT
 from .scan import Haystack, ScanBuffer, ScanState, chat_scan_messages, js_trim
 from .settings import WorldInfoSettings, budget_tokens, count_words, resolve_token_counter
 from .timed import TimedEffects
-from .trace import Draw, StepRecord, Trace, TraceRecord, trace_records
+from .trace import Draw, StepRecord, Trace, TraceRecord, trace_dicts, trace_records
 
 __all__ = ["Activation", "ScanContext", "activate_world_info", "sort_entries", "to_json"]
 
@@ -181,7 +182,8 @@ class _Prepared:
     message, and their index should not be rebuilt each time.
     """
 
-    def __init__(self, entries: list[Entry], settings: WorldInfoSettings, key_text: Callable[[str], str]) -> None:
+    def __init__(self, entries: list[Entry], settings: WorldInfoSettings,
+                 key_text: Callable[[str], str] | None) -> None:
         self.entries = entries
         self.ids = [e.id for e in entries]
         self.needles: dict[tuple[str, bool, bool], Needle] = {}
@@ -220,65 +222,79 @@ class _Prepared:
                                 for cs, m in self.secondary_others.items()}
         self.other_maps = ((self.primary_others, self.primary_mixed), (self.secondary_others, self.secondary_mixed))
 
-    def _index(self, settings: WorldInfoSettings, key_text: Callable[[str], str], preparer: KeyMatcher) -> None:
+    def _index(self, settings: WorldInfoSettings, key_text: Callable[[str], str] | None,
+               preparer: KeyMatcher) -> None:
         """Prepare every key once and record its owners: the one loop over all keys of all books.
 
         A cold activation (the CLI's only kind) pays this for every key, so the loop is kept flat:
-        the same raw key under the same settings is prepared once, and owner lists are appended
-        to without allocating a throwaway list per key.
+        a key is prepared once per (text, case, whole-word) setting (without an expand hook a
+        trimmed key is its own cache key, so a repeated key costs one lookup), each needle says
+        where the index files it, and owner lists are appended to without a throwaway list per key.
         """
         others: tuple[dict[Needle, list[int]], dict[Needle, list[int]]] = ({}, {})
         words = (self.primary_words, self.secondary_words)
         prepare_key = preparer.prepare_key
         unconditional, always_dirty, plans = self.unconditional, self.always_dirty, self.plans
         global_cs, global_ww = settings.case_sensitive, settings.match_whole_words
+        cached = self.needles.get
         by_raw: dict[tuple[str, bool, bool], Needle | None] = {}
-        missing = _MISSING
         no_keys: list[tuple[str, Needle | None]] = []
         for i, entry in enumerate(self.entries):
             if entry.decorators or entry.constant:
                 unconditional.append(i)
             cs = global_cs if entry.case_sensitive is None else entry.case_sensitive
             ww = global_ww if entry.match_whole_words is None else entry.match_whole_words
-            plan: list[list[tuple[str, Needle | None]]] = [no_keys, no_keys]
-            for slot, keys in enumerate((entry.key, entry.keysecondary)):
+            primary_plan = secondary_plan = no_keys
+            for slot in (0, 1):
+                keys = entry.keysecondary if slot else entry.key
                 if not keys:
                     continue
                 out: list[tuple[str, Needle | None]] = []
-                plan[slot] = out
+                if slot:
+                    secondary_plan = out
+                else:
+                    primary_plan = out
                 word_map = words[slot][cs]
                 other_map = others[slot]
                 for key in keys:
-                    raw_key = (key, cs, ww)
-                    needle = by_raw.get(raw_key, missing)
-                    if needle is missing:
-                        substituted = key_text(key)
-                        needle = by_raw[raw_key] = prepare_key(js_trim(substituted), cs, ww) if substituted else None
+                    needle: Needle | None
+                    if key_text is None:
+                        # a trimmed key is its own cache key; an untrimmed one can be no other key's
+                        needle = cached((key, cs, ww)) if key else None
+                        if needle is None and key:
+                            needle = prepare_key(js_trim(key), cs, ww)
+                    else:
+                        raw_key = (key, cs, ww)
+                        if raw_key in by_raw:
+                            needle = by_raw[raw_key]
+                        else:
+                            substituted = key_text(key)
+                            needle = prepare_key(js_trim(substituted), cs, ww) if substituted else None
+                            by_raw[raw_key] = needle
                     out.append((key, needle))
                     if needle is None:
                         continue
-                    kind = needle.kind
-                    if kind == PLAIN and not needle.invalid:
-                        if needle.mode == WORD:
-                            owners = word_map.get(needle.text)
-                            if owners is None:
-                                word_map[needle.text] = [i]
-                            else:
-                                owners.append(i)
+                    where = needle.index
+                    if where == INDEX_WORD:
+                        owners = word_map.get(needle.text)
+                        if owners is None:
+                            word_map[needle.text] = [i]
                         else:
-                            owners = other_map.get(needle)
-                            if owners is None:
-                                other_map[needle] = [i]
-                            else:
-                                owners.append(i)
-                    elif kind == EMPTY:
+                            owners.append(i)
+                    elif where == INDEX_OTHER:
+                        owners = other_map.get(needle)
+                        if owners is None:
+                            other_map[needle] = [i]
+                        else:
+                            owners.append(i)
+                    elif where == INDEX_DIRTY:
+                        always_dirty.add(i)
+                    else:
                         if slot == 0:
                             unconditional.append(i)
-                        if needle.invalid:
+                        if where == INDEX_EMPTY_INVALID:
                             always_dirty.add(i)
-                    else:
-                        always_dirty.add(i)
-            plans.append((plan[0], plan[1]))
+            plans.append((primary_plan, secondary_plan))
         for buckets, found in ((self.primary_others, others[0]), (self.secondary_others, others[1])):
             for needle, owners in found.items():
                 buckets[needle.cs].setdefault(gram_of(needle.text), []).append((needle, owners))
@@ -289,7 +305,7 @@ _PREPARED_CACHE_SIZE = 4
 
 
 def _prepared_for(books: list[WorldBook], settings: WorldInfoSettings, entries_factory: Callable[[], list[Entry]],
-                  key_text: Callable[[str], str], cacheable: bool) -> _Prepared:
+                  key_text: Callable[[str], str] | None, cacheable: bool) -> _Prepared:
     """The prepared books, from the cache when the same book objects were scanned before."""
     key = (tuple(id(b) for b in books), settings.character_strategy, settings.case_sensitive,
            settings.match_whole_words)
@@ -921,7 +937,9 @@ def _activate(books: Any, chat: Any, settings: Mapping[str, Any] | WorldInfoSett
             out = expanded_keys[key] = _expand_or_keep(expand, key, diagnostics)
         return out
 
-    prepared = _prepared_for(world_books, conf, sorted_entries, key_text, cacheable=expand is None)
+    # without an expand hook keys are used as written (key_text None)
+    prepared = _prepared_for(world_books, conf, sorted_entries, key_text if expand is not None else None,
+                             cacheable=expand is None)
     if _duplicate_names(world_books):
         diagnostics.extend(sort_entries(world_books, conf.character_strategy)[1])
     entries = prepared.entries
@@ -943,10 +961,14 @@ def _activate(books: Any, chat: Any, settings: Mapping[str, Any] | WorldInfoSett
         run.resolve_pending()
         return trace_records(entries, run.decisions)
 
+    def dicts() -> list[dict[str, Any]]:
+        run.resolve_pending()
+        return trace_dicts(entries, run.decisions)
+
     return Activation(
         by_position=build_positions(activated),
         activated=tuple(activated),
-        trace=Trace(records, tuple(run.steps)),
+        trace=Trace(records, tuple(run.steps), dicts=dicts),
         state=timed.to_state(),
         draws=tuple(run.draws),
         diagnostics=tuple(diagnostics),

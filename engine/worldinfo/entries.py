@@ -402,6 +402,7 @@ _EXACT = {"bool": bool, "optbool": bool, "int": int, "optint": int, "text": str}
 _FAST_SPECS = {name: (attr, kind, _EXACT.get(kind)) for name, (attr, kind) in _SPECS.items()}
 _new_object = object.__new__
 _set_attribute = object.__setattr__
+_ONLY_STR = {str}
 
 
 def normalize_entry(raw: Any, book: str, fallback_uid: int | str, path: str,
@@ -439,7 +440,7 @@ def normalize_entry(raw: Any, book: str, fallback_uid: int | str, path: str,
         vt = type(value)
         if vt is exact:
             values[attr] = value
-        elif kind == "strings" and vt is list and all(type(k) is str for k in value):
+        elif kind == "strings" and vt is list and (not value or {*map(type, value)} == _ONLY_STR):
             values[attr] = tuple(value)
         elif kind == "num" and (vt is int or (vt is float and math.isfinite(value))):
             values[attr] = value

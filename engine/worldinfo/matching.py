@@ -153,7 +153,7 @@ class Needle:
     entry and pass. Per-scan results live in the :class:`KeyMatcher`.
     """
 
-    __slots__ = ("source", "text", "mode", "cs", "kind", "rx", "invalid")
+    __slots__ = ("source", "text", "mode", "cs", "kind", "rx", "invalid", "index")
 
     def __init__(self, source: str, text: str, mode: int, cs: bool, kind: int, rx: JsRegex | None,
                  invalid: bool) -> None:
@@ -164,6 +164,17 @@ class Needle:
         self.kind = kind
         self.rx = rx
         self.invalid = invalid
+        #: where the key index files it (one attribute to read per key of every book, see ``INDEX_*``)
+        if kind == PLAIN and not invalid:
+            self.index = INDEX_WORD if mode == WORD else INDEX_OTHER
+        elif kind == EMPTY:
+            self.index = INDEX_EMPTY_INVALID if invalid else INDEX_EMPTY
+        else:
+            self.index = INDEX_DIRTY
+
+
+#: how the key index files a needle: word-run dict, gram buckets, always true, or re-tested every pass
+INDEX_WORD, INDEX_OTHER, INDEX_EMPTY, INDEX_EMPTY_INVALID, INDEX_DIRTY = range(5)
 
 
 class KeyMatcher:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["REASONS", "Draw", "StepRecord", "Trace", "TraceRecord", "trace_record", "trace_records"]
+__all__ = ["REASONS", "Draw", "StepRecord", "Trace", "TraceRecord", "trace_dicts", "trace_record", "trace_records"]
 
 Outcome = Literal["activated", "skipped"]
 
@@ -118,6 +118,28 @@ def trace_records(entries: Iterable[Any], decisions: Iterable[tuple[Any, ...]]) 
     return tuple(out)
 
 
+def trace_dicts(entries: Iterable[Any], decisions: Iterable[tuple[Any, ...]]) -> list[dict[str, Any]]:
+    """What ``[r.to_dict() for r in trace_records(entries, decisions)]`` gives, without the records."""
+    out = []
+    append = out.append
+    for e, d in zip(entries, decisions):
+        row: dict[str, Any] = {"book": e.book, "uid": e.uid, "outcome": d[0], "reason": d[1], "detail": d[2]}
+        if d[3] is not None:
+            row["step"] = d[3]
+        if d[4] is not None:
+            row["state"] = d[4]
+        if d[5] is not None:
+            row["key"] = d[5]
+        if d[6] is not None:
+            row["secondary"] = d[6]
+        if d[7] is not None:
+            row["winner"] = d[7]
+        if e.comment:
+            row["comment"] = e.comment
+        append(row)
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class StepRecord:
     """One pass of the loop."""
@@ -156,12 +178,15 @@ class Trace:
     worked out on first access, so a scan of a large book does not pay for a trace nobody reads.
     """
 
-    __slots__ = ("_entries", "_factory", "steps")
+    __slots__ = ("_entries", "_factory", "_dicts", "steps")
 
     def __init__(self, entries: tuple[TraceRecord, ...] | Callable[[], tuple[TraceRecord, ...]],
-                 steps: tuple[StepRecord, ...] = ()) -> None:
+                 steps: tuple[StepRecord, ...] = (), *,
+                 dicts: Callable[[], list[dict[str, Any]]] | None = None) -> None:
         self._entries: tuple[TraceRecord, ...] | None = None
         self._factory: Callable[[], tuple[TraceRecord, ...]] | None = None
+        #: builds :meth:`to_list` without the records (the CLI's JSON needs only the dicts)
+        self._dicts = dicts
         if callable(entries):
             self._factory = entries
         else:
@@ -196,4 +221,6 @@ class Trace:
         return None
 
     def to_list(self) -> list[dict[str, Any]]:
+        if self._entries is None and self._dicts is not None:
+            return self._dicts()
         return [r.to_dict() for r in self.entries]
