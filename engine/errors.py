@@ -126,6 +126,8 @@ CODES: dict[str, str] = {
     "GREETING_AFTER_INPUT": "the first-turn character greeting was placed after the current input",
     "WORLD_BOOK_MVU_VARIABLE_VERSION": "world info inserted the MVU state; names the resource and its revision",
     "MVU_RESOURCE_VERSION": "the MVU state source read this resource at this revision",
+    "TAVERN_MEMORY_RESOURCE_VERSION": "the prompt-template source rendered this resource at this revision",
+    "TAVERN_MEMORY_DEPENDENCY_VERSION": "a prompt template read this dependency (MVU, world info, preset, card) then",
     # retained snapshots and their store
     "SNAPSHOT_RECORD_INVALID": "a retained snapshot record (from a result or a store) is malformed; see its JSON path",
     "SNAPSHOT_ANCHORED_TO_NATIVE_HISTORY": "a retained snapshot's anchor is gone; it follows its native anchor instead",

@@ -15,6 +15,8 @@
   an entry holding ``{{format_message_variable::stat_data}}`` gets the MVU state (``assets.mvu``) as
   YAML through a literal macro.
 - ``tavern.mvu/state``: the MVU state as JSON plus update instructions (system, request lifetime).
+- ``pmp-dsh-tavern/prompt-template``: the bridge's prompt-template resources rendered in the
+  sandbox (:mod:`.templates`).
 
 Sources read only the frozen context; they never write.
 """
@@ -28,6 +30,7 @@ from typing import Any
 from ..errors import TemplateError
 from .registry import SourceDescriptor, SourceRegistry
 from .render import TAVERN
+from .templates import TEMPLATE_SOURCE_ID, resolve_prompt_templates
 
 __all__ = [
     "BUILTIN_IDS",
@@ -303,6 +306,7 @@ def world_info_from_activation(activation: Any) -> list[dict[str, Any]]:
         item: dict[str, Any] = {
             "id": f"{entry.book}.{entry.uid}",
             "book": entry.book,
+            "uid": entry.uid,  # what the prompt-template source's getwi may read (activated entries only)
             "content": activated.content,
             "comment": entry.comment,
             "position": position,
@@ -453,6 +457,8 @@ BUILTINS: tuple[SourceDescriptor, ...] = (
     SourceDescriptor("worldbook", TAVERN_PLUGIN, "World info", resolve=_worldbook, renderer=TAVERN),
     SourceDescriptor("tavern.mvu/state", "tavern.mvu", "MVU state", resolve=_mvu_state, roles=("preserve", "system"),
                      lifetimes=("request",)),
+    SourceDescriptor(TEMPLATE_SOURCE_ID, TAVERN_PLUGIN, "Prompt templates", resolve=resolve_prompt_templates,
+                     stability="evaluation", lifetimes=("request",)),
 )
 BUILTIN_IDS = tuple(d.id for d in BUILTINS)
 

@@ -1,0 +1,144 @@
+"""The prompt-template source ``pmp-dsh-tavern/prompt-template``: the bridge's resources, rendered in the sandbox.
+
+The engine is embedded here as a template source (research ``dsh-assembler.md`` 10.4): each
+enabled prompt-template resource of the request that is bound to its session is expanded by
+:func:`tavernbox.bridge.expand_prompt_template` (restricted EJS in a fresh QuickJS VM, every read
+through the bridge and leased) and becomes one text block. The expansion is final text: it is
+not run through the macro engine again (the source has no renderer), and its original stays in
+the resource (``source.field`` is ``content``).
+
+Inputs, all in ``assets``:
+
+- ``prompt_templates``: a list of resources ``{id, name, content, enabled, session_ids, variables |
+  variable_resource_id}`` (:class:`tavernbox.bridge.PromptTemplateResource`); a malformed one
+  fails the request with ``TEMPLATE_RESOURCE_INVALID`` and its JSON path.
+- ``mvu`` (``{name, stat_data}``): answers ``variable_resource_id: "mvu:<name>"``.
+- ``st_preset`` and ``character``: what ``getpreset``/``getchar`` read.
+- ``world_books`` (SillyTavern books, each with a ``name``): what ``getwi`` reads, limited to the
+  entries activated this request (``world_info`` entries carrying ``book`` and ``uid``).
+
+Without a session (``session_id`` null, e.g. a preview without one) the source gives no blocks
+and one ``TEMPLATE_SESSION_REQUIRED`` diagnostic. Each block is reported with
+``TAVERN_MEMORY_RESOURCE_VERSION`` (the resource revision) and one
+``TAVERN_MEMORY_DEPENDENCY_VERSION`` per dependency read. Every lease a template took is checked
+again after all templates of the source ran, so a dependency that changed meanwhile fails the
+request (``SOURCE_POLICY_CHANGED``) instead of sending a stale prompt. The source is never added
+implicitly: a rule of kind ``pmp-dsh-tavern/prompt-template`` asks for it, request lifetime only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import TemplateError
+from .identity import content_hash
+
+__all__ = ["TEMPLATE_SOURCE_ID", "resolve_prompt_templates"]
+
+TEMPLATE_SOURCE_ID = "pmp-dsh-tavern/prompt-template"
+_PATH = "$.assets.prompt_templates"
+
+
+def _thaw(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _thaw(v) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return [_thaw(v) for v in value]
+    return value
+
+
+def _resources(raw: Any) -> list[Any]:
+    """The validated resources (paths point into ``assets.prompt_templates``)."""
+    from ..bridge import PromptTemplateResource
+
+    if not isinstance(raw, (list, tuple)):
+        raise TemplateError("assets.prompt_templates must be a list of prompt-template resources",
+                            code="TEMPLATE_RESOURCE_INVALID", path=_PATH)
+    out = []
+    ids: set[str] = set()
+    for i, item in enumerate(raw):
+        try:
+            resource = PromptTemplateResource.from_dict(_thaw(item))
+        except TemplateError as exc:
+            sub = (exc.path or "$")[1:]
+            raise TemplateError(f"prompt template {i}: {exc.message}", code=exc.code,
+                                path=f"{_PATH}[{i}]{sub}") from None
+        if resource.id in ids:
+            raise TemplateError(f"prompt template id {resource.id!r} appears twice", code="TEMPLATE_RESOURCE_INVALID",
+                                path=f"{_PATH}[{i}].id")
+        ids.add(resource.id)
+        out.append(resource)
+    return out
+
+
+def _bridge_inputs(assets: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The bridge's sources for this request and the MVU resources by id."""
+    from ..bridge import MvuSource, sources_from_inputs
+
+    mvu: dict[str, Any] = {}
+    raw_mvu = assets.get("mvu")
+    if isinstance(raw_mvu, Mapping) and isinstance(raw_mvu.get("stat_data"), Mapping):
+        resource_id = f"mvu:{raw_mvu.get('name') or 'mvu'}"
+        mvu[resource_id] = MvuSource({"stat_data": _thaw(raw_mvu["stat_data"])}, resource_id=resource_id)
+    books = assets.get("world_books")
+    activated: dict[str, list[Any]] = {}
+    for entry in assets.get("world_info") or ():
+        if isinstance(entry, Mapping) and isinstance(entry.get("book"), str) and entry.get("uid") is not None:
+            activated.setdefault(entry["book"], []).append(entry["uid"])
+    preset = assets.get("st_preset")
+    card = assets.get("character")
+    sources = sources_from_inputs(
+        world_books=_thaw(books) if books is not None else None,
+        activated=activated if books is not None else None,
+        preset=_thaw(preset) if isinstance(preset, Mapping) else None,
+        card=_thaw(card) if isinstance(card, Mapping) and card else None,
+    )
+    return sources, mvu
+
+
+def resolve_prompt_templates(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[str, Any]:
+    """The source's resolver: one text block per template that ran (see the module docstring)."""
+    assets = context["assets"]
+    raw = assets.get("prompt_templates")
+    if raw is None:
+        return {"blocks": []}
+    resources = _resources(raw)
+    session = context["session_id"]
+    if session is None:
+        return {"blocks": [], "diagnostics": [{
+            "code": "TEMPLATE_SESSION_REQUIRED", "severity": "info",
+            "message": "prompt templates run only for a session; this request has none, so they give no output"}]}
+    from ..bridge import expand_prompt_template
+
+    sources, mvu = _bridge_inputs(assets)
+    blocks: list[dict[str, Any]] = []
+    diagnostics: list[dict[str, Any]] = []
+    expansions = []
+    for resource in resources:
+        expansion = expand_prompt_template(resource, session_id=session, sources=sources, mvu=mvu)
+        for d in expansion.diagnostics:
+            diagnostics.append({"code": d.code, "message": d.message, "severity": d.severity,
+                                "data": {"resource_id": resource.id}})
+        if expansion.text is None:
+            continue
+        expansions.append(expansion)
+        revision = resource.revision
+        blocks.append({
+            "type": "text",
+            "id": "template-" + content_hash((resource.id, revision))[7:23],
+            "text": expansion.text,
+            "name": resource.name,
+            "source": {"resource_id": resource.id, "field": "content"},
+        })
+        diagnostics.append({"code": "TAVERN_MEMORY_RESOURCE_VERSION", "severity": "info",
+                            "message": f"prompt template {resource.id} at revision {revision}",
+                            "data": {"resource_id": resource.id, "revision": revision}})
+        for read in expansion.reads:
+            diagnostics.append({"code": "TAVERN_MEMORY_DEPENDENCY_VERSION", "severity": "info",
+                                "message": f"prompt template {resource.id} read {read.kind} {read.key!r} from "
+                                           f"{read.id} at revision {read.revision}",
+                                "data": {"resource_id": resource.id, **read.to_dict()}})
+    for expansion in expansions:  # a dependency changed while later templates ran: fail, never send it stale
+        expansion.check_leases("after the prompt-template source resolved")
+    return {"blocks": blocks, "diagnostics": diagnostics}
