@@ -210,3 +210,38 @@ def test_trace_list_without_records_equals_the_records_dicts() -> None:
     listed = direct.to_list()
     assert listed == [r.to_dict() for r in direct.entries] == direct.to_list()
     assert {r["reason"] for r in listed} >= {"key", "no_match", "group", "disabled"}
+
+
+def test_carried_forward_regex_decisions_equal_a_fresh_look(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tavernbox.worldinfo import activate_world_info
+    from tavernbox.worldinfo import activation as activation_module
+
+    rnd = __import__("random").Random(8)
+    words = ["ash", "oak", "elm", "fir", "yew", "Ivy"]
+    carried = 0
+    for _ in range(80):
+        entries = []
+        for uid in range(14):
+            a, b = rnd.sample(words, 2)
+            keys = [rnd.choice([f"/{a}/", f"/{a}/i", f"/{a}\\s+{b}/i", f"/{a}[\\s\\S]*{b}/", f"/{a}$/", a])]
+            if rnd.random() < 0.3:
+                keys.append(rnd.choice([f"/{b}/i", b]))
+            entry: dict[str, Any] = {"uid": uid, "key": keys, "content": " ".join(rnd.sample(words, 2)),
+                                     "order": rnd.randint(1, 9)}
+            if rnd.random() < 0.4:
+                entry["keysecondary"] = [rnd.choice([f"/{b}/", f"/{a}.{b}/i", b])]
+                entry["selectiveLogic"] = rnd.randint(0, 3)
+            if rnd.random() < 0.15:
+                entry["scanDepth"] = rnd.randint(0, 2)
+            entries.append(entry)
+        chat = [" ".join(rnd.sample(words, 2)) for _ in range(2)]
+        conf = {"world_info_depth": rnd.randint(1, 2), "world_info_budget": 100, "max_context": 1000,
+                "world_info_case_sensitive": rnd.random() < 0.3}
+        fast = activate_world_info({"entries": entries}, chat, conf)
+        with monkeypatch.context() as patched:
+            patched.setattr(activation_module, "SETTLED_REGEX", False)
+            full = activate_world_info({"entries": entries}, chat, conf)
+        assert fast.uids == full.uids
+        assert fast.trace.to_list() == full.trace.to_list()
+        carried += len(fast.trace.steps)
+    assert carried > 80  # recursion passes happened

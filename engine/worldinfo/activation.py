@@ -20,8 +20,8 @@ from typing import Any
 from ..errors import Diagnostic, TemplateError
 from .entries import Entry, Logic, WorldBook, bulk_allocation, js_key_order, normalize_books
 from .matching import _NOT_FOUND as _FAR
-from .matching import (_WORD_RUN, INDEX_DIRTY, INDEX_EMPTY_INVALID, INDEX_OTHER, INDEX_WORD, KeyMatcher, Needle,
-                       gram_of, is_word_gram, text_windows)
+from .matching import (_WORD_RUN, INDEX_DIRTY, INDEX_EMPTY_INVALID, INDEX_OTHER, INDEX_WORD, REGEX, KeyMatcher,
+                       Needle, gram_of, is_word_gram, text_windows)
 from .output import ActivatedEntry, Positions, build_positions
 from .regexes import DEFAULT_TIMEOUT
 from .scan import Haystack, ScanBuffer, ScanState, chat_scan_messages, js_trim
@@ -37,6 +37,8 @@ Expand = Callable[[str], str]
 INCREMENTAL = True
 #: Fill in the "no match" decision of entries the first pass never looked at (tests switch it off to compare).
 FAST_PENDING = True
+#: Carry forward the decision of an entry whose regex keys provably still answer as before (tests switch it off).
+SETTLED_REGEX = True
 
 GENERATION_TYPES = ("normal", "continue", "impersonate", "swipe", "regenerate", "quiet")
 
@@ -295,6 +297,10 @@ class _Prepared:
                         if where == INDEX_EMPTY_INVALID:
                             always_dirty.add(i)
             plans.append((primary_plan, secondary_plan))
+        #: always-dirty entries whose keys are all plain or valid regexes (see :meth:`_Run.carry_forward`)
+        self.regex_only = {i for i in always_dirty
+                           if all(n is None or n.index in (INDEX_WORD, INDEX_OTHER) or n.kind == REGEX
+                                  for plan in plans[i] for _, n in plan)}
         for buckets, found in ((self.primary_others, others[0]), (self.secondary_others, others[1])):
             for needle, owners in found.items():
                 buckets[needle.cs].setdefault(gram_of(needle.text), []).append((needle, owners))
@@ -389,6 +395,10 @@ class _Run:
                 if entry_id in forced:
                     simple[i] = False
         self.any_sticky = any(self.sticky[i] for i in prepared.timed)
+        #: pass -> how many recursion pieces its haystacks held
+        self.pass_pieces: dict[int, int] = {}
+        #: this pass's haystack -> the same haystack as the last pass saw it (see :meth:`carry_forward`)
+        self._before_cache: dict[Haystack, Haystack] = {}
         self._hay_cache: dict[tuple[Any, ...], Haystack] = {}
         self.activated: dict[str, int] = {}  # entry id -> index, in activation order
         self.activated_content: dict[int, str] = {}
@@ -498,6 +508,46 @@ class _Run:
         decide(i, "skipped", "secondary_logic", f"key {primary!r} matched but the secondary logic "
                f"{_LOGIC_NAMES.get(logic, logic)} failed", step, state, key=primary)
         return False
+
+    def carry_forward(self, i: int, state: int, step: int) -> bool:
+        """Give entry ``i`` (dirty only for its regex keys) the decision it had last pass, if nothing changed.
+
+        Its plain keys were not found in the new recursion text (else it would be dirty already),
+        no rule before the keys applies to it (``simple``), and every regex key it tested last
+        pass provably answers the same (:meth:`KeyMatcher.regex_unchanged`): then
+        :meth:`consider` would decide exactly as last pass, only in this step. Returns whether it
+        did that.
+        """
+        decision = self.decisions[i]
+        if (decision[3] != step - 1 or decision[1] not in ("no_match", "secondary_logic") or not self.simple[i]
+                or i in self.failed_probability or self.ids[i] in self.activated):
+            return False
+        hay = self.haystack(i, state)
+        before = self._before_cache.get(hay)
+        if before is None:
+            before = self._before_cache[hay] = (hay._replace(recursion=self.pass_pieces.get(step - 1, 0))
+                                                if not hay.empty else hay)
+        unchanged = self.matcher.regex_unchanged
+        primary_keys, secondary_keys = self.plans[i]
+        for _, needle in primary_keys:
+            if needle is None or needle.kind != REGEX:
+                continue  # a plain key was not found in the new text: it answers as before
+            if needle.rx is None or needle.rx.status != "ok":
+                return False
+            answer = unchanged(needle.rx, before, hay)
+            if answer is None:
+                return False
+            if answer:
+                break  # the same first matching primary key; the later ones do not count
+        if decision[1] == "secondary_logic":
+            for _, needle in secondary_keys:
+                if needle is None or needle.kind != REGEX:
+                    continue
+                if needle.rx is None or needle.rx.status != "ok" or unchanged(needle.rx, before, hay) is None:
+                    return False
+        self.decisions[i] = (decision[0], decision[1], decision[2], step, ScanState.NAMES[state], decision[5],
+                             decision[6], decision[7])
+        return True
 
     def _before_keys(self, i: int, entry: Entry, state: int, level: float, step: int) -> bool | None:
         """The rules tested before the keys; ``None`` when none of them decides the entry."""
@@ -750,6 +800,7 @@ class _Run:
             count += 1
             step = count
             self._hay_cache = {}
+            self._before_cache = {}
             context = (state, level, self.buffer.skew)
             if previous is None and INCREMENTAL:
                 # the first pass looks only at entries that can be candidates: those activated
@@ -763,14 +814,21 @@ class _Run:
                 # only what can have changed since the last pass: its unactivated candidates, entries
                 # with regex keys, owners of keys found in the new recursion text, and (when the
                 # state or delay level moved) the entries whose filters depend on them
-                dirty = set(last_candidates) | prepared.always_dirty
+                dirty = set(last_candidates)
                 for piece in range(seen_pieces, len(self.buffer.recursion)):
                     dirty |= self.matcher.piece_hits(piece, prepared.word_maps, prepared.other_maps)
                 if previous != context:
                     dirty.update(state_sensitive)
+                if SETTLED_REGEX:
+                    for i in prepared.always_dirty:
+                        if i not in dirty and not (i in prepared.regex_only and self.carry_forward(i, state, step)):
+                            dirty.add(i)
+                else:
+                    dirty |= prepared.always_dirty
                 todo = sorted(dirty)
             previous = context
             seen_pieces = len(self.buffer.recursion)
+            self.pass_pieces[step] = seen_pieces if state == ScanState.RECURSION else 0
             todo_list: Iterable[int] = todo
             candidates: list[int] = []
             ids = self.ids

@@ -202,6 +202,8 @@ class KeyMatcher:
         self.regex_searches = 0
         #: (id of a scanned text, start) -> (that text, its case-folded tail), for required literals
         self._folded: dict[tuple[int, int], tuple[str, str]] = {}
+        #: (shorter haystack, haystack) -> where the shorter one's text ends in the longer one's
+        self._old_ends: dict[tuple[Haystack, Haystack], int] = {}
         #: regex progress key -> (search start, text length up to which the required literal is absent)
         self._literal_seen: dict[tuple[str, int, tuple[str, ...]], tuple[int, int]] = {}
 
@@ -394,6 +396,52 @@ class KeyMatcher:
             return self._refuse(rx, entry)
         self._regex_results[key] = hit
         return hit
+
+    def regex_unchanged(self, rx: JsRegex, before: Haystack, hay: Haystack) -> bool | None:
+        """The result of regex ``rx`` on ``hay`` when it must equal its result on ``before``, else ``None``.
+
+        ``before`` is ``hay`` with fewer recursion pieces, already searched. A resumable regex that
+        matched still matches. One that did not can only match now with a match that starts in the
+        new pieces (nothing was pending at the old end: the last search or the required-literal
+        check covered the old text), and that match contains the literal, which a joint cannot
+        split: so if no new piece contains it, the answer stays "no". The caller then need not look
+        at the entry again; what this learnt is recorded as if it had been searched.
+        """
+        previous = self._regex_results.get((rx.source, before))
+        if previous is None or not rx.resumable or hay.empty or before.empty:
+            return None
+        if previous:
+            self._regex_results[(rx.source, hay)] = True
+            return True
+        literal = rx.literal
+        if literal is None:
+            return None
+        text = self.buffer.text(hay)
+        old_end = self._old_ends.get((before, hay))
+        if old_end is None:
+            pieces = self.buffer.recursion[before.recursion:hay.recursion]
+            old_end = self._old_ends[(before, hay)] = len(text) - sum(len(JOINER) + len(p) for p in pieces)
+        progress_key = (rx.source, hay.depth, hay.extras)
+        progress = self._regex_progress.get(progress_key)
+        pos = progress[1] if progress is not None and old_end >= progress[0] else 0
+        settled = (progress is not None and progress[0] == old_end and progress[1] == old_end and not progress[2]) \
+            or self._literal_seen.get(progress_key) == (pos, old_end)
+        if not settled:
+            return None
+        if rx.ignore_case:
+            cache_key = (id(text), old_end)
+            cached = self._folded.get(cache_key)
+            if cached is None or cached[0] is not text:
+                if len(self._folded) > 64:
+                    self._folded.clear()
+                cached = self._folded[cache_key] = (text, fold_for_literal(text[old_end:]))
+            if literal in cached[1]:
+                return None
+        elif text.find(literal, old_end) >= 0:
+            return None
+        self._literal_seen[progress_key] = (pos, len(text))
+        self._regex_results[(rx.source, hay)] = False
+        return False
 
     def _literal_at(self, rx: JsRegex, text: str, pos: int, progress_key: tuple[str, int, tuple[str, ...]]) -> int:
         """Where the regex's required literal first occurs in ``text`` at or after ``pos``; -1 if nowhere.
