@@ -88,7 +88,7 @@ def test_card_fields_are_available(files: dict[str, str], tmp_path: Path) -> Non
     [
         (["--strategy", "no-such-thing"], "ASSEMBLY_STRATEGY_UNKNOWN"),
         (["--preset", "no-such-file.json"], "INPUT_INVALID"),
-        (["--templates", "x.json"], "ASSEMBLY_INPUT_UNSUPPORTED"),
+        (["--templates", "no-such-templates.json"], "INPUT_INVALID"),
         (["--system-update", "in-history", "--max-profile-bytes", "10"], "ASSEMBLY_PROFILE_LIMIT"),
     ],
 )
@@ -147,3 +147,19 @@ def test_mvu_state_reaches_the_mvu_source(files: dict[str, str], tmp_path: Path)
     mvu = write(tmp_path, "vars.json", {"stat_data": {"hp": [100, "health"], "$meta": {"extensible": True}}})
     code, out = run("assemble", "--strategy", strategy, "--chat", files["chat"], "--mvu", mvu)
     assert code == 0 and out[0]["content"].startswith('S\n\nMAIN\n\n{"hp": [100, "health"], "$meta"')
+
+
+def test_templates_render_for_the_given_session(files: dict[str, str], tmp_path: Path) -> None:
+    templates = write(tmp_path, "t.json", {"templates": [
+        {"id": "prompt-template:guide", "name": "Guide", "content": "<%= 6 * 7 %> <%= getvar('who') %>",
+         "enabled": True, "session_ids": ["s1"], "variables": {"who": "<b>"}}]})
+    strategy = write(tmp_path, "s3.json", preset([RULES[0], rule("pmp-dsh-tavern/prompt-template", "tpl"), *RULES[2:4]]))
+    code, out = run("assemble", "--strategy", strategy, "--chat", files["chat"], "--templates", templates,
+                    "--session", "s1")
+    assert code == 0 and out[0]["content"] == "S\n\n42 &lt;b&gt;"
+    code, out = run("assemble", "--strategy", strategy, "--chat", files["chat"], "--templates", templates, "--json")
+    assert code == 0 and out["messages"][0]["content"] == "S"  # no session: no template output, one notice
+    assert "TEMPLATE_SESSION_REQUIRED" in [d["code"] for d in out["diagnostics"]]
+    bad = write(tmp_path, "bad-t.json", [{"id": "nope", "name": "x", "content": ""}])
+    code, out = run("assemble", "--strategy", strategy, "--chat", files["chat"], "--templates", bad, "--session", "s1")
+    assert code == 1 and out["error"]["code"] == "TEMPLATE_RESOURCE_INVALID"

@@ -126,7 +126,9 @@ def _world_info(paths: tuple[str, ...], messages: list[Any], seed: int) -> tuple
 @click.option("--preset", "st_preset", help="A SillyTavern chat-completion preset, placed by the `preset` rule as SillyTavern does.")
 @click.option("--book", "books", multiple=True, help="A world book; activated against the chat.")
 @click.option("--mvu", help="MVU variables: for tavern.mvu/state and {{format_message_variable::stat_data}}.")
-@click.option("--templates", help="Prompt templates (needs the template source).")
+@click.option("--templates", help="Prompt-template resources (a JSON list, or {\"templates\": [...]}) for the "
+                                   "pmp-dsh-tavern/prompt-template source; they run only with --session.")
+@click.option("--session", "session_id", help="The session id (prompt templates run only for a bound session).")
 @click.option("--system-update", type=click.Choice(["leading-only", "in-history"]), default="leading-only",
               show_default=True, help="Whether the model accepts system messages after the first.")
 @click.option("--preview", is_flag=True, help="Preview: no unsent input, system-update capability unverified.")
@@ -141,6 +143,7 @@ def command(
     books: tuple[str, ...],
     mvu: str | None,
     templates: str | None,
+    session_id: str | None,
     system_update: str,
     preview: bool,
     seed: int,
@@ -152,17 +155,19 @@ def command(
     def body() -> None:
         from ..assembler import Assembler, AssemblyRequest
 
-        for flag, value, needs in (("--templates", templates, "the template source"),):
-            if value is not None:
-                raise TemplateError(f"{flag} needs {needs}, which is not part of this build yet",
-                                    code="ASSEMBLY_INPUT_UNSUPPORTED")
         preset = _strategy(strategy)
         messages, input_ids = _chat(chat_path)
         assets: dict[str, Any] = {}
         if card:
             assets["character"] = _card(card)
+        if templates:
+            loaded = _read_json(templates, "prompt templates")
+            assets["prompt_templates"] = loaded.get("templates") if isinstance(loaded, dict) else loaded
         if books:
             assets["world_info"], outlets = _world_info(books, messages, seed)
+            named = [_read_json(p, "world book") for p in books]
+            if templates and all(isinstance(b, dict) and isinstance(b.get("name"), str) for b in named):
+                assets["world_books"] = named  # what getwi reads (activated entries only)
             if outlets:
                 assets["macro_context"] = {"outlets": outlets}
         if st_preset:
@@ -182,7 +187,7 @@ def command(
 
             assets["mvu"] = {"name": Path(mvu).stem, "stat_data": load_asset(mvu, kind="mvu").model.stat_data}
         request = {"preset": preset, "messages": messages, "input_ids": input_ids, "assets": assets,
-                   "preview": preview, "system_prompt_update": system_update, "seed": seed}
+                   "preview": preview, "system_prompt_update": system_update, "seed": seed, "session_id": session_id}
         if max_profile_bytes is not None:
             request["max_profile_bytes"] = max_profile_bytes
         from ..strategies import st_registry
