@@ -18,9 +18,13 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-__all__ = ["Tok", "tokenize", "T"]
+__all__ = ["Tok", "tokenize", "tokenize_macro", "T", "WS_CHARS"]
 
 # JavaScript's \s
+WS_CHARS = (
+    "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+    "\u2028\u2029\u202f\u205f\u3000\ufeff"
+)
 _WS = r"[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]"
 _IDENT = r"[a-zA-Z][a-zA-Z0-9_-]*"
 _VARIDENT = r"[a-zA-Z](?:[a-zA-Z0-9_-]*[a-zA-Z0-9_])?"
@@ -70,7 +74,8 @@ PLAIN, DEF, IDENT_END, ARGS, FILTER, FILTER_END, VAR_ID, VAR_AFTER, VAR_VALUE = 
 # actions: "" none, "push:M", "pop", "pop+push:M"
 _RULES: dict[int, list[tuple[str, str, int | None, str]]] = {
     PLAIN: [
-        ("plaintext", r"(?:[^{]|\{(?!\{))+", T.PLAINTEXT, ""),
+        # possessive runs: one step per run of non-braces instead of one per character
+        ("plaintext", r"(?:[^{]++|\{(?!\{))++", T.PLAINTEXT, ""),
         ("openbrace", r"\{(?=\{\{)", T.OPENBRACE, ""),
         ("start", r"\{\{", T.START, f"push:{DEF}"),
     ],
@@ -169,7 +174,7 @@ characters is appended to ``errors`` when given.
     """
     toks: list[Tok] = []
     append = toks.append
-    make = Tok._make
+    new = tuple.__new__  # Tok._make without its Python-level wrapper
     stack = [PLAIN]
     pos = lo
     n = len(text) if hi is None else hi
@@ -199,6 +204,46 @@ characters is appended to ``errors`` when given.
                 depth += 1
             regex, table = modes[push]
         if ttype is not None:
-            append(make((ttype, pos, end, depth)))
+            append(new(Tok, (ttype, pos, end, depth)))
         pos = end
     return toks
+
+
+def tokenize_macro(text: str, lo: int, hi: int) -> tuple[list[Tok], int] | None:
+    """The tokens of the one top-level ``{{`` at ``lo``, up to where the lexer is back in plain text.
+
+    ``tokenize`` from ``lo`` would produce exactly these tokens first (the lexer is in plain
+    mode with an empty stack at ``lo`` and again at the returned end), so a document can be
+    lexed region by region. ``None`` when a character had to be dropped (the caller then lexes
+    the whole document, which records where).
+    """
+    toks: list[Tok] = []
+    append = toks.append
+    new = tuple.__new__
+    modes = _MODES
+    stack = [PLAIN]
+    pos = lo
+    depth = 0
+    regex, table = modes[PLAIN]
+    while pos < hi:
+        m = regex.match(text, pos, hi)
+        if m is None:
+            return None
+        ttype, pops, push = table[m.lastindex]  # type: ignore[index]
+        end = m.end()
+        if pops:
+            if stack.pop() == DEF:
+                depth -= 1
+            if push < 0:
+                regex, table = modes[stack[-1]]
+        if push >= 0:
+            stack.append(push)
+            if push == DEF:
+                depth += 1
+            regex, table = modes[push]
+        if ttype is not None:
+            append(new(Tok, (ttype, pos, end, depth)))
+        pos = end
+        if len(stack) == 1:
+            break
+    return toks, pos

@@ -1,0 +1,103 @@
+"""The region-by-region parse (``_region_items``) equals the whole-document parse, node for node.
+
+``document_items`` first cuts a document at the points where SillyTavern's lexer is back in plain
+text, reads simple macros off one regex match and parses the other regions alone; it falls back
+to lexing and parsing the whole document when a region is not clean. That shortcut is only sound
+if it builds exactly the whole-document items, *including* each argument's reusable items (which
+``ArgNode`` equality ignores), on every text and every window of it the evaluator parses.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tavernbox.macros.parser import ArgNode, MacroNode, _region_items, document_items
+from tavernbox.testing.strategies import macro_templates
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "conformance" / "st-macros.jsonl"
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def _deep(value: Any) -> Any:
+    """A comparable form of items that keeps what ``==`` skips (argument items, derived keys)."""
+    if isinstance(value, MacroNode):
+        return (
+            "macro", value.start, value.end, value.complete, value.flags, value.name, value.key, value.closing,
+            _deep(value.args), value.var, value.inner_start, value.inner_end, _deep(value.parts),
+        )
+    if isinstance(value, ArgNode):
+        return ("arg", value.span, _deep(value.items))
+    if isinstance(value, (list, tuple)):
+        return tuple(_deep(v) for v in value)
+    return value
+
+
+def _same(text: str, lo: int = 0, hi: int | None = None) -> bool:
+    """Whether the region path answered (and then agreed); asserts agreement."""
+    end = len(text) if hi is None else hi
+    whole = document_items(text, lo, end, _regions=False)
+    fast = _region_items(text, lo, end, 64)
+    if fast is None:
+        return False
+    assert whole[1] == [] and whole[2], (text, lo, end)  # the shortcut only answers clean parses
+    assert _deep(fast) == _deep(whole[0]), (text, lo, end)
+    assert document_items(text, lo, end) == (fast, [], True)
+    return True
+
+
+def _texts() -> list[str]:
+    if not DATA.exists():
+        return ["{{user}}", "{{reverse::a|b}}", "Test {{ hehe {{user}}", "{{/if}}{{random:: a :: :: b}}"]
+    return [json.loads(line)["template"] for line in DATA.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def test_regions_equal_the_whole_document_on_conformance_rows_and_their_windows() -> None:
+    rnd = random.Random(7)
+    answered = 0
+    for text in _texts():
+        answered += _same(text)
+        for _ in range(4):  # windows, as the evaluator parses argument and body spans
+            lo = rnd.randrange(len(text) + 1)
+            hi = rnd.randrange(lo, len(text) + 1)
+            _same(text, lo, hi)
+    assert answered > 500  # the shortcut is actually exercised
+
+
+def test_regions_equal_the_whole_document_on_the_benchmark_documents() -> None:
+    sys.path.insert(0, str(BENCH))
+    try:
+        import bench_macros
+    finally:
+        sys.path.remove(str(BENCH))
+    for doc in [bench_macros.MACRO_TEMPLATE, *bench_macros._ten_kb_documents(5)]:
+        assert _same(doc)
+
+
+def test_simple_macro_edge_shapes() -> None:
+    cases = [
+        "{{user}}", "{{/if}}", "{{!user}}", "{{>user}}", "{{user-}}", "{{a::}}", "{{a::::}}", "{{a:: x ::y }}",
+        "{{a::\u00a0x\u3000}}", "{{a::x\x1f}}", "{{a::\x1cx\x85}}", "{{a::x=\"y\"}}", "{{a:::b}}", "{{a:b}}", "{{a b}}", "{{ a}}", "{{a }}", "{{{a}}}",
+        "{{a::b}", "{{a::b}}}", "x{{a::{{b}}}}y", "{{a::b|c}}", "{{a::b\\|c}}", "{{//x}}", "{{#a::1}}", "{{?a}}",
+        "{{~a}}", "{{a}}{{", "{{", "{", "}}", "{{a::b}}{{/a}}", "{{a::\n}}", "{{a::}}}}",
+    ]
+    for text in cases:
+        _same(text)
+        for lo in range(len(text) + 1):
+            for hi in range(lo, len(text) + 1):
+                _same(text, lo, hi)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(macro_templates(), st.data())
+def test_regions_equal_the_whole_document_on_macro_templates(text: str, data: st.DataObject) -> None:
+    _same(text)
+    lo = data.draw(st.integers(0, len(text)))
+    hi = data.draw(st.integers(lo, len(text)))
+    _same(text, lo, hi)
