@@ -161,3 +161,16 @@ def test_a_static_template_renders_once_per_static_context(monkeypatch: pytest.M
     assert texts(third)[-2] == "Hi Kaira, I am Ann"  # another card: another static context
     assert expanded.count("Hi {{char}}, I am {{user}}") == 2
     COMPILED_TEMPLATES.clear()
+
+
+def test_text_identity_is_the_pair_of_hash_and_id_and_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tavernbox.assembler.identity as identity
+
+    digest = identity.text_hash("Hello", "system")
+    assert identity.text_identity("r:b", "system", "Hello") == (digest, identity.derived_id("text", "r:b", digest))
+    assert identity.text_identity("r:b", "user", "Hello")[0] != digest
+    monkeypatch.setattr(identity, "_TEXT_IDS_MAX", 3)
+    identity._TEXT_IDS.clear()
+    for i in range(10):
+        identity.text_identity("k", "system", str(i))
+    assert len(identity._TEXT_IDS) <= 3

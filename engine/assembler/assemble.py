@@ -553,7 +553,7 @@ class Assembler:
             renders.append(
                 {
                     "key": key,
-                    "input_hash": content_hash(text),
+                    "input_hash": out.input_hash or content_hash(text),
                     "text": out.text,
                     "draws": out.draws,
                     "diagnostics": [_diag_dict(d) for d in out.diagnostics],

@@ -13,7 +13,7 @@ from typing import Any
 
 from .limits import dumps
 
-__all__ = ["content_hash", "derived_id", "text_hash"]
+__all__ = ["content_hash", "derived_id", "text_hash", "text_identity"]
 
 
 def _canonical(value: Any) -> str:
@@ -49,3 +49,22 @@ def derived_id(*parts: Any) -> str:
     digest[8] = (digest[8] & 0x3F) | 0x80
     h = digest.hex()
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+_TEXT_IDS: dict[tuple[str, str, str], tuple[str, str]] = {}
+_TEXT_IDS_MAX = 16384
+
+
+def text_identity(key: str, role: str, text: str) -> tuple[str, str]:
+    """``(text_hash(text, role), derived_id("text", key, that hash))`` of one text contribution.
+
+    Both are pure functions of their inputs and an unchanged prompt asks for the same pair every
+    request, so they are remembered (a bounded table, emptied when full)."""
+    found = _TEXT_IDS.get((key, role, text))
+    if found is None:
+        digest = text_hash(text, role)
+        found = (digest, derived_id("text", key, digest))
+        if len(_TEXT_IDS) >= _TEXT_IDS_MAX:
+            _TEXT_IDS.clear()
+        _TEXT_IDS[(key, role, text)] = found
+    return found

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..errors import Diagnostic, TemplateError
 from .blocks import Block
-from .identity import content_hash, derived_id, text_hash
+from .identity import content_hash, text_identity
 from .native import NATIVE_PLACEMENTS, arrange_native
 from .registry import ResolvedEntry
 from .render import IDENTITY, RenderOutput, compose_text, find_source_macros
@@ -327,8 +327,8 @@ class Planner:
         if not rendered.text:
             return None
         role = (block.role or "system") if rule.role == "preserve" else rule.role
-        digest = text_hash(rendered.text, role)
-        message = {"id": derived_id("text", key, digest), "role": role, "content": rendered.text}
+        digest, message_id = text_identity(key, role, rendered.text)
+        message = {"id": message_id, "role": role, "content": rendered.text}
         if block.speaker:
             message["name"] = block.speaker
         own = {

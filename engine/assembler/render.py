@@ -70,6 +70,8 @@ class RenderOutput:
     text: str
     draws: list[Any] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    #: the content hash of the input text when the renderer already knows it (recorded per render)
+    input_hash: str | None = None
 
 
 class Renderer(Protocol):
@@ -93,6 +95,8 @@ class RenderState:
     _noted: set[str] = field(default_factory=set)
     #: the macro engine's context object, built once per request (the chat can be long)
     engine_context: Any = None
+    #: the macro engine's entry points, looked up once per request
+    engine: Any = None
     _static_key: str | None = None
 
     def static_key(self) -> str:
@@ -199,13 +203,22 @@ class _Template:
     """A compiled template plus, when it reads only :data:`STATIC_MACROS`, its rendered text per
     static context (the few last ones), so an unchanged prompt is not evaluated every request."""
 
-    __slots__ = ("compiled", "renders", "static")
+    __slots__ = ("_input_hash", "compiled", "renders", "static")
     MAX_RENDERS = 4
 
     def __init__(self, compiled: Any) -> None:
         self.compiled = compiled
         self.static = _reads_static_only(compiled)
         self.renders: OrderedDict[str, str] = OrderedDict()
+        self._input_hash: str | None = None
+
+    def input_hash(self, text: str) -> str:
+        """``content_hash(text)`` of the template's own text (computed once)."""
+        if self._input_hash is None:
+            from .identity import content_hash
+
+            self._input_hash = content_hash(text)
+        return self._input_hash
 
     def remember(self, static_key: str, text: str) -> None:
         self.renders[static_key] = text
@@ -283,7 +296,9 @@ class _Tavern:
     def render(self, text: str, state: RenderState) -> RenderOutput:
         if "{" not in text and "<" not in text and "\\" not in text:
             return RenderOutput(text)  # nothing a macro engine could change: skip the call
-        expand, compile_fn, context_cls = self._engine()
+        if state.engine is None:
+            state.engine = self._engine()
+        expand, compile_fn, context_cls = state.engine
         if expand is None:
             state.notice_once(
                 "ASSEMBLY_MACROS_UNAVAILABLE",
@@ -296,7 +311,7 @@ class _Tavern:
             if template.static:
                 seen = template.renders.get(state.static_key())
                 if seen is not None:
-                    return RenderOutput(seen)
+                    return RenderOutput(seen, input_hash=template.input_hash(text))
         ctx = self._context(state, context_cls)
         result = template.compiled.expand(ctx) if template is not None else expand(text, ctx)
         after = getattr(result, "variables", None)
@@ -309,7 +324,7 @@ class _Tavern:
         out = str(result.text)
         if template is not None and template.static and not diags and not draws and not changed:
             template.remember(state.static_key(), out)
-        return RenderOutput(out, draws, diags)
+        return RenderOutput(out, draws, diags, template.input_hash(text) if template is not None else None)
 
 
 IDENTITY: Renderer = _Identity()
