@@ -23,7 +23,7 @@ from .matching import _NOT_FOUND as _FAR
 from .matching import (_WORD_RUN, INDEX_DIRTY, INDEX_EMPTY_INVALID, INDEX_OTHER, INDEX_WORD, REGEX, KeyMatcher,
                        Needle, gram_of, is_word_gram, text_windows)
 from .output import ActivatedEntry, Positions, build_positions
-from .regexes import DEFAULT_TIMEOUT
+from .regexes import DEFAULT_TIMEOUT, JsRegex, fold_for_literal
 from .scan import Haystack, ScanBuffer, ScanState, chat_scan_messages, js_trim
 from .settings import WorldInfoSettings, budget_tokens, count_words, resolve_token_counter
 from .timed import TimedEffects
@@ -301,6 +301,10 @@ class _Prepared:
         self.regex_only = {i for i in always_dirty
                            if all(n is None or n.index in (INDEX_WORD, INDEX_OTHER) or n.kind == REGEX
                                   for plan in plans[i] for _, n in plan)}
+        #: the regexes of those entries (all keys, primary and secondary)
+        self.regexes: dict[int, tuple[JsRegex, ...]] = {
+            i: tuple(n.rx for plan in plans[i] for _, n in plan if n is not None and n.kind == REGEX and n.rx)
+            for i in self.regex_only}
         for buckets, found in ((self.primary_others, others[0]), (self.secondary_others, others[1])):
             for needle, owners in found.items():
                 buckets[needle.cs].setdefault(gram_of(needle.text), []).append((needle, owners))
@@ -399,6 +403,8 @@ class _Run:
         self.pass_pieces: dict[int, int] = {}
         #: this pass's haystack -> the same haystack as the last pass saw it (see :meth:`carry_forward`)
         self._before_cache: dict[Haystack, Haystack] = {}
+        #: entries carried forward in the last pass (see :meth:`carry_waiting`)
+        self.waiting: set[int] = set()
         self._hay_cache: dict[tuple[Any, ...], Haystack] = {}
         self.activated: dict[str, int] = {}  # entry id -> index, in activation order
         self.activated_content: dict[int, str] = {}
@@ -545,6 +551,23 @@ class _Run:
                     continue
                 if needle.rx is None or needle.rx.status != "ok" or unchanged(needle.rx, before, hay) is None:
                     return False
+        self.decisions[i] = (decision[0], decision[1], decision[2], step, ScanState.NAMES[state], decision[5],
+                             decision[6], decision[7])
+        return True
+
+    def carry_waiting(self, i: int, state: int, step: int, new_texts: tuple[str, str]) -> bool:
+        """:meth:`carry_forward` again for an entry carried forward last pass, from the new text alone.
+
+        Last pass established, for each of its regex keys, that no match lies in the text then and
+        that a later one needs the key's required literal past its end; if the new recursion text
+        (``new_texts``: as written and case-folded) holds none of the literals, that still holds.
+        """
+        decision = self.decisions[i]
+        if decision[3] != step - 1 or i in self.failed_probability or self.ids[i] in self.activated:
+            return False
+        for rx in self.prepared.regexes[i]:
+            if rx.status != "ok" or rx.literal is None or rx.literal in new_texts[rx.ignore_case]:
+                return False
         self.decisions[i] = (decision[0], decision[1], decision[2], step, ScanState.NAMES[state], decision[5],
                              decision[6], decision[7])
         return True
@@ -801,6 +824,7 @@ class _Run:
             step = count
             self._hay_cache = {}
             self._before_cache = {}
+            waiting, self.waiting = self.waiting, set()
             context = (state, level, self.buffer.skew)
             if previous is None and INCREMENTAL:
                 # the first pass looks only at entries that can be candidates: those activated
@@ -820,8 +844,16 @@ class _Run:
                 if previous != context:
                     dirty.update(state_sensitive)
                 if SETTLED_REGEX:
+                    new_text = [self.buffer.recursion[j] for j in range(seen_pieces, len(self.buffer.recursion))]
+                    raw_new = "\n".join(new_text)
+                    new_texts = (raw_new, fold_for_literal(raw_new))
                     for i in prepared.always_dirty:
-                        if i not in dirty and not (i in prepared.regex_only and self.carry_forward(i, state, step)):
+                        if i in dirty or i not in prepared.regex_only:
+                            dirty.add(i)
+                        elif (i in waiting and self.carry_waiting(i, state, step, new_texts)) or \
+                                self.carry_forward(i, state, step):
+                            self.waiting.add(i)
+                        else:
                             dirty.add(i)
                 else:
                     dirty |= prepared.always_dirty
