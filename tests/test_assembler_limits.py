@@ -97,3 +97,12 @@ def test_assembly_reports_both_charges() -> None:
                   rule("custom", "t", text="TAIL", role="system")])
     assert r.logical_extra_bytes > 0 and r.extra_bytes > r.logical_extra_bytes  # repeated snapshots cost more
     assert r.system_projection["max_bytes"] == PROJECTION_MAX_BYTES
+
+
+def test_pinned_serialisation_escapes_lone_surrogates_and_sizes_agree() -> None:
+    from tavernbox.assembler.limits import dumps, json_size
+
+    value = {"a": "x\ud800y", "b": "é", "c": "plain"}
+    assert dumps(value) == '{"a":"x\\ud800y","b":"é","c":"plain"}'
+    assert json_size(value) == len(dumps(value).encode("utf-8")) == 37
+    assert json_size({"a": "é"}) == len('{"a":"é"}'.encode()) and dumps(["ascii"]) == '["ascii"]'

@@ -49,14 +49,18 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 def dumps(value: Any) -> str:
     """The pinned JSON text of ``value`` (see the module docstring)."""
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    if _SURROGATE.search(text):
+    if not text.isascii() and _SURROGATE.search(text):
         text = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     return text
 
 
 def json_size(value: Any) -> int:
     """UTF-8 byte length of the pinned JSON text of ``value``."""
-    return len(dumps(value).encode("utf-8"))
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    try:
+        return len(text.encode("utf-8"))  # no lone surrogate: the pinned text is this text
+    except UnicodeEncodeError:
+        return len(dumps(value).encode("utf-8"))
 
 
 def check_limit(value: Any, *, name: str, maximum: int) -> int:
