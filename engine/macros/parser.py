@@ -617,10 +617,38 @@ def _depth_limited(hi: int, toks: list[Tok], limit: int) -> tuple[list[Tok], lis
     return keep, holes
 
 
-#: A macro whose tokens are simply ``{{``, at most one flag, a name, ``::`` arguments of
-#: plain text and ``}}``: the node the grammar would build is read off one regex match.
-#: Argument text excludes everything that switches the lexer's mode or nests (``{ } | \\ :``).
-_SIMPLE_MACRO = re.compile(r"\{\{([!?~#/>]?)([a-zA-Z][a-zA-Z0-9_-]*)((?:::[^{}|\\:]*)*)\}\}")
+#: A macro whose tokens are simply ``{{``, at most one flag, then a name with no arguments,
+#: with ``::`` arguments or with one legacy whitespace argument, or ``//`` with a comment, and
+#: ``}}``: the node the grammar would build is read off one regex match. Argument text excludes
+#: everything that switches the lexer's mode, nests or splits (``{ } | \\ :``); a ``/`` flag
+#: cannot be followed by ``/`` (that is the ``//`` token).
+_ARG_TEXT = r"[^{}|\\:]*"
+_SIMPLE_MACRO = re.compile(
+    r"\{\{([!?~#>]|/(?!/))?(?:([a-zA-Z][a-zA-Z0-9_-]*)(?:((?:::" + _ARG_TEXT + r")+)|["
+    + re.escape(WS_CHARS) + r"]+(" + _ARG_TEXT + r"))?|//(" + _ARG_TEXT + r"))\}\}"
+)
+
+
+_EMPTY_ARG = ArgNode(None, ())
+
+
+def _arg_node(span: tuple[int, int] | None, items: tuple | None) -> ArgNode:
+    """An :class:`ArgNode`, built without the dataclass ``__init__`` (see :func:`_macro_node`)."""
+    node = _new(ArgNode)
+    _set(node, "span", span)
+    _set(node, "items", items)
+    return node
+
+
+def _text_arg(text: str, lo: int, hi: int) -> ArgNode:
+    """The argument the grammar builds from plain text: its tokens span it minus JS whitespace."""
+    piece = text[lo:hi]
+    stripped = piece.lstrip(WS_CHARS)
+    if not stripped:
+        return _EMPTY_ARG
+    a = lo + (len(piece) - len(stripped))
+    b = a + len(stripped.rstrip(WS_CHARS))
+    return _arg_node((a, b), (_plain(a, b),))
 
 
 def _region_items(text: str, lo: int, hi: int, max_nesting: int) -> list | None:
@@ -637,7 +665,6 @@ def _region_items(text: str, lo: int, hi: int, max_nesting: int) -> list | None:
     """
     plain_re, plain_table = _MODES[PLAIN]
     simple = _SIMPLE_MACRO.match
-    ws = WS_CHARS
     items: list = []
     append = items.append
     pos = lo
@@ -652,22 +679,24 @@ def _region_items(text: str, lo: int, hi: int, max_nesting: int) -> list | None:
         sm = simple(text, pos, hi)
         if sm is not None:
             end = sm.end()
-            raw_args = sm.group(3)
+            flag, name, dcolon, spaced, comment = sm.groups()
             args: tuple = ()
-            if raw_args:
+            if dcolon:
                 built = []
                 cursor = sm.start(3) + 2
-                for piece in raw_args[2:].split("::"):
-                    stripped = piece.lstrip(ws)
-                    if stripped:
-                        a = cursor + (len(piece) - len(stripped))
-                        b = a + len(stripped.rstrip(ws))
-                        built.append(ArgNode((a, b), (_plain(a, b),)))
-                    else:
-                        built.append(_EMPTY_ARG)
+                for piece in dcolon[2:].split("::"):
+                    built.append(_text_arg(text, cursor, cursor + len(piece)))
                     cursor += len(piece) + 2
                 args = tuple(built)
-            append(_macro_node(pos, end, sm.group(1), sm.group(2), args, None, pos + 2, end - 2))
+            elif spaced or comment:
+                # one whitespace-form argument; only whitespace means none (name_only)
+                which = 4 if spaced else 5
+                arg = _text_arg(text, sm.start(which), sm.end(which))
+                if arg is not _EMPTY_ARG:
+                    args = (arg,)
+            if name is None:
+                name = "//"
+            append(_macro_node(pos, end, flag or "", name, args, None, pos + 2, end - 2))
             pos = end
             continue
         region = tokenize_macro(text, pos, hi)
@@ -682,9 +711,6 @@ def _region_items(text: str, lo: int, hi: int, max_nesting: int) -> list | None:
         items.extend(parsed)
         pos = end
     return items
-
-
-_EMPTY_ARG = ArgNode(None, ())
 
 
 def document_items(
