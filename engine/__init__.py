@@ -20,6 +20,7 @@ _LAZY: dict[str, str] = {
     "MacroContext": "tavernbox.macros",
     "MacroResult": "tavernbox.macros",
     "MacroRegistry": "tavernbox.macros",
+    "compile_macros": "tavernbox.macros",
     "render_template": "tavernbox.ejs",
     "render_templates": "tavernbox.ejs",
     "TemplateResult": "tavernbox.ejs",

@@ -72,3 +72,11 @@ def test_a_registry_change_between_renders_is_seen() -> None:
     again = compiled.expand({}, registry=registry)
     assert again == expand_macros("{{wrap}}body{{/wrap}}", {}, registry=registry, _reuse_parse=False)
     assert again.text != "[body]"
+
+
+def test_compile_macros_is_public_api() -> None:
+    import tavernbox
+    import tavernbox.macros
+
+    assert tavernbox.compile_macros is tavernbox.macros.compile_macros
+    assert "compile_macros" in tavernbox.__all__
