@@ -512,11 +512,18 @@ class Assembler:
         })
 
     def assemble(self, request: AssemblyRequest | Mapping[str, Any], token: CancellationToken | None = None) -> AssemblyResult:
-        """Assemble one request synchronously (asynchronous sources need :meth:`assemble_async`)."""
+        """Assemble one request synchronously (asynchronous sources need :meth:`assemble_async`).
+
+        The cyclic garbage collector is paused meanwhile (``bulk_allocation``): an assembly builds
+        thousands of small acyclic dicts and tuples, and each allocation burst would otherwise walk
+        every live object again (a tenth of the time with a large preset cached)."""
+        from ..worldinfo.entries import bulk_allocation
+
         token = token or CancellationToken()
-        req, jobs, native, diags, input_ids = self._prepare(request)
-        entries = resolve_jobs(jobs, self._context(req, native, input_ids, token), token, req.preset)
-        return self._finish(req, entries, native, input_ids, diags, token)
+        with bulk_allocation():
+            req, jobs, native, diags, input_ids = self._prepare(request)
+            entries = resolve_jobs(jobs, self._context(req, native, input_ids, token), token, req.preset)
+            return self._finish(req, entries, native, input_ids, diags, token)
 
     async def assemble_async(
         self, request: AssemblyRequest | Mapping[str, Any], token: CancellationToken | None = None
