@@ -294,7 +294,10 @@ class KeyMatcher:
                 self._report_invalid(n, entry)
             if hay.empty:
                 return False
-            if self.chat_hit(n) < hay.depth:
+            hit = self._chat_hits.get(n)
+            if hit is None:
+                hit = self.chat_hit(n)
+            if hit < hay.depth:
                 return True
             for extra in hay.extras:
                 if self._part(extra, n.cs).has(n.text, n.mode):
@@ -306,8 +309,18 @@ class KeyMatcher:
                     memo = self._rec[n] = [0, -1]
                 if memo[1] >= 0:
                     return memo[1] < r
+                text, mode = n.text, n.mode
+                parts = self._rec_parts[n.cs]
                 for j in range(memo[0], r):
-                    if self.recursion_part(j, n.cs).has(n.text, n.mode):
+                    part = parts[j] if j < len(parts) else self.recursion_part(j, n.cs)
+                    if mode == WORD:  # a word key is one of the piece's word runs (no memo needed)
+                        words = part.words
+                        if words is None:
+                            words = part.words = set(_WORD_RUN.findall(part.text))
+                        found = text in words
+                    else:
+                        found = part.has(text, mode)
+                    if found:
                         memo[0], memo[1] = j + 1, j
                         return True
                 if r > memo[0]:
