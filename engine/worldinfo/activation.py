@@ -15,6 +15,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from ..errors import Diagnostic, TemplateError
@@ -173,6 +174,15 @@ _LOGIC_NAMES = {0: "AND ANY", 1: "NOT ALL", 2: "NOT ANY", 3: "AND ALL"}
 
 
 _MISSING: Any = object()
+_BOOK_UID = attrgetter("book", "uid")
+_KEYS = attrgetter("key")
+_RULE_FIELDS = attrgetter("delay_until_recursion", "exclude_recursion", "sticky", "cooldown", "delay", "disable",
+                          "triggers", "character_filter", "decorators", "constant")
+#: the rule fields of an entry that sets none of them
+_USUAL_FLAGS = _RULE_FIELDS(Entry("", 0))
+_HAY_FIELDS = attrgetter("scan_depth", "match_persona_description", "match_character_description",
+                         "match_character_personality", "match_character_depth_prompt", "match_scenario",
+                         "match_creator_notes")
 
 
 class _Prepared:
@@ -187,7 +197,7 @@ class _Prepared:
     def __init__(self, entries: list[Entry], settings: WorldInfoSettings,
                  key_text: Callable[[str], str] | None) -> None:
         self.entries = entries
-        self.ids = [e.id for e in entries]
+        self.ids = [f"{book}.{uid}" for book, uid in map(_BOOK_UID, entries)]  # Entry.id, in one C-driven pass
         self.needles: dict[tuple[str, bool, bool], Needle] = {}
         preparer = KeyMatcher(ScanBuffer([], base_depth=0), case_sensitive=settings.case_sensitive,
                               whole_words=settings.match_whole_words, needles=self.needles)
@@ -202,18 +212,7 @@ class _Prepared:
         #: other plain keys, bucketed by :func:`gram_of`, with their owning entries
         self.primary_others: dict[bool, dict[str, list[tuple[Needle, list[int]]]]] = {True: {}, False: {}}
         self.secondary_others: dict[bool, dict[str, list[tuple[Needle, list[int]]]]] = {True: {}, False: {}}
-        self.state_sensitive = [i for i, e in enumerate(entries) if e.delay_until_recursion or e.exclude_recursion]
-        self.timed = [i for i, e in enumerate(entries) if e.sticky > 0 or e.cooldown > 0 or e.delay > 0]
-        self.filtered = [i for i, e in enumerate(entries)
-                         if e.disable or e.triggers or e.character_filter.names or e.character_filter.tags]
-        self.levels = sorted({e.delay_until_recursion for e in entries if e.delay_until_recursion})
-        #: keyed entries without a rule that can decide them before their keys in any scan
-        self.keyed_plain = [bool(e.key) and not e.decorators and not e.constant and not e.delay_until_recursion
-                            and not e.exclude_recursion for e in entries]
-        #: what decides an entry's haystack besides the pass (entries sharing it share the haystack)
-        self.hay_keys = [(e.scan_depth, e.match_persona_description, e.match_character_description,
-                          e.match_character_personality, e.match_character_depth_prompt, e.match_scenario,
-                          e.match_creator_notes) for e in entries]
+        self._flags(entries)
         self._index(settings, key_text, preparer)
         #: both maps of each kind, as :meth:`KeyMatcher.piece_hits` reads them for recursion text
         self.word_maps = (self.primary_words, self.secondary_words)
@@ -223,6 +222,41 @@ class _Prepared:
         self.secondary_mixed = {cs: any(g and not is_word_gram(g) for g in m)
                                 for cs, m in self.secondary_others.items()}
         self.other_maps = ((self.primary_others, self.primary_mixed), (self.secondary_others, self.secondary_mixed))
+
+    def _flags(self, entries: list[Entry]) -> None:
+        """Which entries have rules that need attention, from one read of their rule fields.
+
+        Most entries of a large book leave every rule field at its default: their row of fields
+        equals :data:`_USUAL_FLAGS` (one tuple comparison, identity first) and nothing more is done.
+        """
+        #: entries whose decision depends on the scan state or delay level
+        self.state_sensitive: list[int] = []
+        #: entries with a timed effect configured
+        self.timed: list[int] = []
+        #: entries a static rule may skip (disabled, triggers, character filter)
+        self.filtered: list[int] = []
+        levels: set[float] = set()
+        #: keyed entries without a rule that can decide them before their keys in any scan
+        self.keyed_plain = [bool(keys) for keys in map(_KEYS, entries)]
+        usual = _USUAL_FLAGS
+        for i, row in enumerate(map(_RULE_FIELDS, entries)):
+            if row == usual:
+                continue
+            delay_level, exclude, sticky, cooldown, delay, disable, triggers, character_filter, decorators, constant = row
+            if delay_level or exclude:
+                self.state_sensitive.append(i)
+                self.keyed_plain[i] = False
+            if delay_level:
+                levels.add(delay_level)
+            if sticky > 0 or cooldown > 0 or delay > 0:
+                self.timed.append(i)
+            if disable or triggers or character_filter.names or character_filter.tags:
+                self.filtered.append(i)
+            if decorators or constant:
+                self.keyed_plain[i] = False
+        self.levels = sorted(levels)
+        #: what decides an entry's haystack besides the pass (entries sharing it share the haystack)
+        self.hay_keys = list(map(_HAY_FIELDS, entries))
 
     def _index(self, settings: WorldInfoSettings, key_text: Callable[[str], str] | None,
                preparer: KeyMatcher) -> None:
