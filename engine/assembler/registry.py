@@ -15,6 +15,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from ..errors import Diagnostic, TemplateError
@@ -109,8 +110,9 @@ def memoized(value: Any, key: str, factory: Callable[[], Any]) -> Any:
 
 
 def freeze(value: Any) -> Any:
-    """A read-only form: dicts become :class:`FrozenMap` views (frozen lazily), lists and tuples
-    tuples, sets frozensets.
+    """A read-only form: dicts become :class:`FrozenMap` views (frozen lazily; a dict of scalars
+    only, such as most chat messages, a ``MappingProxyType``), lists and tuples tuples, sets
+    frozensets.
 
     Resolvers must be read-only; handing them frozen data makes a write an immediate error
     instead of a silent change to what the next source or the record sees. Plain dicts are
@@ -118,7 +120,11 @@ def freeze(value: Any) -> Any:
     """
     kind = type(value)
     if kind is dict:
-        return FrozenMap(value)
+        for item in value.values():
+            k = type(item)
+            if not (k is str or k is int or k is float or k is bool or item is None):
+                return FrozenMap(value)  # something to freeze below: lazily, on first read
+        return MappingProxyType(value)  # flat (a chat message): the C view reads fastest
     if kind is FrozenMap or kind is str or kind is int or value is None:
         return value
     if kind is list or kind is tuple:
