@@ -56,8 +56,6 @@ MAX_SCOPE_DEPTH = 96
 _TRIM_FIND = re.compile(r"\{\{trim\}\}", re.IGNORECASE)
 _UNESCAPE = re.compile(r"\\([{}])")
 _INDENT = re.compile(r"^[ \t]*")
-#: ``_pairs`` of a level without closers (read-only)
-_NO_PAIRS: tuple[dict, frozenset, dict] = ({}, frozenset(), {})
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +170,7 @@ class RenderState:
     #: A compiled template hands the same dict to each render, so repeated renders parse nothing
     #: (a span's parse depends on the source text only). ``None``: parse every time.
     parse_cache: dict[tuple[int, int], tuple[tuple, tuple, bool]] | None = None
-    #: ``id(items) -> (items, holds a closer)`` and ``(id(items), depth) -> (items, registry,
+    #: ``id(items) -> (items, holds a macro, holds a closer)`` and ``(id(items), depth) -> (items, registry,
     #: registry version, pairs)``, shared like ``parse_cache`` (each entry keeps the sequence
     #: alive, so its id cannot be reused while it is memoised)
     closer_memo: dict[int, tuple[Any, bool]] = field(default_factory=dict)
@@ -235,8 +233,6 @@ class RenderState:
             return src[lo:hi]
         if items is not None and not self.reuse_parse:
             items = None
-        if items is not None and not any(type(i) is MacroNode for i in items):
-            return src[lo:hi]  # a known, macro-free span is its own text
         if items is None:
             if src.find("{{", lo, hi) < 0:
                 return src[lo:hi]
@@ -247,26 +243,34 @@ class RenderState:
             clean = True
         memo = self.closer_memo.get(id(items))
         if memo is None or memo[0] is not items:
-            has_closer = any(type(i) is MacroNode and i.closing for i in items)
-            self.closer_memo[id(items)] = (items, has_closer)
+            has_macro = False
+            has_closer = False
+            for i in items:
+                if type(i) is MacroNode:
+                    has_macro = True
+                    if i.closing:
+                        has_closer = True
+                        break
+            self.closer_memo[id(items)] = (items, has_macro, has_closer)
         else:
-            has_closer = memo[1]
-        if has_closer:
-            # a level's pairing depends on its items, the depth and the registry (which
-            # definitions may take a body): memoised per registry version, unless it warned
-            reg = self.registry
-            memo_key = (id(items), depth)
-            hit = self.closer_memo.get(memo_key)  # type: ignore[call-overload]
-            if hit is not None and hit[0] is items and hit[1] is reg and hit[2] == reg._version:
-                pairs, keep_raw, too_deep = hit[3]
-            else:
-                before = len(self.diagnostics)
-                found = self._pairs(items, depth)
-                if len(self.diagnostics) == before:
-                    self.closer_memo[memo_key] = (items, reg, reg._version, found)  # type: ignore[index]
-                pairs, keep_raw, too_deep = found
+            has_macro, has_closer = memo[1], memo[2]
+        if not has_macro:
+            return src[lo:hi]  # plain items and the gaps between them: the span as written
+        if not has_closer:
+            return self._evaluate_inline(lo, hi, depth, items, clean)
+        # a level's pairing depends on its items, the depth and the registry (which definitions
+        # may take a body): memoised per registry version, unless it warned
+        reg = self.registry
+        memo_key = (id(items), depth)
+        hit = self.closer_memo.get(memo_key)  # type: ignore[call-overload]
+        if hit is not None and hit[0] is items and hit[1] is reg and hit[2] == reg._version:
+            pairs, keep_raw, too_deep = hit[3]
         else:
-            pairs, keep_raw, too_deep = _NO_PAIRS
+            before = len(self.diagnostics)
+            found = self._pairs(items, depth)
+            if len(self.diagnostics) == before:
+                self.closer_memo[memo_key] = (items, reg, reg._version, found)  # type: ignore[index]
+            pairs, keep_raw, too_deep = found
         out: list[str] = []
         size = 0
         cursor = lo
@@ -314,6 +318,36 @@ class RenderState:
             out.append(piece)
         if cursor < hi:
             out.append(src[cursor:hi])
+        return "".join(out)
+
+    def _evaluate_inline(self, lo: int, hi: int, depth: int, items: Sequence[Any], clean: bool) -> str:
+        """:meth:`evaluate` for a level without closers: no pairs, nothing kept raw."""
+        src = self.source
+        out: list[str] = []
+        append = out.append
+        size = 0
+        cursor = lo
+        max_output = self.max_output
+        eval_macro = self.eval_macro
+        for item in items:
+            if item.start > cursor:
+                append(src[cursor : item.start])
+            if type(item) is Plain:
+                piece = src[item.start : item.end]
+            else:
+                piece = eval_macro(item, None, depth, clean, None)
+            cursor = item.end
+            size += len(piece)
+            if size > max_output:
+                raise TemplateError(
+                    f"the expanded text would pass {max_output} characters",
+                    code="MACRO_OUTPUT_LIMIT",
+                    span=Span(item.start, item.end),
+                    source=self.source,
+                )
+            append(piece)
+        if cursor < hi:
+            append(src[cursor:hi])
         return "".join(out)
 
     def _can_take_body(self, m: MacroNode) -> bool:
