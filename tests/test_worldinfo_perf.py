@@ -245,3 +245,31 @@ def test_carried_forward_regex_decisions_equal_a_fresh_look(monkeypatch: pytest.
         assert fast.trace.to_list() == full.trace.to_list()
         carried += len(fast.trace.steps)
     assert carried > 80  # recursion passes happened
+
+
+# -- entries read through their shape's plan equal the general reading -----------------------------
+
+from tavernbox.assets.worldbooks import ST_ENTRY_DEFAULTS  # noqa: E402
+from tavernbox.worldinfo.entries import _normalize_entry_general  # noqa: E402
+
+_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-3, 300), st.floats(allow_nan=True, allow_infinity=True),
+                    st.sampled_from(["", "x", "@@activate\nbody", "12", "1.5"]),
+                    st.lists(st.one_of(st.text(max_size=3), st.integers(0, 3)), max_size=3),
+                    st.fixed_dictionaries({}, optional={"isExclude": st.one_of(st.booleans(), st.none(), st.just(1)),
+                                                        "names": st.lists(st.sampled_from(["a", "b"]), max_size=2),
+                                                        "tags": st.one_of(st.none(), st.lists(st.just("t")))}))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(sorted(ST_ENTRY_DEFAULTS) + ["uid", "extensions", "sticky", "cooldown"]),
+                       _VALUES, max_size=10), st.booleans())
+def test_entry_read_by_shape_equals_the_general_reading(fields: dict[str, Any], full: bool) -> None:
+    raw = {**ST_ENTRY_DEFAULTS, **fields} if full else fields
+    for _ in range(2):  # the second read goes through the cached plan
+        fast_diagnostics: list[Any] = []
+        slow_diagnostics: list[Any] = []
+        fast = normalize_entry(raw, "book", 4, "$.entries.4", fast_diagnostics)
+        slow = _normalize_entry_general(raw, "book", 4, "$.entries.4", slow_diagnostics)
+        assert fast == slow
+        assert [(d.code, d.path, d.message) for d in fast_diagnostics] == \
+            [(d.code, d.path, d.message) for d in slow_diagnostics]

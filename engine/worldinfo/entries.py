@@ -15,8 +15,9 @@ import gc
 import hashlib
 import json
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 from ..errors import Diagnostic, TemplateError
@@ -405,6 +406,132 @@ _set_attribute = object.__setattr__
 _ONLY_STR = {str}
 
 
+class _ShapePlan:
+    """How to read entries whose field names, order and value types are one given shape.
+
+    A book's entries mostly share one shape (an export writes every field of every entry the same
+    way), so the per-field decisions are taken once per shape and each entry is then read by
+    index: the fields already of the right type are copied in one C-driven step, and only lists,
+    floats, the content and the character filter get a look of their own. Anything irregular
+    (a value that needs coercion or a diagnostic) sends the entry down the general path.
+    """
+
+    __slots__ = ("attrs", "getter", "lists", "floats", "delay_bools", "content", "character_filter")
+
+    def __init__(self, names: tuple[str, ...], types: tuple[type, ...]) -> None:
+        direct: list[tuple[int, str]] = []
+        self.lists: list[tuple[int, str]] = []
+        self.floats: list[tuple[int, str]] = []
+        self.delay_bools: list[tuple[int, str]] = []
+        self.content: int | None = None
+        self.character_filter: int | None = None
+        for index, (name, value_type) in enumerate(zip(names, types)):
+            if value_type is type(None) or name == "uid":
+                continue  # an absent value keeps the default; the uid is read on its own
+            if name == "content":
+                if value_type is not str:
+                    raise _Irregular
+                self.content = index
+                continue
+            if name == "characterFilter":
+                if value_type is not dict:
+                    raise _Irregular
+                self.character_filter = index
+                continue
+            spec = _FAST_SPECS.get(name)
+            if spec is None:
+                continue  # a field activation does not read
+            attr, kind, exact = spec
+            if value_type is exact or (kind == "num" and value_type is int) or (kind == "delay" and value_type is int):
+                direct.append((index, attr))
+            elif kind == "strings" and value_type is list:
+                self.lists.append((index, attr))
+            elif kind == "num" and value_type is float:
+                self.floats.append((index, attr))
+            elif kind == "delay" and value_type is bool:
+                self.delay_bools.append((index, attr))
+            else:
+                raise _Irregular
+        self.attrs = tuple(attr for _, attr in direct)
+        indices = [index for index, _ in direct]
+        self.getter: Callable[[list[Any]], tuple[Any, ...]] | None
+        if len(indices) > 1:
+            self.getter = itemgetter(*indices)
+        elif indices:
+            only = indices[0]
+            self.getter = lambda values: (values[only],)
+        else:
+            self.getter = None
+
+
+class _Irregular(Exception):
+    """An entry (or shape) the shape path does not handle; the general path reads it."""
+
+
+_SHAPES: dict[tuple[tuple[str, ...], tuple[type, ...]], _ShapePlan | None] = {}
+_FILTER_FIELDS = frozenset(("isExclude", "names", "tags"))
+
+
+def _normalize_by_shape(raw: dict[str, Any], book: str, uid: int | str, path: str) -> Entry | None:
+    """:func:`normalize_entry` for a regular entry through its shape's plan; ``None`` when irregular."""
+    names = tuple(raw)
+    values_list = list(raw.values())
+    shape = (names, tuple(map(type, values_list)))
+    plan = _SHAPES.get(shape, _MISSING_PLAN)
+    if plan is _MISSING_PLAN:
+        if len(_SHAPES) > 512:
+            _SHAPES.clear()
+        try:
+            plan = _ShapePlan(*shape)
+        except _Irregular:
+            plan = None
+        _SHAPES[shape] = plan
+    if plan is None:
+        return None
+    values: dict[str, Any] = {"book": book, "uid": uid, "path": path}
+    if plan.getter is not None:
+        values.update(zip(plan.attrs, plan.getter(values_list)))
+    for index, attr in plan.lists:
+        items = values_list[index]
+        if items and {*map(type, items)} != _ONLY_STR:
+            return None
+        values[attr] = tuple(items)
+    for index, attr in plan.floats:
+        number = values_list[index]
+        if not math.isfinite(number):
+            return None
+        values[attr] = number
+    for index, attr in plan.delay_bools:
+        values[attr] = 1 if values_list[index] else 0
+    if plan.content is not None:
+        content = values_list[plan.content]
+        if content.startswith("@@"):
+            values["decorators"], values["content"] = parse_decorators(content)
+        else:
+            values["content"] = content
+    if plan.character_filter is not None:
+        cf = values_list[plan.character_filter]
+        if not _FILTER_FIELDS.issuperset(cf):
+            return None
+        exclude, names_, tags = cf.get("isExclude"), cf.get("names"), cf.get("tags")
+        if (exclude is not None and type(exclude) is not bool) or \
+                any(v is not None and (type(v) is not list or (v and {*map(type, v)} != _ONLY_STR))
+                    for v in (names_, tags)):
+            return None
+        if exclude or names_ or tags:
+            values["character_filter"] = CharacterFilter(bool(exclude), tuple(names_ or ()), tuple(tags or ()))
+        else:
+            values["character_filter"] = _NO_FILTER  # equal to what the general path builds
+    if values.get("sticky", 0) > 0 or values.get("cooldown", 0) > 0:
+        values["hash"] = _entry_hash(raw)
+    entry = _new_object(Entry)
+    _set_attribute(entry, "__dict__", values)
+    return entry
+
+
+_MISSING_PLAN: Any = object()
+
+
 def normalize_entry(raw: Any, book: str, fallback_uid: int | str, path: str,
                     diagnostics: list[Diagnostic]) -> Entry | None:
     """One entry dict with SillyTavern's field names as an :class:`Entry` (``None`` if not a dict).
@@ -412,8 +539,22 @@ def normalize_entry(raw: Any, book: str, fallback_uid: int | str, path: str,
     Only the fields present are read (values of the right type are taken as they are, others go
     through the coercions above); absent fields keep SillyTavern's defaults, which are the class
     attributes of :class:`Entry`, so the entry is built from the dict of present fields alone.
-    This runs once per entry of every book a process loads, hence the inlined type checks.
+    This runs once per entry of every book a process loads: a regular entry goes through its
+    shape's plan (:class:`_ShapePlan`), the rest through :func:`_normalize_entry_general`.
     """
+    if type(raw) is dict:
+        uid_raw = raw.get("uid", fallback_uid)
+        uid_type = type(uid_raw)
+        if uid_type is int or uid_type is str:
+            entry = _normalize_by_shape(raw, book, uid_raw, path)
+            if entry is not None:
+                return entry
+    return _normalize_entry_general(raw, book, fallback_uid, path, diagnostics)
+
+
+def _normalize_entry_general(raw: Any, book: str, fallback_uid: int | str, path: str,
+                             diagnostics: list[Diagnostic]) -> Entry | None:
+    """:func:`normalize_entry` for any value, with a diagnostic for every coercion."""
     if not isinstance(raw, Mapping):
         diagnostics.append(Diagnostic("ASSET_INVALID", "an entry should be an object; ignored", path=path))
         return None
