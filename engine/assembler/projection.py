@@ -90,6 +90,17 @@ class _Part:
     text: str
     native: bool
     spans: Spans
+    #: UTF-8 bytes of ``text`` inside a JSON string (escaped, without the quotes); -1 until asked
+    json_bytes: int = -1
+
+    def content_bytes(self) -> int:
+        if self.json_bytes < 0:
+            self.json_bytes = json_size(self.text) - 2
+        return self.json_bytes
+
+
+#: ``"\n\n"`` (the snapshot separator) as it is written inside a JSON string
+_SEPARATOR_JSON_BYTES = json_size("\n\n") - 2
 
 
 def project_system(
@@ -133,7 +144,10 @@ def project_system(
             spans.extend((offset + s, offset + e, info) for s, e, info in p.spans)
             offset += len(p.text)
         base = next((logical[i].message for i in reversed(pending) if logical[i].native), None)
-        charge += json_size(carrier) - (json_size(base) if base is not None else 0)
+        # JSON escaping is per character, so the snapshot's size is the sum of its parts' sizes
+        # (each measured once) and the separators: no snapshot text is serialised again
+        content_bytes = sum(p.content_bytes() for p in live) + _SEPARATOR_JSON_BYTES * max(0, len(live) - 1)
+        charge += json_size({**carrier, "content": ""}) + content_bytes - (json_size(base) if base is not None else 0)
         index = len(out)
         for i in pending:
             index_map[i] = index
