@@ -530,6 +530,9 @@ def _normalize_by_shape(raw: dict[str, Any], book: str, uid: int | str, path: st
 
 
 _MISSING_PLAN: Any = object()
+#: below this many fields the general reading is quicker than working out the shape (measured:
+#: a 5-field entry reads 20% slower by shape, a 40-field export entry 45% faster)
+_SHAPE_MIN_FIELDS = 10
 
 
 def normalize_entry(raw: Any, book: str, fallback_uid: int | str, path: str,
@@ -542,7 +545,7 @@ def normalize_entry(raw: Any, book: str, fallback_uid: int | str, path: str,
     This runs once per entry of every book a process loads: a regular entry goes through its
     shape's plan (:class:`_ShapePlan`), the rest through :func:`_normalize_entry_general`.
     """
-    if type(raw) is dict:
+    if type(raw) is dict and len(raw) > _SHAPE_MIN_FIELDS:
         uid_raw = raw.get("uid", fallback_uid)
         uid_type = type(uid_raw)
         if uid_type is int or uid_type is str:
