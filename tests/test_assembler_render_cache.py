@@ -174,3 +174,25 @@ def test_text_identity_is_the_pair_of_hash_and_id_and_stays_bounded(monkeypatch:
     for i in range(10):
         identity.text_identity("k", "system", str(i))
     assert len(identity._TEXT_IDS) <= 3
+
+
+def test_remembered_renders_count_toward_the_cache_budget() -> None:
+    cache = _CompiledCache(max_entries=10, max_chars=100)
+    for t in ("a", "b"):
+        cache.get(str.upper, t)
+    cache.charge(str.upper, "a", 60)
+    assert len(cache) == 2 and cache._chars == 62
+    cache.charge(str.upper, "b", 50)  # over 100 characters: the least recently used entry ("a") goes
+    assert len(cache) == 1 and cache._chars == 51
+    cache.charge(str.upper, "gone", 500)  # an entry no longer cached charges nothing
+    assert cache._chars == 51
+
+
+def test_long_texts_are_hashed_but_not_remembered() -> None:
+    import tavernbox.assembler.identity as identity
+
+    identity._TEXT_IDS.clear()
+    long = "x" * (identity._TEXT_IDS_MAX_TEXT + 1)
+    digest = identity.text_hash(long, "system")
+    assert identity.text_identity("k", "system", long) == (digest, identity.derived_id("text", "k", digest))
+    assert not identity._TEXT_IDS

@@ -53,6 +53,7 @@ def derived_id(*parts: Any) -> str:
 
 _TEXT_IDS: dict[tuple[str, str, str], tuple[str, str]] = {}
 _TEXT_IDS_MAX = 16384
+_TEXT_IDS_MAX_TEXT = 4096  # longer texts are hashed every time (at most 64 MiB of keys held)
 
 
 def text_identity(key: str, role: str, text: str) -> tuple[str, str]:
@@ -60,6 +61,9 @@ def text_identity(key: str, role: str, text: str) -> tuple[str, str]:
 
     Both are pure functions of their inputs and an unchanged prompt asks for the same pair every
     request, so they are remembered (a bounded table, emptied when full)."""
+    if len(text) > _TEXT_IDS_MAX_TEXT:  # hashing is cheap next to a long text's size: keep memory bounded
+        digest = text_hash(text, role)
+        return digest, derived_id("text", key, digest)
     found = _TEXT_IDS.get((key, role, text))
     if found is None:
         digest = text_hash(text, role)

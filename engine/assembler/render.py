@@ -152,6 +152,7 @@ class _CompiledCache:
     def __init__(self, max_entries: int = 4096, max_chars: int = 32 * 1024 * 1024, max_text: int = 1024 * 1024) -> None:
         self.max_entries, self.max_chars, self.max_text = max_entries, max_chars, max_text
         self._items: OrderedDict[tuple[Any, str], Any] = OrderedDict()
+        self._sizes: dict[tuple[Any, str], int] = {}  # characters held per entry (text + remembered renders)
         self._chars = 0
         self._lock = threading.Lock()
 
@@ -170,16 +171,31 @@ class _CompiledCache:
         with self._lock:
             if key not in self._items:
                 self._items[key] = compiled
+                self._sizes[key] = len(text)
                 self._chars += len(text)
-                while len(self._items) > self.max_entries or self._chars > self.max_chars:
-                    (_, old), _ = self._items.popitem(last=False)
-                    self._chars -= len(old)
+                self._evict()
         return compiled
+
+    def charge(self, compile_fn: Callable[[str], Any], text: str, delta: int) -> None:
+        """Count ``delta`` more (or fewer) characters held by the entry of ``text`` (its remembered
+        renders), evicting the least recently used entries when over budget."""
+        key = (compile_fn, text)
+        with self._lock:
+            if key in self._sizes:
+                self._sizes[key] += delta
+                self._chars += delta
+                self._evict()
+
+    def _evict(self) -> None:
+        while self._items and (len(self._items) > self.max_entries or self._chars > self.max_chars):
+            old, _ = self._items.popitem(last=False)
+            self._chars -= self._sizes.pop(old)
 
     def clear(self) -> None:
         """Forget every compiled template (tests; a host that changes macro registries)."""
         with self._lock:
             self._items.clear()
+            self._sizes.clear()
             self._chars = 0
 
     def __len__(self) -> int:
@@ -220,10 +236,13 @@ class _Template:
             self._input_hash = content_hash(text)
         return self._input_hash
 
-    def remember(self, static_key: str, text: str) -> None:
+    def remember(self, static_key: str, text: str) -> int:
+        """Keep ``text`` as the render under ``static_key``; returns the change in characters held."""
+        delta = len(text) - len(self.renders.get(static_key, ""))
         self.renders[static_key] = text
         while len(self.renders) > self.MAX_RENDERS:
-            self.renders.popitem(last=False)
+            delta -= len(self.renders.popitem(last=False)[1])
+        return delta
 
 
 def _reads_static_only(compiled: Any) -> bool:
@@ -323,7 +342,7 @@ class _Tavern:
         draws = [_jsonable(d) for d in getattr(result, "draws", ())] if getattr(result, "draws", None) else []
         out = str(result.text)
         if template is not None and template.static and not diags and not draws and not changed:
-            template.remember(state.static_key(), out)
+            COMPILED_TEMPLATES.charge(compile_fn, text, template.remember(state.static_key(), out))
         return RenderOutput(out, draws, diags, template.input_hash(text) if template is not None else None)
 
 
