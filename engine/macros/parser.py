@@ -617,17 +617,47 @@ def _depth_limited(hi: int, toks: list[Tok], limit: int) -> tuple[list[Tok], lis
     return keep, holes
 
 
-#: A macro whose tokens are simply ``{{``, at most one flag, then a name with no arguments,
-#: with ``::`` arguments or with one legacy whitespace argument, or ``//`` with a comment, and
-#: ``}}``: the node the grammar would build is read off one regex match. Argument text excludes
-#: everything that switches the lexer's mode, nests or splits (``{ } | \\ :``); a ``/`` flag
-#: cannot be followed by ``/`` (that is the ``//`` token).
-_ARG_TEXT = r"[^{}|\\:]*"
-_SIMPLE_MACRO = re.compile(
-    r"\{\{([!?~#>]|/(?!/))?(?:([a-zA-Z][a-zA-Z0-9_-]*)(?:((?:::" + _ARG_TEXT + r")+)|["
-    + re.escape(WS_CHARS) + r"]+(" + _ARG_TEXT + r"))?|//(" + _ARG_TEXT + r"))\}\}"
-)
+# ---- simple macros read off one regex match (see _region_items) ----------------------------
+#
+# A macro is "simple" when its token stream has a fixed shape the grammar can only parse one
+# way: ``{{``, at most one flag, then a name with no arguments, ``::`` arguments or one legacy
+# whitespace argument; or ``//`` and a comment; or the variable shorthand ``.name``/``$name``
+# with ``++``/``--`` or an operator and a value; then ``}}``. Argument text excludes whatever
+# switches the lexer's mode or splits (``{ } | \\ :``), a value excludes braces; both may hold
+# simple macros (one level). Every part is possessive or atomic, as each token of the lexer
+# is matched on its own (and no input can make the regex backtrack quadratically).
 
+_WS_CLASS = "[" + re.escape(WS_CHARS) + "]"
+_FLAG = r"(?:[!?~#>]|/(?!/))"
+_NAME = r"[a-zA-Z][a-zA-Z0-9_-]*+"
+_VARNAME = r"(?>[a-zA-Z](?:[a-zA-Z0-9_-]*[a-zA-Z0-9_])?)"
+_STEP = r"(?>\+\+|--)"  # checked before the operators, as the lexer orders them
+_VALOP = r"(?>\?\?=|\?\?|\|\|=|\|\||-=|==|!=|>=|>|<=|<|\+=|=)"
+_FLAT_ARG = r"[^{}|\\:]*+"
+_FLAT_VALUE = r"[^{}]*+"
+
+
+def _macro_pattern(arg: str, value: str, capture: bool) -> str:
+    g = (lambda body: f"({body})") if capture else (lambda body: f"(?:{body})")
+    return (
+        r"\{\{" + g(_FLAG) + "?(?:"
+        + g(_NAME) + "(?:" + g(f"(?:::{arg})++") + "|" + _WS_CLASS + "++" + g(arg) + ")?"
+        + "|//" + g(arg)
+        + "|" + g("[.$]") + g(_VARNAME) + _WS_CLASS + "*+"
+        + "(?:" + g(_STEP) + _WS_CLASS + "*+|" + g(_VALOP) + g(value) + ")?"
+        + r")\}\}"
+    )
+
+
+_FLAT_MACRO = _macro_pattern(_FLAT_ARG, _FLAT_VALUE, capture=False)
+_RICH_ARG = r"(?:[^{}|\\:]++|" + _FLAT_MACRO + ")*+"
+_RICH_VALUE = r"(?:[^{}]++|" + _FLAT_MACRO + ")*+"
+#: a simple macro whose arguments and value may hold flat simple macros (at the top level)
+_SIMPLE_MACRO = re.compile(_macro_pattern(_RICH_ARG, _RICH_VALUE, capture=True))
+#: a simple macro without nested macros (inside an argument or value of the one above)
+_FLAT_SIMPLE = re.compile(_macro_pattern(_FLAT_ARG, _FLAT_VALUE, capture=True))
+_RICH_ARG_RE = re.compile(_RICH_ARG)
+_FLAT_ARG_RE = re.compile(_FLAT_ARG)
 
 _EMPTY_ARG = ArgNode(None, ())
 
@@ -640,15 +670,74 @@ def _arg_node(span: tuple[int, int] | None, items: tuple | None) -> ArgNode:
     return node
 
 
-def _text_arg(text: str, lo: int, hi: int) -> ArgNode:
-    """The argument the grammar builds from plain text: its tokens span it minus JS whitespace."""
+def _trimmed(text: str, lo: int, hi: int) -> tuple[int, int] | None:
+    """``(first, last)`` token bounds of ``text[lo:hi]``: the span minus JavaScript whitespace."""
     piece = text[lo:hi]
     stripped = piece.lstrip(WS_CHARS)
     if not stripped:
-        return _EMPTY_ARG
+        return None
     a = lo + (len(piece) - len(stripped))
-    b = a + len(stripped.rstrip(WS_CHARS))
-    return _arg_node((a, b), (_plain(a, b),))
+    return a, a + len(stripped.rstrip(WS_CHARS))
+
+
+def _inner_items(text: str, a: int, b: int) -> list:
+    """Plain gaps and the (flat) simple macros of an argument's or value's span."""
+    out: list = []
+    cursor = a
+    for fm in _FLAT_SIMPLE.finditer(text, a, b):
+        if fm.start() > cursor:
+            out.append(_plain(cursor, fm.start()))
+        out.append(_simple_node(text, fm, _FLAT_ARG_RE))
+        cursor = fm.end()
+    if cursor < b:
+        out.append(_plain(cursor, b))
+    return out
+
+
+def _text_arg(text: str, lo: int, hi: int) -> ArgNode:
+    """The argument the grammar builds from ``text[lo:hi]`` (its own items: gaps and macros)."""
+    span = _trimmed(text, lo, hi)
+    if span is None:
+        return _EMPTY_ARG
+    if text.find("{", span[0], span[1]) < 0:
+        return _arg_node(span, (_plain(span[0], span[1]),))
+    return _arg_node(span, tuple(_inner_items(text, span[0], span[1])))
+
+
+def _simple_node(text: str, sm: re.Match[str], arg_re: re.Pattern[str]) -> MacroNode:
+    """The node the grammar builds for a :data:`_SIMPLE_MACRO`/:data:`_FLAT_SIMPLE` match."""
+    pos, end = sm.span()
+    flag, name, dcolon, spaced, comment, scope, varname, step, valop, value = sm.groups()
+    if scope is not None:
+        if valop is None:
+            var = VarNode(scope, varname, step, None, ())
+        else:
+            vstart = sm.start(10)
+            span = _trimmed(text, vstart, sm.end(10))
+            if span is None:
+                var = VarNode(scope, varname, valop, None, ())
+            else:
+                macros = tuple(i for i in _inner_items(text, span[0], span[1]) if type(i) is MacroNode)
+                var = VarNode(scope, varname, valop, span, macros)
+        return _macro_node(pos, end, flag or "", "", (), var, pos + 2, end - 2)
+    args: tuple = ()
+    if dcolon:
+        built = []
+        p = sm.start(3)
+        stop = sm.end(3)
+        while p < stop:  # at a "::"
+            p += 2
+            q = arg_re.match(text, p, stop).end()  # type: ignore[union-attr]
+            built.append(_text_arg(text, p, q))
+            p = q
+        args = tuple(built)
+    elif spaced or comment:
+        # one whitespace-form argument; only whitespace means none (name_only)
+        which = 4 if spaced is not None else 5
+        arg = _text_arg(text, sm.start(which), sm.end(which))
+        if arg is not _EMPTY_ARG:
+            args = (arg,)
+    return _macro_node(pos, end, flag or "", "//" if name is None else name, args, None, pos + 2, end - 2)
 
 
 def _region_items(text: str, lo: int, hi: int, max_nesting: int) -> list | None:
@@ -678,26 +767,8 @@ def _region_items(text: str, lo: int, hi: int, max_nesting: int) -> list | None:
             continue
         sm = simple(text, pos, hi)
         if sm is not None:
-            end = sm.end()
-            flag, name, dcolon, spaced, comment = sm.groups()
-            args: tuple = ()
-            if dcolon:
-                built = []
-                cursor = sm.start(3) + 2
-                for piece in dcolon[2:].split("::"):
-                    built.append(_text_arg(text, cursor, cursor + len(piece)))
-                    cursor += len(piece) + 2
-                args = tuple(built)
-            elif spaced or comment:
-                # one whitespace-form argument; only whitespace means none (name_only)
-                which = 4 if spaced else 5
-                arg = _text_arg(text, sm.start(which), sm.end(which))
-                if arg is not _EMPTY_ARG:
-                    args = (arg,)
-            if name is None:
-                name = "//"
-            append(_macro_node(pos, end, flag or "", name, args, None, pos + 2, end - 2))
-            pos = end
+            append(_simple_node(text, sm, _RICH_ARG_RE))
+            pos = sm.end()
             continue
         region = tokenize_macro(text, pos, hi)
         if region is None:
