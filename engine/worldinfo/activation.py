@@ -213,6 +213,8 @@ class _Prepared:
         self.primary_others: dict[bool, dict[str, list[tuple[Needle, list[int]]]]] = {True: {}, False: {}}
         self.secondary_others: dict[bool, dict[str, list[tuple[Needle, list[int]]]]] = {True: {}, False: {}}
         self._flags(entries)
+        #: entry index -> words in its content, filled as entries activate (contents are fixed without expand)
+        self.word_counts: dict[int, int] = {}
         self._index(settings, key_text, preparer)
         #: both maps of each kind, as :meth:`KeyMatcher.piece_hits` reads them for recursion text
         self.word_maps = (self.primary_words, self.secondary_words)
@@ -606,6 +608,16 @@ class _Run:
                              decision[6], decision[7])
         return True
 
+    def words_of(self, i: int, content: str) -> int:
+        """The word count of entry ``i``'s content (kept with the books when contents are not expanded)."""
+        if self.expand is not None:
+            return count_words(content)
+        counts = self.prepared.word_counts
+        count = counts.get(i)
+        if count is None:
+            count = counts[i] = count_words(content)
+        return count
+
     def _before_keys(self, i: int, entry: Entry, state: int, level: float, step: int) -> bool | None:
         """The rules tested before the keys; ``None`` when none of them decides the entry."""
         decide = self.decide
@@ -940,7 +952,7 @@ class _Run:
                 self.content[i] = content
                 new_content += content + "\n"
                 if self.additive_tokens:
-                    new_tokens += count_words(content)
+                    new_tokens += self.words_of(i, content)
                 else:
                     new_tokens = self.count_tokens(new_content)
                 if not entry.ignore_budget and base_tokens + new_tokens >= budget:
@@ -977,8 +989,9 @@ class _Run:
                 if text:
                     self.buffer.add_recursion(text)
                     if self.additive_tokens:
-                        # words never span the "\n" joint, so counting the new text alone suffices
-                        all_tokens += count_words(text)
+                        # words never span the "\n" joint: the new text's count is its contents' counts
+                        all_tokens += sum(self.words_of(i, self.content.get(i, entries[i].content))
+                                          for i in for_recursion)
                     else:
                         all_text = text + "\n" + all_text
 
