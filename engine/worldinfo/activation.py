@@ -821,10 +821,8 @@ class _Run:
                     for needle, owners in bucket:
                         if matcher.chat_hit(needle) < _FAR or matcher.extras_hit(needle, extras):
                             todo.update(owners)
-        pending = _PENDING
         decisions = self.decisions
-        for i in range(len(decisions)):
-            decisions[i] = pending
+        decisions[:] = [_PENDING] * len(decisions)  # in place: the list is shared with the trace
         return sorted(todo)
 
     def resolve_pending(self) -> None:
