@@ -383,6 +383,14 @@ def compose_text(
     ``macros`` are ``(start, end, name, inlined_text_or_None, info)`` in text order (``None``
     expands to nothing). ``render`` is the owning source's renderer bound to the request state.
     """
+    if not macros and not literals and (text.isascii() or not _RESERVED.search(text)):
+        # the common case (a prompt with no source or literal macro): nothing to mark or restore
+        out = render(text)
+        rendered = out.text
+        if rendered.isascii() or not _RESERVED.search(rendered):
+            final = rendered.strip() if trim else rendered
+            return Rendered(final, ((0, len(final), {}),) if final else (), tuple(out.draws), tuple(out.diagnostics))
+        return _untangle(rendered, [], [], out, trim)
     if not text.isascii() and _RESERVED.search(text):
         # noncharacters carry no meaning in text; dropping them keeps the markers unambiguous
         macros = _shift_macros(text, macros)
@@ -416,6 +424,13 @@ def compose_text(
         # nothing to track: the renderer's text is the block's own text
         final = rendered.strip() if trim else rendered
         return Rendered(final, _partition(len(final), []), tuple(out.draws), tuple(out.diagnostics))
+    return _untangle(rendered, infos, lit_values, out, trim)
+
+
+def _untangle(
+    rendered: str, infos: list[dict[str, Any]], lit_values: list[tuple[str, str]], out: RenderOutput, trim: bool
+) -> Rendered:
+    """Remove the markers from a render (recording the inlined ranges) and restore literal values."""
     # pass 1: remove macro markers, recording their ranges (literal tokens stay, they are not whitespace)
     segs: list[tuple[int, int, dict[str, Any]]] = []
     buf: list[str] = []
