@@ -143,3 +143,14 @@ def test_an_invalid_output_fails_every_time() -> None:
         with pytest.raises(TemplateError) as err:
             assemble([*NATIVES, rule("example.bad", "b")], reg=reg)
         assert err.value.code == "ASSEMBLY_SOURCE_OUTPUT_INVALID"
+
+
+def test_the_asset_cache_is_bounded() -> None:
+    from tavernbox.assembler.registry import _AssetCache, _MISSING
+
+    cache = _AssetCache(max_entries=2, max_chars=40)
+    for text in ("a" * 5, "b" * 5, "c" * 5):
+        cache.put(text, text.upper())
+    assert cache.get("a" * 5) is _MISSING and cache.get("c" * 5) == "CCCCC"  # least recently used out first
+    cache.put("d" * 11, "D")  # over a quarter of the character budget: never kept
+    assert cache.get("d" * 11) is _MISSING

@@ -163,10 +163,11 @@ class _AssetCache:
     A preset, a card or a book is usually the same from turn to turn; keying by its JSON text
     (which the request needs anyway, to check the assets are JSON data and to detach them from
     the caller) lets an unchanged asset skip parsing and keep the same frozen view, and with it
-    whatever sources derived from it (:func:`memoized`).
+    whatever sources derived from it (:func:`memoized`). At most 32 values and 16 Mi characters
+    of JSON are kept; a value over a quarter of that is never kept.
     """
 
-    def __init__(self, max_entries: int = 64, max_chars: int = 64 * 1024 * 1024) -> None:
+    def __init__(self, max_entries: int = 32, max_chars: int = 16 * 1024 * 1024) -> None:
         self.max_entries, self.max_chars = max_entries, max_chars
         self._items: OrderedDict[str, Any] = OrderedDict()
         self._chars = 0
