@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["REASONS", "Draw", "StepRecord", "Trace", "TraceRecord", "trace_dicts", "trace_record", "trace_records"]
+__all__ = ["REASONS", "Draw", "StepRecord", "Trace", "TraceRecord", "trace_dicts", "trace_records"]
 
 Outcome = Literal["activated", "skipped"]
 
@@ -51,7 +51,7 @@ REASONS: dict[str, str] = {
 class TraceRecord:
     """The final decision about one entry.
 
-    Not slotted, so :func:`trace_record` can build one from a single dict: a trace has a record
+    Not slotted, so :func:`trace_records` can build each from a single dict: a trace has a record
     for every entry of every book, and the generated ``__init__`` of a frozen class spends a
     guarded ``object.__setattr__`` per field of each.
     """
@@ -90,17 +90,6 @@ class TraceRecord:
 
 _new_object = object.__new__
 _set_attribute = object.__setattr__
-
-
-def trace_record(book: str, uid: int | str, outcome: Outcome, reason: str, detail: str, step: int | None,
-                 state: str | None, key: str | None, secondary: str | None, winner: int | str | None,
-                 comment: str) -> TraceRecord:
-    """``TraceRecord(...)`` with every field given, built without the per-field setattr calls."""
-    record = _new_object(TraceRecord)
-    _set_attribute(record, "__dict__", {"book": book, "uid": uid, "outcome": outcome, "reason": reason,
-                                        "detail": detail, "step": step, "state": state, "key": key,
-                                        "secondary": secondary, "winner": winner, "comment": comment})
-    return record
 
 
 def trace_records(entries: Iterable[Any], decisions: Iterable[tuple[Any, ...]]) -> tuple[TraceRecord, ...]:
