@@ -160,6 +160,9 @@ def test_templates_render_for_the_given_session(files: dict[str, str], tmp_path:
     code, out = run("assemble", "--strategy", strategy, "--chat", files["chat"], "--templates", templates, "--json")
     assert code == 0 and out["messages"][0]["content"] == "S"  # no session: no template output, one notice
     assert "TEMPLATE_SESSION_REQUIRED" in [d["code"] for d in out["diagnostics"]]
+    not_templates = write(tmp_path, "chat-as-t.json", {"messages": []})
+    code, out = run("assemble", "--strategy", strategy, "--chat", files["chat"], "--templates", not_templates)
+    assert code == 1 and out["error"]["code"] == "TEMPLATE_RESOURCE_INVALID"
     bad = write(tmp_path, "bad-t.json", [{"id": "nope", "name": "x", "content": ""}])
     code, out = run("assemble", "--strategy", strategy, "--chat", files["chat"], "--templates", bad, "--session", "s1")
     assert code == 1 and out["error"]["code"] == "TEMPLATE_RESOURCE_INVALID"

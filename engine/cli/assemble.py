@@ -162,7 +162,12 @@ def command(
             assets["character"] = _card(card)
         if templates:
             loaded = _read_json(templates, "prompt templates")
-            assets["prompt_templates"] = loaded.get("templates") if isinstance(loaded, dict) else loaded
+            if isinstance(loaded, dict):
+                if "templates" not in loaded:
+                    raise TemplateError(f"prompt templates {templates}: expected a list or {{\"templates\": [...]}}",
+                                        code="TEMPLATE_RESOURCE_INVALID", path="$")
+                loaded = loaded["templates"]
+            assets["prompt_templates"] = loaded
         if books:
             assets["world_info"], outlets = _world_info(books, messages, seed)
             named = [_read_json(p, "world book") for p in books]
