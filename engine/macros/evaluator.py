@@ -53,6 +53,8 @@ MAX_PRODUCED_CHARS = 4 * MAX_OUTPUT_CHARS
 #: Arguments/bodies nested deeper than this are left as written (``MACRO_NESTING_LIMIT``).
 MAX_SCOPE_DEPTH = 96
 
+_eval_shorthand: Any = None  # builtins.variables.eval_shorthand, bound on first use
+
 _TRIM_FIND = re.compile(r"\{\{trim\}\}", re.IGNORECASE)
 _UNESCAPE = re.compile(r"\\([{}])")
 _INDENT = re.compile(r"^[ \t]*")
@@ -486,9 +488,12 @@ class RenderState:
         reused instead of re-parsing their text.
         """
         if m.var is not None:
-            from .builtins.variables import eval_shorthand
+            global _eval_shorthand
+            if _eval_shorthand is None:
+                from .builtins.variables import eval_shorthand  # the built-ins import this module
 
-            return self._account(eval_shorthand(self, m, depth))
+                _eval_shorthand = eval_shorthand
+            return self._account(_eval_shorthand(self, m, depth))
         key = m.key
         dynamic = self.dynamic
         registered = self._defs.get(key)

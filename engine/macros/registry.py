@@ -179,9 +179,15 @@ class MacroRegistry:
     @classmethod
     def default_shared(cls) -> MacroRegistry:
         """The shared built-in table itself (read-only by convention; no copy per render)."""
-        from .builtins import builtin_registry
+        global _shared
+        if _shared is None:
+            from .builtins import builtin_registry  # the built-ins import this module
 
-        return builtin_registry()
+            _shared = builtin_registry()
+        return _shared
+
+
+_shared: MacroRegistry | None = None
 
 
 def dynamic_definition(name: str, value: str | Callable[..., Any] | MacroDef) -> MacroDef:

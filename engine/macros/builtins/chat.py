@@ -7,6 +7,7 @@ from datetime import timezone
 from ..context import ChatMessage
 from ..evaluator import MacroCall
 from ..registry import MacroRegistry
+from ..timefmt import humanize_ms, parse_st_timestamp
 
 __all__ = ["register"]
 
@@ -79,8 +80,6 @@ def _idle(call: MacroCall) -> str:
     the search, and the next user message before it is the one measured; ``just now`` when
     there is none or it has no ``send_date``.
     """
-    from ..timefmt import humanize_ms, parse_st_timestamp
-
     armed = False
     for msg in reversed(call.ctx.chat):
         if msg.is_system:

@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 
 from ..evaluator import MacroCall
 from ..registry import MacroRegistry
+from ..timefmt import format_moment, humanize, parse_date, utc_offset_hours
 
 __all__ = ["register"]
 
@@ -20,16 +21,12 @@ def _now(call: MacroCall) -> datetime:
 
 def _fmt(fmt: str):  # type: ignore[no-untyped-def]
     def handler(call: MacroCall) -> str:
-        from ..timefmt import format_moment
-
         return format_moment(_now(call), fmt)
 
     return handler
 
 
 def _time(call: MacroCall) -> str:
-    from ..timefmt import format_moment, utc_offset_hours
-
     now = _now(call)
     if call.args:
         hours = utc_offset_hours(call.args[0])
@@ -41,14 +38,10 @@ def _time(call: MacroCall) -> str:
 
 
 def _datetimeformat(call: MacroCall) -> str:
-    from ..timefmt import format_moment
-
     return format_moment(_now(call), call.args[0])
 
 
 def _time_diff(call: MacroCall) -> str:
-    from ..timefmt import humanize, parse_date
-
     local_tz = _now(call).tzinfo or timezone.utc  # a date without an offset is the clock's local time
     a = parse_date(call.args[0], local_tz=local_tz)
     b = parse_date(call.args[1], local_tz=local_tz)
