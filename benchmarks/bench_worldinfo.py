@@ -116,15 +116,25 @@ def naive_initial_pass(book: dict[str, Any], chat: list[str]) -> set[int]:
     return activated
 
 
-def _time(fn: Any, repeat: int) -> tuple[float, Any]:
-    """Median CPU time of ``repeat`` runs (CPU time: the figure should not depend on other load)."""
+def _times(fn: Any, repeat: int) -> tuple[float, float, Any]:
+    """Median and fastest CPU time of ``repeat`` runs, and the last result.
+
+    CPU time, so that other load on the machine inflates the figure less; on a shared machine it
+    still varies with the neighbours' load, so the fastest run is reported beside the median.
+    """
     times = []
     result = None
     for _ in range(repeat):
         start = time.process_time()
         result = fn()
         times.append(time.process_time() - start)
-    return statistics.median(times), result
+    return statistics.median(times), min(times), result
+
+
+def _time(fn: Any, repeat: int) -> tuple[float, Any]:
+    """Median CPU time of ``repeat`` runs, and the last result."""
+    median, _, result = _times(fn, repeat)
+    return median, result
 
 
 def _loop_speed() -> float:
@@ -168,13 +178,13 @@ def cold_activation(book: dict[str, Any], chat: list[str], settings: dict[str, A
 
 
 def warm_activation(book: dict[str, Any], chat: list[str], settings: dict[str, Any],
-                    repeat: int) -> tuple[float, float, Any]:
-    """Median CPU seconds of a re-scan of loaded books (without and with reading the trace)."""
+                    repeat: int) -> tuple[float, float, float, Any]:
+    """CPU seconds of a re-scan of loaded books: median, fastest, median with the trace read; the activation."""
     books = normalize_books(book)[0]
     activate_world_info(books, chat, settings)
-    warm, activation = _time(lambda: activate_world_info(books, chat, settings), repeat)
+    warm, fastest, activation = _times(lambda: activate_world_info(books, chat, settings), repeat)
     with_trace, _ = _time(lambda: activate_world_info(books, chat, settings).trace.to_list(), repeat)
-    return warm, with_trace, activation
+    return warm, fastest, with_trace, activation
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -191,11 +201,12 @@ def main(argv: list[str] | None = None) -> int:
     book, chat = make_world(args.entries, args.messages)
     n_keys = sum(len(e["key"]) + len(e.get("keysecondary", [])) for e in book["entries"].values())
     loop = _loop_speed()
+    # warm first, as in a chat session: books loaded once, then one activation per message
+    warm, warm_fastest, warm_trace, activation = warm_activation(book, chat, SETTINGS, args.repeat)
     cold = cold_activation(book, chat, SETTINGS, max(1, args.repeat // 2))
     # the same book as SillyTavern exports it: every field of every entry written out
     exported = {"entries": {k: {**ST_ENTRY_DEFAULTS, **v} for k, v in book["entries"].items()}}
     cold_exported = cold_activation(exported, chat, SETTINGS, max(1, args.repeat // 2))
-    warm, warm_trace, activation = warm_activation(book, chat, SETTINGS, args.repeat)
     one = {**SETTINGS, "world_info_max_recursion_steps": 1}
     books = normalize_books(book)[0]
     ours_one, first = _time(lambda: activate_world_info(books, chat, one), args.repeat)
@@ -204,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     for label, (n, m) in {"2x entries": (args.entries * 2, args.messages),
                           "2x messages": (args.entries, args.messages * 2)}.items():
         b2, c2 = make_world(n, m)
-        warm2, _, activation2 = warm_activation(b2, c2, SETTINGS, max(1, args.repeat // 2))
+        warm2, _, _, activation2 = warm_activation(b2, c2, SETTINGS, max(1, args.repeat // 2))
         linearity[label] = {"cold_ms": cold_activation(b2, c2, SETTINGS, 1)["total"] * 1000, "warm_ms": warm2 * 1000,
                             "activated": len(activation2.activated)}
     figures = {
@@ -215,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         "cold_trace_ms": cold["trace"] * 1000, "cold_total_ms": cold["total"] * 1000,
         "cold_exported_total_ms": cold_exported["total"] * 1000,
         "cold_exported_normalise_ms": cold_exported["normalise"] * 1000,
-        "warm_ms": warm * 1000, "warm_with_trace_ms": warm_trace * 1000,
+        "warm_ms": warm * 1000, "warm_fastest_ms": warm_fastest * 1000, "warm_with_trace_ms": warm_trace * 1000,
         "initial_pass_ms": ours_one * 1000, "naive_initial_pass_ms": naive * 1000,
         "naive_ratio": naive / ours_one if ours_one else float("inf"),
         "linearity": linearity, "target_met": warm * 1000 <= TARGET_MS,
@@ -248,7 +259,7 @@ def _report(f: dict[str, Any]) -> None:
           f"(normalise {f['cold_exported_normalise_ms']:.1f} ms)")
     verdict = "met" if f["target_met"] else "NOT met"
     print(f"warm (books loaded, index reused: the next chat message)    {f['warm_ms']:8.1f} ms  "
-          f"(target {f['target_ms']:.0f} ms: {verdict})")
+          f"(fastest {f['warm_fastest_ms']:.1f} ms; target {f['target_ms']:.0f} ms: {verdict})")
     print(f"  the same plus reading the trace                           {f['warm_with_trace_ms']:8.1f} ms")
     print(f"initial pass only (max_recursion_steps=1), warm             {f['initial_pass_ms']:8.1f} ms")
     print(f"naive per-entry scan, initial pass only                     {f['naive_initial_pass_ms']:8.1f} ms "
