@@ -257,8 +257,11 @@ class _Prepared:
             if decorators or constant:
                 self.keyed_plain[i] = False
         self.levels = sorted(levels)
-        #: what decides an entry's haystack besides the pass (entries sharing it share the haystack)
-        self.hay_keys = list(map(_HAY_FIELDS, entries))
+        #: what decides an entry's haystack besides the pass, as a small number (entries sharing it
+        #: share the haystack; most entries have class 0)
+        classes: dict[tuple[Any, ...], int] = {}
+        self.hay_class = [classes.setdefault(k, len(classes)) for k in map(_HAY_FIELDS, entries)]
+        self.hay_classes = len(classes)
 
     def _index(self, settings: WorldInfoSettings, key_text: Callable[[str], str] | None,
                preparer: KeyMatcher) -> None:
@@ -441,7 +444,8 @@ class _Run:
         self._before_cache: dict[Haystack, Haystack] = {}
         #: entries carried forward in the last pass (see :meth:`carry_waiting`)
         self.waiting: set[int] = set()
-        self._hay_cache: dict[tuple[Any, ...], Haystack] = {}
+        self.hay_class = prepared.hay_class
+        self._hay_cache: list[Haystack | None] = [None] * prepared.hay_classes
         self.activated: dict[str, int] = {}  # entry id -> index, in activation order
         self.activated_content: dict[int, str] = {}
         self.activated_step: dict[int, int] = {}
@@ -491,8 +495,8 @@ class _Run:
 
     def haystack(self, i: int, state: int) -> Haystack:
         """Entry ``i``'s haystack, shared by entries with the same depth and sources within a pass."""
-        key = self.prepared.hay_keys[i]
-        hay = self._hay_cache.get(key)
+        key = self.hay_class[i]
+        hay = self._hay_cache[key]
         if hay is None:
             hay = self._hay_cache[key] = self.buffer.haystack(self.entries[i], state)
         return hay
@@ -510,7 +514,9 @@ class _Run:
                 return verdict
         decide = self.decide
         primary_keys, secondary_keys = self.plans[i]
-        hay = self.haystack(i, state)
+        hay = self._hay_cache[self.hay_class[i]]
+        if hay is None:
+            hay = self.haystack(i, state)
         match = self.matcher.match
         primary = None
         for key, needle in primary_keys:
@@ -522,7 +528,8 @@ class _Run:
                                  None, None, None)
             return False
         if not (entry.selective and secondary_keys):
-            decide(i, "activated", "key", f"fired by key {primary!r}", step, state, key=primary)
+            self.decisions[i] = ("activated", "key", f"fired by key {primary!r}", step, ScanState.NAMES[state],
+                                 primary, None, None)
             return True
         logic = entry.selective_logic
         any_match = False
@@ -833,7 +840,7 @@ class _Run:
         :meth:`consider` would say "no match": that decision is filled in directly, and only the
         others go through :meth:`consider`. A book of 10,000 entries has thousands of these.
         """
-        self._hay_cache = {}
+        self._hay_cache = [None] * self.prepared.hay_classes
         decisions, simple = self.decisions, self.simple
         fast = FAST_PENDING
         for i, decision in enumerate(decisions):
@@ -866,7 +873,7 @@ class _Run:
                 break
             count += 1
             step = count
-            self._hay_cache = {}
+            self._hay_cache = [None] * prepared.hay_classes
             self._before_cache = {}
             waiting, self.waiting = self.waiting, set()
             context = (state, level, self.buffer.skew)
