@@ -6,6 +6,13 @@ captured once (an unregister during a request affects only the next one), the ru
 into a dependency-ordered job list, and each job's resolver is called with a deep-frozen context
 and a cancellation token. Resolvers may be sync or async; their output is validated at once, and
 any error fails the whole request so no partial prompt is ever sent.
+
+A source whose output depends on something that can change during the request (a template that
+read MVU state, a permission a manager granted) hands its leases back under the output key
+``leases`` (see :func:`take_leases`). They are checked once more after *every* source resolved and
+before placement (:func:`check_held_leases`): a later source that changed or revoked what an
+earlier one read fails the whole request with the lease's code (``SOURCE_POLICY_CHANGED`` /
+``SOURCE_CONTENT_CHANGED``), never a partial result and never a fallback to a fresh read.
 """
 
 from __future__ import annotations
@@ -29,6 +36,8 @@ __all__ = [
     "SourceDescriptor",
     "SourceRegistry",
     "build_jobs",
+    "check_held_leases",
+    "take_leases",
     "ASSET_CACHE",
     "FrozenMap",
     "MAX_ASSET_NESTING",
@@ -491,6 +500,93 @@ def _call(job: Job, context: Any, token: CancellationToken) -> Any:
         ) from exc
 
 
+#: the output key under which a source hands back the leases its blocks depend on
+LEASES_KEY = "leases"
+
+
+@dataclass(frozen=True, slots=True)
+class HeldLeases:
+    """The leases one job's output depends on, kept outside the (JSON) output and the record."""
+
+    source_id: str
+    rule_id: str
+    items: tuple[Any, ...]
+
+
+def _lease_items(value: Any, source_id: str) -> tuple[Any, ...]:
+    """The lease objects under ``leases``: checked for shape now, so a bad one fails at its source."""
+    from ..bridge.leases import LeaseSet, Resolution
+
+    items = tuple(value) if isinstance(value, (list, tuple)) else (value,)
+    for i, item in enumerate(items):
+        if not (isinstance(item, (LeaseSet, Resolution)) or callable(getattr(item, "check_leases", None))
+                or callable(item)):
+            raise TemplateError(
+                f"source {source_id!r} returned {type(item).__name__} under 'leases': expected a LeaseSet, a "
+                "Resolution, an object with check_leases() (BridgeResult, TemplateExpansion) or a check_current "
+                "callable",
+                code="ASSEMBLY_SOURCE_INVALID",
+                path=f"$.{LEASES_KEY}[{i}]" if isinstance(value, (list, tuple)) else f"$.{LEASES_KEY}",
+            )
+    return items
+
+
+def take_leases(result: Any, job: Job) -> tuple[Any, HeldLeases | None]:
+    """Split a resolver's result into its JSON output and the leases it holds (``None`` if none).
+
+    The ``leases`` key may hold one lease or a list of them: a :class:`~tavernbox.bridge.LeaseSet`,
+    a :class:`~tavernbox.bridge.Resolution` (its ``check_current``), anything with a
+    ``check_leases(when)`` method (:class:`~tavernbox.bridge.BridgeResult`,
+    :class:`~tavernbox.bridge.TemplateExpansion`) or a bare ``check_current`` callable. Leases are
+    host objects, so they never reach output validation, the output caches or the replay record;
+    the output a source returns with them is byte-identical to the one it returns without.
+    """
+    if not isinstance(result, Mapping) or LEASES_KEY not in result:
+        return result, None
+    output = {k: v for k, v in result.items() if k != LEASES_KEY}
+    items = _lease_items(result[LEASES_KEY], job.descriptor.id)
+    return output, HeldLeases(job.descriptor.id, job.rule.id, items) if items else None
+
+
+def check_held_leases(held: list[HeldLeases]) -> None:
+    """Re-check every lease handed back by the request's sources; raise on the first stale one.
+
+    Runs synchronously once every source resolved (upstream ``validateResolved``): a source later
+    in the job order may have changed the MVU state or revoked a permission an earlier source
+    relied on. The error carries the lease's own code (``SOURCE_POLICY_CHANGED`` or
+    ``SOURCE_CONTENT_CHANGED``); a ``check_leases`` that fails with anything but a
+    ``TemplateError`` counts as a revoked permission, never as a pass.
+    """
+    if not held:
+        return
+    from ..bridge.leases import LeaseSet, Resolution
+
+    for entry in held:
+        when = f"after all sources resolved; held by source {entry.source_id!r}, rule {entry.rule_id!r}"
+        for item in entry.items:
+            if isinstance(item, LeaseSet):
+                item.check(when)
+            elif isinstance(item, Resolution):
+                single = LeaseSet()
+                single.add(item.id, item.check_current)
+                single.check(when)
+            elif callable(getattr(item, "check_leases", None)):
+                try:
+                    item.check_leases(when)
+                except TemplateError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - a failing check is a revoked permission
+                    raise TemplateError(
+                        f"a lease of source {entry.source_id!r} could not be checked ({when}): "
+                        f"{type(exc).__name__}: {exc}",
+                        code="SOURCE_POLICY_CHANGED",
+                    ) from exc
+            else:
+                single = LeaseSet()
+                single.add(f"a lease of source {entry.source_id!r}", item)
+                single.check(when)
+
+
 def _entry(job: Job, result: Any, preset: Preset) -> ResolvedEntry:
     output = validate_output(result, job.descriptor.id, job.descriptor.dependencies)
     index = next((i for i, r in enumerate(preset.rules) if r.id == job.rule.id), None)
@@ -502,8 +598,10 @@ def resolve_jobs(jobs: list[Job], context: Any, token: CancellationToken, preset
 
     Each resolver is called as ``resolve(context, rule)``: ``context`` is the deep-frozen request
     context (its ``token`` entry is ``token``), ``rule`` a frozen copy of the rule's wire form.
+    Leases handed back under ``leases`` are re-checked once all jobs resolved (:func:`check_held_leases`).
     """
     entries = []
+    held: list[HeldLeases] = []
     for job in jobs:
         token.raise_if_cancelled()
         result = _call(job, context, token)
@@ -514,15 +612,20 @@ def resolve_jobs(jobs: list[Job], context: Any, token: CancellationToken, preset
                 f"source {job.descriptor.id!r} is asynchronous: use assemble_async()", code="ASSEMBLY_SOURCE_ASYNC"
             )
         token.raise_if_cancelled()
+        result, leases = take_leases(result, job)
+        if leases is not None:
+            held.append(leases)
         entries.append(_entry(job, result, preset))
+    check_held_leases(held)
     return entries
 
 
 async def resolve_jobs_async(
     jobs: list[Job], context: Any, token: CancellationToken, preset: Preset
 ) -> list[ResolvedEntry]:
-    """Resolve the jobs strictly in order, awaiting asynchronous resolvers."""
+    """Resolve the jobs strictly in order, awaiting asynchronous resolvers; leases as in :func:`resolve_jobs`."""
     entries = []
+    held: list[HeldLeases] = []
     for job in jobs:
         token.raise_if_cancelled()
         result = _call(job, context, token)
@@ -537,5 +640,9 @@ async def resolve_jobs_async(
                     code="ASSEMBLY_SOURCE_FAILED",
                 ) from exc
         token.raise_if_cancelled()
+        result, leases = take_leases(result, job)
+        if leases is not None:
+            held.append(leases)
         entries.append(_entry(job, result, preset))
+    check_held_leases(held)
     return entries

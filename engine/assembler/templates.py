@@ -22,19 +22,34 @@ and one ``TEMPLATE_SESSION_REQUIRED`` diagnostic. Each block is reported with
 ``TAVERN_MEMORY_RESOURCE_VERSION`` (the resource revision) and one
 ``TAVERN_MEMORY_DEPENDENCY_VERSION`` per dependency read. Every lease a template took is checked
 again after all templates of the source ran, so a dependency that changed meanwhile fails the
-request (``SOURCE_POLICY_CHANGED``) instead of sending a stale prompt. The source is never added
-implicitly: a rule of kind ``pmp-dsh-tavern/prompt-template`` asks for it, request lifetime only.
+request (``SOURCE_POLICY_CHANGED``) instead of sending a stale prompt; the leases are also handed
+to the assembler (output key ``leases``), which checks them once more after *every* source of the
+request resolved, so a later source that changes the MVU state or revokes a permission fails the
+whole assembly (research 10.4 step 6, fact 49). The source is never added implicitly: a rule of
+kind ``pmp-dsh-tavern/prompt-template`` asks for it, request lifetime only.
+
+The built-in registration reads everything from the request's (frozen, detached) assets. A host
+whose MVU state or usage policy lives outside the request (a store, a manager) registers
+:func:`prompt_template_source` instead, binding its live :class:`~tavernbox.bridge.MvuSource`
+objects and :class:`~tavernbox.bridge.Management`; then a change made while the request is being
+assembled is exactly what the leases catch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from ..errors import TemplateError
 from .identity import content_hash
 
-__all__ = ["TEMPLATE_SOURCE_ID", "resolve_prompt_templates"]
+if TYPE_CHECKING:  # pragma: no cover
+    from ..bridge import Management, MvuSource
+    from .registry import SourceDescriptor
+
+Resolver = Callable[[Mapping[str, Any], Mapping[str, Any]], dict[str, Any]]
+
+__all__ = ["TEMPLATE_SOURCE_ID", "prompt_template_resolver", "prompt_template_source", "resolve_prompt_templates"]
 
 TEMPLATE_SOURCE_ID = "pmp-dsh-tavern/prompt-template"
 _PATH = "$.assets.prompt_templates"
@@ -72,8 +87,9 @@ def _resources(raw: Any) -> list[Any]:
     return out
 
 
-def _bridge_inputs(assets: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
-    """The bridge's sources for this request and the MVU resources by id."""
+def _bridge_inputs(assets: Mapping[str, Any], live_mvu: Mapping[str, MvuSource] | None = None,
+                   management: Management | None = None) -> tuple[Any, dict[str, Any]]:
+    """The bridge's sources for this request and the MVU resources by id (``live_mvu`` wins over assets)."""
     from ..bridge import MvuSource, sources_from_inputs
 
     mvu: dict[str, Any] = {}
@@ -93,12 +109,58 @@ def _bridge_inputs(assets: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
         activated=activated if books is not None else None,
         preset=_thaw(preset) if isinstance(preset, Mapping) else None,
         card=_thaw(card) if isinstance(card, Mapping) and card else None,
+        management=management,
     )
+    if live_mvu:
+        mvu.update(live_mvu)
     return sources, mvu
 
 
 def resolve_prompt_templates(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[str, Any]:
     """The source's resolver: one text block per template that ran (see the module docstring)."""
+    return _resolve(context, None, None)
+
+
+def prompt_template_resolver(*, mvu: Mapping[str, MvuSource] | None = None,
+                             management: Management | None = None) -> Resolver:
+    """A resolver for this source bound to host state: live MVU resources by id and a policy.
+
+    ``mvu`` maps ``"mvu:<name>"`` to :class:`~tavernbox.bridge.MvuSource` (these win over
+    ``assets.mvu`` with the same id); ``management`` is the :class:`~tavernbox.bridge.Management`
+    deciding template and dependency usage (default: every resource native).
+    """
+    from ..bridge import Management, MvuSource
+
+    live = dict(mvu or {})
+    for key, value in live.items():
+        if not isinstance(value, MvuSource) or value.id != key:
+            raise TemplateError(f"mvu[{key!r}] must be the MvuSource with id {key!r}", code="INPUT_INVALID")
+    if management is not None and not isinstance(management, Management):
+        raise TemplateError("management must be a tavernbox.bridge.Management", code="INPUT_INVALID")
+
+    def resolve(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[str, Any]:
+        return _resolve(context, live, management)
+
+    return resolve
+
+
+def prompt_template_source(*, mvu: Mapping[str, MvuSource] | None = None,
+                           management: Management | None = None) -> SourceDescriptor:
+    """The ``pmp-dsh-tavern/prompt-template`` descriptor with host state bound (see :func:`prompt_template_resolver`).
+
+    It has the built-in one's id, so register it in place of that one: build the registry from
+    :data:`tavernbox.assembler.sources.BUILTINS` leaving out ``TEMPLATE_SOURCE_ID``, then register this.
+    """
+    from .registry import SourceDescriptor
+    from .sources import TAVERN_PLUGIN
+
+    return SourceDescriptor(TEMPLATE_SOURCE_ID, TAVERN_PLUGIN, "Prompt templates",
+                            resolve=prompt_template_resolver(mvu=mvu, management=management),
+                            stability="evaluation", lifetimes=("request",))
+
+
+def _resolve(context: Mapping[str, Any], live_mvu: Mapping[str, MvuSource] | None,
+             management: Management | None) -> dict[str, Any]:
     assets = context["assets"]
     raw = assets.get("prompt_templates")
     if raw is None:
@@ -111,7 +173,7 @@ def resolve_prompt_templates(context: Mapping[str, Any], rule: Mapping[str, Any]
             "message": "prompt templates run only for a session; this request has none, so they give no output"}]}
     from ..bridge import expand_prompt_template
 
-    sources, mvu = _bridge_inputs(assets)
+    sources, mvu = _bridge_inputs(assets, live_mvu, management)
     blocks: list[dict[str, Any]] = []
     diagnostics: list[dict[str, Any]] = []
     expansions = []
@@ -141,4 +203,5 @@ def resolve_prompt_templates(context: Mapping[str, Any], rule: Mapping[str, Any]
                                 "data": {"resource_id": resource.id, **read.to_dict()}})
     for expansion in expansions:  # a dependency changed while later templates ran: fail, never send it stale
         expansion.check_leases("after the prompt-template source resolved")
-    return {"blocks": blocks, "diagnostics": diagnostics}
+    # ... and once more after every source of the request resolved (the registry runs these)
+    return {"blocks": blocks, "diagnostics": diagnostics, "leases": expansions}
