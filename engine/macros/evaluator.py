@@ -86,6 +86,9 @@ def dedent_trim(text: str) -> str:
     """
     if not text:
         return text
+    if "\n" not in text:
+        # one line: removing its indentation (spaces/tabs) is part of trimming it
+        return js_trim(text)
     lines = text.split("\n")
     width = 0
     for line in lines:
