@@ -79,6 +79,7 @@ CODES: dict[str, str] = {
     "ASSET_CONVERTED": "the asset was converted from another shape (v1 card, card-book list form)",
     "ASSET_SPEC_UNKNOWN": "a card spec other than chara_card_v2/v3",
     "ASSET_MVU_META": "an MVU $meta object of the wrong shape",
+    "ASSET_KIND_MISMATCH": "a kind was asked for (kind=, --kind) but the data is unmistakably another kind of asset",
     # world info
     "WI_REGEX_INVALID": "a regex key does not compile",
     "WI_REGEX_REFUSED": "a regex key was refused by the regex policy",

@@ -5,6 +5,13 @@ MVU initvars, which are plain mappings indistinguishable from any other YAML unl
 ``[value, "description"]`` pairs, ``$meta`` or ``stat_data``, so a name containing ``initvar`` counts as
 evidence there. When nothing matches, :func:`explain_unknown` says what the file looked like, so the
 ``ASSET_KIND_UNKNOWN`` message helps instead of shrugging.
+
+A caller may force a kind (``load_asset(kind=...)``), which is how an initvar without ``initvar`` in
+its name or a card missing its greeting is loaded. Forcing must not turn a world book into an empty
+card, though: :func:`clear_kind` names the kind a file *unmistakably* is (a card spec, world-info
+entries with keys and content, prompt-manager prompts, ``stat_data``), and only that evidence
+overrides the caller (``ASSET_KIND_MISMATCH``). Weaker signs (an ``entries`` object of objects, which
+an MVU tree may well hold) leave the forced kind alone.
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ from typing import Any, Literal
 
 from .mvu import is_value_with_description
 
-__all__ = ["AssetKind", "KINDS", "detect_kind", "explain_unknown"]
+__all__ = ["AssetKind", "KINDS", "clear_kind", "detect_kind", "explain_unknown"]
 
 AssetKind = Literal["card", "world_book", "preset", "mvu"]
 KINDS: tuple[str, ...] = ("card", "world_book", "preset", "mvu")
@@ -92,6 +99,45 @@ def detect_kind(data: Any, *, name: str | None = None) -> AssetKind | None:
     if data and _looks_like_old_initvar(data):
         return "mvu"
     return None
+
+
+def clear_kind(data: Any) -> tuple[AssetKind, str] | None:
+    """The kind ``data`` unmistakably is and the evidence, or ``None`` when it might be read as another.
+
+    The file name is no evidence here (a caller that forces a kind knows better than the name).
+    """
+    kind = detect_kind(data)
+    if kind is None:
+        return None
+    if kind == "card":
+        spec = data.get("spec")
+        if isinstance(spec, str) and spec in _CARD_SPECS:
+            return kind, f"its 'spec' is {spec!r}"
+        inner = data.get("data")
+        for fields, where in ((inner, "'data'"), (data, "the top level")):
+            if isinstance(fields, dict) and "name" in fields and "first_mes" in fields:
+                return kind, f"{where} holds a character's 'name' and 'first_mes'"
+        return None
+    if kind == "world_book":
+        entries = data["entries"]
+        values = entries.values() if isinstance(entries, dict) else entries
+        if any("content" in v and ("key" in v or "keys" in v) for v in values):
+            return kind, "its 'entries' are world-info entries with keys and content"
+        return None
+    if kind == "preset":
+        prompts = data.get("prompts")
+        if isinstance(data.get("prompt_order"), list) or (
+            isinstance(prompts, list) and any(isinstance(p, dict) and "identifier" in p for p in prompts)
+        ):
+            return kind, "it holds prompt-manager 'prompts'/'prompt_order'"
+        if _SAMPLER_KEYS & data.keys() and any(isinstance(data.get(k), str) for k in _PRESET_KEYS):
+            return kind, "it holds a preset's prompt and sampler fields"
+        return None
+    if isinstance(data.get("stat_data"), dict):
+        return kind, "it holds 'stat_data'"
+    if isinstance(data.get("$meta"), dict):
+        return kind, "it holds an MVU '$meta'"
+    return kind, "a quarter or more of its values are MVU [value, 'description'] pairs"
 
 
 def explain_unknown(data: Any, *, syntax: str) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 from ..errors import Diagnostic, TemplateError
 from .cards import PNG_SIGNATURE, CharacterCard, parse_card, read_png_card
 from .decoding import decode_bytes, parse_json5_text, parse_json_text, parse_yaml_text
-from .detect import KINDS, detect_kind, explain_unknown
+from .detect import KINDS, clear_kind, detect_kind, explain_unknown
 from .mvu import MvuVariables, parse_mvu
 from .presets import GLOBAL_CHARACTER_ID, Preset, parse_preset
 from .worldbooks import WorldBook, parse_world_book
@@ -152,15 +152,31 @@ def parse_structured(text: str, *, suffix: str = "", prefer_yaml: bool = False) 
         ) from None
 
 
+def _check_forced_kind(kind: str, value: Any) -> None:
+    """Refuse a forced ``kind`` that the data unmistakably is not (``ASSET_KIND_MISMATCH``, path ``$``)."""
+    found = clear_kind(value)
+    if found is not None and found[0] != kind:
+        detected, evidence = found
+        raise TemplateError(
+            f"kind {kind!r} was asked for, but the data is a {detected} ({evidence}); "
+            f"load it as kind {detected!r}, or without a kind to detect it",
+            code="ASSET_KIND_MISMATCH",
+            path="$",
+        )
+
+
 def load_asset(
     source: str | Path | bytes, *, kind: str | None = None, name: str | None = None
 ) -> LoadedAsset:
     """Load a card, world book, preset or MVU variables file and validate it.
 
     ``source`` is a file path (``str`` or ``Path``) or the file's bytes. ``kind`` forces the kind
-    (``"card"``, ``"world_book"``, ``"preset"``, ``"mvu"``) instead of detecting it; ``name`` overrides
-    the name taken from the file stem. Raises ``TemplateError`` (code ``ASSET_*``, ``path`` a JSON path
-    or ``line``/``column``) when the file cannot be used; repairs are listed in ``.diagnostics``.
+    (``"card"``, ``"world_book"``, ``"preset"``, ``"mvu"``) instead of detecting it, for data whose kind
+    detection cannot tell; data that is unmistakably another kind (:func:`~.detect.clear_kind`) is
+    refused with ``ASSET_KIND_MISMATCH`` rather than read as, say, a card with no description.
+    ``name`` overrides the name taken from the file stem. Raises ``TemplateError`` (code ``ASSET_*``,
+    ``path`` a JSON path or ``line``/``column``) when the file cannot be used; repairs are listed in
+    ``.diagnostics``.
     """
     if kind is not None and kind not in KINDS:
         raise TemplateError(f"unknown kind {kind!r}; expected one of {', '.join(KINDS)}", code="INPUT_INVALID")
@@ -184,6 +200,8 @@ def load_asset(
         encoding, syntax = "png", f"png:{chunk}"
         if kind is None:
             kind = "card"
+        else:
+            _check_forced_kind(kind, value)
     else:
         decoded = decode_bytes(data)
         diagnostics.extend(decoded.diagnostics)
@@ -196,6 +214,8 @@ def load_asset(
                 raise TemplateError(
                     f"unknown kind: {explain_unknown(value, syntax=syntax.upper())}", code="ASSET_KIND_UNKNOWN", path="$"
                 )
+        else:
+            _check_forced_kind(kind, value)
     model: Any
     if kind == "card":
         model = parse_card(value, diagnostics=diagnostics)
