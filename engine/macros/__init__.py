@@ -136,8 +136,11 @@ class CompiledMacros:
     """A text parsed once, to expand many times (with different contexts or seeds).
 
     Pre-processing and the top-level parse (which already holds the parse of every argument
-    of a well-formed text) are done here; :meth:`expand` only evaluates. Build it with
-    :func:`compile_macros`.
+    of a well-formed text) are done here; :meth:`expand` only evaluates. What evaluation still
+    parses (the spans of a malformed text, SillyTavern-style re-parses) and each level's scoped
+    pairing are kept here by the first render, so later renders parse nothing; results are
+    identical to a fresh :func:`expand_macros` (``tests/test_macros_compiled.py``). Build it
+    with :func:`compile_macros`.
     """
 
     __slots__ = ("_closer_memo", "_diagnostics", "_items", "_omap", "_parse_cache", "source", "text")
@@ -239,6 +242,9 @@ def expand_macros(
 
     Raises ``TemplateError`` with ``MACRO_INPUT_LIMIT`` (text over 2 MiB) or
     ``MACRO_OUTPUT_LIMIT`` (the output would pass 8 MiB). Every other problem is a diagnostic.
+
+    The compiled templates of the 512 most recent texts (up to 64 KB each) are kept, so a host
+    that expands the same card fields and prompts over and over parses each once.
     """
     if not isinstance(text, str):
         raise TemplateError("the macro text must be a string", code="INPUT_INVALID")
