@@ -80,3 +80,12 @@ def test_compile_macros_is_public_api() -> None:
 
     assert tavernbox.compile_macros is tavernbox.macros.compile_macros
     assert "compile_macros" in tavernbox.__all__
+
+
+@pytest.mark.parametrize(
+    "text", ["plain prose", "a \\{ b \\} c", "x{y}z", "{{", "{ {", "}}", "<USR>", "line\n\\{{trim}}", "\\"]
+)
+def test_text_without_macros_expands_like_fresh(text: str) -> None:
+    # such a text's output is computed once, at compile time
+    ctx = MacroContext.from_dict({**CONTEXT, "variables": {"local": {"n": 1.0}, "global": {"g": "x"}}})
+    _three_ways(text, ctx)

@@ -143,7 +143,7 @@ class CompiledMacros:
     with :func:`compile_macros`.
     """
 
-    __slots__ = ("_closer_memo", "_diagnostics", "_items", "_omap", "_parse_cache", "source", "text")
+    __slots__ = ("_closer_memo", "_diagnostics", "_items", "_omap", "_parse_cache", "_static", "source", "text")
 
     def __init__(self, text: str) -> None:
         if not isinstance(text, str):
@@ -168,6 +168,11 @@ class CompiledMacros:
         else:
             self._items = (Plain(0, len(pre)),) if pre else ()
             self._diagnostics = ()
+        #: the output when the text holds no macro at all (most world-info entries, many prompts):
+        #: it depends on nothing a render brings, so it is computed once
+        self._static: str | None = None
+        if pre and self._items is not None and not any(type(i) is MacroNode for i in self._items):
+            self._static = post_process(pre)
 
     def expand(
         self,
@@ -183,6 +188,13 @@ class CompiledMacros:
         local = VariableStore(dict(ctx.local_variables))
         glob = VariableStore(dict(ctx.global_variables))
         text, pre, omap = self.text, self.source, self._omap
+        if self._static is not None and _reuse_parse:
+            return MacroResult(
+                self._static,
+                {"local": local.snapshot(), "global": glob.snapshot()},
+                _remap(list(self._diagnostics), omap),
+                (),
+            )
         if not text:
             return MacroResult("", {"local": local.snapshot(), "global": glob.snapshot()}, (), ())
         effective_seed = seed if seed is not None else (ctx.seed if ctx.seed is not None else 0)
