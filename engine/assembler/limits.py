@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+from json.encoder import c_make_encoder, encode_basestring
 from typing import Any
 
 from ..errors import TemplateError
@@ -46,9 +47,33 @@ SOURCE_MAX_BYTES = 8 * 1024 * 1024
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def _make_encoder() -> Any:
+    """The C encoder for the pinned form, built once (``json.dumps`` builds one per call, which
+    costs more than encoding a short message); ``None`` on interpreters without the C accelerator."""
+    if c_make_encoder is None:  # pragma: no cover - CPython always has it
+        return None
+    default = json.JSONEncoder().default  # the standard TypeError for non-JSON values
+    # no circular-reference markers: a cycle ends in RecursionError, and _text then lets
+    # json.dumps report it the usual way
+    return c_make_encoder(None, default, encode_basestring, None, ":", ",", False, False, False)
+
+
+_ENCODE = _make_encoder()
+
+
+def _text(value: Any) -> str:
+    """``json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)``, faster."""
+    if _ENCODE is not None:
+        try:
+            return "".join(_ENCODE(value, 0))
+        except RecursionError:
+            pass
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def dumps(value: Any) -> str:
     """The pinned JSON text of ``value`` (see the module docstring)."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    text = _text(value)
     if not text.isascii() and _SURROGATE.search(text):
         text = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     return text
@@ -56,7 +81,7 @@ def dumps(value: Any) -> str:
 
 def json_size(value: Any) -> int:
     """UTF-8 byte length of the pinned JSON text of ``value``."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    text = _text(value)
     try:
         return len(text.encode("utf-8"))  # no lone surrogate: the pinned text is this text
     except UnicodeEncodeError:
