@@ -54,6 +54,10 @@ MAX_PRODUCED_CHARS = 4 * MAX_OUTPUT_CHARS
 MAX_SCOPE_DEPTH = 96
 
 _eval_shorthand: Any = None  # builtins.variables.eval_shorthand, bound on first use
+_build_plan: Any = None  # plan.build_plan, bound below (the plan module imports this one)
+_PLAN = "plan"  # marks plan entries in RenderState.closer_memo
+#: run repeated levels from their plans (:mod:`.plan`); tests switch it off to compare
+USE_PLANS = True
 
 _TRIM_FIND = re.compile(r"\{\{trim\}\}", re.IGNORECASE)
 _UNESCAPE = re.compile(r"\\([{}])")
@@ -261,11 +265,36 @@ class RenderState:
             has_macro, has_closer = memo[1], memo[2]
         if not has_macro:
             return src[lo:hi]  # plain items and the gaps between them: the span as written
+        reg = self.registry
+        if clean and self.reuse_parse and not self.dynamic and USE_PLANS:
+            # a level evaluated before (a compiled template's second render, an argument seen
+            # again) runs from its plan: literals and pre-bound calls, see :mod:`.plan`
+            plan_key = (id(items), depth, _PLAN)
+            seen = self.closer_memo.get(plan_key)  # type: ignore[call-overload]
+            if seen is not None and seen[0] is items and seen[1] is reg and seen[2] == reg._version:
+                if seen[3]:
+                    return seen[3].run(self, depth)
+                if seen[3] is False:
+                    pass  # the level cannot be planned (it warns, or keeps tags raw)
+                elif has_closer:
+                    hit = self.closer_memo.get((id(items), depth))  # type: ignore[call-overload]
+                    if hit is None or hit[0] is not items or hit[1] is not reg or hit[2] != reg._version:
+                        hit = None
+                else:
+                    hit = (None, None, None, ({}, set(), {}))
+                if seen[3] is None:
+                    built = _build_plan(self, lo, hi, depth, items, hit[3]) if hit is not None else None
+                    entry = (items, reg, reg._version, built if built is not None else False)
+                    self.closer_memo[plan_key] = entry  # type: ignore[index]
+                    if built is not None:
+                        return built.run(self, depth)
+            else:
+                # plans pay off from the second evaluation of the same level on
+                self.closer_memo[plan_key] = (items, reg, reg._version, None)  # type: ignore[index]
         if not has_closer:
             return self._evaluate_inline(lo, hi, depth, items, clean)
         # a level's pairing depends on its items, the depth and the registry (which definitions
         # may take a body): memoised per registry version, unless it warned
-        reg = self.registry
         memo_key = (id(items), depth)
         hit = self.closer_memo.get(memo_key)  # type: ignore[call-overload]
         if hit is not None and hit[0] is items and hit[1] is reg and hit[2] == reg._version:
@@ -695,3 +724,6 @@ class MacroCall:
     @property
     def source_text(self) -> str:
         return self.state.source[self.node.start : self.node.end]
+
+
+from .plan import build_plan as _build_plan  # noqa: E402  (plan builds on RenderState and MacroCall)

@@ -1,0 +1,203 @@
+"""Level plans: a parsed level flattened into literals and pre-bound macro calls.
+
+A compiled template is rendered many times with the same parse, so most of what
+:meth:`RenderState.evaluate` decides per item is the same every time: which gaps and plain
+items are copied, which macros pair, which definition a name resolves to, which arguments are
+literal text, whether their count and types fit. A plan makes those decisions once; running
+it is a loop over literal strings and closures. Each closure does exactly what
+``eval_macro`` would do for its node (same ``MacroCall``, same ``_call`` error handling and
+output accounting), and anything the plan cannot bind exactly (unknown names, arity or type
+mismatches, ``delay_args`` macros, nested arguments, shorthands, scoped pairs) is bound to
+``eval_macro`` itself, so the result is identical by construction
+(``tests/test_macros_plan.py`` checks it over the conformance rows and generated texts).
+
+A plan is only built for a clean level, with no per-call dynamic macros, and for the registry
+version it was built against (:meth:`RenderState.evaluate` checks all three).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..errors import TemplateError
+from ..spans import Span
+from .evaluator import MAX_SCOPE_DEPTH, MacroCall, RenderState
+from .parser import MacroNode, Plain
+
+__all__ = ["LevelPlan", "build_plan"]
+
+Part = Callable[[RenderState, int], str]
+
+
+class LevelPlan:
+    """One level's literals and bound calls, with what the output-size check needs.
+
+    ``parts`` holds ``(text, counted, plain items)`` for literals (``counted``: the characters
+    the evaluator counts towards the output limit, i.e. plain items but not skipped gaps) and
+    ``(call, None, node)`` for macros.
+    """
+
+    __slots__ = ("parts",)
+
+    def __init__(self, parts: list[tuple[Any, int | None, Any]]) -> None:
+        self.parts = tuple(parts)
+
+    def run(self, state: RenderState, depth: int) -> str:
+        out: list[str] = []
+        append = out.append
+        size = 0
+        limit = state.max_output
+        for part, counted, item in self.parts:
+            if counted is None:
+                piece = part(state, depth)
+                size += len(piece)
+                if size > limit:
+                    _too_long(state, item)
+                append(piece)
+            else:
+                if counted:
+                    if size + counted > limit:
+                        for length, plain in item:
+                            size += length
+                            if size > limit:
+                                _too_long(state, plain)
+                    size += counted
+                append(part)
+        return "".join(out)
+
+
+def _too_long(state: RenderState, item: Any) -> None:
+    raise TemplateError(
+        f"the expanded text would pass {state.max_output} characters",
+        code="MACRO_OUTPUT_LIMIT",
+        span=Span(item.start, item.end),
+        source=state.source,
+    )
+
+
+def build_plan(
+    state: RenderState,
+    lo: int,
+    hi: int,
+    depth: int,
+    items: Sequence[Any],
+    pairing: tuple[dict[int, tuple[int, int, int, int]], set[int], dict[int, int]],
+) -> LevelPlan | None:
+    """The plan of ``source[lo:hi]`` (a clean level), or ``None`` when it keeps tags raw."""
+    pairs, keep_raw, too_deep = pairing
+    if keep_raw or too_deep or depth > MAX_SCOPE_DEPTH:
+        return None
+    src = state.source
+    parts: list[tuple[Any, int | None, Any]] = []
+    texts: list[str] = []
+    plains: list[tuple[int, Any]] = []
+
+    def flush() -> None:
+        if texts:
+            parts.append(("".join(texts), sum(length for length, _ in plains), tuple(plains)))
+            texts.clear()
+            plains.clear()
+
+    cursor = lo
+    idx = 0
+    n = len(items)
+    while idx < n:
+        item = items[idx]
+        if item.start > cursor:
+            texts.append(src[cursor : item.start])
+        if type(item) is Plain:
+            text = src[item.start : item.end]
+            texts.append(text)
+            plains.append((len(text), item))
+            cursor = item.end
+            idx += 1
+            continue
+        flush()
+        scoped = pairs.get(idx)
+        if scoped is not None:
+            parts.append((_paired(item, scoped, tuple(items[idx + 1 : scoped[3]])), None, item))
+            cursor = scoped[2]
+            idx = scoped[3] + 1
+        else:
+            parts.append((_bind(state, item, depth), None, item))
+            cursor = item.end
+            idx += 1
+    if cursor < hi:
+        texts.append(src[cursor:hi])
+    flush()
+    return LevelPlan(parts)
+
+
+def _generic(m: MacroNode) -> Part:
+    def part(state: RenderState, depth: int) -> str:
+        return state.eval_macro(m, None, depth, True, None)
+
+    return part
+
+
+def _paired(m: MacroNode, scoped: tuple[int, int, int, int], body_items: tuple) -> Part:
+    # the body's items are sliced once, so the body level keeps its identity (and its plan)
+    def part(state: RenderState, depth: int) -> str:
+        return state.eval_macro(m, scoped, depth, True, body_items)
+
+    return part
+
+
+def _bind(state: RenderState, m: MacroNode, depth: int) -> Part:
+    """A call for one inline macro: its definition, literal arguments and checks decided here."""
+    if m.var is not None or not m.complete:
+        return _generic(m)
+    definition = state._defs.get(m.key)
+    if definition is None:
+        return _generic(m)
+    name, flags, start, end = m.name, m.flags, m.start, m.end
+    if not m.args:
+        if definition.min_args:
+            return _generic(m)
+        fast = getattr(definition.handler, "context_value", None)
+        if fast is not None:
+            # a handler that only reads a context field (``{{user}}``, ``{{char}}``...)
+            def read(state: RenderState, depth: int) -> str:
+                return state._account(fast(state.ctx))
+
+            return read
+
+        def zero(state: RenderState, depth: int) -> str:
+            call = MacroCall(name, [], flags, False, start, m, state, depth, [], [])
+            return state._call(definition, call, m, (), end)
+
+        return zero
+    if definition.delay_args or depth >= MAX_SCOPE_DEPTH:
+        return _generic(m)
+    src = state.source
+    values: list[str] = []
+    spans: list[tuple[int, int] | None] = []
+    known: list[Any] = []
+    entries: list[tuple[int, int, str]] = []
+    for arg in m.args:
+        known.append(arg.items)
+        if arg.span is None:
+            values.append("")
+            spans.append(None)
+            continue
+        a, b = arg.span
+        arg_items = arg.items
+        if arg_items is None or len(arg_items) != 1 or type(arg_items[0]) is not Plain:
+            return _generic(m)
+        value = src[a:b]
+        values.append(value)
+        spans.append((a, b))
+        entries.append((a, b, value))
+    if not definition.accepts(len(values)):
+        return _generic(m)
+    if definition.strict and definition.arg_types and definition.type_error(values) is not None:
+        return _generic(m)
+    fixed_values, fixed_spans, fixed_known, fixed_entries = tuple(values), tuple(spans), tuple(known), tuple(entries)
+
+    def literal(state: RenderState, depth: int) -> str:
+        call = MacroCall(name, list(fixed_values), flags, False, start, m, state, depth, list(fixed_spans), list(fixed_known))
+        return state._call(definition, call, m, fixed_entries, end)
+
+    return literal
+

@@ -1,0 +1,137 @@
+"""Level plans (``tavernbox.macros.plan``) give exactly what the evaluator gives.
+
+A compiled template builds a plan for a level the second time it evaluates it and runs it from
+the third render on. Every conformance row and Hypothesis' macro-heavy texts are rendered four
+times through one template with plans on, and compared with the same template rendered with
+plans switched off (``evaluator.USE_PLANS``): text, variables, diagnostics and draws, or the
+same error.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tavernbox.errors import TemplateError
+from tavernbox.macros import MacroContext, MacroRegistry, compile_macros, evaluator
+from tavernbox.macros.plan import LevelPlan
+from tavernbox.testing.strategies import macro_templates
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "conformance" / "st-macros.jsonl"
+
+CONTEXT: dict[str, Any] = {
+    "user": "User",
+    "char": "Character",
+    "persona": "PERSONA",
+    "character": {"description": "DESC {{user}}", "personality": "PERS", "first_mes": "Hi!"},
+    "chat": [{"role": "user", "name": "User", "content": "hello"}],
+    "chat_id_hash": 123456,
+    "now": "2026-11-30T10:15:00Z",
+    "seed": 3,
+}
+
+
+def _outcome(fn: Any) -> Any:
+    try:
+        return fn()
+    except TemplateError as exc:
+        return ("error", exc.code, exc.message, exc.span)
+
+
+def _reference(text: str, ctx: MacroContext, **kw: Any) -> Any:
+    saved = evaluator.USE_PLANS
+    evaluator.USE_PLANS = False
+    try:
+        template = compile_macros(text)
+        return [_outcome(lambda: template.expand(ctx, **kw)) for _ in range(2)]
+    finally:
+        evaluator.USE_PLANS = saved
+
+
+def _same_with_plans(text: str, ctx: MacroContext, **kw: Any) -> None:
+    want = _reference(text, ctx, **kw)
+    assert want[0] == want[1]
+    template = compile_macros(text)
+    for _ in range(4):
+        assert _outcome(lambda: template.expand(ctx, **kw)) == want[0]
+
+
+def _plans(template: Any) -> list[LevelPlan]:
+    return [v[3] for k, v in template._closer_memo.items() if type(k) is tuple and len(k) == 3 and v[3]]
+
+
+@pytest.mark.skipif(not DATA.exists(), reason="shared/conformance is not beside the clone")
+def test_plans_equal_the_evaluator_on_every_conformance_row() -> None:
+    rows = [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitlines() if line.strip()]
+    assert len(rows) > 1000
+    for row in rows:
+        ctx = MacroContext.from_dict(
+            {**CONTEXT, "variables": {"local": row.get("vars") or {}, "global": row.get("globals") or {}}}
+        )
+        _same_with_plans(row["template"], ctx)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(macro_templates(), st.integers(min_value=0, max_value=2**16))
+def test_plans_equal_the_evaluator_on_macro_templates(text: str, seed: int) -> None:
+    _same_with_plans(text, MacroContext.from_dict({**CONTEXT, "seed": seed}))
+
+
+def test_a_repeated_template_runs_from_plans() -> None:
+    text = "Hi {{user}} and {{char}}: {{setvar::a::1}}{{getvar::a}} {{if {{getvar::a}}}}yes {{user}}{{/if}}"
+    template = compile_macros(text)
+    ctx = MacroContext.from_dict(CONTEXT)
+    first = template.expand(ctx)
+    assert not _plans(template)  # a level evaluated once has no plan yet
+    assert template.expand(ctx) == first
+    assert _plans(template)
+    assert template.expand(ctx) == first
+    assert first.text == "Hi User and Character: 1 yes User"
+
+
+def test_a_registry_change_between_renders_is_seen_by_plans() -> None:
+    registry = MacroRegistry.default()
+    registry.register("shout", lambda call: "A", min_args=1, max_args=1)
+    template = compile_macros("{{shout::x}} {{user}}")
+    for _ in range(3):
+        assert template.expand({}, registry=registry).text == "A User"
+    registry.register("shout", lambda call: "B", min_args=1, max_args=1)
+    assert template.expand({}, registry=registry).text == "B User"
+    registry.register("shout", lambda call: "C", min_args=2, max_args=2)  # now the wrong arity
+    result = template.expand({}, registry=registry)
+    assert result.text == "{{shout::x}} User"
+    assert [d.code for d in result.diagnostics] == ["MACRO_ARITY"]
+
+
+def test_dynamic_macros_shadow_what_a_plan_bound() -> None:
+    template = compile_macros("{{user}} {{reverse::ab}}")
+    for _ in range(3):
+        assert template.expand({}).text == "User ba"
+    assert template.expand({}, dynamic={"user": "Dyn"}).text == "Dyn ba"
+    assert template.expand({}).text == "User ba"
+
+
+def test_handler_failures_and_arity_are_reported_the_same_from_plans() -> None:
+    text = "{{reverse}} {{roll::999999d6}} {{newline::x}} {{nosuch::a}} {{greeting::1}}"
+    _same_with_plans(text, MacroContext.from_dict(CONTEXT))
+    template = compile_macros(text)
+    results = [template.expand(CONTEXT) for _ in range(3)]
+    assert results[2] == results[0]
+    assert {d.code for d in results[0].diagnostics} >= {"MACRO_ARITY", "MACRO_UNKNOWN"}
+
+
+def test_the_output_limit_is_raised_at_the_same_item_from_plans() -> None:
+    big = "x" * (evaluator.MAX_OUTPUT_CHARS - 10)
+    ctx = MacroContext.from_dict({**CONTEXT, "variables": {"local": {"big": big}, "global": {}}})
+    # the plain text after the variable crosses the limit: the error names that text
+    text = "{{getvar::big}}" + "y" * 40 + "{{user}}"
+    want = _reference(text, ctx)[0]
+    assert want[:2] == ("error", "MACRO_OUTPUT_LIMIT")
+    assert want[3] is not None
+    _same_with_plans(text, ctx)
