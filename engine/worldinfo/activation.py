@@ -442,11 +442,12 @@ class _Run:
         self.pass_pieces: dict[int, int] = {}
         #: this pass's haystack -> the same haystack as the last pass saw it (see :meth:`carry_forward`)
         self._before_cache: dict[Haystack, Haystack] = {}
-        #: entries carried forward in the last pass (see :meth:`carry_waiting`)
+        #: entries carried forward in the last pass (see the carry-waiting step of :meth:`run`)
         self.waiting: set[int] = set()
         self.hay_class = prepared.hay_class
         self._hay_cache: list[Haystack | None] = [None] * prepared.hay_classes
         self.activated: dict[str, int] = {}  # entry id -> index, in activation order
+        self.activated_indices: set[int] = set()  # the same entries' indices
         self.activated_content: dict[int, str] = {}
         self.activated_step: dict[int, int] = {}
         self.failed_probability: set[int] = set()
@@ -594,23 +595,6 @@ class _Run:
                     continue
                 if needle.rx is None or needle.rx.status != "ok" or unchanged(needle.rx, before, hay) is None:
                     return False
-        self.decisions[i] = (decision[0], decision[1], decision[2], step, ScanState.NAMES[state], decision[5],
-                             decision[6], decision[7])
-        return True
-
-    def carry_waiting(self, i: int, state: int, step: int, new_texts: tuple[str, str]) -> bool:
-        """:meth:`carry_forward` again for an entry carried forward last pass, from the new text alone.
-
-        Last pass established, for each of its regex keys, that no match lies in the text then and
-        that a later one needs the key's required literal past its end; if the new recursion text
-        (``new_texts``: as written and case-folded) holds none of the literals, that still holds.
-        """
-        decision = self.decisions[i]
-        if decision[3] != step - 1 or i in self.failed_probability or self.ids[i] in self.activated:
-            return False
-        for rx in self.prepared.regexes[i]:
-            if rx.status != "ok" or rx.literal is None or rx.literal in new_texts[rx.ignore_case]:
-                return False
         self.decisions[i] = (decision[0], decision[1], decision[2], step, ScanState.NAMES[state], decision[5],
                              decision[6], decision[7])
         return True
@@ -798,23 +782,14 @@ class _Run:
                 continue
             if self.messages:
                 chat_words = matcher._chat_index(cs).words()
-                if len(chat_words) < len(words):
-                    for w in chat_words:
-                        owners = words.get(w)
-                        if owners:
-                            todo.update(owners)
-                else:
-                    for w, owners in words.items():
-                        if w in chat_words:
-                            todo.update(owners)
+                for w in words.keys() & chat_words.keys():  # walks the smaller side in C
+                    todo.update(words[w])
             for extra in extras:
                 part = matcher._part(extra, cs)
                 if part.words is None:
                     part.words = set(_WORD_RUN.findall(part.text))
-                for w in part.words:
-                    owners = words.get(w)
-                    if owners:
-                        todo.update(owners)
+                for w in words.keys() & part.words:
+                    todo.update(words[w])
             if others:
                 # only keys whose GRAM-character window occurs somewhere in the text can match
                 text = matcher._chat_index(cs).concat + "".join(f"\n{t if cs else t.lower()}" for t in extras)
@@ -822,10 +797,8 @@ class _Run:
                 for extra in extras:
                     runs.update(matcher._part(extra, cs).words or ())
                 grams = text_windows(text, runs, prepared.primary_mixed[cs])
-                for gram, bucket in others.items():
-                    if gram not in grams:
-                        continue
-                    for needle, owners in bucket:
+                for gram in others.keys() & grams:  # the smaller side walked in C
+                    for needle, owners in others[gram]:
                         if matcher.chat_hit(needle) < _FAR or matcher.extras_hit(needle, extras):
                             todo.update(owners)
         decisions = self.decisions
@@ -898,16 +871,39 @@ class _Run:
                     new_text = [self.buffer.recursion[j] for j in range(seen_pieces, len(self.buffer.recursion))]
                     raw_new = "\n".join(new_text)
                     new_texts = (raw_new, fold_for_literal(raw_new))
+                    regex_only, regexes, carried = prepared.regex_only, prepared.regexes, self.waiting
+                    decisions, failed, activated = self.decisions, self.failed_probability, self.activated
+                    ids, state_name = self.ids, ScanState.NAMES[state]
                     for i in prepared.always_dirty:
-                        if i in dirty or i not in prepared.regex_only:
+                        if i in dirty or i not in regex_only:
                             dirty.add(i)
-                        elif (i in waiting and self.carry_waiting(i, state, step, new_texts)) or \
-                                self.carry_forward(i, state, step):
-                            self.waiting.add(i)
+                            continue
+                        if i in waiting:
+                            # carry waiting: :meth:`carry_forward` again for an entry carried forward
+                            # last pass, from the new text alone. Last pass established, for each of its
+                            # regex keys, that no match lies in the text then and that a later one needs
+                            # the key's required literal past its end; if the new recursion text (as
+                            # written and case-folded) holds none of the literals, that still holds.
+                            # Inline, as it runs for every regex entry in every pass.
+                            decision = decisions[i]
+                            if decision[3] == step - 1 and i not in failed and ids[i] not in activated:
+                                for rx in regexes[i]:
+                                    if rx.status != "ok" or rx.literal is None or \
+                                            rx.literal in new_texts[rx.ignore_case]:
+                                        break
+                                else:
+                                    decisions[i] = (decision[0], decision[1], decision[2], step, state_name,
+                                                    decision[5], decision[6], decision[7])
+                                    carried.add(i)
+                                    continue
+                        if self.carry_forward(i, state, step):
+                            carried.add(i)
                         else:
                             dirty.add(i)
                 else:
                     dirty |= prepared.always_dirty
+                # an entry activated in an earlier pass is passed over at once (see below): leave it out
+                dirty -= self.activated_indices
                 todo = sorted(dirty)
             previous = context
             seen_pieces = len(self.buffer.recursion)
@@ -966,6 +962,7 @@ class _Run:
                                 f"budget of {budget}", step, state)
                     continue
                 self.activated[ids[i]] = i
+                self.activated_indices.add(i)
                 self.activated_content[i] = content
                 self.activated_step[i] = step
                 activated_now.append(ids[i])

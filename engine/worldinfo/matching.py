@@ -197,6 +197,7 @@ class KeyMatcher:
         self._regex_progress: dict[tuple[str, int, tuple[str, ...]], tuple[int, int, bool]] = {}
         self._needles: dict[tuple[str, bool, bool], Needle] = needles if needles is not None else {}
         self._chat_hits: dict[Needle, int] = {}
+        self._chat_words: dict[bool, dict[str, int]] = {}
         self._rec: dict[Needle, list[int]] = {}  # [pieces checked, first matching piece or -1]
         self._reported: set[tuple[str, str]] = set()
         self.regex_searches = 0
@@ -346,11 +347,26 @@ class KeyMatcher:
         return _test_text(text if n.cs else text.lower(), n.text, n.mode)
 
     def chat_hit(self, n: Needle) -> int:
-        """The newest message a plain key matches (a large number when none does)."""
+        """The newest message a plain key matches (a large number when none does).
+
+        Called once per key a scan tests (thousands in a large book), so a word key, the common
+        case, reads the chat's word-run dict directly rather than through :meth:`_ChatIndex.first_hit`
+        and its second memo.
+        """
         hit = self._chat_hits.get(n)
         if hit is None:
-            hit = self._chat_hits[n] = self._chat_index(n.cs).first_hit(n.text, n.mode)
+            if n.mode == WORD:
+                words = self._chat_words[n.cs] if n.cs in self._chat_words else self._chat_word_map(n.cs)
+                hit = words.get(n.text, _NOT_FOUND)
+            else:
+                hit = self._chat_index(n.cs).first_hit(n.text, n.mode)
+            self._chat_hits[n] = hit
         return hit
+
+    def _chat_word_map(self, cs: bool) -> dict[str, int]:
+        """The chat's word runs (one case variant) -> index of the newest message holding each."""
+        words = self._chat_words[cs] = self._chat_index(cs).words() if self.buffer.messages else {}
+        return words
 
     def extras_hit(self, n: Needle, extras: tuple[str, ...]) -> bool:
         """Whether a plain key matches any of the extra pieces."""
@@ -514,10 +530,9 @@ class KeyMatcher:
             if part.words is None:
                 part.words = set(_WORD_RUN.findall(part.text))
             for word_map in words:
-                for w in part.words:
-                    owners = word_map.get(w)
-                    if owners:
-                        out.update(owners)
+                # the dict view's ``&`` walks the smaller side (the piece's runs) in C
+                for w in word_map.keys() & part.words:
+                    out.update(word_map[w])
             if others:
                 text = part.text
                 grams = text_windows(text, part.words, any(mixed for _, mixed in others))
