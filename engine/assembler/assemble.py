@@ -332,14 +332,13 @@ def compose(
 
     for i, (m, spans) in enumerate(zip(messages, projection.spans, strict=True)):
         content = m.get("content")
-        utf16 = _utf16_converter(content if isinstance(content, str) else "")
-        provenance.append(
-            {
-                "index": i,
-                "message_id": m["id"],
-                "spans": [{"start": utf16(s), "end": utf16(e), **fields(info)} for s, e, info in spans],
-            }
-        )
+        text = content if isinstance(content, str) else ""
+        if text.isascii() or not _ASTRAL.search(text):  # offsets are already UTF-16 offsets
+            out_spans = [{"start": s, "end": e, **fields(info)} for s, e, info in spans]
+        else:
+            utf16 = _utf16_converter(text)
+            out_spans = [{"start": utf16(s), "end": utf16(e), **fields(info)} for s, e, info in spans]
+        provenance.append({"index": i, "message_id": m["id"], "spans": out_spans})
     result = AssemblyResult(
         messages=messages,
         nodes=nodes,
@@ -425,8 +424,17 @@ def _node_records(flat: list[tuple[Node, int]], index_map: list[int], messages: 
     for node, offset, idxs in runs:
         first = id(node) not in seen
         seen.add(id(node))
-        out_idx = [index_map[i] for i in idxs]
-        request_ids = list(dict.fromkeys(messages[j]["id"] for j in out_idx))
+        if len(idxs) == 1:  # most runs: one message of a text block
+            start = index_map[idxs[0]]
+            count = 1
+            request_ids = [messages[start]["id"]]
+            input_ids = [node.messages[offset]["id"]]
+        else:
+            out_idx = [index_map[i] for i in idxs]
+            start = min(out_idx)
+            count = max(out_idx) - start + 1
+            request_ids = list(dict.fromkeys(messages[j]["id"] for j in out_idx))
+            input_ids = [flat[i][0].messages[flat[i][1]]["id"] for i in idxs]
         out.append(
             {
                 "id": node.key if first else f"{node.key}:split:{offset}",
@@ -448,10 +456,10 @@ def _node_records(flat: list[tuple[Node, int]], index_map: list[int], messages: 
                 "lock_reason": node.lock_reason,
                 "adjusted_for_tools": node.adjusted_for_tools,
                 "children": node.children,
-                "input_message_ids": [flat[i][0].messages[flat[i][1]]["id"] for i in idxs],
+                "input_message_ids": input_ids,
                 "request_message_ids": request_ids,
-                "start": min(out_idx),
-                "count": max(out_idx) - min(out_idx) + 1,
+                "start": start,
+                "count": count,
             }
         )
     out.sort(key=lambda n: (n["start"], n["id"]))

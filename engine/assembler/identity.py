@@ -11,9 +11,9 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from .limits import dumps
+from .limits import dumps, messages_json
 
-__all__ = ["content_hash", "derived_id", "text_hash", "text_identity"]
+__all__ = ["content_hash", "derived_id", "messages_hash", "text_hash", "text_identity"]
 
 
 def _canonical(value: Any) -> str:
@@ -35,6 +35,13 @@ def _canonical(value: Any) -> str:
 def content_hash(value: Any) -> str:
     """``sha256:<hex>`` of ``value`` (see :func:`_canonical`)."""
     return "sha256:" + hashlib.sha256(_canonical(value).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def messages_hash(messages: list[dict[str, Any]]) -> str:
+    """``content_hash(messages)`` of a list of message dicts, from each message's remembered text."""
+    if not messages:
+        return content_hash(messages)
+    return "sha256:" + hashlib.sha256(("j" + messages_json(messages)[0]).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def text_hash(text: str, role: str) -> str:

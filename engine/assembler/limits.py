@@ -35,6 +35,8 @@ __all__ = [
     "dumps",
     "json_size",
     "logical_extra_bytes",
+    "message_json",
+    "messages_json",
 ]
 
 DEFAULT_PROFILE_BYTES = 512 * 1024
@@ -88,6 +90,49 @@ def json_size(value: Any) -> int:
         return len(dumps(value).encode("utf-8"))
 
 
+_MESSAGE_JSON: dict[tuple[tuple[str, Any], ...], tuple[str, int]] = {}
+_MESSAGE_JSON_MAX = 8192
+_MESSAGE_JSON_MAX_CHARS = 16384  # longer messages are serialised every time (bounded memory)
+
+
+def message_json(message: Any) -> tuple[str, int]:
+    """``(dumps(message), json_size(message))`` of one message.
+
+    The same message is measured and hashed several times per request (its node hash, the
+    logical and projection byte charges, the record's messages hash) and again by every later
+    request of the chat, so the pinned text of a message whose values are all strings or null
+    is remembered by content (a bounded table, emptied when full). Any other value (tool calls,
+    content parts, numbers, which a key built from its items could confuse: ``1 == True``) is
+    serialised each time.
+    """
+    if type(message) is dict:
+        for v in message.values():
+            if type(v) is not str and v is not None:
+                break
+        else:
+            key = tuple(message.items())
+            found = _MESSAGE_JSON.get(key)
+            if found is None:
+                text = dumps(message)
+                found = (text, len(text.encode("utf-8")))
+                if len(text) <= _MESSAGE_JSON_MAX_CHARS:
+                    if len(_MESSAGE_JSON) >= _MESSAGE_JSON_MAX:
+                        _MESSAGE_JSON.clear()
+                    _MESSAGE_JSON[key] = found
+            return found
+    text = dumps(message)
+    return text, len(text.encode("utf-8"))
+
+
+def messages_json(messages: list[Any]) -> tuple[str, int]:
+    """``(dumps(messages), json_size(messages))`` built from the remembered texts of the items.
+
+    Compact JSON of an array is its items' texts joined by commas inside brackets, and the
+    surrogate escaping is per character, so this is exactly the pinned text of the whole list."""
+    parts = [message_json(m) for m in messages]
+    return "[" + ",".join(t for t, _ in parts) + "]", 2 + sum(n for _, n in parts) + max(0, len(parts) - 1)
+
+
 def check_limit(value: Any, *, name: str, maximum: int) -> int:
     """Validate a byte limit: a non-negative integer (never a bool, float or string), at most ``maximum``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -99,7 +144,7 @@ def check_limit(value: Any, *, name: str, maximum: int) -> int:
 
 def logical_extra_bytes(messages: list[dict[str, Any]], native: list[bool]) -> int:
     """Bytes of the serialised array of the non-native messages (sources' contributions)."""
-    return json_size([m for m, n in zip(messages, native, strict=True) if not n])
+    return messages_json([m for m, n in zip(messages, native, strict=True) if not n])[1]
 
 
 def check_profile_bytes(charge: int, limit: int) -> None:

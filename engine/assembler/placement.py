@@ -20,7 +20,7 @@ from typing import Any
 
 from ..errors import Diagnostic, TemplateError
 from .blocks import Block
-from .identity import content_hash, text_identity
+from .identity import messages_hash, text_identity
 from .native import NATIVE_PLACEMENTS, arrange_native
 from .registry import ResolvedEntry
 from .render import IDENTITY, RenderOutput, compose_text, find_source_macros
@@ -283,7 +283,7 @@ class Planner:
             native=True,
             messages=messages,
             spans=spans,
-            hash=content_hash(messages),
+            hash=messages_hash(messages),
             **self._base(entry, block, rule, key),
         )
 

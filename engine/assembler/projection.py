@@ -25,7 +25,7 @@ from typing import Any
 
 from ..errors import Diagnostic, TemplateError
 from .identity import derived_id
-from .limits import PROJECTION_MAX_BYTES, check_limit, json_size
+from .limits import PROJECTION_MAX_BYTES, check_limit, json_size, message_json
 
 __all__ = ["CAPABILITIES", "Logical", "Projection", "project_system"]
 
@@ -147,7 +147,7 @@ def project_system(
         # JSON escaping is per character, so the snapshot's size is the sum of its parts' sizes
         # (each measured once) and the separators: no snapshot text is serialised again
         content_bytes = sum(p.content_bytes() for p in live) + _SEPARATOR_JSON_BYTES * max(0, len(live) - 1)
-        charge += json_size({**carrier, "content": ""}) + content_bytes - (json_size(base) if base is not None else 0)
+        charge += message_json({**carrier, "content": ""})[1] + content_bytes - (message_json(base)[1] if base is not None else 0)
         index = len(out)
         for i in pending:
             index_map[i] = index
@@ -182,7 +182,7 @@ def project_system(
         out.append(m)
         out_spans.append(list(item.spans))
         if not item.native:
-            charge += json_size(m)
+            charge += message_json(m)[1]
     flush()
     if charge > limit:
         raise TemplateError(

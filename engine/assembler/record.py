@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import Diagnostic, TemplateError
 from ..spans import Span
 from .blocks import validate_output
-from .identity import content_hash
+from .identity import content_hash, messages_hash
 from .registry import ResolvedEntry, SourceDescriptor
 from .render import RenderOutput
 from .rules import Rule, parse_preset
@@ -77,7 +77,7 @@ def build_record(
         "diagnostics": [_diag_dict(d) for d in diagnostics],
         "renders": renders,
         "notices": [_diag_dict(d) for d in notices],
-        "messages_hash": content_hash(result.messages),
+        "messages_hash": messages_hash(result.messages),
     }
 
 
@@ -173,7 +173,7 @@ def replay(record: Mapping[str, Any]) -> AssemblyResult:
         render_notices=lambda: notices,
         snapshots=req.get("snapshots") or [],
     )
-    if content_hash(result.messages) != record.get("messages_hash"):
+    if messages_hash(result.messages) != record.get("messages_hash"):
         raise bad("the replayed messages do not match the recorded hash")
     result.draws = [{"key": r["key"], "draws": r["draws"]} for r in used if r.get("draws")]
     result.record = json.loads(json.dumps(record))
