@@ -932,9 +932,17 @@ class _Run:
             new_content = ""
             new_tokens = 0
             activated_now: list[str] = []
+            # the per-candidate work below runs for every activated entry: names bound once per pass
+            additive, sticky_of, content_of = self.additive_tokens, self.sticky, self.content
+            activated_indices, activated_content, activated_step = (self.activated_indices, self.activated_content,
+                                                                    self.activated_step)
+            #: word counts kept with the books (fixed contents), else ``None``: contents are expanded per scan
+            counts = prepared.word_counts if self.expand is None else None
+            #: this pass's candidates -> their contents' word counts, reused for the recursion text below
+            pass_counts: dict[int, int] = {}
             for i in candidates:
                 entry = entries[i]
-                sticky = self.sticky[i]
+                sticky = sticky_of[i]
                 if overflowed and not entry.ignore_budget:
                     self.decide(i, "skipped", "budget", f"the budget of {budget} tokens is used up", step, state)
                     continue
@@ -950,21 +958,28 @@ class _Run:
                         continue
                 content = entry.content if self.expand is None else self.run_expand(entry.content,
                                                                                      f"content of {ids[i]}")
-                self.content[i] = content
-                new_content += content + "\n"
-                if self.additive_tokens:
-                    new_tokens += self.words_of(i, content)
+                content_of[i] = content
+                if additive:
+                    if counts is None:
+                        words = count_words(content)
+                    else:
+                        words = counts.get(i)
+                        if words is None:
+                            words = counts[i] = count_words(content)
+                    pass_counts[i] = words
+                    new_tokens += words
                 else:
+                    new_content += content + "\n"
                     new_tokens = self.count_tokens(new_content)
                 if not entry.ignore_budget and base_tokens + new_tokens >= budget:
                     overflowed = True
                     self.decide(i, "skipped", "budget", f"{base_tokens + new_tokens} tokens would reach the "
                                 f"budget of {budget}", step, state)
                     continue
-                self.activated[ids[i]] = i
-                self.activated_indices.add(i)
-                self.activated_content[i] = content
-                self.activated_step[i] = step
+                activated_ids[ids[i]] = i
+                activated_indices.add(i)
+                activated_content[i] = content
+                activated_step[i] = step
                 activated_now.append(ids[i])
             successful = [i for i in candidates if i not in self.failed_probability]
             for_recursion = [i for i in successful if not entries[i].prevent_recursion]
@@ -992,7 +1007,8 @@ class _Run:
                     self.buffer.add_recursion(text)
                     if self.additive_tokens:
                         # words never span the "\n" joint: the new text's count is its contents' counts
-                        all_tokens += sum(self.words_of(i, self.content.get(i, entries[i].content))
+                        all_tokens += sum(pass_counts[i] if i in pass_counts else
+                                          self.words_of(i, content_of.get(i, entries[i].content))
                                           for i in for_recursion)
                     else:
                         all_text = text + "\n" + all_text
