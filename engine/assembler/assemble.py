@@ -321,23 +321,27 @@ def compose(
     diagnostics.extend(_greeting_after_input(flat, input_ids))
     nodes = _node_records(flat, projection.index_map, messages)
     provenance = []
-    described: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}  # id(info) -> (info, its non-null fields)
+    # one info dict is shared by every span of a contribution (and every snapshot repeating it):
+    # its non-null fields are computed once. ``keep`` holds every described info alive, so an id
+    # cannot be reused by another info during the loop
+    described: dict[int, dict[str, Any]] = {}
+    keep: list[dict[str, Any]] = []
 
     def fields(info: dict[str, Any]) -> dict[str, Any]:
-        # one info dict is shared by every span of a contribution (and every snapshot repeating it)
-        seen = described.get(id(info))
-        if seen is None or seen[0] is not info:
-            seen = described[id(info)] = (info, {k: v for k, v in info.items() if v is not None})
-        return seen[1]
+        keep.append(info)
+        found = described[id(info)] = {k: v for k, v in info.items() if v is not None}
+        return found
+
+    known = described.get
 
     for i, (m, spans) in enumerate(zip(messages, projection.spans, strict=True)):
         content = m.get("content")
         text = content if isinstance(content, str) else ""
         if text.isascii() or not _ASTRAL.search(text):  # offsets are already UTF-16 offsets
-            out_spans = [{"start": s, "end": e, **fields(info)} for s, e, info in spans]
+            out_spans = [{"start": s, "end": e, **(known(id(info)) or fields(info))} for s, e, info in spans]
         else:
             utf16 = _utf16_converter(text)
-            out_spans = [{"start": utf16(s), "end": utf16(e), **fields(info)} for s, e, info in spans]
+            out_spans = [{"start": utf16(s), "end": utf16(e), **(known(id(info)) or fields(info))} for s, e, info in spans]
         provenance.append({"index": i, "message_id": m["id"], "spans": out_spans})
     result = AssemblyResult(
         messages=messages,

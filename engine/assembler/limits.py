@@ -37,6 +37,7 @@ __all__ = [
     "logical_extra_bytes",
     "message_json",
     "messages_json",
+    "string_json_size",
 ]
 
 DEFAULT_PROFILE_BYTES = 512 * 1024
@@ -122,6 +123,22 @@ def message_json(message: Any) -> tuple[str, int]:
             return found
     text = dumps(message)
     return text, len(text.encode("utf-8"))
+
+
+_STRING_SIZES: dict[str, int] = {}
+
+
+def string_json_size(text: str) -> int:
+    """``json_size(text)`` of one string, remembered (bounded like :func:`message_json`): a
+    prompt's text is measured again by every request that projects it."""
+    size = _STRING_SIZES.get(text)
+    if size is None:
+        size = json_size(text)
+        if len(text) <= _MESSAGE_JSON_MAX_CHARS:
+            if len(_STRING_SIZES) >= _MESSAGE_JSON_MAX:
+                _STRING_SIZES.clear()
+            _STRING_SIZES[text] = size
+    return size
 
 
 def messages_json(messages: list[Any]) -> tuple[str, int]:

@@ -30,6 +30,13 @@ __all__ = ["Node", "Planner"]
 
 SpanInfo = dict[str, Any]
 
+#: ``find_source_macros`` results by (text, macro names): the scan depends on nothing else, and
+#: an unchanged prompt is scanned again by every request (bounded, emptied when full; the lists
+#: are never modified by their readers)
+_MACRO_USES: dict[tuple[str, frozenset[str]], list[tuple[int, int, str]]] = {}
+_MACRO_USES_MAX = 16384
+_MACRO_USES_MAX_TEXT = 4096
+
 
 @dataclass(slots=True)
 class Node:
@@ -92,6 +99,7 @@ class Planner:
                     )
                 self.macro_table[lname] = (e, block)
         self._macro_uses: dict[int, list[tuple[int, int, str]]] = {}
+        self._macro_names = frozenset(self.macro_table)
         self.claimed: dict[str, str] = {}
         self.emitted: set[str] = set()
         self.rows: dict[str, list[Node]] = {r.id: [] for r in preset.rules if r.enabled}
@@ -125,7 +133,15 @@ class Planner:
         """The source macros in a text block (scanned once per request: claims and emission both ask)."""
         uses = self._macro_uses.get(id(block))
         if uses is None:
-            uses = self._macro_uses[id(block)] = find_source_macros(block.text, self.macro_table)
+            key = (block.text, self._macro_names)
+            uses = _MACRO_USES.get(key)
+            if uses is None:
+                uses = find_source_macros(block.text, self.macro_table)
+                if len(block.text) <= _MACRO_USES_MAX_TEXT:
+                    if len(_MACRO_USES) >= _MACRO_USES_MAX:
+                        _MACRO_USES.clear()
+                    _MACRO_USES[key] = uses
+            self._macro_uses[id(block)] = uses
         return uses
 
     def usable(self, entry: ResolvedEntry, block: Block) -> bool:

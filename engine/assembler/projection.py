@@ -25,7 +25,7 @@ from typing import Any
 
 from ..errors import Diagnostic, TemplateError
 from .identity import derived_id
-from .limits import PROJECTION_MAX_BYTES, check_limit, json_size, message_json
+from .limits import PROJECTION_MAX_BYTES, check_limit, json_size, message_json, string_json_size
 
 __all__ = ["CAPABILITIES", "Logical", "Projection", "project_system"]
 
@@ -95,7 +95,7 @@ class _Part:
 
     def content_bytes(self) -> int:
         if self.json_bytes < 0:
-            self.json_bytes = json_size(self.text) - 2
+            self.json_bytes = string_json_size(self.text) - 2
         return self.json_bytes
 
 
