@@ -51,7 +51,7 @@ _PRE = re.compile(
 _MARKERS = {"user": "{{user}}", "bot": "{{char}}", "char": "{{char}}", "group": "{{group}}"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MacroResult:
     """The outcome of one render.
 
@@ -72,6 +72,25 @@ class MacroResult:
             "diagnostics": [d.to_dict(source) for d in self.diagnostics],
             "draws": [d.to_dict() for d in self.draws],
         }
+
+
+_result = object.__new__
+_r_text, _r_variables, _r_diagnostics, _r_draws = (
+    MacroResult.__dict__[name].__set__ for name in ("text", "variables", "diagnostics", "draws")
+)
+
+
+def _make_result(
+    text: str, variables: dict[str, dict[str, Any]], diagnostics: tuple[Diagnostic, ...], draws: tuple[Draw, ...]
+) -> MacroResult:
+    """A :class:`MacroResult` built through its slots (part of every render: the frozen
+    dataclass ``__init__`` goes through ``object.__setattr__`` per field)."""
+    result = _result(MacroResult)
+    _r_text(result, text)
+    _r_variables(result, variables)
+    _r_diagnostics(result, diagnostics)
+    _r_draws(result, draws)
+    return result
 
 
 class _OffsetMap:
@@ -185,11 +204,11 @@ class CompiledMacros:
     ) -> MacroResult:
         """Evaluate the parsed text in ``context`` (see :func:`expand_macros`)."""
         ctx = context if isinstance(context, MacroContext) else MacroContext.from_dict(context)
-        local = VariableStore(dict(ctx.local_variables))
-        glob = VariableStore(dict(ctx.global_variables))
+        local = VariableStore(ctx.local_variables)  # the store copies
+        glob = VariableStore(ctx.global_variables)
         text, pre, omap = self.text, self.source, self._omap
         if self._static is not None and _reuse_parse:
-            return MacroResult(
+            return _make_result(
                 self._static,
                 {"local": local.snapshot(), "global": glob.snapshot()},
                 _remap(list(self._diagnostics), omap),
@@ -221,13 +240,18 @@ class CompiledMacros:
             exc.source = text
             raise
         out = post_process(out)
-        return MacroResult(
-            text=out,
-            variables={"local": local.snapshot(), "global": glob.snapshot()},
-            diagnostics=_remap(state.diagnostics, omap),
-            draws=tuple(
-                Draw(d.kind, omap.back(d.offset), d.value, d.macro, d.rolls) if omap.pre else d for d in state.draws
-            ),
+        draws = state.draws
+        return _make_result(
+            out,
+            {"local": local.snapshot(), "global": glob.snapshot()},
+            _remap(state.diagnostics, omap) if state.diagnostics else (),
+            (
+                tuple(Draw(d.kind, omap.back(d.offset), d.value, d.macro, d.rolls) for d in draws)
+                if omap.pre
+                else tuple(draws)
+            )
+            if draws
+            else (),
         )
 
 

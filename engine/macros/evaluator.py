@@ -29,7 +29,7 @@ from ..errors import Diagnostic, TemplateError
 from ..spans import Span
 from .context import MacroContext
 from .parser import MacroNode, Plain, document_items
-from .prng import SeedRandom
+from .prng import SeedRandom, SeedStream, seed_stream
 from .registry import MacroDef, MacroRegistry
 from .variables import JS_WHITESPACE, VariableStore, js_string, js_trim
 
@@ -184,6 +184,8 @@ class RenderState:
     #: alive, so its id cannot be reused while it is memoised)
     closer_memo: dict[int, tuple[Any, bool]] = field(default_factory=dict)
     _rng: SeedRandom | None = None
+    _stream: SeedStream | None = None
+    _taken: int = 0
     _astral: list[int] | None = None
     #: lower-cased name -> definition of the registry (read once per render)
     _defs: dict[str, MacroDef] = field(init=False, repr=False)
@@ -221,9 +223,24 @@ class RenderState:
         return offset + bisect.bisect_left(self._astral, offset)
 
     def random(self) -> float:
-        """The next draw of the render's generator (created on first use: keying ARC4 costs)."""
+        """The next draw of the render's seeded sequence.
+
+        The first draws of a seed are shared by every render with that seed
+        (:class:`.prng.SeedStream`); past them the render continues on a private generator.
+        """
+        index = self._taken
+        self._taken = index + 1
+        stream = self._stream
+        if stream is None:
+            stream = self._stream = seed_stream(self.rng_seed)
+        values = stream.values
+        if index < len(values):
+            return values[index]
+        value = stream.draw(index)
+        if value is not None:
+            return value
         if self._rng is None:
-            self._rng = SeedRandom(self.rng_seed)
+            self._rng = stream.continuation()
         return self._rng.random()
 
     # ---- evaluation -----------------------------------------------------------------------

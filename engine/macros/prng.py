@@ -16,6 +16,7 @@ The implementations follow the published algorithms; the test vectors in
 
 from __future__ import annotations
 
+import threading
 from functools import lru_cache
 
 __all__ = ["SeedRandom", "cyrb53", "pick_index", "utf16_units"]
@@ -193,6 +194,47 @@ class SeedRandom:
         return (n + x) / d
 
     __call__ = random
+
+
+#: Draws of one seed kept by :class:`SeedStream`; a render drawing more continues privately.
+STREAM_DRAWS = 1024
+
+
+class SeedStream:
+    """The draws of one seed, computed once and shared by every render that uses the seed.
+
+    Every render with the same seed draws the same sequence from a fresh generator, so the
+    first :data:`STREAM_DRAWS` values are kept and later renders read them instead of running
+    ARC4 again. The list only grows (under a lock), so readers never see a value change.
+    """
+
+    __slots__ = ("_gen", "_lock", "values")
+
+    def __init__(self, seed: str) -> None:
+        self._gen = SeedRandom(seed)
+        self._lock = threading.Lock()
+        self.values: list[float] = []
+
+    def draw(self, index: int) -> float | None:
+        """Draw number ``index`` (0-based), or ``None`` past :data:`STREAM_DRAWS`."""
+        with self._lock:
+            values = self.values
+            while len(values) <= index and len(values) < STREAM_DRAWS:
+                values.append(self._gen.random())
+            return values[index] if index < len(values) else None
+
+    def continuation(self) -> SeedRandom:
+        """A private generator positioned after the kept draws (for draw ``STREAM_DRAWS`` on)."""
+        self.draw(STREAM_DRAWS)  # makes sure all kept draws were taken
+        with self._lock:
+            gen = SeedRandom.__new__(SeedRandom)
+            gen._s = list(self._gen._s)
+            gen._i = self._gen._i
+            gen._j = self._gen._j
+            return gen
+
+
+seed_stream = lru_cache(maxsize=256)(SeedStream)
 
 
 def pick_index(

@@ -20,13 +20,16 @@ def card_text(call: MacroCall, value: str) -> str:
     ``{{user}}``/``{{char}}`` (and the ``<USER>``/``<BOT>``/``<CHAR>`` markers) inside a field
     show the names; nothing else in the field is expanded (single pass).
     """
+    value = value.replace("\r", "")
+    if "{{" not in value and "<" not in value:
+        return value  # nothing the substitution could match (most fields)
     ctx = call.ctx
 
     def name(m: re.Match[str]) -> str:
         which = (m.group(1) or m.group(2)).lower()
         return ctx.user if which == "user" else ctx.char
 
-    return _NAME_MACROS.sub(name, value.replace("\r", ""))
+    return _NAME_MACROS.sub(name, value)
 
 
 def _field(key: str):  # type: ignore[no-untyped-def]

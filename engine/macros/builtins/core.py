@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from operator import attrgetter
 from collections.abc import Sequence
 from typing import Any
 
@@ -112,6 +113,17 @@ def _split_else(
     Returns each branch's span and, when the content's parse is known, the branch's items.
     """
     known = items is not None
+    if known:
+        # the same content splits the same way every render; keeping the branch slices also
+        # keeps their identity, so a compiled template's branches get plans (see ``..plan``)
+        memo = call.state.closer_memo
+        memo_key = (id(items), lo, hi, "else")
+        hit = memo.get(memo_key)  # type: ignore[call-overload]
+        if hit is not None and hit[0] is items:
+            return hit[1]
+        found = _split_known(lo, hi, items)
+        memo[memo_key] = (items, found)  # type: ignore[index]
+        return found
     if items is None:
         items, _, clean = document_items(call.state.source, lo, hi)
         known = clean
@@ -131,6 +143,25 @@ def _split_else(
             else_items = items[idx + 1 :] if known else None
             return (lo, item.start, then_items), (item.end, hi, else_items)
     return (lo, hi, items if known else None), None
+
+
+def _split_known(
+    lo: int, hi: int, items: Sequence[Any]
+) -> tuple[tuple[int, int, Sequence[Any] | None], tuple[int, int, Sequence[Any] | None] | None]:
+    """:func:`_split_else` of content whose parse is known."""
+    depth = 0
+    for idx, item in enumerate(items):
+        if type(item) is not MacroNode or item.var is not None:
+            continue
+        key = item.key
+        if key == "if":
+            if item.closing:
+                depth -= 1
+            elif len(item.args) == 1:
+                depth += 1
+        elif item.name == "else" and not item.closing and not item.args and depth <= 0:
+            return (lo, item.start, items[:idx]), (item.end, hi, items[idx + 1 :])
+    return (lo, hi, items), None
 
 
 def _if(call: MacroCall) -> str:
@@ -178,10 +209,21 @@ def _if(call: MacroCall) -> str:
     return text if "#" in call.flags else dedent_trim(text)
 
 
+def _context_value(field: str) -> Any:
+    """A handler returning one context field; ``context_value`` lets a plan read it directly."""
+    read = attrgetter(field)
+
+    def handler(call: MacroCall) -> Any:
+        return read(call.ctx)
+
+    handler.context_value = read  # type: ignore[attr-defined]
+    return handler
+
+
 def register(registry: MacroRegistry) -> None:
     r = registry.register
-    r("user", lambda c: c.ctx.user, description="the persona's name")
-    r("char", lambda c: c.ctx.char, description="the character's name")
+    r("user", _context_value("user"), description="the persona's name")
+    r("char", _context_value("char"), description="the character's name")
     r("group", _group, aliases=("charIfNotGroup",), description="group members, or the character")
     r("groupNotMuted", _group_not_muted)
     r("notChar", _not_char)
@@ -194,13 +236,13 @@ def register(registry: MacroRegistry) -> None:
     r("if", _if, min_args=2, max_args=2, delay_args=True)
     r("else", lambda c: ELSE_MARKER)
     r("original", _original)
-    r("input", lambda c: c.ctx.input)
+    r("input", _context_value("input"))
     r("isMobile", lambda c: c.ctx.is_mobile)
-    r("model", lambda c: c.ctx.model)
+    r("model", _context_value("model"))
     r("banned", _banned, min_args=1, max_args=1)
     r("outlet", _outlet, min_args=1, max_args=1)
     r("hasExtension", _has_extension, min_args=1, max_args=1)
     r("maxPrompt", _limit("max_prompt"), aliases=("maxPromptTokens",))
     r("maxContext", _limit("max_context"), aliases=("maxContextTokens",))
     r("maxResponse", _limit("max_response"), aliases=("maxResponseTokens",))
-    r("lastGenerationType", lambda c: c.ctx.last_generation_type)
+    r("lastGenerationType", _context_value("last_generation_type"))
