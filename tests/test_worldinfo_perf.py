@@ -273,3 +273,42 @@ def test_entry_read_by_shape_equals_the_general_reading(fields: dict[str, Any], 
         assert fast == slow
         assert [(d.code, d.path, d.message) for d in fast_diagnostics] == \
             [(d.code, d.path, d.message) for d in slow_diagnostics]
+
+
+# -- word keys in earlier recursion pieces, answered from the piece index ----------------------------
+
+
+def test_word_keys_in_earlier_recursion_pieces_are_found_from_the_piece_index(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A word key first tested passes after the piece holding it was added is still found there.
+
+    Entry 3 is looked at in the third pass (its primary key is in the second piece) and needs its
+    secondary key from the first piece; entry 5's NOT ANY key is in no piece at all. The
+    incremental loop answers these from the words :meth:`KeyMatcher.piece_hits` recorded; the
+    full rescans (``INCREMENTAL`` off) search the pieces, and both must agree.
+    """
+    from tavernbox.worldinfo import activate_world_info
+    from tavernbox.worldinfo import activation as activation_module
+
+    entries = {
+        "1": {"uid": 1, "key": ["start"], "content": "Alpha"},
+        "2": {"uid": 2, "key": ["alpha"], "content": "beta"},
+        "3": {"uid": 3, "key": ["beta"], "keysecondary": ["ALPHA"], "selectiveLogic": 0, "content": "gamma"},
+        "4": {"uid": 4, "key": ["gamma"], "keysecondary": ["alpha", "omega"], "selectiveLogic": 3, "content": "x"},
+        "5": {"uid": 5, "key": ["gamma"], "keysecondary": ["omega"], "selectiveLogic": 2, "content": "y"},
+        "6": {"uid": 6, "key": ["alpha"], "caseSensitive": True, "content": "z"},
+    }
+    settings = {"world_info_recursive": True, "world_info_match_whole_words": True, "world_info_budget": 100,
+                "max_context": 1000}
+    fast = activate_world_info({"entries": entries}, ["start here"], settings)
+    assert fast.uids == [1, 2, 3, 5]
+    assert [(s.step, list(s.activated)) for s in fast.trace.steps][:4] == [
+        (1, ["book.1"]), (2, ["book.2"]), (3, ["book.3"]), (4, ["book.5"])]
+    assert fast.trace.get("book", 4).reason == "secondary_logic"  # type: ignore[union-attr]
+    assert fast.trace.get("book", 6).reason == "no_match"  # type: ignore[union-attr]
+    monkeypatch.setattr(activation_module, "INCREMENTAL", False)
+    slow = activate_world_info({"entries": entries}, ["start here"], settings)
+    assert slow.uids == fast.uids
+    # a full rescan re-decides unchanged entries in later steps: compare what was decided, not when
+    assert [(r.outcome, r.reason, r.key, r.secondary) for r in slow.trace] == \
+        [(r.outcome, r.reason, r.key, r.secondary) for r in fast.trace]

@@ -320,6 +320,7 @@ class _Prepared:
                         owners = word_map.get(needle.text)
                         if owners is None:
                             word_map[needle.text] = [i]
+                            needle.mapped = True
                         else:
                             owners.append(i)
                     elif where == INDEX_OTHER:

@@ -153,7 +153,7 @@ class Needle:
     entry and pass. Per-scan results live in the :class:`KeyMatcher`.
     """
 
-    __slots__ = ("source", "text", "mode", "cs", "kind", "rx", "invalid", "index")
+    __slots__ = ("source", "text", "mode", "cs", "kind", "rx", "invalid", "index", "mapped")
 
     def __init__(self, source: str, text: str, mode: int, cs: bool, kind: int, rx: JsRegex | None,
                  invalid: bool) -> None:
@@ -164,6 +164,8 @@ class Needle:
         self.kind = kind
         self.rx = rx
         self.invalid = invalid
+        #: set when the key index files this word key in a word map (see :meth:`KeyMatcher.piece_hits`)
+        self.mapped = False
         #: where the key index files it (one attribute to read per key of every book, see ``INDEX_*``)
         if kind == PLAIN and not invalid:
             self.index = INDEX_WORD if mode == WORD else INDEX_OTHER
@@ -199,6 +201,10 @@ class KeyMatcher:
         self._chat_hits: dict[Needle, int] = {}
         self._chat_words: dict[bool, dict[str, int]] = {}
         self._rec: dict[Needle, list[int]] = {}  # [pieces checked, first matching piece or -1]
+        #: per case variant: mapped word key -> the first recursion piece holding it, filled by
+        #: :meth:`piece_hits` for the first ``_pieces_indexed[cs]`` pieces
+        self._piece_words: dict[bool, dict[str, int]] = {True: {}, False: {}}
+        self._pieces_indexed: dict[bool, int] = {True: 0, False: 0}
         self._reported: set[tuple[str, str]] = set()
         self.regex_searches = 0
         #: (id of a scanned text, start) -> (that text, its case-folded tail), for required literals
@@ -305,6 +311,9 @@ class KeyMatcher:
                     return True
             r = hay.recursion
             if r:
+                if n.mapped and self._pieces_indexed[n.cs] >= r:
+                    # piece_hits already found every mapped word key in these pieces
+                    return self._piece_words[n.cs].get(n.text, _NOT_FOUND) < r
                 memo = self._rec.get(n)
                 if memo is None:
                     memo = self._rec[n] = [0, -1]
@@ -529,10 +538,14 @@ class KeyMatcher:
             part = self.recursion_part(index, cs)
             if part.words is None:
                 part.words = set(_WORD_RUN.findall(part.text))
+            first = self._piece_words[cs]
             for word_map in words:
                 # the dict view's ``&`` walks the smaller side (the piece's runs) in C
                 for w in word_map.keys() & part.words:
                     out.update(word_map[w])
+                    first.setdefault(w, index)
+            if self._pieces_indexed[cs] == index:
+                self._pieces_indexed[cs] = index + 1
             if others:
                 text = part.text
                 grams = text_windows(text, part.words, any(mixed for _, mixed in others))
