@@ -304,7 +304,7 @@ class Planner:
         )
 
     def _text(self, entry: ResolvedEntry, block: Block, rule: Rule, key: str) -> Node | None:
-        literal_names = {n.lower() for n, _ in block.literal_macros}
+        literal_names = {n.lower() for n, _ in block.literal_macros} if block.literal_macros else ()
         macros = []
         children = []
         for start, end, name in self.macro_uses(block):
@@ -347,23 +347,38 @@ class Planner:
         message = {"id": message_id, "role": role, "content": rendered.text}
         if block.speaker:
             message["name"] = block.speaker
+        descriptor = entry.descriptor
         own = {
             "rule_id": rule.id,
-            "source_id": entry.descriptor.id,
+            "source_id": descriptor.id,
             "block_id": block.id,
             "resource_id": block.resource_id,
             "field": block.field,
         }
-        spans = [(s, e, {**own, **info} if info.get("kind") == "literal_macro" else (info or own)) for s, e, info in rendered.spans]
-        base = self._base(entry, block, rule, key)
+        if len(rendered.spans) == 1 and not rendered.spans[0][2]:  # the common case: all the block's own text
+            spans = [(rendered.spans[0][0], rendered.spans[0][1], own)]
+        else:
+            spans = [
+                (s, e, {**own, **info} if info.get("kind") == "literal_macro" else (info or own)) for s, e, info in rendered.spans
+            ]
+        # the fields of _base, spelled out: this runs once per placed text block
         return Node(
-            role=role,
-            native=False,
-            messages=[message],
-            spans=[spans],
-            hash=digest,
-            resource_id=block.resource_id,
-            field=block.field,
+            key,
+            rule.id,
+            descriptor.id,
+            descriptor.plugin_id,
+            block.id,
+            block.name or block.id,
+            role,
+            False,
+            [message],
+            [spans],
+            digest,
+            None,
+            block.order,
+            rule.lifetime,
+            block.stability or descriptor.stability,
+            block.resource_id,
+            block.field,
             children=children,
-            **base,
         )
