@@ -135,3 +135,23 @@ def test_the_output_limit_is_raised_at_the_same_item_from_plans() -> None:
     assert want[:2] == ("error", "MACRO_OUTPUT_LIMIT")
     assert want[3] is not None
     _same_with_plans(text, ctx)
+
+
+def test_a_failing_context_handler_is_reported_the_same_from_plans() -> None:
+    from tavernbox.macros.registry import context_handler
+
+    registry = MacroRegistry.default()
+    calls: list[int] = []
+
+    def boom(ctx: MacroContext) -> str:
+        calls.append(1)
+        raise KeyError("nope")
+
+    registry.register("boom", context_handler(boom))
+    registry.register("who", context_handler(lambda ctx: 42))  # a non-string value is converted
+    text = "a {{boom}} b {{who}}"
+    want = _reference(text, MacroContext(), registry=registry)[0]
+    assert want.text == "a {{boom}} b 42"
+    assert [d.code for d in want.diagnostics] == ["MACRO_HANDLER_ERROR"]
+    _same_with_plans(text, MacroContext(), registry=registry)
+    assert calls

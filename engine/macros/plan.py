@@ -22,8 +22,9 @@ from typing import Any
 
 from ..errors import TemplateError
 from ..spans import Span
-from .evaluator import MAX_SCOPE_DEPTH, MacroCall, RenderState
+from .evaluator import MAX_PRODUCED_CHARS, MAX_SCOPE_DEPTH, MacroCall, RenderState
 from .parser import MacroNode, Plain
+from .variables import js_string
 
 __all__ = ["LevelPlan", "build_plan"]
 
@@ -31,39 +32,61 @@ Part = Callable[[RenderState, int], str]
 
 
 class LevelPlan:
-    """One level's literals and bound calls, with what the output-size check needs.
+    """One level's literals (strings) and bound calls, with what the output-size check needs.
 
-    ``parts`` holds ``(text, counted, plain items)`` for literals (``counted``: the characters
-    the evaluator counts towards the output limit, i.e. plain items but not skipped gaps) and
-    ``(call, None, node)`` for macros.
+    ``meta`` holds, per part, the plain items a literal covers as ``(length, item)`` (only
+    plain items count towards the evaluator's output limit, skipped gaps do not) or the node a
+    call renders; ``counted`` is the total the literals count.
     """
 
-    __slots__ = ("parts",)
+    __slots__ = ("counted", "meta", "parts")
 
-    def __init__(self, parts: list[tuple[Any, int | None, Any]]) -> None:
+    def __init__(self, parts: list[Any], meta: list[Any]) -> None:
         self.parts = tuple(parts)
+        self.meta = tuple(meta)
+        self.counted = sum(length for m in meta if type(m) is tuple for length, _ in m)
 
     def run(self, state: RenderState, depth: int) -> str:
         out: list[str] = []
         append = out.append
+        # the evaluator checks the running size after every item; as long as the calls' output
+        # plus *all* literals stays within the limit no check can fail, so only that is tracked
+        slack = state.max_output - self.counted
         size = 0
-        limit = state.max_output
-        for part, counted, item in self.parts:
-            if counted is None:
+        for part in self.parts:
+            if part.__class__ is str:
+                append(part)
+            else:
                 piece = part(state, depth)
+                append(piece)
+                size += len(piece)
+                if size > slack:
+                    return self._run_checked(state, depth, out)
+        return "".join(out)
+
+    def _run_checked(self, state: RenderState, depth: int, out: list[str]) -> str:
+        """The rest of :meth:`run` with the evaluator's exact per-item check (huge outputs)."""
+        limit = state.max_output
+        parts, meta = self.parts, self.meta
+        size = 0
+        done = len(out)
+        for index in range(len(parts)):
+            if index < done:
+                piece = out[index]
+            else:
+                part = parts[index]
+                piece = part if part.__class__ is str else part(state, depth)
+                out.append(piece)
+            info = meta[index]
+            if type(info) is tuple:
+                for length, plain in info:
+                    size += length
+                    if size > limit:
+                        _too_long(state, plain)
+            else:
                 size += len(piece)
                 if size > limit:
-                    _too_long(state, item)
-                append(piece)
-            else:
-                if counted:
-                    if size + counted > limit:
-                        for length, plain in item:
-                            size += length
-                            if size > limit:
-                                _too_long(state, plain)
-                    size += counted
-                append(part)
+                    _too_long(state, info)
         return "".join(out)
 
 
@@ -89,13 +112,15 @@ def build_plan(
     if keep_raw or too_deep or depth > MAX_SCOPE_DEPTH:
         return None
     src = state.source
-    parts: list[tuple[Any, int | None, Any]] = []
+    parts: list[Any] = []
+    meta: list[Any] = []
     texts: list[str] = []
     plains: list[tuple[int, Any]] = []
 
     def flush() -> None:
         if texts:
-            parts.append(("".join(texts), sum(length for length, _ in plains), tuple(plains)))
+            parts.append("".join(texts))
+            meta.append(tuple(plains))
             texts.clear()
             plains.clear()
 
@@ -116,17 +141,19 @@ def build_plan(
         flush()
         scoped = pairs.get(idx)
         if scoped is not None:
-            parts.append((_paired(item, scoped, tuple(items[idx + 1 : scoped[3]])), None, item))
+            parts.append(_paired(item, scoped, tuple(items[idx + 1 : scoped[3]])))
+            meta.append(item)
             cursor = scoped[2]
             idx = scoped[3] + 1
         else:
-            parts.append((_bind(state, item, depth), None, item))
+            parts.append(_bind(state, item, depth))
+            meta.append(item)
             cursor = item.end
             idx += 1
     if cursor < hi:
         texts.append(src[cursor:hi])
     flush()
-    return LevelPlan(parts)
+    return LevelPlan(parts, meta)
 
 
 def _generic(m: MacroNode) -> Part:
@@ -159,7 +186,20 @@ def _bind(state: RenderState, m: MacroNode, depth: int) -> Part:
         if fast is not None:
             # a handler that only reads a context field (``{{user}}``, ``{{char}}``...)
             def read(state: RenderState, depth: int) -> str:
-                return state._account(fast(state.ctx))
+                try:
+                    value = fast(state.ctx)
+                except Exception:  # reported exactly as the evaluator reports it
+                    return state.eval_macro(m, None, depth, True, None)
+                if type(value) is not str:
+                    value = js_string(value)
+                produced = state.produced + len(value)
+                state.produced = produced
+                if produced > MAX_PRODUCED_CHARS or len(value) > state.max_output:
+                    raise TemplateError(  # as RenderState._call raises it
+                        f"the expanded text would pass {state.max_output} characters",
+                        code="MACRO_OUTPUT_LIMIT",
+                    )
+                return value
 
             return read
 

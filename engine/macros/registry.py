@@ -19,7 +19,7 @@ from .variables import js_number
 if TYPE_CHECKING:
     from .evaluator import MacroCall
 
-__all__ = ["ArgType", "MacroDef", "MacroRegistry", "check_type", "dynamic_definition"]
+__all__ = ["ArgType", "MacroDef", "MacroRegistry", "check_type", "context_handler", "dynamic_definition"]
 
 ArgType = Literal["string", "integer", "number", "boolean"]
 Handler = Callable[["MacroCall"], Any]
@@ -188,6 +188,21 @@ class MacroRegistry:
 
 
 _shared: MacroRegistry | None = None
+
+
+def context_handler(read: Callable[[Any], Any]) -> Handler:
+    """A handler whose value depends on the render's context only (``read(ctx)``).
+
+    It behaves like any handler; the ``context_value`` attribute lets a compiled level
+    (:mod:`.plan`) call ``read`` directly instead of building a ``MacroCall`` for it.
+    ``read`` must have no side effects: a plan re-runs a failing one through the evaluator.
+    """
+
+    def handler(call: MacroCall) -> Any:
+        return read(call.ctx)
+
+    handler.context_value = read  # type: ignore[attr-defined]
+    return handler
 
 
 def dynamic_definition(name: str, value: str | Callable[..., Any] | MacroDef) -> MacroDef:

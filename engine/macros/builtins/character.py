@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 
 from ..evaluator import MacroCall
-from ..registry import MacroRegistry
+from ..context import MacroContext
+from ..registry import MacroRegistry, context_handler
 
 __all__ = ["register"]
 
@@ -14,6 +15,11 @@ _START = re.compile(r"<START>", re.IGNORECASE)
 
 
 def card_text(call: MacroCall, value: str) -> str:
+    """:func:`context_card_text` of the call's context."""
+    return context_card_text(call.ctx, value)
+
+
+def context_card_text(ctx: MacroContext, value: str) -> str:
     """A card field as ST hands it to macros: names pre-substituted, ``\\r`` stripped.
 
     ST runs card fields through a names-only substitution before they become macro values, so
@@ -23,7 +29,6 @@ def card_text(call: MacroCall, value: str) -> str:
     value = value.replace("\r", "")
     if "{{" not in value and "<" not in value:
         return value  # nothing the substitution could match (most fields)
-    ctx = call.ctx
 
     def name(m: re.Match[str]) -> str:
         which = (m.group(1) or m.group(2)).lower()
@@ -33,14 +38,13 @@ def card_text(call: MacroCall, value: str) -> str:
 
 
 def _field(key: str):  # type: ignore[no-untyped-def]
-    def handler(call: MacroCall) -> str:
-        return card_text(call, call.ctx.card(key))
+    def read(ctx: MacroContext) -> str:
+        return context_card_text(ctx, ctx.card(key))
 
-    return handler
+    return context_handler(read)
 
 
-def _persona(call: MacroCall) -> str:
-    return card_text(call, call.ctx.persona)
+_persona = context_handler(lambda ctx: context_card_text(ctx, ctx.persona))
 
 
 def _greeting(call: MacroCall) -> str:

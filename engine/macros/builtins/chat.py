@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import timezone
 
-from ..context import ChatMessage
+from ..context import ChatMessage, MacroContext
 from ..evaluator import MacroCall
-from ..registry import MacroRegistry
+from ..registry import MacroRegistry, context_handler
 from ..timefmt import humanize_ms, parse_st_timestamp
 
 __all__ = ["register"]
@@ -23,25 +23,30 @@ def _text(msg: ChatMessage) -> str:
     return msg.content
 
 
-def _last_message(call: MacroCall) -> str:
-    for msg in reversed(call.ctx.chat):
+def _last_message_of(ctx: MacroContext) -> str:
+    for msg in reversed(ctx.chat):
         if _visible(msg):
             return _text(msg)
     return ""
 
 
-def _last_user(call: MacroCall) -> str:
-    for msg in reversed(call.ctx.chat):
+def _last_user_of(ctx: MacroContext) -> str:
+    for msg in reversed(ctx.chat):
         if msg.is_user and not msg.is_system and _visible(msg):
             return _text(msg)
     return ""
 
 
-def _last_char(call: MacroCall) -> str:
-    for msg in reversed(call.ctx.chat):
+def _last_char_of(ctx: MacroContext) -> str:
+    for msg in reversed(ctx.chat):
         if not msg.is_user and not msg.is_system and _visible(msg):
             return _text(msg)
     return ""
+
+
+_last_message = context_handler(_last_message_of)
+_last_user = context_handler(_last_user_of)
+_last_char = context_handler(_last_char_of)
 
 
 def _last_id(call: MacroCall) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 from ...errors import TemplateError
 from ..evaluator import ELSE_MARKER, MacroCall, dedent_trim, post_process
 from ..parser import MacroNode, document_items
-from ..registry import MacroRegistry
+from ..registry import MacroRegistry, context_handler
 from ..variables import JS_WHITESPACE, is_falsy_text, js_string
 
 __all__ = ["MAX_REPEAT", "register"]
@@ -210,14 +210,8 @@ def _if(call: MacroCall) -> str:
 
 
 def _context_value(field: str) -> Any:
-    """A handler returning one context field; ``context_value`` lets a plan read it directly."""
-    read = attrgetter(field)
-
-    def handler(call: MacroCall) -> Any:
-        return read(call.ctx)
-
-    handler.context_value = read  # type: ignore[attr-defined]
-    return handler
+    """A handler returning one context field (a plan reads it directly)."""
+    return context_handler(attrgetter(field))
 
 
 def register(registry: MacroRegistry) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from ..evaluator import MacroCall
-from ..registry import MacroRegistry
+from ..registry import MacroRegistry, context_handler
 from ..timefmt import format_moment, humanize, parse_date, utc_offset_hours
 
 __all__ = ["register"]
@@ -20,10 +20,7 @@ def _now(call: MacroCall) -> datetime:
 
 
 def _fmt(fmt: str):  # type: ignore[no-untyped-def]
-    def handler(call: MacroCall) -> str:
-        return format_moment(_now(call), fmt)
-
-    return handler
+    return context_handler(lambda ctx: format_moment(ctx.clock(), fmt))
 
 
 def _time(call: MacroCall) -> str:
