@@ -42,3 +42,20 @@ def test_a_remembered_message_is_served_by_content_not_identity() -> None:
 def test_numbers_and_booleans_are_not_confused() -> None:
     assert message_json({"id": "n", "v": True})[0] == '{"id":"n","v":true}'
     assert message_json({"id": "n", "v": 1})[0] == '{"id":"n","v":1}'
+
+
+def test_a_remembered_snapshot_id_is_the_derived_id() -> None:
+    from tavernbox.assembler.identity import derived_id
+    from tavernbox.assembler.projection import _carrier_id
+
+    text = "a long system snapshot " * 2000
+    expected = derived_id("system-projection", ["a", "b"], text)
+    assert _carrier_id(("a", "b"), text) == expected
+    assert _carrier_id(("a", "b"), "".join(["a long system snapshot "] * 2000)) == expected  # equal text, new object
+    assert _carrier_id(("a",), text) != expected
+
+
+def test_a_long_message_is_remembered_and_exact() -> None:
+    message = {"id": "s", "role": "system", "content": "x\u00e9\n" * 40000}  # above the short-text limits
+    assert message_json(message) == (dumps(message), json_size(message))
+    assert message_json(dict(message)) == (dumps(message), json_size(message))

@@ -93,7 +93,11 @@ def json_size(value: Any) -> int:
 
 _MESSAGE_JSON: dict[tuple[tuple[str, Any], ...], tuple[str, int]] = {}
 _MESSAGE_JSON_MAX = 8192
-_MESSAGE_JSON_MAX_CHARS = 16384  # longer messages are serialised every time (bounded memory)
+#: a message longer than this is serialised every time; the table holds at most
+#: ``_MESSAGE_JSON_BUDGET`` characters of texts (a long system snapshot is still remembered)
+_MESSAGE_JSON_MAX_CHARS = 1 << 20
+_MESSAGE_JSON_BUDGET = 16 << 20
+_message_json_chars = 0
 
 
 def message_json(message: Any) -> tuple[str, int]:
@@ -106,6 +110,7 @@ def message_json(message: Any) -> tuple[str, int]:
     content parts, numbers, which a key built from its items could confuse: ``1 == True``) is
     serialised each time.
     """
+    global _message_json_chars
     if type(message) is dict:
         for v in message.values():
             if type(v) is not str and v is not None:
@@ -117,9 +122,11 @@ def message_json(message: Any) -> tuple[str, int]:
                 text = dumps(message)
                 found = (text, len(text.encode("utf-8")))
                 if len(text) <= _MESSAGE_JSON_MAX_CHARS:
-                    if len(_MESSAGE_JSON) >= _MESSAGE_JSON_MAX:
+                    if len(_MESSAGE_JSON) >= _MESSAGE_JSON_MAX or _message_json_chars > _MESSAGE_JSON_BUDGET:
                         _MESSAGE_JSON.clear()
+                        _message_json_chars = 0
                     _MESSAGE_JSON[key] = found
+                    _message_json_chars += 2 * len(text)  # the text and (about) the key's strings
             return found
     text = dumps(message)
     return text, len(text.encode("utf-8"))
@@ -134,7 +141,7 @@ def string_json_size(text: str) -> int:
     size = _STRING_SIZES.get(text)
     if size is None:
         size = json_size(text)
-        if len(text) <= _MESSAGE_JSON_MAX_CHARS:
+        if len(text) <= 16384:
             if len(_STRING_SIZES) >= _MESSAGE_JSON_MAX:
                 _STRING_SIZES.clear()
             _STRING_SIZES[text] = size

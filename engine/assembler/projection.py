@@ -103,6 +103,29 @@ class _Part:
 _SEPARATOR_JSON_BYTES = json_size("\n\n") - 2
 
 
+_CARRIER_IDS: dict[tuple[tuple[str, ...], str], str] = {}
+_CARRIER_IDS_MAX = 1024
+_CARRIER_IDS_BUDGET = 16 << 20  # characters of snapshot text held
+_carrier_chars = 0
+
+
+def _carrier_id(run_ids: tuple[str, ...], text: str) -> str:
+    """``derived_id("system-projection", list(run_ids), text)``, remembered: the snapshot of an
+    unchanged prompt set is the same text with the same run every request, and hashing its JSON
+    form (hundreds of KiB for a large preset) cost more than looking it up."""
+    global _carrier_chars
+    key = (run_ids, text)
+    found = _CARRIER_IDS.get(key)
+    if found is None:
+        found = derived_id("system-projection", list(run_ids), text)
+        if len(_CARRIER_IDS) >= _CARRIER_IDS_MAX or _carrier_chars > _CARRIER_IDS_BUDGET:
+            _CARRIER_IDS.clear()
+            _carrier_chars = 0
+        _CARRIER_IDS[key] = found
+        _carrier_chars += len(text)
+    return found
+
+
 def project_system(
     logical: list[Logical],
     *,
@@ -134,7 +157,7 @@ def project_system(
         if last.get("content") == text:
             carrier = last
         else:
-            carrier = {**last, "id": derived_id("system-projection", [logical[i].message["id"] for i in pending], text)}
+            carrier = {**last, "id": _carrier_id(tuple([logical[i].message["id"] for i in pending]), text)}
             carrier["content"] = text
         spans: Spans = []
         offset = 0
