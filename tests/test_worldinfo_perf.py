@@ -312,3 +312,25 @@ def test_word_keys_in_earlier_recursion_pieces_are_found_from_the_piece_index(
     # a full rescan re-decides unchanged entries in later steps: compare what was decided, not when
     assert [(r.outcome, r.reason, r.key, r.secondary) for r in slow.trace] == \
         [(r.outcome, r.reason, r.key, r.secondary) for r in fast.trace]
+
+
+def test_chat_window_filter_keeps_keys_whose_window_spans_punctuation() -> None:
+    """The first pass's chat windows only rule out a key when they could hold its window.
+
+    With only word-character windows among the primary keys, the first pass keeps the windows of
+    the chat's word runs; a secondary key whose window has punctuation in it ("ab-cd-") is not
+    among those yet is in the chat, so it must still be searched for. A word-window key absent
+    from the chat is ruled out and the entry owning it is not activated.
+    """
+    from tavernbox.worldinfo import activate_world_info
+
+    entries = {
+        "1": {"uid": 1, "key": ["alpha"], "keysecondary": ["ab-cd-ef"], "selectiveLogic": 0, "content": "one"},
+        "2": {"uid": 2, "key": ["red dragon"], "content": "two"},
+        "3": {"uid": 3, "key": ["alpha"], "keysecondary": ["blue dragon"], "selectiveLogic": 0, "content": "three"},
+        "4": {"uid": 4, "key": ["alpha"], "keysecondary": ["dragon red"], "selectiveLogic": 2, "content": "four"},
+    }
+    settings = {"world_info_match_whole_words": True, "world_info_budget": 100, "max_context": 1000}
+    activation = activate_world_info({"entries": entries}, ["Alpha saw a red dragon near ab-cd-ef."], settings)
+    assert activation.uids == [1, 2, 4]
+    assert activation.trace.get("book", 3).reason == "secondary_logic"  # type: ignore[union-attr]

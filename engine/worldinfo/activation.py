@@ -347,7 +347,9 @@ class _Prepared:
             for i in self.regex_only}
         for buckets, found in ((self.primary_others, others[0]), (self.secondary_others, others[1])):
             for needle, owners in found.items():
-                buckets[needle.cs].setdefault(gram_of(needle.text), []).append((needle, owners))
+                gram = needle.gram = gram_of(needle.text)
+                needle.word_gram = is_word_gram(gram)
+                buckets[needle.cs].setdefault(gram, []).append((needle, owners))
 
 
 _PREPARED_CACHE: dict[tuple[Any, ...], tuple[tuple[WorldBook, ...], _Prepared]] = {}
@@ -798,6 +800,7 @@ class _Run:
                 for extra in extras:
                     runs.update(matcher._part(extra, cs).words or ())
                 grams = text_windows(text, runs, prepared.primary_mixed[cs])
+                matcher.chat_grams[cs] = (grams, prepared.primary_mixed[cs])
                 for gram in others.keys() & grams:  # the smaller side walked in C
                     for needle, owners in others[gram]:
                         if matcher.chat_hit(needle) < _FAR or matcher.extras_hit(needle, extras):

@@ -153,7 +153,7 @@ class Needle:
     entry and pass. Per-scan results live in the :class:`KeyMatcher`.
     """
 
-    __slots__ = ("source", "text", "mode", "cs", "kind", "rx", "invalid", "index", "mapped")
+    __slots__ = ("source", "text", "mode", "cs", "kind", "rx", "invalid", "index", "mapped", "gram", "word_gram")
 
     def __init__(self, source: str, text: str, mode: int, cs: bool, kind: int, rx: JsRegex | None,
                  invalid: bool) -> None:
@@ -166,6 +166,10 @@ class Needle:
         self.invalid = invalid
         #: set when the key index files this word key in a word map (see :meth:`KeyMatcher.piece_hits`)
         self.mapped = False
+        #: the bucket window of a key the index files by window (:func:`gram_of`), and whether it is
+        #: all word characters; ``None`` for other keys
+        self.gram: str | None = None
+        self.word_gram = False
         #: where the key index files it (one attribute to read per key of every book, see ``INDEX_*``)
         if kind == PLAIN and not invalid:
             self.index = INDEX_WORD if mode == WORD else INDEX_OTHER
@@ -200,6 +204,9 @@ class KeyMatcher:
         self._needles: dict[tuple[str, bool, bool], Needle] = needles if needles is not None else {}
         self._chat_hits: dict[Needle, int] = {}
         self._chat_words: dict[bool, dict[str, int]] = {}
+        #: per case variant: the windows of the chat (and extra sources) the first pass computed, and
+        #: whether they are every window (else only those inside word runs), see :meth:`chat_hit`
+        self.chat_grams: dict[bool, tuple[set[str], bool]] = {}
         self._rec: dict[Needle, list[int]] = {}  # [pieces checked, first matching piece or -1]
         #: per case variant: mapped word key -> the first recursion piece holding it, filled by
         #: :meth:`piece_hits` for the first ``_pieces_indexed[cs]`` pieces
@@ -368,7 +375,14 @@ class KeyMatcher:
                 words = self._chat_words[n.cs] if n.cs in self._chat_words else self._chat_word_map(n.cs)
                 hit = words.get(n.text, _NOT_FOUND)
             else:
-                hit = self._chat_index(n.cs).first_hit(n.text, n.mode)
+                # a key filed by window cannot be in the chat if its window is not (a window of word
+                # characters lies inside one word run, so the runs' windows suffice for it)
+                gram = n.gram
+                seen = self.chat_grams.get(n.cs) if gram is not None else None
+                if seen is not None and gram not in seen[0] and (seen[1] or n.word_gram):
+                    hit = _NOT_FOUND
+                else:
+                    hit = self._chat_index(n.cs).first_hit(n.text, n.mode)
             self._chat_hits[n] = hit
         return hit
 
