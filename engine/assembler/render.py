@@ -357,9 +357,13 @@ def find_source_macros(text: str, table: dict[str, Any]) -> list[tuple[int, int,
     return [(m.start(), m.end(), m.group(1).lower()) for m in SOURCE_MACRO.finditer(text) if m.group(1).lower() in table]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Rendered:
     """A rendered text block: its text, its provenance ranges and what rendering produced.
+
+    Not frozen: it lives only between :func:`compose_text` and the node built from it, and a
+    frozen dataclass's ``__init__`` (one ``object.__setattr__`` per field) cost more than the
+    rest of the common path.
 
     ``spans`` are ``(start, end, info)`` character ranges partitioning ``text``; ``info`` is
     ``{}`` for the block's own text, else a macro or literal-macro description.
