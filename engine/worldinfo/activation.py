@@ -1114,7 +1114,10 @@ def _activate(books: Any, chat: Any, settings: Mapping[str, Any] | WorldInfoSett
     run.run()
     activated = [ActivatedEntry(entries[i], run.activated_content[i], run.activated_step[i])
                  for i in run.activated.values()]
-    timed.record([a.entry for a in activated])
+    # only entries with a timed field start an effect: the others need not be looked at
+    if prepared.timed:
+        with_timed = set(prepared.timed)
+        timed.record([entries[i] for i in run.activated.values() if i in with_timed])
 
     def records() -> tuple[TraceRecord, ...]:
         run.resolve_pending()

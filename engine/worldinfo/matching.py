@@ -308,9 +308,17 @@ class KeyMatcher:
                 self._report_invalid(n, entry)
             if hay.empty:
                 return False
-            hit = self._chat_hits.get(n)
-            if hit is None:
-                hit = self.chat_hit(n)
+            if n.mapped:
+                # a word key the index maps (most keys of a large book): the chat's word-run dict
+                # answers at once, so no per-scan memo is kept for it
+                words = self._chat_words.get(n.cs)
+                if words is None:
+                    words = self._chat_word_map(n.cs)
+                hit = words.get(n.text, _NOT_FOUND)
+            else:
+                hit = self._chat_hits.get(n)
+                if hit is None:
+                    hit = self.chat_hit(n)
             if hit < hay.depth:
                 return True
             for extra in hay.extras:
