@@ -111,25 +111,30 @@ def message_json(message: Any) -> tuple[str, int]:
     serialised each time.
     """
     global _message_json_chars
-    if type(message) is dict:
+    if type(message) is not dict:
+        text = dumps(message)
+        return text, len(text.encode("utf-8"))
+    try:
+        key: tuple[tuple[str, Any], ...] | None = tuple(message.items())
+        found = _MESSAGE_JSON.get(key)  # type: ignore[arg-type]
+    except TypeError:  # an unhashable value (tool calls, content parts): never remembered
+        key = found = None
+    if found is not None:
+        # only all-string/null keys are stored, and a string or null equals nothing else,
+        # so a hit is a message with exactly these values (no ``1 == True`` confusion)
+        return found
+    text = dumps(message)
+    found = (text, len(text.encode("utf-8")))
+    if key is not None and len(text) <= _MESSAGE_JSON_MAX_CHARS:
         for v in message.values():
             if type(v) is not str and v is not None:
-                break
-        else:
-            key = tuple(message.items())
-            found = _MESSAGE_JSON.get(key)
-            if found is None:
-                text = dumps(message)
-                found = (text, len(text.encode("utf-8")))
-                if len(text) <= _MESSAGE_JSON_MAX_CHARS:
-                    if len(_MESSAGE_JSON) >= _MESSAGE_JSON_MAX or _message_json_chars > _MESSAGE_JSON_BUDGET:
-                        _MESSAGE_JSON.clear()
-                        _message_json_chars = 0
-                    _MESSAGE_JSON[key] = found
-                    _message_json_chars += 2 * len(text)  # the text and (about) the key's strings
-            return found
-    text = dumps(message)
-    return text, len(text.encode("utf-8"))
+                return found
+        if len(_MESSAGE_JSON) >= _MESSAGE_JSON_MAX or _message_json_chars > _MESSAGE_JSON_BUDGET:
+            _MESSAGE_JSON.clear()
+            _message_json_chars = 0
+        _MESSAGE_JSON[key] = found
+        _message_json_chars += 2 * len(text)  # the text and (about) the key's strings
+    return found
 
 
 _STRING_SIZES: dict[str, int] = {}
