@@ -155,3 +155,16 @@ def test_a_failing_context_handler_is_reported_the_same_from_plans() -> None:
     assert [d.code for d in want.diagnostics] == ["MACRO_HANDLER_ERROR"]
     _same_with_plans(text, MacroContext(), registry=registry)
     assert calls
+
+
+def test_literal_variable_and_constant_macros_from_plans_match_the_evaluator() -> None:
+    text = (
+        "{{setvar::a::5}}{{getvar::a}} {{setglobalvar::g::x}}{{getglobalvar::g}} {{getvar::missing}}|"
+        "{{setvar::::v}}{{reverse::abc}}{{newline::2}}{{space::99999999}}{{newline::-1}}{{// note }}"
+        "{{noop}}{{trim}}{{else}} {{getvar::obj}}"
+    )
+    ctx = MacroContext.from_dict({**CONTEXT, "variables": {"local": {"obj": [1, {"k": 2}]}, "global": {}}})
+    want = _reference(text, ctx)[0]
+    assert want.text.startswith("5 x |{{setvar::::v}}cba\n\n{{space::99999999}}")
+    assert {d.code for d in want.diagnostics} >= {"MACRO_REPEAT_LIMIT", "MACRO_HANDLER_ERROR"}
+    _same_with_plans(text, ctx)

@@ -182,6 +182,9 @@ def _bind(state: RenderState, m: MacroNode, depth: int) -> Part:
     if not m.args:
         if definition.min_args:
             return _generic(m)
+        constant = _constant(state, definition, m, [], [], [], depth)
+        if constant is not None:
+            return constant
         fast = getattr(definition.handler, "context_value", None)
         if fast is not None:
             # a handler that only reads a context field (``{{user}}``, ``{{char}}``...)
@@ -233,6 +236,16 @@ def _bind(state: RenderState, m: MacroNode, depth: int) -> Part:
         return _generic(m)
     if definition.strict and definition.arg_types and definition.type_error(values) is not None:
         return _generic(m)
+    handler = definition.handler
+    constant = _constant(state, definition, m, values, spans, known, depth)
+    if constant is not None:
+        return constant
+    scope = getattr(handler, "variable_get", None)
+    if scope is not None and len(values) == 1:
+        return _var_get(m, scope, values[0])
+    scope = getattr(handler, "variable_set", None)
+    if scope is not None and len(values) == 2 and values[0] != "":
+        return _var_set(scope, values[0], values[1])
     fixed_values, fixed_spans, fixed_known, fixed_entries = tuple(values), tuple(spans), tuple(known), tuple(entries)
 
     def literal(state: RenderState, depth: int) -> str:
@@ -241,3 +254,58 @@ def _bind(state: RenderState, m: MacroNode, depth: int) -> Part:
 
     return literal
 
+
+
+def _emit(state: RenderState, text: str) -> str:
+    """``RenderState._call``'s output accounting for a value a plan produced itself."""
+    produced = state.produced + len(text)
+    state.produced = produced
+    if produced > MAX_PRODUCED_CHARS or len(text) > state.max_output:
+        raise TemplateError(
+            f"the expanded text would pass {state.max_output} characters",
+            code="MACRO_OUTPUT_LIMIT",
+        )
+    return text
+
+
+def _constant(
+    state: RenderState, definition: Any, m: MacroNode, values: list[str], spans: list[Any], known: list[Any], depth: int
+) -> Part | None:
+    """The value of an ``args_only`` handler on literal arguments, computed once (``None``:
+    not such a handler, or it fails, which the evaluator then reports each render)."""
+    if not getattr(definition.handler, "args_only", False):
+        return None
+    call = MacroCall(m.name, list(values), m.flags, False, m.start, m, state, depth, list(spans), list(known))
+    try:
+        value = definition.handler(call)
+        text = value if type(value) is str else js_string(value)
+    except Exception:
+        return None
+
+    def constant(state: RenderState, depth: int) -> str:
+        return _emit(state, text)
+
+    return constant
+
+
+def _var_get(m: MacroNode, scope: str, name: str) -> Part:
+    local = scope == "local"
+
+    def get(state: RenderState, depth: int) -> str:
+        try:
+            text = js_string((state.local if local else state.glob).get(name))
+        except Exception:  # reported exactly as the evaluator reports it (reading changes nothing)
+            return state.eval_macro(m, None, depth, True, None)
+        return _emit(state, text)
+
+    return get
+
+
+def _var_set(scope: str, name: str, value: str) -> Part:
+    local = scope == "local"
+
+    def set_(state: RenderState, depth: int) -> str:
+        (state.local if local else state.glob).set(name, value)
+        return ""
+
+    return set_

@@ -19,7 +19,7 @@ from .variables import js_number
 if TYPE_CHECKING:
     from .evaluator import MacroCall
 
-__all__ = ["ArgType", "MacroDef", "MacroRegistry", "check_type", "context_handler", "dynamic_definition"]
+__all__ = ["ArgType", "MacroDef", "MacroRegistry", "args_only", "check_type", "context_handler", "dynamic_definition"]
 
 ArgType = Literal["string", "integer", "number", "boolean"]
 Handler = Callable[["MacroCall"], Any]
@@ -202,6 +202,16 @@ def context_handler(read: Callable[[Any], Any]) -> Handler:
         return read(call.ctx)
 
     handler.context_value = read  # type: ignore[attr-defined]
+    return handler
+
+
+def args_only(handler: Handler) -> Handler:
+    """Mark a handler whose value depends on its arguments (and name/flags) only.
+
+    A compiled level (:mod:`.plan`) calls it once for a macro whose arguments are literal text
+    and reuses the value; it must read nothing else (no context, state, clock or draws).
+    """
+    handler.args_only = True  # type: ignore[attr-defined]
     return handler
 
 

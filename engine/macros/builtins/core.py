@@ -10,7 +10,7 @@ from typing import Any
 from ...errors import TemplateError
 from ..evaluator import ELSE_MARKER, MacroCall, dedent_trim, post_process
 from ..parser import MacroNode, document_items
-from ..registry import MacroRegistry, context_handler
+from ..registry import MacroRegistry, args_only, context_handler
 from ..variables import JS_WHITESPACE, is_falsy_text, js_string
 
 __all__ = ["MAX_REPEAT", "register"]
@@ -221,14 +221,14 @@ def register(registry: MacroRegistry) -> None:
     r("group", _group, aliases=("charIfNotGroup",), description="group members, or the character")
     r("groupNotMuted", _group_not_muted)
     r("notChar", _not_char)
-    r("newline", lambda c: _repeat(c, "\n"), max_args=1, arg_types=("integer",))
-    r("space", lambda c: _repeat(c, " "), max_args=1, arg_types=("integer",))
-    r("noop", lambda c: "")
-    r("trim", _trim, max_args=1)
-    r("//", lambda c: "", aliases=("comment",), max_args=None, strict=False)
-    r("reverse", _reverse, min_args=1, max_args=1)
+    r("newline", args_only(lambda c: _repeat(c, "\n")), max_args=1, arg_types=("integer",))
+    r("space", args_only(lambda c: _repeat(c, " ")), max_args=1, arg_types=("integer",))
+    r("noop", args_only(lambda c: ""))
+    r("trim", args_only(_trim), max_args=1)
+    r("//", args_only(lambda c: ""), aliases=("comment",), max_args=None, strict=False)
+    r("reverse", args_only(_reverse), min_args=1, max_args=1)
     r("if", _if, min_args=2, max_args=2, delay_args=True)
-    r("else", lambda c: ELSE_MARKER)
+    r("else", args_only(lambda c: ELSE_MARKER))
     r("original", _original)
     r("input", _context_value("input"))
     r("isMobile", lambda c: c.ctx.is_mobile)

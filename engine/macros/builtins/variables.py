@@ -46,6 +46,9 @@ def _family(registry: MacroRegistry, scope: str, word: str, exists: str, flush: 
         _store(call, scope).delete(call.args[0])
         return ""
 
+    # a plan binds a literal {{getvar::x}}/{{setvar::x::v}} straight to the store (see ..plan)
+    getvar.variable_get = scope  # type: ignore[attr-defined]
+    setvar.variable_set = scope  # type: ignore[attr-defined]
     r(f"set{word}", setvar, min_args=2, max_args=2)
     r(f"add{word}", addvar, min_args=2, max_args=2)
     r(f"inc{word}", incvar, min_args=1, max_args=1)
