@@ -334,3 +334,22 @@ def test_chat_window_filter_keeps_keys_whose_window_spans_punctuation() -> None:
     activation = activate_world_info({"entries": entries}, ["Alpha saw a red dragon near ab-cd-ef."], settings)
     assert activation.uids == [1, 2, 4]
     assert activation.trace.get("book", 3).reason == "secondary_logic"  # type: ignore[union-attr]
+
+
+def test_activated_entry_keeps_the_frozen_dataclass_behaviour() -> None:
+    """Its hand-written ``__init__`` (writing the slots directly) must keep what the generated one gave."""
+    from tavernbox.worldinfo.output import ActivatedEntry
+
+    entry = normalize_entry({"uid": 4, "key": ["k"]}, "book", 0, "$", [])
+    assert entry is not None
+    item = ActivatedEntry(entry, "text", 2)
+    assert item == ActivatedEntry(entry=entry, content="text", step=2)
+    assert hash(item) == hash(ActivatedEntry(entry, "text", 2))
+    assert (item.book, item.uid, item.content, item.step) == ("book", 4, "text", 2)
+    assert repr(item).startswith("ActivatedEntry(entry=Entry(") and repr(item).endswith(", content='text', step=2)")
+    assert dataclasses.replace(item, step=3).step == 3
+    assert dataclasses.astuple(item)[1:] == ("text", 2)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        item.step = 5  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        ActivatedEntry(entry, "text")  # type: ignore[call-arg]

@@ -1112,8 +1112,8 @@ def _activate(books: Any, chat: Any, settings: Mapping[str, Any] | WorldInfoSett
                token_counter=counter, additive_tokens=additive, rng=rng or generator.random,
                forced={_js_key(b, u) for b, u in forced}, regex_timeout=regex_timeout, diagnostics=diagnostics)
     run.run()
-    activated = [ActivatedEntry(entries[i], run.activated_content[i], run.activated_step[i])
-                 for i in run.activated.values()]
+    contents, steps = run.activated_content, run.activated_step
+    activated = [ActivatedEntry(entries[i], contents[i], steps[i]) for i in run.activated.values()]
     # only entries with a timed field start an effect: the others need not be looked at
     if prepared.timed:
         with_timed = set(prepared.timed)
