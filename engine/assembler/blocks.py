@@ -13,6 +13,7 @@ without edits.
 from __future__ import annotations
 
 import json
+from json.encoder import c_make_encoder, encode_basestring
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -90,17 +91,27 @@ class SourceOutput:
         return None
 
 
+def _json_default(value: Any) -> Any:
+    if isinstance(value, Mapping):  # MappingProxyType, the context's FrozenMap views
+        return dict(value)
+    if isinstance(value, (tuple, frozenset)):
+        return list(value)
+    raise TypeError(f"{type(value).__name__} is not JSON data")
+
+
+# built once: json.dumps builds an encoder per call; no circular-reference markers (a cycle ends
+# in RecursionError, and _json_text then lets json.dumps report it as before)
+_ENCODE = c_make_encoder(None, _json_default, encode_basestring, None, ":", ",", False, False, False) if c_make_encoder else None
+
+
 def _json_text(obj: Any) -> str:
     """The compact JSON text of a source's output (frozen containers accepted)."""
-
-    def default(value: Any) -> Any:
-        if isinstance(value, Mapping):  # MappingProxyType, the context's FrozenMap views
-            return dict(value)
-        if isinstance(value, (tuple, frozenset)):
-            return list(value)
-        raise TypeError(f"{type(value).__name__} is not JSON data")
-
-    return json.dumps(obj, default=default, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+    if _ENCODE is not None:
+        try:
+            return "".join(_ENCODE(obj, 0))
+        except RecursionError:
+            pass
+    return json.dumps(obj, default=_json_default, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
 
 
 class _ValidatedCache:
