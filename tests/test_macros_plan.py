@@ -168,3 +168,13 @@ def test_literal_variable_and_constant_macros_from_plans_match_the_evaluator() -
     assert want.text.startswith("5 x |{{setvar::::v}}cba\n\n{{space::99999999}}")
     assert {d.code for d in want.diagnostics} >= {"MACRO_REPEAT_LIMIT", "MACRO_HANDLER_ERROR"}
     _same_with_plans(text, ctx)
+
+
+def test_parsed_dice_formulas_are_reused_and_refusals_raised_each_time() -> None:
+    from tavernbox.macros.dice import parse_formula
+
+    assert parse_formula("2d6+1") == parse_formula("2d6+1") == (2, 6, 1)
+    for _ in range(2):
+        with pytest.raises(TemplateError) as info:
+            parse_formula("5000d6")
+        assert info.value.code == "MACRO_ROLL_LIMIT"

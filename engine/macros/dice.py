@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..errors import TemplateError
 
@@ -56,8 +57,15 @@ def parse_formula(formula: str, *, max_dice: int = 1000) -> tuple[int, int, int]
     """``(count, sides, modifier)`` of a valid formula, ``None`` for an invalid one.
 
     Raises ``TemplateError`` (``MACRO_ROLL_LIMIT``) when the formula asks for more than
-    ``max_dice`` dice, before anything is allocated for them.
+    ``max_dice`` dice, before anything is allocated for them. Short formulas are parsed once
+    (a prompt rolls the same few formulas every render); a refusal is raised afresh each time.
     """
+    if len(formula) <= 64:
+        return _parse_cached(formula, max_dice)
+    return _parse(formula, max_dice)
+
+
+def _parse(formula: str, max_dice: int) -> tuple[int, int, int] | None:
     if _BARE.fullmatch(formula):
         formula = "1d" + formula
     match = _FORMULA.fullmatch(formula)
@@ -84,6 +92,9 @@ def parse_formula(formula: str, *, max_dice: int = 1000) -> tuple[int, int, int]
             return None
         modifier = -magnitude if modifier_text[0] == "-" else magnitude
     return count, sides, modifier
+
+
+_parse_cached = lru_cache(maxsize=1024)(_parse)
 
 
 def roll_dice(
