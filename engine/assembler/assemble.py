@@ -329,7 +329,8 @@ def compose(
 
     def fields(info: dict[str, Any]) -> dict[str, Any]:
         keep.append(info)
-        found = described[id(info)] = {k: v for k, v in info.items() if v is not None}
+        # an info without nulls (a native message's) is spread as it is: it is copied by ``**`` anyway
+        found = described[id(info)] = info if None not in info.values() else {k: v for k, v in info.items() if v is not None}
         return found
 
     known = described.get
