@@ -146,7 +146,7 @@ def string_json_size(text: str) -> int:
     size = _STRING_SIZES.get(text)
     if size is None:
         size = json_size(text)
-        if len(text) <= 16384:
+        if len(text) <= 4096:  # at most 8192 x 4096 characters of keys held
             if len(_STRING_SIZES) >= _MESSAGE_JSON_MAX:
                 _STRING_SIZES.clear()
             _STRING_SIZES[text] = size
