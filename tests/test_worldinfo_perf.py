@@ -353,3 +353,24 @@ def test_activated_entry_keeps_the_frozen_dataclass_behaviour() -> None:
         item.step = 5  # type: ignore[misc]
     with pytest.raises(TypeError):
         ActivatedEntry(entry, "text")  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize(("depth", "expected"), [(1, []), (2, [1, 2]), (3, [1, 2, 4])])
+def test_substring_keys_found_at_their_window_places(depth: int, expected: list[int]) -> None:
+    """A substring key is found through the places of its word window in the chat, at the right message.
+
+    The newest message has the window ("dragon") but not the key; the next one has the key inside a
+    longer run ("xDragon red"); the oldest has "old dragon" (the window 4 characters into the key).
+    Which entries fire depends on the depth.
+    """
+    from tavernbox.worldinfo import activate_world_info
+
+    entries = {"1": {"uid": 1, "key": ["dragon red"], "content": "one"},
+               "2": {"uid": 2, "key": ["Gon red"], "content": "two"},
+               "3": {"uid": 3, "key": ["dragon rex"], "content": "three"},
+               "4": {"uid": 4, "key": ["old dragon"], "content": "four"}}
+    chat = ["old dragon red", "then xDragon red", "a dragon blue and red"]  # oldest first
+    settings = {"world_info_depth": depth, "world_info_match_whole_words": True, "world_info_budget": 100,
+                "max_context": 1000, "world_info_recursive": False}
+    activation = activate_world_info({"entries": entries}, chat, settings)
+    assert sorted(activation.uids) == expected
