@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from tavernbox.errors import TemplateError
 from tavernbox.macros import MacroContext, MacroRegistry, compile_macros, evaluator
+from tavernbox.macros import plan as plan_module
 from tavernbox.macros.plan import LevelPlan
 from tavernbox.testing.strategies import macro_templates
 
@@ -81,6 +82,23 @@ def test_plans_equal_the_evaluator_on_every_conformance_row() -> None:
 @given(macro_templates(), st.integers(min_value=0, max_value=2**16))
 def test_plans_equal_the_evaluator_on_macro_templates(text: str, seed: int) -> None:
     _same_with_plans(text, MacroContext.from_dict({**CONTEXT, "seed": seed}))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(macro_templates(), st.integers(min_value=0, max_value=2**16))
+def test_looping_plans_equal_the_evaluator_on_macro_templates(text: str, seed: int) -> None:
+    # plans above _STRAIGHT_PARTS parts loop instead of running as one generated function
+    saved = plan_module._STRAIGHT_PARTS
+    plan_module._STRAIGHT_PARTS = 0
+    try:
+        _same_with_plans(text, MacroContext.from_dict({**CONTEXT, "seed": seed}))
+    finally:
+        plan_module._STRAIGHT_PARTS = saved
+
+
+def test_the_output_limit_from_a_looping_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(plan_module, "_STRAIGHT_PARTS", 0)
+    test_the_output_limit_is_raised_at_the_same_item_from_plans()
 
 
 def test_a_repeated_template_runs_from_plans() -> None:

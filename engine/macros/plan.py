@@ -30,6 +30,9 @@ __all__ = ["LevelPlan", "build_plan"]
 
 Part = Callable[[RenderState, int], str]
 
+#: plans with at most this many parts run as one generated function (larger ones loop)
+_STRAIGHT_PARTS = 400
+
 
 class LevelPlan:
     """One level's literals (strings) and bound calls, with what the output-size check needs.
@@ -39,14 +42,42 @@ class LevelPlan:
     call renders; ``counted`` is the total the literals count.
     """
 
-    __slots__ = ("counted", "meta", "parts")
+    __slots__ = ("counted", "meta", "parts", "run")
 
     def __init__(self, parts: list[Any], meta: list[Any]) -> None:
         self.parts = tuple(parts)
         self.meta = tuple(meta)
         self.counted = sum(length for m in meta if type(m) is tuple for length, _ in m)
+        self.run = self._straight() if len(parts) <= _STRAIGHT_PARTS else self._loop
 
-    def run(self, state: RenderState, depth: int) -> str:
+    def _straight(self) -> Callable[[RenderState, int], str]:
+        """:meth:`_loop` unrolled into one function (no per-part dispatch or appends).
+
+        Generated from the plan's shape only: literals and calls are passed in as the function's
+        globals (``l3``, ``c4``), never spliced into its source, so no template text is ever
+        compiled as code.
+        """
+        names: dict[str, Any] = {"_checked": self._run_checked}
+        lines = ["def run(state, depth):", "    slack = state.max_output - counted", "    size = 0"]
+        order: list[str] = []
+        for index, part in enumerate(self.parts):
+            if part.__class__ is str:
+                names[f"l{index}"] = part
+                order.append(f"l{index}")
+            else:
+                names[f"c{index}"] = part
+                order.append(f"p{index}")
+                lines.append(f"    p{index} = c{index}(state, depth)")
+                lines.append(f"    size += len(p{index})")
+                lines.append("    if size > slack:")
+                lines.append(f"        return _checked(state, depth, [{', '.join(order)}])")
+        lines.append(f"    return ''.join(({', '.join(order)}{',' if len(order) == 1 else ''}))")
+        names["counted"] = self.counted
+        namespace: dict[str, Any] = {}
+        exec("\n".join(lines), names, namespace)  # noqa: S102 - names only, see docstring
+        return namespace["run"]  # type: ignore[no-any-return]
+
+    def _loop(self, state: RenderState, depth: int) -> str:
         out: list[str] = []
         append = out.append
         # the evaluator checks the running size after every item; as long as the calls' output
