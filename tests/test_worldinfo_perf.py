@@ -374,3 +374,13 @@ def test_substring_keys_found_at_their_window_places(depth: int, expected: list[
                 "max_context": 1000, "world_info_recursive": False}
     activation = activate_world_info({"entries": entries}, chat, settings)
     assert sorted(activation.uids) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sets(st.text(alphabet="ab_1", min_size=1, max_size=14), max_size=12))
+def test_word_run_windows_are_every_window_of_every_run(runs: set[str]) -> None:
+    """The word-run windows (runs of exactly GRAM characters taken whole) are all GRAM-windows of the runs."""
+    from tavernbox.worldinfo.matching import GRAM, text_windows
+
+    expected = {w[i:i + GRAM] for w in runs for i in range(len(w) - GRAM + 1)} | {""}
+    assert text_windows(" ".join(runs), runs, mixed=False) == expected

@@ -598,7 +598,12 @@ def text_windows(text: str, words: Iterable[str], mixed: bool) -> set[str]:
     if mixed:
         grams = {text[i:i + GRAM] for i in range(len(text) - GRAM + 1)}
     else:
-        grams = {w[i:i + GRAM] for w in words if len(w) >= GRAM for i in range(len(w) - GRAM + 1)}
+        # a run of exactly GRAM characters is its own only window (the usual case: done in one pass)
+        grams = {w for w in words if len(w) == GRAM}
+        for w in words:
+            size = len(w)
+            if size > GRAM:
+                grams.update([w[i:i + GRAM] for i in range(size - GRAM + 1)])
     grams.add("")
     return grams
 
