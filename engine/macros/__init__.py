@@ -17,6 +17,7 @@ from typing import Any
 from ..errors import Diagnostic, TemplateError
 from ..spans import Span
 from .context import ChatMessage, MacroContext
+from . import evaluator as _evaluator
 from .evaluator import MAX_OUTPUT_CHARS, Draw, MacroCall, RenderState, post_process
 from .parser import MAX_NESTING, ArgNode, MacroNode, Plain, VarNode, document_items, parse_macros
 from .registry import MacroDef, MacroRegistry, dynamic_table
@@ -232,8 +233,17 @@ class CompiledMacros:
             closer_memo=self._closer_memo if _reuse_parse else {},
         )
         state.diagnostics.extend(self._diagnostics)
+        items = self._items
         try:
-            out = state.evaluate(0, len(pre), 0, self._items)
+            top = (
+                self._closer_memo.get((id(items), 0, "plan"))
+                if _reuse_parse and not state.dynamic and _evaluator.USE_PLANS
+                else None
+            )
+            if top and top[3] and top[0] is items and top[1] is state.registry and top[2] == state.registry._version:
+                out = top[3].run(state, 0)  # the top level's plan (what evaluate would run)
+            else:
+                out = state.evaluate(0, len(pre), 0, items)
         except TemplateError as exc:
             if exc.span is not None:
                 exc.span = Span(omap.back(exc.span.start), omap.back(exc.span.end))

@@ -183,7 +183,7 @@ class VariableStore:
 
     def snapshot(self) -> dict[str, Any]:
         """The variables as plain JSON values (numbers stay numbers)."""
-        return {k: _plain(v) for k, v in self._data.items()}
+        return {k: _plain(v) if isinstance(v, float) else v for k, v in self._data.items()}
 
     def has(self, name: str) -> bool:
         return name in self._data
