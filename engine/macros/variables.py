@@ -32,6 +32,7 @@ JS_WHITESPACE = (
 )
 
 _DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_NUMBER_STARTS = frozenset("+-.0123456789I")
 _RADIX = re.compile(r"0([xX][0-9a-fA-F]+|[oO][0-7]+|[bB][01]+)")
 
 
@@ -54,6 +55,8 @@ def js_number(value: Any) -> float | None:
     text = js_trim(value)
     if text == "":
         return 0.0
+    if text[0] not in _NUMBER_STARTS:
+        return None  # decimals, Infinity and 0x/0o/0b all start with one of these (most words do not)
     if _DECIMAL.fullmatch(text):
         if len(text) > 400:  # no hostile giant conversions; JavaScript would give Infinity/0
             mantissa = text.lstrip("+-").split("e")[0].split("E")[0]
