@@ -521,10 +521,31 @@ class _Run:
         hay = self._hay_cache[self.hay_class[i]]
         if hay is None:
             hay = self.haystack(i, state)
-        match = self.matcher.match
+        matcher = self.matcher
+        match = matcher.match
         primary = None
+        plain_hay = not hay.extras and not hay.empty
         for key, needle in primary_keys:
-            if needle is not None and match(needle, entry, hay):
+            if needle is None:
+                continue
+            if needle.mapped and plain_hay:
+                # KeyMatcher.match inlined for a mapped word key on chat plus recursion text (most
+                # keys of a large book): the chat's word-run dict, then the words piece_hits recorded
+                cs = needle.cs
+                chat_words = matcher._chat_words.get(cs)
+                if chat_words is not None:
+                    if chat_words.get(needle.text, _FAR) < hay.depth:
+                        primary = key
+                        break
+                    r = hay.recursion
+                    if not r:
+                        continue
+                    if matcher._pieces_indexed[cs] >= r:
+                        if matcher._piece_words[cs].get(needle.text, _FAR) < r:
+                            primary = key
+                            break
+                        continue
+            if match(needle, entry, hay):
                 primary = key
                 break
         if primary is None:
