@@ -196,3 +196,14 @@ def test_parsed_dice_formulas_are_reused_and_refusals_raised_each_time() -> None
         with pytest.raises(TemplateError) as info:
             parse_formula("5000d6")
         assert info.value.code == "MACRO_ROLL_LIMIT"
+
+
+def test_if_macros_bound_by_plans_match_the_evaluator() -> None:
+    text = (
+        "{{if {{getvar::t}}}}A {{user}}{{else}}B{{/if}}|{{if !{{getvar::t}}::x}}|{{if .t}}v{{/if}}|"
+        "{{if user}}\n  indented\n  {{char}}\n{{/if}}|{{#if 1}}  kept  {{/if}}|{{if}}{{/if}}|{{if a::b::c}}|"
+        "{{if 1}}{{if 0}}in{{else}}out{{/if}}{{/if}}|{{if 1}}{{/if}}"
+    )
+    for variables in ({"t": "wary"}, {"t": ""}, {}):
+        ctx = MacroContext.from_dict({**CONTEXT, "variables": {"local": variables, "global": {}}})
+        _same_with_plans(text, ctx)

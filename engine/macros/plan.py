@@ -172,7 +172,8 @@ def build_plan(
         flush()
         scoped = pairs.get(idx)
         if scoped is not None:
-            parts.append(_paired(item, scoped, tuple(items[idx + 1 : scoped[3]])))
+            body_items = tuple(items[idx + 1 : scoped[3]])
+            parts.append(_delayed(state, item, scoped, body_items) or _paired(item, scoped, body_items))
             meta.append(item)
             cursor = scoped[2]
             idx = scoped[3] + 1
@@ -242,7 +243,9 @@ def _bind(state: RenderState, m: MacroNode, depth: int) -> Part:
             return state._call(definition, call, m, (), end)
 
         return zero
-    if definition.delay_args or depth >= MAX_SCOPE_DEPTH:
+    if definition.delay_args:
+        return _delayed(state, m, None, None) or _generic(m)
+    if depth >= MAX_SCOPE_DEPTH:
         return _generic(m)
     src = state.source
     values: list[str] = []
@@ -340,3 +343,57 @@ def _var_set(scope: str, name: str, value: str) -> Part:
         return ""
 
     return set_
+
+
+def _delayed(
+    state: RenderState, m: MacroNode, scoped: tuple[int, int, int, int] | None, body_items: tuple | None
+) -> Part | None:
+    """A call for a ``delay_args`` macro (``if``): its arguments are raw text, so fixed.
+
+    Mirrors ``eval_macro``'s delayed path (raw argument and body text, their spans and
+    parses); ``None`` when that path would report something (unknown, arity, type).
+    """
+    if m.var is not None or not m.complete or (not m.args and scoped is None):
+        return None
+    definition = state._defs.get(m.key)
+    if definition is None or not definition.delay_args:
+        return None
+    src = state.source
+    values: list[str] = []
+    spans: list[tuple[int, int] | None] = []
+    known: list[Any] = []
+    entries: list[tuple[int, int, str]] = []
+    for arg in m.args:
+        known.append(arg.items)
+        if arg.span is None:
+            values.append("")
+            spans.append(None)
+            continue
+        a, b = arg.span
+        values.append(src[a:b])
+        spans.append((a, b))
+        entries.append((a, b, src[a:b]))
+    if scoped is not None:
+        lo, hi = scoped[0], scoped[1]
+        known.append(body_items)
+        if lo >= hi:
+            values.append("")
+            spans.append(None)
+        else:
+            values.append(src[lo:hi])
+            spans.append((lo, hi))
+            entries.append((lo, hi, src[lo:hi]))
+    if not definition.accepts(len(values)):
+        return None
+    if definition.strict and definition.arg_types and definition.type_error(values) is not None:
+        return None
+    name, flags, start = m.name, m.flags, m.start
+    end = scoped[2] if scoped is not None else m.end
+    is_scoped = scoped is not None
+    fixed_values, fixed_spans, fixed_known, fixed_entries = tuple(values), tuple(spans), tuple(known), tuple(entries)
+
+    def delayed(state: RenderState, depth: int) -> str:
+        call = MacroCall(name, list(fixed_values), flags, is_scoped, start, m, state, depth, list(fixed_spans), list(fixed_known))
+        return state._call(definition, call, m, fixed_entries, end)
+
+    return delayed
