@@ -112,18 +112,20 @@ def test_2_mib_of_macro_text_expands() -> None:
 
 
 def test_time_is_linear_in_size() -> None:
+    # CPU time (not wall time: other processes share the machine), best of three, and a 4x size
+    # step, so linear growth (~4x) and quadratic growth (~16x) are far apart whatever the load.
     def measure(size: int) -> float:
         best = float("inf")
-        for attempt in range(2):
+        for attempt in range(3):
             # a text never expanded before: expand_macros keeps the templates of recent texts
             text = f"{attempt}:{size}" + _dense(size)
-            start = time.perf_counter()
+            start = time.process_time()
             expand_macros(text, CTX)
-            best = min(best, time.perf_counter() - start)
+            best = min(best, time.process_time() - start)
         return best
 
-    small, large = measure(32 * 1024), measure(64 * 1024)
-    assert large / small < 3.5, (small, large)
+    small, large = measure(64 * 1024), measure(256 * 1024)
+    assert large / small < 8, (small, large)
 
 
 def test_deepest_allowed_nesting_fits_the_stack_when_every_level_is_reparsed() -> None:
