@@ -148,8 +148,9 @@ def test_parse_time_is_linear(template: str) -> None:
 
 
 def test_tag_count_cap_is_checked_before_lexing() -> None:
-    start = time.perf_counter()
+    start = time.process_time()
     with pytest.raises(TemplateError) as info:
         parse_template("<%= 1 %>" * (MAX_TAGS + 1))
     assert info.value.code == "TEMPLATE_TOO_LARGE"
-    assert time.perf_counter() - start < 0.05
+    # CPU time, so another process on the machine cannot fail it; lexing 4,097 tags costs far more
+    assert time.process_time() - start < 0.2
