@@ -28,21 +28,6 @@ from .output import echo_json, guarded, print_diagnostics, read_text_arg
 
 __all__ = ["command", "load_context"]
 
-#: chara_card_v2 fields copied from a ``--card`` into the context's ``character``.
-_CARD_KEYS = (
-    "description",
-    "personality",
-    "scenario",
-    "mes_example",
-    "system_prompt",
-    "post_history_instructions",
-    "character_version",
-    "creator_notes",
-    "first_mes",
-    "alternate_greetings",
-)
-
-
 def _read_json_file(path: str, what: str) -> Any:
     text = read_text_arg(path)
     if text.startswith("\ufeff"):
@@ -67,8 +52,11 @@ def _card_fields(card_path: str) -> tuple[str, dict[str, Any]]:
     """
     from ..assets import load_asset
 
+    from ..macros.context import CARD_FIELDS
+
     card = load_asset(card_path, kind="card").model
-    fields: dict[str, Any] = {key: getattr(card, key) for key in _CARD_KEYS}
+    fields: dict[str, Any] = {key: getattr(card, key) for key in CARD_FIELDS if key != "depth_prompt"}
+    fields["alternate_greetings"] = card.alternate_greetings
     depth_prompt = card.depth_prompt
     if depth_prompt is not None:
         fields["depth_prompt"] = depth_prompt.prompt
