@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -75,6 +75,7 @@ def run_program(
     cancel: CancelToken | None = None,
     pool: WorkerPool | None = None,
     bridge: tuple[str, int] | None = None,
+    lease_check: Callable[[int], tuple[str, str] | None] | None = None,
 ) -> SandboxResult:
     """Render ``program`` with ``input_json`` as ``__tb.locals.variables``.
 
@@ -83,6 +84,11 @@ def run_program(
     canonical request keys to already-authorised answers. ``input_json`` is then ignored by the
     harness (variables come through the bridge). A pass that misses a lookup returns a result
     whose ``pending`` names the request (see ``tavernbox.bridge``, which drives the replays).
+
+    ``lease_check`` (bridge mode only) is called in this process after every pending-job step of
+    the pass, with the step number: ``None`` lets the pass continue, ``(code, message)`` stops it
+    and the render fails with that code (the bridge's stale leases). Pass it only when leases
+    are held: each call is a pipe round trip, and without it the worker never asks.
 
     Raises ``SandboxError`` (a ``TemplateError``) with one of the ``TEMPLATE_*`` codes, or
     ``INPUT_INVALID`` when ``input_json`` is not JSON.
@@ -111,7 +117,11 @@ def run_program(
         answers_json, call_limit = bridge
         payload += ",[" + _ascii_json(answers_json) + "," + str(int(call_limit)) + "]"
     payload += "]"
-    reply = (pool or default_pool()).run(payload.encode("ascii"), lim, cancel)
+    target = pool or default_pool()
+    if bridge is not None and lease_check is not None:
+        reply = target.run(payload.encode("ascii"), lim, cancel, lease_check=lease_check)
+    else:
+        reply = target.run(payload.encode("ascii"), lim, cancel)
     usage = Usage(**reply["usage"])
     error: dict[str, Any] | None = reply.get("error")
     if error is not None:

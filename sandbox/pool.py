@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,11 @@ STARTUP_TIMEOUT_S = 30.0
 #: Extra wall time per MiB of payload: parsing and freezing the input are not template time.
 INPUT_ALLOWANCE_S_PER_MIB = 1.0
 WARM_LINE = b'{"op":"warm"}'
+LEASE_PREFIX = b'{"op":"lease"'
+
+#: Asked between pending-job steps in bridge mode: ``lease_check(step)`` answers None (continue)
+#: or ``(code, message)`` (abort the render with that code).
+LeaseCheck = Callable[[int], "tuple[str, str] | None"]
 
 
 class WorkerCrashed(Exception):
@@ -312,8 +318,17 @@ class WorkerPool:
             self._next_id += 1
             return self._next_id
 
-    def run(self, payload: bytes, limits: Limits, cancel: CancelToken | None) -> dict[str, Any]:
+    def run(
+        self, payload: bytes, limits: Limits, cancel: CancelToken | None, lease_check: LeaseCheck | None = None
+    ) -> dict[str, Any]:
         """Send one render request and return the worker's decoded reply.
+
+        With ``lease_check`` the worker asks ``{"op":"lease","id":N,"step":K}`` after every
+        pending-job step and waits for ``{"op":"lease","id":N,"ok":true}`` (or ``false`` with the
+        lease's code): the leases live here, in the host, and only the host can ask them. The
+        check runs under the render's wall deadline (a slow check still gets the worker killed
+        on time) but not its CPU budget, which the worker charges only while it is in JS.
+        Without ``lease_check`` the header has no ``leases`` flag and no extra message is sent.
 
         Raises ``SandboxError`` for a killed (``TEMPLATE_TIME_LIMIT``), dead
         (``TEMPLATE_SANDBOX_CRASHED``) or cancelled-before-start render.
@@ -331,7 +346,10 @@ class WorkerPool:
                 raise SandboxError(
                     "the sandbox worker failed to start", code="TEMPLATE_SANDBOX_CRASHED"
                 ) from None
-            header = {"op": "render", "id": render_id, "size": len(payload), "limits": limits.to_wire()}
+            header: dict[str, Any] = {"op": "render", "id": render_id, "size": len(payload),
+                                      "limits": limits.to_wire()}
+            if lease_check is not None:
+                header["leases"] = True
             started = time.monotonic()
             allowance = len(payload) / (1024 * 1024) * INPUT_ALLOWANCE_S_PER_MIB
             deadline = started + limits.deadline_s + allowance
@@ -342,6 +360,9 @@ class WorkerPool:
                         worker.cancel(render_id)
                     cancel._subscribe(callback)
                 line = worker._read_line(deadline)
+                while lease_check is not None and line.startswith(LEASE_PREFIX):
+                    self._answer_lease(worker, render_id, line, lease_check, deadline)
+                    line = worker._read_line(deadline)
                 # Warm notices read so far were the previous context's; this render's comes next.
                 worker.warm = False
             except TimeoutError:
@@ -368,7 +389,7 @@ class WorkerPool:
                 reply: dict[str, Any] = json.loads(line)
             except ValueError:
                 reply = {}
-            if not isinstance(reply, dict) or reply.get("id") != render_id:
+            if not isinstance(reply, dict) or reply.get("id") != render_id or "op" in reply:
                 worker.kill()
                 raise SandboxError("the sandbox worker answered out of turn", code="TEMPLATE_SANDBOX_CRASHED")
             worker.renders += 1
@@ -377,6 +398,23 @@ class WorkerPool:
             if callback is not None and cancel is not None:
                 cancel._unsubscribe(callback)
             self._release(worker)
+
+    @staticmethod
+    def _answer_lease(worker: _Worker, render_id: int, line: bytes, lease_check: LeaseCheck, deadline: float) -> None:
+        """Run the host's lease checks for one pending-job step and tell the worker the verdict."""
+        try:
+            ask = json.loads(line)
+        except ValueError:
+            ask = None
+        if not isinstance(ask, dict) or ask.get("id") != render_id or not isinstance(ask.get("step"), int):
+            raise WorkerCrashed  # a malformed question: the protocol is broken
+        verdict = lease_check(ask["step"])
+        answer: dict[str, Any] = {"op": "lease", "id": render_id, "ok": verdict is None}
+        if verdict is not None:
+            answer["code"], answer["message"] = verdict
+        if time.monotonic() >= deadline:
+            raise TimeoutError
+        worker.send(json.dumps(answer, ensure_ascii=True).encode() + b"\n", deadline)
 
     def prestart(self, count: int | None = None) -> None:
         """Start up to ``count`` workers (default: the pool size) now and wait until they are ready.

@@ -15,6 +15,12 @@ Protocol on stdin/stdout (all ASCII except the UTF-8 result text):
   API) ``[program, [null], [answers, bridge_call_limit]]``: a pass then also ends when a lookup
   misses (the result is ``{"ok":null,"pending":"<request>"}``) or a bridge failure sticks;
   ``{"op":"cancel","id":N}\\n`` at any time (ignored unless render N is running).
+* lease checks (bridge mode, only when the render header has ``"leases":true``, i.e. the host
+  holds at least one lease): after every pending-job step the worker writes
+  ``{"op":"lease","id":N,"step":K}\\n`` and waits for ``{"op":"lease","id":N,"ok":true}\\n`` or
+  ``{"op":"lease","id":N,"ok":false,"code":C,"message":M}\\n``; a refusal ends the render with
+  error code C and no result. The wait is not charged to the template's CPU budget (only time
+  inside JS is); the parent's wall deadline keeps running.
 * worker -> parent, per render: ``{"id":N,"usage":{...},"error":E,"result":R}\\n`` where R is the
   harness's own JSON (``{"ok":true,"text":...}``) or null, and E null or
   ``{"code","message","name","js_message","line","column"}``.
@@ -106,6 +112,28 @@ class Channel:
         data = bytes(self.buffer[:size])
         del self.buffer[:size]
         return data
+
+    def ask_lease(self, out_fd: int, render_id: int, step: int) -> dict[str, Any]:
+        """Ask the host whether the leases still hold after pending-job ``step``; its answer.
+
+        Blocks until the answer arrives (the parent's deadline kills us if it never does). A
+        cancel for this render that arrives meanwhile is kept: ``"cancelled": True`` in the
+        answer. Anything else on the pipe means the protocol is broken.
+        """
+        write_all(out_fd, json.dumps({"op": "lease", "id": render_id, "step": step}, separators=(",", ":")).encode()
+                  + b"\n")
+        cancelled = False
+        while True:
+            line = self.read_line()
+            if line is None:
+                raise EOFError("the host closed the pipe during a lease check")
+            msg = json.loads(line)
+            if msg.get("op") == "cancel":
+                cancelled = cancelled or msg.get("id") == render_id
+                continue
+            if msg.get("op") != "lease" or msg.get("id") != render_id:
+                raise ValueError("an unexpected message during a lease check")
+            return {**msg, "cancelled": cancelled}
 
     def cancel_requested(self, render_id: int) -> bool:
         """Non-blocking: has the parent asked to cancel ``render_id``?"""
@@ -298,7 +326,9 @@ class Worker:
         spare, self.spare = self.spare, None
         return spare if spare is not None else self.fresh_context()
 
-    def render(self, channel: Channel, render_id: int, limits: dict[str, Any], payload: str) -> bytes:
+    def render(self, channel: Channel, render_id: int, limits: dict[str, Any], payload: str,
+               leases_fd: int | None = None) -> bytes:
+        """Run one render; ``leases_fd`` (the reply fd) when the host wants lease checks per job step."""
         budget = float(limits["time_ms"]) / 1000.0
         job_limit = int(limits["job_steps"])
         used = 0.0
@@ -362,6 +392,14 @@ class Worker:
                         "TEMPLATE_JOB_LIMIT",
                         f"the render ran more than {job_limit} pending-job steps in one pass",
                     )
+                if bridge and leases_fd is not None:
+                    # After each await: the host re-checks its leases before the next step runs.
+                    verdict = channel.ask_lease(leases_fd, render_id, steps)
+                    if verdict.get("cancelled"):
+                        raise RenderFailed("TEMPLATE_CANCELLED", "the render was cancelled")
+                    if verdict.get("ok") is not True:
+                        raise RenderFailed(str(verdict.get("code") or "SOURCE_POLICY_CHANGED"),
+                                           str(verdict.get("message") or "a lease is no longer current"))
             status = enter(dispatch, "poll")
             if used >= budget:
                 raise RenderFailed("TEMPLATE_TIME_LIMIT", time_message(budget))
@@ -535,7 +573,8 @@ def main() -> None:
         data = channel.read_exact(int(msg["size"]))
         if data is None:
             return
-        reply = worker.render(channel, int(msg["id"]), msg["limits"], data.decode("ascii"))
+        leases_fd = out_fd if msg.get("leases") is True else None
+        reply = worker.render(channel, int(msg["id"]), msg["limits"], data.decode("ascii"), leases_fd)
         write_all(out_fd, reply)
         worker.retired = None
         worker.prewarm()

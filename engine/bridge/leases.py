@@ -2,8 +2,9 @@
 
 Every answer the bridge gives a template comes from a :class:`Resolution`; its ``check_current``
 says whether the content, the configuration and the permission it was granted under still hold.
-The bridge re-checks every lease it holds before each new lookup, after each resolver call (the
-"await"), at the end of each pass, when the template completes, and once more when the caller
+The bridge re-checks every lease it holds before each new lookup, after each resolver call,
+between the pending-job steps of a pass (after each await in the VM, asked by the worker over
+its pipe), at the end of each pass, when the template completes, and once more when the caller
 asks (after all sources of an assembly resolved, :meth:`LeaseSet.check`). A stale lease fails the
 render with ``SOURCE_POLICY_CHANGED`` or ``SOURCE_CONTENT_CHANGED``; nothing falls back to a raw
 read, and no lease object ever crosses into the sandbox (only ``content``, as JSON, does).

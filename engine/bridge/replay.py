@@ -6,7 +6,9 @@ pass. The host then checks every lease it holds, asks the trusted resolver (outs
 checks again, adds the answer and replays the template *from the start* in a fresh VM. Replays
 are deterministic because a pass sees nothing but the program and the table, so the final pass
 reads exactly the answers recorded, and whatever a template did after a miss (catching it,
-printing a forged result) died with that pass's context.
+printing a forged result) died with that pass's context. While a pass runs, the worker asks the
+host after every pending-job step (every await inside the VM) whether the leases still hold, so
+a lease revoked mid-pass stops the pass at the next step.
 
 Budgets (issue 4): at most ``Limits.new_lookups`` distinct lookups (``TEMPLATE_DEPENDENCY_LIMIT``
 on the next one), ``Limits.bridge_calls`` API calls per pass (``TEMPLATE_BRIDGE_LIMIT``, enforced
@@ -23,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Diagnostic, TemplateError
-from .leases import LeaseSet, Resolution
+from .leases import LeaseError, LeaseSet, Resolution
 from .resolver import DependencyResolver, LookupRequest, parse_request
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -141,6 +143,21 @@ def render_with_dependencies(
     passes = 0
     steps = 0
 
+    stale: list[LeaseError] = []
+
+    def lease_check(step: int) -> tuple[str, str] | None:
+        """Between two pending-job steps of a pass (after an await): are the leases still current?
+
+        Called in this process by the pool while the worker waits; the error is kept so the
+        render fails with the lease's own ``LeaseError``, not the sandbox's copy of it.
+        """
+        try:
+            held.check(f"after pending-job step {step}")
+        except LeaseError as exc:
+            stale.append(exc)
+            return exc.code, exc.message
+        return None
+
     def usage_now(output_bytes: int) -> Usage:
         return sandbox.Usage(time_ms=round(used_ms, 3), memory_bytes=memory, output_bytes=output_bytes,
                              passes=passes, job_steps=steps)
@@ -153,9 +170,13 @@ def render_with_dependencies(
         held.check("before a pass")
         pass_limits = dataclasses.replace(lim, time_ms=max(remaining, 1.0))
         try:
+            # No lease held, no check: a plain render sends no extra message per job step.
             result = sandbox.run_program(compiled.program, "null", limits=pass_limits, cancel=cancel, pool=pool,
-                                         bridge=(_table(answers), lim.bridge_calls))
+                                         bridge=(_table(answers), lim.bridge_calls),
+                                         lease_check=lease_check if len(held) else None)
         except TemplateError as exc:
+            if stale:
+                raise stale[-1] from None
             raise _relocate(exc, compiled) from None
         used_ms += result.usage.time_ms
         memory = max(memory, result.usage.memory_bytes)
