@@ -112,15 +112,16 @@ def dedent_trim(text: str) -> str:
     return js_trim("\n".join(out))
 
 
-def _remove_trim_marks(text: str) -> str:
+def _remove_trim_marks(text: str, first: int = 0) -> str:
     """``text.replace(/(?:\\r?\\n)*{{trim}}(?:\\r?\\n)*/gi, '')`` without scanning every offset.
 
     Each ``{{trim}}`` takes the CR/LF run before it (back to the previous removal) and after it.
+    ``first`` is where the caller already found the first mark (nothing before it is scanned again).
     """
     out: list[str] = []
     prev_end = 0
     n = len(text)
-    for m in _TRIM_FIND.finditer(text):
+    for m in _TRIM_FIND.finditer(text, first):
         start, end = m.start(), m.end()
         if start < prev_end:
             continue  # inside the newline run a previous removal already took
@@ -141,10 +142,13 @@ def _remove_trim_marks(text: str) -> str:
 
 def post_process(text: str) -> str:
     """The core post-processors, in SillyTavern's order: unescape braces, ``{{trim}}``, else."""
-    if "\\{" in text or "\\}" in text:
+    # ``"\\" in text`` is a one-character scan; the two-character ones cost ~1 us per KB
+    if "\\" in text and ("\\{" in text or "\\}" in text):
         text = _UNESCAPE.sub(r"\1", text)
-    if "{{" in text and _TRIM_FIND.search(text):
-        text = _remove_trim_marks(text)
+    if "{{" in text:
+        found = _TRIM_FIND.search(text)
+        if found is not None:
+            text = _remove_trim_marks(text, found.start())
     if "\x00" in text:
         text = text.replace(ELSE_MARKER, "")
     return text
