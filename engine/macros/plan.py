@@ -280,6 +280,13 @@ def _bind(state: RenderState, m: MacroNode, depth: int) -> Part:
     scope = getattr(handler, "variable_set", None)
     if scope is not None and len(values) == 2 and values[0] != "":
         return _var_set(scope, values[0], values[1])
+    binder = getattr(handler, "bind_literal", None)
+    if binder is not None:
+        # a handler that can be specialised for its literal arguments (``random``, ``roll``):
+        # ``bind_literal(args, offset, macro text)`` gives ``run(state) -> str`` or ``None``
+        bound = binder(tuple(values), start, src[start:end])
+        if bound is not None:
+            return _bound(bound)
     fixed_values, fixed_spans, fixed_known, fixed_entries = tuple(values), tuple(spans), tuple(known), tuple(entries)
 
     def literal(state: RenderState, depth: int) -> str:
@@ -288,6 +295,13 @@ def _bind(state: RenderState, m: MacroNode, depth: int) -> Part:
 
     return literal
 
+
+
+def _bound(run: Callable[[RenderState], str]) -> Part:
+    def bound(state: RenderState, depth: int) -> str:
+        return _emit(state, run(state))
+
+    return bound
 
 
 def _emit(state: RenderState, text: str) -> str:

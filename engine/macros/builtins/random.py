@@ -7,8 +7,11 @@ seedrandom over chat id hash, input and offset), so it needs no draw from the se
 
 from __future__ import annotations
 
-from ..dice import roll_dice
-from ..evaluator import Draw, MacroCall
+from collections.abc import Callable
+
+from ...errors import TemplateError
+from ..dice import parse_formula, roll_dice
+from ..evaluator import Draw, MacroCall, RenderState
 from ..prng import pick_index
 from ..registry import MacroRegistry
 from ..variables import js_trim
@@ -40,6 +43,24 @@ def _random(call: MacroCall) -> str:
     return choice
 
 
+def _bind_random(args: tuple[str, ...], offset: int, macro: str) -> Callable[[RenderState], str] | None:
+    """:func:`_random` for fixed (literal) arguments, with the list split once (see ``..plan``)."""
+    items = tuple(split_items(list(args)))
+    if not items:
+        return lambda state: ""
+    count = len(items)
+
+    def draw(state: RenderState) -> str:
+        choice = items[int(state.random() * count)]
+        state.draws.append(Draw("random", offset, choice, macro))
+        return choice
+
+    return draw
+
+
+_random.bind_literal = _bind_random  # type: ignore[attr-defined]
+
+
 def _pick(call: MacroCall) -> str:
     items = split_items(call.args)
     if not items:
@@ -58,6 +79,31 @@ def _roll(call: MacroCall) -> str:
         return ""
     call.state.draws.append(Draw("roll", call.offset, str(result.total), call.source_text, result.rolls))
     return str(result.total)
+
+
+def _bind_roll(args: tuple[str, ...], offset: int, macro: str) -> Callable[[RenderState], str] | None:
+    """:func:`_roll` for a literal formula, parsed once; ``None`` (evaluate it each render) for a
+    formula over the dice limit, whose refusal the evaluator reports as a diagnostic."""
+    try:
+        parsed = parse_formula(args[0])
+    except TemplateError:
+        return None
+    if parsed is None:
+        return lambda state: ""
+    count, sides, modifier = parsed
+    dice = range(count)
+
+    def roll(state: RenderState) -> str:
+        rng = state.random
+        rolls = tuple(int(rng() * sides) + 1 for _ in dice)
+        total = str(sum(rolls) + modifier)
+        state.draws.append(Draw("roll", offset, total, macro, rolls))
+        return total
+
+    return roll
+
+
+_roll.bind_literal = _bind_roll  # type: ignore[attr-defined]
 
 
 def register(registry: MacroRegistry) -> None:

@@ -1,0 +1,46 @@
+"""Handlers a plan specialises for their literal arguments (``bind_literal``: ``random``,
+``roll``) give exactly what the evaluator gives: text, draws (with dice), diagnostics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tavernbox.macros import MacroContext, compile_macros, evaluator
+from tavernbox.macros.plan import LevelPlan
+
+TEXTS = [
+    "{{random::quiet::tense::warm}} {{roll::1d20}} {{roll::3d6+2}} {{roll::d4-1}} {{roll::20}}",
+    "{{random}}{{random::}}{{random::a}}{{random:: a , b\\,c , d }}{{random::x,y}}",
+    "{{roll::0d6}} {{roll::banana}} {{roll::2D8-30}} {{roll::1001d2}} {{roll::99999999999999999999d2}}",
+    "a {{roll::1000d2}} b {{random::1::2::3::4::5::6::7}} c",
+]
+
+
+def _render_all(text: str, plans: bool) -> list[Any]:
+    saved = evaluator.USE_PLANS
+    evaluator.USE_PLANS = plans
+    try:
+        template = compile_macros(text)
+        out = []
+        for seed in range(4):
+            result = template.expand(MacroContext(seed=seed))
+            out.append((result.text, result.draws, result.diagnostics))
+        return out
+    finally:
+        evaluator.USE_PLANS = saved
+
+
+def test_bound_random_and_roll_match_the_evaluator() -> None:
+    for text in TEXTS:
+        assert _render_all(text, True) == _render_all(text, False), text
+
+
+def test_literal_random_and_roll_are_bound_by_the_plan() -> None:
+    template = compile_macros("x {{random::a::b}} {{roll::2d6}} {{roll::1001d2}} y")
+    for _ in range(3):
+        template.expand(MacroContext(seed=1))
+    plans = [entry[3] for key, entry in template._closer_memo.items() if isinstance(key, tuple) and key[-1] == "plan"]
+    plan = next(p for p in plans if isinstance(p, LevelPlan))
+    names = [part.__name__ for part in plan.parts if not isinstance(part, str)]
+    # the over-limit roll stays on the evaluator's path (its refusal is a diagnostic each render)
+    assert names == ["bound", "bound", "literal"]
