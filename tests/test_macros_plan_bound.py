@@ -30,6 +30,11 @@ def _render_all(text: str, plans: bool) -> list[Any]:
         evaluator.USE_PLANS = saved
 
 
+def _top_plan(template: Any) -> LevelPlan:
+    plans = [entry[3] for key, entry in template._closer_memo.items() if isinstance(key, tuple) and key[-1] == "plan"]
+    return next(p for p in plans if isinstance(p, LevelPlan))
+
+
 def test_bound_random_and_roll_match_the_evaluator() -> None:
     for text in TEXTS:
         assert _render_all(text, True) == _render_all(text, False), text
@@ -39,8 +44,17 @@ def test_literal_random_and_roll_are_bound_by_the_plan() -> None:
     template = compile_macros("x {{random::a::b}} {{roll::2d6}} {{roll::1001d2}} y")
     for _ in range(3):
         template.expand(MacroContext(seed=1))
-    plans = [entry[3] for key, entry in template._closer_memo.items() if isinstance(key, tuple) and key[-1] == "plan"]
-    plan = next(p for p in plans if isinstance(p, LevelPlan))
+    plan = _top_plan(template)
     names = [part.__name__ for part in plan.parts if not isinstance(part, str)]
     # the over-limit roll stays on the evaluator's path (its refusal is a diagnostic each render)
     assert names == ["bound", "bound", "literal"]
+
+
+def test_context_reads_and_constants_are_inlined_in_the_generated_run() -> None:
+    template = compile_macros("{{user}} and {{char}}{{// note }}{{trim}}!")
+    ctx = MacroContext(user="Ash", char="Mira")
+    for _ in range(3):
+        assert template.expand(ctx).text == "Ash and Mira!"
+    names = _top_plan(template).run.__globals__
+    assert sorted(k for k in names if k[0] in "rk" and k[1:].isdigit()) == ["k3", "k4", "r0", "r2"]  # parts 1 and 5 are literals
+

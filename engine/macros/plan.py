@@ -57,20 +57,52 @@ class LevelPlan:
         globals (``l3``, ``c4``), never spliced into its source, so no template text is ever
         compiled as code.
         """
-        names: dict[str, Any] = {"_checked": self._run_checked}
-        lines = ["def run(state, depth):", "    slack = state.max_output - counted", "    size = 0"]
+        names: dict[str, Any] = {
+            "_checked": self._run_checked,
+            "_too_much": _too_much,
+            "js_string": js_string,
+            "MAX_PRODUCED": MAX_PRODUCED_CHARS,
+        }
+        lines = ["def run(state, depth):", "    slack = state.max_output - counted", "    size = 0", "    ctx = state.ctx"]
         order: list[str] = []
         for index, part in enumerate(self.parts):
             if part.__class__ is str:
                 names[f"l{index}"] = part
                 order.append(f"l{index}")
+                continue
+            names[f"c{index}"] = part
+            order.append(f"p{index}")
+            read = getattr(part, "context_read", None)
+            if read is not None:
+                # the body of ``_bind``'s ``read``, inlined (its fallback reports a failure)
+                names[f"r{index}"] = read
+                names[f"f{index}"] = part.fallback
+                lines += [
+                    "    try:",
+                    f"        p{index} = r{index}(ctx)",
+                    "    except Exception:",
+                    f"        p{index} = f{index}(state, depth)",
+                    "    else:",
+                    f"        if p{index}.__class__ is not str:",
+                    f"            p{index} = js_string(p{index})",
+                    f"        state.produced += len(p{index})",
+                    f"        if state.produced > MAX_PRODUCED or len(p{index}) > state.max_output:",
+                    "            _too_much(state)",
+                ]
+            elif hasattr(part, "constant_text"):
+                # ``_constant``'s part inlined: its text and ``_emit``'s accounting
+                names[f"k{index}"] = part.constant_text
+                lines += [
+                    f"    p{index} = k{index}",
+                    f"    state.produced += len(p{index})",
+                    f"    if state.produced > MAX_PRODUCED or len(p{index}) > state.max_output:",
+                    "        _too_much(state)",
+                ]
             else:
-                names[f"c{index}"] = part
-                order.append(f"p{index}")
                 lines.append(f"    p{index} = c{index}(state, depth)")
-                lines.append(f"    size += len(p{index})")
-                lines.append("    if size > slack:")
-                lines.append(f"        return _checked(state, depth, [{', '.join(order)}])")
+            lines.append(f"    size += len(p{index})")
+            lines.append("    if size > slack:")
+            lines.append(f"        return _checked(state, depth, [{', '.join(order)}])")
         lines.append(f"    return ''.join(({', '.join(order)}{',' if len(order) == 1 else ''}))")
         names["counted"] = self.counted
         namespace: dict[str, Any] = {}
@@ -236,6 +268,8 @@ def _bind(state: RenderState, m: MacroNode, depth: int) -> Part:
                     )
                 return value
 
+            read.context_read = fast  # type: ignore[attr-defined]  # inlined by LevelPlan._straight
+            read.fallback = _generic(m)  # type: ignore[attr-defined]
             return read
 
         def zero(state: RenderState, depth: int) -> str:
@@ -309,11 +343,16 @@ def _emit(state: RenderState, text: str) -> str:
     produced = state.produced + len(text)
     state.produced = produced
     if produced > MAX_PRODUCED_CHARS or len(text) > state.max_output:
-        raise TemplateError(
-            f"the expanded text would pass {state.max_output} characters",
-            code="MACRO_OUTPUT_LIMIT",
-        )
+        _too_much(state)
     return text
+
+
+def _too_much(state: RenderState) -> None:
+    """The error ``RenderState._call`` raises when a value passes the output limits."""
+    raise TemplateError(
+        f"the expanded text would pass {state.max_output} characters",
+        code="MACRO_OUTPUT_LIMIT",
+    )
 
 
 def _constant(
@@ -333,6 +372,7 @@ def _constant(
     def constant(state: RenderState, depth: int) -> str:
         return _emit(state, text)
 
+    constant.constant_text = text  # type: ignore[attr-defined]  # inlined by LevelPlan._straight
     return constant
 
 
