@@ -255,6 +255,22 @@ class RenderState:
         of a well-formed parent); otherwise the span is parsed here, as SillyTavern re-parses
         every argument and body.
         """
+        if items is not None and USE_PLANS:
+            # a known level that already has a plan (a compiled template's ``{{if}}`` branches
+            # from the third render on): what the checks below end up running, found first
+            seen = self.closer_memo.get((id(items), depth, _PLAN))  # type: ignore[call-overload]
+            if (
+                seen is not None
+                and seen[3]
+                and seen[0] is items
+                and lo < hi
+                and depth <= MAX_SCOPE_DEPTH
+                and self.reuse_parse
+                and not self.dynamic
+                and seen[1] is self.registry
+                and seen[2] == self.registry._version
+            ):
+                return seen[3].run(self, depth)
         src = self.source
         if lo >= hi:
             return ""
