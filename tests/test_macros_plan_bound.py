@@ -58,3 +58,20 @@ def test_context_reads_and_constants_are_inlined_in_the_generated_run() -> None:
     names = _top_plan(template).run.__globals__
     assert sorted(k for k in names if k[0] in "rk" and k[1:].isdigit()) == ["k3", "k4", "r0", "r2"]  # parts 1 and 5 are literals
 
+
+
+def test_literal_variable_reads_are_inlined_and_match_the_evaluator() -> None:
+    text = "{{setvar::a::5}}[{{getvar::a}}|{{getglobalvar::g}}|{{getvar::missing}}|{{getvar::n}}]"
+    ctx = MacroContext(local_variables={"n": " 7 "}, global_variables={"g": 2.5})
+    saved = evaluator.USE_PLANS
+    try:
+        evaluator.USE_PLANS = False
+        want = compile_macros(text).expand(ctx)
+    finally:
+        evaluator.USE_PLANS = saved
+    template = compile_macros(text)
+    for _ in range(3):
+        got = template.expand(ctx)
+        assert (got.text, got.variables) == (want.text, want.variables)
+    names = _top_plan(template).run.__globals__
+    assert sorted(k for k in names if k[0] == "n" and k[1:].isdigit()) == ["n2", "n4", "n6", "n8"]

@@ -89,6 +89,21 @@ class LevelPlan:
                     f"        if state.produced > MAX_PRODUCED or len(p{index}) > state.max_output:",
                     "            _too_much(state)",
                 ]
+            elif hasattr(part, "variable_name"):
+                # ``_var_get``'s part inlined (a failing read goes through its fallback)
+                names[f"n{index}"] = part.variable_name
+                names[f"f{index}"] = part.fallback
+                store = "local" if part.variable_local else "glob"
+                lines += [
+                    "    try:",
+                    f"        p{index} = js_string(state.{store}.get(n{index}))",
+                    "    except Exception:",
+                    f"        p{index} = f{index}(state, depth)",
+                    "    else:",
+                    f"        state.produced += len(p{index})",
+                    f"        if state.produced > MAX_PRODUCED or len(p{index}) > state.max_output:",
+                    "            _too_much(state)",
+                ]
             elif hasattr(part, "constant_text"):
                 # ``_constant``'s part inlined: its text and ``_emit``'s accounting
                 names[f"k{index}"] = part.constant_text
@@ -386,6 +401,9 @@ def _var_get(m: MacroNode, scope: str, name: str) -> Part:
             return state.eval_macro(m, None, depth, True, None)
         return _emit(state, text)
 
+    get.variable_name = name  # type: ignore[attr-defined]  # inlined by LevelPlan._straight
+    get.variable_local = local  # type: ignore[attr-defined]
+    get.fallback = _generic(m)  # type: ignore[attr-defined]
     return get
 
 
