@@ -27,7 +27,7 @@ def context_card_text(ctx: MacroContext, value: str) -> str:
     show the names; nothing else in the field is expanded (single pass).
     """
     value = value.replace("\r", "")
-    if "{{" not in value and "<" not in value:
+    if "{" not in value and "<" not in value:  # one-character scans are the fast ones
         return value  # nothing the substitution could match (most fields)
 
     def name(m: re.Match[str]) -> str:
