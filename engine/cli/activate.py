@@ -19,20 +19,9 @@ from typing import Any
 import click
 
 from ..errors import Diagnostic, TemplateError
-from .output import echo_json, guarded, print_diagnostics, read_text_arg
+from .output import echo_json, guarded, print_diagnostics, read_json_arg, read_text_arg
 
 __all__ = ["command", "run_jsonl_line"]
-
-
-def _read_json(path: str, what: str) -> Any:
-    text = read_text_arg(path)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise TemplateError(f"{what} {path} is not valid JSON: {exc.msg}", code="INPUT_INVALID", line=exc.lineno,
-                            column=exc.colno) from None
-    except RecursionError:
-        raise TemplateError(f"{what} {path} is nested too deeply", code="INPUT_INVALID") from None
 
 
 def _load_book(path: str) -> tuple[dict[str, Any], list[Diagnostic]]:
@@ -40,7 +29,7 @@ def _load_book(path: str) -> tuple[dict[str, Any], list[Diagnostic]]:
     try:
         from ..assets import load_asset
     except ImportError:  # pragma: no cover - the importer ships with the package
-        data = _read_json(path, "book")
+        data = read_json_arg(path, "book")
         if not isinstance(data, dict):
             data = {"entries": data}
         return {"name": Path(path).stem, **data}, []
@@ -227,9 +216,9 @@ def command(books: tuple[str, ...], card: str | None, chat: str | None, settings
             diagnostics.extend(diags)
             if card_book is not None:
                 all_books.append(card_book)
-        chat_data = _read_json(chat, "chat")
-        settings = _read_json(settings_path, "settings") if settings_path else {}
-        state = _read_json(state_path, "state") if state_path else None
+        chat_data = read_json_arg(chat, "chat")
+        settings = read_json_arg(settings_path, "settings") if settings_path else {}
+        state = read_json_arg(state_path, "state") if state_path else None
         activation = activate_world_info(all_books, chat_data, settings, state, seed=seed,
                                          expand=_expand_hook(macro_context) if macros is not False else None,
                                          context=context or None)

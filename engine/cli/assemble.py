@@ -18,6 +18,7 @@ from typing import Any
 import click
 
 from ..errors import TemplateError
+from .output import read_json_arg
 
 __all__ = ["command", "emit_error", "json_guard"]
 
@@ -48,17 +49,6 @@ def json_guard(body: Callable[[], None]) -> None:
         emit_error(TemplateError(f"{type(exc).__name__}: {exc}", code="INTERNAL_ERROR"))
 
 
-def _read_json(path: str, what: str) -> Any:
-    from .output import read_text_arg
-
-    text = read_text_arg(path)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise TemplateError(f"{what} {path} is not valid JSON: {exc.msg}", code="INPUT_INVALID",
-                            line=exc.lineno, column=exc.colno) from None
-
-
 def _strategy(value: str) -> Any:
     from ..assembler import load_preset
     from ..strategies import builtin_strategy
@@ -83,7 +73,7 @@ def _st_preset(path: str) -> tuple[dict[str, Any], str]:
 
 
 def _chat(path: str) -> tuple[list[Any], list[str]]:
-    data = _read_json(path, "chat file")
+    data = read_json_arg(path, "chat file")
     if isinstance(data, list):
         trailing = data[-1] if data else None
         is_input = isinstance(trailing, dict) and trailing.get("role") == "user" and isinstance(trailing.get("id"), str)
@@ -109,7 +99,7 @@ def _world_info(paths: tuple[str, ...], messages: list[Any], seed: int) -> tuple
     from ..assembler.sources import world_info_from_activation
     from ..worldinfo import activate_world_info
 
-    books = [_read_json(p, "world book") for p in paths]
+    books = [read_json_arg(p, "world book") for p in paths]
     chat = [{"role": m.get("role"), "name": m.get("name", ""), "content": m.get("content")}
             for m in messages if isinstance(m, dict) and isinstance(m.get("content"), str)]
     activation = activate_world_info(books, chat, seed=seed)
@@ -161,7 +151,7 @@ def command(
         if card:
             assets["character"] = _card(card)
         if templates:
-            loaded = _read_json(templates, "prompt templates")
+            loaded = read_json_arg(templates, "prompt templates")
             if isinstance(loaded, dict):
                 if "templates" not in loaded:
                     raise TemplateError(f"prompt templates {templates}: expected a list or {{\"templates\": [...]}}",
@@ -170,7 +160,7 @@ def command(
             assets["prompt_templates"] = loaded
         if books:
             assets["world_info"], outlets = _world_info(books, messages, seed)
-            named = [_read_json(p, "world book") for p in books]
+            named = [read_json_arg(p, "world book") for p in books]
             if templates and all(isinstance(b, dict) and isinstance(b.get("name"), str) for b in named):
                 assets["world_books"] = named  # what getwi reads (activated entries only)
             if outlets:

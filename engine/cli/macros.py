@@ -24,25 +24,9 @@ from typing import Any
 import click
 
 from ..errors import TemplateError
-from .output import echo_json, guarded, print_diagnostics, read_text_arg
+from .output import echo_json, guarded, print_diagnostics, read_json_arg, read_text_arg
 
 __all__ = ["command", "load_context"]
-
-def _read_json_file(path: str, what: str) -> Any:
-    text = read_text_arg(path)
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise TemplateError(
-            f"{what} {path} is not valid JSON: {exc.msg}",
-            code="ASSET_JSON",
-            line=exc.lineno,
-            column=exc.colno,
-            path=path,
-        ) from None
-
 
 def _card_fields(card_path: str) -> tuple[str, dict[str, Any]]:
     """A character card file (JSON or PNG, v1/v2/v3) -> (character name, ``character`` fields).
@@ -67,7 +51,7 @@ def load_context(context_path: str | None, card_path: str | None) -> dict[str, A
     """The context dict from ``--context`` and ``--card`` (the card fills ``character``/``char``)."""
     context: dict[str, Any] = {}
     if context_path is not None:
-        loaded = _read_json_file(context_path, "context")
+        loaded = read_json_arg(context_path, "context", code="ASSET_JSON")
         if not isinstance(loaded, dict):
             raise TemplateError("the context must be a JSON object", code="INPUT_INVALID", path="$")
         context = loaded

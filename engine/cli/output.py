@@ -18,7 +18,7 @@ from rich.markup import escape
 
 from ..errors import Diagnostic, TemplateError
 
-__all__ = ["echo_json", "fail", "guarded", "print_diagnostics", "read_text_arg", "stderr"]
+__all__ = ["echo_json", "fail", "guarded", "print_diagnostics", "read_json_arg", "read_text_arg", "stderr"]
 
 T = TypeVar("T")
 
@@ -106,3 +106,20 @@ def read_text_arg(path: str | None) -> str:
             f"{path or 'stdin'} is not UTF-8 (byte {exc.start})", code="INPUT_INVALID"
         ) from None
     return text[1:] if text.startswith("\ufeff") else text
+
+
+def read_json_arg(path: str, what: str, *, code: str = "INPUT_INVALID") -> Any:
+    """Read a JSON file argument (``-`` is stdin) through :func:`read_text_arg`.
+
+    Bad JSON raises ``TemplateError(code)`` naming ``what`` and the file, with the line:col of the
+    error; nesting too deep for the parser is reported the same way instead of crashing.
+    """
+    text = read_text_arg(path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TemplateError(
+            f"{what} {path} is not valid JSON: {exc.msg}", code=code, line=exc.lineno, column=exc.colno
+        ) from None
+    except RecursionError:
+        raise TemplateError(f"{what} {path} is nested too deeply", code=code) from None

@@ -12,7 +12,8 @@ import json
 
 import click
 
-from .assemble import _read_json, json_guard
+from .assemble import json_guard
+from .output import read_json_arg
 
 __all__ = ["command"]
 
@@ -26,7 +27,7 @@ def command(record_file: str, as_json: bool) -> None:
     def body() -> None:
         from ..assembler import replay
 
-        data = _read_json(record_file, "record file")
+        data = read_json_arg(record_file, "record file")
         if isinstance(data, dict) and isinstance(data.get("record"), dict):
             data = data["record"]
         result = replay(data)
