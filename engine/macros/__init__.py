@@ -21,6 +21,7 @@ from . import evaluator as _evaluator
 from .evaluator import MAX_OUTPUT_CHARS, Draw, MacroCall, RenderState, post_process
 from .parser import MAX_NESTING, ArgNode, MacroNode, Plain, VarNode, document_items, parse_macros
 from .registry import MacroDef, MacroRegistry, dynamic_table
+from .trace import MacroSegment, TracingStore, post_process_traced, segment_kind
 from .variables import VariableStore
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "MacroRegistry",
     "MacroNode",
     "MacroResult",
+    "MacroSegment",
     "Plain",
     "VarNode",
     "compile_macros",
@@ -58,31 +60,42 @@ class MacroResult:
 
     ``variables`` is ``{"local": {...}, "global": {...}}`` after the render (fresh dicts; the
     caller's input is never mutated). ``draws`` lists every ``{{random}}``/``{{roll}}`` draw in
-    order; the same seed reproduces the same text and draws.
+    order; the same seed reproduces the same text and draws. ``segments`` is filled by a traced
+    render only (``trace=True``): which top-level macro or variable read produced each range of
+    ``text`` (:class:`~tavernbox.macros.trace.MacroSegment`), text between them being the
+    template's own.
     """
 
     text: str
     variables: dict[str, dict[str, Any]]
     diagnostics: tuple[Diagnostic, ...]
     draws: tuple[Draw, ...]
+    segments: tuple[MacroSegment, ...] = ()
 
     def to_dict(self, source: str | None = None) -> dict[str, Any]:
-        return {
+        out = {
             "text": self.text,
             "variables": self.variables,
             "diagnostics": [d.to_dict(source) for d in self.diagnostics],
             "draws": [d.to_dict() for d in self.draws],
         }
+        if self.segments:
+            out["segments"] = [s.to_dict() for s in self.segments]
+        return out
 
 
 _result = object.__new__
-_r_text, _r_variables, _r_diagnostics, _r_draws = (
-    MacroResult.__dict__[name].__set__ for name in ("text", "variables", "diagnostics", "draws")
+_r_text, _r_variables, _r_diagnostics, _r_draws, _r_segments = (
+    MacroResult.__dict__[name].__set__ for name in ("text", "variables", "diagnostics", "draws", "segments")
 )
 
 
 def _make_result(
-    text: str, variables: dict[str, dict[str, Any]], diagnostics: tuple[Diagnostic, ...], draws: tuple[Draw, ...]
+    text: str,
+    variables: dict[str, dict[str, Any]],
+    diagnostics: tuple[Diagnostic, ...],
+    draws: tuple[Draw, ...],
+    segments: tuple[MacroSegment, ...] = (),
 ) -> MacroResult:
     """A :class:`MacroResult` built through its slots (part of every render: the frozen
     dataclass ``__init__`` goes through ``object.__setattr__`` per field)."""
@@ -91,6 +104,7 @@ def _make_result(
     _r_variables(result, variables)
     _r_diagnostics(result, diagnostics)
     _r_draws(result, draws)
+    _r_segments(result, segments)
     return result
 
 
@@ -201,12 +215,19 @@ class CompiledMacros:
         seed: int | None = None,
         registry: MacroRegistry | None = None,
         dynamic: Mapping[str, str | Callable[..., Any] | MacroDef] | None = None,
+        trace: bool = False,
         _reuse_parse: bool = True,
     ) -> MacroResult:
         """Evaluate the parsed text in ``context`` (see :func:`expand_macros`)."""
         ctx = context if isinstance(context, MacroContext) else MacroContext.from_dict(context)
-        local = VariableStore(ctx.local_variables)  # the store copies
-        glob = VariableStore(ctx.global_variables)
+        reads: list[tuple[str, str]] | None = None
+        if trace:
+            reads = []
+            local: VariableStore = TracingStore(ctx.local_variables, "local", reads)
+            glob: VariableStore = TracingStore(ctx.global_variables, "global", reads)
+        else:
+            local = VariableStore(ctx.local_variables)  # the store copies
+            glob = VariableStore(ctx.global_variables)
         text, pre, omap = self.text, self.source, self._omap
         if self._static is not None and _reuse_parse:
             return _make_result(
@@ -233,11 +254,14 @@ class CompiledMacros:
             closer_memo=self._closer_memo if _reuse_parse else {},
         )
         state.diagnostics.extend(self._diagnostics)
+        if trace:
+            state.segments = []
+            state.reads = reads
         items = self._items
         try:
             top = (
                 self._closer_memo.get((id(items), 0, "plan"))
-                if _reuse_parse and not state.dynamic and _evaluator.USE_PLANS
+                if _reuse_parse and not state.dynamic and _evaluator.USE_PLANS and not trace
                 else None
             )
             if top and top[3] and top[0] is items and top[1] is state.registry and top[2] == state.registry._version:
@@ -249,7 +273,25 @@ class CompiledMacros:
                 exc.span = Span(omap.back(exc.span.start), omap.back(exc.span.end))
             exc.source = text
             raise
-        out = post_process(out)
+        segments: tuple[MacroSegment, ...] = ()
+        if trace and state.segments:
+            ranges = [[a, b] for a, b, _n, _e, _r in state.segments]
+            out = post_process_traced(out, ranges)
+            segments = tuple(
+                MacroSegment(
+                    r[0],
+                    r[1],
+                    node.name or f"{node.var.scope}{node.var.name}",
+                    omap.back(node.start),
+                    omap.back(src_end),
+                    node_reads,
+                    segment_kind(node.name, node.var is not None and node.var.op is None, node_reads),
+                )
+                for r, (_a, _b, node, src_end, node_reads) in zip(ranges, state.segments, strict=True)
+                if r[1] > r[0]
+            )
+        else:
+            out = post_process(out)
         draws = state.draws
         return _make_result(
             out,
@@ -262,6 +304,7 @@ class CompiledMacros:
             )
             if draws
             else (),
+            segments,
         )
 
 
@@ -277,6 +320,7 @@ def expand_macros(
     seed: int | None = None,
     registry: MacroRegistry | None = None,
     dynamic: Mapping[str, str | Callable[..., Any] | MacroDef] | None = None,
+    trace: bool = False,
     _reuse_parse: bool = True,
 ) -> MacroResult:
     """Expand SillyTavern macros in ``text``.
@@ -285,6 +329,8 @@ def expand_macros(
     else 0) seeds ``{{random}}``/``{{roll}}``. ``registry`` replaces the built-in catalogue
     (``MacroRegistry.default()`` plus the host's macros); ``dynamic`` adds per-call macros that
     shadow registered ones (a string, a zero-argument callable, or a :class:`MacroDef`).
+    ``trace=True`` also reports which top-level macro or variable read produced each range of
+    the text (``MacroResult.segments``); the text is the same either way.
 
     Raises ``TemplateError`` with ``MACRO_INPUT_LIMIT`` (text over 2 MiB) or
     ``MACRO_OUTPUT_LIMIT`` (the output would pass 8 MiB). Every other problem is a diagnostic.
@@ -299,7 +345,7 @@ def expand_macros(
         template = _compiled(text)
     else:
         template = CompiledMacros(text)
-    return template.expand(ctx, seed=seed, registry=registry, dynamic=dynamic, _reuse_parse=_reuse_parse)
+    return template.expand(ctx, seed=seed, registry=registry, dynamic=dynamic, trace=trace, _reuse_parse=_reuse_parse)
 
 
 #: Texts up to this many characters keep their compiled template between calls.

@@ -120,6 +120,17 @@ def _remove_trim_marks(text: str, first: int = 0) -> str:
     """
     out: list[str] = []
     prev_end = 0
+    for start, end in trim_ranges(text, first):
+        out.append(text[prev_end:start])
+        prev_end = end
+    out.append(text[prev_end:])
+    return "".join(out)
+
+
+def trim_ranges(text: str, first: int = 0) -> list[tuple[int, int]]:
+    """The ``[start, end)`` pieces :func:`_remove_trim_marks` removes, in order (disjoint)."""
+    ranges: list[tuple[int, int]] = []
+    prev_end = 0
     n = len(text)
     for m in _TRIM_FIND.finditer(text, first):
         start, end = m.start(), m.end()
@@ -134,10 +145,9 @@ def _remove_trim_marks(text: str, first: int = 0) -> str:
                 end += 2
             else:
                 break
-        out.append(text[prev_end:start])
+        ranges.append((start, end))
         prev_end = end
-    out.append(text[prev_end:])
-    return "".join(out)
+    return ranges
 
 
 def post_process(text: str) -> str:
@@ -191,6 +201,11 @@ class RenderState:
     _stream: SeedStream | None = None
     _taken: int = 0
     _astral: list[int] | None = None
+    #: a traced render (``expand_macros(trace=True)``): the top level's macro output ranges
+    #: ``(start, end, node, source end, reads)`` in evaluator output, and the variable reads
+    #: the tracing stores log; ``None`` otherwise (then the top level may run from its plan)
+    segments: list[tuple[int, int, Any, int, tuple[tuple[str, str], ...]]] | None = None
+    reads: list[tuple[str, str]] | None = None
     #: lower-cased name -> definition of the registry (read once per render)
     _defs: dict[str, MacroDef] = field(init=False, repr=False)
 
@@ -269,6 +284,7 @@ class RenderState:
                 and not self.dynamic
                 and seen[1] is self.registry
                 and seen[2] == self.registry._version
+                and (depth or self.segments is None)
             ):
                 return seen[3].run(self, depth)
         src = self.source
@@ -303,7 +319,7 @@ class RenderState:
         if not has_macro:
             return src[lo:hi]  # plain items and the gaps between them: the span as written
         reg = self.registry
-        if clean and self.reuse_parse and not self.dynamic and USE_PLANS:
+        if clean and self.reuse_parse and not self.dynamic and USE_PLANS and (depth or self.segments is None):
             # a level evaluated before (a compiled template's second render, an argument seen
             # again) runs from its plan: literals and pre-bound calls, see :mod:`.plan`
             plan_key = (id(items), depth, _PLAN)
@@ -347,6 +363,8 @@ class RenderState:
         cursor = lo
         idx = 0
         n = len(items)
+        marks: list[tuple[int, Any, int, int]] | None = [] if depth == 0 and self.segments is not None else None
+        mark: tuple[Any, int, int] | None = None
         while idx < n:
             item = items[idx]
             if item.start > cursor:
@@ -371,6 +389,8 @@ class RenderState:
                 body_items = None
                 if scoped is not None and clean:
                     body_items = items[idx + 1 : scoped[3]]
+                if marks is not None:
+                    mark = (item, scoped[2] if scoped is not None else item.end, len(self.reads or ()))
                 piece = self.eval_macro(item, scoped, depth, clean, body_items)
                 if scoped is not None:
                     cursor = scoped[2]
@@ -387,8 +407,13 @@ class RenderState:
                     source=self.source,
                 )
             out.append(piece)
+            if mark is not None:
+                marks.append((len(out) - 1, *mark))  # type: ignore[union-attr]
+                mark = None
         if cursor < hi:
             out.append(src[cursor:hi])
+        if marks:
+            self._record_segments(out, marks)
         return "".join(out)
 
     def _evaluate_inline(self, lo: int, hi: int, depth: int, items: Sequence[Any], clean: bool) -> str:
@@ -400,12 +425,15 @@ class RenderState:
         cursor = lo
         max_output = self.max_output
         eval_macro = self.eval_macro
+        marks: list[tuple[int, Any, int, int]] | None = [] if depth == 0 and self.segments is not None else None
         for item in items:
             if item.start > cursor:
                 append(src[cursor : item.start])
             if type(item) is Plain:
                 piece = src[item.start : item.end]
             else:
+                if marks is not None:
+                    marks.append((len(out), item, item.end, len(self.reads or ())))  # the piece's index
                 piece = eval_macro(item, None, depth, clean, None)
             cursor = item.end
             size += len(piece)
@@ -419,7 +447,24 @@ class RenderState:
             append(piece)
         if cursor < hi:
             append(src[cursor:hi])
+        if marks:
+            self._record_segments(out, marks)
         return "".join(out)
+
+    def _record_segments(self, out: list[str], marks: list[tuple[int, Any, int, int]]) -> None:
+        """Turn ``(index in out, node, source end, reads before)`` marks into output ranges."""
+        segments = self.segments
+        reads = self.reads or []
+        assert segments is not None
+        positions: list[int] = []
+        pos = 0
+        for piece in out:
+            positions.append(pos)
+            pos += len(piece)
+        for i, (index, node, src_end, r0) in enumerate(marks):
+            r1 = marks[i + 1][3] if i + 1 < len(marks) else len(reads)
+            start = positions[index]
+            segments.append((start, start + len(out[index]), node, src_end, tuple(reads[r0:r1])))
 
     def _can_take_body(self, m: MacroNode) -> bool:
         """SillyTavern consults registered macros only (dynamic ones count as unknown)."""

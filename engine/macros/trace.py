@@ -1,0 +1,163 @@
+"""Output provenance of a render: which macro (or variable read) produced each range of the text.
+
+A traced render (``expand_macros(..., trace=True)``) records, for every macro at the top level
+of the text, the range of the output it produced and the variables it read. Nested macros are
+part of their outermost macro's range: an ``{{if}}`` body or a ``{{random::{{user}}::x}}``
+argument is attributed to the ``if`` or ``random`` that placed it, because only the outermost
+macro decides where its text lands (a body is dedented and trimmed, an argument may be dropped).
+
+The ranges are computed in the evaluator's output and then carried through the
+post-processing (escaped braces, ``{{trim}}`` removal, the ``{{else}}`` marker) as deletions,
+so the traced text is always the same text an untraced render gives: tracing observes, it never
+changes what is produced. The assembler maps these ranges into the span provenance of each
+final message.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .variables import VariableStore
+
+__all__ = ["MacroSegment", "TracingStore", "map_through_deletions"]
+
+#: macros whose whole output is the value of one variable they read
+_READERS = frozenset({"getvar", "getglobalvar"})
+
+
+@dataclass(frozen=True, slots=True)
+class MacroSegment:
+    """One output range ``[start, end)`` (characters of the result text) and what produced it.
+
+    ``source_start``/``source_end`` are character offsets of the macro (with its scoped body
+    and closer) in the caller's text; ``reads`` are the ``(scope, name)`` variable reads made
+    while it was evaluated, ``scope`` being ``"local"`` or ``"global"``. ``kind`` is
+    ``"variable"`` for a plain read (``{{getvar::x}}``, ``{{.x}}``, ``{{$x}}``), else ``"macro"``.
+    """
+
+    start: int
+    end: int
+    macro: str
+    source_start: int
+    source_end: int
+    reads: tuple[tuple[str, str], ...] = ()
+    kind: str = "macro"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form; a variable read also names its variable at the top level."""
+        out: dict[str, Any] = {
+            "kind": self.kind,
+            "macro": self.macro,
+            "start": self.start,
+            "end": self.end,
+            "source_start": self.source_start,
+            "source_end": self.source_end,
+        }
+        if self.kind == "variable" and self.reads:
+            out["scope"], out["name"] = self.reads[0]
+        if self.reads:
+            out["reads"] = [{"scope": s, "name": n} for s, n in self.reads]
+        return out
+
+
+class TracingStore(VariableStore):
+    """A variable scope that logs every read (``get``, ``raw``, ``has``) into a shared list.
+
+    Only traced renders use it; the plain store keeps its fast path. Writes are not logged:
+    provenance answers "where did this text come from", and a write produces no text.
+    """
+
+    __slots__ = ("_log", "_scope")
+
+    def __init__(self, initial: dict[str, Any] | None, scope: str, log: list[tuple[str, str]]) -> None:
+        super().__init__(initial)
+        self._scope = scope
+        self._log = log
+
+    def has(self, name: str) -> bool:
+        self._log.append((self._scope, name))
+        return super().has(name)
+
+    def raw(self, name: str) -> Any:
+        self._log.append((self._scope, name))
+        return super().raw(name)
+
+    def get(self, name: str) -> Any:
+        self._log.append((self._scope, name))
+        return super().get(name)
+
+
+def map_through_deletions(
+    ranges: list[list[int]], deletions: Sequence[tuple[int, int]]
+) -> None:
+    """Shift ``ranges`` (``[start, end]`` lists, edited in place) past removed ``[a, b)`` pieces.
+
+    ``deletions`` are sorted and disjoint, in the coordinates of the text before removal. A
+    position inside a removed piece lands where the piece was.
+    """
+    if not deletions:
+        return
+    starts = [a for a, _ in deletions]
+    removed_before: list[int] = []  # total length removed by deletions[0..i)
+    total = 0
+    for a, b in deletions:
+        removed_before.append(total)
+        total += b - a
+
+    def at(p: int) -> int:
+        i = bisect_right(starts, p) - 1
+        if i < 0:
+            return p
+        a, b = deletions[i]
+        if p < b:
+            return a - removed_before[i]
+        return p - removed_before[i] - (b - a)
+
+    for r in ranges:
+        r[0] = at(r[0])
+        r[1] = at(r[1])
+
+
+def segment_kind(name: str, is_shorthand_read: bool, reads: tuple[tuple[str, str], ...]) -> str:
+    """``"variable"`` when a macro's whole output is one variable's value, else ``"macro"``."""
+    if len(reads) == 1 and (is_shorthand_read or name.lower() in _READERS):
+        return "variable"
+    return "macro"
+
+
+def post_process_traced(text: str, ranges: list[list[int]]) -> str:
+    """:func:`.evaluator.post_process`, carrying ``ranges`` (edited in place) through each step.
+
+    The same three steps in the same order, each expressed as the pieces it removes, so the
+    text returned is exactly what ``post_process`` returns (``tests/test_macros_trace.py``).
+    """
+    from .evaluator import _TRIM_FIND, _UNESCAPE, ELSE_MARKER, trim_ranges
+
+    if "\\" in text and ("\\{" in text or "\\}" in text):
+        # each match is a backslash and the brace it escapes: the backslash goes
+        map_through_deletions(ranges, [(m.start(), m.start() + 1) for m in _UNESCAPE.finditer(text)])
+        text = _UNESCAPE.sub(r"\1", text)
+    if "{" in text:
+        found = _TRIM_FIND.search(text)
+        if found is not None:
+            cuts = trim_ranges(text, found.start())
+            map_through_deletions(ranges, cuts)
+            kept: list[str] = []
+            prev = 0
+            for a, b in cuts:
+                kept.append(text[prev:a])
+                prev = b
+            kept.append(text[prev:])
+            text = "".join(kept)
+    if "\x00" in text:
+        cuts = []
+        at = text.find(ELSE_MARKER)
+        while at >= 0:
+            cuts.append((at, at + len(ELSE_MARKER)))
+            at = text.find(ELSE_MARKER, at + len(ELSE_MARKER))
+        map_through_deletions(ranges, cuts)
+        text = text.replace(ELSE_MARKER, "")
+    return text
