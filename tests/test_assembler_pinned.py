@@ -111,10 +111,10 @@ def _digest(result: Any) -> tuple[str, str]:
     return content_hash(dumps(result.to_dict())), content_hash(dumps(result.record))
 
 
-SYNTHETIC_PIN = ("sha256:d582a19674869f8cf68d4ac96417891cb197087eba06ee8f08606e8336d88b7b",
-                 "sha256:c2c17c46198b723a5923f1af41ee082cfb30823e25e84a403e69c26b595e43ee")
-LOOM_PIN = ("sha256:e6a95e5452516de047cf2c9111040d023fa5a2951ed72c30879c3fa3916a43cf",
-            "sha256:0f8e527c3e04c51e7314ec7ffcb4048bbe0adfcad54fde4e4b60c4892859250a")
+SYNTHETIC_PIN = ("sha256:aca7dfaa11bb74a8846d34efc088e3f3db46ba37124fcea03d54280f4344593d",
+                 "sha256:6e925de46ebcfd66fa3dd3552de22a6d5ef2a4a63608979299232a2deb0879d2")
+LOOM_PIN = ("sha256:e5ad5c0a9bf163102f8c304c9d3174ceba29f8e4b0cc5c3e5bd1c09af8cfad9c",
+            "sha256:ea34d21d26275846134f885d24154e0591d7123dfcf0064c62dbacb9d384888d")
 
 
 def test_synthetic_request_is_byte_identical_to_the_pinned_result() -> None:

@@ -570,15 +570,16 @@ class Assembler:
         def render_call(key: str, text: str, renderer: Any) -> RenderOutput:
             token.raise_if_cancelled()
             out = renderer.render(text, state)
-            renders.append(
-                {
-                    "key": key,
-                    "input_hash": out.input_hash or content_hash(text),
-                    "text": out.text,
-                    "draws": out.draws,
-                    "diagnostics": [_diag_dict(d) for d in out.diagnostics],
-                }
-            )
+            entry = {
+                "key": key,
+                "input_hash": out.input_hash or content_hash(text),
+                "text": out.text,
+                "draws": out.draws,
+                "diagnostics": [_diag_dict(d) for d in out.diagnostics],
+            }
+            if out.segments:
+                entry["segments"] = [[a, b, info] for a, b, info in out.segments]
+            renders.append(entry)
             return out
 
         result, _ = compose(

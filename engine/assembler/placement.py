@@ -37,6 +37,9 @@ _MACRO_USES: dict[tuple[str, frozenset[str]], list[tuple[int, int, str]]] = {}
 _MACRO_USES_MAX = 16384
 _MACRO_USES_MAX_TEXT = 4096
 
+#: span kinds that describe part of the block's own text (so they carry the block's identity)
+_MERGED_KINDS = frozenset({"literal_macro", "macro_output", "variable_read"})
+
 
 @dataclass(slots=True)
 class Node:
@@ -359,7 +362,7 @@ class Planner:
             spans = [(rendered.spans[0][0], rendered.spans[0][1], own)]
         else:
             spans = [
-                (s, e, {**own, **info} if info.get("kind") == "literal_macro" else (info or own)) for s, e, info in rendered.spans
+                (s, e, {**own, **info} if info.get("kind") in _MERGED_KINDS else (info or own)) for s, e, info in rendered.spans
             ]
         # the fields of _base, spelled out: this runs once per placed text block
         return Node(

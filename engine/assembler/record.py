@@ -157,7 +157,10 @@ def replay(record: Mapping[str, Any]) -> AssemblyResult:
             raise bad(f"no recorded render for block {key!r} with this input")
         r = queue.pop(0)
         used.append(r)
-        return RenderOutput(r["text"], list(r.get("draws") or []), [_diag(d) for d in r.get("diagnostics") or []])
+        segments = tuple((int(a), int(b), dict(info)) for a, b, info in r.get("segments") or [])
+        return RenderOutput(
+            r["text"], list(r.get("draws") or []), [_diag(d) for d in r.get("diagnostics") or []], segments=segments
+        )
 
     result, _ = compose(
         preset,

@@ -72,6 +72,20 @@ class RenderOutput:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     #: the content hash of the input text when the renderer already knows it (recorded per render)
     input_hash: str | None = None
+    #: ``(start, end, info)`` ranges of ``text`` that a macro or a variable read produced
+    #: (``info["kind"]`` is ``"macro_output"`` or ``"variable_read"``); the rest is the input's own
+    segments: tuple[tuple[int, int, dict[str, Any]], ...] = ()
+
+
+def macro_segment_info(segment: Any) -> dict[str, Any]:
+    """The provenance fields of one macro engine segment (:class:`tavernbox.macros.MacroSegment`)."""
+    if segment.kind == "variable" and segment.reads:
+        scope, name = segment.reads[0]
+        return {"kind": "variable_read", "macro": segment.macro, "scope": scope, "name": name}
+    info: dict[str, Any] = {"kind": "macro_output", "macro": segment.macro}
+    if segment.reads:
+        info["reads"] = [{"scope": sc, "name": n} for sc, n in dict.fromkeys(segment.reads)]
+    return info
 
 
 class Renderer(Protocol):
@@ -225,7 +239,8 @@ class _Template:
     def __init__(self, compiled: Any) -> None:
         self.compiled = compiled
         self.static = _reads_static_only(compiled)
-        self.renders: OrderedDict[str, str] = OrderedDict()
+        #: static context key -> (rendered text, its macro segments)
+        self.renders: OrderedDict[str, tuple[str, tuple[tuple[int, int, dict[str, Any]], ...]]] = OrderedDict()
         self._input_hash: str | None = None
 
     def input_hash(self, text: str) -> str:
@@ -236,12 +251,13 @@ class _Template:
             self._input_hash = content_hash(text)
         return self._input_hash
 
-    def remember(self, static_key: str, text: str) -> int:
+    def remember(self, static_key: str, text: str, segments: tuple[tuple[int, int, dict[str, Any]], ...]) -> int:
         """Keep ``text`` as the render under ``static_key``; returns the change in characters held."""
-        delta = len(text) - len(self.renders.get(static_key, ""))
-        self.renders[static_key] = text
+        seen = self.renders.get(static_key)
+        delta = len(text) - (len(seen[0]) if seen is not None else 0)
+        self.renders[static_key] = (text, segments)
         while len(self.renders) > self.MAX_RENDERS:
-            delta -= len(self.renders.popitem(last=False)[1])
+            delta -= len(self.renders.popitem(last=False)[1][0])
         return delta
 
 
@@ -330,9 +346,11 @@ class _Tavern:
             if template.static:
                 seen = template.renders.get(state.static_key())
                 if seen is not None:
-                    return RenderOutput(seen, input_hash=template.input_hash(text))
+                    return RenderOutput(seen[0], input_hash=template.input_hash(text), segments=seen[1])
         ctx = self._context(state, context_cls)
-        result = template.compiled.expand(ctx) if template is not None else expand(text, ctx)
+        # our own engine traces (which macro produced which range, for span provenance); a
+        # replaced ``expand_macros`` is called as it was given
+        result = template.compiled.expand(ctx, trace=True) if template is not None else expand(text, ctx)
         after = getattr(result, "variables", None)
         local = after.get("local") if isinstance(after, dict) else getattr(after, "local", None)
         changed = isinstance(local, dict) and local != state.local_variables
@@ -341,9 +359,11 @@ class _Tavern:
         diags = [d for d in getattr(result, "diagnostics", ()) if isinstance(d, Diagnostic)]
         draws = [_jsonable(d) for d in getattr(result, "draws", ())] if getattr(result, "draws", None) else []
         out = str(result.text)
+        found = getattr(result, "segments", None) if template is not None else None
+        segments = tuple((s.start, s.end, macro_segment_info(s)) for s in found) if found else ()
         if template is not None and template.static and not diags and not draws and not changed:
-            COMPILED_TEMPLATES.charge(compile_fn, text, template.remember(state.static_key(), out))
-        return RenderOutput(out, draws, diags, template.input_hash(text) if template is not None else None)
+            COMPILED_TEMPLATES.charge(compile_fn, text, template.remember(state.static_key(), out, segments))
+        return RenderOutput(out, draws, diags, template.input_hash(text) if template is not None else None, segments)
 
 
 IDENTITY: Renderer = _Identity()
@@ -393,7 +413,11 @@ def compose_text(
         rendered = out.text
         if rendered.isascii() or not _RESERVED.search(rendered):
             final = rendered.strip() if trim else rendered
-            return Rendered(final, ((0, len(final), {}),) if final else (), tuple(out.draws), tuple(out.diagnostics))
+            if out.segments:
+                spans = _partition(len(final), _shifted(out.segments, rendered, final, trim))
+            else:
+                spans = ((0, len(final), {}),) if final else ()
+            return Rendered(final, spans, tuple(out.draws), tuple(out.diagnostics))
         return _untangle(rendered, [], [], out, trim)
     if not text.isascii() and _RESERVED.search(text):
         # noncharacters carry no meaning in text; dropping them keeps the markers unambiguous
@@ -425,10 +449,25 @@ def compose_text(
     out = render(composed)
     rendered = out.text
     if not infos and not lit_values and (rendered.isascii() or not _RESERVED.search(rendered)):
-        # nothing to track: the renderer's text is the block's own text
+        # no marker to remove: the renderer's text is the block's own text (and its macros')
         final = rendered.strip() if trim else rendered
-        return Rendered(final, _partition(len(final), []), tuple(out.draws), tuple(out.diagnostics))
+        segs = _shifted(out.segments, rendered, final, trim) if out.segments else []
+        return Rendered(final, _partition(len(final), segs), tuple(out.draws), tuple(out.diagnostics))
     return _untangle(rendered, infos, lit_values, out, trim)
+
+
+def _shifted(
+    segments: tuple[tuple[int, int, dict[str, Any]], ...], rendered: str, final: str, trim: bool
+) -> list[tuple[int, int, dict[str, Any]]]:
+    """Macro segments of ``rendered`` moved onto ``final`` (``rendered``, trimmed when ``trim``)."""
+    lead = len(rendered) - len(rendered.lstrip()) if trim else 0
+    n = len(final)
+    out = []
+    for s, e, info in segments:
+        s, e = max(0, s - lead), min(n, e - lead)
+        if e > s:
+            out.append((s, e, info))
+    return out
 
 
 def _untangle(
@@ -442,12 +481,15 @@ def _untangle(
     stack: list[tuple[int, int]] = []
     balanced = True
     last = 0
+    removed: list[tuple[int, int]] = []  # marker tokens taken out, in ``rendered``'s coordinates
     for m in _TOKEN.finditer(rendered):
         chunk = rendered[last : m.start()]
         buf.append(chunk)
         length += len(chunk)
         last = m.end()
         tok = m.group()
+        if tok[0] != L_OPEN:
+            removed.append((m.start(), m.end()))
         if tok[0] == M_OPEN:
             stack.append((_unhex(tok[1:]), length))
         elif tok == M_CLOSE:
@@ -467,6 +509,8 @@ def _untangle(
         balanced = False
     if not balanced:
         segs = []
+    if out.segments:
+        segs += _engine_segments(out.segments, removed, segs)
     stripped = "".join(buf)
     if trim:
         lead = len(stripped) - len(stripped.lstrip())
@@ -506,6 +550,36 @@ def _untangle(
         segs = [(moved(s), moved(e), i) for s, e, i in segs] + lit_segs
         stripped = "".join(final)
     return Rendered(stripped, _partition(len(stripped), segs), tuple(out.draws), tuple(out.diagnostics))
+
+
+def _engine_segments(
+    segments: tuple[tuple[int, int, dict[str, Any]], ...],
+    removed: list[tuple[int, int]],
+    inlined: list[tuple[int, int, dict[str, Any]]],
+) -> list[tuple[int, int, dict[str, Any]]]:
+    """The renderer's macro segments with the marker tokens taken out.
+
+    A macro inside inlined source-macro text (``{{user}}`` in a ``{{description}}``) belongs to the
+    block it was inlined from: its info takes that block's identity fields.
+    """
+    from ..macros.trace import map_through_deletions
+
+    ranges = [[s, e] for s, e, _ in segments]
+    map_through_deletions(ranges, removed)
+    out = []
+    for (s, e), (_, _, info) in zip(ranges, segments, strict=True):
+        if e <= s:
+            continue
+        around = [seg for seg in inlined if seg[0] <= s and e <= seg[1]]
+        if around:
+            owner = min(around, key=lambda seg: seg[1] - seg[0])[2]
+            info = {**{k: owner[k] for k in _IDENTITY_FIELDS if k in owner}, **info}
+        out.append((s, e, info))
+    return out
+
+
+#: the fields that say which block a range came from
+_IDENTITY_FIELDS = ("rule_id", "source_id", "block_id", "resource_id", "field")
 
 
 def _shift_macros(
