@@ -60,6 +60,7 @@ _PLAN = "plan"  # marks plan entries in RenderState.closer_memo
 USE_PLANS = True
 
 _TRIM_FIND = re.compile(r"\{\{trim\}\}", re.IGNORECASE)
+_TRIM_MATCH = _TRIM_FIND.match
 _UNESCAPE = re.compile(r"\\([{}])")
 _INDENT = re.compile(r"^[ \t]*")
 
@@ -112,6 +113,23 @@ def dedent_trim(text: str) -> str:
     return js_trim("\n".join(out))
 
 
+def first_trim_mark(text: str, start: int = 0) -> int:
+    """Offset of the first ``{{trim}}`` (any case) at or after ``start``, or -1.
+
+    Same matches as ``_TRIM_FIND.search``, found by ``str.find`` of ``{`` (memchr-fast) and an
+    anchored match there: a case-insensitive search tries every offset of the text, and so does
+    a two-character ``find`` (~2-4 us per 3 KB), while expanded prompts hold few braces.
+    """
+    match = _TRIM_MATCH
+    find = text.find
+    i = find("{", start)
+    while i >= 0:
+        if match(text, i) is not None:
+            return i
+        i = find("{", i + 1)
+    return -1
+
+
 def _remove_trim_marks(text: str, first: int = 0) -> str:
     """``text.replace(/(?:\\r?\\n)*{{trim}}(?:\\r?\\n)*/gi, '')`` without scanning every offset.
 
@@ -132,9 +150,17 @@ def trim_ranges(text: str, first: int = 0) -> list[tuple[int, int]]:
     ranges: list[tuple[int, int]] = []
     prev_end = 0
     n = len(text)
-    for m in _TRIM_FIND.finditer(text, first):
-        start, end = m.start(), m.end()
+    find = text.find
+    match = _TRIM_MATCH
+    start = find("{", first)
+    while start >= 0:
+        if match(text, start) is None:
+            start = find("{", start + 1)
+            continue
+        end = start + 8  # each character of the pattern matches exactly one
+        next_start = find("{", end)
         if start < prev_end:
+            start = next_start
             continue  # inside the newline run a previous removal already took
         while start > prev_end and text[start - 1] == "\n":
             start -= 2 if start - 2 >= prev_end and text[start - 2] == "\r" else 1
@@ -147,6 +173,7 @@ def trim_ranges(text: str, first: int = 0) -> list[tuple[int, int]]:
                 break
         ranges.append((start, end))
         prev_end = end
+        start = next_start
     return ranges
 
 
@@ -156,9 +183,9 @@ def post_process(text: str) -> str:
     if "\\" in text and ("\\{" in text or "\\}" in text):
         text = _UNESCAPE.sub(r"\1", text)
     if "{" in text:  # one-character scans are memchr-fast; ``"{{" in text`` is not
-        found = _TRIM_FIND.search(text)
-        if found is not None:
-            text = _remove_trim_marks(text, found.start())
+        found = first_trim_mark(text)
+        if found >= 0:
+            text = _remove_trim_marks(text, found)
     if "\x00" in text:
         text = text.replace(ELSE_MARKER, "")
     return text
@@ -319,13 +346,16 @@ class RenderState:
         if not has_macro:
             return src[lo:hi]  # plain items and the gaps between them: the span as written
         reg = self.registry
-        if clean and self.reuse_parse and not self.dynamic and USE_PLANS and (depth or self.segments is None):
+        if clean and self.reuse_parse and not self.dynamic and USE_PLANS:
             # a level evaluated before (a compiled template's second render, an argument seen
-            # again) runs from its plan: literals and pre-bound calls, see :mod:`.plan`
+            # again) runs from its plan: literals and pre-bound calls, see :mod:`.plan`. A traced
+            # top level builds its plan (a later traced render runs it through
+            # :func:`.trace.run_traced`) but marks its ranges below this time
+            traced_top = depth == 0 and self.segments is not None
             plan_key = (id(items), depth, _PLAN)
             seen = self.closer_memo.get(plan_key)  # type: ignore[call-overload]
             if seen is not None and seen[0] is items and seen[1] is reg and seen[2] == reg._version:
-                if seen[3]:
+                if seen[3] and not traced_top:
                     return seen[3].run(self, depth)
                 if seen[3] is False:
                     pass  # the level cannot be planned (it warns, or keeps tags raw)
@@ -339,7 +369,7 @@ class RenderState:
                     built = _build_plan(self, lo, hi, depth, items, hit[3]) if hit is not None else None
                     entry = (items, reg, reg._version, built if built is not None else False)
                     self.closer_memo[plan_key] = entry  # type: ignore[index]
-                    if built is not None:
+                    if built is not None and not traced_top:
                         return built.run(self, depth)
             else:
                 # plans pay off from the second evaluation of the same level on
