@@ -143,3 +143,30 @@ def test_tracing_never_changes_a_conformance_render() -> None:
         traced = expand_macros(row["template"], ctx, trace=True)
         assert (traced.text, traced.variables) == (plain.text, plain.variables), row["id"]
         _check_ranges(traced.text, traced.segments)
+
+
+@pytest.mark.skipif(not DATA.exists(), reason="shared/conformance is not beside the clone")
+def test_traced_renders_from_the_plan_equal_the_first_traced_render() -> None:
+    # the first render marks ranges in the evaluator; from the third on the top level runs
+    # from its plan's traced twin: the same text, variables and ranges every time
+    rows = [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitlines() if line.strip()]
+    planned = 0
+    for row in rows:
+        ctx = MacroContext.from_dict(
+            {**CTX, "variables": {"local": row.get("vars") or {}, "global": row.get("globals") or {}}}
+        )
+        template = compile_macros(row["template"])
+        first = template.expand(ctx, trace=True)
+        for _ in range(3):
+            again = template.expand(ctx, trace=True)
+            assert (again.text, again.variables, again.segments) == (first.text, first.variables, first.segments), row["id"]
+        planned += any(key[2:] == ("traced",) for key in template._closer_memo if isinstance(key, tuple))
+    assert planned > 500  # the twin really ran
+
+
+def test_a_planned_scoped_macro_keeps_its_whole_source_span() -> None:
+    source = "x {{if .mood}}yes{{/if}} {{user}}"
+    template = compile_macros(source)
+    for _ in range(4):
+        result = template.expand(CTX, trace=True)
+        assert [source[s.source_start : s.source_end] for s in result.segments] == ["{{if .mood}}yes{{/if}}", "{{user}}"]

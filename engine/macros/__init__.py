@@ -21,7 +21,7 @@ from . import evaluator as _evaluator
 from .evaluator import MAX_OUTPUT_CHARS, Draw, MacroCall, RenderState, post_process
 from .parser import MAX_NESTING, ArgNode, MacroNode, Plain, VarNode, document_items, parse_macros
 from .registry import MacroDef, MacroRegistry, dynamic_table
-from .trace import MacroSegment, TracingStore, post_process_traced, segment_kind
+from .trace import MacroSegment, TracingStore, post_process_traced, run_traced, segment_kind
 from .variables import VariableStore
 
 __all__ = [
@@ -261,11 +261,12 @@ class CompiledMacros:
         try:
             top = (
                 self._closer_memo.get((id(items), 0, "plan"))
-                if _reuse_parse and not state.dynamic and _evaluator.USE_PLANS and not trace
+                if _reuse_parse and not state.dynamic and _evaluator.USE_PLANS
                 else None
             )
             if top and top[3] and top[0] is items and top[1] is state.registry and top[2] == state.registry._version:
-                out = top[3].run(state, 0)  # the top level's plan (what evaluate would run)
+                # the top level's plan (what evaluate would run); traced: its marking twin
+                out = run_traced(top[3], state, items) if trace else top[3].run(state, 0)
             else:
                 out = state.evaluate(0, len(pre), 0, items)
         except TemplateError as exc:

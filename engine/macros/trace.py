@@ -161,3 +161,58 @@ def post_process_traced(text: str, ranges: list[list[int]]) -> str:
         map_through_deletions(ranges, cuts)
         text = text.replace(ELSE_MARKER, "")
     return text
+
+
+def run_traced(plan: Any, state: Any, items: Sequence[Any]) -> str:
+    """Run the top level's plan (:class:`.plan.LevelPlan`), marking each macro part's output range.
+
+    A traced twin of the plan is built once per plan and kept beside it in the template's memo:
+    the same literals and the same bound calls, each call wrapped to note the length of what it
+    produced and the reads it made, so a traced render costs about what a plain render does
+    (the plan's own size checks run unchanged). The ranges land in ``state.segments`` in the
+    form :meth:`.evaluator.RenderState._record_segments` gives.
+    """
+    from .plan import LevelPlan
+
+    key = (id(items), 0, "traced")
+    memo = state.closer_memo
+    entry = memo.get(key)
+    if entry is None or entry[0] is not plan:
+        ends: dict[int, int] = {}
+        pairing = memo.get((id(items), 0))
+        if pairing is not None and pairing[0] is items:
+            for idx, (_a, _b, closer_end, _ci) in pairing[3][0].items():
+                ends[id(items[idx])] = closer_end
+        parts = [part if part.__class__ is str else _noting(part, index) for index, part in enumerate(plan.parts)]
+        entry = memo[key] = (plan, LevelPlan(parts, list(plan.meta)), ends, items)
+    _plan, twin, ends, _items = entry
+    noted: list[tuple[int, int, int, int]] = []
+    state.segments = noted
+    text = twin.run(state, 0)
+    lengths = {index: (length, r0, r1) for index, length, r0, r1 in noted}
+    reads = state.reads or []
+    found: list[tuple[int, int, Any, int, tuple[tuple[str, str], ...]]] = []
+    pos = 0
+    for index, part in enumerate(plan.parts):
+        if part.__class__ is str:
+            pos += len(part)
+            continue
+        length, r0, r1 = lengths[index]
+        node = plan.meta[index]
+        found.append((pos, pos + length, node, ends.get(id(node), node.end), tuple(reads[r0:r1])))
+        pos += length
+    state.segments = found
+    return text
+
+
+def _noting(part: Any, index: int) -> Any:
+    """``part`` wrapped to append ``(index, output length, reads before, reads after)``."""
+
+    def noted(state: Any, depth: int) -> str:
+        reads = state.reads
+        r0 = len(reads)
+        piece = part(state, depth)
+        state.segments.append((index, len(piece), r0, len(reads)))
+        return piece
+
+    return noted
