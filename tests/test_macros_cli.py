@@ -103,3 +103,13 @@ def test_bad_inputs_fail_cleanly_with_a_code(tmp_path: Path) -> None:
     huge.write_text("a" * (2 * 1024 * 1024 + 1), encoding="utf-8")
     result = CliRunner().invoke(main, ["macros", str(huge)])
     assert result.exit_code == 1 and "MACRO_INPUT_LIMIT" in result.stderr
+
+
+def test_json_trace_adds_the_range_of_each_macro(tmp_path: Path) -> None:
+    ctx, src = _files(tmp_path)
+    plain = json.loads(CliRunner().invoke(main, ["macros", "--context", ctx, "--json", src]).stdout)
+    assert "segments" not in plain
+    out = json.loads(CliRunner().invoke(main, ["macros", "--context", ctx, "--json", "--trace", src]).stdout)
+    assert out["text"] == plain["text"] == "Hello Ann, 5 {{nope}}"
+    found = [(out["text"][s["start"] : s["end"]], s["kind"], s["macro"]) for s in out["segments"]]
+    assert found == [("Ann", "macro", "user"), ("5", "variable", "getvar"), ("{{nope}}", "macro", "nope")]

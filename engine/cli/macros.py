@@ -117,13 +117,13 @@ def _run_jsonl(context: dict[str, Any], seed: int | None) -> None:
         out.flush()
 
 
-def _run_single(context: dict[str, Any], seed: int | None, as_json: bool, text_file: str | None) -> None:
+def _run_single(context: dict[str, Any], seed: int | None, as_json: bool, text_file: str | None, trace: bool = False) -> None:
     from ..macros import expand_macros
 
     text = read_text_arg(text_file)
     if text.startswith("\ufeff"):
         text = text[1:]
-    result = expand_macros(text, context, seed=seed)
+    result = expand_macros(text, context, seed=seed, trace=trace)
     label = text_file or "stdin"
     if as_json:
         echo_json(result.to_dict(text))
@@ -138,6 +138,7 @@ def _run_single(context: dict[str, Any], seed: int | None, as_json: bool, text_f
 @click.option("--card", "card_path", type=str, default=None, help="A chara_card_v2/v3 JSON; fills the card fields and {{char}}.")
 @click.option("--seed", type=int, default=None, help="Seed for {{random}} and {{roll}} (default: the context's, else 0).")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON.")
+@click.option("--trace", is_flag=True, help="With --json: add 'segments', the output range each top-level macro produced.")
 @click.option("--jsonl", is_flag=True, help="Batch mode: JSON lines {template, vars, globals} on stdin.")
 @click.argument("text_file", required=False)
 def command(
@@ -145,6 +146,7 @@ def command(
     card_path: str | None,
     seed: int | None,
     as_json: bool,
+    trace: bool,
     jsonl: bool,
     text_file: str | None,
 ) -> None:
@@ -157,6 +159,6 @@ def command(
                 raise TemplateError("--jsonl reads stdin; do not pass TEXT_FILE", code="INPUT_INVALID")
             _run_jsonl(context, seed)
         else:
-            _run_single(context, seed, as_json, text_file)
+            _run_single(context, seed, as_json, text_file, trace)
 
     guarded(body, label="macros")
