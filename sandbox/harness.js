@@ -199,7 +199,23 @@
   // after it is a runtime error (a template cannot fake the difference).
   let entered = false;
   const ENTER_PREFIX = '__tbEnter();';
-  const enter = freeze(({ __tbEnter() { entered = true; } }).__tbEnter);
+  // Precompiled programs (worker.py's ProgramCache): the host evaluates the program's cached
+  // bytecode itself, under the template's budget, and hands this function the outcome before
+  // `start` runs: (1, the program's value) or (2, what its top level threw). Only the host's
+  // last call before `start` counts: a template that calls this from code that runs while its
+  // program is evaluated is overwritten, and once `start` ran nothing is taken any more.
+  let handoffOpen = true;
+  let handoffKind = 0;
+  let handoffValue;
+  const enter = freeze(({
+    __tbEnter(kind, value) {
+      entered = true;
+      if (handoffOpen && (kind === 1 || kind === 2)) {
+        handoffKind = kind;
+        handoffValue = value;
+      }
+    },
+  }).__tbEnter);
 
   // --- freeze every reachable intrinsic (SES lockdown-lite) ------------------------------------
   // Roots: the global object plus the hidden intrinsics reachable only through instances.
@@ -834,17 +850,34 @@
   }).prepare;
   // Step 2 (charged): compile the program and call it.
   host.start = ({
-    start(limit) {
+    start(limit, handed) {
       outputLimit = limit;
       state = 'running';
       const source = program;
       const tb = freeze(api);
+      // `handed`: the host evaluated the program (precompiled) and handed the outcome over.
+      handoffOpen = false;
+      const kind = handoffKind;
+      const value = handoffValue;
+      handoffValue = undefined;
       let fn;
-      try {
-        fn = indirectEval(ENTER_PREFIX + source);
-      } catch (e) {
-        fail(e, 'compile');
-        return bridgeMode;
+      if (handed === true) {
+        if (kind === 2) {
+          fail(value, 'compile');
+          return bridgeMode;
+        }
+        if (kind !== 1) {
+          fail(new TypeError('the program was not handed over'), 'run');
+          return bridgeMode;
+        }
+        fn = value;
+      } else {
+        try {
+          fn = indirectEval(ENTER_PREFIX + source);
+        } catch (e) {
+          fail(e, 'compile');
+          return bridgeMode;
+        }
       }
       if (typeof fn !== 'function') {
         fail(new TypeError('the program did not evaluate to a function'), 'run');

@@ -1,0 +1,123 @@
+"""Precompiled programs (worker.ProgramCache) change cost, never behaviour.
+
+A worker compiles each template program once and evaluates it in every later fresh context from
+its bytecode, under the template's budget, handing the outcome to the harness. These tests pin
+that the first render (compile), the later ones (bytecode) and the plain source path answer
+alike, that top-level code a program runs is still bounded by the budget, and that such code
+cannot substitute what the host hands over.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from sandbox_helpers import prog
+
+WORKER_PATH = Path(__file__).resolve().parents[1] / "sandbox" / "worker.py"
+LIMITS = {"time_ms": 75, "job_steps": 1000, "output_bytes": 4096, "memory_bytes": 16 << 20, "stack_bytes": 256 << 10}
+
+
+@pytest.fixture(scope="module")
+def worker_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("tavernbox_worker_programs_under_test", WORKER_PATH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+class _QuietChannel:
+    def cancel_requested(self, render_id: int) -> bool:
+        return False
+
+
+def _reply(worker: Any, program: str, variables: Any = None, keep_time: bool = False) -> dict[str, Any]:
+    payload = "[" + json.dumps(program) + ",[\n" + json.dumps(variables) + "\n]]"
+    raw = worker.render(_QuietChannel(), 1, LIMITS, payload)
+    worker.retired = None
+    reply = json.loads(raw)
+    if not keep_time:
+        reply["usage"].pop("time_ms")
+    reply["usage"].pop("memory_bytes")
+    return reply
+
+
+# A program's top level normally only creates its function; these also run code there (what a
+# template that breaks out of its function body gets), throw, or fail to compile.
+PROGRAMS = [
+    prog("append(escape(variables.name)); append([1, 2, 3].join('-'))"),
+    prog("await null; append('€ \\u0000 \\ud800'); throw new TypeError('boom')"),
+    prog("\n\nconst x = ;"),
+    prog("function f() { return 1 }\nappend(f.toString())"),
+    prog("append('a\x00b')"),  # a raw NUL in the program text: the source path
+    prog("append('\ud800')"),  # a lone surrogate in the program text: the source path
+    "globalThis.top = 1; (async function (__tb) { __tb.append(typeof top) })",
+    "(function () {});\nthrow new RangeError('at the top')\n",
+    "null",
+    "(async function (__tb) { let e; try { (function f() { f() })() } catch (x) { e = x } throw e })",
+    "(async function (__tb) { let e; try { 'x'.repeat(2 ** 28) } catch (x) { e = x } throw e })",
+]
+
+
+def test_bytecode_programs_answer_like_source_compiled_ones(worker_module: ModuleType) -> None:
+    worker = worker_module.Worker()
+    assert worker.programs.lib is not None, "the pinned engine should evaluate cached programs"
+    first = [_reply(worker, p, {"name": "<Bob>"}) for p in PROGRAMS]
+    again = [_reply(worker, p, {"name": "<Bob>"}) for p in PROGRAMS]
+    cached = {json.loads(key) for key in worker.programs.entries}
+    assert PROGRAMS[0] in cached and PROGRAMS[6] in cached and PROGRAMS[7] in cached
+    assert PROGRAMS[2] not in cached and PROGRAMS[4] not in cached and PROGRAMS[5] not in cached
+    worker.programs.lib = None  # the harness compiles every program's source, as before the cache
+    source = [_reply(worker, p, {"name": "<Bob>"}) for p in PROGRAMS]
+    assert first == again == source
+    assert first[0]["result"]["text"] == "&lt;Bob&gt;1-2-3"
+    assert first[1]["error"]["line"] == 3 and first[1]["error"]["code"] == "TEMPLATE_EXECUTION_FAILED"
+    assert first[2]["error"]["code"] == "TEMPLATE_SYNTAX" and first[2]["error"]["line"] == 5
+    assert first[3]["result"]["text"] == "function f() { return 1 }"
+    assert first[6]["result"]["text"] == "number"
+    assert first[7]["error"]["js_message"] == "at the top" and first[7]["error"]["line"] == 2
+    assert first[9]["error"]["code"] == "TEMPLATE_STACK_LIMIT"
+    assert first[10]["error"]["code"] == "TEMPLATE_MEMORY_LIMIT"
+
+
+@pytest.mark.parametrize("top", ["for (;;) {}", "while (true) { try { for (;;) {} } catch (e) {} }"])
+def test_top_level_code_is_charged_and_stopped_by_the_budget(worker_module: ModuleType, top: str) -> None:
+    worker = worker_module.Worker()
+    program = "(function () {});\n" + top + "\n;(async function (__tb) { __tb.append('never') })"
+    for _ in range(2):  # compiled, then from bytecode
+        reply = _reply(worker, program, keep_time=True)
+        assert reply["error"]["code"] == "TEMPLATE_TIME_LIMIT"
+        assert 75 <= reply["usage"]["time_ms"] < 1000
+    assert _reply(worker, prog("append('fine')"))["result"]["text"] == "fine"
+
+
+def test_top_level_code_cannot_substitute_the_handed_over_program(worker_module: ModuleType) -> None:
+    worker = worker_module.Worker()
+    forged = "async function (__tb) { __tb.append('forged') }"
+    programs = [
+        # before the host hands the real function over
+        f"__tbEnter(1, {forged}); (async function (__tb) {{ __tb.append('real') }})",
+        f"__tbEnter(2, 'fake failure'); (async function (__tb) {{ __tb.append('real') }})",
+        # after: the harness has taken the hand-over and ignores any later call
+        f"(async function (__tb) {{ __tbEnter(1, {forged}); __tbEnter(2, 'x'); await null; __tb.append('real') }})",
+    ]
+    for _ in range(2):
+        assert [_reply(worker, p)["result"]["text"] for p in programs] == ["real"] * 3
+    thrown = _reply(worker, f"__tbEnter(1, {forged}); throw new TypeError('top')")
+    assert thrown["error"]["js_message"] == "top" and thrown["result"] is None
+
+
+def test_the_cache_is_bounded(worker_module: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(worker_module.ProgramCache, "MAX_ENTRIES", 3)
+    worker = worker_module.Worker()
+    for i in range(6):
+        assert _reply(worker, prog(f"append('{i}')"))["result"]["text"] == str(i)
+    assert len(worker.programs.entries) == 3
+    assert worker.programs.bytes == sum(len(code) for code in worker.programs.entries.values())
