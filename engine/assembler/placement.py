@@ -361,9 +361,17 @@ class Planner:
         if len(rendered.spans) == 1 and not rendered.spans[0][2]:  # the common case: all the block's own text
             spans = [(rendered.spans[0][0], rendered.spans[0][1], own)]
         else:
-            spans = [
-                (s, e, {**own, **info} if info.get("kind") in _MERGED_KINDS else (info or own)) for s, e, info in rendered.spans
-            ]
+            # one merged dict per distinct info (interned macro infos repeat), without null fields
+            merged: dict[int, dict[str, Any]] = {}
+            spans = []
+            for s, e, info in rendered.spans:
+                if info.get("kind") in _MERGED_KINDS:
+                    both = merged.get(id(info))
+                    if both is None:
+                        both = merged[id(info)] = {k: v for k, v in {**own, **info}.items() if v is not None}
+                    spans.append((s, e, both))
+                else:
+                    spans.append((s, e, info or own))
         # the fields of _base, spelled out: this runs once per placed text block
         return Node(
             key,

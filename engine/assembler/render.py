@@ -29,6 +29,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Protocol
 
 from ..errors import Diagnostic
@@ -78,13 +79,22 @@ class RenderOutput:
 
 
 def macro_segment_info(segment: Any) -> dict[str, Any]:
-    """The provenance fields of one macro engine segment (:class:`tavernbox.macros.MacroSegment`)."""
-    if segment.kind == "variable" and segment.reads:
-        scope, name = segment.reads[0]
-        return {"kind": "variable_read", "macro": segment.macro, "scope": scope, "name": name}
-    info: dict[str, Any] = {"kind": "macro_output", "macro": segment.macro}
-    if segment.reads:
-        info["reads"] = [{"scope": sc, "name": n} for sc, n in dict.fromkeys(segment.reads)]
+    """The provenance fields of one macro engine segment (:class:`tavernbox.macros.MacroSegment`).
+
+    Interned: every ``{{char}}`` of every prompt shares one dict, so the spans built from them
+    are merged and described once per block and request. Never mutate the result.
+    """
+    return _segment_info(segment.kind, segment.macro, segment.reads)
+
+
+@lru_cache(maxsize=4096)
+def _segment_info(kind: str, macro: str, reads: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    if kind == "variable" and reads:
+        scope, name = reads[0]
+        return {"kind": "variable_read", "macro": macro, "scope": scope, "name": name}
+    info: dict[str, Any] = {"kind": "macro_output", "macro": macro}
+    if reads:
+        info["reads"] = [{"scope": sc, "name": n} for sc, n in dict.fromkeys(reads)]
     return info
 
 
@@ -600,6 +610,24 @@ def _partition(length: int, segs: list[tuple[int, int, dict[str, Any]]]) -> tupl
         return ()
     if not segs:
         return ((0, length, {}),)
+    # the common case: ranges in order, none inside another (a text's own macros): one pass
+    prev = 0
+    for s, e, _ in segs:
+        if s < prev or e > length:
+            break
+        prev = e
+    else:
+        flat: list[tuple[int, int, dict[str, Any]]] = []
+        pos = 0
+        for s, e, info in segs:
+            if s > pos:
+                flat.append((pos, s, {}))
+            if e > s:
+                flat.append((s, e, info))
+            pos = e
+        if pos < length:
+            flat.append((pos, length, {}))
+        return tuple(flat)
     cuts = sorted({0, length, *(s for s, _, _ in segs), *(e for _, e, _ in segs)})
     out: list[tuple[int, int, dict[str, Any]]] = []
     for a, b in zip(cuts, cuts[1:], strict=False):
