@@ -15,11 +15,11 @@
 //  * the host never receives a JS object from user code: `poll()` returns a JSON string built
 //    here with the captured JSON.stringify, and user exceptions are reduced to plain strings.
 //
-// The script's completion value is an installer `(planKinds, planKeys, planParents) => dispatch`, where
+// The script's completion value is an installer `(planKinds, planKeys, planParents, replay?) => dispatch`, where
 // `dispatch(op, a, b)` runs `prepare(payload)`, `start(outputLimit)`, `poll()`, `settled()` or `seeds()`. `payload` is
 // the parsed JSON array [programSource, [variables]], or in bridge mode (the template API of issue 4)
 // [programSource, [null], [answersTable, bridgeCallLimit]].
-(function (planSteps, planKeys, planParents) {
+(function (planSteps, planKeys, planParents, replay) {
   'use strict';
   const G = globalThis;
   const O = Object;
@@ -240,8 +240,14 @@
   // intrinsics.js walks the graph once per worker and records a plan; every later context
   // replays it here (see intrinsics.js for the encoding). An empty plan freezes nothing: that
   // is the discovery context itself.
+  // A worker that precompiles the harness passes `replay` instead: the same plan as straight-line
+  // code (worker.py replay_source), which also locks the global bindings below; it returns how
+  // many it locked, and any other global is locked by the loop as before.
   const SEP = '\u0001';
-  if (planSteps !== '') {
+  let globalsLocked = -1;
+  if (typeof replay === 'function') {
+    globalsLocked = replay(seeds, freeze, getOwnPropertyDescriptor, getPrototypeOf, G, defineProperty);
+  } else if (planSteps !== '') {
     const kinds = planSteps;
     const keys = apply(strSplit, planKeys, [SEP]);
     const objs = [];
@@ -265,7 +271,7 @@
   }
   // Global bindings: non-writable, non-configurable (the global object stays extensible).
   const globalKeys = ownKeys(G);
-  for (let i = 0; i < globalKeys.length; i++) {
+  if (globalsLocked !== globalKeys.length) for (let i = 0; i < globalKeys.length; i++) {
     const k = globalKeys[i];
     const d = getOwnPropertyDescriptor(G, k);
     if (hasOwn(d, 'value')) defineProperty(G, k, { writable: false, configurable: false });

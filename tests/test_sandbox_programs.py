@@ -121,3 +121,44 @@ def test_the_cache_is_bounded(worker_module: ModuleType, monkeypatch: pytest.Mon
         assert _reply(worker, prog(f"append('{i}')"))["result"]["text"] == str(i)
     assert len(worker.programs.entries) == 3
     assert worker.programs.bytes == sum(len(code) for code in worker.programs.entries.values())
+
+
+# Every object reachable from the globals and the hidden intrinsics, as [path, frozen, extensible],
+# plus each global binding's writable/configurable flags.
+_SIGNATURE = r"""JSON.stringify((() => {
+  const seeds = [globalThis, Object.getPrototypeOf(async function () {}), Object.getPrototypeOf(function* () {}),
+    Object.getPrototypeOf([][Symbol.iterator]()), Object.getPrototypeOf(Int8Array)];
+  const seen = new Map(), queue = seeds.map((s, i) => [s, 'seed' + i]), out = [];
+  for (let q = 0; q < queue.length; q++) {
+    const [o, path] = queue[q];
+    if ((typeof o !== 'object' && typeof o !== 'function') || o === null || seen.has(o)) continue;
+    seen.set(o, path);
+    out.push([path, Object.isFrozen(o), Object.isExtensible(o)]);
+    for (const k of Reflect.ownKeys(o)) {
+      const d = Object.getOwnPropertyDescriptor(o, k);
+      const name = path + '.' + String(k);
+      if ('value' in d) queue.push([d.value, name]); else queue.push([d.get, name + '<get>'], [d.set, name + '<set>']);
+    }
+    queue.push([Object.getPrototypeOf(o), path + '.<proto>']);
+  }
+  for (const k of Reflect.ownKeys(globalThis)) {
+    const d = Object.getOwnPropertyDescriptor(globalThis, k);
+    out.push(['global ' + String(k), d.writable === true, d.configurable]);
+  }
+  return out;
+})())"""
+
+
+def test_the_straight_line_replay_locks_exactly_what_the_encoded_plan_locks(worker_module: ModuleType) -> None:
+    worker = worker_module.Worker()
+    assert worker.precompiled.bytecode is not None
+    fast_ctx, _ = worker.fresh_context()  # bytecode harness with the generated replay
+    worker.precompiled.bytecode = None
+    slow_ctx, _ = worker.fresh_context()  # harness source, replaying the encoded plan in a loop
+    fast, slow = json.loads(fast_ctx.eval(_SIGNATURE)), json.loads(slow_ctx.eval(_SIGNATURE))
+    assert len(fast) > 500 and fast == slow
+    assert not any(writable or configurable for path, writable, configurable in fast if path.startswith("global "))
+    # the generated function names every global the discovery context had (the harness's own
+    # loop only runs for globals it did not lock)
+    replay = worker_module.replay_source(worker.plan, [["Array", False, True]])
+    assert replay.count("defineProperty(G,") == 1 and replay.rstrip().endswith("return 1;\n})")
