@@ -463,9 +463,67 @@ def _delayed(
     end = scoped[2] if scoped is not None else m.end
     is_scoped = scoped is not None
     fixed_values, fixed_spans, fixed_known, fixed_entries = tuple(values), tuple(spans), tuple(known), tuple(entries)
+    binder = getattr(definition.handler, "bind_delayed", None)
+    if binder is not None:
+        # a handler that can decide part of its work once (``if``: the condition's form, the
+        # else split, which levels its branches are): ``run(state, depth)`` is the handler
+        run = binder(state, m, fixed_spans, fixed_known)
+        if run is not None:
+            return _handler_part(run, m, fixed_entries, end)
 
     def delayed(state: RenderState, depth: int) -> str:
         call = MacroCall(name, list(fixed_values), flags, is_scoped, start, m, state, depth, list(fixed_spans), list(fixed_known))
         return state._call(definition, call, m, fixed_entries, end)
 
     return delayed
+
+
+def _handler_part(run: Callable[[RenderState, int], str], m: MacroNode, entries: tuple, end: int) -> Part:
+    """A part calling ``run`` (a handler bound to its literal arguments) exactly as
+    ``RenderState._call`` calls a handler: the same failure reports and output accounting."""
+    name, start = m.name, m.start
+
+    def handled(state: RenderState, depth: int) -> str:
+        try:
+            result = run(state, depth)
+        except TemplateError as exc:
+            if exc.code in ("MACRO_REPEAT_LIMIT", "MACRO_ROLL_LIMIT"):
+                state.diag(exc.code, exc.message, start, end)
+                return state._raw(m, entries)
+            raise
+        except Exception as exc:  # a handler failure leaves the macro as written
+            state.diag("MACRO_HANDLER_ERROR", f"{{{{{name}}}}} failed: {type(exc).__name__}: {exc}", start, end)
+            return state._raw(m, entries)
+        return _emit(state, result if result.__class__ is str else js_string(result))
+
+    return handled
+
+
+def level_runner(state: RenderState, lo: int, hi: int, depth: int, items: Sequence[Any] | None) -> Callable[[RenderState], str]:
+    """``state.evaluate(lo, hi, depth, items)`` for a level inside a planned macro, with what
+    can be decided once decided: a level without macros is its text, and a level's plan, once
+    it exists, is run without looking it up again.
+
+    Valid only while the plan holding it runs: that plan was built for this registry and
+    version, and it runs only when they still hold (and parses are reused, with no dynamic
+    macros), which is everything ``evaluate`` checks before running a known level's plan.
+    """
+    if items is None or lo >= hi or depth > MAX_SCOPE_DEPTH:
+        return lambda st: st.evaluate(lo, hi, depth, items)
+    if not any(type(item) is MacroNode for item in items):
+        text = state.source[lo:hi]
+        return lambda st: text
+    registry, version = state.registry, state.registry._version
+    key = (id(items), depth, "plan")
+    found: list[LevelPlan] = []
+
+    def level(st: RenderState) -> str:
+        if found:
+            return found[0].run(st, depth)
+        seen = st.closer_memo.get(key)  # type: ignore[call-overload]
+        if seen is not None and seen[3] and seen[0] is items and seen[1] is registry and seen[2] == version:
+            found.append(seen[3])
+            return seen[3].run(st, depth)
+        return st.evaluate(lo, hi, depth, items)
+
+    return level

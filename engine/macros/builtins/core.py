@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import re
 from operator import attrgetter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...errors import TemplateError
-from ..evaluator import ELSE_MARKER, MacroCall, dedent_trim, post_process
+from ..evaluator import ELSE_MARKER, MacroCall, RenderState, dedent_trim, post_process
 from ..parser import MacroNode, document_items
 from ..registry import MacroRegistry, args_only, context_handler
 from ..variables import JS_WHITESPACE, is_falsy_text, js_string
@@ -114,16 +114,7 @@ def _split_else(
     """
     known = items is not None
     if known:
-        # the same content splits the same way every render; keeping the branch slices also
-        # keeps their identity, so a compiled template's branches get plans (see ``..plan``)
-        memo = call.state.closer_memo
-        memo_key = (id(items), lo, hi, "else")
-        hit = memo.get(memo_key)  # type: ignore[call-overload]
-        if hit is not None and hit[0] is items:
-            return hit[1]
-        found = _split_known(lo, hi, items)
-        memo[memo_key] = (items, found)  # type: ignore[index]
-        return found
+        return _split_memo(call.state, lo, hi, items)  # type: ignore[arg-type]
     if items is None:
         items, _, clean = document_items(call.state.source, lo, hi)
         known = clean
@@ -143,6 +134,24 @@ def _split_else(
             else_items = items[idx + 1 :] if known else None
             return (lo, item.start, then_items), (item.end, hi, else_items)
     return (lo, hi, items if known else None), None
+
+
+def _split_memo(
+    state: RenderState, lo: int, hi: int, items: Sequence[Any]
+) -> tuple[tuple[int, int, Sequence[Any] | None], tuple[int, int, Sequence[Any] | None] | None]:
+    """:func:`_split_known`, memoised in the template's memo.
+
+    The same content splits the same way every render; keeping the branch slices also keeps
+    their identity, so a compiled template's branches get plans (see ``..plan``).
+    """
+    memo = state.closer_memo
+    memo_key = (id(items), lo, hi, "else")
+    hit = memo.get(memo_key)  # type: ignore[call-overload]
+    if hit is not None and hit[0] is items:
+        return hit[1]  # type: ignore[no-any-return]
+    found = _split_known(lo, hi, items)
+    memo[memo_key] = (items, found)  # type: ignore[index]
+    return found
 
 
 def _split_known(
@@ -207,6 +216,102 @@ def _if(call: MacroCall) -> str:
         return ""
     text = call.evaluate(*branch)
     return text if "#" in call.flags else dedent_trim(text)
+
+
+def _bind_if(
+    state: RenderState, m: MacroNode, spans: Sequence[tuple[int, int] | None], items: Sequence[Any]
+) -> Callable[[RenderState, int], str] | None:
+    """:func:`_if` for one planned ``{{if}}`` (see ``..plan``), or ``None`` to call it as usual.
+
+    What depends on the template only is decided here: whether the condition is inverted and
+    where it starts, the split at ``{{else}}``, and how each of the condition and the two
+    branches is evaluated (:func:`..plan.level_runner`). What a render decides (the condition's
+    value, its variable or macro lookup, the branch) is done as :func:`_if` does it.
+    """
+    from ..plan import level_runner  # the plan module is loaded after the built-ins' modules
+
+    if len(spans) != 2 or len(items) != 2:
+        return None
+    src = state.source
+    cond_span, content_span = spans[0], spans[1]
+    cond_items, content_items = items[0], items[1]
+    inverted = False
+    cond_lo = cond_hi = 0
+    cond_known: Sequence[Any] | None = None
+    if cond_span is not None:
+        lo, hi = cond_span
+        stripped = src[lo:hi].lstrip(JS_WHITESPACE)
+        if stripped.startswith("!"):
+            inverted = True
+            lo = hi - len(stripped[1:].lstrip(JS_WHITESPACE))
+            cond_items = None
+        cond_lo, cond_hi, cond_known = lo, hi, cond_items
+    if content_span is None:
+        branches: tuple[Any, Any] | None = None
+    else:
+        if content_items is None:
+            return None
+        then_branch, else_branch = _split_memo(state, content_span[0], content_span[1], content_items)
+        branches = (then_branch, else_branch)
+    keep = "#" in m.flags
+    offset = m.start
+    runners: dict[int, tuple[Any, Any, Any]] = {}  # depth -> (condition, then, else) runners
+
+    def runners_at(st: RenderState, depth: int) -> tuple[Any, Any, Any]:
+        d1 = depth + 1
+        cond_run = level_runner(st, cond_lo, cond_hi, d1, cond_known) if cond_span is not None else None
+        then_run = else_run = None
+        if branches is not None:
+            then_run = level_runner(st, *branches[0][:2], d1, branches[0][2])
+            if branches[1] is not None:
+                else_run = level_runner(st, *branches[1][:2], d1, branches[1][2])
+        found = runners[depth] = (cond_run, then_run, else_run)
+        return found
+
+    def run(st: RenderState, depth: int) -> str:
+        found = runners.get(depth)
+        if found is None:
+            found = runners_at(st, depth)
+        cond_run, then_run, else_run = found
+        saved = st.content
+        st.content = st.source  # as MacroCall.evaluate: nested levels see the pre-processed text
+        try:
+            cond = post_process(cond_run(st)) if cond_run is not None else ""
+        finally:
+            st.content = saved
+        ref = _VAR_REF.fullmatch(cond)
+        if ref:
+            store = st.local if ref.group(1) == "." else st.glob
+            cond = js_string(store.get(ref.group(2)))
+        else:
+            definition = st.registry.get(cond) if cond else None
+            if definition is not None and definition.min_args == 0 and not definition.delay_args:
+                sub = MacroCall(cond, [], "", False, offset, m, st, depth, [])
+                try:
+                    cond = post_process(js_string(definition.handler(sub)))
+                except TemplateError:
+                    raise
+                except Exception:  # the macro stays as written, which is truthy
+                    cond = "{{" + cond + "}}"
+        truthy = not is_falsy_text(cond)
+        if inverted:
+            truthy = not truthy
+        if branches is None:
+            return ""
+        branch = then_run if truthy else else_run
+        if branch is None:
+            return ""
+        st.content = st.source
+        try:
+            text = post_process(branch(st))
+        finally:
+            st.content = saved
+        return text if keep else dedent_trim(text)
+
+    return run
+
+
+_if.bind_delayed = _bind_if  # type: ignore[attr-defined]
 
 
 def _context_value(field: str) -> Any:
