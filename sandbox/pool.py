@@ -33,6 +33,7 @@ STARTUP_TIMEOUT_S = 30.0
 #: Extra wall time per MiB of payload: parsing and freezing the input are not template time.
 INPUT_ALLOWANCE_S_PER_MIB = 1.0
 WARM_LINE = b'{"op":"warm"}'
+READ_CHUNK = 1 << 16
 LEASE_PREFIX = b'{"op":"lease"'
 
 #: Asked between pending-job steps in bridge mode: ``lease_check(step)`` answers None (continue)
@@ -147,7 +148,7 @@ class _Worker:
             try:
                 ready, _, _ = select.select([self.out_fd], [], [], 0)
                 if ready:
-                    chunk = os.read(self.out_fd, 1 << 16)
+                    chunk = os.read(self.out_fd, READ_CHUNK)
                     if not chunk:
                         self.dead = True
                         return False
@@ -170,7 +171,9 @@ class _Worker:
             ready, _, _ = select.select([self.out_fd], [], [], remaining)
             if not ready:
                 continue
-            chunk = os.read(self.out_fd, 1 << 20)
+            # 64 KiB: a 1 MiB request makes every read allocate (and map) a 1 MiB buffer, which
+            # cost ~30 us per read here; longer replies simply take several reads.
+            chunk = os.read(self.out_fd, READ_CHUNK)
             if not chunk:
                 raise WorkerCrashed
             self.buffer += chunk
@@ -187,6 +190,10 @@ class _Worker:
         """Write ``data`` to the worker; TimeoutError if it stops reading before ``deadline``."""
         with self.write_lock:
             view = memoryview(data)
+            try:  # the pipe usually has room: no select needed
+                view = view[os.write(self.in_fd, view) :]
+            except BlockingIOError:
+                pass
             while view:
                 timeout = None if deadline is None else deadline - time.monotonic()
                 if timeout is not None and timeout <= 0:
@@ -231,6 +238,20 @@ class _Worker:
             self.kill()
         if self.proc.stdout is not None:
             self.proc.stdout.close()
+
+
+_WIRE_LIMITS: dict[Limits, str] = {}
+
+
+def _header(render_id: int, size: int, limits: Limits, leases: bool) -> bytes:
+    """The render request's header line (the limits' JSON is kept per ``Limits``: it never changes)."""
+    wire = _WIRE_LIMITS.get(limits)
+    if wire is None:
+        wire = json.dumps(limits.to_wire())
+        if len(_WIRE_LIMITS) < 64:
+            _WIRE_LIMITS[limits] = wire
+    lease = ', "leases": true' if leases else ""
+    return ('{"op": "render", "id": %d, "size": %d, "limits": %s%s}\n' % (render_id, size, wire, lease)).encode()
 
 
 class WorkerPool:
@@ -346,15 +367,12 @@ class WorkerPool:
                 raise SandboxError(
                     "the sandbox worker failed to start", code="TEMPLATE_SANDBOX_CRASHED"
                 ) from None
-            header: dict[str, Any] = {"op": "render", "id": render_id, "size": len(payload),
-                                      "limits": limits.to_wire()}
-            if lease_check is not None:
-                header["leases"] = True
+            header = _header(render_id, len(payload), limits, lease_check is not None)
             started = time.monotonic()
             allowance = len(payload) / (1024 * 1024) * INPUT_ALLOWANCE_S_PER_MIB
             deadline = started + limits.deadline_s + allowance
             try:
-                worker.send(json.dumps(header).encode() + b"\n" + payload, deadline)
+                worker.send(header + payload, deadline)
                 if cancel is not None:
                     def callback() -> None:
                         worker.cancel(render_id)

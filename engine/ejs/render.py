@@ -114,6 +114,8 @@ class _CompileCache:
 
 
 _cache = _CompileCache(CACHE_SIZE, CACHE_CHARS)
+#: One encoder for every input snapshot (``json.dumps`` with options builds a new one per call).
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
 def compile_source(source: str) -> CompiledTemplate:
@@ -134,7 +136,7 @@ def _input_json(variables: Any, limits: Limits) -> str:
     the sandbox makes the text ASCII-safe for the VM boundary itself.
     """
     try:
-        text = json.dumps(variables, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        text = _ENCODER.encode(variables)
     except (TypeError, ValueError) as exc:
         raise TemplateError(f"variables are not JSON data: {exc}", code="INPUT_INVALID") from None
     size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
