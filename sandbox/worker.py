@@ -297,9 +297,10 @@ class ProgramCache:
     cached render inside the VM (~0.3 ms of ~0.9 ms); reading its bytecode back costs ~0.03 ms.
     Every render still gets a fresh context: only the compiler's output is reused, never a value.
 
-    How: on a miss the program is compiled in the render's own context (charged to the budget,
-    as the harness's ``eval`` was) and its bytecode kept, by the program's JSON text, in a
-    bounded LRU. On a hit the bytecode is read into the fresh context. Either way the host then
+    How: the first time a program is seen the harness compiles it as before; the second time it
+    is compiled in the render's own context (charged to the budget, as the harness's ``eval``
+    was) and its bytecode kept, by the program's JSON text, in a bounded LRU. On a hit the
+    bytecode is read into the fresh context. Either way the host then
     evaluates the program's top level here (which can run template code if the program breaks
     out of its function) with its own interrupt handler enforcing the remaining budget, and hands
     the outcome (the program's function, or what it threw) to the harness through the frozen
@@ -317,11 +318,14 @@ class ProgramCache:
     WRITE_PROGRAM = 1  # bytecode with its source and positions (templates may print their functions)
     MAX_ENTRIES = 256
     MAX_BYTES = 32 * 1024 * 1024
+    MAX_SEEN = 4096
 
     def __init__(self, harness: PrecompiledHarness) -> None:
         self.harness = harness
         self.lib = harness.lib if harness.bytecode is not None else None
         self.entries: OrderedDict[str, bytes] = OrderedDict()
+        #: Hashes of programs seen once (not compiled here yet).
+        self.seen: OrderedDict[int, None] = OrderedDict()
         self.bytes = 0
         self.deadline = 0.0
         self.handler = _INTERRUPT_HANDLER(self._interrupt)
@@ -358,6 +362,15 @@ class ProgramCache:
                 self._drop_exception(cx)
                 return False
         else:
+            # A program seen for the first time takes the harness's own path (as cheap as a
+            # compile here, and nothing to write): one-off templates, such as a cold render's,
+            # pay nothing for the cache. The second time it is compiled here and kept.
+            seen = hash(key)
+            if seen not in self.seen:
+                self.seen[seen] = None
+                if len(self.seen) > self.MAX_SEEN:
+                    self.seen.popitem(last=False)
+                return False
             try:
                 program = json.loads(key)
                 text = (ENTER_PREFIX + program).encode("utf-8")
