@@ -94,30 +94,40 @@
   HARNESS_FRAMES.stringify = true;
   HARNESS_FRAMES.guard = true;
   HARNESS_FRAMES.Wrapper = true;
+  function guardCall(self, args, name) {
+    const n = lengthOf(self);
+    if (n > MAX_GUARDED_LENGTH) throw tooLong(name, n);
+    // concat also walks its spreadable arguments.
+    if (name === 'concat') {
+      for (let j = 0; j < args.length; j++) {
+        const a = args[j];
+        if (isArray(a)) {
+          const m = a.length;
+          if (m > MAX_GUARDED_LENGTH) throw tooLong(name, m);
+        }
+      }
+    }
+  }
+  HARNESS_FRAMES.guardCall = true;
   for (let i = 0; i < guarded.length; i++) {
     const name = guarded[i];
     const original = arrayProto[name];
     if (typeof original !== 'function') continue;
-    // Method syntax gives a non-constructor function, like the original.
-    const wrapper = ({
-      [name](...args) {
-        const n = lengthOf(this);
-        if (n > MAX_GUARDED_LENGTH) throw tooLong(name, n);
-        // concat also walks its spreadable arguments.
-        if (name === 'concat') {
-          for (let j = 0; j < args.length; j++) {
-            const a = args[j];
-            if (isArray(a)) {
-              const m = a.length;
-              if (m > MAX_GUARDED_LENGTH) throw tooLong(name, m);
-            }
-          }
-        }
-        return apply(original, this, args);
-      },
-    })[name];
-    defineProperty(wrapper, 'length', { value: original.length });
-    defineProperty(arrayProto, name, { value: wrapper, writable: true, enumerable: false, configurable: true });
+    // Method syntax gives a non-constructor function, like the original, and its parameter
+    // count the original's `length` (no descriptor to define for the usual 0, 1 or 2).
+    let wrapper;
+    const arity = original.length;
+    if (arity === 0) {
+      wrapper = ({ [name]() { guardCall(this, arguments, name); return apply(original, this, arguments); } })[name];
+    } else if (arity === 1) {
+      wrapper = ({ [name](a) { guardCall(this, arguments, name); return apply(original, this, arguments); } })[name];
+    } else {
+      wrapper = ({ [name](a, b) { guardCall(this, arguments, name); return apply(original, this, arguments); } })[name];
+      if (arity !== 2) defineProperty(wrapper, 'length', { value: arity });
+    }
+    // The methods are writable, non-enumerable, configurable data properties: assigning keeps
+    // exactly those attributes.
+    arrayProto[name] = wrapper;
   }
 
   // JSON.stringify walks every index of a sparse array in C: guard arrays through a replacer.
@@ -178,9 +188,10 @@
       else defineProperty(Wrapper, k, { value: apply(d.get, Real, []), writable: false, enumerable: d.enumerable, configurable: true });
     }
     defineProperty(Wrapper, 'prototype', { value: Real.prototype, writable: false, enumerable: false, configurable: false });
-    defineProperty(Real.prototype, 'constructor', { value: Wrapper, writable: true, enumerable: false, configurable: true });
+    // Both are writable, non-enumerable, configurable data properties: assigning keeps that.
+    Real.prototype.constructor = Wrapper;
     wrappers[name] = Wrapper;
-    defineProperty(G, name, { value: Wrapper, writable: true, enumerable: false, configurable: true });
+    G[name] = Wrapper;
   }
   for (let i = 0; i < errorNames.length; i++) {
     const w = wrappers[errorNames[i]];

@@ -165,3 +165,19 @@ def test_the_straight_line_replay_locks_exactly_what_the_encoded_plan_locks(work
     # loop only runs for globals it did not lock)
     replay = worker_module.replay_source(worker.plan, [["Array", False, True]])
     assert replay.count("defineProperty(G,") == 1 and replay.rstrip().endswith("return 1;\n})")
+
+
+def test_guarded_methods_keep_their_length_name_and_enumerability(worker_module: ModuleType) -> None:
+    """The length guards are built per arity (no descriptor writes): what a template sees is unchanged."""
+    import _quickjs
+
+    probe = """JSON.stringify(Reflect.ownKeys(Array.prototype).filter((k) => typeof k === 'string'
+      && typeof Array.prototype[k] === 'function').map((k) => [k, Array.prototype[k].length,
+      Array.prototype[k].name, Object.getOwnPropertyDescriptor(Array.prototype, k).enumerable,
+      Object.getOwnPropertyDescriptor(Error.prototype, 'constructor').enumerable]))"""
+    worker = worker_module.Worker()
+    guarded, _ = worker.fresh_context()
+    plain = _quickjs.Context()
+    assert json.loads(guarded.eval(probe)) == json.loads(plain.eval(probe))
+    assert guarded.eval("[].join !== Object.getPrototypeOf(Int8Array).prototype.join && [1, 2].join('-')") == "1-2"
+    assert guarded.eval("try { Array(2 ** 32 - 1).join('') } catch (e) { e instanceof RangeError }") is True
