@@ -19,6 +19,7 @@ from ..spans import Span
 from .context import ChatMessage, MacroContext
 from . import evaluator as _evaluator
 from .evaluator import MAX_OUTPUT_CHARS, Draw, MacroCall, RenderState, post_process
+from .evaluator import new_state as _new_state
 from .parser import MAX_NESTING, ArgNode, MacroNode, Plain, VarNode, document_items, parse_macros
 from .registry import MacroDef, MacroRegistry, dynamic_table
 from .trace import MacroSegment, TracingStore, post_process_traced, run_traced, segment_kind
@@ -177,7 +178,7 @@ class CompiledMacros:
     with :func:`compile_macros`.
     """
 
-    __slots__ = ("_closer_memo", "_diagnostics", "_items", "_omap", "_parse_cache", "_static", "source", "text")
+    __slots__ = ("_closer_memo", "_diagnostics", "_items", "_omap", "_parse_cache", "_static", "_top", "source", "text")
 
     def __init__(self, text: str) -> None:
         if not isinstance(text, str):
@@ -207,6 +208,8 @@ class CompiledMacros:
         self._static: str | None = None
         if pre and self._items is not None and not any(type(i) is MacroNode for i in self._items):
             self._static = post_process(pre)
+        #: ``(registry, version, plan)`` of the top level once it has a plan (see :meth:`expand`)
+        self._top: tuple[MacroRegistry, int, Any] | None = None
 
     def expand(
         self,
@@ -220,6 +223,17 @@ class CompiledMacros:
     ) -> MacroResult:
         """Evaluate the parsed text in ``context`` (see :func:`expand_macros`)."""
         ctx = context if isinstance(context, MacroContext) else MacroContext.from_dict(context)
+        top = self._top
+        if (
+            top is not None
+            and registry is None
+            and not dynamic
+            and not trace
+            and _reuse_parse
+            and _evaluator.USE_PLANS
+            and top[0]._version == top[1]
+        ):
+            return self._expand_planned(ctx, seed, top[0], top[2])
         reads: list[tuple[str, str]] | None = None
         if trace:
             reads = []
@@ -265,6 +279,8 @@ class CompiledMacros:
                 else None
             )
             if top and top[3] and top[0] is items and top[1] is state.registry and top[2] == state.registry._version:
+                if registry is None:  # the shared built-in table: later renders go straight to it
+                    self._top = (top[1], top[2], top[3])
                 # the top level's plan (what evaluate would run); traced: its marking twin
                 out = run_traced(top[3], state, items) if trace else top[3].run(state, 0)
             else:
@@ -306,6 +322,48 @@ class CompiledMacros:
             if draws
             else (),
             segments,
+        )
+
+
+    def _expand_planned(self, ctx: MacroContext, seed: int | None, registry: MacroRegistry, plan: Any) -> MacroResult:
+        """:meth:`expand` when the top level runs from its plan with the built-in registry, no
+        dynamic macros and no trace (a compiled template from its third render on): the same
+        steps, without the set-up the general path needs for everything else."""
+        local = VariableStore(ctx.local_variables)  # the store copies
+        glob = VariableStore(ctx.global_variables)
+        effective_seed = seed if seed is not None else (ctx.seed if ctx.seed is not None else 0)
+        state = _new_state(
+            self.source,
+            self.text,
+            ctx,
+            registry,
+            local,
+            glob,
+            f"tavernbox-macros:{effective_seed}",
+            list(self._diagnostics),
+            self._parse_cache,
+            self._closer_memo,
+        )
+        omap = self._omap
+        try:
+            out = post_process(plan.run(state, 0))
+        except TemplateError as exc:
+            if exc.span is not None:
+                exc.span = Span(omap.back(exc.span.start), omap.back(exc.span.end))
+            exc.source = self.text
+            raise
+        draws = state.draws
+        return _make_result(
+            out,
+            {"local": local.snapshot(), "global": glob.snapshot()},
+            _remap(state.diagnostics, omap) if state.diagnostics else (),
+            (
+                tuple(Draw(d.kind, omap.back(d.offset), d.value, d.macro, d.rolls) for d in draws)
+                if omap.pre
+                else tuple(draws)
+            )
+            if draws
+            else (),
         )
 
 

@@ -791,6 +791,56 @@ class RenderState:
         return f"{{{{{definition.name}}}}} takes {want} argument(s), got {count}; left as written"
 
 
+_new_object = object.__new__
+
+
+def new_state(
+    source: str,
+    content: str,
+    ctx: MacroContext,
+    registry: MacroRegistry,
+    local: VariableStore,
+    glob: VariableStore,
+    rng_seed: str,
+    diagnostics: list[Diagnostic],
+    parse_cache: dict[tuple[int, int], tuple[tuple, tuple, bool]],
+    closer_memo: dict[int, tuple[Any, bool]],
+) -> RenderState:
+    """A :class:`RenderState` for a compiled template's render: no dynamic macros, parses reused,
+    untraced, the default output limit; every other field at its default.
+
+    Part of every cached render: the dataclass ``__init__`` (keyword arguments, four default
+    factories, ``__post_init__``) costs about four times these slot stores.
+    ``tests/test_macros_fastpath.py`` checks that it sets the same fields to the same values.
+    """
+    state = _new_object(RenderState)
+    state.source = source
+    state.content = content
+    state.ctx = ctx
+    state.registry = registry
+    state.dynamic = {}
+    state.local = local
+    state.glob = glob
+    state.rng_seed = rng_seed
+    state.draws = []
+    state.diagnostics = diagnostics
+    state.produced = 0
+    state.original_used = False
+    state.max_output = MAX_OUTPUT_CHARS
+    state._body_cache = {}
+    state.reuse_parse = True
+    state.parse_cache = parse_cache
+    state.closer_memo = closer_memo
+    state._rng = None
+    state._stream = None
+    state._taken = 0
+    state._astral = None
+    state.segments = None
+    state.reads = None
+    state._defs = registry._defs
+    return state
+
+
 @dataclass(slots=True)
 class MacroCall:
     """What a handler receives: evaluated ``args`` (raw text for ``delay_args`` macros).

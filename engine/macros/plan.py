@@ -56,6 +56,14 @@ class LevelPlan:
         Generated from the plan's shape only: literals and calls are passed in as the function's
         globals (``l3``, ``c4``), never spliced into its source, so no template text is ever
         compiled as code.
+
+        The output accounting of the parts it inlines (context reads, variable reads and
+        writes, constants, bound draws) is kept in locals: ``acc`` is what they produced since
+        ``state.produced`` was last written (``base``), and as long as it stays within ``cap``
+        neither the render's total nor this level's size can pass a limit. Past ``cap`` the
+        exact checks decide (the same error, or the exact per-item walk); ``state.produced`` is
+        written before every call that reads it or may raise, so nothing outside ever sees it
+        stale.
         """
         names: dict[str, Any] = {
             "_checked": self._run_checked,
@@ -63,62 +71,106 @@ class LevelPlan:
             "js_string": js_string,
             "MAX_PRODUCED": MAX_PRODUCED_CHARS,
         }
-        lines = ["def run(state, depth):", "    slack = state.max_output - counted", "    size = 0", "    ctx = state.ctx"]
+        lines = [
+            "def run(state, depth):",
+            "    max_output = state.max_output",
+            "    slack = max_output - counted",
+            "    size = 0",
+            "    ctx = state.ctx",
+            "    base = state.produced",
+            "    acc = 0",
+            "    cap = MAX_PRODUCED - base",
+            "    if slack < cap:",
+            "        cap = slack",
+        ]
         order: list[str] = []
+
+        def over(p: str, indent: str) -> list[str]:
+            # ``acc`` passed ``cap``: the evaluator's checks, in its order
+            return [
+                f"{indent}if acc > cap:",
+                f"{indent}    state.produced = base + acc",
+                f"{indent}    if base + acc > MAX_PRODUCED or len({p}) > max_output:",
+                f"{indent}        _too_much(state)",
+                f"{indent}    return _checked(state, depth, [{', '.join(order)}])",
+            ]
+
+        def called(p: str, call: str, indent: str) -> list[str]:
+            # a call that does its own output accounting (it reads and writes state.produced)
+            return [
+                f"{indent}state.produced = base + acc",
+                f"{indent}{p} = {call}",
+                f"{indent}size += acc + len({p})",
+                f"{indent}base = state.produced",
+                f"{indent}acc = 0",
+                f"{indent}if size > slack:",
+                f"{indent}    return _checked(state, depth, [{', '.join(order)}])",
+                f"{indent}cap = MAX_PRODUCED - base",
+                f"{indent}if slack - size < cap:",
+                f"{indent}    cap = slack - size",
+            ]
+
+        uses_local = uses_glob = False
         for index, part in enumerate(self.parts):
+            p = f"p{index}"
             if part.__class__ is str:
                 names[f"l{index}"] = part
                 order.append(f"l{index}")
                 continue
             names[f"c{index}"] = part
-            order.append(f"p{index}")
+            order.append(p)
             read = getattr(part, "context_read", None)
             if read is not None:
                 # the body of ``_bind``'s ``read``, inlined (its fallback reports a failure)
                 names[f"r{index}"] = read
                 names[f"f{index}"] = part.fallback
+                lines += ["    try:", f"        {p} = r{index}(ctx)", "    except Exception:"]
+                lines += called(p, f"f{index}(state, depth)", "        ")
                 lines += [
-                    "    try:",
-                    f"        p{index} = r{index}(ctx)",
-                    "    except Exception:",
-                    f"        p{index} = f{index}(state, depth)",
                     "    else:",
-                    f"        if p{index}.__class__ is not str:",
-                    f"            p{index} = js_string(p{index})",
-                    f"        state.produced += len(p{index})",
-                    f"        if state.produced > MAX_PRODUCED or len(p{index}) > state.max_output:",
-                    "            _too_much(state)",
+                    f"        if {p}.__class__ is not str:",
+                    "            state.produced = base + acc",
+                    f"            {p} = js_string({p})",
+                    f"        acc += len({p})",
                 ]
+                lines += over(p, "        ")
             elif hasattr(part, "variable_name"):
                 # ``_var_get``'s part inlined (a failing read goes through its fallback)
                 names[f"n{index}"] = part.variable_name
                 names[f"f{index}"] = part.fallback
                 store = "local" if part.variable_local else "glob"
-                lines += [
-                    "    try:",
-                    f"        p{index} = js_string(state.{store}.get(n{index}))",
-                    "    except Exception:",
-                    f"        p{index} = f{index}(state, depth)",
-                    "    else:",
-                    f"        state.produced += len(p{index})",
-                    f"        if state.produced > MAX_PRODUCED or len(p{index}) > state.max_output:",
-                    "            _too_much(state)",
-                ]
+                uses_local |= part.variable_local
+                uses_glob |= not part.variable_local
+                lines += ["    try:", f"        {p} = js_string({store}_get(n{index}))", "    except Exception:"]
+                lines += called(p, f"f{index}(state, depth)", "        ")
+                lines += ["    else:", f"        acc += len({p})"]
+                lines += over(p, "        ")
+            elif hasattr(part, "variable_set"):
+                # ``_var_set``'s part inlined: a literal name (never empty) and value, no output
+                names[f"sn{index}"], names[f"sv{index}"] = part.variable_set
+                store = "local" if part.variable_local else "glob"
+                lines.append(f"    state.{store}.set(sn{index}, sv{index})")
+                lines.append(f"    {p} = ''")
             elif hasattr(part, "constant_text"):
                 # ``_constant``'s part inlined: its text and ``_emit``'s accounting
                 names[f"k{index}"] = part.constant_text
-                lines += [
-                    f"    p{index} = k{index}",
-                    f"    state.produced += len(p{index})",
-                    f"    if state.produced > MAX_PRODUCED or len(p{index}) > state.max_output:",
-                    "        _too_much(state)",
-                ]
+                lines.append(f"    {p} = k{index}")
+                if part.constant_text:
+                    lines.append(f"    acc += {len(part.constant_text)}")
+                    lines += over(p, "    ")
+            elif hasattr(part, "bound_run"):
+                # ``_bound``'s part inlined (the bound run never touches state.produced)
+                names[f"b{index}"] = part.bound_run
+                lines += ["    state.produced = base + acc", f"    {p} = b{index}(state)", f"    acc += len({p})"]
+                lines += over(p, "    ")
             else:
-                lines.append(f"    p{index} = c{index}(state, depth)")
-            lines.append(f"    size += len(p{index})")
-            lines.append("    if size > slack:")
-            lines.append(f"        return _checked(state, depth, [{', '.join(order)}])")
+                lines += called(p, f"c{index}(state, depth)", "    ")
+        lines.append("    state.produced = base + acc")
         lines.append(f"    return ''.join(({', '.join(order)}{',' if len(order) == 1 else ''}))")
+        if uses_local:
+            lines.insert(1, "    local_get = state.local.get")
+        if uses_glob:
+            lines.insert(1, "    glob_get = state.glob.get")
         names["counted"] = self.counted
         namespace: dict[str, Any] = {}
         exec("\n".join(lines), names, namespace)  # noqa: S102 - names only, see docstring
@@ -350,6 +402,7 @@ def _bound(run: Callable[[RenderState], str]) -> Part:
     def bound(state: RenderState, depth: int) -> str:
         return _emit(state, run(state))
 
+    bound.bound_run = run  # type: ignore[attr-defined]  # inlined by LevelPlan._straight
     return bound
 
 
@@ -414,6 +467,8 @@ def _var_set(scope: str, name: str, value: str) -> Part:
         (state.local if local else state.glob).set(name, value)
         return ""
 
+    set_.variable_set = (name, value)  # type: ignore[attr-defined]  # inlined by LevelPlan._straight
+    set_.variable_local = local  # type: ignore[attr-defined]
     return set_
 
 

@@ -1,0 +1,68 @@
+"""The cached-render fast path: ``CompiledMacros._expand_planned`` and ``evaluator.new_state``.
+
+From its third render on, a compiled template with the built-in registry, no dynamic macros and
+no trace goes straight to its top-level plan; these tests pin that it sets up the render exactly
+as the general path does and gives the same results.
+"""
+
+from __future__ import annotations
+
+from tavernbox.macros import MacroContext, MacroRegistry, compile_macros, evaluator
+from tavernbox.macros.evaluator import MAX_OUTPUT_CHARS, RenderState, new_state
+from tavernbox.macros.variables import VariableStore
+
+CTX = MacroContext.from_dict(
+    {"user": "Ash", "char": "Mira", "seed": 4, "now": "2026-11-30T10:15:00Z", "variables": {"local": {"a": "1"}}}
+)
+
+
+def test_new_state_sets_every_field_as_the_dataclass_does() -> None:
+    reg = MacroRegistry.default_shared()
+    local, glob = VariableStore({"a": 1}), VariableStore({})
+    cache: dict = {}
+    memo: dict = {}
+    fast = new_state("src", "content", CTX, reg, local, glob, "tavernbox-macros:4", [], cache, memo)
+    slow = RenderState(
+        source="src",
+        content="content",
+        ctx=CTX,
+        registry=reg,
+        dynamic={},
+        local=local,
+        glob=glob,
+        rng_seed="tavernbox-macros:4",
+        max_output=MAX_OUTPUT_CHARS,
+        reuse_parse=True,
+        parse_cache=cache,
+        closer_memo=memo,
+    )
+    for name in RenderState.__slots__:
+        assert getattr(fast, name) == getattr(slow, name), name
+    assert fast.draws is not slow.draws and fast._body_cache is not slow._body_cache
+
+
+def test_the_fast_path_is_taken_and_gives_the_general_paths_results() -> None:
+    text = "<USER> {{setvar::x::{{roll::1d6}}}}{{getvar::x}} {{random::a::b::c}} {{unknown}} {{if .a}}yes{{/if}}"
+    saved = evaluator.USE_PLANS
+    evaluator.USE_PLANS = False
+    try:
+        want = [compile_macros(text).expand(CTX, seed=s) for s in range(3)]
+    finally:
+        evaluator.USE_PLANS = saved
+    template = compile_macros(text)
+    for _ in range(3):
+        template.expand(CTX)
+    assert template._top is not None
+    for s in range(3):
+        got = template.expand(CTX, seed=s)
+        assert (got.text, got.variables, got.diagnostics, got.draws) == (
+            want[s].text,
+            want[s].variables,
+            want[s].diagnostics,
+            want[s].draws,
+        )
+    # a registry of its own, dynamic macros or a trace take the general path (and still agree)
+    other = MacroRegistry.default()
+    assert template.expand(CTX, registry=other, seed=0).text == want[0].text
+    assert "U" in template.expand(CTX, dynamic={"unknown": "U"}).text
+    assert template.expand(CTX, trace=True, seed=0).text == want[0].text
