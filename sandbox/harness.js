@@ -319,11 +319,20 @@
   let partCount = 0;
   let counted = 0;
   let uncountedUnits = 0;
+  // The text settleOutput joined, and how many parts it held (parts are only ever appended, so
+  // the same count means the same text): poll reuses it instead of joining twice.
+  let joinedText = '';
+  let joinedCount = -1;
+  function outputText() {
+    return joinedCount === partCount ? joinedText : apply(arrJoin, parts, ['']);
+  }
   function settleOutput() {
     if (counted === 0 && partCount > 0) {
       // The usual end of a render: nothing measured yet. One scan of the joined text tells
       // whether every piece is ASCII (then bytes = units), instead of one scan per piece.
       const joined = apply(arrJoin, parts, ['']);
+      joinedText = joined;
+      joinedCount = partCount;
       if (apply(reExec, NON_ASCII, [joined]) === null) {
         outputBytes = joined.length;
         counted = partCount;
@@ -926,7 +935,7 @@
       }
       if (bridgeTrip !== null) return originalStringify({ ok: false, error: bridgeTrip, bytes: outputBytes });
       if (state === 'done') {
-        return originalStringify({ ok: true, text: apply(arrJoin, parts, ['']), bytes: outputBytes });
+        return originalStringify({ ok: true, text: outputText(), bytes: outputBytes });
       }
       if (state === 'error') return originalStringify({ ok: false, error: failure, bytes: outputBytes });
       return originalStringify({ ok: null, state, bytes: outputBytes });
