@@ -23,7 +23,8 @@ Targets from issue 3 (isolation included): single <= 2x Jinja2 cached; batch <= 
 render; cold <= 0.25x Jinja2 cold. The script reports; it does not assert.
 
 Run: ``python benchmarks/bench_ejs.py`` (``--iterations N`` or ``TAVERNBOX_BENCH_ITERATIONS``
-sets the loop count; ``--json`` prints the figures as JSON).
+sets the loop count; ``--json`` prints the figures as JSON; ``--phases`` adds the CPU of each
+phase inside a worker and on the host, for profiling).
 """
 
 from __future__ import annotations
@@ -312,15 +313,68 @@ def measure(iterations: int, repeats: int) -> dict[str, Any]:
     }
 
 
+def worker_phases(repeats: int = 300) -> dict[str, float]:
+    """CPU ms per phase of one render inside a sandbox worker (in this process), best of ``repeats``.
+
+    For profiling only (``--phases``): the worker module is loaded by path, as the pool runs it,
+    and driven directly, so the figures exclude the pipe and the host. ``fresh_vm`` is building
+    a context with the harness installed and the intrinsics frozen (done after the previous
+    reply, off the request path); ``render`` is the request path inside the worker with the
+    program already in the worker's bytecode cache; ``free`` is dropping the used context.
+    """
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(tavernbox.sandbox.__file__).with_name("worker.py")
+    spec = importlib.util.spec_from_file_location("tavernbox_bench_worker", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    worker = module.Worker()
+    program = tavernbox.ejs.render.compile_source(EJS_TEMPLATE).program
+    payload = "[" + json.dumps(program) + ",[\n" + json.dumps(make_variables()) + "\n]]"
+    wire = tavernbox.sandbox.DEFAULT_LIMITS.to_wire()
+
+    class Quiet:
+        def cancel_requested(self, render_id: int) -> bool:
+            return False
+
+    best = {"fresh_vm": float("inf"), "render": float("inf"), "free": float("inf")}
+    for _ in range(repeats):
+        t0 = time.process_time()
+        worker.prewarm()
+        t1 = time.process_time()
+        worker.render(Quiet(), 1, wire, payload)
+        t2 = time.process_time()
+        worker.retired = None
+        t3 = time.process_time()
+        best["fresh_vm"] = min(best["fresh_vm"], t1 - t0)
+        best["render"] = min(best["render"], t2 - t1)
+        best["free"] = min(best["free"], t3 - t2)
+    variables = make_variables()
+    tavernbox.render_template(EJS_TEMPLATE, variables)
+    host = float("inf")
+    for _ in range(5):
+        start = time.process_time()
+        for _ in range(40):
+            tavernbox.render_template(EJS_TEMPLATE, variables)
+        host = min(host, (time.process_time() - start) / 40)
+    return {**{k: v * 1e3 for k, v in best.items()}, "host_per_render": host * 1e3}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=int(os.environ.get("TAVERNBOX_BENCH_ITERATIONS", "50")))
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--phases", action="store_true",
+                        help="also print CPU per phase inside a worker (fresh VM, render, free) and on the host")
     args = parser.parse_args(argv)
     if args.iterations < 1 or args.repeats < 1:
         parser.error("--iterations and --repeats must be at least 1")
     figures = measure(args.iterations, args.repeats)
+    if args.phases:
+        figures["phases_cpu_ms"] = worker_phases()
     if args.json:
         print(json.dumps(figures, indent=2))
         return 0
@@ -336,6 +390,10 @@ def main(argv: list[str] | None = None) -> int:
           f"{figures['tavernbox_batch_cpu_per_render_ms']:.3f} ms (host + workers)  jinja2 "
           f"{figures['jinja2_cached_cpu_ms']:.3f} ms  ratios {figures['cached_cpu_ratio']:.2f}x / "
           f"{figures['batch_cpu_ratio']:.2f}x")
+    if args.phases:
+        ph = figures["phases_cpu_ms"]
+        print(f"phases (CPU, best): worker fresh VM {ph['fresh_vm']:.3f} ms, render {ph['render']:.3f} ms, "
+              f"free {ph['free']:.3f} ms; host per render {ph['host_per_render']:.3f} ms")
     return 0
 
 
