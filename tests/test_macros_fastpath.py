@@ -66,3 +66,33 @@ def test_the_fast_path_is_taken_and_gives_the_general_paths_results() -> None:
     assert template.expand(CTX, registry=other, seed=0).text == want[0].text
     assert "U" in template.expand(CTX, dynamic={"unknown": "U"}).text
     assert template.expand(CTX, trace=True, seed=0).text == want[0].text
+
+
+def test_date_macros_follow_each_renders_clock() -> None:
+    # the formatted date is kept for the clock last seen (by identity): a different clock, even
+    # one for the same instant in another zone, is formatted anew
+    from datetime import datetime, timedelta, timezone
+
+    template = compile_macros("{{weekday}} {{date}} {{isotime}}")
+    utc = datetime(2026, 11, 30, 23, 30, tzinfo=timezone.utc)
+    plus2 = utc.astimezone(timezone(timedelta(hours=2)))
+    assert utc == plus2
+    for _ in range(3):
+        assert template.expand(MacroContext(now=utc)).text == "Monday November 30, 2026 23:30"
+        assert template.expand(MacroContext(now=plus2)).text == "Tuesday December 1, 2026 01:30"
+    assert template.expand(MacroContext()).text != ""  # no clock: the current time, every render
+
+
+def test_bound_draw_records_equal_fresh_ones_across_seeds() -> None:
+    text = "{{random::a::b::c}} {{roll::1d20}} {{roll::1d20+3}} {{roll::3d4}}"
+    saved = evaluator.USE_PLANS
+    evaluator.USE_PLANS = False
+    try:
+        want = [compile_macros(text).expand(CTX, seed=s) for s in range(40)]
+    finally:
+        evaluator.USE_PLANS = saved
+    template = compile_macros(text)
+    for _ in range(3):
+        template.expand(CTX)
+    got = [template.expand(CTX, seed=s) for s in range(40)]
+    assert [(g.text, g.draws) for g in got] == [(w.text, w.draws) for w in want]

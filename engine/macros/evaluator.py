@@ -61,6 +61,7 @@ USE_PLANS = True
 
 _TRIM_FIND = re.compile(r"\{\{trim\}\}", re.IGNORECASE)
 _TRIM_MATCH = _TRIM_FIND.match
+_TRIM_TAIL = re.compile(r"\{\{trim\}\}(?:\r?\n)*", re.IGNORECASE).match
 _UNESCAPE = re.compile(r"\\([{}])")
 _INDENT = re.compile(r"^[ \t]*")
 
@@ -135,13 +136,28 @@ def _remove_trim_marks(text: str, first: int = 0) -> str:
 
     Each ``{{trim}}`` takes the CR/LF run before it (back to the previous removal) and after it.
     ``first`` is where the caller already found the first mark (nothing before it is scanned again).
+    Marks are found as :func:`first_trim_mark` finds them; the run after one is matched by an
+    anchored pattern, the (short) run before it walked back here.
     """
     out: list[str] = []
-    prev_end = 0
-    for start, end in trim_ranges(text, first):
-        out.append(text[prev_end:start])
-        prev_end = end
-    out.append(text[prev_end:])
+    prev = 0
+    find = text.find
+    tail = _TRIM_TAIL
+    i = find("{", first)
+    while i >= 0:
+        m = tail(text, i)
+        if m is None:
+            i = find("{", i + 1)
+            continue
+        start = i
+        while start > prev and text[start - 1] == "\n":
+            start -= 2 if start - 2 >= prev and text[start - 2] == "\r" else 1
+        out.append(text[prev:start])
+        prev = m.end()
+        i = find("{", prev)
+    if not out:
+        return text
+    out.append(text[prev:])
     return "".join(out)
 
 
@@ -183,9 +199,7 @@ def post_process(text: str) -> str:
     if "\\" in text and ("\\{" in text or "\\}" in text):
         text = _UNESCAPE.sub(r"\1", text)
     if "{" in text:  # one-character scans are memchr-fast; ``"{{" in text`` is not
-        found = first_trim_mark(text)
-        if found >= 0:
-            text = _remove_trim_marks(text, found)
+        text = _remove_trim_marks(text)  # the text itself when it holds no mark
     if "\x00" in text:
         text = text.replace(ELSE_MARKER, "")
     return text

@@ -33,6 +33,8 @@ JS_WHITESPACE = (
 
 _DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _NUMBER_STARTS = frozenset("+-.0123456789I")
+#: first characters after which a stored text may read back as a number or be blank
+_NOT_PLAIN_START = frozenset(_NUMBER_STARTS | set(JS_WHITESPACE))
 _RADIX = re.compile(r"0([xX][0-9a-fA-F]+|[oO][0-7]+|[bB][01]+)")
 
 
@@ -108,6 +110,11 @@ def js_string(value: Any) -> str:
     ``None`` is ``''``; booleans are ``true``/``false``; lists and dicts become JSON (ST
     serialises objects); numbers print the JavaScript way.
     """
+    cls = value.__class__
+    if cls is str:
+        return value
+    if cls is float and value.is_integer() and -1e21 < value < 1e21:
+        return str(int(value))  # what _number_string gives an integral double (-0 too)
     if value is None:
         return ""
     if isinstance(value, str):
@@ -197,6 +204,10 @@ class VariableStore:
     def get(self, name: str) -> Any:
         """ST's ``getVariable``: ``''`` when missing or empty, numbers for numeric text."""
         value = self._data.get(name)
+        if value.__class__ is str and value and value[0] not in _NOT_PLAIN_START:
+            # text that cannot be a number nor blank (its first character is neither a number's
+            # nor whitespace): ``js_number`` would give NaN, so the text itself
+            return value
         if value is None or value == "":
             return ""
         if isinstance(value, bool):

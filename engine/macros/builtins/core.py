@@ -279,7 +279,7 @@ def _bind_if(
             cond = post_process(cond_run(st)) if cond_run is not None else ""
         finally:
             st.content = saved
-        ref = _VAR_REF.fullmatch(cond)
+        ref = _VAR_REF.fullmatch(cond) if cond and cond[0] in ".$" else None  # a reference starts so
         if ref:
             store = st.local if ref.group(1) == "." else st.glob
             cond = js_string(store.get(ref.group(2)))

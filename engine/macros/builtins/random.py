@@ -19,6 +19,8 @@ from ..variables import js_trim
 __all__ = ["register", "split_items"]
 
 _COMMA = "\x00COMMA\x00"
+#: a bound one-die roll keeps the draw records of at most this many faces
+_KEPT_FACES = 1024
 
 
 def split_items(args: list[str]) -> list[str]:
@@ -49,11 +51,13 @@ def _bind_random(args: tuple[str, ...], offset: int, macro: str) -> Callable[[Re
     if not items:
         return lambda state: ""
     count = len(items)
+    # a draw record depends on the choice only, and records are immutable: one per item
+    records = tuple(Draw("random", offset, choice, macro) for choice in items)
 
     def draw(state: RenderState) -> str:
-        choice = items[int(state.random() * count)]
-        state.draws.append(Draw("random", offset, choice, macro))
-        return choice
+        index = int(state.random() * count)
+        state.draws.append(records[index])
+        return items[index]
 
     return draw
 
@@ -92,6 +96,21 @@ def _bind_roll(args: tuple[str, ...], offset: int, macro: str) -> Callable[[Rend
         return lambda state: ""
     count, sides, modifier = parsed
     dice = range(count)
+    if count == 1:
+        # one die: the record depends on the face only (immutable, so kept per face seen)
+        records: dict[int, Draw] = {}
+
+        def roll_one(state: RenderState) -> str:
+            face = int(state.random() * sides) + 1
+            record = records.get(face)
+            if record is None:
+                record = Draw("roll", offset, str(face + modifier), macro, (face,))
+                if len(records) < _KEPT_FACES:
+                    records[face] = record
+            state.draws.append(record)
+            return record.value
+
+        return roll_one
 
     def roll(state: RenderState) -> str:
         rng = state.random

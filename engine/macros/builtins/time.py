@@ -7,6 +7,7 @@ is ``MacroContext.now`` so renders are reproducible, falling back to the current
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from typing import Any
 
 from ..evaluator import MacroCall
 from ..registry import MacroRegistry, context_handler
@@ -20,7 +21,22 @@ def _now(call: MacroCall) -> datetime:
 
 
 def _fmt(fmt: str):  # type: ignore[no-untyped-def]
-    return context_handler(lambda ctx: format_moment(ctx.clock(), fmt))
+    # the text depends on the clock only; an injected clock is an immutable datetime that a host
+    # passes render after render, so the last one's text is kept (matched by identity)
+    last: tuple[datetime | None, str] = (None, "")
+
+    def read(ctx: Any) -> str:
+        nonlocal last
+        now = ctx.now
+        seen = last
+        if now is not None and seen[0] is now:
+            return seen[1]
+        text = format_moment(ctx.clock(), fmt)
+        if now is not None:
+            last = (now, text)
+        return text
+
+    return context_handler(read)
 
 
 def _time(call: MacroCall) -> str:
