@@ -181,3 +181,19 @@ def test_guarded_methods_keep_their_length_name_and_enumerability(worker_module:
     assert json.loads(guarded.eval(probe)) == json.loads(plain.eval(probe))
     assert guarded.eval("[].join !== Object.getPrototypeOf(Int8Array).prototype.join && [1, 2].join('-')") == "1-2"
     assert guarded.eval("try { Array(2 ** 32 - 1).join('') } catch (e) { e instanceof RangeError }") is True
+
+
+def test_garbage_is_still_collected_during_a_render(worker_module: ModuleType) -> None:
+    """The prelude runs with collection deferred; the template must get the engine's schedule back.
+
+    A render that makes ~40 MB of cyclic garbage (which reference counting alone never frees)
+    fits in a 4 MiB VM only if the collector runs while it renders.
+    """
+    worker = worker_module.Worker()
+    assert worker.gc_threshold > 0, "the pinned engine should take the fast path"
+    body = ("let n = 0; for (let i = 0; i < 200000; i++) { const a = {i}; const b = {a, pad: [1, 2, 3]}; a.b = b; n++ }"
+            " append(n)")
+    payload = "[" + json.dumps(prog(body)) + ",[\nnull\n]]"
+    limits = {**LIMITS, "memory_bytes": 4 << 20, "time_ms": 5000}
+    reply = json.loads(worker.render(_QuietChannel(), 1, limits, payload))
+    assert reply["error"] is None and reply["result"]["text"] == "200000"
