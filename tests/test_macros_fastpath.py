@@ -96,3 +96,27 @@ def test_bound_draw_records_equal_fresh_ones_across_seeds() -> None:
         template.expand(CTX)
     got = [template.expand(CTX, seed=s) for s in range(40)]
     assert [(g.text, g.draws) for g in got] == [(w.text, w.draws) for w in want]
+
+
+def test_inlined_context_and_card_reads_equal_the_evaluator() -> None:
+    # plain card text is read straight from the card; text the names-only substitution would
+    # touch (\r, {{user}}, <BOT>), other types and missing fields take the full read
+    text = "[{{user}}|{{char}}|{{description}}|{{personality}}|{{scenario}}|{{charPrompt}}|{{creatorNotes}}|{{model}}]"
+    contexts = [
+        MacroContext.from_dict({"user": "Ash", "char": "Mira", "character": {"description": "plain", "personality": "a\r\nb"}}),
+        MacroContext.from_dict({"character": {"description": "hi {{user}} and <BOT>", "scenario": 42, "system_prompt": None}}),
+        MacroContext(user=7, char=None, character={"description": 1.5, "personality": ["x"], "creator_notes": "{not a macro"}),  # type: ignore[arg-type]
+    ]
+    for ctx in contexts:
+        saved = evaluator.USE_PLANS
+        evaluator.USE_PLANS = False
+        try:
+            want = compile_macros(text).expand(ctx)
+        finally:
+            evaluator.USE_PLANS = saved
+        template = compile_macros(text)
+        for _ in range(4):
+            got = template.expand(ctx)
+            assert (got.text, got.diagnostics) == (want.text, want.diagnostics)
+    names = template._top[2].run.__globals__
+    assert any(k.startswith("cf") for k in names)  # the card reads really were inlined

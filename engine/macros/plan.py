@@ -18,6 +18,8 @@ version it was built against (:meth:`RenderState.evaluate` checks all three).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
+import keyword
 from typing import Any
 
 from ..errors import TemplateError
@@ -124,7 +126,25 @@ class LevelPlan:
                 # the body of ``_bind``'s ``read``, inlined (its fallback reports a failure)
                 names[f"r{index}"] = read
                 names[f"f{index}"] = part.fallback
-                lines += ["    try:", f"        {p} = r{index}(ctx)", "    except Exception:"]
+                attr = getattr(part, "context_attr", None)
+                card = getattr(part, "card_field", None)
+                if attr is not None and attr.isidentifier() and not keyword.iskeyword(attr):
+                    # ``attrgetter(attr)(ctx)`` as an attribute read (the name is a context
+                    # field's, from the handler's definition, never from the template)
+                    lines += ["    try:", f"        {p} = ctx.{attr}", "    except Exception:"]
+                elif card is not None:
+                    # a card field whose text the names-only substitution leaves alone is the
+                    # field itself (``context_card_text``); anything else takes the full read
+                    names[f"cf{index}"] = card
+                    lines += [
+                        "    try:",
+                        f"        {p} = ctx.character.get(cf{index})",
+                        f"        if {p}.__class__ is not str or '\\r' in {p} or '{{' in {p} or '<' in {p}:",
+                        f"            {p} = r{index}(ctx)",
+                        "    except Exception:",
+                    ]
+                else:
+                    lines += ["    try:", f"        {p} = r{index}(ctx)", "    except Exception:"]
                 lines += called(p, f"f{index}(state, depth)", "        ")
                 lines += [
                     "    else:",
@@ -336,6 +356,8 @@ def _bind(state: RenderState, m: MacroNode, depth: int) -> Part:
                 return value
 
             read.context_read = fast  # type: ignore[attr-defined]  # inlined by LevelPlan._straight
+            read.context_attr = getattr(definition.handler, "context_attr", None)  # type: ignore[attr-defined]
+            read.card_field = getattr(definition.handler, "card_field", None)  # type: ignore[attr-defined]
             read.fallback = _generic(m)  # type: ignore[attr-defined]
             return read
 
@@ -554,31 +576,24 @@ def _handler_part(run: Callable[[RenderState, int], str], m: MacroNode, entries:
     return handled
 
 
-def level_runner(state: RenderState, lo: int, hi: int, depth: int, items: Sequence[Any] | None) -> Callable[[RenderState], str]:
-    """``state.evaluate(lo, hi, depth, items)`` for a level inside a planned macro, with what
-    can be decided once decided: a level without macros is its text, and a level's plan, once
-    it exists, is run without looking it up again.
+def level_runner(
+    state: RenderState, lo: int, hi: int, depth: int, items: Sequence[Any] | None
+) -> tuple[str | Callable[[RenderState], str], bool]:
+    """How to do ``state.evaluate(lo, hi, depth, items)`` for a level inside a planned macro:
+    its text (a level without macros) or a callable taking the state, and whether that answer
+    is final (a level's plan appears from its second evaluation on: until then the level is
+    evaluated, and the caller asks again).
 
-    Valid only while the plan holding it runs: that plan was built for this registry and
-    version, and it runs only when they still hold (and parses are reused, with no dynamic
-    macros), which is everything ``evaluate`` checks before running a known level's plan.
+    Valid only while the plan holding the caller runs: that plan was built for this registry
+    and version, and it runs only when they still hold (and parses are reused, with no
+    dynamic macros), which is everything ``evaluate`` checks before running a known level's plan.
     """
     if items is None or lo >= hi or depth > MAX_SCOPE_DEPTH:
-        return lambda st: st.evaluate(lo, hi, depth, items)
+        return (lambda st: st.evaluate(lo, hi, depth, items)), True
     if not any(type(item) is MacroNode for item in items):
-        text = state.source[lo:hi]
-        return lambda st: text
-    registry, version = state.registry, state.registry._version
-    key = (id(items), depth, "plan")
-    found: list[LevelPlan] = []
-
-    def level(st: RenderState) -> str:
-        if found:
-            return found[0].run(st, depth)
-        seen = st.closer_memo.get(key)  # type: ignore[call-overload]
-        if seen is not None and seen[3] and seen[0] is items and seen[1] is registry and seen[2] == version:
-            found.append(seen[3])
-            return seen[3].run(st, depth)
-        return st.evaluate(lo, hi, depth, items)
-
-    return level
+        return state.source[lo:hi], True
+    registry = state.registry
+    seen = state.closer_memo.get((id(items), depth, "plan"))  # type: ignore[call-overload]
+    if seen is not None and seen[3] and seen[0] is items and seen[1] is registry and seen[2] == registry._version:
+        return partial(seen[3].run, depth=depth), True
+    return (lambda st: st.evaluate(lo, hi, depth, items)), False

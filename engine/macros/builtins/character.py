@@ -41,7 +41,9 @@ def _field(key: str):  # type: ignore[no-untyped-def]
     def read(ctx: MacroContext) -> str:
         return context_card_text(ctx, ctx.card(key))
 
-    return context_handler(read)
+    handler = context_handler(read)
+    handler.card_field = key  # type: ignore[attr-defined]  # a plan reads plain fields itself
+    return handler
 
 
 _persona = context_handler(lambda ctx: context_card_text(ctx, ctx.persona))

@@ -255,36 +255,50 @@ def _bind_if(
         branches = (then_branch, else_branch)
     keep = "#" in m.flags
     offset = m.start
-    runners: dict[int, tuple[Any, Any, Any]] = {}  # depth -> (condition, then, else) runners
+    # depth -> (condition, then, else, final): each a post-processed text or a callable giving
+    # the level's raw output (None: absent); ``final`` once no level waits for its plan
+    runners: dict[int, tuple[Any, Any, Any, bool]] = {}
 
-    def runners_at(st: RenderState, depth: int) -> tuple[Any, Any, Any]:
+    def resolve(st: RenderState, depth: int) -> tuple[Any, Any, Any, bool]:
         d1 = depth + 1
-        cond_run = level_runner(st, cond_lo, cond_hi, d1, cond_known) if cond_span is not None else None
-        then_run = else_run = None
-        if branches is not None:
-            then_run = level_runner(st, *branches[0][:2], d1, branches[0][2])
-            if branches[1] is not None:
-                else_run = level_runner(st, *branches[1][:2], d1, branches[1][2])
-        found = runners[depth] = (cond_run, then_run, else_run)
-        return found
+        final = True
+        found: list[Any] = []
+        for span in (
+            (cond_lo, cond_hi, cond_known) if cond_span is not None else None,
+            branches[0] if branches is not None else None,
+            branches[1] if branches is not None else None,
+        ):
+            if span is None:
+                found.append(None)
+                continue
+            runner, done = level_runner(st, span[0], span[1], d1, span[2])
+            final = final and done
+            found.append(post_process(runner) if runner.__class__ is str else runner)
+        entry = runners[depth] = (found[0], found[1], found[2], final)
+        return entry
 
     def run(st: RenderState, depth: int) -> str:
-        found = runners.get(depth)
-        if found is None:
-            found = runners_at(st, depth)
-        cond_run, then_run, else_run = found
-        saved = st.content
-        st.content = st.source  # as MacroCall.evaluate: nested levels see the pre-processed text
-        try:
-            cond = post_process(cond_run(st)) if cond_run is not None else ""
-        finally:
-            st.content = saved
+        entry = runners.get(depth)
+        if entry is None or not entry[3]:
+            entry = resolve(st, depth)
+        cond_run, then_run, else_run, _final = entry
+        if cond_run is None:
+            cond = ""
+        elif cond_run.__class__ is str:
+            cond = cond_run
+        else:
+            saved = st.content
+            st.content = st.source  # as MacroCall.evaluate: nested levels see the pre-processed text
+            try:
+                cond = post_process(cond_run(st))
+            finally:
+                st.content = saved
         ref = _VAR_REF.fullmatch(cond) if cond and cond[0] in ".$" else None  # a reference starts so
         if ref:
             store = st.local if ref.group(1) == "." else st.glob
             cond = js_string(store.get(ref.group(2)))
         else:
-            definition = st.registry.get(cond) if cond else None
+            definition = st._defs.get(cond.lower()) if cond else None  # ``registry.get``
             if definition is not None and definition.min_args == 0 and not definition.delay_args:
                 sub = MacroCall(cond, [], "", False, offset, m, st, depth, [])
                 try:
@@ -296,16 +310,18 @@ def _bind_if(
         truthy = not is_falsy_text(cond)
         if inverted:
             truthy = not truthy
-        if branches is None:
-            return ""
         branch = then_run if truthy else else_run
         if branch is None:
             return ""
-        st.content = st.source
-        try:
-            text = post_process(branch(st))
-        finally:
-            st.content = saved
+        if branch.__class__ is str:
+            text = branch
+        else:
+            saved = st.content
+            st.content = st.source
+            try:
+                text = post_process(branch(st))
+            finally:
+                st.content = saved
         return text if keep else dedent_trim(text)
 
     return run
@@ -316,7 +332,9 @@ _if.bind_delayed = _bind_if  # type: ignore[attr-defined]
 
 def _context_value(field: str) -> Any:
     """A handler returning one context field (a plan reads it directly)."""
-    return context_handler(attrgetter(field))
+    handler = context_handler(attrgetter(field))
+    handler.context_attr = field  # type: ignore[attr-defined]  # a plan reads ``ctx.<field>`` itself
+    return handler
 
 
 def register(registry: MacroRegistry) -> None:
