@@ -63,6 +63,8 @@ PROGRAMS = [
     "null",
     "(async function (__tb) { let e; try { (function f() { f() })() } catch (x) { e = x } throw e })",
     "(async function (__tb) { let e; try { 'x'.repeat(2 ** 28) } catch (x) { e = x } throw e })",
+    "(function f() { f() })();\n(async function (__tb) {})",  # stack overflow at the top level
+    "'x'.repeat(2 ** 28);\n(async function (__tb) {})",  # out of memory at the top level
 ]
 
 
@@ -87,6 +89,8 @@ def test_bytecode_programs_answer_like_source_compiled_ones(worker_module: Modul
     assert first[7]["error"]["js_message"] == "at the top" and first[7]["error"]["line"] == 2
     assert first[9]["error"]["code"] == "TEMPLATE_STACK_LIMIT"
     assert first[10]["error"]["code"] == "TEMPLATE_MEMORY_LIMIT"
+    assert first[11]["error"]["code"] == "TEMPLATE_STACK_LIMIT"
+    assert first[12]["error"]["code"] == "TEMPLATE_MEMORY_LIMIT"
 
 
 @pytest.mark.parametrize("top", ["for (;;) {}", "while (true) { try { for (;;) {} } catch (e) {} }"])
