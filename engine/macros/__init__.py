@@ -332,6 +332,12 @@ class CompiledMacros:
         local = VariableStore(ctx.local_variables)  # the store copies
         glob = VariableStore(ctx.global_variables)
         effective_seed = seed if seed is not None else (ctx.seed if ctx.seed is not None else 0)
+        last = _last_seed  # renders mostly repeat a seed: its text and draw stream are kept
+        if effective_seed.__class__ is int and last[0] == effective_seed:
+            rng_seed, stream = last[1], last[2]
+        else:
+            rng_seed = f"tavernbox-macros:{effective_seed}"
+            stream = None
         state = _new_state(
             self.source,
             self.text,
@@ -339,11 +345,13 @@ class CompiledMacros:
             registry,
             local,
             glob,
-            f"tavernbox-macros:{effective_seed}",
+            rng_seed,
             list(self._diagnostics),
             self._parse_cache,
             self._closer_memo,
         )
+        if stream is not None:
+            state._stream = stream
         omap = self._omap
         try:
             out = post_process(plan.run(state, 0))
@@ -353,6 +361,8 @@ class CompiledMacros:
             exc.source = self.text
             raise
         draws = state.draws
+        if stream is None and state._stream is not None and effective_seed.__class__ is int:
+            _remember_seed(effective_seed, rng_seed, state._stream)
         return _make_result(
             out,
             {"local": local.snapshot(), "global": glob.snapshot()},
@@ -365,6 +375,16 @@ class CompiledMacros:
             if draws
             else (),
         )
+
+
+#: ``(seed, its rng_seed text, its SeedStream)`` of the last cached render that drew: the
+#: stream ``seed_stream(text)`` would return (one per seed, immutable but for its growing list)
+_last_seed: tuple[Any, str, Any] = (None, "", None)
+
+
+def _remember_seed(seed: int, text: str, stream: Any) -> None:
+    global _last_seed
+    _last_seed = (seed, text, stream)
 
 
 def compile_macros(text: str) -> CompiledMacros:

@@ -78,7 +78,6 @@ class LevelPlan:
             "    max_output = state.max_output",
             "    slack = max_output - counted",
             "    size = 0",
-            "    ctx = state.ctx",
             "    base = state.produced",
             "    acc = 0",
             "    cap = MAX_PRODUCED - base",
@@ -112,7 +111,7 @@ class LevelPlan:
                 f"{indent}    cap = slack - size",
             ]
 
-        uses_local = uses_glob = False
+        uses_local = uses_glob = uses_ctx = False
         for index, part in enumerate(self.parts):
             p = f"p{index}"
             if part.__class__ is str:
@@ -126,6 +125,7 @@ class LevelPlan:
                 # the body of ``_bind``'s ``read``, inlined (its fallback reports a failure)
                 names[f"r{index}"] = read
                 names[f"f{index}"] = part.fallback
+                uses_ctx = True
                 attr = getattr(part, "context_attr", None)
                 card = getattr(part, "card_field", None)
                 if attr is not None and attr.isidentifier() and not keyword.iskeyword(attr):
@@ -191,6 +191,8 @@ class LevelPlan:
             lines.insert(1, "    local_get = state.local.get")
         if uses_glob:
             lines.insert(1, "    glob_get = state.glob.get")
+        if uses_ctx:
+            lines.insert(1, "    ctx = state.ctx")
         names["counted"] = self.counted
         namespace: dict[str, Any] = {}
         exec("\n".join(lines), names, namespace)  # noqa: S102 - names only, see docstring

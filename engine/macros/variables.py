@@ -193,6 +193,8 @@ class VariableStore:
 
     def snapshot(self) -> dict[str, Any]:
         """The variables as plain JSON values (numbers stay numbers)."""
+        if not self._data:
+            return {}
         return {k: _plain(v) if isinstance(v, float) else v for k, v in self._data.items()}
 
     def has(self, name: str) -> bool:

@@ -18,6 +18,7 @@ __all__ = ["MAX_REPEAT", "register"]
 #: ``{{newline::N}}`` / ``{{space::N}}`` beyond this stay as written (``MACRO_REPEAT_LIMIT``).
 MAX_REPEAT = 10_000
 
+_FALSY = ("false", "off", "0")  # ``is_falsy_text``'s words
 _VAR_REF = re.compile(r"([.$])([a-zA-Z](?:[a-zA-Z0-9_-]*[a-zA-Z0-9_])?)")
 
 
@@ -307,7 +308,8 @@ def _bind_if(
                     raise
                 except Exception:  # the macro stays as written, which is truthy
                     cond = "{{" + cond + "}}"
-        truthy = not is_falsy_text(cond)
+        # ``is_falsy_text``, inlined
+        truthy = cond != "" and cond.strip(JS_WHITESPACE).lower() not in _FALSY
         if inverted:
             truthy = not truthy
         branch = then_run if truthy else else_run
@@ -322,7 +324,10 @@ def _bind_if(
                 text = post_process(branch(st))
             finally:
                 st.content = saved
-        return text if keep else dedent_trim(text)
+        if keep:
+            return text
+        # ``dedent_trim``: one line is just trimmed
+        return text.strip(JS_WHITESPACE) if "\n" not in text else dedent_trim(text)
 
     return run
 
