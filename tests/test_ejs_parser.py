@@ -78,10 +78,13 @@ def test_offsets_point_into_the_original_source(template: str) -> None:
         assert template[exc.span.start:exc.span.end] == exc.message.split('"')[1]
         return
     for node in parsed.nodes:
-        for value, offset, is_tag in node.tokens():
-            if is_tag and node.__class__ is Tag and value not in (node.opener, node.close):
-                continue  # a tag standing in a tag's middle shares the middle's offset
+        for value, offset, _is_tag in node.tokens():
             assert template[offset:offset + len(value)] == value
+
+
+def test_tags_standing_in_a_tags_middle_have_their_own_offsets() -> None:
+    (tag,) = parse_template("<%<%-%>%>").nodes
+    assert [(value, offset) for value, offset, _ in tag.tokens()] == [("<%", 0), ("<%-", 2), ("%>", 5), ("%>", 7)]
 
 
 def test_node_shapes() -> None:

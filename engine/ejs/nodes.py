@@ -81,7 +81,13 @@ class Tag:
         if self.code is not None:
             middle = ((self.code, self.code_start, False),)
         else:
-            middle = tuple((tok, self.code_start, True) for tok in self.inner)
+            # the inner tags stand side by side from ``code_start`` (``str(tag)`` joins them)
+            events = []
+            at = self.code_start
+            for tok in self.inner:
+                events.append((tok, at, True))
+                at += len(tok)
+            middle = tuple(events)
         return ((self.opener, self.start, True), *middle, (self.close, self.close_start, True))
 
     def __str__(self) -> str:
