@@ -120,3 +120,49 @@ def test_inlined_context_and_card_reads_equal_the_evaluator() -> None:
             assert (got.text, got.diagnostics) == (want.text, want.diagnostics)
     names = template._top[2].run.__globals__
     assert any(k.startswith("cf") for k in names)  # the card reads really were inlined
+
+
+def _both_ways(text: str, ctx: MacroContext) -> tuple[list, object]:
+    def outcome(template: object) -> object:
+        from tavernbox.errors import TemplateError
+
+        try:
+            r = template.expand(ctx)  # type: ignore[attr-defined]
+        except TemplateError as exc:
+            return ("error", exc.code, exc.message, exc.span)
+        return (r.text, r.diagnostics)
+
+    saved = evaluator.USE_PLANS
+    evaluator.USE_PLANS = False
+    try:
+        want = outcome(compile_macros(text))
+    finally:
+        evaluator.USE_PLANS = saved
+    template = compile_macros(text)
+    return [outcome(template) for _ in range(4)], want
+
+
+def test_output_limits_from_inlined_parts_match_the_evaluator() -> None:
+    # the inlined parts keep their accounting in locals; every limit still trips at the same
+    # item with the same error: one value over the limit, two values crossing it, a branch's
+    # value, and the render's total counted over nested levels (32 MiB)
+    big = "x" * (MAX_OUTPUT_CHARS - 100)
+    half = "y" * (MAX_OUTPUT_CHARS // 2 + 10)
+    seven = "z" * (7 * 1024 * 1024)
+    ctx = MacroContext(user="Ash", local_variables={"big": big, "half": half, "seven": seven, "on": "1"})
+    over = MacroContext(user="x" * (MAX_OUTPUT_CHARS + 1))
+    cases = [
+        ("a {{user}} b", over),
+        ("{{getvar::half}}{{getvar::half}}{{user}}", ctx),
+        ("{{if {{getvar::on}}}}{{getvar::half}}-{{getvar::half}}{{/if}}", ctx),
+        ("{{getvar::big}}" + "w" * 200 + "{{user}}", ctx),
+        ("{{if 1}}" * 4 + "{{getvar::seven}}" + "{{/if}}" * 4, ctx),
+        # arguments count towards the total though setvar shows nothing: the fifth argument
+        # level starts with 28 MiB counted, so its read passes 32 MiB
+        ("{{setvar::a::{{getvar::seven}}}}" * 5, ctx),
+        ("{{setvar::a::{{getvar::seven}}}}" * 4 + "{{getvar::seven}}", ctx),
+    ]
+    for text, context in cases:
+        got, want = _both_ways(text, context)
+        assert want[0] == "error", text[:40]  # type: ignore[index]
+        assert all(g == want for g in got), text[:40]

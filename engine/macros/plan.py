@@ -76,13 +76,11 @@ class LevelPlan:
         lines = [
             "def run(state, depth):",
             "    max_output = state.max_output",
-            "    slack = max_output - counted",
-            "    size = 0",
+            "    cap = slack = max_output - counted",
+            "    size = acc = 0",
             "    base = state.produced",
-            "    acc = 0",
-            "    cap = MAX_PRODUCED - base",
-            "    if slack < cap:",
-            "        cap = slack",
+            "    if base > MAX_PRODUCED - slack:",
+            "        cap = MAX_PRODUCED - base",
         ]
         order: list[str] = []
 
@@ -186,7 +184,10 @@ class LevelPlan:
             else:
                 lines += called(p, f"c{index}(state, depth)", "    ")
         lines.append("    state.produced = base + acc")
-        lines.append(f"    return ''.join(({', '.join(order)}{',' if len(order) == 1 else ''}))")
+        if len(order) == 1:
+            lines.append(f"    return {order[0]}")  # one part's output is a str already
+        else:
+            lines.append(f"    return ''.join(({', '.join(order)}))")
         if uses_local:
             lines.insert(1, "    local_get = state.local.get")
         if uses_glob:
@@ -573,7 +574,13 @@ def _handler_part(run: Callable[[RenderState, int], str], m: MacroNode, entries:
         except Exception as exc:  # a handler failure leaves the macro as written
             state.diag("MACRO_HANDLER_ERROR", f"{{{{{name}}}}} failed: {type(exc).__name__}: {exc}", start, end)
             return state._raw(m, entries)
-        return _emit(state, result if result.__class__ is str else js_string(result))
+        if result.__class__ is not str:
+            result = js_string(result)
+        produced = state.produced + len(result)  # ``_emit``, inlined
+        state.produced = produced
+        if produced > MAX_PRODUCED_CHARS or len(result) > state.max_output:
+            _too_much(state)
+        return result
 
     return handled
 

@@ -256,33 +256,47 @@ def _bind_if(
         branches = (then_branch, else_branch)
     keep = "#" in m.flags
     offset = m.start
-    # depth -> (condition, then, else, final): each a post-processed text or a callable giving
-    # the level's raw output (None: absent); ``final`` once no level waits for its plan
-    runners: dict[int, tuple[Any, Any, Any, bool]] = {}
+    # depth -> [condition, then, else]: each a post-processed text, a callable giving the level's
+    # raw output, or None (absent); a level still waiting for its plan holds a callable that
+    # looks for it (and takes its place once found) before evaluating the level
+    runners: dict[int, list[Any]] = {}
 
-    def resolve(st: RenderState, depth: int) -> tuple[Any, Any, Any, bool]:
+    def slot(st: RenderState, found: list[Any], index: int, span: tuple[int, int, Any], d1: int) -> Any:
+        runner, done = level_runner(st, span[0], span[1], d1, span[2])
+        if done:
+            found[index] = runner = post_process(runner) if runner.__class__ is str else runner
+            return runner
+        evaluate = runner
+
+        def pending(st: RenderState) -> Any:
+            again, final = level_runner(st, span[0], span[1], d1, span[2])
+            if final:
+                found[index] = post_process(again) if again.__class__ is str else again
+                return again if again.__class__ is str else again(st)
+            return evaluate(st)
+
+        return pending
+
+    def resolve(st: RenderState, depth: int) -> list[Any]:
         d1 = depth + 1
-        final = True
-        found: list[Any] = []
-        for span in (
-            (cond_lo, cond_hi, cond_known) if cond_span is not None else None,
-            branches[0] if branches is not None else None,
-            branches[1] if branches is not None else None,
+        found: list[Any] = [None, None, None]
+        for index, span in enumerate(
+            (
+                (cond_lo, cond_hi, cond_known) if cond_span is not None else None,
+                branches[0] if branches is not None else None,
+                branches[1] if branches is not None else None,
+            )
         ):
-            if span is None:
-                found.append(None)
-                continue
-            runner, done = level_runner(st, span[0], span[1], d1, span[2])
-            final = final and done
-            found.append(post_process(runner) if runner.__class__ is str else runner)
-        entry = runners[depth] = (found[0], found[1], found[2], final)
-        return entry
+            if span is not None:
+                found[index] = slot(st, found, index, span, d1)
+        runners[depth] = found
+        return found
 
     def run(st: RenderState, depth: int) -> str:
         entry = runners.get(depth)
-        if entry is None or not entry[3]:
+        if entry is None:
             entry = resolve(st, depth)
-        cond_run, then_run, else_run, _final = entry
+        cond_run, then_run, else_run = entry
         if cond_run is None:
             cond = ""
         elif cond_run.__class__ is str:
