@@ -197,12 +197,28 @@ class AssemblyResult:
     diagnostics: list[Diagnostic]
     sources: list[dict[str, Any]]
     draws: list[dict[str, Any]]
-    provenance: list[dict[str, Any]]
     record: dict[str, Any]
     #: the array before system projection (contributions still separate), for inspection
     logical_messages: list[dict[str, Any]] = field(default_factory=list)
     #: retained snapshot records to hand to the next request (see :mod:`.snapshots`)
     snapshots: list[dict[str, Any]] = field(default_factory=list)
+    #: ``(message id, content, character ranges)`` per message, from which :attr:`provenance` is built
+    span_source: list[tuple[str, str, list[tuple[int, int, dict[str, Any]]]]] = field(
+        default_factory=list, repr=False, compare=False
+    )
+    _provenance: list[dict[str, Any]] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def provenance(self) -> list[dict[str, Any]]:
+        """Span provenance of every message: ``{"index", "message_id", "spans": [{"start", "end",
+        rule/source/block/resource/field or macro/variable fields}]}``, offsets in UTF-16 units.
+
+        Built from :attr:`span_source` on first access (a host that only sends the messages does
+        not pay for one dict per span); the same list every time after.
+        """
+        if self._provenance is None:
+            self._provenance = build_provenance(self.span_source)
+        return self._provenance
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form printed by ``tavernbox assemble --json``."""
@@ -223,6 +239,34 @@ class AssemblyResult:
 
 
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
+
+
+def build_provenance(
+    span_source: Sequence[tuple[str, str, Sequence[tuple[int, int, dict[str, Any]]]]],
+) -> list[dict[str, Any]]:
+    """The JSON form of span provenance: one entry per message, spans with UTF-16 offsets."""
+    provenance = []
+    # one info dict is shared by every span of a contribution (and every snapshot repeating it):
+    # its non-null fields are computed once. ``keep`` holds every described info alive, so an id
+    # cannot be reused by another info during the loop
+    described: dict[int, dict[str, Any]] = {}
+    keep: list[dict[str, Any]] = []
+
+    def fields(info: dict[str, Any]) -> dict[str, Any]:
+        keep.append(info)
+        # an info without nulls (a native message's) is spread as it is: it is copied by ``**`` anyway
+        found = described[id(info)] = info if None not in info.values() else {k: v for k, v in info.items() if v is not None}
+        return found
+
+    known = described.get
+    for i, (message_id, text, spans) in enumerate(span_source):
+        if text.isascii() or not _ASTRAL.search(text):  # offsets are already UTF-16 offsets
+            out_spans = [{"start": s, "end": e, **(known(id(info)) or fields(info))} for s, e, info in spans]
+        else:
+            utf16 = _utf16_converter(text)
+            out_spans = [{"start": utf16(s), "end": utf16(e), **(known(id(info)) or fields(info))} for s, e, info in spans]
+        provenance.append({"index": i, "message_id": message_id, "spans": out_spans})
+    return provenance
 
 
 def _utf16_converter(text: str) -> Callable[[int], int]:
@@ -320,30 +364,12 @@ def compose(
         )
     diagnostics.extend(_greeting_after_input(flat, input_ids))
     nodes = _node_records(flat, projection.index_map, messages)
-    provenance = []
-    # one info dict is shared by every span of a contribution (and every snapshot repeating it):
-    # its non-null fields are computed once. ``keep`` holds every described info alive, so an id
-    # cannot be reused by another info during the loop
-    described: dict[int, dict[str, Any]] = {}
-    keep: list[dict[str, Any]] = []
-
-    def fields(info: dict[str, Any]) -> dict[str, Any]:
-        keep.append(info)
-        # an info without nulls (a native message's) is spread as it is: it is copied by ``**`` anyway
-        found = described[id(info)] = info if None not in info.values() else {k: v for k, v in info.items() if v is not None}
-        return found
-
-    known = described.get
-
-    for i, (m, spans) in enumerate(zip(messages, projection.spans, strict=True)):
-        content = m.get("content")
-        text = content if isinstance(content, str) else ""
-        if text.isascii() or not _ASTRAL.search(text):  # offsets are already UTF-16 offsets
-            out_spans = [{"start": s, "end": e, **(known(id(info)) or fields(info))} for s, e, info in spans]
-        else:
-            utf16 = _utf16_converter(text)
-            out_spans = [{"start": utf16(s), "end": utf16(e), **(known(id(info)) or fields(info))} for s, e, info in spans]
-        provenance.append({"index": i, "message_id": m["id"], "spans": out_spans})
+    # (message id, content text, character ranges) per message, taken now: the message dicts
+    # belong to the caller once returned, and provenance must describe what was assembled
+    span_source = [
+        (m["id"], m["content"] if isinstance(m.get("content"), str) else "", spans)
+        for m, spans in zip(messages, projection.spans, strict=True)
+    ]
     result = AssemblyResult(
         messages=messages,
         nodes=nodes,
@@ -353,10 +379,10 @@ def compose(
         diagnostics=diagnostics,
         sources=[e.descriptor.to_dict() for e in entries],
         draws=[],
-        provenance=provenance,
         record={},
         logical_messages=logical_messages,
         snapshots=retention.records,
+        span_source=span_source,
     )
     return result, diagnostics
 
