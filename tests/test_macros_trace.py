@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from tavernbox.macros import MacroContext, compile_macros, expand_macros
 from tavernbox.macros.trace import map_through_deletions, post_process_traced
 from tavernbox.macros.evaluator import post_process
+from tavernbox.testing.strategies import macro_templates
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "conformance" / "st-macros.jsonl"
@@ -170,3 +171,14 @@ def test_a_planned_scoped_macro_keeps_its_whole_source_span() -> None:
     for _ in range(4):
         result = template.expand(CTX, trace=True)
         assert [source[s.source_start : s.source_end] for s in result.segments] == ["{{if .mood}}yes{{/if}}", "{{user}}"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(macro_templates())
+def test_tracing_never_changes_a_generated_render(template: str) -> None:
+    compiled = compile_macros(template)
+    plain = compiled.expand(CTX, seed=3)
+    for _ in range(3):  # the first traced render marks in the evaluator, later ones run the plan's twin
+        traced = compiled.expand(CTX, seed=3, trace=True)
+        assert (traced.text, traced.variables, traced.draws) == (plain.text, plain.variables, plain.draws)
+        _check_ranges(traced.text, traced.segments)
