@@ -1,8 +1,10 @@
 """The tested upstream facts of research/dsh-assembler.md section 15, as our own cases.
 
-Each test names its fact number. Facts about retained snapshots (27-32, 41), the greeting (1, 25),
-prompt templates and MVU (42-54) and the built-in strategies (55) belong to later issues and are
-not here; see the report of issue 6.
+Each test names its fact number. The rest live beside the code they test: retained snapshots
+(27-32, 41) in ``test_snapshots_retention.py``, prompt templates (38, 44-47, 50) in
+``test_assembler_facts_templates.py`` (42, 43 in ``test_assembler_templates.py``; 48, 49 in
+``test_assembler_leases.py``), MVU (51, 52 in ``test_assembler_sources.py``; 53, 54 in
+``test_mvu_update.py``) and the built-in strategies (55) in ``test_strategies_builtin.py``.
 """
 
 from __future__ import annotations
