@@ -37,6 +37,8 @@ _LAZY: dict[str, str] = {
     "render_with_dependencies": "tavernbox.bridge",
     "inspect_template_metadata": "tavernbox.bridge",
     "TemplateSources": "tavernbox.bridge",
+    "apply_mvu_reply": "tavernbox.bridge",
+    "MvuUpdate": "tavernbox.bridge",
 }
 
 __all__ = ["CODES", "Diagnostic", "Span", "TemplateError", "__version__", *sorted(_LAZY)]

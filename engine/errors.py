@@ -158,6 +158,15 @@ CODES: dict[str, str] = {
     "STRATEGY_BUILTIN_IMMUTABLE": "a built-in strategy cannot be saved over or deleted; copy it first",
     "STRATEGY_IN_USE": "a strategy applied to a session cannot be deleted",
     "STRATEGY_SESSION_INVALID": "a session id that is not 1-200 of [A-Za-z0-9._:-] starting with a letter or digit",
+    # MVU reply updates (apply_mvu_reply)
+    "MVU_COMMAND_SYNTAX": "an MVU update command or JSON Patch block cannot be read (unbalanced, no ';', not JSON)",
+    "MVU_COMMAND_INVALID": "an MVU update command with the wrong arguments or operation; it was skipped",
+    "MVU_PATH_MISSING": "an MVU update command names a path that does not exist; it was skipped",
+    "MVU_SCHEMA": "an MVU update refused by the state's shape or $meta (extensible, required); it was skipped",
+    "MVU_REPLY_LIMIT": "the reply given to the MVU updater is larger than 1 MiB",
+    "MVU_COMMAND_LIMIT": "the reply holds more than 1,000 MVU update commands",
+    "MVU_PATH_LIMIT": "an MVU path is longer than 2,000 characters or 64 parts",
+    "MVU_STATE_LIMIT": "the MVU state passes 2 MiB serialised, 100,000 nodes or depth 64",
 }
 
 

@@ -21,6 +21,7 @@ from .resolver import KINDS, DependencyResolver, LookupRequest
 from .resources import PromptTemplateResource, TemplateExpansion, expand_prompt_template
 from .sources import StaticVariables, TemplateSources, render_with_sources, sources_from_inputs
 from .worldbook import ActivationRecord, WorldBookSource
+from .mvu_update import MvuUpdate, apply_mvu_reply
 
 __all__ = [
     "KINDS",
@@ -54,4 +55,6 @@ __all__ = [
     "render_with_dependencies",
     "render_with_sources",
     "sources_from_inputs",
+    "MvuUpdate",
+    "apply_mvu_reply",
 ]

@@ -1,0 +1,1018 @@
+"""MVU (MagVarUpdate) reply updates: apply the update commands a model wrote to a ``stat_data`` tree.
+
+A card that uses MVU asks the model to end each reply with commands such as
+``_.set('理.好感度', 66, 74);//reason`` or a ``<JSONPatch>[...]</JSONPatch>`` block (dsh-assembler
+11.2). :func:`apply_mvu_reply` finds them anywhere in the reply, runs them in text order on a deep
+copy of the state, and reports what changed the way MVU's ``display_data``/``delta_data`` show it
+(``"<old>-><new> (<reason>)"``).
+
+Why this is not a JavaScript evaluator: the reply is model output, so arguments are read as data
+only -- JSON, JSON5, a small numeric-expression grammar (``+ - * /`` and parentheses), YAML flow
+collections, else the text with its quotes trimmed. Nothing is ever executed.
+
+Failure model: a command that does not fit the state (missing path, refused by ``$meta``, wrong
+argument count or type) is skipped with a per-command :class:`Diagnostic`; text that cannot be read as
+commands at all, and every size limit, raise :class:`TemplateError` with a stable code and the
+line:col in the reply. The caller's ``stat_data`` is never modified, whatever happens.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import json5
+import yaml
+
+from ..assets.mvu import is_value_with_description
+from ..errors import Diagnostic, TemplateError
+from ..spans import Span
+
+__all__ = [
+    "MAX_COMMANDS",
+    "MAX_PATH_CHARS",
+    "MAX_PATH_PARTS",
+    "MAX_REPLY_BYTES",
+    "MAX_STATE_BYTES",
+    "MAX_STATE_DEPTH",
+    "MAX_STATE_NODES",
+    "MvuUpdate",
+    "apply_mvu_reply",
+]
+
+#: dsh-tavern's limits (dsh-assembler 11.2); each has its own stable error code.
+MAX_REPLY_BYTES = 1024 * 1024  # MVU_REPLY_LIMIT (UTF-8 bytes)
+MAX_COMMANDS = 1000  # MVU_COMMAND_LIMIT (a JSON Patch operation counts as one command)
+MAX_PATH_CHARS = 2000  # MVU_PATH_LIMIT
+MAX_PATH_PARTS = 64  # MVU_PATH_LIMIT
+MAX_STATE_BYTES = 2 * 1024 * 1024  # MVU_STATE_LIMIT (compact JSON, UTF-8)
+MAX_STATE_NODES = 100_000  # MVU_STATE_LIMIT (every object, array and scalar counts one)
+MAX_STATE_DEPTH = 64  # MVU_STATE_LIMIT (the root object is depth 1)
+
+_SAFE_INT = 2**53
+
+Path = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class MvuUpdate:
+    """The outcome of one reply: the new state, MVU's two display forms, and what was skipped.
+
+    ``display_data`` mirrors ``stat_data`` with every changed path replaced by its
+    ``"<old>-><new> (<reason>)"`` string; ``delta_data`` holds only those strings (array indices
+    become string keys). ``commands`` counts the commands that were applied.
+    """
+
+    stat_data: dict[str, Any]
+    display_data: dict[str, Any]
+    delta_data: dict[str, Any]
+    diagnostics: tuple[Diagnostic, ...] = ()
+    commands: int = 0
+    changes: tuple[tuple[Path, str], ...] = field(default=(), repr=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# public entry point
+
+
+def apply_mvu_reply(stat_data: Mapping[str, Any], reply_text: str) -> MvuUpdate:
+    """Apply every MVU update command in ``reply_text`` to a copy of ``stat_data``.
+
+    Raises :class:`TemplateError` (``MVU_REPLY_LIMIT``, ``MVU_COMMAND_LIMIT``, ``MVU_PATH_LIMIT``,
+    ``MVU_STATE_LIMIT``, ``MVU_COMMAND_SYNTAX``, ``INPUT_INVALID``) for input it will not read;
+    commands that do not fit the state are skipped and reported in ``diagnostics``.
+    """
+    if not isinstance(reply_text, str):
+        raise TemplateError("the reply must be a string", code="INPUT_INVALID")
+    if not isinstance(stat_data, Mapping):
+        raise TemplateError("stat_data must be an object", code="INPUT_INVALID")
+    if len(reply_text) > MAX_REPLY_BYTES or len(reply_text.encode("utf-8", "surrogatepass")) > MAX_REPLY_BYTES:
+        raise TemplateError(f"the reply is larger than {MAX_REPLY_BYTES} bytes", code="MVU_REPLY_LIMIT")
+    _check_state(stat_data, "the input state")
+    state: dict[str, Any] = json.loads(_dumps(stat_data))
+    commands = _extract(reply_text)
+    run = _Runner(state, reply_text)
+    for cmd in commands:
+        run.apply(cmd)
+    _check_state(state, "the updated state")
+    display, delta = run.render()
+    return MvuUpdate(state, display, delta, tuple(run.diagnostics), run.applied, tuple(run.display_strings()))
+
+
+# ---------------------------------------------------------------------------------------------
+# state checks and JSON helpers
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _check_state(root: Any, what: str) -> None:
+    """Walk iteratively (no recursion, so cycles and deep trees stop at the depth limit)."""
+    nodes = 0
+    stack: list[tuple[Any, int]] = [(root, 1)]
+    while stack:
+        value, depth = stack.pop()
+        nodes += 1
+        if nodes > MAX_STATE_NODES:
+            raise TemplateError(f"{what} has more than {MAX_STATE_NODES} nodes", code="MVU_STATE_LIMIT")
+        if isinstance(value, Mapping):
+            if depth > MAX_STATE_DEPTH:
+                raise TemplateError(f"{what} is nested deeper than {MAX_STATE_DEPTH}", code="MVU_STATE_LIMIT")
+            for k, v in value.items():
+                if not isinstance(k, str):
+                    raise TemplateError(f"{what} has a non-string key {k!r}", code="INPUT_INVALID")
+                stack.append((v, depth + 1))
+        elif isinstance(value, (list, tuple)):
+            if depth > MAX_STATE_DEPTH:
+                raise TemplateError(f"{what} is nested deeper than {MAX_STATE_DEPTH}", code="MVU_STATE_LIMIT")
+            stack.extend((v, depth + 1) for v in value)
+        elif value is None or isinstance(value, (str, bool, int)):
+            continue
+        elif isinstance(value, float):
+            if not math.isfinite(value):
+                raise TemplateError(f"{what} holds a non-finite number", code="INPUT_INVALID")
+        else:
+            raise TemplateError(f"{what} holds a {type(value).__name__}, which is not JSON", code="INPUT_INVALID")
+    size = len(_dumps(root).encode("utf-8", "surrogatepass"))
+    if size > MAX_STATE_BYTES:
+        raise TemplateError(f"{what} is {size} bytes serialised, over {MAX_STATE_BYTES}", code="MVU_STATE_LIMIT")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _norm_number(value: float | int) -> float | int:
+    """JavaScript has one number type: an integral float is shown and stored as an int."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < _SAFE_INT:
+        return int(value)
+    return value
+
+
+def _normalise(value: Any) -> Any:
+    if isinstance(value, float):
+        return _norm_number(value)
+    if isinstance(value, list):
+        return [_normalise(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _normalise(v) for k, v in value.items()}
+    return value
+
+
+def _show(value: Any) -> str:
+    """``JSON.stringify`` with the outer quotes of a string stripped (MVU's display form)."""
+    if value is _ABSENT:
+        return "undefined"
+    text = _dumps(_normalise(value))
+    if len(text) >= 2 and text[0] == '"' and text[-1] == '"':
+        return text[1:-1]
+    return text
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Deep equality without Python's ``True == 1`` (JSON keeps booleans and numbers apart)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if _is_number(a) and _is_number(b):
+        return bool(a == b)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
+
+class _Absent:
+    def __repr__(self) -> str:
+        return "<absent>"
+
+
+_ABSENT: Any = _Absent()
+
+
+# ---------------------------------------------------------------------------------------------
+# scanning the reply into commands
+
+
+@dataclass(frozen=True)
+class _Command:
+    name: str  # set, add, insert, delete, move
+    args: tuple[Any, ...]  # already-read values; paths are tuples (or a str error) -- see _Runner
+    start: int
+    end: int
+    reason: str
+    path_texts: tuple[str, ...] = ()
+
+
+_CALL = re.compile(r"(?<![\w$.])_\s*\.\s*(set|add|insert|assign|remove|unset|delete)\s*\(")
+_PATCH = re.compile(r"<(jsonpatch|json_patch)\s*>", re.I)
+_FENCE = re.compile(r"^```[\w-]*[ \t]*\n?(.*?)\n?```$", re.S)
+_ALIASES = {"assign": "insert", "unset": "delete", "remove": "delete"}
+_CLOSE = {"(": ")", "[": "]", "{": "}"}
+_QUOTES = "'\"`"
+
+
+def _syntax(message: str, source: str, start: int, end: int | None = None) -> TemplateError:
+    return TemplateError(message, code="MVU_COMMAND_SYNTAX", span=Span(start, max(start, end or start + 1)), source=source)
+
+
+def _limit(code: str, message: str, source: str, start: int, end: int) -> TemplateError:
+    return TemplateError(message, code=code, span=Span(start, max(start, end)), source=source)
+
+
+def _extract(text: str) -> list[_Command]:
+    """Every command and JSON Patch operation, in text order (patch blocks are not scanned for calls)."""
+    found: list[_Command] = []
+    blocks: list[tuple[int, int]] = []
+    for m in _PATCH.finditer(text):
+        if blocks and m.start() < blocks[-1][1]:
+            continue
+        close = re.compile(rf"</\s*{m.group(1)}\s*>", re.I).search(text, m.end())
+        if close is None:
+            raise _syntax(f"<{m.group(1)}> is never closed", text, m.start(), m.end())
+        blocks.append((m.start(), close.end()))
+        found.extend(_patch_ops(text, m.end(), close.start(), len(found)))
+    pos = 0
+    block_i = 0
+    while True:
+        m = _CALL.search(text, pos)
+        if m is None:
+            break
+        while block_i < len(blocks) and blocks[block_i][1] <= m.start():
+            block_i += 1
+        if block_i < len(blocks) and blocks[block_i][0] <= m.start():
+            pos = blocks[block_i][1]
+            continue
+        cmd, pos = _read_call(text, m)
+        found.append(cmd)
+        if len(found) > MAX_COMMANDS:
+            raise _limit("MVU_COMMAND_LIMIT", f"the reply holds more than {MAX_COMMANDS} commands", text, m.start(), pos)
+    found.sort(key=lambda c: c.start)
+    return found
+
+
+def _scan_args(text: str, open_at: int) -> tuple[list[tuple[int, int]], int]:
+    """Top-level argument ranges of the call whose ``(`` is at ``open_at``, and the offset of its ``)``."""
+    stack: list[str] = []
+    args: list[tuple[int, int]] = []
+    arg_start = open_at + 1
+    i = open_at + 1
+    n = len(text)
+    while i < n:
+        ch = text[i]
+        if ch in _QUOTES:
+            j = i + 1
+            while j < n and text[j] != ch:
+                j += 2 if text[j] == "\\" else 1
+            if j >= n:
+                raise _syntax("a string in this command is never closed", text, i, n)
+            i = j + 1
+            continue
+        if ch in _CLOSE:
+            stack.append(_CLOSE[ch])
+            if len(stack) > MAX_STATE_DEPTH:
+                raise _limit("MVU_STATE_LIMIT", f"a value is nested deeper than {MAX_STATE_DEPTH}", text, i, i + 1)
+        elif ch in ")]}":
+            if not stack:
+                if ch != ")":
+                    raise _syntax(f"unbalanced {ch!r} in this command", text, i, i + 1)
+                args.append((arg_start, i))
+                return args, i
+            if stack.pop() != ch:
+                raise _syntax(f"unbalanced {ch!r} in this command", text, i, i + 1)
+        elif ch == "," and not stack:
+            args.append((arg_start, i))
+            arg_start = i + 1
+        i += 1
+    raise _syntax("this command's parenthesis is never closed", text, open_at, n)
+
+
+def _read_call(text: str, m: re.Match[str]) -> tuple[_Command, int]:
+    arg_ranges, close = _scan_args(text, m.end() - 1)
+    j = close + 1
+    while j < len(text) and text[j] in " \t\r\n":
+        j += 1
+    if j >= len(text) or text[j] != ";":
+        raise _syntax("a command must end with ');'", text, m.start(), close + 1)
+    end = j + 1
+    line_end = text.find("\n", end)
+    line_end = len(text) if line_end == -1 else line_end
+    rest = text[end:line_end].strip()
+    reason = rest[2:].strip() if rest.startswith("//") else ""
+    raw = [text[a:b].strip() for a, b in arg_ranges]
+    if raw == [""]:
+        raw = []
+    name = _ALIASES.get(m.group(1), m.group(1))
+    path_text = _unquote(raw[0]) if raw else ""
+    values = tuple(_read_value(r, text, a) for r, (a, _) in zip(raw[1:], arg_ranges[1:]))
+    return _Command(name, values, m.start(), end, reason, (path_text,)), end
+
+
+def _unquote(raw: str) -> str:
+    """A path argument: a quoted string (JSON/JSON5 escapes honoured) or the text as written."""
+    if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in _QUOTES:
+        if raw[0] != "`":
+            try:
+                value = json5.loads(raw)
+            except Exception:  # noqa: BLE001 - json5 raises several types; the fallback is the text
+                value = None
+            if isinstance(value, str):
+                return value
+        return raw[1:-1]
+    return raw
+
+
+def _patch_ops(text: str, start: int, end: int, already: int) -> list[_Command]:
+    body = text[start:end].strip()
+    fence = _FENCE.match(body)
+    if fence:
+        body = fence.group(1).strip()
+    depth = _nesting(body)
+    if depth > MAX_STATE_DEPTH + 2:
+        raise _limit("MVU_STATE_LIMIT", f"a JSON Patch value is nested deeper than {MAX_STATE_DEPTH}", text, start, end)
+    try:
+        ops = json.loads(body, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        try:
+            ops = json5.loads(body)
+        except Exception as exc:  # noqa: BLE001 - json5 raises several types
+            raise _syntax(f"the JSON Patch block is not JSON: {exc}", text, start, end) from None
+    if isinstance(ops, dict):
+        ops = [ops]
+    if not isinstance(ops, list):
+        raise _syntax("a JSON Patch block must hold an array of operations", text, start, end)
+    if already + len(ops) > MAX_COMMANDS:
+        raise _limit("MVU_COMMAND_LIMIT", f"the reply holds more than {MAX_COMMANDS} commands", text, start, end)
+    out: list[_Command] = []
+    for i, op in enumerate(ops):
+        # every op of one block shares the block's span; the tie-break keeps their order
+        out.append(_Command("patch", (_normalise_json(op),), start, end, "", (str(i),)))
+    return out
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _normalise_json(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return _ABSENT
+    if isinstance(value, list):
+        return [_normalise_json(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _normalise_json(v) for k, v in value.items()}
+    return _normalise(value)
+
+
+def _nesting(body: str) -> int:
+    """Bracket depth outside strings (a cheap guard before a recursive parser sees the text)."""
+    depth = best = 0
+    i, n = 0, len(body)
+    while i < n:
+        ch = body[i]
+        if ch in _QUOTES:
+            j = i + 1
+            while j < n and body[j] != ch:
+                j += 2 if body[j] == "\\" else 1
+            i = j + 1
+            continue
+        if ch in "[{(":
+            depth += 1
+            best = max(best, depth)
+        elif ch in "]})":
+            depth = max(0, depth - 1)
+        i += 1
+    return best
+
+
+# ---------------------------------------------------------------------------------------------
+# reading one argument value (never executed)
+
+
+class _CoreLoader(yaml.SafeLoader):
+    """YAML 1.2 core scalars: no yes/no booleans, timestamps or sexagesimal numbers."""
+
+
+_CoreLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag.rsplit(":", 1)[-1] not in {"bool", "int", "float", "timestamp"}]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_CoreLoader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+_CoreLoader.add_implicit_resolver("tag:yaml.org,2002:int", re.compile(r"^[-+]?[0-9]+$"), list("-+0123456789"))
+_CoreLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$"),
+    list("-+0123456789."),
+)
+
+
+def _read_value(raw: str, source: str, offset: int) -> Any:
+    """JSON, then JSON5, then arithmetic, then a YAML flow collection, else the quote-trimmed text."""
+    if _nesting(raw) > MAX_STATE_DEPTH:
+        raise _limit("MVU_STATE_LIMIT", f"a value is nested deeper than {MAX_STATE_DEPTH}", source, offset, offset + len(raw))
+    try:
+        return _checked(json.loads(raw, parse_constant=_reject_constant))
+    except (ValueError, RecursionError):
+        pass
+    if raw[:1] not in ("`",):
+        try:
+            return _checked(json5.loads(raw))
+        except Exception:  # noqa: BLE001 - json5 raises several types; try the next reading
+            pass
+    number = _arithmetic(raw)
+    if number is not None:
+        return number
+    if raw[:1] in ("[", "{"):
+        try:
+            return _checked(yaml.load(raw, Loader=_CoreLoader))  # noqa: S506 - a SafeLoader subclass
+        except (yaml.YAMLError, ValueError, RecursionError):
+            pass
+    if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in _QUOTES:
+        return raw[1:-1]
+    return raw
+
+
+def _checked(value: Any) -> Any:
+    """Only JSON data (finite numbers, string keys) is accepted from a reading."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            if not all(isinstance(k, str) for k in v):
+                raise ValueError("non-string key")
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+        elif isinstance(v, float):
+            if not math.isfinite(v):
+                raise ValueError("non-finite number")
+        elif not (v is None or isinstance(v, (str, int, bool))):
+            raise ValueError("not JSON")
+    return _normalise(value)
+
+
+_ARITH_TOKEN = re.compile(r"\s*(?:((?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)|([-+*/()]))")
+
+
+def _arithmetic(raw: str) -> int | float | None:
+    """``+ - * /`` and parentheses on decimal numbers; ``None`` when the text is anything else."""
+    tokens: list[str | float] = []
+    pos = 0
+    raw = raw.strip()
+    while pos < len(raw):
+        m = _ARITH_TOKEN.match(raw, pos)
+        if m is None or m.end() == pos:
+            return None
+        tokens.append(float(m.group(1)) if m.group(1) is not None else m.group(2))
+        pos = m.end()
+    if not tokens or not any(isinstance(t, str) for t in tokens):
+        return None
+    try:
+        value, at = _expr(tokens, 0, 0)
+    except (_NotArithmetic, ZeroDivisionError, OverflowError):
+        return None
+    if at != len(tokens) or not math.isfinite(value):
+        return None
+    return _norm_number(value)
+
+
+class _NotArithmetic(Exception):
+    pass
+
+
+def _expr(tokens: list[str | float], i: int, depth: int) -> tuple[float, int]:
+    value, i = _term(tokens, i, depth)
+    while i < len(tokens) and tokens[i] in ("+", "-"):
+        op = tokens[i]
+        rhs, i = _term(tokens, i + 1, depth)
+        value = value + rhs if op == "+" else value - rhs
+    return value, i
+
+
+def _term(tokens: list[str | float], i: int, depth: int) -> tuple[float, int]:
+    value, i = _unary(tokens, i, depth)
+    while i < len(tokens) and tokens[i] in ("*", "/"):
+        op = tokens[i]
+        rhs, i = _unary(tokens, i + 1, depth)
+        value = value * rhs if op == "*" else value / rhs
+    return value, i
+
+
+def _unary(tokens: list[str | float], i: int, depth: int) -> tuple[float, int]:
+    if depth > MAX_STATE_DEPTH or i >= len(tokens):
+        raise _NotArithmetic
+    tok = tokens[i]
+    if tok in ("+", "-"):
+        value, i = _unary(tokens, i + 1, depth + 1)
+        return (-value if tok == "-" else value), i
+    if tok == "(":
+        value, i = _expr(tokens, i + 1, depth + 1)
+        if i >= len(tokens) or tokens[i] != ")":
+            raise _NotArithmetic
+        return value, i + 1
+    if isinstance(tok, float):
+        return tok, i + 1
+    raise _NotArithmetic
+
+
+# ---------------------------------------------------------------------------------------------
+# paths
+
+_PATH_TOKEN = re.compile(r"""\[\s*(\d+)\s*\]|\[\s*(?:'((?:[^'\\]|\\.)*)'|"((?:[^"\\]|\\.)*)")\s*\]|([^.\[\]]+)""")
+
+
+def _check_path_size(text: str, parts: int, cmd: _Command, source: str) -> None:
+    if len(text) > MAX_PATH_CHARS or parts > MAX_PATH_PARTS:
+        raise _limit(
+            "MVU_PATH_LIMIT",
+            f"a path is limited to {MAX_PATH_CHARS} characters and {MAX_PATH_PARTS} parts",
+            source,
+            cmd.start,
+            cmd.end,
+        )
+
+
+def _lodash_path(text: str, root: Mapping[str, Any]) -> Path | None:
+    """``a.b[0]['c.d']`` as parts; the whole text wins when it is itself a root key (as lodash does)."""
+    if text in root:
+        return (text,)
+    parts: list[str | int] = []
+    pos = 0
+    for m in _PATH_TOKEN.finditer(text):
+        gap = text[pos:m.start()]
+        if gap not in ("", ".") or (gap == "." and not parts):
+            return None
+        pos = m.end()
+        index, single, double, name = m.groups()
+        if index is not None:
+            parts.append(int(index))
+        elif single is not None or double is not None:
+            parts.append(re.sub(r"\\(.)", r"\1", single if single is not None else double))
+        else:
+            parts.append(name)
+    if pos != len(text) or not parts:
+        return None
+    return tuple(parts)
+
+
+def _pointer(text: str) -> Path | None:
+    """An RFC 6901 JSON pointer (``/a/0/b~1c``); a missing leading slash is tolerated."""
+    if not isinstance(text, str) or text in ("", "/"):
+        return None if text != "/" else ("",)
+    body = text[1:] if text.startswith("/") else text
+    return tuple(p.replace("~1", "/").replace("~0", "~") for p in body.split("/"))
+
+
+def _path_text(path: Path) -> str:
+    out = ""
+    for p in path:
+        if isinstance(p, int):
+            out += f"[{p}]"
+        elif re.fullmatch(r"[^.\[\]'\"]+", p):
+            out += ("." if out else "") + p
+        else:
+            out += "[" + json.dumps(p, ensure_ascii=False) + "]"
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# applying
+
+
+class _Skip(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _index(container: list[Any], key: str | int, *, allow_end: bool = False) -> int | None:
+    if isinstance(key, int):
+        i = key
+    elif isinstance(key, str) and key.isdigit() and key.isascii():
+        i = int(key)
+    else:
+        return None
+    limit = len(container) + (1 if allow_end else 0)
+    return i if 0 <= i < limit else None
+
+
+def _child(container: Any, key: str | int) -> Any:
+    if isinstance(container, list):
+        i = _index(container, key)
+        return _ABSENT if i is None else container[i]
+    if isinstance(container, dict):
+        return container.get(str(key), _ABSENT)
+    return _ABSENT
+
+
+def _get(root: Any, path: Path) -> Any:
+    cur = root
+    for part in path:
+        cur = _child(cur, part)
+        if cur is _ABSENT:
+            return _ABSENT
+    return cur
+
+
+def _resolved(root: Any, path: Path) -> Path:
+    """The path with list indices as ints and object keys as strings (how changes are recorded)."""
+    out: list[str | int] = []
+    cur = root
+    for part in path:
+        if isinstance(cur, list):
+            i = _index(cur, part, allow_end=True)
+            out.append(i if i is not None else str(part))
+        else:
+            out.append(str(part))
+        cur = _child(cur, part)
+    return tuple(out)
+
+
+def _meta(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj.get("$meta")
+    return meta if isinstance(meta, dict) else {}
+
+
+def _array_locked(arr: list[Any]) -> bool:
+    """An array holding ``{$arrayMeta: true, $meta: {extensible: false}}`` takes no new or removed items."""
+    for item in arr:
+        if isinstance(item, dict) and item.get("$arrayMeta") is True:
+            meta = item.get("$meta")
+            return isinstance(meta, dict) and meta.get("extensible") is False
+    return False
+
+
+def _may_add_key(obj: dict[str, Any], key: str) -> None:
+    if key not in obj and _meta(obj).get("extensible") is False:
+        raise _Skip("MVU_SCHEMA", f"the object does not accept new keys ($meta.extensible is false): {key!r}")
+
+
+def _may_remove_key(obj: dict[str, Any], key: str) -> None:
+    required = _meta(obj).get("required")
+    if isinstance(required, list) and key in required:
+        raise _Skip("MVU_SCHEMA", f"{key!r} is required by $meta.required and cannot be removed")
+
+
+def _may_change_items(arr: list[Any]) -> None:
+    if _array_locked(arr):
+        raise _Skip("MVU_SCHEMA", "the array is not extensible ($arrayMeta): items cannot be added or removed")
+
+
+def _copy(value: Any) -> Any:
+    return json.loads(_dumps(value))
+
+
+class _Runner:
+    """Applies commands to the working copy and remembers the first old and the last new value per path."""
+
+    def __init__(self, state: dict[str, Any], source: str) -> None:
+        self.state = state
+        self.source = source
+        self.strict_set = _meta(state).get("strictSet") is True
+        self.diagnostics: list[Diagnostic] = []
+        self.applied = 0
+        self.changes: dict[Path, list[Any]] = {}  # path -> [first old value, latest reason]
+
+    # -- bookkeeping ---------------------------------------------------------------------------
+    def record(self, path: Path, old: Any, reason: str, *, pair: bool = False) -> None:
+        """Keep the first old value of a path (copied: the tree changes later) and the latest reason.
+
+        Called before the change is made. ``pair`` marks a change to a ValueWithDescription's value,
+        shown as that value rather than as the two-item array.
+        """
+        entry = self.changes.get(path)
+        if entry is None:
+            self.changes[path] = [old if old is _ABSENT else _copy(old), reason, pair]
+        elif reason:
+            entry[1] = reason
+
+    def display_strings(self) -> list[tuple[Path, str]]:
+        """``"<first old>-><final value> (<latest reason>)"`` for every changed path."""
+        out = []
+        for path, (old, reason, pair) in self.changes.items():
+            new = _get(self.state, path)
+            if pair and is_value_with_description(new):
+                new = new[0]
+            text = f"{_show(old)}->{_show(new)}"
+            out.append((path, f"{text} ({reason})" if reason else text))
+        return out
+
+    def render(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Shallow changes are written first and win: a string cannot hold a deeper change."""
+        display: dict[str, Any] = _copy(self.state)
+        delta: dict[str, Any] = {}
+        for path, text in sorted(self.display_strings(), key=lambda item: len(item[0])):
+            _place(display, path, text, mirror=True)
+            _place(delta, path, text, mirror=False)
+        return display, delta
+
+    # -- dispatch ------------------------------------------------------------------------------
+    def apply(self, cmd: _Command) -> None:
+        try:
+            if cmd.name == "patch":
+                self.patch(cmd)
+            else:
+                path = self.path_of(cmd)
+                getattr(self, "do_" + cmd.name)(path, list(cmd.args), cmd.reason)
+        except _Skip as skip:
+            self.diagnostics.append(
+                Diagnostic(
+                    skip.code,
+                    skip.message,
+                    span=Span(cmd.start, cmd.end),
+                    severity="warning",
+                    path=cmd.path_texts[0] if cmd.path_texts and cmd.name != "patch" else None,
+                    data={"command": cmd.name},
+                )
+            )
+            return
+        self.applied += 1
+
+    def path_of(self, cmd: _Command) -> Path:
+        text = cmd.path_texts[0]
+        if len(text) > MAX_PATH_CHARS:
+            _check_path_size(text, 0, cmd, self.source)
+        path = _lodash_path(text, self.state)
+        if path is None:
+            raise _Skip("MVU_PATH_MISSING", f"cannot read the path {text!r}")
+        _check_path_size(text, len(path), cmd, self.source)
+        return path
+
+    # -- commands ------------------------------------------------------------------------------
+    def do_set(self, path: Path, args: list[Any], reason: str) -> None:
+        if len(args) not in (1, 2):
+            raise _Skip("MVU_COMMAND_INVALID", f"_.set takes a path and 1 or 2 values, got {len(args)}")
+        self.set(path, args[-1], reason)
+
+    def set(self, path: Path, new: Any, reason: str) -> None:
+        old = _get(self.state, path)
+        if old is _ABSENT or not path:
+            raise _Skip("MVU_PATH_MISSING", f"_.set needs an existing path; {_path_text(path)!r} does not exist")
+        parent = _get(self.state, path[:-1])
+        if not isinstance(parent, (dict, list)):
+            raise _Skip("MVU_PATH_MISSING", f"{_path_text(path)!r} has no parent object")
+        where = _resolved(self.state, path)
+        if is_value_with_description(old) and not self.strict_set and not is_value_with_description(new):
+            self.record(where, old[0], reason, pair=True)
+            old[0] = _coerce(old[0], new)
+        else:
+            self.record(where, old, reason)
+            _put(parent, path[-1], _coerce(old, new))
+
+    def do_add(self, path: Path, args: list[Any], reason: str) -> None:
+        if len(args) != 1:
+            raise _Skip("MVU_COMMAND_INVALID", f"_.add takes exactly a path and a delta, got {len(args) + 1} arguments")
+        self.add(path, args[0], reason)
+
+    def add(self, path: Path, delta: Any, reason: str) -> None:
+        old = _get(self.state, path)
+        if old is _ABSENT or not path:
+            raise _Skip("MVU_PATH_MISSING", f"_.add needs an existing path; {_path_text(path)!r} does not exist")
+        pair = is_value_with_description(old)
+        current = old[0] if pair else old
+        delta = _coerce(0, delta)
+        if not _is_number(current) or not _is_number(delta):
+            raise _Skip("MVU_SCHEMA", f"_.add needs a number at the path and a numeric delta, got {_show(current)!r} and {_show(delta)!r}")
+        total = float(current) + float(delta)
+        if not math.isfinite(total):
+            raise _Skip("MVU_SCHEMA", "_.add would leave a non-finite number")
+        new = _norm_number(float(f"{total:.12g}"))
+        self.record(_resolved(self.state, path), current, reason, pair=pair)
+        if pair:
+            old[0] = new
+        else:
+            _put(_get(self.state, path[:-1]), path[-1], new)
+
+    def do_insert(self, path: Path, args: list[Any], reason: str) -> None:
+        if len(args) == 1:
+            self.merge(path, args[0], reason)
+        elif len(args) == 2:
+            self.insert_at(path, args[0], args[1], reason, create=True)
+        else:
+            raise _Skip("MVU_COMMAND_INVALID", f"_.insert/_.assign take a path and 1 or 2 values, got {len(args)}")
+
+    def merge(self, path: Path, value: Any, reason: str) -> None:
+        target = _get(self.state, path)
+        if target is _ABSENT:
+            parent = _get(self.state, path[:-1]) if path else _ABSENT
+            if not isinstance(parent, (dict, list)):
+                raise _Skip("MVU_PATH_MISSING", f"neither {_path_text(path)!r} nor its parent exists")
+            self.insert_at(path[:-1], path[-1], value, reason, create=False)
+            return
+        if isinstance(target, list):
+            _may_change_items(target)
+            self.record(_resolved(self.state, path), target, reason)
+            target.append(_copy(value))
+        elif isinstance(target, dict) and isinstance(value, dict):
+            merged = _copy(target)
+            _deep_merge(merged, value)
+            self.record(_resolved(self.state, path), target, reason)
+            _put(_get(self.state, path[:-1]), path[-1], merged)
+        else:
+            raise _Skip("MVU_SCHEMA", f"cannot insert {_show(value)!r} into {_show(target)!r}: not an array, or not object into object")
+
+    def insert_at(self, path: Path, key: Any, value: Any, reason: str, *, create: bool) -> None:
+        target = _get(self.state, path) if path else self.state
+        if target is _ABSENT:
+            parent = _get(self.state, path[:-1]) if path else _ABSENT
+            if not create or not isinstance(parent, (dict, list)):
+                raise _Skip("MVU_PATH_MISSING", f"{_path_text(path)!r} does not exist")
+            if isinstance(parent, dict):
+                _may_add_key(parent, str(path[-1]))
+            if isinstance(key, (dict, list)) or key is None or isinstance(key, bool):
+                raise _Skip("MVU_COMMAND_INVALID", "the key of a 3-argument insert must be a string or an index")
+            new_obj = {str(key): _copy(value)}
+            if isinstance(parent, list):
+                raise _Skip("MVU_PATH_MISSING", f"{_path_text(path)!r} does not exist")
+            self.record(_resolved(self.state, path), _ABSENT, reason)
+            parent[str(path[-1])] = new_obj
+            return
+        if isinstance(target, list):
+            _may_change_items(target)
+            if key == "-":
+                index = len(target)
+            else:
+                index_opt = None if isinstance(key, (bool, float)) else _index(target, key, allow_end=True)
+                if index_opt is None:
+                    raise _Skip("MVU_SCHEMA", f"cannot insert at {_show(key)!r}: not an index within 0..{len(target)}")
+                index = index_opt
+            self.record(_resolved(self.state, path), target, reason)
+            target.insert(index, _copy(value))
+        elif isinstance(target, dict):
+            if isinstance(key, (dict, list)) or key is None or isinstance(key, bool):
+                raise _Skip("MVU_COMMAND_INVALID", "the key of a 3-argument insert must be a string or an index")
+            skey = _show(key) if not isinstance(key, str) else key
+            _may_add_key(target, skey)
+            self.record(_resolved(self.state, path) + (skey,), target.get(skey, _ABSENT), reason)
+            target[skey] = _copy(value)
+        else:
+            raise _Skip("MVU_SCHEMA", f"cannot insert into {_show(target)!r}: not an array or an object")
+
+    def do_delete(self, path: Path, args: list[Any], reason: str) -> None:
+        if len(args) == 0:
+            self.delete(path, reason)
+        elif len(args) == 1:
+            self.delete_in(path, args[0], reason)
+        else:
+            raise _Skip("MVU_COMMAND_INVALID", f"_.remove takes a path and at most one key, got {len(args)}")
+
+    def delete(self, path: Path, reason: str) -> None:
+        if not path or _get(self.state, path) is _ABSENT:
+            raise _Skip("MVU_PATH_MISSING", f"{_path_text(path)!r} does not exist")
+        parent_path = path[:-1]
+        parent = _get(self.state, parent_path) if parent_path else self.state
+        if isinstance(parent, list):
+            self.delete_in(parent_path, _index(parent, path[-1]), reason, by_index_only=True)
+        else:
+            self.delete_in(parent_path, str(path[-1]), reason)
+
+    def delete_in(self, path: Path, key: Any, reason: str, *, by_index_only: bool = False) -> None:
+        target = _get(self.state, path) if path else self.state
+        if isinstance(target, list):
+            _may_change_items(target)
+            index = _index(target, key) if (isinstance(key, int) and not isinstance(key, bool)) or (
+                isinstance(key, str) and by_index_only) else None
+            if index is None and not by_index_only:
+                index = next((i for i, item in enumerate(target) if _same(item, key)), None)
+            if index is None:
+                raise _Skip("MVU_PATH_MISSING", f"{_show(key)!r} is neither an index nor an item of {_path_text(path)!r}")
+            self.record(_resolved(self.state, path), target, reason)
+            del target[index]
+        elif isinstance(target, dict):
+            if not isinstance(key, str) or key not in target:
+                raise _Skip("MVU_PATH_MISSING", f"{_path_text(path + (str(_show(key)),))!r} does not exist")
+            _may_remove_key(target, key)
+            self.record(_resolved(self.state, path) + (key,), target[key], reason)
+            del target[key]
+        else:
+            raise _Skip("MVU_PATH_MISSING", f"{_path_text(path)!r} is not an array or an object")
+
+    # -- JSON Patch ----------------------------------------------------------------------------
+    def patch(self, cmd: _Command) -> None:
+        op = cmd.args[0]
+        if not isinstance(op, dict) or not isinstance(op.get("op"), str):
+            raise _Skip("MVU_COMMAND_INVALID", "a JSON Patch operation must be an object with an 'op'")
+        kind = op["op"].lower()
+        raw_path = op.get("path", op.get("to") if kind == "move" else None)
+        if not isinstance(raw_path, str):
+            raise _Skip("MVU_COMMAND_INVALID", f"the {kind!r} operation has no string 'path'")
+        path = self.pointer(raw_path, cmd)
+        if kind != "remove" and kind != "move" and ("value" not in op or op["value"] is _ABSENT):
+            raise _Skip("MVU_COMMAND_INVALID", f"the {kind!r} operation has no JSON 'value'")
+        if kind == "replace":
+            self.set(path, op["value"], "")
+        elif kind == "delta":
+            self.add(path, op["value"], "")
+        elif kind in ("add", "insert"):
+            if not path:
+                raise _Skip("MVU_COMMAND_INVALID", "cannot add at the root")
+            self.insert_at(path[:-1], path[-1], op["value"], "", create=False)
+        elif kind == "remove":
+            self.delete(path, "")
+        elif kind == "move":
+            source = op.get("from")
+            if not isinstance(source, str):
+                raise _Skip("MVU_COMMAND_INVALID", "a 'move' operation needs a string 'from'")
+            self.move(self.pointer(source, cmd), path)
+        else:
+            raise _Skip("MVU_COMMAND_INVALID", f"unsupported JSON Patch operation {kind!r}")
+
+    def pointer(self, text: str, cmd: _Command) -> Path:
+        if len(text) > MAX_PATH_CHARS:
+            _check_path_size(text, 0, cmd, self.source)
+        path = _pointer(text)
+        if path is None:
+            raise _Skip("MVU_PATH_MISSING", "a JSON Patch path must name a value below the root")
+        _check_path_size(text, len(path), cmd, self.source)
+        return path
+
+    def move(self, source: Path, dest: Path) -> None:
+        value = _get(self.state, source)
+        if value is _ABSENT or not source:
+            raise _Skip("MVU_PATH_MISSING", f"the move source {_path_text(source)!r} does not exist")
+        if not dest or dest[: len(source)] == source:
+            raise _Skip("MVU_COMMAND_INVALID", "cannot move a value into itself or to the root")
+        dest_parent = _get(self.state, dest[:-1]) if len(dest) > 1 else self.state
+        if not isinstance(dest_parent, (dict, list)):
+            raise _Skip("MVU_PATH_MISSING", f"the move destination's parent {_path_text(dest[:-1])!r} does not exist")
+        # check both ends before touching anything, so a refused move changes nothing
+        source_parent = _get(self.state, source[:-1])
+        if isinstance(source_parent, list):
+            _may_change_items(source_parent)
+        elif isinstance(source_parent, dict):
+            _may_remove_key(source_parent, str(source[-1]))
+        key = dest[-1]
+        if isinstance(dest_parent, dict):
+            if not (dest_parent is source_parent and str(key) == str(source[-1])):
+                _may_add_key(dest_parent, str(key))
+        else:
+            _may_change_items(dest_parent)
+            size = len(dest_parent) - (1 if dest_parent is source_parent else 0)
+            if key != "-" and _index(dest_parent, key, allow_end=True) is None or (key != "-" and int(key) > size):
+                raise _Skip("MVU_SCHEMA", f"cannot move to index {key!r}: not within 0..{size}")
+        self.delete(source, "")
+        self.insert_at(dest[:-1], key, value, "", create=False)
+
+
+def _coerce(old: Any, new: Any) -> Any:
+    """A numeric old value turns a numeric string into a number (MVU's set/add coercion)."""
+    if _is_number(old) and isinstance(new, str):
+        text = new.strip()
+        if re.fullmatch(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?", text):
+            number = float(text)
+            if math.isfinite(number):
+                return _norm_number(number)
+    return new
+
+
+def _put(parent: Any, key: str | int, value: Any) -> None:
+    if isinstance(parent, list):
+        i = _index(parent, key)
+        if i is None:
+            raise _Skip("MVU_PATH_MISSING", f"index {key!r} is outside the array")
+        parent[i] = value
+    elif isinstance(parent, dict):
+        parent[str(key)] = value
+    else:
+        raise _Skip("MVU_PATH_MISSING", "the parent is not an array or an object")
+
+
+def _deep_merge(target: dict[str, Any], value: dict[str, Any]) -> None:
+    for key, item in value.items():
+        if isinstance(target.get(key), dict) and isinstance(item, dict):
+            _deep_merge(target[key], item)
+        else:
+            _may_add_key(target, key)
+            target[key] = _copy(item)
+
+
+def _place(root: dict[str, Any], path: Path, text: str, *, mirror: bool) -> None:
+    """Write ``text`` at ``path``: in the display mirror only where the parent still exists."""
+    cur: Any = root
+    for part in path[:-1]:
+        if mirror:
+            cur = _child(cur, part)
+            if not isinstance(cur, (dict, list)):
+                return
+        else:
+            nxt = cur.get(str(part))
+            if nxt is None:
+                nxt = cur[str(part)] = {}
+            elif not isinstance(nxt, dict):
+                return
+            cur = nxt
+    if not path:
+        return
+    last = path[-1]
+    if isinstance(cur, list):
+        i = _index(cur, last)
+        if i is not None:
+            cur[i] = text
+    else:
+        cur[str(last)] = text
