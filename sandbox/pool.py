@@ -146,18 +146,32 @@ class _Worker:
             return False
         if not self.warm:
             try:
-                ready, _, _ = select.select([self.out_fd], [], [], 0)
-                if ready:
-                    chunk = os.read(self.out_fd, READ_CHUNK)
-                    if not chunk:
-                        self.dead = True
-                        return False
-                    self.buffer += chunk
-                    if self._next_line() is not None:
-                        self.dead = True  # an unsolicited reply: protocol broken
+                # A notice may already sit in the buffer (it can arrive in the same read as the
+                # reply before it, and then no select would ever report it): read those first.
+                self._take_notices()
+                if not self.warm and not self.dead:
+                    ready, _, _ = select.select([self.out_fd], [], [], 0)
+                    if ready:
+                        chunk = os.read(self.out_fd, READ_CHUNK)
+                        if not chunk:
+                            self.dead = True
+                            return False
+                        self.buffer += chunk
+                        self._take_notices()
             except OSError:
                 self.dead = True
-        return self.warm
+        return self.warm and not self.dead
+
+    def _take_notices(self) -> None:
+        """Consume the complete lines buffered while idle: notices, or a broken protocol."""
+        line = self._next_line()
+        if line is not None and not self.ready and _is_ready_line(line):
+            # A worker started in the background (a replacement) says ready before its first
+            # warm notice; that is the expected greeting, not a reply.
+            self.ready = True
+            line = self._next_line()
+        if line is not None:
+            self.dead = True  # an unsolicited reply: protocol broken
 
     def _read_line(self, deadline: float) -> bytes:
         """One line from the worker, or TimeoutError at ``deadline`` (monotonic seconds)."""
@@ -182,7 +196,7 @@ class _Worker:
         if self.ready:
             return
         line = self._read_line(time.monotonic() + STARTUP_TIMEOUT_S)
-        if json.loads(line).get("op") != "ready":
+        if not _is_ready_line(line):
             raise WorkerCrashed
         self.ready = True
 
@@ -238,6 +252,15 @@ class _Worker:
             self.kill()
         if self.proc.stdout is not None:
             self.proc.stdout.close()
+
+
+def _is_ready_line(line: bytes) -> bool:
+    """Whether ``line`` is a worker's one-time ``{"op": "ready", ...}`` greeting."""
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(message, dict) and message.get("op") == "ready"
 
 
 _WIRE_LIMITS: dict[Limits, str] = {}
