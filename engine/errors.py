@@ -167,6 +167,7 @@ CODES: dict[str, str] = {
     "MVU_COMMAND_LIMIT": "the reply holds more than 1,000 MVU update commands",
     "MVU_PATH_LIMIT": "an MVU path is longer than 2,000 characters or 64 parts",
     "MVU_STATE_LIMIT": "the MVU state passes 2 MiB serialised, 100,000 nodes or depth 64",
+    "MVU_VALUE_LIMIT": "a reply's non-JSON structured values (JSON5, YAML) pass 64 KiB in total",
 }
 
 

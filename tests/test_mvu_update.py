@@ -287,7 +287,7 @@ def test_state_byte_limit() -> None:
 
 def test_every_new_code_is_catalogued() -> None:
     for code in ["MVU_COMMAND_SYNTAX", "MVU_COMMAND_INVALID", "MVU_PATH_MISSING", "MVU_SCHEMA", "MVU_REPLY_LIMIT",
-                 "MVU_COMMAND_LIMIT", "MVU_PATH_LIMIT", "MVU_STATE_LIMIT"]:
+                 "MVU_COMMAND_LIMIT", "MVU_PATH_LIMIT", "MVU_STATE_LIMIT", "MVU_VALUE_LIMIT"]:
         assert code in CODES
 
 
@@ -368,3 +368,29 @@ def test_corpus_stagedog_patch_on_its_initvar() -> None:
     assert "午休临近" not in result.stat_data["世界"]["近期事务"]
     assert list(result.stat_data["白娅"]["称号"]) == ["逃避者", "旧称号"]
     assert result.delta_data["主角"]["物品栏"]["薄荷糖"]["数量"] == "1->0"
+
+
+def test_yaml_aliases_cannot_blow_up_a_small_value() -> None:
+    levels = ["&a0 [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]"] + [f"&a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
+    raw = "[" + ", ".join(levels) + "]"
+    result = run({"v": 0}, f"_.set('v', {raw});")
+    assert result.stat_data["v"] == raw  # refused as a collection, kept as text
+    assert run({"v": 0}, "_.set('v', [&x [1, 2], *x]);").stat_data["v"] == [[1, 2], [1, 2]]
+
+
+def test_loose_value_budget() -> None:
+    """JSON5/YAML readings are slow pure Python: their total per reply is capped; strict JSON is not."""
+    quarter = mu.MAX_LOOSE_VALUE_CHARS // 4
+    loose = "{k: '" + "x" * (quarter - 7) + "'}"
+    assert len(loose) == quarter  # four of them use the budget up exactly
+    assert run({"v": 0}, f"_.set('v', {loose});" * 4).stat_data["v"] == {"k": "x" * (quarter - 7)}
+    fatal({"v": 0}, f"_.set('v', {loose});" * 4 + "_.set('v', {a: 1});", "MVU_VALUE_LIMIT")
+    strict = json.dumps({"k": "x" * mu.MAX_LOOSE_VALUE_CHARS})
+    assert run({"v": 0}, f"_.set('v', {strict});").stat_data["v"]["k"] == "x" * mu.MAX_LOOSE_VALUE_CHARS
+
+
+def test_array_lock_is_seen_after_it_is_inserted_and_released_after_it_is_replaced() -> None:
+    lock = '{"$arrayMeta": true, "$meta": {"extensible": false}}'
+    result = run({"l": [1]}, f"_.insert('l', 2);_.insert('l', {lock});_.insert('l', 3);_.set('l[2]', 0);_.insert('l', 4);")
+    assert result.stat_data["l"] == [1, 2, 0, 4]
+    assert codes(result) == ["MVU_SCHEMA"]

@@ -40,6 +40,7 @@ __all__ = [
     "MAX_STATE_BYTES",
     "MAX_STATE_DEPTH",
     "MAX_STATE_NODES",
+    "MAX_LOOSE_VALUE_CHARS",
     "MvuUpdate",
     "apply_mvu_reply",
 ]
@@ -52,6 +53,10 @@ MAX_PATH_PARTS = 64  # MVU_PATH_LIMIT
 MAX_STATE_BYTES = 2 * 1024 * 1024  # MVU_STATE_LIMIT (compact JSON, UTF-8)
 MAX_STATE_NODES = 100_000  # MVU_STATE_LIMIT (every object, array and scalar counts one)
 MAX_STATE_DEPTH = 64  # MVU_STATE_LIMIT (the root object is depth 1)
+#: Characters of values that are not strict JSON but look structured (start with { [ ' ") that one
+#: reply may hand to the JSON5 and YAML readers. Both are pure Python and read ~50-100 KB/s, so
+#: without this a 1 MiB reply could cost many CPU seconds. MVU_VALUE_LIMIT.
+MAX_LOOSE_VALUE_CHARS = 64 * 1024
 
 _SAFE_INT = 2**53
 
@@ -229,6 +234,7 @@ def _extract(text: str) -> list[_Command]:
     """Every command and JSON Patch operation, in text order (patch blocks are not scanned for calls)."""
     found: list[_Command] = []
     blocks: list[tuple[int, int]] = []
+    budget = [MAX_LOOSE_VALUE_CHARS]
     for m in _PATCH.finditer(text):
         if blocks and m.start() < blocks[-1][1]:
             continue
@@ -236,7 +242,7 @@ def _extract(text: str) -> list[_Command]:
         if close is None:
             raise _syntax(f"<{m.group(1)}> is never closed", text, m.start(), m.end())
         blocks.append((m.start(), close.end()))
-        found.extend(_patch_ops(text, m.end(), close.start(), len(found)))
+        found.extend(_patch_ops(text, m.end(), close.start(), len(found), budget))
     pos = 0
     block_i = 0
     while True:
@@ -248,7 +254,7 @@ def _extract(text: str) -> list[_Command]:
         if block_i < len(blocks) and blocks[block_i][0] <= m.start():
             pos = blocks[block_i][1]
             continue
-        cmd, pos = _read_call(text, m)
+        cmd, pos = _read_call(text, m, budget)
         found.append(cmd)
         if len(found) > MAX_COMMANDS:
             raise _limit("MVU_COMMAND_LIMIT", f"the reply holds more than {MAX_COMMANDS} commands", text, m.start(), pos)
@@ -292,7 +298,7 @@ def _scan_args(text: str, open_at: int) -> tuple[list[tuple[int, int]], int]:
     raise _syntax("this command's parenthesis is never closed", text, open_at, n)
 
 
-def _read_call(text: str, m: re.Match[str]) -> tuple[_Command, int]:
+def _read_call(text: str, m: re.Match[str], budget: list[int]) -> tuple[_Command, int]:
     arg_ranges, close = _scan_args(text, m.end() - 1)
     j = close + 1
     while j < len(text) and text[j] in " \t\r\n":
@@ -309,14 +315,14 @@ def _read_call(text: str, m: re.Match[str]) -> tuple[_Command, int]:
         raw = []
     name = _ALIASES.get(m.group(1), m.group(1))
     path_text = _unquote(raw[0]) if raw else ""
-    values = tuple(_read_value(r, text, a) for r, (a, _) in zip(raw[1:], arg_ranges[1:]))
+    values = tuple(_read_value(r, text, a, budget) for r, (a, _) in zip(raw[1:], arg_ranges[1:]))
     return _Command(name, values, m.start(), end, reason, (path_text,)), end
 
 
 def _unquote(raw: str) -> str:
     """A path argument: a quoted string (JSON/JSON5 escapes honoured) or the text as written."""
     if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in _QUOTES:
-        if raw[0] != "`":
+        if raw[0] != "`" and len(raw) <= MAX_PATH_CHARS + 2:  # longer paths fail their limit anyway
             try:
                 value = json5.loads(raw)
             except Exception:  # noqa: BLE001 - json5 raises several types; the fallback is the text
@@ -327,7 +333,7 @@ def _unquote(raw: str) -> str:
     return raw
 
 
-def _patch_ops(text: str, start: int, end: int, already: int) -> list[_Command]:
+def _patch_ops(text: str, start: int, end: int, already: int, budget: list[int]) -> list[_Command]:
     body = text[start:end].strip()
     fence = _FENCE.match(body)
     if fence:
@@ -338,6 +344,7 @@ def _patch_ops(text: str, start: int, end: int, already: int) -> list[_Command]:
     try:
         ops = json.loads(body, parse_constant=_reject_constant)
     except (ValueError, RecursionError):
+        _charge(budget, body, text, start, end)
         try:
             ops = json5.loads(body)
         except Exception as exc:  # noqa: BLE001 - json5 raises several types
@@ -411,7 +418,19 @@ _CoreLoader.add_implicit_resolver(
 )
 
 
-def _read_value(raw: str, source: str, offset: int) -> Any:
+def _charge(budget: list[int], raw: str, source: str, start: int, end: int) -> None:
+    budget[0] -= len(raw)
+    if budget[0] < 0:
+        raise _limit(
+            "MVU_VALUE_LIMIT",
+            f"the reply's non-JSON structured values pass {MAX_LOOSE_VALUE_CHARS} characters (write large values as JSON)",
+            source,
+            start,
+            end,
+        )
+
+
+def _read_value(raw: str, source: str, offset: int, budget: list[int]) -> Any:
     """JSON, then JSON5, then arithmetic, then a YAML flow collection, else the quote-trimmed text."""
     if _nesting(raw) > MAX_STATE_DEPTH:
         raise _limit("MVU_STATE_LIMIT", f"a value is nested deeper than {MAX_STATE_DEPTH}", source, offset, offset + len(raw))
@@ -419,6 +438,8 @@ def _read_value(raw: str, source: str, offset: int) -> Any:
         return _checked(json.loads(raw, parse_constant=_reject_constant))
     except (ValueError, RecursionError):
         pass
+    if raw[:1] in ("{", "[", "'", '"'):
+        _charge(budget, raw, source, offset, offset + len(raw))
     if raw[:1] not in ("`",):
         try:
             return _checked(json5.loads(raw))
@@ -438,10 +459,18 @@ def _read_value(raw: str, source: str, offset: int) -> Any:
 
 
 def _checked(value: Any) -> Any:
-    """Only JSON data (finite numbers, string keys) is accepted from a reading."""
+    """Only JSON data (finite numbers, string keys) is accepted from a reading.
+
+    The node count is capped because YAML aliases can share one subtree many times over (a
+    "billion laughs" value is small as text but huge once walked).
+    """
     stack = [value]
+    nodes = 0
     while stack:
         v = stack.pop()
+        nodes += 1
+        if nodes > MAX_STATE_NODES:
+            raise ValueError("too many nodes")
         if isinstance(v, dict):
             if not all(isinstance(k, str) for k in v):
                 raise ValueError("non-string key")
@@ -464,6 +493,8 @@ def _arithmetic(raw: str) -> int | float | None:
     tokens: list[str | float] = []
     pos = 0
     raw = raw.strip()
+    if len(raw) > MAX_LOOSE_VALUE_CHARS:
+        return None
     while pos < len(raw):
         m = _ARITH_TOKEN.match(raw, pos)
         if m is None or m.end() == pos:
@@ -659,11 +690,6 @@ def _may_remove_key(obj: dict[str, Any], key: str) -> None:
         raise _Skip("MVU_SCHEMA", f"{key!r} is required by $meta.required and cannot be removed")
 
 
-def _may_change_items(arr: list[Any]) -> None:
-    if _array_locked(arr):
-        raise _Skip("MVU_SCHEMA", "the array is not extensible ($arrayMeta): items cannot be added or removed")
-
-
 def _copy(value: Any) -> Any:
     return json.loads(_dumps(value))
 
@@ -678,8 +704,27 @@ class _Runner:
         self.diagnostics: list[Diagnostic] = []
         self.applied = 0
         self.changes: dict[Path, list[Any]] = {}  # path -> [first old value, latest reason]
+        self.locks: dict[int, tuple[list[Any], bool]] = {}
 
     # -- bookkeeping ---------------------------------------------------------------------------
+    def may_change_items(self, arr: list[Any]) -> None:
+        """Refuse to add or remove items of a locked array; the scan is cached per array.
+
+        Without the cache 1,000 appends to a 100,000-item array would scan it 1,000 times. A cached
+        answer is dropped when a write could have added an ``$arrayMeta`` item (see ``written``).
+        """
+        cached = self.locks.get(id(arr))
+        if cached is None or cached[0] is not arr:
+            cached = self.locks[id(arr)] = (arr, _array_locked(arr))
+        if cached[1]:
+            raise _Skip("MVU_SCHEMA", "the array is not extensible ($arrayMeta): items cannot be added or removed")
+
+    def written(self, value: Any) -> Any:
+        """Note a value about to be stored; returns it."""
+        if isinstance(value, dict) and "$arrayMeta" in value:
+            self.locks.clear()
+        return value
+
     def record(self, path: Path, old: Any, reason: str, *, pair: bool = False) -> None:
         """Keep the first old value of a path (copied: the tree changes later) and the latest reason.
 
@@ -760,9 +805,11 @@ class _Runner:
         where = _resolved(self.state, path)
         if is_value_with_description(old) and not self.strict_set and not is_value_with_description(new):
             self.record(where, old[0], reason, pair=True)
+            self.locks.clear()
             old[0] = _coerce(old[0], new)
         else:
             self.record(where, old, reason)
+            self.locks.clear()
             _put(parent, path[-1], _coerce(old, new))
 
     def do_add(self, path: Path, args: list[Any], reason: str) -> None:
@@ -806,13 +853,14 @@ class _Runner:
             self.insert_at(path[:-1], path[-1], value, reason, create=False)
             return
         if isinstance(target, list):
-            _may_change_items(target)
+            self.may_change_items(target)
             self.record(_resolved(self.state, path), target, reason)
-            target.append(_copy(value))
+            target.append(self.written(_copy(value)))
         elif isinstance(target, dict) and isinstance(value, dict):
             merged = _copy(target)
             _deep_merge(merged, value)
             self.record(_resolved(self.state, path), target, reason)
+            self.locks.clear()
             _put(_get(self.state, path[:-1]), path[-1], merged)
         else:
             raise _Skip("MVU_SCHEMA", f"cannot insert {_show(value)!r} into {_show(target)!r}: not an array, or not object into object")
@@ -831,10 +879,11 @@ class _Runner:
             if isinstance(parent, list):
                 raise _Skip("MVU_PATH_MISSING", f"{_path_text(path)!r} does not exist")
             self.record(_resolved(self.state, path), _ABSENT, reason)
+            self.locks.clear()
             parent[str(path[-1])] = new_obj
             return
         if isinstance(target, list):
-            _may_change_items(target)
+            self.may_change_items(target)
             if key == "-":
                 index = len(target)
             else:
@@ -843,13 +892,14 @@ class _Runner:
                     raise _Skip("MVU_SCHEMA", f"cannot insert at {_show(key)!r}: not an index within 0..{len(target)}")
                 index = index_opt
             self.record(_resolved(self.state, path), target, reason)
-            target.insert(index, _copy(value))
+            target.insert(index, self.written(_copy(value)))
         elif isinstance(target, dict):
             if isinstance(key, (dict, list)) or key is None or isinstance(key, bool):
                 raise _Skip("MVU_COMMAND_INVALID", "the key of a 3-argument insert must be a string or an index")
             skey = _show(key) if not isinstance(key, str) else key
             _may_add_key(target, skey)
             self.record(_resolved(self.state, path) + (skey,), target.get(skey, _ABSENT), reason)
+            self.locks.clear()
             target[skey] = _copy(value)
         else:
             raise _Skip("MVU_SCHEMA", f"cannot insert into {_show(target)!r}: not an array or an object")
@@ -875,7 +925,7 @@ class _Runner:
     def delete_in(self, path: Path, key: Any, reason: str, *, by_index_only: bool = False) -> None:
         target = _get(self.state, path) if path else self.state
         if isinstance(target, list):
-            _may_change_items(target)
+            self.may_change_items(target)
             index = _index(target, key) if (isinstance(key, int) and not isinstance(key, bool)) or (
                 isinstance(key, str) and by_index_only) else None
             if index is None and not by_index_only:
@@ -889,6 +939,7 @@ class _Runner:
                 raise _Skip("MVU_PATH_MISSING", f"{_path_text(path + (str(_show(key)),))!r} does not exist")
             _may_remove_key(target, key)
             self.record(_resolved(self.state, path) + (key,), target[key], reason)
+            self.locks.clear()
             del target[key]
         else:
             raise _Skip("MVU_PATH_MISSING", f"{_path_text(path)!r} is not an array or an object")
@@ -944,7 +995,7 @@ class _Runner:
         # check both ends before touching anything, so a refused move changes nothing
         source_parent = _get(self.state, source[:-1])
         if isinstance(source_parent, list):
-            _may_change_items(source_parent)
+            self.may_change_items(source_parent)
         elif isinstance(source_parent, dict):
             _may_remove_key(source_parent, str(source[-1]))
         key = dest[-1]
@@ -952,7 +1003,7 @@ class _Runner:
             if not (dest_parent is source_parent and str(key) == str(source[-1])):
                 _may_add_key(dest_parent, str(key))
         else:
-            _may_change_items(dest_parent)
+            self.may_change_items(dest_parent)
             size = len(dest_parent) - (1 if dest_parent is source_parent else 0)
             if key != "-" and _index(dest_parent, key, allow_end=True) is None or (key != "-" and int(key) > size):
                 raise _Skip("MVU_SCHEMA", f"cannot move to index {key!r}: not within 0..{size}")
