@@ -661,7 +661,9 @@ class Worker:
                     if verdict.get("ok") is not True:
                         raise RenderFailed(str(verdict.get("code") or "SOURCE_POLICY_CHANGED"),
                                            str(verdict.get("message") or "a lease is no longer current"))
-            status = enter(dispatch, "poll")
+            status = enter(dispatch, "poll", True)
+            if status.startswith('{"ok":true'):
+                status = count_output(status, lambda: enter(dispatch, "poll"))
             if used >= budget:
                 raise RenderFailed("TEMPLATE_TIME_LIMIT", time_message(budget))
             if status.startswith('{"ok":null,"pending"'):
@@ -707,6 +709,22 @@ class Worker:
         head = json.dumps({"id": render_id, "usage": usage, "error": error}, ensure_ascii=True)
         body = result if result is not None else "null"
         return (head[:-1] + ',"result":' + body + "}\n").encode("utf-8")
+
+
+def count_output(status: str, exact: Any) -> str:
+    """The harness's final ``{"ok":true,...}`` with its ``bytes``, counted here when it can be.
+
+    A lazy poll ends ``,"units":N}`` (the text's UTF-16 length). When the whole reply is ASCII
+    and holds no ``\\u`` escape, so is the text, and its UTF-8 size is N: ``str.isascii`` tells
+    in C what the harness could only learn by a regex walk of the text. Otherwise ``exact()``
+    (a second, ordinary poll: the harness measures and reuses the joined text) answers.
+    """
+    head, _, last = status[:-1].rpartition(",")
+    if not last.startswith('"units":'):
+        return status
+    if status.isascii() and "\\u" not in status:
+        return head + ',"bytes":' + last[8:] + "}"
+    return exact()
 
 
 def program_key(payload: str) -> str | None:

@@ -290,3 +290,41 @@ def test_a_killed_worker_is_replaced_by_one_with_its_own_spare(solo: WorkerPool)
         time.sleep(0.01)
     assert run_program(prog(PROBE), "null", pool=solo).text == FRESH
     assert solo.replaced == [pid, idle_pid]
+
+
+# --- the final output count (the worker counts ASCII replies; the harness counts the rest) -------
+
+
+@pytest.mark.parametrize(
+    ("piece", "size"),
+    [
+        ("plain ascii <&>", 15),
+        ("caf\u00e9", 5),
+        ("\U0001f600", 4),
+        ("\ud800", 3),  # a lone surrogate: what U+FFFD costs when written out
+        ("a\\u0041", 7),  # a backslash-u in the text itself: escaped as \\u in the reply
+        ("tab\there\x01", 9),  # a control character: a \\u0001 escape in the reply
+    ],
+)
+def test_output_bytes_of_a_finished_render_are_exact(piece: str, size: int) -> None:
+    body = "append(variables.p); append(variables.p)"
+    result = run_program(prog(body), json.dumps({"p": piece}), limits=Limits(output_bytes=1000))
+    assert result.text == piece * 2
+    assert result.usage.output_bytes == 2 * size
+
+
+def test_the_output_limit_still_trips_exactly_at_its_edge() -> None:
+    body = "append(variables.p)"
+    for limit, code in ((8, None), (7, "TEMPLATE_OUTPUT_LIMIT")):
+        try:
+            result = run_program(prog(body), json.dumps({"p": "\u00e9\u00e9\u00e9\u00e9"}), limits=Limits(output_bytes=limit))
+            assert code is None and result.usage.output_bytes == 8
+        except SandboxError as exc:
+            assert exc.code == code
+
+
+def test_lazy_count_is_only_for_finished_renders(worker: Any) -> None:
+    worker.prewarm()
+    ctx, dispatch = worker.spare
+    # An untouched harness (no render ran) answers a lazy poll exactly like an ordinary one.
+    assert dispatch("poll", True) == dispatch("poll")
