@@ -143,6 +143,14 @@ def test_json_patch_operations_pointer_escapes_and_fences() -> None:
     assert result.commands == 7
 
 
+def test_json_patch_operations_that_are_not_json_data_are_skipped() -> None:
+    reply = '<JSONPatch>[{"op":"add","path":"/l/-","value":[Infinity]}, 7, {"op":"replace","path":"/n"}, {"op":"delta","path":"/n","value":1}]</JSONPatch>'
+    result = run({"l": [], "n": 1}, reply)
+    assert result.stat_data == {"l": [], "n": 2}
+    assert codes(result) == ["MVU_COMMAND_INVALID"] * 3
+    assert [d.path for d in result.diagnostics] == ["/l/-", None, "/n"]
+
+
 def test_commands_run_in_text_order_across_patch_blocks() -> None:
     reply = "_.set('n', 1);\n<JSONPatch>[{\"op\":\"replace\",\"path\":\"/n\",\"value\":2}]</JSONPatch>\n_.add('n', 10);"
     result = run({"n": 0}, reply)
@@ -304,7 +312,7 @@ FRAGMENTS = st.sampled_from([
     '"l"', "a", ", ", ",", ")", ";", "//why\n", "\n", "1", "-2.5", "(1+2)*3", "{", "}", "[", "]", "{k: 1}", "null",
     "'x", "`t`", "<JSONPatch>", "</JSONPatch>", "<json_patch>", "</json_patch>", '{"op":"replace","path":"/a","value":1}',
     '{"op":"delta","path":"/n","value":2}', '{"op":"add","path":"/l/-","value":[]}', '{"op":"remove","path":"/l/0"}',
-    '{"op":"move","from":"/a","path":"/z"}', '"', "~1", "/", "\\", "名",
+    '{"op":"move","from":"/a","path":"/z"}', '"', "~1", "/", "\\", "名", '{"op":"add","path":"/l/-","value":[Infinity, NaN]}', "Infinity",
 ])
 LEAVES = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.floats(-10, 10), st.text("ab", max_size=3))
 TREES = st.recursive(LEAVES, lambda kids: st.one_of(st.lists(kids, max_size=3),

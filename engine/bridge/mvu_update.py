@@ -69,7 +69,8 @@ class MvuUpdate:
 
     ``display_data`` mirrors ``stat_data`` with every changed path replaced by its
     ``"<old>-><new> (<reason>)"`` string; ``delta_data`` holds only those strings (array indices
-    become string keys). ``commands`` counts the commands that were applied.
+    become string keys). ``commands`` counts the commands that were applied; ``changes`` lists the
+    changed paths (as key/index tuples) with their strings, in the order they first changed.
     """
 
     stat_data: dict[str, Any]
@@ -358,22 +359,17 @@ def _patch_ops(text: str, start: int, end: int, already: int, budget: list[int])
     out: list[_Command] = []
     for i, op in enumerate(ops):
         # every op of one block shares the block's span; the tie-break keeps their order
-        out.append(_Command("patch", (_normalise_json(op),), start, end, "", (str(i),)))
+        where = op.get("path") if isinstance(op, dict) and isinstance(op.get("path"), str) else None
+        try:
+            op = _checked(op)
+        except ValueError:
+            op = None  # NaN/Infinity or too many nodes: the operation is skipped as invalid
+        out.append(_Command("patch", (op,), start, end, "", (where,) if where is not None else ()))
     return out
 
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
-
-
-def _normalise_json(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return _ABSENT
-    if isinstance(value, list):
-        return [_normalise_json(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _normalise_json(v) for k, v in value.items()}
-    return _normalise(value)
 
 
 def _nesting(body: str) -> int:
@@ -772,7 +768,7 @@ class _Runner:
                     skip.message,
                     span=Span(cmd.start, cmd.end),
                     severity="warning",
-                    path=cmd.path_texts[0] if cmd.path_texts and cmd.name != "patch" else None,
+                    path=cmd.path_texts[0] if cmd.path_texts else None,
                     data={"command": cmd.name},
                 )
             )
@@ -948,13 +944,13 @@ class _Runner:
     def patch(self, cmd: _Command) -> None:
         op = cmd.args[0]
         if not isinstance(op, dict) or not isinstance(op.get("op"), str):
-            raise _Skip("MVU_COMMAND_INVALID", "a JSON Patch operation must be an object with an 'op'")
+            raise _Skip("MVU_COMMAND_INVALID", "a JSON Patch operation must be JSON data: an object with an 'op'")
         kind = op["op"].lower()
         raw_path = op.get("path", op.get("to") if kind == "move" else None)
         if not isinstance(raw_path, str):
             raise _Skip("MVU_COMMAND_INVALID", f"the {kind!r} operation has no string 'path'")
         path = self.pointer(raw_path, cmd)
-        if kind != "remove" and kind != "move" and ("value" not in op or op["value"] is _ABSENT):
+        if kind not in ("remove", "move") and "value" not in op:
             raise _Skip("MVU_COMMAND_INVALID", f"the {kind!r} operation has no JSON 'value'")
         if kind == "replace":
             self.set(path, op["value"], "")
