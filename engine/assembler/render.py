@@ -27,7 +27,7 @@ import re
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Protocol
@@ -468,10 +468,12 @@ def compose_text(
 
 def _shifted(
     segments: tuple[tuple[int, int, dict[str, Any]], ...], rendered: str, final: str, trim: bool
-) -> list[tuple[int, int, dict[str, Any]]]:
+) -> Sequence[tuple[int, int, dict[str, Any]]]:
     """Macro segments of ``rendered`` moved onto ``final`` (``rendered``, trimmed when ``trim``)."""
-    lead = len(rendered) - len(rendered.lstrip()) if trim else 0
     n = len(final)
+    if n == len(rendered) and segments[-1][1] <= n:
+        return segments  # nothing was trimmed: the ranges stand as they are
+    lead = len(rendered) - len(rendered.lstrip()) if trim else 0
     out = []
     for s, e, info in segments:
         s, e = max(0, s - lead), min(n, e - lead)
@@ -604,7 +606,7 @@ def _shift_macros(
     return [(at(s), at(e), n, i, info) for s, e, n, i, info in macros]
 
 
-def _partition(length: int, segs: list[tuple[int, int, dict[str, Any]]]) -> tuple[tuple[int, int, dict[str, Any]], ...]:
+def _partition(length: int, segs: Sequence[tuple[int, int, dict[str, Any]]]) -> tuple[tuple[int, int, dict[str, Any]], ...]:
     """Cut ``[0, length)`` into ranges, each attributed to the innermost covering segment."""
     if length == 0:
         return ()
