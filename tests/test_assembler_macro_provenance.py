@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from _assembler_support import assemble, require_macro_engine, rule
 
 from tavernbox.assembler import replay
@@ -111,3 +113,33 @@ def test_compose_text_moves_macro_ranges_past_markers_trimming_and_literals() ->
     assert out.text == "DD X L1\n     L2"
     found = {i.get("macro"): out.text[s:e] for s, e, i in out.spans if i}
     assert found == {"d": "DD", "x": "X", "lit": "L1\n     L2"}
+
+
+def test_changing_a_returned_provenance_does_not_reach_the_next_request() -> None:
+    require_macro_engine()
+    rules = [*NATIVES, rule("custom", "c", text="{{setvar::m::x}}{{if {{getvar::m}}}}{{char}}{{/if}}", role="user")]
+    first = assemble(rules, assets=CARD)
+    span = next(s for s in first.provenance[-1]["spans"] if s.get("macro") == "if")
+    span["reads"].append({"scope": "local", "name": "forged"})
+    span["macro"] = "forged"
+    second = assemble(rules, assets=CARD)
+    again = next(s for s in second.provenance[-1]["spans"] if s.get("kind") == "macro_output")
+    assert again["macro"] == "if" and again["reads"] == [{"scope": "local", "name": "m"}]
+
+
+def test_shared_span_infos_in_the_record_refuse_changes_and_copy_as_plain_dicts() -> None:
+    import copy
+    import pickle
+
+    require_macro_engine()
+    r = assemble([*NATIVES, rule("custom", "c", text="Hi {{char}}", role="user")], assets=CARD)
+    seg = next(e for e in r.record["renders"] if e.get("segments"))["segments"][0]
+    info = seg[2]
+    with pytest.raises(TypeError):
+        info["macro"] = "forged"
+    with pytest.raises(TypeError):
+        info.update(macro="forged")
+    assert info["macro"] == "char"
+    for twin in (dict(info), copy.copy(info), copy.deepcopy(info), pickle.loads(pickle.dumps(info))):
+        assert type(twin) is dict and twin == info
+    assert json.loads(json.dumps(r.record))["renders"]  # still plain JSON

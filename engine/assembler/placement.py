@@ -23,7 +23,7 @@ from .blocks import Block
 from .identity import messages_hash, text_identity
 from .native import NATIVE_PLACEMENTS, arrange_native
 from .registry import ResolvedEntry
-from .render import IDENTITY, RenderOutput, compose_text, find_source_macros
+from .render import IDENTITY, FrozenInfo, RenderOutput, compose_text, find_source_macros
 from .rules import Preset, Rule
 
 __all__ = ["Node", "Planner"]
@@ -39,6 +39,38 @@ _MACRO_USES_MAX_TEXT = 4096
 
 #: span kinds that describe part of the block's own text (so they carry the block's identity)
 _MERGED_KINDS = frozenset({"literal_macro", "macro_output", "variable_read"})
+
+#: ``(id(spans), identity fields) -> (spans, merged)``: a static prompt's partition is the same
+#: object every request (see ``render._PARTITIONS``), so its merge with the block's identity is
+#: kept too (checked by identity; the entry holds ``spans`` alive). Emptied when full.
+_MERGES: dict[tuple[Any, ...], tuple[Any, tuple[tuple[int, int, SpanInfo], ...]]] = {}
+_MERGES_MAX = 8192
+
+
+def _merged_spans(
+    rendered_spans: tuple[tuple[int, int, SpanInfo], ...], own: SpanInfo
+) -> list[tuple[int, int, SpanInfo]]:
+    """The block's spans: its own text attributed to ``own``, macro and literal ranges merged
+    with ``own``'s identity (one merged dict per distinct info, without null fields)."""
+    key = (id(rendered_spans), *own.values())
+    seen = _MERGES.get(key)
+    if seen is not None and seen[0] is rendered_spans:
+        return list(seen[1])
+    merged: dict[int, SpanInfo] = {}
+    spans = []
+    own = FrozenInfo(own)  # kept with the cache entry, so shared from now on: read-only
+    for s, e, info in rendered_spans:
+        if info.get("kind") in _MERGED_KINDS:
+            both = merged.get(id(info))
+            if both is None:
+                both = merged[id(info)] = FrozenInfo({k: v for k, v in {**own, **info}.items() if v is not None})
+            spans.append((s, e, both))
+        else:
+            spans.append((s, e, info or own))
+    if len(_MERGES) >= _MERGES_MAX:
+        _MERGES.clear()
+    _MERGES[key] = (rendered_spans, tuple(spans))
+    return spans
 
 
 @dataclass(slots=True)
@@ -361,17 +393,7 @@ class Planner:
         if len(rendered.spans) == 1 and not rendered.spans[0][2]:  # the common case: all the block's own text
             spans = [(rendered.spans[0][0], rendered.spans[0][1], own)]
         else:
-            # one merged dict per distinct info (interned macro infos repeat), without null fields
-            merged: dict[int, dict[str, Any]] = {}
-            spans = []
-            for s, e, info in rendered.spans:
-                if info.get("kind") in _MERGED_KINDS:
-                    both = merged.get(id(info))
-                    if both is None:
-                        both = merged[id(info)] = {k: v for k, v in {**own, **info}.items() if v is not None}
-                    spans.append((s, e, both))
-                else:
-                    spans.append((s, e, info or own))
+            spans = _merged_spans(rendered.spans, own)
         # the fields of _base, spelled out: this runs once per placed text block
         return Node(
             key,

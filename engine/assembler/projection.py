@@ -164,7 +164,10 @@ def project_system(
         for n, p in enumerate(live):
             if n:
                 offset += 2
-            spans.extend((offset + s, offset + e, info) for s, e, info in p.spans)
+            if offset:
+                spans += [(offset + s, offset + e, info) for s, e, info in p.spans]
+            else:
+                spans += p.spans
             offset += len(p.text)
         base = next((logical[i].message for i in reversed(pending) if logical[i].native), None)
         # JSON escaping is per character, so the snapshot's size is the sum of its parts' sizes

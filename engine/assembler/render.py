@@ -78,6 +78,34 @@ class RenderOutput:
     segments: tuple[tuple[int, int, dict[str, Any]], ...] = ()
 
 
+class FrozenInfo(dict):  # type: ignore[type-arg]
+    """A span description shared between requests (interned, cached): a dict that refuses changes.
+
+    It serialises and compares as the plain dict it is; a caller that tries to change one it got
+    back (in a record, through the span caches) gets a ``TypeError`` instead of silently changing
+    the provenance of later requests. Copies (``dict(info)``, ``copy``, ``deepcopy``, pickle)
+    are plain dicts.
+    """
+
+    __slots__ = ()
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("span provenance info is shared and read-only; copy it with dict(info)")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _refuse  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (dict, (dict(self),))
+
+    def __copy__(self) -> dict[str, Any]:
+        return dict(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> dict[str, Any]:
+        import copy
+
+        return {k: copy.deepcopy(v, memo) for k, v in self.items()}
+
+
 def macro_segment_info(segment: Any) -> dict[str, Any]:
     """The provenance fields of one macro engine segment (:class:`tavernbox.macros.MacroSegment`).
 
@@ -91,11 +119,11 @@ def macro_segment_info(segment: Any) -> dict[str, Any]:
 def _segment_info(kind: str, macro: str, reads: tuple[tuple[str, str], ...]) -> dict[str, Any]:
     if kind == "variable" and reads:
         scope, name = reads[0]
-        return {"kind": "variable_read", "macro": macro, "scope": scope, "name": name}
-    info: dict[str, Any] = {"kind": "macro_output", "macro": macro}
+        return FrozenInfo(kind="variable_read", macro=macro, scope=scope, name=name)
     if reads:
-        info["reads"] = [{"scope": sc, "name": n} for sc, n in dict.fromkeys(reads)]
-    return info
+        listed = tuple(FrozenInfo(scope=sc, name=n) for sc, n in dict.fromkeys(reads))
+        return FrozenInfo(kind="macro_output", macro=macro, reads=listed)
+    return FrozenInfo(kind="macro_output", macro=macro)
 
 
 class Renderer(Protocol):
@@ -421,10 +449,20 @@ def compose_text(
         # the common case (a prompt with no source or literal macro): nothing to mark or restore
         out = render(text)
         rendered = out.text
+        segments = out.segments
+        if segments:
+            # a remembered static render hands back the same text and ranges every request:
+            # their trimmed partition is kept beside them (checked by identity, never by id alone)
+            seen = _PARTITIONS.get(id(segments))
+            if seen is not None and seen[0] is segments and seen[1] is rendered and seen[2] is trim:
+                return Rendered(seen[3], seen[4], tuple(out.draws), tuple(out.diagnostics))
         if rendered.isascii() or not _RESERVED.search(rendered):
             final = rendered.strip() if trim else rendered
-            if out.segments:
-                spans = _partition(len(final), _shifted(out.segments, rendered, final, trim))
+            if segments:
+                spans = _partition(len(final), _shifted(segments, rendered, final, trim))
+                if len(_PARTITIONS) >= _PARTITIONS_MAX:
+                    _PARTITIONS.clear()
+                _PARTITIONS[id(segments)] = (segments, rendered, trim, final, spans)
             else:
                 spans = ((0, len(final), {}),) if final else ()
             return Rendered(final, spans, tuple(out.draws), tuple(out.diagnostics))
@@ -466,14 +504,21 @@ def compose_text(
     return _untangle(rendered, infos, lit_values, out, trim)
 
 
+#: ``id(segments) -> (segments, rendered, trim, final text, spans)``: the partitions of renders
+#: that come back identical (the static-render cache's); each entry holds its segments alive, so
+#: the id cannot be reused while the entry exists. Emptied when full.
+_PARTITIONS: dict[int, tuple[Any, str, bool, str, tuple[tuple[int, int, dict[str, Any]], ...]]] = {}
+_PARTITIONS_MAX = 8192
+
+
 def _shifted(
     segments: tuple[tuple[int, int, dict[str, Any]], ...], rendered: str, final: str, trim: bool
 ) -> Sequence[tuple[int, int, dict[str, Any]]]:
     """Macro segments of ``rendered`` moved onto ``final`` (``rendered``, trimmed when ``trim``)."""
     n = len(final)
-    if n == len(rendered) and segments[-1][1] <= n:
-        return segments  # nothing was trimmed: the ranges stand as they are
-    lead = len(rendered) - len(rendered.lstrip()) if trim else 0
+    lead = 0 if n == len(rendered) or not trim else len(rendered) - len(rendered.lstrip())
+    if lead == 0 and segments[-1][1] <= n:
+        return segments  # nothing trimmed before or inside them: the ranges stand as they are
     out = []
     for s, e, info in segments:
         s, e = max(0, s - lead), min(n, e - lead)
