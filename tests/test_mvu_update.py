@@ -402,3 +402,9 @@ def test_array_lock_is_seen_after_it_is_inserted_and_released_after_it_is_replac
     result = run({"l": [1]}, f"_.insert('l', 2);_.insert('l', {lock});_.insert('l', 3);_.set('l[2]', 0);_.insert('l', 4);")
     assert result.stat_data["l"] == [1, 2, 0, 4]
     assert codes(result) == ["MVU_SCHEMA"]
+
+
+def test_a_closing_tag_on_the_commands_line_is_not_part_of_the_reason() -> None:
+    update = apply_mvu_reply({"hp": [100, "health"]}, "<UpdateVariable>_.add('hp', -5);//hit</UpdateVariable>")
+    assert update.stat_data == {"hp": [95, "health"]}
+    assert update.display_data == {"hp": "100->95 (hit)"}

@@ -310,6 +310,8 @@ def _read_call(text: str, m: re.Match[str], budget: list[int]) -> tuple[_Command
     line_end = text.find("\n", end)
     line_end = len(text) if line_end == -1 else line_end
     rest = text[end:line_end].strip()
+    if "</" in rest:  # a closing tag on the same line (``;//reason</UpdateVariable>``) ends the reason
+        rest = rest[: rest.index("</")]
     reason = rest[2:].strip() if rest.startswith("//") else ""
     raw = [text[a:b].strip() for a, b in arg_ranges]
     if raw == [""]:
