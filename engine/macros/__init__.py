@@ -309,20 +309,7 @@ class CompiledMacros:
             )
         else:
             out = post_process(out)
-        draws = state.draws
-        return _make_result(
-            out,
-            {"local": local.snapshot(), "global": glob.snapshot()},
-            _remap(state.diagnostics, omap) if state.diagnostics else (),
-            (
-                tuple(Draw(d.kind, omap.back(d.offset), d.value, d.macro, d.rolls) for d in draws)
-                if omap.pre
-                else tuple(draws)
-            )
-            if draws
-            else (),
-            segments,
-        )
+        return _finish(out, local, glob, state, omap, segments)
 
 
     def _expand_planned(self, ctx: MacroContext, seed: int | None, registry: MacroRegistry, plan: Any) -> MacroResult:
@@ -360,21 +347,9 @@ class CompiledMacros:
                 exc.span = Span(omap.back(exc.span.start), omap.back(exc.span.end))
             exc.source = self.text
             raise
-        draws = state.draws
         if stream is None and state._stream is not None and effective_seed.__class__ is int:
             _remember_seed(effective_seed, rng_seed, state._stream)
-        return _make_result(
-            out,
-            {"local": local.snapshot(), "global": glob.snapshot()},
-            _remap(state.diagnostics, omap) if state.diagnostics else (),
-            (
-                tuple(Draw(d.kind, omap.back(d.offset), d.value, d.macro, d.rolls) for d in draws)
-                if omap.pre
-                else tuple(draws)
-            )
-            if draws
-            else (),
-        )
+        return _finish(out, local, glob, state, omap)
 
 
 #: ``(seed, its rng_seed text, its SeedStream)`` of the last cached render that drew: the
@@ -385,6 +360,32 @@ _last_seed: tuple[Any, str, Any] = (None, "", None)
 def _remember_seed(seed: int, text: str, stream: Any) -> None:
     global _last_seed
     _last_seed = (seed, text, stream)
+
+
+def _finish(
+    out: str,
+    local: VariableStore,
+    glob: VariableStore,
+    state: RenderState,
+    omap: _OffsetMap,
+    segments: tuple[MacroSegment, ...] = (),
+) -> MacroResult:
+    """The result of a render: variables after it, diagnostics and draws mapped back to the
+    caller's text (offsets moved by the pre-processors)."""
+    draws = state.draws
+    return _make_result(
+        out,
+        {"local": local.snapshot(), "global": glob.snapshot()},
+        _remap(state.diagnostics, omap) if state.diagnostics else (),
+        (
+            tuple(Draw(d.kind, omap.back(d.offset), d.value, d.macro, d.rolls) for d in draws)
+            if omap.pre
+            else tuple(draws)
+        )
+        if draws
+        else (),
+        segments,
+    )
 
 
 def compile_macros(text: str) -> CompiledMacros:
