@@ -174,6 +174,25 @@ def _split_known(
     return (lo, hi, items), None
 
 
+def _condition_text(state: RenderState, cond: str, ref: re.Match[str] | None, offset: int, node: Any, depth: int) -> str:
+    """The text an ``{{if}}`` condition is judged on: a ``.var``/``$var`` reference reads the
+    variable; a bare macro name with no required arguments runs that macro, as SillyTavern does
+    ("{{name}}" through the whole engine, post-processors included); anything else is itself.
+    Shared by the evaluator's ``{{if}}`` and the planned one, so both judge alike."""
+    if ref:
+        store = state.local if ref.group(1) == "." else state.glob
+        return js_string(store.get(ref.group(2)))
+    definition = state._defs.get(cond.lower()) if cond else None  # ``registry.get``
+    if definition is not None and definition.min_args == 0 and not definition.delay_args:
+        sub = MacroCall(cond, [], "", False, offset, node, state, depth, [])
+        try:
+            return post_process(js_string(definition.handler(sub)))
+        except TemplateError:
+            raise
+        except Exception:  # the macro stays as written, which is truthy
+            return "{{" + cond + "}}"
+    return cond
+
 def _if(call: MacroCall) -> str:
     state = call.state
     src = state.source
@@ -191,21 +210,7 @@ def _if(call: MacroCall) -> str:
             lo = hi - len(rest.lstrip(JS_WHITESPACE))
             cond_items = None
         cond = call.evaluate(lo, hi, cond_items)
-    ref = _VAR_REF.fullmatch(cond)
-    if ref:
-        store = state.local if ref.group(1) == "." else state.glob
-        cond = js_string(store.get(ref.group(2)))
-    else:
-        definition = state.registry.get(cond) if cond else None
-        if definition is not None and definition.min_args == 0 and not definition.delay_args:
-            # ST resolves "{{name}}" through the whole engine, post-processors included
-            sub = MacroCall(cond, [], "", False, call.offset, call.node, state, call.depth, [])
-            try:
-                cond = post_process(js_string(definition.handler(sub)))
-            except TemplateError:
-                raise
-            except Exception:  # the macro stays as written, which is truthy
-                cond = "{{" + cond + "}}"
+    cond = _condition_text(state, cond, _VAR_REF.fullmatch(cond), call.offset, call.node, call.depth)
     truthy = not is_falsy_text(cond)
     if inverted:
         truthy = not truthy
@@ -309,19 +314,7 @@ def _bind_if(
             finally:
                 st.content = saved
         ref = _VAR_REF.fullmatch(cond) if cond and cond[0] in ".$" else None  # a reference starts so
-        if ref:
-            store = st.local if ref.group(1) == "." else st.glob
-            cond = js_string(store.get(ref.group(2)))
-        else:
-            definition = st._defs.get(cond.lower()) if cond else None  # ``registry.get``
-            if definition is not None and definition.min_args == 0 and not definition.delay_args:
-                sub = MacroCall(cond, [], "", False, offset, m, st, depth, [])
-                try:
-                    cond = post_process(js_string(definition.handler(sub)))
-                except TemplateError:
-                    raise
-                except Exception:  # the macro stays as written, which is truthy
-                    cond = "{{" + cond + "}}"
+        cond = _condition_text(st, cond, ref, offset, m, depth)
         # ``is_falsy_text``, inlined
         truthy = cond != "" and cond.strip(JS_WHITESPACE).lower() not in _FALSY
         if inverted:
