@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import sys
 import time
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from tavernbox.sandbox import Limits, SandboxError, SandboxResult, run_program
@@ -30,3 +34,26 @@ def outcome(body: str, variables: Any = None, *, limits: Limits | None = None, r
     except SandboxError as exc:
         return exc.code, exc, time.monotonic() - start
     return "OK", result, time.monotonic() - start
+
+
+#: the worker module's source, loaded directly (in-process) by the fast-path tests
+WORKER_PATH = Path(__file__).resolve().parents[1] / "sandbox" / "worker.py"
+#: the limits dict a worker receives with each job, as the pool sends it
+WORKER_LIMITS = {"time_ms": 75, "job_steps": 1000, "output_bytes": 4096, "memory_bytes": 16 << 20, "stack_bytes": 256 << 10}
+
+
+def load_worker(name: str) -> ModuleType:
+    """A private copy of ``sandbox/worker.py`` imported under ``name`` (its caches are its own)."""
+    spec = importlib.util.spec_from_file_location(name, WORKER_PATH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+class QuietChannel:
+    """A worker's host channel that never asks to cancel."""
+
+    def cancel_requested(self, render_id: int) -> bool:
+        return False

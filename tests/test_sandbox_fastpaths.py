@@ -9,40 +9,26 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
-from sandbox_helpers import prog, render
+from sandbox_helpers import WORKER_LIMITS, QuietChannel, load_worker, prog, render
 
 from tavernbox.sandbox import Limits, SandboxError
 
-WORKER_PATH = Path(__file__).resolve().parents[1] / "sandbox" / "worker.py"
-LIMITS = {"time_ms": 75, "job_steps": 1000, "output_bytes": 4096, "memory_bytes": 16 << 20, "stack_bytes": 256 << 10}
+LIMITS = WORKER_LIMITS
 
 
 @pytest.fixture(scope="module")
 def worker_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("tavernbox_worker_under_test", WORKER_PATH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-class _QuietChannel:
-    def cancel_requested(self, render_id: int) -> bool:
-        return False
+    return load_worker("tavernbox_worker_under_test")
 
 
 def _reply(worker: Any, program: str, variables: Any) -> dict[str, Any]:
     payload = "[" + json.dumps(program) + ",[\n" + json.dumps(variables) + "\n]]"
-    raw = worker.render(_QuietChannel(), 1, LIMITS, payload)
+    raw = worker.render(QuietChannel(), 1, LIMITS, payload)
     worker.retired = None
     reply = json.loads(raw)
     reply["usage"].pop("time_ms")

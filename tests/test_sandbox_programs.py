@@ -9,38 +9,24 @@ cannot substitute what the host hands over.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
-from sandbox_helpers import prog
+from sandbox_helpers import WORKER_LIMITS, QuietChannel, load_worker, prog
 
-WORKER_PATH = Path(__file__).resolve().parents[1] / "sandbox" / "worker.py"
-LIMITS = {"time_ms": 75, "job_steps": 1000, "output_bytes": 4096, "memory_bytes": 16 << 20, "stack_bytes": 256 << 10}
+LIMITS = WORKER_LIMITS
 
 
 @pytest.fixture(scope="module")
 def worker_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("tavernbox_worker_programs_under_test", WORKER_PATH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-class _QuietChannel:
-    def cancel_requested(self, render_id: int) -> bool:
-        return False
+    return load_worker("tavernbox_worker_programs_under_test")
 
 
 def _reply(worker: Any, program: str, variables: Any = None, keep_time: bool = False) -> dict[str, Any]:
     payload = "[" + json.dumps(program) + ",[\n" + json.dumps(variables) + "\n]]"
-    raw = worker.render(_QuietChannel(), 1, LIMITS, payload)
+    raw = worker.render(QuietChannel(), 1, LIMITS, payload)
     worker.retired = None
     reply = json.loads(raw)
     if not keep_time:
@@ -199,5 +185,5 @@ def test_garbage_is_still_collected_during_a_render(worker_module: ModuleType) -
             " append(n)")
     payload = "[" + json.dumps(prog(body)) + ",[\nnull\n]]"
     limits = {**LIMITS, "memory_bytes": 4 << 20, "time_ms": 5000}
-    reply = json.loads(worker.render(_QuietChannel(), 1, limits, payload))
+    reply = json.loads(worker.render(QuietChannel(), 1, limits, payload))
     assert reply["error"] is None and reply["result"]["text"] == "200000"
