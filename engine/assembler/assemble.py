@@ -16,6 +16,7 @@ from __future__ import annotations
 import bisect
 import json
 import re
+from itertools import islice
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -278,11 +279,22 @@ def build_provenance(
 
     known = described.get
     for i, (message_id, text, spans) in enumerate(span_source):
+        prefix = getattr(spans, "prefix", None)
+        if prefix is not None and 0 <= prefix[0] < i:
+            # a snapshot repeating an earlier one whole (same text and ranges up to there, so the
+            # same UTF-16 offsets): copies of that message's dicts, then the new ranges
+            start = prefix[1]
+            out_spans = list(map(dict, islice(provenance[prefix[0]]["spans"], start)))
+        else:
+            start = 0
+            out_spans = []
+        if start:
+            spans = spans[start:]
         if text.isascii() or not _ASTRAL.search(text):  # offsets are already UTF-16 offsets
-            out_spans = [dict(known(id(info)) or fields(info), start=s, end=e) for s, e, info in spans]
+            out_spans += [dict(known(id(info)) or fields(info), start=s, end=e) for s, e, info in spans]
         else:
             utf16 = _utf16_converter(text)
-            out_spans = [dict(known(id(info)) or fields(info), start=utf16(s), end=utf16(e)) for s, e, info in spans]
+            out_spans += [dict(known(id(info)) or fields(info), start=utf16(s), end=utf16(e)) for s, e, info in spans]
         provenance.append({"index": i, "message_id": message_id, "spans": out_spans})
     return provenance
 

@@ -84,6 +84,16 @@ def _system_text(message: dict[str, Any]) -> str:
     )
 
 
+class SharedSpans(list):  # type: ignore[type-arg]
+    """A snapshot's ranges whose first ``prefix[1]`` are those of output message ``prefix[0]``
+    (an earlier snapshot repeated whole): provenance copies that message's span dicts instead of
+    describing the same ranges again."""
+
+    __slots__ = ("prefix",)
+
+    prefix: tuple[int, int]
+
+
 @dataclass(slots=True)
 class _Part:
     id: str
@@ -147,21 +157,38 @@ def project_system(
     records: list[dict[str, Any]] = []
     charge = 0
 
+    #: the previous carrier: its live parts, text, spans and output index (a later snapshot
+    #: usually repeats all of them and appends its new contributions)
+    last_live: list[_Part] = []
+    last_text = ""
+    last_spans: Spans = []
+    last_index = -1
+
     def flush() -> None:
-        nonlocal charge
+        nonlocal charge, last_live, last_text, last_spans, last_index
         if not pending:
             return
         live = [p for p in parts if p.text]
-        text = "\n\n".join(p.text for p in live)
-        last = logical[pending[-1]].message
-        if last.get("content") == text:
-            carrier = last
+        shared = len(last_live)
+        if shared and (len(live) < shared or any(a is not b for a, b in zip(last_live, live))):
+            shared = 0
+        if shared:
+            # the earlier snapshot is this one's prefix: same text, same ranges at the same offsets
+            text = "\n\n".join([last_text, *[p.text for p in live[shared:]]])
+            spans: Spans = SharedSpans(last_spans)
+            spans.prefix = (last_index, len(last_spans))
+            offset = len(last_text)
         else:
-            carrier = {**last, "id": _carrier_id(tuple([logical[i].message["id"] for i in pending]), text)}
+            text = "\n\n".join(p.text for p in live)
+            spans = []
+            offset = 0
+        last_message = logical[pending[-1]].message
+        if last_message.get("content") == text:
+            carrier = last_message
+        else:
+            carrier = {**last_message, "id": _carrier_id(tuple([logical[i].message["id"] for i in pending]), text)}
             carrier["content"] = text
-        spans: Spans = []
-        offset = 0
-        for n, p in enumerate(live):
+        for n, p in enumerate(live[shared:], shared):
             if n:
                 offset += 2
             if offset:
@@ -169,6 +196,7 @@ def project_system(
             else:
                 spans += p.spans
             offset += len(p.text)
+        last_live, last_text, last_spans, last_index = live, text, spans, len(out)
         base = next((logical[i].message for i in reversed(pending) if logical[i].native), None)
         # JSON escaping is per character, so the snapshot's size is the sum of its parts' sizes
         # (each measured once) and the separators: no snapshot text is serialised again
