@@ -17,6 +17,7 @@ import bisect
 import json
 import re
 from itertools import islice
+from operator import is_, itemgetter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -247,6 +248,31 @@ _DESCRIBED: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
 _DESCRIBED_MAX = 16384
 
 
+#: ``(span starts, span ends) -> (infos, span dicts)`` for long messages whose infos are all
+#: shared and read-only (see :func:`build_provenance`); bounded by entries and by spans held
+_WHOLE: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[tuple[dict[str, Any], ...], tuple[dict[str, Any], ...]]] = {}
+_WHOLE_MIN = 32
+_WHOLE_MAX = 256
+_WHOLE_SPANS_MAX = 1 << 20
+_whole_spans = 0
+_first, _second, _third = itemgetter(0), itemgetter(1), itemgetter(2)
+_RECORD_ORDER = itemgetter("start", "id")
+
+
+def _remember_whole(key: tuple[tuple[int, ...], tuple[int, ...]], infos: tuple[dict[str, Any], ...], built: list[dict[str, Any]]) -> None:
+    """Keep a long message's span dicts for the next build, when every info is a shared
+    :class:`FrozenInfo` without a ``reads`` list (a list in a copied dict would be shared)."""
+    global _whole_spans
+    distinct = {id(info): info for info in infos}.values()
+    if not all(type(info) is FrozenInfo and "reads" not in info for info in distinct):
+        return
+    if len(_WHOLE) >= _WHOLE_MAX or _whole_spans + len(built) > _WHOLE_SPANS_MAX:
+        _WHOLE.clear()
+        _whole_spans = 0
+    _WHOLE[key] = (infos, tuple(map(dict, built)))  # private copies: the built dicts go to the caller
+    _whole_spans += len(built)
+
+
 def build_provenance(
     span_source: Sequence[tuple[str, str, Sequence[tuple[int, int, dict[str, Any]]]]],
 ) -> list[dict[str, Any]]:
@@ -291,7 +317,21 @@ def build_provenance(
         if start:
             spans = spans[start:]
         if text.isascii() or not _ASTRAL.search(text):  # offsets are already UTF-16 offsets
-            out_spans += [dict(known(id(info)) or fields(info), start=s, end=e) for s, e, info in spans]
+            if len(spans) < _WHOLE_MIN:
+                out_spans += [dict(known(id(info)) or fields(info), start=s, end=e) for s, e, info in spans]
+            else:
+                # a long message (a system snapshot) usually has the same ranges and shared infos
+                # request after request: copies of the dicts built last time, found by the ranges
+                # and checked by the identity of every info (the entry holds them alive)
+                key = (tuple(map(_first, spans)), tuple(map(_second, spans)))
+                infos = tuple(map(_third, spans))
+                seen = _WHOLE.get(key)
+                if seen is not None and all(map(is_, seen[0], infos)):
+                    out_spans += map(dict, seen[1])
+                else:
+                    built = [dict(known(id(info)) or fields(info), start=s, end=e) for s, e, info in spans]
+                    out_spans += built
+                    _remember_whole(key, infos, built)
         else:
             utf16 = _utf16_converter(text)
             out_spans += [dict(known(id(info)) or fields(info), start=utf16(s), end=utf16(e)) for s, e, info in spans]
@@ -474,28 +514,25 @@ def _check_natives(flat: list[tuple[Node, int]], native: list[dict[str, Any]], r
 
 def _node_records(flat: list[tuple[Node, int]], index_map: list[int], messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One record per contiguous run of a node; later runs of a split node get ``:split:<offset>``."""
-    runs: list[tuple[Node, int, list[int]]] = []  # node, first message offset, logical indexes
-    for i, (node, k) in enumerate(flat):
-        if runs and runs[-1][0] is node and i == runs[-1][2][-1] + 1:
-            runs[-1][2].append(i)
-        else:
-            runs.append((node, k, [i]))
     seen: set[int] = set()
-    out = []
-    for node, offset, idxs in runs:
-        first = id(node) not in seen
-        seen.add(id(node))
-        if len(idxs) == 1:  # most runs: one message of a text block
-            start = index_map[idxs[0]]
-            count = 1
-            request_ids = [messages[start]["id"]]
-            input_ids = [node.messages[offset]["id"]]
-        else:
-            out_idx = [index_map[i] for i in idxs]
-            start = min(out_idx)
-            count = max(out_idx) - start + 1
-            request_ids = list(dict.fromkeys(messages[j]["id"] for j in out_idx))
-            input_ids = [flat[i][0].messages[flat[i][1]]["id"] for i in idxs]
+    out: list[dict[str, Any]] = []
+    # one pass: a record is written for a run's first message (most runs are one message of a
+    # text block); the runs of several messages are completed afterwards
+    longer: list[tuple[dict[str, Any], list[int]]] = []
+    idxs: list[int] | None = None
+    previous = None
+    for i, (node, offset) in enumerate(flat):
+        if node is previous:
+            if idxs is None:
+                idxs = [i - 1]
+                longer.append((out[-1], idxs))
+            idxs.append(i)
+            continue
+        previous, idxs = node, None
+        nid = id(node)
+        first = nid not in seen
+        seen.add(nid)
+        start = index_map[i]
         out.append(
             {
                 "id": node.key if first else f"{node.key}:split:{offset}",
@@ -517,13 +554,19 @@ def _node_records(flat: list[tuple[Node, int]], index_map: list[int], messages: 
                 "lock_reason": node.lock_reason,
                 "adjusted_for_tools": node.adjusted_for_tools,
                 "children": node.children,
-                "input_message_ids": input_ids,
-                "request_message_ids": request_ids,
+                "input_message_ids": [node.messages[offset]["id"]],
+                "request_message_ids": [messages[start]["id"]],
                 "start": start,
-                "count": count,
+                "count": 1,
             }
         )
-    out.sort(key=lambda n: (n["start"], n["id"]))
+    for record, run in longer:
+        out_idx = [index_map[i] for i in run]
+        start = min(out_idx)
+        record["start"], record["count"] = start, max(out_idx) - start + 1
+        record["request_message_ids"] = list(dict.fromkeys(messages[j]["id"] for j in out_idx))
+        record["input_message_ids"] = [flat[i][0].messages[flat[i][1]]["id"] for i in run]
+    out.sort(key=_RECORD_ORDER)
     return out
 
 

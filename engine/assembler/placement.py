@@ -73,6 +73,38 @@ def _merged_spans(
     return spans
 
 
+#: interned block-identity infos (the same values give the same read-only dict request after
+#: request, so provenance describes each once for all; see ``assemble.build_provenance``)
+_OWN: dict[tuple[Any, ...], FrozenInfo] = {}
+_OWN_MAX = 16384
+
+
+def _own_info(rule_id: str, source_id: str, block_id: str, resource_id: Any, field: Any) -> FrozenInfo:
+    """The shared span info of a block's own text (its identity fields)."""
+    key = (rule_id, source_id, block_id, resource_id, field)
+    info = _OWN.get(key)
+    if info is None:
+        if len(_OWN) >= _OWN_MAX:
+            _OWN.clear()
+        info = _OWN[key] = FrozenInfo(
+            rule_id=rule_id, source_id=source_id, block_id=block_id, resource_id=resource_id, field=field
+        )
+    return info
+
+
+def _native_info(rule_id: str, source_id: str, block_id: str, message_id: str) -> FrozenInfo:
+    """The shared span info of a native message's text."""
+    key = (rule_id, source_id, block_id, None, message_id, "native")
+    info = _OWN.get(key)
+    if info is None:
+        if len(_OWN) >= _OWN_MAX:
+            _OWN.clear()
+        info = _OWN[key] = FrozenInfo(
+            rule_id=rule_id, source_id=source_id, block_id=block_id, native_message_id=message_id
+        )
+    return info
+
+
 @dataclass(slots=True)
 class Node:
     """One placed contribution: a block rendered to zero or more messages, with its provenance."""
@@ -327,7 +359,7 @@ class Planner:
         spans = []
         for m in messages:
             content = m.get("content")
-            info = {"rule_id": rule.id, "source_id": entry.descriptor.id, "block_id": block.id, "native_message_id": m["id"]}
+            info = _native_info(rule.id, entry.descriptor.id, block.id, m["id"])
             spans.append([(0, len(content), info)] if isinstance(content, str) and content else [])
         return Node(
             role="preserve",
@@ -383,16 +415,17 @@ class Planner:
         if block.speaker:
             message["name"] = block.speaker
         descriptor = entry.descriptor
-        own = {
-            "rule_id": rule.id,
-            "source_id": descriptor.id,
-            "block_id": block.id,
-            "resource_id": block.resource_id,
-            "field": block.field,
-        }
         if len(rendered.spans) == 1 and not rendered.spans[0][2]:  # the common case: all the block's own text
+            own = _own_info(rule.id, descriptor.id, block.id, block.resource_id, block.field)
             spans = [(rendered.spans[0][0], rendered.spans[0][1], own)]
         else:
+            own = {
+                "rule_id": rule.id,
+                "source_id": descriptor.id,
+                "block_id": block.id,
+                "resource_id": block.resource_id,
+                "field": block.field,
+            }
             spans = _merged_spans(rendered.spans, own)
         # the fields of _base, spelled out: this runs once per placed text block
         return Node(

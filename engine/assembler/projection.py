@@ -21,6 +21,7 @@ caller's lower limit: ``ASSEMBLY_PROJECTION_LIMIT``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import is_
 from typing import Any
 
 from ..errors import Diagnostic, TemplateError
@@ -163,14 +164,13 @@ def project_system(
     last_text = ""
     last_spans: Spans = []
     last_index = -1
+    last_bytes = 0  # the previous carrier's content bytes
 
     def flush() -> None:
-        nonlocal charge, last_live, last_text, last_spans, last_index
-        if not pending:
-            return
+        nonlocal charge, last_live, last_text, last_spans, last_index, last_bytes
         live = [p for p in parts if p.text]
         shared = len(last_live)
-        if shared and (len(live) < shared or any(a is not b for a, b in zip(last_live, live))):
+        if shared and (len(live) < shared or not all(map(is_, last_live, live))):
             shared = 0
         if shared:
             # the earlier snapshot is this one's prefix: same text, same ranges at the same offsets
@@ -196,11 +196,14 @@ def project_system(
             else:
                 spans += p.spans
             offset += len(p.text)
-        last_live, last_text, last_spans, last_index = live, text, spans, len(out)
-        base = next((logical[i].message for i in reversed(pending) if logical[i].native), None)
         # JSON escaping is per character, so the snapshot's size is the sum of its parts' sizes
         # (each measured once) and the separators: no snapshot text is serialised again
-        content_bytes = sum(p.content_bytes() for p in live) + _SEPARATOR_JSON_BYTES * max(0, len(live) - 1)
+        # (a repeated snapshot: the earlier one's size, then one separator per new part)
+        separators = len(live) - shared if shared else max(0, len(live) - 1)
+        content_bytes = (last_bytes if shared else 0) + sum([p.content_bytes() for p in live[shared:]])
+        content_bytes += _SEPARATOR_JSON_BYTES * separators
+        last_live, last_text, last_spans, last_index, last_bytes = live, text, spans, len(out), content_bytes
+        base = next((logical[i].message for i in reversed(pending) if logical[i].native), None)
         charge += message_json({**carrier, "content": ""})[1] + content_bytes - (message_json(base)[1] if base is not None else 0)
         index = len(out)
         for i in pending:
@@ -223,7 +226,7 @@ def project_system(
     for i, item in enumerate(logical):
         m = item.message
         if m.get("role") == "system":
-            part = _Part(m["id"], _system_text(m), item.native, list(item.spans))
+            part = _Part(m["id"], _system_text(m), item.native, item.spans)  # its ranges are only read
             slot = next((n for n, p in enumerate(parts) if p.native), None) if item.native else None
             if slot is None:
                 parts.append(part)
@@ -231,13 +234,15 @@ def project_system(
                 parts[slot] = part
             pending.append(i)
             continue
-        flush()
+        if pending:
+            flush()
         index_map[i] = len(out)
         out.append(m)
         out_spans.append(list(item.spans))
         if not item.native:
             charge += message_json(m)[1]
-    flush()
+    if pending:
+        flush()
     if charge > limit:
         raise TemplateError(
             f"system snapshot projection exceeds {limit} additional bytes ({charge})", code="ASSEMBLY_PROJECTION_LIMIT"
