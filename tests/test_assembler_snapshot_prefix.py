@@ -52,3 +52,20 @@ def test_a_later_snapshot_marks_the_earlier_one_as_its_prefix() -> None:
     later = projection.spans[2]
     assert isinstance(later, SharedSpans) and later.prefix == (0, 1)
     assert later[:1] == projection.spans[0]
+
+
+def test_a_long_message_built_again_gets_fresh_dicts() -> None:
+    from tavernbox.assembler.render import FrozenInfo
+
+    infos = [FrozenInfo(rule_id="r", block_id=f"b{i % 3}", field=None) for i in range(3)]
+    spans = [(i, i + 1, infos[i % 3]) for i in range(40)]  # long enough to be remembered
+    first = build_provenance([("m", "x" * 40, spans)])
+    expected = [{"start": i, "end": i + 1, "rule_id": "r", "block_id": f"b{i % 3}"} for i in range(40)]
+    assert first[0]["spans"] == expected
+    for d in first[0]["spans"]:
+        d["start"] = -1  # the caller owns what it got
+    second = build_provenance([("m", "x" * 40, list(spans))])
+    assert second[0]["spans"] == expected
+    other = [FrozenInfo(rule_id="q") for _ in range(3)]  # same ranges, other infos: not the kept dicts
+    third = build_provenance([("m", "x" * 40, [(s, e, other[i % 3]) for i, (s, e, _) in enumerate(spans)])])
+    assert third[0]["spans"] == [{"start": i, "end": i + 1, "rule_id": "q"} for i in range(40)]
