@@ -216,10 +216,15 @@ class AssemblyResult:
         rule/source/block/resource/field or macro/variable fields}]}``, offsets in UTF-16 units.
 
         Built from :attr:`span_source` on first access (a host that only sends the messages does
-        not pay for one dict per span); the same list every time after.
+        not pay for one dict per span); the same list every time after. The cyclic collector is
+        paused meanwhile, as during the assembly: the thousands of acyclic span dicts would
+        otherwise set off collections walking every live object.
         """
         if self._provenance is None:
-            self._provenance = build_provenance(self.span_source)
+            from ..worldinfo.entries import bulk_allocation
+
+            with bulk_allocation():
+                self._provenance = build_provenance(self.span_source)
         return self._provenance
 
     def to_dict(self) -> dict[str, Any]:
@@ -248,29 +253,32 @@ _DESCRIBED: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
 _DESCRIBED_MAX = 16384
 
 
-#: ``(span starts, span ends) -> (infos, span dicts)`` for long messages whose infos are all
-#: shared and read-only (see :func:`build_provenance`); bounded by entries and by spans held
-_WHOLE: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[tuple[dict[str, Any], ...], tuple[dict[str, Any], ...]]] = {}
+#: ``text -> (ranges, infos, span dicts)`` for long messages whose infos are all shared and
+#: read-only (see :func:`build_provenance`); bounded by entries and by characters and spans held
+_WHOLE: dict[str, tuple[list[tuple[int, int, dict[str, Any]]], tuple[dict[str, Any], ...], tuple[dict[str, Any], ...]]] = {}
 _WHOLE_MIN = 32
 _WHOLE_MAX = 256
-_WHOLE_SPANS_MAX = 1 << 20
-_whole_spans = 0
-_first, _second, _third = itemgetter(0), itemgetter(1), itemgetter(2)
+_WHOLE_HELD_MAX = 16 << 20
+_whole_held = 0
+_third = itemgetter(2)
 _RECORD_ORDER = itemgetter("start", "id")
 
 
-def _remember_whole(key: tuple[tuple[int, ...], tuple[int, ...]], infos: tuple[dict[str, Any], ...], built: list[dict[str, Any]]) -> None:
+def _remember_whole(text: str, spans: Sequence[tuple[int, int, dict[str, Any]]], built: list[dict[str, Any]]) -> None:
     """Keep a long message's span dicts for the next build, when every info is a shared
     :class:`FrozenInfo` without a ``reads`` list (a list in a copied dict would be shared)."""
-    global _whole_spans
+    global _whole_held
+    infos = tuple(map(_third, spans))
     distinct = {id(info): info for info in infos}.values()
     if not all(type(info) is FrozenInfo and "reads" not in info for info in distinct):
         return
-    if len(_WHOLE) >= _WHOLE_MAX or _whole_spans + len(built) > _WHOLE_SPANS_MAX:
+    held = len(text) + 8 * len(built)  # characters of text, and (about) the dicts' share
+    if len(_WHOLE) >= _WHOLE_MAX or _whole_held + held > _WHOLE_HELD_MAX:
         _WHOLE.clear()
-        _whole_spans = 0
-    _WHOLE[key] = (infos, tuple(map(dict, built)))  # private copies: the built dicts go to the caller
-    _whole_spans += len(built)
+        _whole_held = 0
+    # private copies: the built dicts and the ranges' list belong to the caller
+    _WHOLE[text] = (list(spans), infos, tuple(map(dict, built)))
+    _whole_held += held
 
 
 def build_provenance(
@@ -317,21 +325,22 @@ def build_provenance(
         if start:
             spans = spans[start:]
         if text.isascii() or not _ASTRAL.search(text):  # offsets are already UTF-16 offsets
-            if len(spans) < _WHOLE_MIN:
+            if len(spans) == 1:  # most messages: one contribution's text (no comprehension to call)
+                s, e, info = spans[0]
+                out_spans.append(dict(known(id(info)) or fields(info), start=s, end=e))
+            elif len(spans) < _WHOLE_MIN:
                 out_spans += [dict(known(id(info)) or fields(info), start=s, end=e) for s, e, info in spans]
             else:
-                # a long message (a system snapshot) usually has the same ranges and shared infos
-                # request after request: copies of the dicts built last time, found by the ranges
-                # and checked by the identity of every info (the entry holds them alive)
-                key = (tuple(map(_first, spans)), tuple(map(_second, spans)))
-                infos = tuple(map(_third, spans))
-                seen = _WHOLE.get(key)
-                if seen is not None and all(map(is_, seen[0], infos)):
-                    out_spans += map(dict, seen[1])
+                # a long message (a system snapshot) usually has the same text, ranges and shared
+                # infos request after request: copies of the dicts built last time, checked by the
+                # ranges and by the identity of every info (the entry holds them alive)
+                seen = _WHOLE.get(text)
+                if seen is not None and seen[0] == spans and all(map(is_, seen[1], map(_third, spans))):
+                    out_spans += map(dict, seen[2])
                 else:
                     built = [dict(known(id(info)) or fields(info), start=s, end=e) for s, e, info in spans]
                     out_spans += built
-                    _remember_whole(key, infos, built)
+                    _remember_whole(text, spans, built)
         else:
             utf16 = _utf16_converter(text)
             out_spans += [dict(known(id(info)) or fields(info), start=utf16(s), end=utf16(e)) for s, e, info in spans]
