@@ -683,7 +683,7 @@ class Assembler:
                 "input_hash": out.input_hash or content_hash(text),
                 "text": out.text,
                 "draws": out.draws,
-                "diagnostics": [_diag_dict(d) for d in out.diagnostics],
+                "diagnostics": [_diag_dict(d) for d in out.diagnostics] if out.diagnostics else [],
             }
             if out.segments:
                 entry["segments"] = out.segments  # (start, end, info) triples: JSON arrays when written

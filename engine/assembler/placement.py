@@ -48,14 +48,18 @@ _MERGES_MAX = 8192
 
 
 def _merged_spans(
-    rendered_spans: tuple[tuple[int, int, SpanInfo], ...], own: SpanInfo
+    rendered_spans: tuple[tuple[int, int, SpanInfo], ...], rule_id: str, source_id: str, block_id: str, resource_id: Any,
+    field: Any,
 ) -> list[tuple[int, int, SpanInfo]]:
-    """The block's spans: its own text attributed to ``own``, macro and literal ranges merged
-    with ``own``'s identity (one merged dict per distinct info, without null fields)."""
-    key = (id(rendered_spans), *own.values())
+    """The block's spans: its own text attributed to its identity fields, macro and literal ranges
+    merged with that identity (one merged dict per distinct info, without null fields)."""
+    key = (id(rendered_spans), rule_id, source_id, block_id, resource_id, field)
     seen = _MERGES.get(key)
     if seen is not None and seen[0] is rendered_spans:
         return list(seen[1])
+    own: SpanInfo = {
+        "rule_id": rule_id, "source_id": source_id, "block_id": block_id, "resource_id": resource_id, "field": field,
+    }
     merged: dict[int, SpanInfo] = {}
     spans = []
     own = FrozenInfo(own)  # kept with the cache entry, so shared from now on: read-only
@@ -419,14 +423,7 @@ class Planner:
             own = _own_info(rule.id, descriptor.id, block.id, block.resource_id, block.field)
             spans = [(rendered.spans[0][0], rendered.spans[0][1], own)]
         else:
-            own = {
-                "rule_id": rule.id,
-                "source_id": descriptor.id,
-                "block_id": block.id,
-                "resource_id": block.resource_id,
-                "field": block.field,
-            }
-            spans = _merged_spans(rendered.spans, own)
+            spans = _merged_spans(rendered.spans, rule.id, descriptor.id, block.id, block.resource_id, block.field)
         # the fields of _base, spelled out: this runs once per placed text block
         return Node(
             key,
