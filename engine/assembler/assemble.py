@@ -476,8 +476,8 @@ def _greeting_after_input(flat: list[tuple[Node, int]], input_ids: tuple[str, ..
     first_input = next((i for i, (n, k) in enumerate(flat) if n.native and n.messages[k]["id"] in inputs), None)
     if first_input is None:
         return []
-    for i, (node, _k) in enumerate(flat):
-        if node.source_id == "character" and node.block_id == "greeting" and node.role == "assistant" and i > first_input:
+    for node, _k in flat[first_input + 1:]:  # only what follows the input
+        if node.source_id == "character" and node.block_id == "greeting" and node.role == "assistant":
             return [Diagnostic("GREETING_AFTER_INPUT", "the character greeting is placed after the current input",
                                data={"node": node.key})]
     return []

@@ -249,6 +249,8 @@ def retain(
     snapshot rules in this request, ``last_native_id`` the id of the request's last native message
     (the anchor of "empty" records). See the module docstring for the steps.
     """
+    if not active_rule_ids:  # no snapshot rule in this request: nothing retained, the layout unchanged
+        return Retention(list(flat), [], [])
     records = [r for r in prior if r["rule_id"] in active_rule_ids]
     last_by_id: dict[str, dict[str, Any]] = {}
     generations: dict[str, int] = {}
