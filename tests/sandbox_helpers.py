@@ -57,3 +57,16 @@ class QuietChannel:
 
     def cancel_requested(self, render_id: int) -> bool:
         return False
+
+
+def worker_reply(worker: ModuleType, program: str, variables: Any = None, *, keep_time: bool = False) -> dict[str, Any]:
+    """One job through a loaded worker module's ``render``, as JSON, without the usage figures
+    that vary from run to run (time unless ``keep_time``, memory)."""
+    payload = "[" + json.dumps(program) + ",[\n" + json.dumps(variables) + "\n]]"
+    raw = worker.render(QuietChannel(), 1, WORKER_LIMITS, payload)
+    worker.retired = None
+    reply = json.loads(raw)
+    if not keep_time:
+        reply["usage"].pop("time_ms")
+    reply["usage"].pop("memory_bytes")
+    return reply

@@ -14,7 +14,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from sandbox_helpers import WORKER_LIMITS, QuietChannel, load_worker, prog, render
+from sandbox_helpers import WORKER_LIMITS, load_worker, prog, render, worker_reply
 
 from tavernbox.sandbox import Limits, SandboxError
 
@@ -26,14 +26,8 @@ def worker_module() -> ModuleType:
     return load_worker("tavernbox_worker_under_test")
 
 
-def _reply(worker: Any, program: str, variables: Any) -> dict[str, Any]:
-    payload = "[" + json.dumps(program) + ",[\n" + json.dumps(variables) + "\n]]"
-    raw = worker.render(QuietChannel(), 1, LIMITS, payload)
-    worker.retired = None
-    reply = json.loads(raw)
-    reply["usage"].pop("time_ms")
-    reply["usage"].pop("memory_bytes")
-    return reply
+def _reply(worker: Any, program: str, variables: Any = None, keep_time: bool = False) -> dict[str, Any]:
+    return worker_reply(worker, program, variables, keep_time=keep_time)
 
 
 PROGRAMS = [

@@ -14,7 +14,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from sandbox_helpers import WORKER_LIMITS, QuietChannel, load_worker, prog
+from sandbox_helpers import WORKER_LIMITS, QuietChannel, load_worker, prog, worker_reply
 
 LIMITS = WORKER_LIMITS
 
@@ -25,14 +25,7 @@ def worker_module() -> ModuleType:
 
 
 def _reply(worker: Any, program: str, variables: Any = None, keep_time: bool = False) -> dict[str, Any]:
-    payload = "[" + json.dumps(program) + ",[\n" + json.dumps(variables) + "\n]]"
-    raw = worker.render(QuietChannel(), 1, LIMITS, payload)
-    worker.retired = None
-    reply = json.loads(raw)
-    if not keep_time:
-        reply["usage"].pop("time_ms")
-    reply["usage"].pop("memory_bytes")
-    return reply
+    return worker_reply(worker, program, variables, keep_time=keep_time)
 
 
 # A program's top level normally only creates its function; these also run code there (what a
