@@ -20,7 +20,8 @@ class Usage:
     """What one render consumed, as measured by the host (not reported by the template).
 
     ``time_ms`` is CPU time charged to the budget (compile plus run, every VM entry);
-    ``memory_bytes`` the VM heap in use when the render ended; ``output_bytes`` the UTF-8 size of
+    ``memory_bytes`` the bytes the VM's allocator held when the render ended
+    (QuickJS's ``malloc_size``, the figure its memory limit is checked against); ``output_bytes`` the UTF-8 size of
     the output appended so far; ``passes`` the number of job-queue drains; ``job_steps`` the
     pending-job steps of all passes.
     """
