@@ -710,9 +710,24 @@ class Worker:
         # its runtime, ~0.4 ms) waits until the reply is written: it is not the caller's time.
         self.retired = (ctx, dispatch)
         del dispatch, ctx
-        head = json.dumps({"id": render_id, "usage": usage, "error": error}, ensure_ascii=True)
+        head = reply_head(render_id, usage, error)
         body = result if result is not None else "null"
         return (head[:-1] + ',"result":' + body + "}\n").encode("utf-8")
+
+
+def reply_head(render_id: int, usage: dict[str, Any], error: dict[str, Any] | None) -> str:
+    """``json.dumps({"id", "usage", "error"})``, written by hand when there is no error.
+
+    Why: a successful render's head holds only ints and one finite float, and formatting them
+    directly is ~1 us against the encoder's ~7 us on every reply. The text is the same as the
+    encoder's (``repr`` is how it writes ints and finite floats); an error goes through it.
+    """
+    if error is None:
+        return ('{"id": %d, "usage": {"time_ms": %r, "memory_bytes": %d, "output_bytes": %d, "passes": %d, '
+                '"job_steps": %d}, "error": null}') % (
+            render_id, usage["time_ms"], usage["memory_bytes"], usage["output_bytes"], usage["passes"],
+            usage["job_steps"])
+    return json.dumps({"id": render_id, "usage": usage, "error": error}, ensure_ascii=True)
 
 
 def prepare(ctx: Any, dispatch: Any, payload: str) -> None:
