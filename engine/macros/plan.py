@@ -373,25 +373,10 @@ def _bind(state: RenderState, m: MacroNode, depth: int) -> Part:
         return _delayed(state, m, None, None) or _generic(m)
     if depth >= MAX_SCOPE_DEPTH:
         return _generic(m)
-    src = state.source
-    values: list[str] = []
-    spans: list[tuple[int, int] | None] = []
-    known: list[Any] = []
-    entries: list[tuple[int, int, str]] = []
-    for arg in m.args:
-        known.append(arg.items)
-        if arg.span is None:
-            values.append("")
-            spans.append(None)
-            continue
-        a, b = arg.span
-        arg_items = arg.items
-        if arg_items is None or len(arg_items) != 1 or type(arg_items[0]) is not Plain:
-            return _generic(m)
-        value = src[a:b]
-        values.append(value)
-        spans.append((a, b))
-        entries.append((a, b, value))
+    raw = _raw_arguments(state.source, m, literal_only=True)
+    if raw is None:
+        return _generic(m)
+    values, spans, known, entries = raw
     if not definition.accepts(len(values)):
         return _generic(m)
     if definition.strict and definition.arg_types and definition.type_error(values) is not None:
@@ -410,7 +395,7 @@ def _bind(state: RenderState, m: MacroNode, depth: int) -> Part:
     if binder is not None:
         # a handler that can be specialised for its literal arguments (``random``, ``roll``):
         # ``bind_literal(args, offset, macro text)`` gives ``run(state) -> str`` or ``None``
-        bound = binder(tuple(values), start, src[start:end])
+        bound = binder(tuple(values), start, state.source[start:end])
         if bound is not None:
             return _bound(bound)
     fixed_values, fixed_spans, fixed_known, fixed_entries = tuple(values), tuple(spans), tuple(known), tuple(entries)
@@ -497,6 +482,32 @@ def _var_set(scope: str, name: str, value: str) -> Part:
     return set_
 
 
+def _raw_arguments(
+    src: str, m: MacroNode, *, literal_only: bool
+) -> tuple[list[str], list[tuple[int, int] | None], list[Any], list[tuple[int, int, str]]] | None:
+    """Each argument as written: ``(values, spans, parses, raw fall-back entries)``, what
+    ``eval_macro`` builds for a call whose arguments need no evaluation. With ``literal_only``,
+    ``None`` when an argument holds anything but plain text (it must be evaluated per render)."""
+    values: list[str] = []
+    spans: list[tuple[int, int] | None] = []
+    known: list[Any] = []
+    entries: list[tuple[int, int, str]] = []
+    for arg in m.args:
+        known.append(arg.items)
+        if arg.span is None:
+            values.append("")
+            spans.append(None)
+            continue
+        items = arg.items
+        if literal_only and (items is None or len(items) != 1 or type(items[0]) is not Plain):
+            return None
+        a, b = arg.span
+        value = src[a:b]
+        values.append(value)
+        spans.append((a, b))
+        entries.append((a, b, value))
+    return values, spans, known, entries
+
 def _delayed(
     state: RenderState, m: MacroNode, scoped: tuple[int, int, int, int] | None, body_items: tuple | None
 ) -> Part | None:
@@ -511,20 +522,9 @@ def _delayed(
     if definition is None or not definition.delay_args:
         return None
     src = state.source
-    values: list[str] = []
-    spans: list[tuple[int, int] | None] = []
-    known: list[Any] = []
-    entries: list[tuple[int, int, str]] = []
-    for arg in m.args:
-        known.append(arg.items)
-        if arg.span is None:
-            values.append("")
-            spans.append(None)
-            continue
-        a, b = arg.span
-        values.append(src[a:b])
-        spans.append((a, b))
-        entries.append((a, b, src[a:b]))
+    raw = _raw_arguments(src, m, literal_only=False)
+    assert raw is not None
+    values, spans, known, entries = raw
     if scoped is not None:
         lo, hi = scoped[0], scoped[1]
         known.append(body_items)

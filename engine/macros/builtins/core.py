@@ -113,28 +113,14 @@ def _split_else(
 
     Returns each branch's span and, when the content's parse is known, the branch's items.
     """
-    known = items is not None
-    if known:
-        return _split_memo(call.state, lo, hi, items)  # type: ignore[arg-type]
-    if items is None:
-        items, _, clean = document_items(call.state.source, lo, hi)
-        known = clean
-    depth = 0
-    for idx, item in enumerate(items):
-        if type(item) is not MacroNode or item.var is not None:
-            continue
-        key = item.key
-        if key == "if":
-            if item.closing:
-                depth -= 1
-            elif len(item.args) == 1:
-                depth += 1
-        elif item.name == "else" and not item.closing and not item.args and depth <= 0:
-            # SillyTavern matches the branch separator by its exact (lower-case) name
-            then_items = items[:idx] if known else None
-            else_items = items[idx + 1 :] if known else None
-            return (lo, item.start, then_items), (item.end, hi, else_items)
-    return (lo, hi, items if known else None), None
+    if items is not None:
+        return _split_memo(call.state, lo, hi, items)
+    parsed, _, clean = document_items(call.state.source, lo, hi)
+    then, other = _split_known(lo, hi, parsed)
+    if clean:
+        return then, other
+    # an unclean parse finds the separator but its slices are not trusted: evaluation re-parses
+    return (then[0], then[1], None), (other[0], other[1], None) if other is not None else None
 
 
 def _split_memo(
