@@ -211,6 +211,16 @@ _MISSING = object()
 ASSET_CACHE = _AssetCache()
 
 
+def thaw(value: Any) -> Any:
+    """A plain (mutable) copy of frozen context data (:func:`freeze_assets`), for stages that
+    take JSON-like input (the sandbox, the world-info engine, a caller's own code)."""
+    if isinstance(value, Mapping):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return [thaw(v) for v in value]
+    return value
+
+
 def freeze_assets(assets: Mapping[str, Any]) -> FrozenMap:
     """The request's assets as a detached, frozen view (each top-level value shared between
     requests while its JSON text is unchanged).

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import TemplateError
-from .registry import SourceDescriptor, SourceRegistry
+from .registry import SourceDescriptor, SourceRegistry, thaw
 from .render import TAVERN
 from .templates import TEMPLATE_SOURCE_ID, resolve_prompt_templates
 
@@ -152,18 +152,9 @@ def _tavern_text(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[st
                 code="TAVERN_TEMPLATE_PARSER_UNAVAILABLE",
             )
         variables = context["assets"].get("template_variables")
-        text = render_template(text, _thaw(variables) if variables is not None else None).text
+        text = render_template(text, thaw(variables) if variables is not None else None).text
         return _authored(context, {**rule, "text": text})
     return _authored(context, rule)
-
-
-def _thaw(value: Any) -> Any:
-    """A plain (mutable) copy of frozen context data, for stages that take JSON-like input."""
-    if isinstance(value, Mapping):
-        return {k: _thaw(v) for k, v in value.items()}
-    if isinstance(value, (tuple, list)):
-        return [_thaw(v) for v in value]
-    return value
 
 
 _NATIVE_VARIABLE = re.compile(r"\{\{([a-z_][a-z0-9_]*)\}\}")
@@ -358,7 +349,7 @@ def _mvu(context: Mapping[str, Any]) -> tuple[Mapping[str, Any] | None, str, str
         return None, "", ""
     from .identity import content_hash
 
-    return mvu["stat_data"], str(mvu.get("name") or "mvu"), content_hash(_thaw(mvu["stat_data"]))
+    return mvu["stat_data"], str(mvu.get("name") or "mvu"), content_hash(thaw(mvu["stat_data"]))
 
 
 def _worldbook(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[str, Any]:
@@ -396,7 +387,7 @@ def _worldbook(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[str,
             if stat_data is not None:
                 # the state is data, inserted after macro expansion and never expanded itself
                 if mvu_yaml is None:
-                    mvu_yaml = format_stat_data(_thaw(stat_data))
+                    mvu_yaml = format_stat_data(thaw(stat_data))
                     diagnostics.append({"code": "WORLD_BOOK_MVU_VARIABLE_VERSION", "severity": "info",
                                         "message": f"world info read MVU state {name!r} at revision {revision}",
                                         "data": {"resource_id": name, "revision": revision}})
@@ -425,7 +416,7 @@ def _mvu_state(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[str,
     stat_data, name, revision = _mvu(context)
     if stat_data is None:
         return {"blocks": []}
-    state = json.dumps(_thaw(stat_data), ensure_ascii=False)
+    state = json.dumps(thaw(stat_data), ensure_ascii=False)
     return {
         "blocks": [{"type": "text", "id": "state", "name": "MVU state", "role": "system",
                     "text": f"{state}\n{rule['text'] or MVU_INSTRUCTIONS}",

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import TemplateError
 from .identity import content_hash
+from .registry import thaw
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..bridge import Management, MvuSource
@@ -55,14 +56,6 @@ TEMPLATE_SOURCE_ID = "pmp-dsh-tavern/prompt-template"
 _PATH = "$.assets.prompt_templates"
 
 
-def _thaw(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _thaw(v) for k, v in value.items()}
-    if isinstance(value, (tuple, list)):
-        return [_thaw(v) for v in value]
-    return value
-
-
 def _resources(raw: Any) -> list[Any]:
     """The validated resources (paths point into ``assets.prompt_templates``)."""
     from ..bridge import PromptTemplateResource
@@ -74,7 +67,7 @@ def _resources(raw: Any) -> list[Any]:
     ids: set[str] = set()
     for i, item in enumerate(raw):
         try:
-            resource = PromptTemplateResource.from_dict(_thaw(item))
+            resource = PromptTemplateResource.from_dict(thaw(item))
         except TemplateError as exc:
             sub = (exc.path or "$")[1:]
             raise TemplateError(f"prompt template {i}: {exc.message}", code=exc.code,
@@ -96,7 +89,7 @@ def _bridge_inputs(assets: Mapping[str, Any], live_mvu: Mapping[str, MvuSource] 
     raw_mvu = assets.get("mvu")
     if isinstance(raw_mvu, Mapping) and isinstance(raw_mvu.get("stat_data"), Mapping):
         resource_id = f"mvu:{raw_mvu.get('name') or 'mvu'}"
-        mvu[resource_id] = MvuSource({"stat_data": _thaw(raw_mvu["stat_data"])}, resource_id=resource_id)
+        mvu[resource_id] = MvuSource({"stat_data": thaw(raw_mvu["stat_data"])}, resource_id=resource_id)
     books = assets.get("world_books")
     activated: dict[str, list[Any]] = {}
     for entry in assets.get("world_info") or ():
@@ -105,10 +98,10 @@ def _bridge_inputs(assets: Mapping[str, Any], live_mvu: Mapping[str, MvuSource] 
     preset = assets.get("st_preset")
     card = assets.get("character")
     sources = sources_from_inputs(
-        world_books=_thaw(books) if books is not None else None,
+        world_books=thaw(books) if books is not None else None,
         activated=activated if books is not None else None,
-        preset=_thaw(preset) if isinstance(preset, Mapping) else None,
-        card=_thaw(card) if isinstance(card, Mapping) and card else None,
+        preset=thaw(preset) if isinstance(preset, Mapping) else None,
+        card=thaw(card) if isinstance(card, Mapping) and card else None,
         management=management,
     )
     if live_mvu:

@@ -761,14 +761,7 @@ class RenderState:
         except Exception as exc:  # a handler failure leaves the macro as written
             self.diag("MACRO_HANDLER_ERROR", f"{{{{{m.name}}}}} failed: {type(exc).__name__}: {exc}", m.start, end)
             return self._raw(m, entries)
-        text = result if type(result) is str else js_string(result)
-        self.produced += len(text)
-        if len(text) > self.max_output or self.produced > MAX_PRODUCED_CHARS:
-            raise TemplateError(
-                f"the expanded text would pass {self.max_output} characters",
-                code="MACRO_OUTPUT_LIMIT",
-            )
-        return text
+        return self._account(result if type(result) is str else js_string(result))
 
     def _raw(self, m: MacroNode, entries: Sequence[tuple[int, int, str]]) -> str:
         """The macro as written, its arguments replaced by their evaluated values."""

@@ -43,7 +43,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..assembler.registry import SourceDescriptor, SourceRegistry
+from ..assembler.registry import SourceDescriptor, SourceRegistry, thaw
 from ..assembler.render import TAVERN
 from ..assembler.sources import split_authored_text
 
@@ -87,14 +87,6 @@ _KNOWN_MARKERS = {*CARD_FIELD_MARKERS, "worldInfoBefore", "worldInfoAfter", "dia
 _ORIGINAL = re.compile(r"\{\{\s*original\s*\}\}", re.I)
 _START = re.compile(r"<START>", re.I)
 NAMES_BEHAVIORS = {-1: "none", 0: "default", 1: "completion", 2: "content"}
-
-
-def _thaw(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _thaw(v) for k, v in value.items()}
-    if isinstance(value, (tuple, list)):
-        return [_thaw(v) for v in value]
-    return value
 
 
 def _diag(code: str, message: str, severity: str = "info", **data: Any) -> dict[str, Any]:
@@ -263,7 +255,7 @@ def _preset_source(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[
                                                      "the preset source contributes nothing")]}
     def parse() -> tuple[Any, list[Any]]:
         found: list[Any] = []
-        return parse_st_preset(_thaw(raw), base_path="$.assets.st_preset", diagnostics=found), found
+        return parse_st_preset(thaw(raw), base_path="$.assets.st_preset", diagnostics=found), found
 
     try:
         # parsed once per frozen preset: the assembler shares an unchanged asset between requests
