@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..collector import bulk_allocation
 from ..errors import Diagnostic, TemplateError
 from .depth import insert_deferred
 from .identity import content_hash
@@ -221,8 +222,6 @@ class AssemblyResult:
         otherwise set off collections walking every live object.
         """
         if self._provenance is None:
-            from ..worldinfo.entries import bulk_allocation
-
             with bulk_allocation():
                 self._provenance = build_provenance(self.span_source)
         return self._provenance
@@ -638,8 +637,6 @@ class Assembler:
         The cyclic garbage collector is paused meanwhile (``bulk_allocation``): an assembly builds
         thousands of small acyclic dicts and tuples, and each allocation burst would otherwise walk
         every live object again (a tenth of the time with a large preset cached)."""
-        from ..worldinfo.entries import bulk_allocation
-
         token = token or CancellationToken()
         with bulk_allocation():
             req, jobs, native, diags, input_ids = self._prepare(request)

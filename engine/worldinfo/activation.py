@@ -19,7 +19,8 @@ from operator import attrgetter
 from typing import Any
 
 from ..errors import Diagnostic, TemplateError
-from .entries import Entry, Logic, WorldBook, bulk_allocation, js_key_order, normalize_books
+from ..collector import bulk_allocation
+from .entries import Entry, Logic, WorldBook, js_key_order, normalize_books
 from .matching import _NOT_FOUND as _FAR
 from .matching import (_WORD_RUN, INDEX_DIRTY, INDEX_EMPTY_INVALID, INDEX_OTHER, INDEX_WORD, REGEX, KeyMatcher,
                        Needle, gram_of, is_word_gram, text_windows)
