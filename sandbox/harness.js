@@ -15,11 +15,12 @@
 //  * the host never receives a JS object from user code: `poll()` returns a JSON string built
 //    here with the captured JSON.stringify, and user exceptions are reduced to plain strings.
 //
-// The script's completion value is an installer `(planKinds, planKeys, planParents, replay?) => dispatch`, where
+// The script's completion value is an installer
+// `(planKinds, planKeys, planParents, planGroups, planLazy, planLazyGroups, replay?) => dispatch`, where
 // `dispatch(op, a, b)` runs `prepare(payload)`, `start(outputLimit)`, `poll()`, `settled()` or `seeds()`. `payload` is
 // the parsed JSON array [programSource, [variables]], or in bridge mode (the template API of issue 4)
 // [programSource, [null], [answersTable, bridgeCallLimit]].
-(function (planSteps, planKeys, planParents, replay) {
+(function (planSteps, planKeys, planParents, planGroups, planLazy, planLazyGroups, replay) {
   'use strict';
   const G = globalThis;
   const O = Object;
@@ -41,6 +42,7 @@
   const isError = Error.isError;
   const indirectEval = G.eval;
   const PromiseCtor = Promise;
+  const ProxyCtor = Proxy;
   const promiseThen = Promise.prototype.then;
   const strReplace = String.prototype.replace;
   const strSlice = String.prototype.slice;
@@ -168,10 +170,7 @@
   const errorNames = ['Error', 'EvalError', 'RangeError', 'ReferenceError', 'SyntaxError', 'TypeError',
     'URIError', 'InternalError', 'AggregateError', 'SuppressedError', 'DOMException'];
   const wrappers = create(null);
-  for (let i = 0; i < errorNames.length; i++) {
-    const name = errorNames[i];
-    const Real = G[name];
-    if (typeof Real !== 'function') continue;
+  function wrapError(name, Real) {
     const Wrapper = function (...args) {
       const e = construct(Real, args, new.target === undefined ? Wrapper : new.target);
       apply(forgedAdd, forged, [e]);
@@ -191,7 +190,19 @@
     // Both are writable, non-enumerable, configurable data properties: assigning keeps that.
     Real.prototype.constructor = Wrapper;
     wrappers[name] = Wrapper;
-    G[name] = Wrapper;
+    return Wrapper;
+  }
+  // The lazily frozen bindings (see below): their values are taken now, before anything can
+  // replace them; an error constructor among them is wrapped when it is first read.
+  const SEP = '\u0001';
+  const lazyNames = planLazy === '' || planLazy === undefined ? [] : apply(strSplit, planLazy, [SEP]);
+  const lazyRoots = create(null);
+  for (let i = 0; i < lazyNames.length; i++) lazyRoots[lazyNames[i]] = G[lazyNames[i]];
+  for (let i = 0; i < errorNames.length; i++) {
+    const name = errorNames[i];
+    const Real = G[name];
+    if (typeof Real !== 'function' || hasOwn(lazyRoots, name)) continue;
+    G[name] = wrapError(name, Real);
   }
   for (let i = 0; i < errorNames.length; i++) {
     const w = wrappers[errorNames[i]];
@@ -203,6 +214,12 @@
   // queueMicrotask / FinalizationRegistry callbacks run outside any promise chain the harness
   // guards, so a hostile throw would reach the binding's unguarded conversion; WeakRef makes GC
   // observable; performance.now is a high-resolution clock.
+  // Bindings frozen on first read instead of in every fresh context (see lazyValue below): each
+  // holds intrinsics that only the binding itself leads to.
+  const LAZY_NAMES = ['Math', 'Atomics', 'Date', 'Map', 'Set', 'WeakMap', 'Proxy', 'DisposableStack',
+    'AsyncDisposableStack', 'DOMException', 'ArrayBuffer', 'SharedArrayBuffer', 'DataView', 'Int8Array', 'Uint8Array',
+    'Uint8ClampedArray', 'Int16Array', 'Uint16Array', 'Int32Array', 'Uint32Array', 'BigInt64Array', 'BigUint64Array',
+    'Float16Array', 'Float32Array', 'Float64Array'];
   const removed = ['queueMicrotask', 'FinalizationRegistry', 'WeakRef', 'performance', '__date_clock'];
   for (let i = 0; i < removed.length; i++) delete G[removed[i]];
   // The entry marker the host prefixes to the program: it flips `entered` once the program's
@@ -245,7 +262,6 @@
   addSeed(() => getPrototypeOf(''.matchAll(/a/g)));
   addSeed(() => getPrototypeOf([].values().map((x) => x)));
   addSeed(() => getPrototypeOf(Iterator.from({ next() { return { done: true }; } })));
-  addSeed(() => getPrototypeOf(Int8Array));
 
   // Finding every intrinsic means reading every property descriptor (~5 ms in this engine), so
   // intrinsics.js walks the graph once per worker and records a plan; every later context
@@ -254,32 +270,85 @@
   // A worker that precompiles the harness passes `replay` instead: the same plan as straight-line
   // code (worker.py replay_source), which also locks the global bindings below; it returns how
   // many it locked, and any other global is locked by the loop as before.
-  const SEP = '\u0001';
   let globalsLocked = -1;
+  // Per family: a function that freezes it, given the values of its bindings.
+  const familyFreeze = [];
   if (typeof replay === 'function') {
-    globalsLocked = replay(seeds, freeze, getOwnPropertyDescriptor, getPrototypeOf, G, defineProperty);
+    const made = replay(seeds, freeze, getOwnPropertyDescriptor, getPrototypeOf, G, defineProperty);
+    globalsLocked = made[0];
+    for (let i = 1; i < made.length; i++) familyFreeze[i - 1] = made[i];
   } else if (planSteps !== '') {
     const kinds = planSteps;
     const keys = apply(strSplit, planKeys, [SEP]);
     const objs = [];
-    for (let i = 0; i < kinds.length; i++) {
+    const at = (i, roots) => {
       const c = kinds[i];
-      let v;
-      if (c === 'r') v = seeds[+keys[i]];
-      else {
-        const o = objs[apply(strCharCodeAt, planParents, [i]) - 1];
-        if (c === 'p') v = getPrototypeOf(o);
-        else if (c === 'v') v = o[keys[i]];
-        else if (c === 'V') v = o[Symbol[keys[i]]];
-        else if (c === 'g') v = getOwnPropertyDescriptor(o, keys[i]).get;
-        else if (c === 'G') v = getOwnPropertyDescriptor(o, Symbol[keys[i]]).get;
-        else if (c === 's') v = getOwnPropertyDescriptor(o, keys[i]).set;
-        else v = getOwnPropertyDescriptor(o, Symbol[keys[i]]).set;
+      if (c === 'r') return seeds[+keys[i]];
+      if (c === 'L') return roots[keys[i]];
+      const o = objs[apply(strCharCodeAt, planParents, [i]) - 1];
+      if (c === 'p') return getPrototypeOf(o);
+      if (c === 'v') return o[keys[i]];
+      if (c === 'V') return o[Symbol[keys[i]]];
+      if (c === 'g') return getOwnPropertyDescriptor(o, keys[i]).get;
+      if (c === 'G') return getOwnPropertyDescriptor(o, Symbol[keys[i]]).get;
+      if (c === 's') return getOwnPropertyDescriptor(o, keys[i]).set;
+      return getOwnPropertyDescriptor(o, Symbol[keys[i]]).set;
+    };
+    // (A factory, not a closure over the loop's `i`: the engine lets a `continue` skip closing it.)
+    const familyFrom = (first, g) => (roots) => {
+      for (let j = first; j < kinds.length; j++) {
+        if (planGroups[j] !== g) continue;
+        const v = at(j, roots);
+        objs[j] = v;
+        freeze(v);
       }
+    };
+    for (let i = 0; i < kinds.length; i++) {
+      const g = planGroups[i];
+      if (g !== '.') {
+        const f = apply(strCharCodeAt, planGroups, [i]) - 65;
+        if (familyFreeze[f] === undefined) familyFreeze[f] = familyFrom(i, g);
+        continue;
+      }
+      const v = at(i, null);
       objs[i] = v;
       if (v !== G) freeze(v);
     }
   }
+  // Lazily frozen families. A binding named in the plan becomes a non-writable, non-configurable
+  // accessor whose getter freezes the binding's whole family (wrapping an error constructor
+  // first) the first time any of the family's bindings is read, and only then returns the value.
+  // Nothing else leads to a family's objects (intrinsics.js checks that when it draws the plan),
+  // so no template code ever holds one of them unfrozen; freezing the ~40% of the intrinsics that
+  // most templates never touch is not paid by every fresh context. A freeze cut short (the stack
+  // or memory ran out mid-way) throws before the value is returned and is redone on the next read.
+  const familyDone = [];
+  const lazyValues = create(null);
+  function lazyValue(name, f) {
+    if (familyDone[f] !== true) {
+      for (let i = 0; i < lazyNames.length; i++) {
+        const other = lazyNames[i];
+        if (apply(strCharCodeAt, planLazyGroups, [i]) - 65 !== f || hasOwn(lazyValues, other)) continue;
+        const root = lazyRoots[other];
+        if (!isErrorName(other) || typeof root !== 'function') lazyValues[other] = root;
+        else lazyValues[other] = hasOwn(wrappers, other) ? wrappers[other] : wrapError(other, root);
+      }
+      if (familyFreeze[f] !== undefined) familyFreeze[f](lazyValues);
+      familyDone[f] = true;
+    }
+    return lazyValues[name];
+  }
+  function isErrorName(name) {
+    for (let i = 0; i < errorNames.length; i++) if (errorNames[i] === name) return true;
+    return false;
+  }
+  for (let i = 0; i < lazyNames.length; i++) {
+    const name = lazyNames[i];
+    const f = apply(strCharCodeAt, planLazyGroups, [i]) - 65;
+    const getter = getOwnPropertyDescriptor({ get [name]() { return lazyValue(name, f); } }, name).get;
+    defineProperty(G, name, { get: getter, set: undefined, enumerable: false, configurable: false });
+  }
+  if (globalsLocked >= 0) globalsLocked += lazyNames.length;
   // Global bindings: non-writable, non-configurable (the global object stays extensible).
   const globalKeys = ownKeys(G);
   if (globalsLocked !== globalKeys.length) for (let i = 0; i < globalKeys.length; i++) {
@@ -834,7 +903,7 @@
     bridgeMode = true;
     callLimit = limit;
     answers = table;
-    locals.variables = new Proxy({}, variablesHandler);
+    locals.variables = new ProxyCtor({}, variablesHandler);
     locals._ = lodash;
     const names = objectKeys(api2);
     for (let i = 0; i < names.length; i++) locals[names[i]] = freeze(api2[names[i]]);
@@ -955,6 +1024,7 @@
   // Bridge mode: has the pass reached its end (a lookup is pending or a bridge failure stuck)?
   host.settled = () => pendingKey !== null || bridgeTrip !== null;
   host.seeds = () => seeds;
+  host.lazy = () => LAZY_NAMES;
   // The binding cannot read properties of a returned object, so the host gets one dispatcher.
   return freeze(function dispatch(op, a, b) { return host[op](a, b); });
 });

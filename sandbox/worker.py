@@ -449,24 +449,30 @@ GLOBAL_KEYS = """JSON.stringify(Reflect.ownKeys(globalThis).filter((k) => k !== 
 }))"""
 
 
-def replay_source(plan: tuple[str, str, str], global_keys: list[list[Any]]) -> str:
-    """The intrinsic plan (see intrinsics.js) as one straight-line JS function.
+def replay_source(plan: tuple[str, ...], global_keys: list[list[Any]]) -> str:
+    """The intrinsic plan (see intrinsics.js) as straight-line JS functions.
 
     Why: replaying the encoded plan in a loop spent most of its time decoding it (~0.12 ms per
     context, as much as the freezing itself); straight-line property reads compiled once per
-    worker cost a fraction of that. Also locks the global bindings the discovery context had,
-    with two shared descriptors instead of one read and one new descriptor per global, and
-    returns how many it locked (the harness locks any other global itself). Every key comes from
-    the engine's own intrinsics, walked before any untrusted code existed, and is written as a
-    JSON string literal.
+    worker cost a fraction of that. The function freezes the eager part, locks the global
+    bindings the discovery context had (with two shared descriptors instead of one read and one
+    new descriptor per global), and returns ``[locked, family0, family1, ...]``: how many
+    bindings it locked (the harness locks any other global itself, and adds the lazy bindings
+    it turns into accessors) and, per lazily frozen family, a function that freezes the family
+    given the values of its bindings. Every key comes from the engine's own intrinsics, walked
+    before any untrusted code existed, and is written as a JSON string literal.
     """
-    kinds, joined, parents = plan
+    kinds, joined, parents, groups, lazy_joined, _lazy_groups = plan
     keys = joined.split("\x01")
-    lines = ["(function (seeds, freeze, gopd, gpo, G, defineProperty) {", "'use strict';"]
+    lazy = set(lazy_joined.split("\x01")) if lazy_joined else set()
+    eager = ["(function (seeds, freeze, gopd, gpo, G, defineProperty) {", "'use strict';"]
+    families: dict[int, list[str]] = {}
     for i, kind in enumerate(kinds):
         key = json.dumps(keys[i])
         if kind == "r":
             expr = f"seeds[{int(keys[i])}]"
+        elif kind == "L":
+            expr = f"R[{key}]"
         else:
             o = f"o{ord(parents[i]) - 1}"
             if kind == "p":
@@ -479,22 +485,33 @@ def replay_source(plan: tuple[str, str, str], global_keys: list[list[Any]]) -> s
                 expr = f"gopd({o}, {key}).{'get' if kind == 'g' else 'set'}"
             else:
                 expr = f"gopd({o}, Symbol[{key}]).{'get' if kind == 'G' else 'set'}"
-        lines.append(f"const o{i} = {expr};")
-        lines.append(f"if (o{i} !== G) freeze(o{i});")
-    lines.append("const data = { writable: false, configurable: false };")
-    lines.append("const accessor = { configurable: false };")
+        if groups[i] == ".":
+            eager.append(f"const o{i} = {expr};")
+            eager.append(f"if (o{i} !== G) freeze(o{i});")
+        else:
+            families.setdefault(ord(groups[i]) - 65, []).append(f"  const o{i} = {expr}; freeze(o{i});")
+    eager.append("const data = { writable: false, configurable: false };")
+    eager.append("const accessor = { configurable: false };")
+    locked = 0
     for name, symbol, data in global_keys:
+        if not symbol and name in lazy:
+            continue
         key = f"Symbol[{json.dumps(name)}]" if symbol else json.dumps(name)
-        lines.append(f"defineProperty(G, {key}, {'data' if data else 'accessor'});")
-    lines.append(f"return {len(global_keys)};")
-    lines.append("})")
-    return "\n".join(lines)
+        eager.append(f"defineProperty(G, {key}, {'data' if data else 'accessor'});")
+        locked += 1
+    made = [str(locked)]
+    for f in range(max(families, default=-1) + 1):
+        made.append("function (R) {\n" + "\n".join(families.get(f, [])) + "\n}")
+    eager.append("return [" + ",\n".join(made) + "];")
+    eager.append("})")
+    return "\n".join(eager)
 
 
 def with_replay(harness_source: str, replay: str) -> str:
     """A script whose completion value is the harness's installer with ``replay`` bound."""
     installer = harness_source.rstrip().rstrip(";")
-    return ("((installer, replay) => function (kinds, keys, parents) { return installer(kinds, keys, parents, replay); })"
+    return ("((installer, replay) => function (kinds, keys, parents, groups, lazy, lazyGroups) {"
+            " return installer(kinds, keys, parents, groups, lazy, lazyGroups, replay); })"
             "(" + installer + ",\n" + replay + ")")
 
 
@@ -513,9 +530,9 @@ class Worker:
         # The intrinsic walk runs once, in a scratch context; later contexts replay its plan.
         ctx = _quickjs.Context()
         ctx.set_time_limit(PRELUDE_TIME_LIMIT_S * 5)
-        dispatch = ctx.eval(self.harness_source)("", "", "")
+        dispatch = ctx.eval(self.harness_source)("", "", "", "", "", "")
         discover = ctx.eval(INTRINSICS_PATH.read_text(encoding="utf-8"))
-        self.plan: tuple[str, str, str] = tuple(json.loads(discover(dispatch("seeds"))))
+        self.plan: tuple[str, ...] = tuple(json.loads(discover(dispatch("seeds"), dispatch("lazy"))))
         global_keys = json.loads(ctx.eval(GLOBAL_KEYS))
         del discover, dispatch, ctx
         self.precompiled = PrecompiledHarness(with_replay(self.harness_source, replay_source(self.plan, global_keys)))

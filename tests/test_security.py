@@ -327,33 +327,77 @@ def test_every_reachable_intrinsic_is_frozen(pool: WorkerPool) -> None:
     Built-in methods whose only own properties are ``length`` and ``name`` are left extensible
     on purpose (see intrinsics.js and DEVIATIONS.md); everything else must be frozen, and every
     global binding non-writable and non-configurable.
+
+    The walk runs twice. First without reading any global binding's value through its getter:
+    the families frozen on first read (Math, Date, the typed arrays, ...) must not be reachable
+    at all then, so everything the walk meets is already frozen. Then with every binding read:
+    the families are frozen by the time their binding hands them out.
     """
     body = r"""
-    const seeds = [globalThis, Object.getPrototypeOf(async function () {}), Object.getPrototypeOf(function* () {}),
+    const seeds = () => [globalThis, Object.getPrototypeOf(async function () {}), Object.getPrototypeOf(function* () {}),
       Object.getPrototypeOf(async function* () {}), Object.getPrototypeOf(Object.getPrototypeOf((function* () {})())),
       Object.getPrototypeOf(Object.getPrototypeOf((async function* () {})())),
-      Object.getPrototypeOf([][Symbol.iterator]()), Object.getPrototypeOf(new Map().entries()),
-      Object.getPrototypeOf(new Set().values()), Object.getPrototypeOf(''[Symbol.iterator]()),
-      Object.getPrototypeOf(''.matchAll(/a/g)), Object.getPrototypeOf([].values().map(x => x)),
-      Object.getPrototypeOf(Int8Array)];
-    const seen = new Set(), stack = [...seeds], bad = [];
-    while (stack.length) {
-      const o = stack.pop();
-      if ((typeof o !== 'object' && typeof o !== 'function') || o === null || seen.has(o)) continue;
-      seen.add(o);
-      const keys = Reflect.ownKeys(o);
-      const plain = typeof o === 'function' && keys.every(k => k === 'length' || k === 'name');
-      if (o !== globalThis && !plain && !Object.isFrozen(o)) bad.push(String(o.name || o[Symbol.toStringTag] || keys.slice(0, 3).map(String).join('/')));
-      for (const k of keys) {
-        const d = Object.getOwnPropertyDescriptor(o, k);
-        if ('value' in d) stack.push(d.value); else stack.push(d.get, d.set);
-        if (o === globalThis && (d.configurable || d.writable)) bad.push('global ' + String(k));
+      Object.getPrototypeOf([][Symbol.iterator]()), Object.getPrototypeOf(''[Symbol.iterator]()),
+      Object.getPrototypeOf(''.matchAll(/a/g)), Object.getPrototypeOf([].values().map(x => x))];
+    function walk(start, readGlobals) {
+      const seen = new Set(), stack = [...start], bad = [];
+      while (stack.length) {
+        const o = stack.pop();
+        if ((typeof o !== 'object' && typeof o !== 'function') || o === null || seen.has(o)) continue;
+        seen.add(o);
+        const keys = Reflect.ownKeys(o);
+        const plain = typeof o === 'function' && keys.every(k => k === 'length' || k === 'name');
+        if (o !== globalThis && !plain && !Object.isFrozen(o)) bad.push(String(o.name || o[Symbol.toStringTag] || keys.slice(0, 3).map(String).join('/')));
+        for (const k of keys) {
+          const d = Object.getOwnPropertyDescriptor(o, k);
+          if ('value' in d) stack.push(d.value); else stack.push(d.get, d.set);
+          if (o === globalThis && (d.configurable || d.writable)) bad.push('global ' + String(k));
+          if (o === globalThis && readGlobals && !('value' in d)) stack.push(globalThis[k]);
+        }
+        stack.push(Object.getPrototypeOf(o));
       }
-      stack.push(Object.getPrototypeOf(o));
+      return [seen.size, bad];
     }
-    append(seen.size > 500 ? 'walked' : 'too few: ' + seen.size); append(bad.join());
+    const [before, badBefore] = walk(seeds(), false);
+    const lazy = Reflect.ownKeys(globalThis).filter(k => !('value' in Object.getOwnPropertyDescriptor(globalThis, k)));
+    const [after, badAfter] = walk([...seeds(), Object.getPrototypeOf(new Map().entries()), Object.getPrototypeOf(new Set().values()), Int8Array], true);
+    append(before > 300 ? 'walked' : 'too few: ' + before); append(badBefore.join());
+    append(after > 500 ? ' walked' : ' too few: ' + after); append(badAfter.join());
+    append(' ' + lazy.length + ' lazy');
     """
-    assert run_program(prog(body), "null", pool=pool, limits=Limits(time_ms=5000)).text == "walked"
+    assert run_program(prog(body), "null", pool=pool, limits=Limits(time_ms=5000)).text == "walked walked 25 lazy"
+
+
+def test_a_lazily_frozen_family_is_frozen_even_when_its_first_read_fails(pool: WorkerPool) -> None:
+    """The first read of a lazy binding freezes its family before returning it; a freeze cut short
+    by the stack running out throws, hands nothing out, and is redone by the next read."""
+    body = r"""
+    let depth = 0, failed = 0;
+    function dive() { depth++; try { return dive(); } catch (e) { try { return typeof Uint8Array; } catch (e2) { failed++; throw e2; } } }
+    try { dive(); } catch (e) {}
+    const proto = Object.getPrototypeOf(Uint8Array);
+    append([Object.isFrozen(Uint8Array), Object.isFrozen(proto), Object.isFrozen(proto.prototype),
+      Object.isFrozen(Math), Object.isFrozen(DOMException), new DOMException("m", "AbortError").code, failed > 0].join());
+    """
+    result = run_program(prog(body), "null", pool=pool, limits=Limits(time_ms=5000))
+    assert result.text == "true,true,true,true,true,20,true"
+
+
+def test_lazy_bindings_behave_like_the_intrinsics(pool: WorkerPool) -> None:
+    """Reading a lazy binding gives the engine's own intrinsic (the same object every time), and a
+    template cannot replace or redefine it, in sloppy or strict code."""
+    body = r"""
+    const r = [Math === Math, Math.max(1, 3), new Map([[1, 2]]).get(1), new Set([1]).has(1), typeof Date.now(),
+      new Uint8Array([1, 2]).length, new DataView(new ArrayBuffer(4)).byteLength, typeof Proxy, typeof Atomics];
+    try { Math = 1 } catch (e) { r.push('sloppy threw') }
+    r.push(typeof Math);
+    try { (() => { 'use strict'; Math = 1 })() } catch (e) { r.push(e.name) }
+    try { Object.defineProperty(globalThis, 'Date', { value: 1 }) } catch (e) { r.push(e.name) }
+    try { Math.evil = 1 } catch (e) {} r.push(String(Math.evil));
+    append(r.join());
+    """
+    result = run_program(prog(body), "null", pool=pool, limits=Limits(time_ms=5000))
+    assert result.text == "true,3,2,true,number,2,4,function,object,object,TypeError,TypeError,undefined"
 
 
 def test_hostile_values_never_reach_the_host(pool: WorkerPool) -> None:
