@@ -196,12 +196,16 @@
   // replace them; an error constructor among them is wrapped when it is first read.
   const SEP = '\u0001';
   const lazyNames = planLazy === '' || planLazy === undefined ? [] : apply(strSplit, planLazy, [SEP]);
-  const lazyRoots = create(null);
-  for (let i = 0; i < lazyNames.length; i++) lazyRoots[lazyNames[i]] = G[lazyNames[i]];
+  const lazyRoots = [];
+  for (let i = 0; i < lazyNames.length; i++) lazyRoots[i] = G[lazyNames[i]];
+  function lazyIndex(name) {
+    for (let i = 0; i < lazyNames.length; i++) if (lazyNames[i] === name) return i;
+    return -1;
+  }
   for (let i = 0; i < errorNames.length; i++) {
     const name = errorNames[i];
     const Real = G[name];
-    if (typeof Real !== 'function' || hasOwn(lazyRoots, name)) continue;
+    if (typeof Real !== 'function' || lazyIndex(name) >= 0) continue;
     G[name] = wrapError(name, Real);
   }
   for (let i = 0; i < errorNames.length; i++) {
@@ -284,7 +288,7 @@
     const at = (i, roots) => {
       const c = kinds[i];
       if (c === 'r') return seeds[+keys[i]];
-      if (c === 'L') return roots[keys[i]];
+      if (c === 'L') return roots[lazyIndex(keys[i])];
       const o = objs[apply(strCharCodeAt, planParents, [i]) - 1];
       if (c === 'p') return getPrototypeOf(o);
       if (c === 'v') return o[keys[i]];
@@ -323,30 +327,32 @@
   // most templates never touch is not paid by every fresh context. A freeze cut short (the stack
   // or memory ran out mid-way) throws before the value is returned and is redone on the next read.
   const familyDone = [];
-  const lazyValues = create(null);
-  function lazyValue(name, f) {
+  const lazyValues = [];
+  const lazyMade = [];
+  function lazyValue(i) {
+    const f = apply(strCharCodeAt, planLazyGroups, [i]) - 65;
     if (familyDone[f] !== true) {
-      for (let i = 0; i < lazyNames.length; i++) {
-        const other = lazyNames[i];
-        if (apply(strCharCodeAt, planLazyGroups, [i]) - 65 !== f || hasOwn(lazyValues, other)) continue;
-        const root = lazyRoots[other];
-        if (!isErrorName(other) || typeof root !== 'function') lazyValues[other] = root;
-        else lazyValues[other] = hasOwn(wrappers, other) ? wrappers[other] : wrapError(other, root);
+      for (let j = 0; j < lazyNames.length; j++) {
+        if (lazyMade[j] === true || apply(strCharCodeAt, planLazyGroups, [j]) - 65 !== f) continue;
+        const root = lazyRoots[j];
+        lazyValues[j] = isErrorName(lazyNames[j]) && typeof root === 'function' ? wrapError(lazyNames[j], root) : root;
+        lazyMade[j] = true;
       }
       if (familyFreeze[f] !== undefined) familyFreeze[f](lazyValues);
       familyDone[f] = true;
     }
-    return lazyValues[name];
+    return lazyValues[i];
   }
   function isErrorName(name) {
     for (let i = 0; i < errorNames.length; i++) if (errorNames[i] === name) return true;
     return false;
   }
+  // One descriptor, its getter swapped per binding (an arrow: no `this`, no prototype).
+  const lazyDescriptor = { get: undefined, set: undefined, enumerable: false, configurable: false };
+  const getterFor = (i) => () => lazyValue(i);
   for (let i = 0; i < lazyNames.length; i++) {
-    const name = lazyNames[i];
-    const f = apply(strCharCodeAt, planLazyGroups, [i]) - 65;
-    const getter = getOwnPropertyDescriptor({ get [name]() { return lazyValue(name, f); } }, name).get;
-    defineProperty(G, name, { get: getter, set: undefined, enumerable: false, configurable: false });
+    lazyDescriptor.get = getterFor(i);
+    defineProperty(G, lazyNames[i], lazyDescriptor);
   }
   if (globalsLocked >= 0) globalsLocked += lazyNames.length;
   // Global bindings: non-writable, non-configurable (the global object stays extensible).

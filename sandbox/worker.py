@@ -459,12 +459,12 @@ def replay_source(plan: tuple[str, ...], global_keys: list[list[Any]]) -> str:
     new descriptor per global), and returns ``[locked, family0, family1, ...]``: how many
     bindings it locked (the harness locks any other global itself, and adds the lazy bindings
     it turns into accessors) and, per lazily frozen family, a function that freezes the family
-    given the values of its bindings. Every key comes from the engine's own intrinsics, walked
+    given the values of the lazy bindings (an array in the plan's order of their names). Every key comes from the engine's own intrinsics, walked
     before any untrusted code existed, and is written as a JSON string literal.
     """
     kinds, joined, parents, groups, lazy_joined, _lazy_groups = plan
     keys = joined.split("\x01")
-    lazy = set(lazy_joined.split("\x01")) if lazy_joined else set()
+    lazy = lazy_joined.split("\x01") if lazy_joined else []
     eager = ["(function (seeds, freeze, gopd, gpo, G, defineProperty) {", "'use strict';"]
     families: dict[int, list[str]] = {}
     for i, kind in enumerate(kinds):
@@ -472,7 +472,7 @@ def replay_source(plan: tuple[str, ...], global_keys: list[list[Any]]) -> str:
         if kind == "r":
             expr = f"seeds[{int(keys[i])}]"
         elif kind == "L":
-            expr = f"R[{key}]"
+            expr = f"R[{lazy.index(keys[i])}]"
         else:
             o = f"o{ord(parents[i]) - 1}"
             if kind == "p":
@@ -911,6 +911,21 @@ def harness_error(code: str, failure: dict[str, Any]) -> dict[str, Any]:
             "line": line, "column": column}
 
 
+def after_reply(worker: Worker, out_fd: int) -> None:
+    """Between requests: build the next context, say so, and only then free the used one.
+
+    Why this order: a request that reaches this worker before it is done waits for whatever is
+    left of this work. Building comes first because the next render needs it; the teardown
+    (~15% of the work: a full collection of the used runtime) can wait until the pool already
+    knows the worker is ready, so a request that arrives meanwhile waits for the free at most,
+    never for the free and the build. Isolation is unchanged: the two runtimes share nothing,
+    and the used one is never touched again.
+    """
+    worker.prewarm()
+    write_all(out_fd, WARM_LINE)
+    worker.retired = None
+
+
 def die_with_parent() -> None:
     """Ask Linux to SIGKILL us when the parent dies (best effort elsewhere).
 
@@ -966,9 +981,7 @@ def main() -> None:
         leases_fd = out_fd if msg.get("leases") is True else None
         reply = worker.render(channel, int(msg["id"]), msg["limits"], data.decode("ascii"), leases_fd)
         write_all(out_fd, reply)
-        worker.retired = None
-        worker.prewarm()
-        write_all(out_fd, WARM_LINE)
+        after_reply(worker, out_fd)
 
 
 if __name__ == "__main__":

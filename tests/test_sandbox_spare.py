@@ -114,6 +114,48 @@ def test_a_spare_serves_exactly_one_render(worker: Any) -> None:
     assert reply["result"]["text"] == FRESH
 
 
+def test_after_a_reply_the_spare_is_built_and_announced_before_the_used_context_is_freed(worker: Any) -> None:
+    """A request that arrives while the worker tidies up waits for the teardown at most, never for
+    the build: the warm notice goes out as soon as the spare exists, with the used context (a
+    separate runtime, never touched again) still alive, and the teardown follows it."""
+    module = load_worker_module()
+    events: list[str] = []
+    worker.retired = None
+    worker.spare = None
+    worker.render(Quiet(), 1, Limits().to_wire(), payload_of("append('x')"))
+    assert worker.retired is not None
+    read_fd, write_fd = os.pipe()
+
+    class Used:
+        """Stands for the used context; records, when it is dropped, whether the notice was out."""
+
+        def __init__(self, held: Any) -> None:
+            self.held = held
+
+        def __del__(self) -> None:
+            ready, _, _ = select.select([read_fd], [], [], 0)
+            events.append("freed after the notice" if ready else "freed before the notice")
+
+    used = worker.retired = Used(worker.retired)  # type: ignore[assignment]
+    build = worker.prewarm
+
+    def prewarm() -> None:
+        events.append("build" + (" (used one alive)" if worker.retired is not None else ""))
+        build()
+
+    worker.prewarm = prewarm
+    try:
+        del used
+        module.after_reply(worker, write_fd)
+        notice = os.read(read_fd, 100)
+    finally:
+        del worker.prewarm
+        os.close(read_fd)
+        os.close(write_fd)
+    assert events == ["build (used one alive)", "freed after the notice"]
+    assert notice == module.WARM_LINE and worker.spare is not None
+
+
 def test_spare_has_frozen_intrinsics_and_locked_globals_before_any_request(worker: Any) -> None:
     worker.prewarm()
     ctx, _dispatch = worker.spare
