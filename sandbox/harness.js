@@ -170,6 +170,8 @@
   const errorNames = ['Error', 'EvalError', 'RangeError', 'ReferenceError', 'SyntaxError', 'TypeError',
     'URIError', 'InternalError', 'AggregateError', 'SuppressedError', 'DOMException'];
   const wrappers = create(null);
+  const plainStatic = { value: undefined, writable: false, enumerable: false, configurable: true };
+  const protoStatic = { value: undefined, writable: false, enumerable: false, configurable: false };
   function wrapError(name, Real) {
     const Wrapper = function (...args) {
       const e = construct(Real, args, new.target === undefined ? Wrapper : new.target);
@@ -180,13 +182,16 @@
     for (let j = 0; j < statics.length; j++) {
       const k = statics[j];
       if (k === 'prototype') continue;
+      if (k === 'length') { plainStatic.value = Real.length; defineProperty(Wrapper, k, plainStatic); continue; }
+      if (k === 'name') { plainStatic.value = name; defineProperty(Wrapper, k, plainStatic); continue; }
       const d = getOwnPropertyDescriptor(Real, k);
       // Accessor statics (prepareStackTrace, stackTraceLimit) would hand templates the engine's
       // own setters; the wrapper gets their current value as a plain data property instead.
       if (hasOwn(d, 'value')) defineProperty(Wrapper, k, d);
       else defineProperty(Wrapper, k, { value: apply(d.get, Real, []), writable: false, enumerable: d.enumerable, configurable: true });
     }
-    defineProperty(Wrapper, 'prototype', { value: Real.prototype, writable: false, enumerable: false, configurable: false });
+    protoStatic.value = Real.prototype;
+    defineProperty(Wrapper, 'prototype', protoStatic);
     // Both are writable, non-enumerable, configurable data properties: assigning keeps that.
     Real.prototype.constructor = Wrapper;
     wrappers[name] = Wrapper;

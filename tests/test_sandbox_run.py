@@ -481,3 +481,24 @@ def test_worker_started_from_a_finished_thread_stays_alive() -> None:
         assert pool.pids() == [pid] and pool.replaced == []
     finally:
         pool.close()
+
+
+def test_error_constructor_wrappers_carry_the_engines_statics() -> None:
+    """Every wrapped error constructor has the engine's own static properties, in the engine's order,
+    with the engine's values (accessor statics as their current value: DEVIATIONS), and subclassing,
+    ``instanceof`` and calls without ``new`` behave as with the engine's constructor."""
+    import _quickjs
+
+    names = ["Error", "EvalError", "RangeError", "ReferenceError", "SyntaxError", "TypeError", "URIError",
+             "InternalError", "AggregateError", "SuppressedError", "DOMException"]
+    probe = ("JSON.stringify(%s.map((n) => [n, Reflect.ownKeys(globalThis[n]).map((k) => {"
+             " const v = globalThis[n][k]; const d = Object.getOwnPropertyDescriptor(globalThis[n], k);"
+             " return [String(k), d.enumerable, typeof v, typeof v === 'object' || typeof v === 'function' ? null : v]; })]))"
+             % json.dumps(names))
+    engine = json.loads(_quickjs.Context().eval(probe))
+    ours = json.loads(render("append(" + probe + ")").text)
+    assert ours == engine
+    checks = ("class E extends TypeError {}; const e = new E('m');"
+              " append([e instanceof TypeError, e instanceof Error, TypeError('x') instanceof TypeError,"
+              " new RangeError('r').constructor === RangeError, TypeError.length, e.name].join())")
+    assert render(checks).text == "true,true,true,true,1,TypeError"
