@@ -190,3 +190,16 @@ def test_garbage_is_still_collected_during_a_render(worker_module: ModuleType) -
     limits = {**LIMITS, "memory_bytes": 4 << 20, "time_ms": 5000}
     reply = json.loads(worker.render(QuietChannel(), 1, limits, payload))
     assert reply["error"] is None and reply["result"]["text"] == "200000"
+
+
+def test_the_discovery_refuses_a_lazy_binding_the_eager_part_reaches(worker_module: ModuleType) -> None:
+    """A binding frozen on first read must lead to objects nothing else leads to: if the eager walk
+    reaches its value (here through a seed), the plan is refused and the worker cannot start."""
+    import _quickjs
+
+    ctx = _quickjs.Context()
+    discover = ctx.eval(worker_module.INTRINSICS_PATH.read_text(encoding="utf-8"))
+    plan = json.loads(discover(ctx.eval("[globalThis]"), ctx.eval("['Math']")))
+    assert plan[4] == "Math" and "L" in plan[0]
+    with pytest.raises(_quickjs.JSException, match="reachable from the eager intrinsics"):
+        discover(ctx.eval("[globalThis, Math]"), ctx.eval("['Math']"))
