@@ -44,3 +44,18 @@ def test_templates_agree_for_other_variables(seed: int) -> None:
 def test_bench_rejects_zero_iterations(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         _load().main(["--iterations", "0"])
+
+
+def test_instruction_count_script_runs_every_kind_it_counts() -> None:
+    """benchmarks/instructions_ejs.py's inner runs (what callgrind counts) do their work and succeed:
+    the worker kind asserts that each render it drives finished with text."""
+    _load()
+    path = SCRIPT.with_name("instructions_ejs.py")
+    spec = importlib.util.spec_from_file_location("instructions_ejs", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for kind in module.KINDS:
+        module._inner(kind, 1)
+    with pytest.raises(SystemExit):
+        module.main(["--renders", "0"])
