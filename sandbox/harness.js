@@ -197,20 +197,10 @@
     wrappers[name] = Wrapper;
     return Wrapper;
   }
-  // The lazily frozen bindings (see below): their values are taken now, before anything can
-  // replace them; an error constructor among them is wrapped when it is first read.
-  const SEP = '\u0001';
-  const lazyNames = planLazy === '' || planLazy === undefined ? [] : apply(strSplit, planLazy, [SEP]);
-  const lazyRoots = [];
-  for (let i = 0; i < lazyNames.length; i++) lazyRoots[i] = G[lazyNames[i]];
-  function lazyIndex(name) {
-    for (let i = 0; i < lazyNames.length; i++) if (lazyNames[i] === name) return i;
-    return -1;
-  }
   for (let i = 0; i < errorNames.length; i++) {
     const name = errorNames[i];
     const Real = G[name];
-    if (typeof Real !== 'function' || lazyIndex(name) >= 0) continue;
+    if (typeof Real !== 'function') continue;
     G[name] = wrapError(name, Real);
   }
   for (let i = 0; i < errorNames.length; i++) {
@@ -224,9 +214,10 @@
   // guards, so a hostile throw would reach the binding's unguarded conversion; WeakRef makes GC
   // observable; performance.now is a high-resolution clock.
   // Bindings frozen on first read instead of in every fresh context (see lazyValue below): each
-  // holds intrinsics that only the binding itself leads to.
+  // holds intrinsics that only the binding itself leads to, through properties and through what
+  // the engine builds. (Not DOMException, for one: the engine throws those from atob and btoa.)
   const LAZY_NAMES = ['Math', 'Atomics', 'Date', 'Map', 'Set', 'WeakMap', 'Proxy', 'DisposableStack',
-    'AsyncDisposableStack', 'DOMException', 'ArrayBuffer', 'SharedArrayBuffer', 'DataView', 'Int8Array', 'Uint8Array',
+    'AsyncDisposableStack', 'ArrayBuffer', 'SharedArrayBuffer', 'DataView', 'Int8Array', 'Uint8Array',
     'Uint8ClampedArray', 'Int16Array', 'Uint16Array', 'Int32Array', 'Uint32Array', 'BigInt64Array', 'BigUint64Array',
     'Float16Array', 'Float32Array', 'Float64Array'];
   const removed = ['queueMicrotask', 'FinalizationRegistry', 'WeakRef', 'performance', '__date_clock'];
@@ -279,6 +270,11 @@
   // A worker that precompiles the harness passes `replay` instead: the same plan as straight-line
   // code (worker.py replay_source), which also locks the global bindings below; it returns how
   // many it locked, and any other global is locked by the loop as before.
+  // The lazily frozen bindings (see below): their values, taken before the bindings are replaced.
+  const SEP = '\u0001';
+  const lazyNames = planLazy === '' || planLazy === undefined ? [] : apply(strSplit, planLazy, [SEP]);
+  const lazyRoots = [];
+  for (let i = 0; i < lazyNames.length; i++) lazyRoots[i] = G[lazyNames[i]];
   let globalsLocked = -1;
   // Per family: a function that freezes it, given the values of its bindings.
   const familyFreeze = [];
@@ -293,7 +289,9 @@
     const at = (i, roots) => {
       const c = kinds[i];
       if (c === 'r') return seeds[+keys[i]];
-      if (c === 'L') return roots[lazyIndex(keys[i])];
+      if (c === 'L') {
+        for (let j = 0; j < lazyNames.length; j++) if (lazyNames[j] === keys[i]) return roots[j];
+      }
       const o = objs[apply(strCharCodeAt, planParents, [i]) - 1];
       if (c === 'p') return getPrototypeOf(o);
       if (c === 'v') return o[keys[i]];
@@ -325,32 +323,22 @@
     }
   }
   // Lazily frozen families. A binding named in the plan becomes a non-writable, non-configurable
-  // accessor whose getter freezes the binding's whole family (wrapping an error constructor
-  // first) the first time any of the family's bindings is read, and only then returns the value.
-  // Nothing else leads to a family's objects (intrinsics.js checks that when it draws the plan),
-  // so no template code ever holds one of them unfrozen; freezing the ~40% of the intrinsics that
+  // accessor whose getter freezes the binding's whole family the first time any of the family's
+  // bindings is read, and only then returns the value.
+  // Nothing else leads to a family's objects: no property path (intrinsics.js checks that when it
+  // draws the plan) and no object the engine builds for a template outside the family's own
+  // functions (LAZY_NAMES above lists only such bindings; tests/test_security.py tries the engine's
+  // builders), so no template code ever holds one of them unfrozen; freezing the ~40% of the intrinsics that
   // most templates never touch is not paid by every fresh context. A freeze cut short (the stack
   // or memory ran out mid-way) throws before the value is returned and is redone on the next read.
   const familyDone = [];
-  const lazyValues = [];
-  const lazyMade = [];
   function lazyValue(i) {
     const f = apply(strCharCodeAt, planLazyGroups, [i]) - 65;
     if (familyDone[f] !== true) {
-      for (let j = 0; j < lazyNames.length; j++) {
-        if (lazyMade[j] === true || apply(strCharCodeAt, planLazyGroups, [j]) - 65 !== f) continue;
-        const root = lazyRoots[j];
-        lazyValues[j] = isErrorName(lazyNames[j]) && typeof root === 'function' ? wrapError(lazyNames[j], root) : root;
-        lazyMade[j] = true;
-      }
-      if (familyFreeze[f] !== undefined) familyFreeze[f](lazyValues);
+      if (familyFreeze[f] !== undefined) familyFreeze[f](lazyRoots);
       familyDone[f] = true;
     }
-    return lazyValues[i];
-  }
-  function isErrorName(name) {
-    for (let i = 0; i < errorNames.length; i++) if (errorNames[i] === name) return true;
-    return false;
+    return lazyRoots[i];
   }
   // One descriptor, its getter swapped per binding (an arrow: no `this`, no prototype).
   const lazyDescriptor = { get: undefined, set: undefined, enumerable: false, configurable: false };
