@@ -220,6 +220,10 @@
     'AsyncDisposableStack', 'ArrayBuffer', 'SharedArrayBuffer', 'DataView', 'Int8Array', 'Uint8Array',
     'Uint8ClampedArray', 'Int16Array', 'Uint16Array', 'Int32Array', 'Uint32Array', 'BigInt64Array', 'BigUint64Array',
     'Float16Array', 'Float32Array', 'Float64Array'];
+  // Pairs of lazy bindings frozen together: the engine hands out an object of the one's family
+  // from the other's functions (new Uint8Array(2).buffer is an ArrayBuffer), with no property
+  // path between them for the discovery walk to see.
+  const LAZY_TIED = [['ArrayBuffer', 'Int8Array']];
   const removed = ['queueMicrotask', 'FinalizationRegistry', 'WeakRef', 'performance', '__date_clock'];
   for (let i = 0; i < removed.length; i++) delete G[removed[i]];
   // The entry marker the host prefixes to the program: it flips `entered` once the program's
@@ -1024,6 +1028,7 @@
   host.settled = () => pendingKey !== null || bridgeTrip !== null;
   host.seeds = () => seeds;
   host.lazy = () => LAZY_NAMES;
+  host.tied = () => LAZY_TIED;
   // The binding cannot read properties of a returned object, so the host gets one dispatcher.
   return freeze(function dispatch(op, a, b) { return host[op](a, b); });
 });

@@ -17,7 +17,8 @@
 // leads to. The walk first records everything reachable from the seeds without reading those
 // bindings (the eager part, frozen before any template code exists), then walks from each lazy
 // binding's value; whatever that finds and the eager part does not is the binding's family, and
-// families that share an object are merged. A fresh context freezes a family the first time one of
+// families that share an object are merged, and so are families the harness names as tied (the
+// engine links them without a property path: a typed array's buffer is an ArrayBuffer). A fresh context freezes a family the first time one of
 // its bindings is read (see the harness), before handing out any of its objects.
 //
 // Encoding (the strings the harness's installer takes):
@@ -29,7 +30,7 @@
 //    kind 'L' is a lazy binding's value (its key is the binding's name, its parent unit 0);
 //  * groups: one unit per object, '.' for the eager part, 'A' + n for family n;
 //  * lazy: the lazy bindings' names joined by U+0001, and lazyGroups: one unit per name, its family.
-(function (seeds, lazyNames) {
+(function (seeds, lazyNames, tied) {
   'use strict';
   const symbolNames = new Map();
   for (const name of Reflect.ownKeys(Symbol)) {
@@ -103,6 +104,12 @@
       throw new Error('tavernbox: the lazy binding ' + names[i] + ' is reachable from the eager intrinsics');
     }
     walk([[root, -1, 'L', names[i]]], i);
+  }
+  // Bindings whose families the engine links without a property path (a typed array's `buffer` is
+  // an ArrayBuffer the engine made): one family, whichever binding is read first.
+  for (const [a, b] of tied || []) {
+    const i = names.indexOf(a), j = names.indexOf(b);
+    if (i >= 0 && j >= 0) familyParent[find(familyOfName[i])] = find(familyOfName[j]);
   }
   // Families, merged and numbered in order of first appearance.
   const number = new Map();

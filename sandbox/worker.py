@@ -532,7 +532,7 @@ class Worker:
         ctx.set_time_limit(PRELUDE_TIME_LIMIT_S * 5)
         dispatch = ctx.eval(self.harness_source)("", "", "", "", "", "")
         discover = ctx.eval(INTRINSICS_PATH.read_text(encoding="utf-8"))
-        self.plan: tuple[str, ...] = tuple(json.loads(discover(dispatch("seeds"), dispatch("lazy"))))
+        self.plan: tuple[str, ...] = tuple(json.loads(discover(dispatch("seeds"), dispatch("lazy"), dispatch("tied"))))
         global_keys = json.loads(ctx.eval(GLOBAL_KEYS))
         del discover, dispatch, ctx
         self.precompiled = PrecompiledHarness(with_replay(self.harness_source, replay_source(self.plan, global_keys)))

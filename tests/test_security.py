@@ -397,6 +397,14 @@ def test_objects_the_engine_builds_lead_only_to_frozen_intrinsics(pool: WorkerPo
     """
     result = run_program(prog(body), "null", pool=pool, limits=Limits(time_ms=5000))
     assert result.text == "true,true,InvalidCharacterError,true,true,true"
+    # A typed array's buffer is an ArrayBuffer the engine made: reading a typed-array binding
+    # freezes the ArrayBuffer family too (they are tied), before ArrayBuffer itself is ever read.
+    body = r"""
+    const U = Uint8Array;
+    const a = new U(2).buffer, b = U.fromBase64('AAA=').buffer, c = new U(2).subarray(1).buffer;
+    append([a, b, c].map((x) => Object.isFrozen(Object.getPrototypeOf(x)) && Object.isFrozen(x.constructor)).join());
+    """
+    assert run_program(prog(body), "null", pool=pool, limits=Limits(time_ms=5000)).text == "true,true,true"
 
 
 def test_lazy_bindings_behave_like_the_intrinsics(pool: WorkerPool) -> None:
