@@ -313,6 +313,29 @@ def measure(iterations: int, repeats: int) -> dict[str, Any]:
     }
 
 
+class Quiet:
+    """The in-process worker's stand-in for its request channel: no cancel ever arrives."""
+
+    def cancel_requested(self, render_id: int) -> bool:
+        return False
+
+
+def in_process_worker(limits: Any) -> tuple[Any, str, dict[str, Any]]:
+    """A sandbox worker loaded by path (as the pool runs it), the benchmark's payload, and ``limits``
+    in the worker's wire form: for driving the worker's phases directly, without pipe or host."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(tavernbox.sandbox.__file__).with_name("worker.py")
+    spec = importlib.util.spec_from_file_location("tavernbox_bench_worker", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    program = tavernbox.ejs.render.compile_source(EJS_TEMPLATE).program
+    payload = "[" + json.dumps(program) + ",[\n" + json.dumps(make_variables()) + "\n]]"
+    return module.Worker(), payload, limits.to_wire()
+
+
 def worker_phases(repeats: int = 300) -> dict[str, float]:
     """CPU ms per phase of one render inside a sandbox worker (in this process), best of ``repeats``.
 
@@ -322,23 +345,7 @@ def worker_phases(repeats: int = 300) -> dict[str, float]:
     previous reply, off a single render's path but on a batch's); ``render`` is the request path inside the worker with the
     program already in the worker's bytecode cache; ``free`` is dropping the used context.
     """
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(tavernbox.sandbox.__file__).with_name("worker.py")
-    spec = importlib.util.spec_from_file_location("tavernbox_bench_worker", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    worker = module.Worker()
-    program = tavernbox.ejs.render.compile_source(EJS_TEMPLATE).program
-    payload = "[" + json.dumps(program) + ",[\n" + json.dumps(make_variables()) + "\n]]"
-    wire = tavernbox.sandbox.DEFAULT_LIMITS.to_wire()
-
-    class Quiet:
-        def cancel_requested(self, render_id: int) -> bool:
-            return False
-
+    worker, payload, wire = in_process_worker(tavernbox.sandbox.DEFAULT_LIMITS)
     samples: dict[str, list[float]] = {"fresh_vm": [], "render": [], "free": []}
     for _ in range(repeats):
         t0 = time.process_time()

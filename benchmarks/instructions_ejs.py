@@ -39,8 +39,6 @@ KINDS = ("jinja2", "host", "worker", "fresh")
 def _inner(kind: str, count: int) -> None:
     """Do ``count`` operations of ``kind`` after a warm-up (run under callgrind)."""
     sys.path.insert(0, str(HERE))
-    import importlib.util
-
     import bench_ejs
 
     variables = bench_ejs.make_variables()
@@ -59,25 +57,13 @@ def _inner(kind: str, count: int) -> None:
         for _ in range(5 + count):
             tavernbox.render_template(bench_ejs.EJS_TEMPLATE, variables, limits=limits)
         return
-    path = Path(tavernbox.sandbox.__file__).with_name("worker.py")
-    spec = importlib.util.spec_from_file_location("tavernbox_instructions_worker", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    worker = module.Worker()
-    program = tavernbox.ejs.render.compile_source(bench_ejs.EJS_TEMPLATE).program
-    payload = "[" + json.dumps(program) + ",[\n" + json.dumps(variables) + "\n]]"
     # Callgrind runs code ~50x slower: a render's 75 ms budget would trip (instructions per
     # successful render do not depend on the budget).
-    wire = tavernbox.sandbox.Limits(time_ms=20000).to_wire()
-
-    class Quiet:
-        def cancel_requested(self, render_id: int) -> bool:
-            return False
+    worker, payload, wire = bench_ejs.in_process_worker(tavernbox.sandbox.Limits(time_ms=20000))
 
     def cycle() -> None:
         worker.prewarm()
-        reply = worker.render(Quiet(), 1, wire, payload)
+        reply = worker.render(bench_ejs.Quiet(), 1, wire, payload)
         assert b'"ok":true' in reply
         worker.retired = None
 
