@@ -209,10 +209,6 @@
   }
   function engineMade(e) { return isError(e) && !apply(forgedHas, forged, [e]); }
 
-  // --- remove host reach -------------------------------------------------------------------------
-  // queueMicrotask / FinalizationRegistry callbacks run outside any promise chain the harness
-  // guards, so a hostile throw would reach the binding's unguarded conversion; WeakRef makes GC
-  // observable; performance.now is a high-resolution clock.
   // Bindings frozen on first read instead of in every fresh context (see lazyValue below): each
   // holds intrinsics that only the binding itself leads to, through properties and through what
   // the engine builds. (Not DOMException, for one: the engine throws those from atob and btoa.)
@@ -224,6 +220,11 @@
   // from the other's functions (new Uint8Array(2).buffer is an ArrayBuffer), with no property
   // path between them for the discovery walk to see.
   const LAZY_TIED = [['ArrayBuffer', 'Int8Array']];
+
+  // --- remove host reach -------------------------------------------------------------------------
+  // queueMicrotask / FinalizationRegistry callbacks run outside any promise chain the harness
+  // guards, so a hostile throw would reach the binding's unguarded conversion; WeakRef makes GC
+  // observable; performance.now is a high-resolution clock.
   const removed = ['queueMicrotask', 'FinalizationRegistry', 'WeakRef', 'performance', '__date_clock'];
   for (let i = 0; i < removed.length; i++) delete G[removed[i]];
   // The entry marker the host prefixes to the program: it flips `entered` once the program's
@@ -332,9 +333,10 @@
   // Nothing else leads to a family's objects: no property path (intrinsics.js checks that when it
   // draws the plan) and no object the engine builds for a template outside the family's own
   // functions (LAZY_NAMES above lists only such bindings; tests/test_security.py tries the engine's
-  // builders), so no template code ever holds one of them unfrozen; freezing the ~40% of the intrinsics that
-  // most templates never touch is not paid by every fresh context. A freeze cut short (the stack
-  // or memory ran out mid-way) throws before the value is returned and is redone on the next read.
+  // builders), so no template code ever holds one of them unfrozen, and freezing the third of the
+  // intrinsics that most templates never touch is not paid by every fresh context. A freeze cut
+  // short (the stack or memory ran out mid-way) throws before the value is returned and is redone
+  // on the next read.
   const familyDone = [];
   function lazyValue(i) {
     const f = apply(strCharCodeAt, planLazyGroups, [i]) - 65;

@@ -459,8 +459,9 @@ def replay_source(plan: tuple[str, ...], global_keys: list[list[Any]]) -> str:
     new descriptor per global), and returns ``[locked, family0, family1, ...]``: how many
     bindings it locked (the harness locks any other global itself, and adds the lazy bindings
     it turns into accessors) and, per lazily frozen family, a function that freezes the family
-    given the values of the lazy bindings (an array in the plan's order of their names). Every key comes from the engine's own intrinsics, walked
-    before any untrusted code existed, and is written as a JSON string literal.
+    given the values of the lazy bindings (an array in the plan's order of their names). Every
+    key comes from the engine's own intrinsics, walked before any untrusted code existed, and is
+    written as a JSON string literal.
     """
     kinds, joined, parents, groups, lazy_joined, _lazy_groups = plan
     keys = joined.split("\x01")
