@@ -337,18 +337,19 @@
   // intrinsics that most templates never touch is not paid by every fresh context. A freeze cut
   // short (the stack or memory ran out mid-way) throws before the value is returned and is redone
   // on the next read.
-  const familyDone = [];
+  // Per binding: its family is frozen (every later read is one array load).
+  const lazyReady = [];
   function lazyValue(i) {
     const f = apply(strCharCodeAt, planLazyGroups, [i]) - 65;
-    if (familyDone[f] !== true) {
-      if (familyFreeze[f] !== undefined) familyFreeze[f](lazyRoots);
-      familyDone[f] = true;
+    if (familyFreeze[f] !== undefined) familyFreeze[f](lazyRoots);
+    for (let j = 0; j < lazyNames.length; j++) {
+      if (apply(strCharCodeAt, planLazyGroups, [j]) - 65 === f) lazyReady[j] = true;
     }
     return lazyRoots[i];
   }
   // One descriptor, its getter swapped per binding (an arrow: no `this`, no prototype).
   const lazyDescriptor = { get: undefined, set: undefined, enumerable: false, configurable: false };
-  const getterFor = (i) => () => lazyValue(i);
+  const getterFor = (i) => () => (lazyReady[i] === true ? lazyRoots[i] : lazyValue(i));
   for (let i = 0; i < lazyNames.length; i++) {
     lazyDescriptor.get = getterFor(i);
     defineProperty(G, lazyNames[i], lazyDescriptor);

@@ -7,9 +7,10 @@ as the general path does and gives the same results.
 
 from __future__ import annotations
 
-from tavernbox.macros import MacroContext, MacroRegistry, compile_macros, evaluator
+from tavernbox.macros import MacroContext, MacroRegistry, compile_macros
 from tavernbox.macros.evaluator import MAX_OUTPUT_CHARS, RenderState, new_state
 from tavernbox.macros.variables import VariableStore
+from macro_support import plans
 
 CTX = MacroContext.from_dict(
     {"user": "Ash", "char": "Mira", "seed": 4, "now": "2026-11-30T10:15:00Z", "variables": {"local": {"a": "1"}}}
@@ -43,12 +44,8 @@ def test_new_state_sets_every_field_as_the_dataclass_does() -> None:
 
 def test_the_fast_path_is_taken_and_gives_the_general_paths_results() -> None:
     text = "<USER> {{setvar::x::{{roll::1d6}}}}{{getvar::x}} {{random::a::b::c}} {{unknown}} {{if .a}}yes{{/if}}"
-    saved = evaluator.USE_PLANS
-    evaluator.USE_PLANS = False
-    try:
+    with plans(False):
         want = [compile_macros(text).expand(CTX, seed=s) for s in range(3)]
-    finally:
-        evaluator.USE_PLANS = saved
     template = compile_macros(text)
     for _ in range(3):
         template.expand(CTX)
@@ -85,12 +82,8 @@ def test_date_macros_follow_each_renders_clock() -> None:
 
 def test_bound_draw_records_equal_fresh_ones_across_seeds() -> None:
     text = "{{random::a::b::c}} {{roll::1d20}} {{roll::1d20+3}} {{roll::3d4}}"
-    saved = evaluator.USE_PLANS
-    evaluator.USE_PLANS = False
-    try:
+    with plans(False):
         want = [compile_macros(text).expand(CTX, seed=s) for s in range(40)]
-    finally:
-        evaluator.USE_PLANS = saved
     template = compile_macros(text)
     for _ in range(3):
         template.expand(CTX)
@@ -108,12 +101,8 @@ def test_inlined_context_and_card_reads_equal_the_evaluator() -> None:
         MacroContext(user=7, char=None, character={"description": 1.5, "personality": ["x"], "creator_notes": "{not a macro"}),  # type: ignore[arg-type]
     ]
     for ctx in contexts:
-        saved = evaluator.USE_PLANS
-        evaluator.USE_PLANS = False
-        try:
+        with plans(False):
             want = compile_macros(text).expand(ctx)
-        finally:
-            evaluator.USE_PLANS = saved
         template = compile_macros(text)
         for _ in range(4):
             got = template.expand(ctx)
@@ -132,12 +121,8 @@ def _both_ways(text: str, ctx: MacroContext) -> tuple[list, object]:
             return ("error", exc.code, exc.message, exc.span)
         return (r.text, r.diagnostics)
 
-    saved = evaluator.USE_PLANS
-    evaluator.USE_PLANS = False
-    try:
+    with plans(False):
         want = outcome(compile_macros(text))
-    finally:
-        evaluator.USE_PLANS = saved
     template = compile_macros(text)
     return [outcome(template) for _ in range(4)], want
 

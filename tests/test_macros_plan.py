@@ -22,6 +22,7 @@ from tavernbox.macros import MacroContext, MacroRegistry, compile_macros, evalua
 from tavernbox.macros import plan as plan_module
 from tavernbox.macros.plan import LevelPlan
 from tavernbox.testing.strategies import macro_templates
+from macro_support import plans
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "conformance" / "st-macros.jsonl"
@@ -46,13 +47,9 @@ def _outcome(fn: Any) -> Any:
 
 
 def _reference(text: str, ctx: MacroContext, **kw: Any) -> Any:
-    saved = evaluator.USE_PLANS
-    evaluator.USE_PLANS = False
-    try:
+    with plans(False):
         template = compile_macros(text)
         return [_outcome(lambda: template.expand(ctx, **kw)) for _ in range(2)]
-    finally:
-        evaluator.USE_PLANS = saved
 
 
 def _same_with_plans(text: str, ctx: MacroContext, **kw: Any) -> None:

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from tavernbox.errors import TemplateError
-from tavernbox.macros import MacroContext, compile_macros, evaluator
+from tavernbox.macros import MacroContext, compile_macros
+from macro_support import plans
 
 CTX = MacroContext.from_dict(
     {
@@ -61,12 +62,8 @@ def _outcome(template: Any) -> Any:
 
 @pytest.mark.parametrize("text", TEXTS)
 def test_planned_if_equals_the_evaluator(text: str) -> None:
-    saved = evaluator.USE_PLANS
-    evaluator.USE_PLANS = False
-    try:
+    with plans(False):
         want = _outcome(compile_macros(text))
-    finally:
-        evaluator.USE_PLANS = saved
     template = compile_macros(text)
     for _ in range(5):
         assert _outcome(template) == want

@@ -11,23 +11,17 @@ from __future__ import annotations
 
 import json
 from types import ModuleType
-from typing import Any
 
 import pytest
-from sandbox_helpers import WORKER_LIMITS, load_worker, prog, render, worker_reply
+from sandbox_helpers import load_worker, prog, render, worker_reply
 
 from tavernbox.sandbox import Limits, SandboxError
 
-LIMITS = WORKER_LIMITS
 
 
 @pytest.fixture(scope="module")
 def worker_module() -> ModuleType:
     return load_worker("tavernbox_worker_under_test")
-
-
-def _reply(worker: Any, program: str, variables: Any = None, keep_time: bool = False) -> dict[str, Any]:
-    return worker_reply(worker, program, variables, keep_time=keep_time)
 
 
 PROGRAMS = [
@@ -42,9 +36,9 @@ PROGRAMS = [
 def test_bytecode_contexts_answer_like_compiled_ones(worker_module: ModuleType) -> None:
     worker = worker_module.Worker()
     assert worker.precompiled.bytecode is not None, "the pinned engine should load the harness as bytecode"
-    fast = [_reply(worker, p, {"name": "<Bob>"}) for p in PROGRAMS]
+    fast = [worker_reply(worker, p, {"name": "<Bob>"}) for p in PROGRAMS]
     worker.precompiled.bytecode = None  # the source path, as before the fast path existed
-    slow = [_reply(worker, p, {"name": "<Bob>"}) for p in PROGRAMS]
+    slow = [worker_reply(worker, p, {"name": "<Bob>"}) for p in PROGRAMS]
     assert fast == slow
     assert fast[0]["result"]["text"] == "&lt;Bob&gt;1-2-3"
     assert fast[1]["error"]["line"] == 3 and fast[1]["error"]["code"] == "TEMPLATE_EXECUTION_FAILED"
@@ -55,13 +49,13 @@ def test_an_unknown_engine_version_falls_back_to_source(worker_module: ModuleTyp
     monkeypatch.setattr(worker_module.PrecompiledHarness, "ENGINE_VERSION", b"0.0.0-not-verified")
     worker = worker_module.Worker()
     assert worker.precompiled.bytecode is None
-    assert _reply(worker, PROGRAMS[0], {"name": "a&b"})["result"]["text"] == "a&amp;b1-2-3"
+    assert worker_reply(worker, PROGRAMS[0], {"name": "a&b"})["result"]["text"] == "a&amp;b1-2-3"
 
 
 def test_a_failed_load_falls_back_to_source(worker_module: ModuleType) -> None:
     worker = worker_module.Worker()
     worker.precompiled.bytecode = b"\x00not bytecode"  # JS_ReadObject refuses it: a fresh context from source
-    assert _reply(worker, PROGRAMS[0], {"name": "x"})["result"]["text"] == "x1-2-3"
+    assert worker_reply(worker, PROGRAMS[0], {"name": "x"})["result"]["text"] == "x1-2-3"
 
 
 @pytest.mark.parametrize("count", [10, 11])

@@ -11,21 +11,15 @@ from __future__ import annotations
 
 import json
 from types import ModuleType
-from typing import Any
 
 import pytest
 from sandbox_helpers import WORKER_LIMITS, QuietChannel, load_worker, prog, worker_reply
 
-LIMITS = WORKER_LIMITS
 
 
 @pytest.fixture(scope="module")
 def worker_module() -> ModuleType:
     return load_worker("tavernbox_worker_programs_under_test")
-
-
-def _reply(worker: Any, program: str, variables: Any = None, keep_time: bool = False) -> dict[str, Any]:
-    return worker_reply(worker, program, variables, keep_time=keep_time)
 
 
 # A program's top level normally only creates its function; these also run code there (what a
@@ -50,15 +44,15 @@ PROGRAMS = [
 def test_bytecode_programs_answer_like_source_compiled_ones(worker_module: ModuleType) -> None:
     worker = worker_module.Worker()
     assert worker.programs.lib is not None, "the pinned engine should evaluate cached programs"
-    first = [_reply(worker, p, {"name": "<Bob>"}) for p in PROGRAMS]  # the harness compiles
+    first = [worker_reply(worker, p, {"name": "<Bob>"}) for p in PROGRAMS]  # the harness compiles
     assert not worker.programs.entries
-    second = [_reply(worker, p, {"name": "<Bob>"}) for p in PROGRAMS]  # compiled here, kept
-    again = [_reply(worker, p, {"name": "<Bob>"}) for p in PROGRAMS]  # from bytecode
+    second = [worker_reply(worker, p, {"name": "<Bob>"}) for p in PROGRAMS]  # compiled here, kept
+    again = [worker_reply(worker, p, {"name": "<Bob>"}) for p in PROGRAMS]  # from bytecode
     cached = {json.loads(key) for key in worker.programs.entries}
     assert PROGRAMS[0] in cached and PROGRAMS[6] in cached and PROGRAMS[7] in cached
     assert PROGRAMS[2] not in cached and PROGRAMS[4] not in cached and PROGRAMS[5] not in cached
     worker.programs.lib = None  # the harness compiles every program's source, as before the cache
-    source = [_reply(worker, p, {"name": "<Bob>"}) for p in PROGRAMS]
+    source = [worker_reply(worker, p, {"name": "<Bob>"}) for p in PROGRAMS]
     assert first == second == again == source
     assert first[0]["result"]["text"] == "&lt;Bob&gt;1-2-3"
     assert first[1]["error"]["line"] == 3 and first[1]["error"]["code"] == "TEMPLATE_EXECUTION_FAILED"
@@ -77,10 +71,10 @@ def test_top_level_code_is_charged_and_stopped_by_the_budget(worker_module: Modu
     worker = worker_module.Worker()
     program = "(function () {});\n" + top + "\n;(async function (__tb) { __tb.append('never') })"
     for _ in range(3):  # the harness compiles, compiled here, from bytecode
-        reply = _reply(worker, program, keep_time=True)
+        reply = worker_reply(worker, program, keep_time=True)
         assert reply["error"]["code"] == "TEMPLATE_TIME_LIMIT"
         assert 75 <= reply["usage"]["time_ms"] < 1000
-    assert _reply(worker, prog("append('fine')"))["result"]["text"] == "fine"
+    assert worker_reply(worker, prog("append('fine')"))["result"]["text"] == "fine"
 
 
 def test_top_level_code_cannot_substitute_the_handed_over_program(worker_module: ModuleType) -> None:
@@ -89,13 +83,13 @@ def test_top_level_code_cannot_substitute_the_handed_over_program(worker_module:
     programs = [
         # before the host hands the real function over
         f"__tbEnter(1, {forged}); (async function (__tb) {{ __tb.append('real') }})",
-        f"__tbEnter(2, 'fake failure'); (async function (__tb) {{ __tb.append('real') }})",
+        "__tbEnter(2, 'fake failure'); (async function (__tb) { __tb.append('real') })",
         # after: the harness has taken the hand-over and ignores any later call
         f"(async function (__tb) {{ __tbEnter(1, {forged}); __tbEnter(2, 'x'); await null; __tb.append('real') }})",
     ]
     for _ in range(3):
-        assert [_reply(worker, p)["result"]["text"] for p in programs] == ["real"] * 3
-    thrown = _reply(worker, f"__tbEnter(1, {forged}); throw new TypeError('top')")
+        assert [worker_reply(worker, p)["result"]["text"] for p in programs] == ["real"] * 3
+    thrown = worker_reply(worker, f"__tbEnter(1, {forged}); throw new TypeError('top')")
     assert thrown["error"]["js_message"] == "top" and thrown["result"] is None
 
 
@@ -104,7 +98,7 @@ def test_the_cache_is_bounded(worker_module: ModuleType, monkeypatch: pytest.Mon
     worker = worker_module.Worker()
     for i in range(6):
         for _ in range(2):
-            assert _reply(worker, prog(f"append('{i}')"))["result"]["text"] == str(i)
+            assert worker_reply(worker, prog(f"append('{i}')"))["result"]["text"] == str(i)
     assert len(worker.programs.entries) == 3
     assert worker.programs.bytes == sum(len(code) for code in worker.programs.entries.values())
 
@@ -187,7 +181,7 @@ def test_garbage_is_still_collected_during_a_render(worker_module: ModuleType) -
     body = ("let n = 0; for (let i = 0; i < 200000; i++) { const a = {i}; const b = {a, pad: [1, 2, 3]}; a.b = b; n++ }"
             " append(n)")
     payload = "[" + json.dumps(prog(body)) + ",[\nnull\n]]"
-    limits = {**LIMITS, "memory_bytes": 4 << 20, "time_ms": 5000}
+    limits = {**WORKER_LIMITS, "memory_bytes": 4 << 20, "time_ms": 5000}
     reply = json.loads(worker.render(QuietChannel(), 1, limits, payload))
     assert reply["error"] is None and reply["result"]["text"] == "200000"
 

@@ -223,6 +223,16 @@ _CLOSE = {"(": ")", "[": "]", "{": "}"}
 _QUOTES = "'\"`"
 
 
+def _string_end(text: str, start: int, n: int) -> int:
+    """Index of the quote that closes the string opening at ``start`` (backslash escapes skipped), or
+    ``n`` or more when it never closes."""
+    quote = text[start]
+    j = start + 1
+    while j < n and text[j] != quote:
+        j += 2 if text[j] == "\\" else 1
+    return j
+
+
 def _syntax(message: str, source: str, start: int, end: int | None = None) -> TemplateError:
     return TemplateError(message, code="MVU_COMMAND_SYNTAX", span=Span(start, max(start, end or start + 1)), source=source)
 
@@ -273,9 +283,7 @@ def _scan_args(text: str, open_at: int) -> tuple[list[tuple[int, int]], int]:
     while i < n:
         ch = text[i]
         if ch in _QUOTES:
-            j = i + 1
-            while j < n and text[j] != ch:
-                j += 2 if text[j] == "\\" else 1
+            j = _string_end(text, i, n)
             if j >= n:
                 raise _syntax("a string in this command is never closed", text, i, n)
             i = j + 1
@@ -381,10 +389,7 @@ def _nesting(body: str) -> int:
     while i < n:
         ch = body[i]
         if ch in _QUOTES:
-            j = i + 1
-            while j < n and body[j] != ch:
-                j += 2 if body[j] == "\\" else 1
-            i = j + 1
+            i = _string_end(body, i, n) + 1
             continue
         if ch in "[{(":
             depth += 1
