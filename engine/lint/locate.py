@@ -15,7 +15,6 @@ import re
 from collections.abc import Callable
 
 from ..assets.paths import join_path
-from ..spans import line_col
 
 __all__ = ["JsonLocator"]
 
@@ -30,11 +29,29 @@ class JsonLocator:
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self.strings: dict[str, tuple[int, int]] = {}  # path -> (start, end) of the literal, quotes included
+        self._strings: dict[str, tuple[int, int]] | None = None
         self._maps: dict[str, tuple[list[int], list[int]]] = {}
-        self._scan()
+        self._lines: list[int] | None = None
+
+    @property
+    def strings(self) -> dict[str, tuple[int, int]]:
+        """path -> (start, end) of each string literal, quotes included (scanned on first use:
+        most linted files have no finding that needs a file position)."""
+        if self._strings is None:
+            self._strings = {}
+            self._scan()
+        return self._strings
+
+    def line_col(self, offset: int) -> tuple[int, int]:
+        """1-based (line, column) of a file offset, through a line index built once."""
+        if self._lines is None:
+            self._lines = [0] + [m.end() for m in re.finditer("\n", self.text)]
+        line = bisect.bisect_right(self._lines, offset)
+        return line, offset - self._lines[line - 1] + 1
 
     def _scan(self) -> None:
+        strings = self._strings
+        assert strings is not None
         # stack of [container kind, path, next index, pending key]
         stack: list[list] = []
         key: str | None = None
@@ -65,7 +82,7 @@ class JsonLocator:
                     expect_key = False
                     continue
                 path = self._value_path(stack, key)
-                self.strings[path] = (m.start(), m.end())
+                strings[path] = (m.start(), m.end())
                 if stack and stack[-1][0] == "[":
                     stack[-1][2] += 1
             else:  # number, true, false, null
@@ -92,19 +109,19 @@ class JsonLocator:
         i = bisect.bisect_right(decoded, k) - 1
         return raw[i] + (k - decoded[i])
 
-    def locator(self, path: str) -> Callable[[int], tuple[int, int] | None] | None:
+    def locator(self, path: str) -> Callable[[int], tuple[int, int] | None]:
         """``offset -> (line, column)`` in the file for the string at ``path`` (None if not found)."""
-        if path not in self.strings:
-            return None
 
         def locate(k: int) -> tuple[int, int] | None:
             at = self.offset(path, k)
-            return None if at is None else line_col(self.text, at)
+            return None if at is None else self.line_col(at)
 
         return locate
 
 
 def _decode(token: str) -> str:
+    if "\\" not in token:
+        return token[1:-1]
     import json
 
     try:
