@@ -392,3 +392,42 @@ def test_cli_json_carries_provenance_and_the_world_info_trace(tmp_path: Path) ->
     out = json.loads(res.stdout)
     assert {"messages", "warnings", "nodes", "provenance", "trace", "record"} <= set(out)
     assert out["trace"]["world_info"]
+
+
+# -- Claude and Google conversions (prompt-converters.js) ------------------------------------------
+
+
+def test_claude_conversion_takes_leading_system_messages_as_the_system_prompt() -> None:
+    """``convertClaudeMessages``: leading system -> ``system``; later system -> user; same roles merged."""
+    result = run(options={"target": "claude", "use_sysprompt": True})
+    assert result.body["system"] == [{"type": "text", "text": "Write Mira's reply to User."},
+                                     {"type": "text", "text": "Mira keeps the lighthouse."}]
+    assert result.body["messages"] == [
+        {"role": "assistant", "content": [{"type": "text", "text": "Hello."}]},
+        {"role": "user", "content": [{"type": "text", "text": "Hi Mira."}, {"type": "text", "text": "Stay in character."}]},
+    ]
+
+
+def test_claude_without_system_prompt_sends_every_system_message_as_user_and_the_prefill_last() -> None:
+    result = assemble_request({"preset": {**BASIC, "assistant_prefill": "Sure:  "}, "card": CARD, "chat": CHAT,
+                               "options": {"target": "claude"}})
+    assert result.body["system"] == []
+    assert result.body["messages"][0]["role"] == "user"
+    assert result.body["messages"][-1] == {"role": "assistant", "content": [{"type": "text", "text": "Sure:"}]}
+
+
+def test_google_conversion_uses_model_role_and_system_instruction() -> None:
+    """``convertGooglePrompt``: assistant -> model, runs merged with a blank line."""
+    result = run(options={"target": "google", "use_sysprompt": True})
+    assert result.body["system_instruction"] == {"parts": [{"text": "Write Mira's reply to User."},
+                                                           {"text": "Mira keeps the lighthouse."}]}
+    assert result.body["contents"] == [{"role": "model", "parts": [{"text": "Hello."}]},
+                                       {"role": "user", "parts": [{"text": "Hi Mira.\n\nStay in character."}]}]
+
+
+def test_cli_target_prints_the_converted_body(tmp_path: Path) -> None:
+    (tmp_path / "req.json").write_text(json.dumps({"preset": BASIC, "card": CARD, "chat": CHAT}))
+    res = CliRunner().invoke(cli, ["assemble", "--request", str(tmp_path / "req.json"), "--target", "google",
+                                   "--messages"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["contents"][0]["role"] == "user"

@@ -148,6 +148,8 @@ def _st_request(request_path: str | None, flags: dict[str, Any]) -> tuple[dict[s
         options["seed"] = flags["seed"]
     if flags.get("preview"):
         options["dry_run"] = True
+    if flags.get("target"):
+        options["target"] = flags["target"]
     if options:
         data["options"] = options
     return data, base
@@ -192,7 +194,10 @@ def _warn(diagnostics: list[Any]) -> None:
 @click.option("--persona", help="The user's persona description (placed where the preset's marker is).")
 @click.option("--post-processing", type=click.Choice(["none", "merge", "semi", "strict", "single"]),
               help="SillyTavern's prompt post-processing, for back ends that refuse system messages after the first.")
-@click.option("--messages", "as_messages", is_flag=True, help="Print only the messages array that is sent, as JSON.")
+@click.option("--target", type=click.Choice(["openai", "claude", "google"]), default=None,
+              help="The API shape of the body: OpenAI-compatible (default), or SillyTavern's Claude/Google conversion.")
+@click.option("--messages", "as_messages", is_flag=True, help="Print only what is sent, as JSON: the messages array "
+                                                               "(with --target claude/google, the converted body).")
 @click.option("--mvu", help="MVU variables (rule-file strategies): for tavern.mvu/state and "
                             "{{format_message_variable::stat_data}}.")
 @click.option("--templates", help="Prompt-template resources (rule-file strategies; a JSON list, or "
@@ -214,6 +219,7 @@ def command(
     user_name: str | None,
     persona: str | None,
     post_processing: str | None,
+    target: str | None,
     as_messages: bool,
     mvu: str | None,
     templates: str | None,
@@ -236,14 +242,16 @@ def command(
                                     "(use --strategy FILE for it)", code="INPUT_INVALID")
         data, base = _st_request(request_path, {
             "preset": st_preset, "card": card, "chat": chat_path, "books": books, "user": user_name,
-            "persona": persona, "post_processing": post_processing, "seed": seed, "preview": preview})
+            "persona": persona, "post_processing": post_processing, "seed": seed, "preview": preview,
+            "target": target})
         result = assemble_request(data, base_dir=base)
         if as_json:
             click.echo(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
             return
         _warn(result.warnings)
         if as_messages:
-            click.echo(json.dumps(result.messages, ensure_ascii=False, indent=2))
+            sent = result.messages if "messages" in result.body and len(result.body) == 1 else result.body
+            click.echo(json.dumps(sent, ensure_ascii=False, indent=2))
         else:
             _print_readable(result.messages)
 

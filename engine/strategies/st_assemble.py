@@ -20,7 +20,7 @@ from typing import Any
 
 from ..errors import Diagnostic, TemplateError
 from .st_chat import StChat, parse_chat, parse_chat_text
-from .st_postprocess import PromptNames, history_messages, post_process
+from .st_postprocess import PromptNames, history_messages, post_process, to_claude, to_google
 from .st_request import StRequest, parse_request
 
 __all__ = ["LoadedInputs", "StAssembly", "assemble_request", "load_inputs", "world_info_books"]
@@ -37,12 +37,16 @@ class StAssembly:
     result: Any
     world_info: Any = None
     request_fields: dict[str, Any] = field(default_factory=dict)
+    #: the request body's prompt part for ``options.target``: ``{"messages"}`` (OpenAI-compatible),
+    #: ``{"system", "messages"}`` (Claude) or ``{"contents", "system_instruction"}`` (Google)
+    body: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The CLI's ``--json`` form: messages, warnings, nodes, provenance, trace and record."""
         full = self.result.to_dict()
         out: dict[str, Any] = {
             "messages": self.messages,
+            "body": self.body,
             "request_fields": self.request_fields,
             "warnings": [d.to_dict() for d in self.warnings],
             "logical_messages": full.get("logical_messages"),
@@ -271,6 +275,8 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
         outlets = {name: activation.by_position.outlet_text(name) for name in activation.by_position.outlets}
         if outlets:
             macro_extra["outlets"] = outlets
+    if req.options.now is not None:
+        macro_extra["now"] = req.options.now
     if macro_extra:
         assets["macro_context"] = macro_extra
     input_ids = [history[-1]["id"]] if history and history[-1]["role"] == "user" else []
@@ -294,10 +300,22 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
             final.append(item)
     kind = req.options.post_processing
     if kind not in ("", "none"):
-        names = PromptNames(char=char, user=user, group=tuple(req.group.members) if req.group else ())
-        final = post_process(final, kind, names)
-    fields = {"custom_prompt_post_processing": "" if kind == "none" else kind, "char_name": char, "user_name": user}
-    return StAssembly(final, warnings, result, activation, fields)
+        final = post_process(final, kind, PromptNames(char=char, user=user,
+                                                      group=tuple(req.group.members) if req.group else ()))
+    fields: dict[str, Any] = {"custom_prompt_post_processing": "" if kind == "none" else kind, "char_name": char,
+                              "user_name": user}
+    names = PromptNames(char=char, user=user, group=tuple(req.group.members) if req.group else ())
+    use_sysprompt = req.options.use_sysprompt if req.options.use_sysprompt is not None else \
+        bool(preset.get("use_sysprompt", False))
+    if req.options.target == "claude":
+        prefill = str(preset.get("assistant_prefill") or "")
+        body: dict[str, Any] = to_claude(final, names, use_sysprompt=use_sysprompt, prefill=prefill)
+        fields["assistant_prefill"] = prefill
+    elif req.options.target == "google":
+        body = to_google(final, names, use_sysprompt=use_sysprompt)
+    else:
+        body = {"messages": final}
+    return StAssembly(final, warnings, result, activation, fields, body)
 
 
 def read_request_file(path: str) -> tuple[Any, Path | None]:

@@ -14,6 +14,9 @@ Three steps that SillyTavern applies outside the prompt manager, each as SillyTa
   the placeholder user message where the first message is not followed by one, ``single`` sends
   one user message. Names become content prefixes first (example messages take the user's or
   character's name), since those back ends drop ``name``.
+* :func:`to_claude` and :func:`to_google` are the server's conversions for the Claude and Google
+  sources (``convertClaudeMessages``, ``convertGooglePrompt``): the leading system messages become
+  the system prompt when ``use_sysprompt`` is on, every later one is sent as a user message.
 * :func:`squash_system_messages` lives in :mod:`.sillytavern` (it works on the assembler's nodes).
 
 Why here and not in the assembler: these are properties of SillyTavern's request, applied to the
@@ -34,6 +37,8 @@ __all__ = [
     "is_valid_name",
     "post_process",
     "sanitize_name",
+    "to_claude",
+    "to_google",
 ]
 
 #: the user message SillyTavern inserts where strict post-processing needs one (its config
@@ -170,3 +175,88 @@ def _merge(messages: list[dict[str, Any]], names: PromptNames, *, strict: bool, 
                 merged.insert(0, {"role": "user", "content": PLACEHOLDER})
         return _merge(merged, names, strict=False, placeholders=placeholders, single=False, tools=tools)
     return merged
+
+
+def _example_prefix(m: Mapping[str, Any], content: str, names: PromptNames) -> str:
+    if names.user and m.get("name") == "example_user" and not content.startswith(f"{names.user}: "):
+        return f"{names.user}: {content}"
+    if names.char and m.get("name") == "example_assistant" and not content.startswith(f"{names.char}: ") \
+            and not names.starts_with_group_name(content):
+        return f"{names.char}: {content}"
+    return content
+
+
+def to_claude(messages: Sequence[Mapping[str, Any]], names: PromptNames, *, use_sysprompt: bool,
+              prefill: str = "") -> dict[str, Any]:
+    """The Claude Messages body SillyTavern's server builds (``convertClaudeMessages``), text only.
+
+    With ``use_sysprompt`` the leading system messages become the ``system`` blocks (an empty rest
+    gets the placeholder user message); every other system message is sent as user, example
+    messages with their speaker's name; names become content prefixes; the prefill (trailing
+    whitespace removed) is a final assistant message; runs of one role are merged into one
+    message of several text blocks.
+    """
+    work = [dict(m) for m in messages]
+    system: list[dict[str, Any]] = []
+    if use_sysprompt:
+        i = 0
+        while i < len(work) and work[i].get("role") == "system":
+            system.append({"type": "text", "text": _example_prefix(work[i], _flatten(work[i].get("content")), names)})
+            i += 1
+        work = work[i:]
+        if not work:
+            work.append({"role": "user", "content": PLACEHOLDER})
+    out: list[dict[str, Any]] = []
+    for m in work:
+        role = m.get("role")
+        content = _flatten(m.get("content"))
+        name = m.get("name")
+        if role == "tool":
+            role = "user"
+        if role == "system":
+            content = _example_prefix(m, content, names)
+            role, name = "user", None
+        if name:
+            content = f"{name}: {content}"
+        out.append({"role": role, "content": [{"type": "text", "text": content}]})
+    if prefill:
+        out.append({"role": "assistant", "content": [{"type": "text", "text": prefill.rstrip()}]})
+    merged: list[dict[str, Any]] = []
+    for m in out:
+        if merged and merged[-1]["role"] == m["role"]:
+            merged[-1]["content"].extend(m["content"])
+        else:
+            merged.append(m)
+    return {"system": system, "messages": merged}
+
+
+def to_google(messages: Sequence[Mapping[str, Any]], names: PromptNames, *, use_sysprompt: bool) -> dict[str, Any]:
+    """The Gemini body SillyTavern's server builds (``convertGooglePrompt``), text only.
+
+    With ``use_sysprompt`` the leading system messages (all but a last one) become
+    ``system_instruction`` parts; later system messages are sent as user, assistant as ``model``;
+    names become content prefixes (example messages take the user's or character's name); runs of
+    one role are merged with a blank line.
+    """
+    work = [dict(m) for m in messages]
+    system: list[str] = []
+    if use_sysprompt:
+        while len(work) > 1 and work[0].get("role") == "system":
+            system.append(_example_prefix(work[0], _flatten(work[0].get("content")), names))
+            work.pop(0)
+    contents: list[dict[str, Any]] = []
+    for m in work:
+        role = {"system": "user", "tool": "user", "assistant": "model"}.get(str(m.get("role")), str(m.get("role")))
+        text = _flatten(m.get("content"))
+        name = m.get("name")
+        if name:
+            if name in ("example_user", "example_assistant"):
+                text = _example_prefix(m, text, names)
+            elif not text.startswith(f"{name}: "):
+                text = f"{name}: {text}"
+        if contents and contents[-1]["role"] == role:
+            if text:
+                contents[-1]["parts"][0]["text"] += "\n\n" + text
+        else:
+            contents.append({"role": role, "parts": [{"text": text}]})
+    return {"contents": contents, "system_instruction": {"parts": [{"text": t} for t in system]}}

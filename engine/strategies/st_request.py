@@ -121,6 +121,13 @@ class Options(_Strict):
     seed: int = 0
     #: a preview (SillyTavern's dry run: no squashing, as its token counter shows it)
     dry_run: bool = False
+    #: the API shape of ``body``: an OpenAI-compatible chat completion (the Custom source), or the
+    #: Claude or Google conversion SillyTavern's server applies for those sources
+    target: Literal["openai", "claude", "google"] = "openai"
+    #: Claude/Google: send the leading system messages as the system prompt (the preset's ``use_sysprompt``)
+    use_sysprompt: bool | None = None
+    #: the clock the time macros read (ISO 8601); default: now
+    now: str | None = None
 
 
 class GroupChat(_Strict):
