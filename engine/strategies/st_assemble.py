@@ -200,6 +200,29 @@ def world_info_books(inputs: LoadedInputs, request: StRequest) -> tuple[list[dic
     return out, diags
 
 
+#: card fields SillyTavern reads through ``baseChatReplace(field.trim())`` (``getCharacterCardFields``)
+_TRIMMED_FIELDS = ("description", "personality", "scenario", "mes_example", "system_prompt",
+                   "post_history_instructions", "creator_notes")
+
+
+def _card_as_sillytavern_reads_it(card: Mapping[str, Any]) -> dict[str, Any]:
+    """The card fields as SillyTavern's prompt builder sees them: trimmed, carriage returns removed.
+
+    SillyTavern has no nickname: ``{{char}}`` is the card's ``name``, so ``nickname`` is dropped.
+    """
+    out = {k: v for k, v in card.items() if k != "nickname"}
+    for key in _TRIMMED_FIELDS:
+        if isinstance(out.get(key), str):
+            out[key] = out[key].strip().replace("\r", "")
+    ext = out.get("extensions")
+    if isinstance(ext, Mapping) and isinstance(ext.get("depth_prompt"), Mapping) \
+            and isinstance(ext["depth_prompt"].get("prompt"), str):
+        dp = dict(ext["depth_prompt"])
+        dp["prompt"] = dp["prompt"].strip().replace("\r", "")
+        out["extensions"] = {**ext, "depth_prompt": dp}
+    return out
+
+
 def _author_note_active(interval: int, chat: Sequence[Mapping[str, Any]]) -> bool:
     """SillyTavern's interval rule (``setFloatingPrompt``): counted in user messages of the chat."""
     if interval == 1:
@@ -237,14 +260,14 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
         "st_preset": preset,
         "st_preset_name": inputs.preset_name,
         "user": user,
-        "persona": {"name": user, "description": persona.description,
+        "persona": {"name": user, "description": persona.description.strip().replace("\r", ""),
                     "position": _PERSONA_POSITIONS[persona.position], "depth": persona.depth, "role": persona.role},
         "prefer_character_prompt": req.options.prefer_character_prompt,
         "prefer_character_jailbreak": req.options.prefer_character_jailbreak,
         "generation_type": "normal",
     }
     if inputs.card is not None:
-        assets["character"] = card
+        assets["character"] = _card_as_sillytavern_reads_it(card)
     note = req.author_note
     note_active = _author_note_active(note.interval, chat)
     assets["author_note"] = {"content": note.content if note_active else "", "depth": note.depth,
