@@ -1,0 +1,449 @@
+"""The prompt-cache stability report: how much of a request stays byte-identical from one turn to the next.
+
+Prompt caching (Anthropic cache breakpoints, OpenAI's automatic prefix caching) pays only for the
+longest prefix two requests share byte for byte. The report assembles the request of the current
+turn and of the next one (the same request with one more exchange in the chat, the same seed, the
+clock moved on) with :func:`tavernbox.assemble_request`, and compares the two ``messages`` arrays
+as they are serialised (compact JSON, UTF-8).
+
+* **prefix** -- the longest common prefix in bytes (and an estimated token count), capped at the
+  **ideal prefix**: everything before the first message the next turn adds.
+* **breakers** -- the spans of the current request that keep the prefix short, found through the
+  assembler's provenance (every span knows its rule, block, field and the macro or variable that made
+  it): spans whose text changes, appears or disappears between the turns (a ``{{time}}``, world info
+  activated by the new message, an Author's Note at an interval), in-chat insertions above the new
+  messages (world info or prompts at a depth: they move down the chat every turn), and
+  ``{{random}}``/``{{roll}}`` (SillyTavern draws them again every generation; here the pinned seed
+  hides that). Each one costs the bytes from its position to the ideal prefix; they are ordered by
+  that cost, with a suggestion. A difference no span explains is reported as ``unattributed``.
+
+Tokens are estimated with SillyTavern's tokenizer-less rule (``ceil(characters / 3.35)``): no model
+tokenizer is shipped, and the figure is for comparing prefixes, not for billing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from ..errors import TemplateError
+
+__all__ = ["Breaker", "CacheReport", "TurnReport", "cache_report"]
+
+#: the default time between two turns: a day, an hour and a minute, so every clock macro
+#: ({{time}}, {{date}}, {{weekday}}, {{isotime}}...) shows a different value on the next turn
+DEFAULT_GAP = timedelta(days=1, hours=1, minutes=1)
+NEXT_REPLY = "(the model's reply to this turn)"
+NEXT_USER = "(the user's next message)"
+#: recorded-chat reports look at this many turns at most
+MAX_TURNS = 100
+
+_CLOCK = {"time", "date", "weekday", "isotime", "isodate", "datetimeformat", "timediff", "idle_duration",
+          "idleduration"}
+_RANDOM = {"random", "roll"}
+_SUGGEST = {
+    "clock": "move it below the cache breakpoint (an in-chat prompt at depth 0, after the chat), or drop it",
+    "random": "pin the seed (options.seed), use {{pick}} (stable per chat), or move it below the breakpoint",
+    "variable": "show the variable below the breakpoint (an in-chat prompt at depth 0) instead of above the chat",
+    "world_info_depth": "use a sticky (or constant) entry placed before the chat (before/after the character) "
+                        "instead of at a depth, or accept the miss",
+    "world_info": "make the entry sticky (it stays in place between turns) or constant",
+    "author_note": "use interval 1 (present every turn) and position before/after the main prompt (at a depth it "
+                   "moves down the chat every turn)",
+    "in_chat": "inject it at depth 0 (after the chat), or place it above the chat history",
+    "other": "keep content above the breakpoint identical between turns",
+}
+
+
+@dataclass(frozen=True)
+class Breaker:
+    """One span that breaks the prefix, where it is and what it costs."""
+
+    kind: str
+    label: str
+    change: str  # changed | appears | disappears | moves | redrawn | unattributed
+    message_index: int
+    byte_offset: int
+    cost_bytes: int
+    text: str
+    suggestion: str
+    source: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "label": self.label, "change": self.change, "message_index": self.message_index,
+                "byte_offset": self.byte_offset, "cost_bytes": self.cost_bytes, "text": self.text,
+                "suggestion": self.suggestion, "source": self.source}
+
+
+@dataclass
+class TurnReport:
+    """One pair of consecutive requests."""
+
+    turn: int
+    prefix_bytes: int
+    prefix_tokens: int
+    total_bytes: int
+    total_tokens: int
+    ideal_prefix_bytes: int
+    seeded_prefix_bytes: int
+    breakers: list[Breaker]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"turn": self.turn, "prefix_bytes": self.prefix_bytes, "prefix_tokens": self.prefix_tokens,
+                "total_bytes": self.total_bytes, "total_tokens": self.total_tokens,
+                "ideal_prefix_bytes": self.ideal_prefix_bytes, "seeded_prefix_bytes": self.seeded_prefix_bytes,
+                "breakers": [b.to_dict() for b in self.breakers]}
+
+
+@dataclass
+class CacheReport:
+    """The turns compared, and the breakers over all of them (cost summed by span identity)."""
+
+    turns: list[TurnReport]
+
+    def summary(self) -> dict[str, Any]:
+        total = sum(t.total_bytes for t in self.turns)
+        cached = sum(t.prefix_bytes for t in self.turns)
+        ideal = sum(t.ideal_prefix_bytes for t in self.turns)
+        merged: dict[tuple[str, str], dict[str, Any]] = {}
+        for t in self.turns:
+            for b in t.breakers:
+                row = merged.setdefault((b.kind, b.label), {"kind": b.kind, "label": b.label, "turns": 0,
+                                                             "cost_bytes": 0, "suggestion": b.suggestion})
+                row["turns"] += 1
+                row["cost_bytes"] += b.cost_bytes
+        return {"turns": len(self.turns), "total_bytes": total, "prefix_bytes": cached, "ideal_prefix_bytes": ideal,
+                "cached_share": round(cached / total, 4) if total else 0.0,
+                "breakers": sorted(merged.values(), key=lambda r: (-r["cost_bytes"], r["label"]))}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"summary": self.summary(), "turns": [t.to_dict() for t in self.turns],
+                "tokens": "estimated: ceil(characters / 3.35), SillyTavern's rule without a tokenizer"}
+
+
+# ---- serialisation ------------------------------------------------------------------------------
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+@dataclass
+class _Serialised:
+    """``messages`` as compact JSON, with the byte offset of each message and of its content."""
+
+    data: bytes
+    starts: list[int]
+    content_starts: list[int | None]
+    messages: list[dict[str, Any]]
+
+    @classmethod
+    def of(cls, messages: Sequence[Mapping[str, Any]]) -> _Serialised:
+        parts = [b"["]
+        size = 1
+        starts: list[int] = []
+        contents: list[int | None] = []
+        for i, m in enumerate(messages):
+            if i:
+                parts.append(b",")
+                size += 1
+            text = _dumps(dict(m))
+            starts.append(size)
+            if isinstance(m.get("content"), str):
+                head = text[: text.index('"content":') + len('"content":"')]
+                contents.append(size + len(head.encode("utf-8")))
+            else:
+                contents.append(None)
+            encoded = text.encode("utf-8")
+            parts.append(encoded)
+            size += len(encoded)
+        parts.append(b"]")
+        return cls(b"".join(parts), starts, contents, [dict(m) for m in messages])
+
+    def offset(self, index: int, char: int) -> int:
+        """The byte offset of character ``char`` of message ``index``'s content."""
+        base = self.content_starts[index]
+        if base is None:
+            return self.starts[index]
+        content = self.messages[index]["content"]
+        return base + len(_dumps(content[:char])[1:-1].encode("utf-8"))
+
+
+def _common_prefix(a: bytes, b: bytes) -> int:
+    n = min(len(a), len(b))
+    lo, hi = 0, n
+    while lo < hi:  # binary search on equal prefixes: C-speed slice compares
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _tokens(data: bytes) -> int:
+    return math.ceil(len(data.decode("utf-8", errors="ignore")) / 3.35)
+
+
+# ---- spans --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Span:
+    key: tuple[Any, ...]
+    message: int  # index in the final messages
+    start: int  # character offsets in that message's content
+    end: int
+    text: str
+    meta: Mapping[str, Any]
+    depth: int | None
+
+
+def _spans(assembly: Any) -> list[_Span]:
+    """Every provenance span of an assembly, placed in its final (sent) messages."""
+    result = assembly.result
+    logical = list(result.logical_messages)
+    by_id = {str(m.get("id")): i for i, m in enumerate(logical)}
+    nodes: dict[str, Mapping[str, Any]] = {}
+    for n in result.to_dict().get("nodes") or []:
+        nodes.setdefault(str(n.get("block_id")), n)
+    # logical message -> (final index, character offset) by an in-order search of the contents
+    final = assembly.messages
+    placed: dict[int, tuple[int, int]] = {}
+    fi, off = 0, 0
+    for li, m in enumerate(logical):
+        content = m.get("content")
+        if not isinstance(content, str) or not content:
+            continue
+        j, o = fi, off
+        while j < len(final):
+            target = final[j].get("content")
+            at = target.find(content, o) if isinstance(target, str) else -1
+            if at >= 0:
+                placed[li] = (j, at)
+                fi, off = j, at + len(content)
+                break
+            j, o = j + 1, 0
+    out: list[_Span] = []
+    seen: set[tuple[Any, ...]] = set()
+    counts: dict[tuple[Any, ...], int] = {}
+    for pid, text, spans in result.span_source:
+        members: list[int] = []
+        if pid in by_id:
+            members = [by_id[pid]]
+        else:
+            for meta in (s[2] for s in spans):
+                node = nodes.get(str(meta.get("block_id")))
+                for lid in (node or {}).get("input_message_ids") or ():
+                    if str(lid) in by_id and by_id[str(lid)] not in members:
+                        members.append(by_id[str(lid)])
+            members.sort()
+        bases: list[tuple[int, int]] = []
+        cursor = 0
+        for li in members:
+            content = logical[li].get("content")
+            if not isinstance(content, str) or not content:
+                continue
+            at = text.find(content, cursor)
+            if at >= 0:
+                bases.append((at, li))
+                cursor = at + len(content)
+        for start, end, meta in spans:
+            owner = None
+            for base, li in bases:
+                if base <= start and end <= base + len(logical[li]["content"]):
+                    owner = (base, li)
+            if owner is None or owner[1] not in placed:
+                continue
+            base, li = owner
+            fj, foff = placed[li]
+            local = (li, start - base, end - base, str(meta.get("block_id")))
+            if local in seen:
+                continue  # the same logical text repeated in a projection
+            seen.add(local)
+            ident = tuple(meta.get(k) for k in ("rule_id", "source_id", "block_id", "resource_id", "field", "kind",
+                                                 "macro", "name", "native_message_id"))
+            counts[ident] = counts.get(ident, 0) + 1
+            node = nodes.get(str(meta.get("block_id"))) or {}
+            depth = node.get("depth") if isinstance(node.get("depth"), int) else None
+            out.append(_Span((*ident, counts[ident]), fj, foff + start - base, foff + end - base,
+                             text[start:end], dict(meta), depth))
+    return out
+
+
+def _classify(span: _Span, change: str) -> tuple[str, str]:
+    meta = span.meta
+    macro = str(meta.get("macro") or "")
+    fld = str(meta.get("field") or "")
+    source = str(meta.get("source_id") or "")
+    where = fld or str(meta.get("block_id") or source)
+    if meta.get("kind") == "macro_output" and macro.lower() in _CLOCK:
+        return "clock", f"{{{{{macro}}}}} in {where}"
+    if meta.get("kind") == "macro_output" and macro.lower() in _RANDOM:
+        return "random", f"{{{{{macro}}}}} in {where}"
+    if meta.get("kind") == "variable_read" or meta.get("reads"):
+        name = meta.get("name") or ",".join(str(r) for r in meta.get("reads") or ())
+        return "variable", f"variable {name} shown in {where}"
+    lowered = f"{source} {fld} {meta.get('block_id')}".lower()
+    if "author" in lowered:
+        return "author_note", f"Author's Note ({where})"
+    if "worldinfo" in lowered.replace("_", "") or "world_info" in lowered or "world-info" in lowered:
+        if span.depth is not None or "depth" in lowered:
+            return "world_info_depth", f"world info at depth {span.depth if span.depth is not None else ''} ({where})".replace(" ()", "")
+        return "world_info", f"world info ({where})"
+    if span.depth is not None:
+        return "in_chat", f"in-chat insertion at depth {span.depth} ({where})"
+    return "other", f"{where}"
+
+
+def _breakers(cur: _Serialised, nxt: _Serialised, cur_spans: list[_Span], nxt_spans: list[_Span],
+              boundary_cur: int, ideal: int, lcp: int) -> list[Breaker]:
+    found: dict[tuple[Any, ...], Breaker] = {}
+    nxt_by_key = {s.key: s for s in nxt_spans}
+    cur_keys = {s.key for s in cur_spans}
+
+    def add(span: _Span, ser: _Serialised, change: str) -> None:
+        offset = ser.offset(span.message, span.start)
+        if offset >= min(boundary_cur, ideal) and change != "appears":
+            return
+        if change == "appears" and offset >= ideal:
+            return
+        kind, label = _classify(span, change)
+        if change == "moves" and kind == "other":
+            return
+        cost = max(0, ideal - offset)
+        # a macro or variable is its own breaker; any other text counts once per block and change
+        # (a block split by the macros inside it is one insertion that moved, appeared or went)
+        group = span.key if kind in ("clock", "random", "variable") else (span.meta.get("block_id"), change, kind)
+        previous = found.get(group)
+        if previous is None or previous.cost_bytes < cost:
+            source = {k: v for k, v in span.meta.items() if v is not None}
+            found[group] = Breaker(kind, label, change, span.message, offset, cost, span.text[:200],
+                                   _SUGGEST[kind], source)
+
+    for s in cur_spans:
+        other = nxt_by_key.get(s.key)
+        if s.meta.get("native_message_id") is not None:
+            continue  # chat messages: they only ever move because something above them did
+        if other is None:
+            add(s, cur, "disappears")
+        elif other.text != s.text:
+            add(s, cur, "changed")
+        elif str(s.meta.get("macro") or "").lower() in _RANDOM and s.meta.get("kind") == "macro_output":
+            add(s, cur, "redrawn")
+        elif s.depth is not None and s.depth > 0:
+            add(s, cur, "moves")
+    for s in nxt_spans:
+        if s.key not in cur_keys and s.meta.get("native_message_id") is None:
+            add(s, nxt, "appears")
+    out = sorted(found.values(), key=lambda b: (-b.cost_bytes, b.byte_offset, b.label))
+    if lcp < ideal and not any(b.byte_offset <= lcp for b in out):
+        # a difference no provenance span explains: show the bytes where the prefix ends
+        excerpt = cur.data[lcp : lcp + 80].decode("utf-8", errors="replace")
+        index = max((i for i, s in enumerate(cur.starts) if s <= lcp), default=0)
+        out.insert(0, Breaker("other", "unattributed difference", "unattributed", index, lcp, ideal - lcp, excerpt,
+                              _SUGGEST["other"]))
+    return out
+
+
+# ---- turns --------------------------------------------------------------------------------------
+
+def _clock(request: Mapping[str, Any]) -> datetime:
+    options = request.get("options") if isinstance(request.get("options"), Mapping) else {}
+    now = options.get("now") if isinstance(options, Mapping) else None
+    if isinstance(now, str):
+        try:
+            parsed = datetime.fromisoformat(now.replace("Z", "+00:00"))
+        except ValueError:
+            raise TemplateError(f"options.now is not an ISO 8601 time: {now!r}", code="REQUEST_INVALID",
+                                path="$.options.now") from None
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    return datetime.now(timezone.utc).replace(microsecond=0)
+
+
+def _with(request: Mapping[str, Any], chat: dict[str, Any], now: datetime) -> dict[str, Any]:
+    out = dict(request)
+    out["chat"] = chat
+    options = dict(request.get("options") or {})
+    options["now"] = now.isoformat().replace("+00:00", "Z")
+    out["options"] = options
+    return out
+
+
+def _pair(request: Mapping[str, Any], base: Path | None, before: list[dict[str, Any]], added: list[dict[str, Any]],
+          lorebook: str | None, now: datetime, gap: timedelta, turn: int) -> TurnReport:
+    from ..strategies.st_assemble import assemble_request
+
+    def chat(messages: list[dict[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {"messages": messages}
+        if lorebook is not None:
+            out["lorebook"] = lorebook
+        return out
+
+    current = assemble_request(_with(request, chat(before), now), base_dir=base)
+    following = assemble_request(_with(request, chat([*before, *added]), now + gap), base_dir=base)
+    cur = _Serialised.of(current.messages)
+    nxt = _Serialised.of(following.messages)
+    # the ideal prefix: everything before the first added message (found from the end: the added
+    # messages are the chat's last ones, and a depth-0 insertion may follow them)
+    first_added = added[0]["content"]
+    index = None
+    for i in range(len(nxt.messages) - 1, -1, -1):
+        content = nxt.messages[i].get("content")
+        if isinstance(content, str) and first_added and first_added in content:
+            index = i
+            break
+    ideal = nxt.starts[index] if index is not None else len(nxt.data) - 1
+    boundary_cur = len(cur.data)
+    lcp = min(_common_prefix(cur.data, nxt.data), ideal)
+    breakers = _breakers(cur, nxt, _spans(current), _spans(following), boundary_cur, ideal, lcp)
+    redrawn = [b.byte_offset for b in breakers if b.change == "redrawn"]
+    prefix = min([lcp, *redrawn])
+    return TurnReport(turn, prefix, _tokens(nxt.data[:prefix]), len(nxt.data), _tokens(nxt.data), ideal, lcp,
+                      breakers)
+
+
+def cache_report(request: Mapping[str, Any], *, base_dir: str | Path | None = None, turns: int | None = None,
+                 gap: timedelta = DEFAULT_GAP, next_user: str = NEXT_USER, reply: str = NEXT_REPLY) -> CacheReport:
+    """The cache-stability report of a request-file object (see :mod:`tavernbox.strategies.st_request`).
+
+    Without ``turns``: the current turn against the next one, where the chat gains the model's reply
+    and the user's next message (``reply``/``next_user``; a chat that ends with the assistant gains
+    a user message and a reply instead). With ``turns=N``: the chat is a recorded one and its last
+    ``N`` turns are replayed from its own messages, each turn compared with the one after it.
+    The clock moves on by ``gap`` per turn; the seed stays the same. Raises ``TemplateError``
+    (``REQUEST_INVALID``) for a bad request, or a chat too short for ``turns``.
+    """
+    from ..strategies.st_assemble import load_inputs
+    from ..strategies.st_request import parse_request
+
+    if not isinstance(request, Mapping):
+        raise TemplateError("the request must be a JSON object", code="REQUEST_INVALID", path="$")
+    base = Path(base_dir) if base_dir is not None else None
+    parsed = parse_request(request)
+    inputs = load_inputs(parsed, base)
+    messages = [m.to_dict() for m in inputs.chat.messages]
+    for m in messages:
+        m.pop("id", None)
+    lorebook = inputs.chat.lorebook
+    now = _clock(request)
+    if turns is None:
+        if messages and messages[-1]["role"] == "user":
+            added = [{"role": "assistant", "content": reply}, {"role": "user", "content": next_user}]
+        else:
+            added = [{"role": "user", "content": next_user}, {"role": "assistant", "content": reply}]
+        return CacheReport([_pair(request, base, messages, added, lorebook, now, gap, 1)])
+    if not 1 <= turns <= MAX_TURNS:
+        raise TemplateError(f"--turns must be 1..{MAX_TURNS}", code="INPUT_INVALID")
+    ends = [i + 1 for i, m in enumerate(messages) if m["role"] == "user"]
+    if len(ends) < turns + 1:
+        raise TemplateError(f"the chat has {len(ends)} user message(s); {turns} turn(s) need {turns + 1}",
+                            code="REQUEST_INVALID", path="$.chat")
+    reports = []
+    pairs = list(zip(ends[-turns - 1 : -1], ends[-turns:]))
+    for t, (a, b) in enumerate(pairs, 1):
+        reports.append(_pair(request, base, messages[:a], messages[a:b], lorebook, now + gap * (t - 1), gap, t))
+    return CacheReport(reports)
