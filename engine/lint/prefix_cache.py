@@ -306,7 +306,8 @@ def _breakers(cur: _Serialised, nxt: _Serialised, cur_spans: list[_Span], nxt_sp
     cur_keys = {s.key for s in cur_spans}
 
     def add(span: _Span, ser: _Serialised, change: str) -> None:
-        offset = ser.offset(span.message, span.start)
+        # a span that opens its message owns the message's JSON head ({"role":...) as well
+        offset = ser.starts[span.message] if span.start == 0 else ser.offset(span.message, span.start)
         if offset >= min(boundary_cur, ideal) and change != "appears":
             return
         if change == "appears" and offset >= ideal:
