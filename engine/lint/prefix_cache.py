@@ -200,6 +200,7 @@ class _Span:
     text: str
     meta: Mapping[str, Any]
     depth: int | None
+    block_name: str = ""
 
 
 def _spans(assembly: Any) -> list[_Span]:
@@ -270,7 +271,7 @@ def _spans(assembly: Any) -> list[_Span]:
             node = nodes.get(str(meta.get("block_id"))) or {}
             depth = node.get("depth") if isinstance(node.get("depth"), int) else None
             out.append(_Span((*ident, counts[ident]), fj, foff + start - base, foff + end - base,
-                             text[start:end], dict(meta), depth))
+                             text[start:end], dict(meta), depth, str(node.get("name") or "")))
     return out
 
 
@@ -280,11 +281,13 @@ def _classify(span: _Span, change: str) -> tuple[str, str]:
     fld = str(meta.get("field") or "")
     source = str(meta.get("source_id") or "")
     where = fld or str(meta.get("block_id") or source)
-    if meta.get("kind") == "macro_output" and macro.lower() in _CLOCK:
+    if change == "moves":
+        macro = ""  # the whole block moves: what a macro inside it printed does not matter
+    elif meta.get("kind") == "macro_output" and macro.lower() in _CLOCK:
         return "clock", f"{{{{{macro}}}}} in {where}"
-    if meta.get("kind") == "macro_output" and macro.lower() in _RANDOM:
+    if macro and meta.get("kind") == "macro_output" and macro.lower() in _RANDOM:
         return "random", f"{{{{{macro}}}}} in {where}"
-    if meta.get("kind") == "variable_read" or meta.get("reads"):
+    if macro and (meta.get("kind") == "variable_read" or meta.get("reads")):
         name = meta.get("name") or ",".join(str(r) for r in meta.get("reads") or ())
         return "variable", f"variable {name} shown in {where}"
     lowered = f"{source} {fld} {meta.get('block_id')}".lower()
@@ -295,7 +298,8 @@ def _classify(span: _Span, change: str) -> tuple[str, str]:
             return "world_info_depth", f"world info at depth {span.depth if span.depth is not None else ''} ({where})".replace(" ()", "")
         return "world_info", f"world info ({where})"
     if span.depth is not None:
-        return "in_chat", f"in-chat insertion at depth {span.depth} ({where})"
+        name = span.block_name.removeprefix("In-chat: ") or where
+        return "in_chat", f"in-chat prompt {name!r} at depth {span.depth}"
     return "other", f"{where}"
 
 
