@@ -218,3 +218,12 @@ def test_hostile_macro_nesting_is_reported_not_crashed(tmp_path: Path) -> None:
     text = "{{noop::" * 62 + "{{if a}}" * 95 + "x" + "{{/if}}" * 95 + "}}" * 62 + "{{if a}}" * 300
     findings = lint_files([write(tmp_path, "t.txt", text)]).findings
     assert {"MACRO_ARITY", "MACRO_UNCLOSED_SCOPE"} <= {f.code for f in findings}
+
+
+def test_macros_are_substituted_before_the_javascript_check(tmp_path: Path) -> None:
+    # SillyTavern expands macros before ST-Prompt-Template compiles the prompt's template
+    ok = "<% let hp = {{getvar::hp}} + 1;\nEvStat.<user>.mood = 'calm'; %>"
+    assert "TEMPLATE_SYNTAX" not in [f.code for f in lint_files([write(tmp_path, "ok.txt", ok)]).findings]
+    bad = "<% let hp = {{getvar::hp}} +;\n%>"
+    (finding,) = [f for f in lint_files([write(tmp_path, "bad.txt", bad)]).findings if f.code == "TEMPLATE_SYNTAX"]
+    assert (finding.line, finding.column) == (1, 29)

@@ -100,6 +100,33 @@ def _js_syntax(prompt: Prompt, source: str) -> Finding | None:
     return None
 
 
+def _macros_masked(text: str) -> str:
+    """``text`` with every top-level macro (and legacy ``<USER>`` marker) replaced by ``x`` characters.
+
+    SillyTavern substitutes macros before ST-Prompt-Template runs a prompt's template, so
+    ``EvStat.<user>.hp`` or ``let hp = {{getvar::hp}};`` is valid code by the time it is compiled.
+    Their values are unknown here; an identifier of the same length stands in (line breaks kept,
+    so every position still points into the prompt).
+    """
+    if "{{" not in text and "<" not in text:
+        return text
+    from ..macros.parser import MacroNode, document_items
+    from .macros import _LEGACY
+
+    spans = [(m.start(), m.end()) for m in _LEGACY.finditer(text)]
+    if "{{" in text:
+        items, _, _ = document_items(text)
+        spans.extend((i.start, i.end) for i in items if type(i) is MacroNode)
+    if not spans:
+        return text
+    chars = list(text)
+    for start, end in spans:
+        for k in range(start, end):
+            if chars[k] not in "\r\n":
+                chars[k] = "x"
+    return "".join(chars)
+
+
 def lint_ejs(prompt: Prompt, facts: Facts) -> list[Finding]:
     """The EJS findings of one prompt; ``setvar``-style writes with literal names go into ``facts``."""
     text = prompt.text
@@ -111,7 +138,7 @@ def lint_ejs(prompt: Prompt, facts: Facts) -> list[Finding]:
                                       suggestion="use [GENERATE:BEFORE] / [GENERATE:AFTER] or no tag"))
     if "<%" not in text:
         return out
-    syntax = _js_syntax(prompt, text)
+    syntax = _js_syntax(prompt, _macros_masked(text))
     if syntax is not None:
         out.append(syntax)
     try:
