@@ -227,3 +227,8 @@ def test_macros_are_substituted_before_the_javascript_check(tmp_path: Path) -> N
     bad = "<% let hp = {{getvar::hp}} +;\n%>"
     (finding,) = [f for f in lint_files([write(tmp_path, "bad.txt", bad)]).findings if f.code == "TEMPLATE_SYNTAX"]
     assert (finding.line, finding.column) == (1, 29)
+
+
+def test_too_many_tags_is_too_large_not_a_syntax_error(tmp_path: Path) -> None:
+    codes = [f.code for f in lint_files([write(tmp_path, "t.txt", "<%= 1 %>" * 4097)]).findings]
+    assert codes == ["TEMPLATE_TOO_LARGE"]

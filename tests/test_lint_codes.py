@@ -61,6 +61,7 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "MACRO_UNCLOSED_SCOPE": ({"t.txt": "{{if {{char}}}}shown"}, {"t.txt": "{{if {{char}}}}shown{{/if}}"}),
     "MACRO_ELSE_OUTSIDE_IF": ({"t.txt": "a {{else}} b"}, {"t.txt": "{{if {{char}}}}a{{else}}b{{/if}}"}),
     "MACRO_NESTING_LIMIT": ({"t.txt": "{{noop::" * 70 + "}}" * 70}, {"t.txt": "{{noop::" * 5 + "}}" * 5}),
+    "MACRO_INPUT_LIMIT": ({"t.txt": "{{user}} " + "a" * (2 * 1024 * 1024)}, {"t.txt": "{{user}} " + "a" * 1000}),
     "MACRO_LEGACY_SYNTAX": ({"t.txt": "Hello <USER>"}, {"t.txt": "Hello {{user}}"}),
     "VARIABLE_NEVER_SET": (
         {"t.txt": "hp: {{getvar::hp}}"},
@@ -71,6 +72,7 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         {"t.txt": "{{setvar::mood::calm}}", "use.txt": "{{getvar::mood}}"},
     ),
     "TEMPLATE_SYNTAX": ({"t.txt": "<% if (x { %>a<% } %>"}, {"t.txt": "<% if (x) { %>a<% } %>"}),
+    "TEMPLATE_TOO_LARGE": ({"t.txt": "<%= 1 %>" + "a" * 131072}, {"t.txt": "<%= 1 %>" + "a" * 1000}),
     "TEMPLATE_WRITE_REFUSED": ({"t.txt": "<% setvar('a', 1) %>"}, {"t.txt": "<%= getvar('a') %>"}),
     "TEMPLATE_READ_UNAVAILABLE": ({"t.txt": "<% getChatMessages(2) %>"}, {"t.txt": "<%= getvar('a') %>"}),
     "TEMPLATE_WORLD_INFO_UNKNOWN": (

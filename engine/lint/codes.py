@@ -36,11 +36,13 @@ LINT_CODES: dict[str, LintCode] = {
     "MACRO_UNCLOSED_SCOPE": LintCode("macros", "error", "a scoped macro without its closer ({{if x}} without {{/if}}), or a closer without an opener"),
     "MACRO_ELSE_OUTSIDE_IF": LintCode("macros", "warning", "{{else}} outside the body of an {{if}}; it is removed from the output"),
     "MACRO_NESTING_LIMIT": LintCode("macros", "error", "macros or scoped macros nested deeper than the engine's limit; left as written"),
+    "MACRO_INPUT_LIMIT": LintCode("macros", "error", "a prompt longer than the macro engine's input limit (2 MiB); the render refuses it, and lint checks no macro in it"),
     "MACRO_LEGACY_SYNTAX": LintCode("macros", "info", "legacy-only syntax (<USER>, <BOT>, {{time_UTC+2}}, single-colon arguments such as {{roll:1d6}})"),
     "VARIABLE_NEVER_SET": LintCode("macros", "warning", "a variable is read but no file of the linted set sets it (macros, templates, MVU files)"),
     "VARIABLE_NEVER_READ": LintCode("macros", "info", "a variable is set but no file of the linted set reads it"),
     # EJS (ST-Prompt-Template) templates
     "TEMPLATE_SYNTAX": LintCode("ejs", "error", "the template's tags or its JavaScript do not compile (the error render would hit)"),
+    "TEMPLATE_TOO_LARGE": LintCode("ejs", "error", "a template longer than the default template limit (128 KiB) or with more than 4,096 tags; the render refuses it"),
     "TEMPLATE_WRITE_REFUSED": LintCode("ejs", "error", "a write or command (setvar, execute, activewi...) that this engine refuses: templates are read-only"),
     "TEMPLATE_READ_UNAVAILABLE": LintCode("ejs", "warning", "a read this engine does not give templates (getChatMessages, getqr...); it fails when reached"),
     "TEMPLATE_WORLD_INFO_UNKNOWN": LintCode("ejs", "warning", "getwi() names an entry title (or book) that no linted world book has"),

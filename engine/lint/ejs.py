@@ -21,6 +21,7 @@ from ..bridge.metadata import inspect_template_metadata
 from ..ejs import compile_source, parse_template
 from ..ejs.nodes import Tag
 from ..errors import TemplateError
+from ..sandbox.limits import Limits
 from .model import Facts, Finding, Prompt
 
 __all__ = ["harness_call_lists", "lint_ejs"]
@@ -78,6 +79,8 @@ def _js_syntax(prompt: Prompt, source: str) -> Finding | None:
         compiled = compile_source(source)
     except TemplateError as exc:
         start = exc.span.start if exc.span is not None else 0
+        if exc.code == "TEMPLATE_TOO_LARGE":
+            return prompt.finding("TEMPLATE_TOO_LARGE", exc.message, start, suggestion="split the template")
         return prompt.finding("TEMPLATE_SYNTAX", exc.message, start, suggestion="check the tag's delimiters")
     import quickjs
 
@@ -137,6 +140,12 @@ def lint_ejs(prompt: Prompt, facts: Facts) -> list[Finding]:
             out.append(prompt.finding("TEMPLATE_LIFECYCLE_UNSUPPORTED", d.message, d.span.start if d.span else None,
                                       suggestion="use [GENERATE:BEFORE] / [GENERATE:AFTER] or no tag"))
     if "<%" not in text:
+        return out
+    limit = Limits().template_chars
+    if len(text) > limit:
+        out.append(prompt.finding("TEMPLATE_TOO_LARGE", f"the template has {len(text):,} characters, more than the "
+                                  f"default limit of {limit:,}; the render refuses it", 0,
+                                  suggestion="split it, or raise Limits.template_chars for it"))
         return out
     syntax = _js_syntax(prompt, _macros_masked(text))
     if syntax is not None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import Diagnostic
+from ..macros import MAX_INPUT_CHARS
 from ..macros.evaluator import RenderState
 from ..macros.parser import MacroNode, Plain, document_items
 from ..macros.registry import MacroDef, MacroRegistry, check_type
@@ -206,6 +207,10 @@ def lint_macros(prompt: Prompt, facts: Facts, registry: MacroRegistry | None = N
     """The macro findings of one prompt; variable reads and writes go into ``facts``."""
     text = prompt.text
     out: list[Finding] = []
+    if len(text) > MAX_INPUT_CHARS:
+        return [prompt.finding("MACRO_INPUT_LIMIT", f"the text has {len(text):,} characters, more than the macro "
+                               f"engine's limit of {MAX_INPUT_CHARS:,}; the render refuses it", 0,
+                               suggestion="split the text")]
     for m in _LEGACY.finditer(text):
         modern = "{{" + m.group(0)[1:-1].lower() + "}}" if m.group(0).startswith("<") else "{{time::UTC+N}}"
         modern = modern.replace("{{bot}}", "{{char}}")

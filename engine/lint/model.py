@@ -8,12 +8,13 @@ what file format held it.
 
 from __future__ import annotations
 
+import bisect
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import Severity
-from ..spans import line_col
 from .codes import LINT_CODES
 
 __all__ = ["Facts", "Finding", "LintReport", "Prompt", "SEVERITY_RANK", "VariableUse"]
@@ -104,13 +105,23 @@ class Prompt:
     ejs: bool = True
     #: whether leading ``@@`` lines are template decorators (world-info entries own theirs)
     decorators: bool = True
+    _lines: list[int] | None = field(default=None, repr=False, compare=False)
+
+    def line_col(self, offset: int) -> tuple[int, int]:
+        """1-based (line, column) of ``offset`` in :attr:`text`, through a line index built once
+        (a prompt with thousands of findings must not rescan its text for each one)."""
+        if self._lines is None:
+            self._lines = [0] + [m.end() for m in re.finditer("\n", self.text)]
+        offset = max(0, min(offset, len(self.text)))
+        line = bisect.bisect_right(self._lines, offset)
+        return line, offset - self._lines[line - 1] + 1
 
     def finding(self, code: str, message: str, start: int | None = None, *, suggestion: str | None = None,
                 severity: Severity | None = None) -> Finding:
         """A finding at ``start`` (an offset in :attr:`text`), positioned in the prompt and the file."""
         line = column = file_line = file_column = None
         if start is not None:
-            line, column = line_col(self.text, start)
+            line, column = self.line_col(start)
             if self.locate is not None:
                 where = self.locate(start)
                 if where is not None:

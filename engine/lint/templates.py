@@ -13,7 +13,6 @@ from typing import Any
 
 from ..bridge.resources import PromptTemplateResource
 from ..errors import TemplateError
-from ..spans import line_col
 from .codes import LINT_CODES
 from .model import Finding, Prompt
 
@@ -22,7 +21,9 @@ __all__ = ["is_resource", "resource_prompt", "template_prompt"]
 
 def template_prompt(file: str, text: str, title: str) -> Prompt:
     """The whole file as one prompt (its positions are the file's own)."""
-    return Prompt(file, None, text, title=title, locate=lambda k: line_col(text, k))
+    prompt = Prompt(file, None, text, title=title)
+    prompt.locate = prompt.line_col
+    return prompt
 
 
 def is_resource(value: Any) -> bool:
