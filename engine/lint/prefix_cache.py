@@ -312,14 +312,15 @@ def _breakers(cur: _Serialised, nxt: _Serialised, cur_spans: list[_Span], nxt_sp
     def add(span: _Span, ser: _Serialised, change: str) -> None:
         # a span that opens its message owns the message's JSON head ({"role":...) as well
         offset = ser.starts[span.message] if span.start == 0 else ser.offset(span.message, span.start)
-        if offset >= min(boundary_cur, ideal) and change != "appears":
-            return
-        if change == "appears" and offset >= ideal:
+        # the cacheable region ends where the new messages start: in the next request's bytes for a
+        # span that appears there, in the current request's (its old chat's end) for the others
+        limit = ideal if change == "appears" else boundary_cur
+        if offset >= limit:
             return
         kind, label = _classify(span, change)
         if change == "moves" and kind == "other":
             return
-        cost = max(0, ideal - offset)
+        cost = max(0, limit - offset)
         # a macro or variable is its own breaker; any other text counts once per block and change
         # (a block split by the macros inside it is one insertion that moved, appeared or went)
         group = span.key if kind in ("clock", "random", "variable") else (span.meta.get("block_id"), change, kind)
@@ -402,7 +403,14 @@ def _pair(request: Mapping[str, Any], base: Path | None, before: list[dict[str, 
             index = i
             break
     ideal = nxt.starts[index] if index is not None else len(nxt.data) - 1
-    boundary_cur = len(cur.data)
+    # the same place in the current request: just after its last chat message
+    boundary_cur = min(ideal, len(cur.data) - 1)
+    last = before[-1]["content"] if before else ""
+    for i in range(len(cur.messages) - 1, -1, -1):
+        content = cur.messages[i].get("content")
+        if last and isinstance(content, str) and last in content:
+            boundary_cur = cur.starts[i + 1] if i + 1 < len(cur.messages) else len(cur.data) - 1
+            break
     lcp = min(_common_prefix(cur.data, nxt.data), ideal)
     breakers = _breakers(cur, nxt, _spans(current), _spans(following), boundary_cur, ideal, lcp)
     redrawn = [b.byte_offset for b in breakers if b.change == "redrawn"]

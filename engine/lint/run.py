@@ -227,6 +227,11 @@ def _at(value: Any, path: str) -> Any:
     return value
 
 
+def _natural(path: str) -> tuple[Any, ...]:
+    """A JSON path's sort key with its numbers compared as numbers (``[2]`` before ``[10]``)."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path))
+
+
 def lint_files(files: Iterable[str | Path], *, settings: WorldInfoSettings | None = None,
                registry: MacroRegistry | None = None) -> LintReport:
     """Lint ``files`` as one asset set and return the report (findings sorted by file and position).
@@ -241,6 +246,6 @@ def lint_files(files: Iterable[str | Path], *, settings: WorldInfoSettings | Non
         run.load(name)
     run.check()
     order = {name: i for i, name in enumerate(names)}
-    run.findings.sort(key=lambda f: (order.get(f.file, len(order)), f.path or "", f.line or 0, f.column or 0,
-                                     -SEVERITY_RANK[f.severity], f.code))
+    run.findings.sort(key=lambda f: (order.get(f.file, len(order)), _natural(f.path or ""), f.line or 0,
+                                     f.column or 0, -SEVERITY_RANK[f.severity], f.code))
     return LintReport(run.findings, names)
