@@ -113,7 +113,11 @@ def lint_book(entries: list[BookEntry], *, file: str, book_path: str, book_name:
 
 
 def _label(e: Entry) -> str:
-    return f"{e.uid} ({e.comment[:40]!r})" if e.comment else str(e.uid)
+    """``uid ('comment')``, or ``uid (key 'first key')`` for an entry without a comment."""
+    if e.comment:
+        return f"{e.uid} ({e.comment[:40]!r})"
+    first = next((k for k in e.key if k.strip()), None)
+    return f"{e.uid} (key {first[:40]!r})" if first else str(e.uid)
 
 
 def _keys(entries: list[BookEntry], emit: Emit) -> None:
