@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from tavernbox.cli.cache_report import command
 from tavernbox.errors import TemplateError
-from tavernbox.lint.prefix_cache import NEXT_REPLY, NEXT_USER, cache_report
+from tavernbox.lint.prefix_cache import MAX_TURNS, NEXT_REPLY, NEXT_USER, _Serialised, cache_report
 from tavernbox.strategies.st_assemble import assemble_request
 
 NOW = "2026-12-01T10:00:00Z"
@@ -174,6 +174,18 @@ def test_recorded_chat_turns() -> None:
     with pytest.raises(TemplateError) as err:
         cache_report(req, turns=4)
     assert err.value.code == "REQUEST_INVALID" and err.value.path == "$.chat"
+    with pytest.raises(TemplateError) as err:
+        cache_report(req, turns=MAX_TURNS + 1)  # the turn limit, checked before any assembly
+    assert err.value.code == "INPUT_INVALID"
+
+
+def test_byte_offsets_follow_json_escapes() -> None:
+    content = 'a"b\\c\nd\u00e9\u4e2d\U0001F600x\x01y\ud800z'
+    ser = _Serialised.of([{"role": "system", "content": "head"}, {"role": "user", "content": content}])
+    for k in range(len(content) + 1):
+        expected = ser.content_starts[1] + len(json.dumps(content[:k], ensure_ascii=False)[1:-1].encode("utf-8", "surrogatepass"))
+        assert ser.offset(1, k) == expected
+    assert ser.data.decode("utf-8", "surrogatepass") == json.dumps(ser.messages, ensure_ascii=False, separators=(",", ":"))
 
 
 def test_cli_json_and_clean_errors(tmp_path: Path) -> None:

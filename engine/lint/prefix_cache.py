@@ -23,6 +23,7 @@ tokenizer is shipped, and the figure is for comparing prefixes, not for billing.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -140,6 +141,7 @@ class _Serialised:
     starts: list[int]
     content_starts: list[int | None]
     messages: list[dict[str, Any]]
+    _cumulative: dict[int, list[int]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, messages: Sequence[Mapping[str, Any]]) -> _Serialised:
@@ -155,10 +157,10 @@ class _Serialised:
             starts.append(size)
             if isinstance(m.get("content"), str):
                 head = text[: text.index('"content":') + len('"content":"')]
-                contents.append(size + len(head.encode("utf-8")))
+                contents.append(size + len(head.encode("utf-8", "surrogatepass")))
             else:
                 contents.append(None)
-            encoded = text.encode("utf-8")
+            encoded = text.encode("utf-8", "surrogatepass")  # a lone surrogate from a chat file stays countable
             parts.append(encoded)
             size += len(encoded)
         parts.append(b"]")
@@ -169,8 +171,26 @@ class _Serialised:
         base = self.content_starts[index]
         if base is None:
             return self.starts[index]
-        content = self.messages[index]["content"]
-        return base + len(_dumps(content[:char])[1:-1].encode("utf-8"))
+        cumulative = self._cumulative.get(index)
+        if cumulative is None:
+            # bytes each character takes once escaped, added up once per message (a preset can
+            # have thousands of spans in one message)
+            sizes = [_escaped_size(ch) for ch in self.messages[index]["content"]]
+            cumulative = self._cumulative[index] = [0, *itertools.accumulate(sizes)]
+        return base + cumulative[min(char, len(cumulative) - 1)]
+
+
+_ASCII_SIZES = [len(json.dumps(chr(i))) - 2 for i in range(128)]
+
+
+def _escaped_size(ch: str) -> int:
+    """Bytes one character takes in compact, non-ASCII-preserving JSON (UTF-8)."""
+    code = ord(ch)
+    if code < 128:
+        return _ASCII_SIZES[code]
+    if code < 0x800:
+        return 2
+    return 3 if code < 0x10000 else 4
 
 
 def _common_prefix(a: bytes, b: bytes) -> int:
@@ -380,17 +400,24 @@ def _with(request: Mapping[str, Any], chat: dict[str, Any], now: datetime) -> di
 
 
 def _pair(request: Mapping[str, Any], base: Path | None, before: list[dict[str, Any]], added: list[dict[str, Any]],
-          lorebook: str | None, now: datetime, gap: timedelta, turn: int) -> TurnReport:
+          lorebook: str | None, now: datetime, gap: timedelta, turn: int,
+          memo: dict[tuple[int, datetime], Any] | None = None) -> TurnReport:
     from ..strategies.st_assemble import assemble_request
 
-    def chat(messages: list[dict[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {"messages": messages}
-        if lorebook is not None:
-            out["lorebook"] = lorebook
-        return out
+    memo = {} if memo is None else memo
 
-    current = assemble_request(_with(request, chat(before), now), base_dir=base)
-    following = assemble_request(_with(request, chat([*before, *added]), now + gap), base_dir=base)
+    def assemble(messages: list[dict[str, Any]], when: datetime) -> Any:
+        # consecutive turns share a request (this turn's next is the next turn's current)
+        key = (len(messages), when)
+        if key not in memo:
+            chat: dict[str, Any] = {"messages": messages}
+            if lorebook is not None:
+                chat["lorebook"] = lorebook
+            memo[key] = assemble_request(_with(request, chat, when), base_dir=base)
+        return memo[key]
+
+    current = assemble(before, now)
+    following = assemble([*before, *added], now + gap)
     cur = _Serialised.of(current.messages)
     nxt = _Serialised.of(following.messages)
     # the ideal prefix: everything before the first added message (found from the end: the added
@@ -456,7 +483,8 @@ def cache_report(request: Mapping[str, Any], *, base_dir: str | Path | None = No
         raise TemplateError(f"the chat has {len(ends)} user message(s); {turns} turn(s) need {turns + 1}",
                             code="REQUEST_INVALID", path="$.chat")
     reports = []
+    memo: dict[tuple[int, datetime], Any] = {}
     pairs = list(zip(ends[-turns - 1 : -1], ends[-turns:]))
     for t, (a, b) in enumerate(pairs, 1):
-        reports.append(_pair(request, base, messages[:a], messages[a:b], lorebook, now + gap * (t - 1), gap, t))
+        reports.append(_pair(request, base, messages[:a], messages[a:b], lorebook, now + gap * (t - 1), gap, t, memo))
     return CacheReport(reports)
