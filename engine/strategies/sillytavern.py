@@ -370,9 +370,17 @@ def _preset_source(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[
                 continue
             blocks.extend(_example_blocks(st, card, entries, user, char, resource))
         elif ident == "chatHistory":
-            if st.new_chat_prompt:
-                blocks.append(text_block("preset:chatHistory:newChat", st.new_chat_prompt, "system", "New chat", "new_chat_prompt"))
+            # in a group: the group's new-chat prompt, and the group nudge after the history
+            # (``populateChatHistory``; no nudge when impersonating)
+            group = bool(assets.get("group"))
+            new_chat = st.new_group_chat_prompt if group else st.new_chat_prompt
+            if new_chat:
+                blocks.append(text_block("preset:chatHistory:newChat", new_chat, "system", "New chat",
+                                         "new_group_chat_prompt" if group else "new_chat_prompt"))
             authored(p, "{{chatHistory}}")
+            if group and st.group_nudge_prompt and assets.get("generation_type", "normal") != "impersonate":
+                blocks.append(text_block("preset:chatHistory:groupNudge", st.group_nudge_prompt, "system", "Group nudge",
+                                         "group_nudge_prompt"))
         elif p.marker:
             diags.append(_diag("UNSUPPORTED_MARKER", f"marker {ident!r} has no SillyTavern content here; skipped",
                                "warning", identifier=ident))
@@ -581,7 +589,7 @@ def st_messages(result: Any, *, squash: bool = False) -> list[dict[str, Any]]:
     messages = list(result.logical_messages)
     if not squash:
         return [dict(m) for m in messages]
-    separators = {mid for n in result.nodes if str(n.get("block_id", "")).endswith(":newChat")
+    separators = {mid for n in result.nodes if str(n.get("block_id", "")).endswith((":newChat", ":groupNudge"))
                   for mid in n.get("input_message_ids", ())}
     return squash_system_messages(messages, separators)
 

@@ -184,7 +184,8 @@ def world_info_books(inputs: LoadedInputs, request: StRequest) -> tuple[list[dic
             else:
                 source = "global"
         out.append({**model.to_st_dict(), "name": name, "source": source})
-    embedded = inputs.card_model.character_book if inputs.card_model is not None else None
+    embedded = inputs.card_model.character_book if inputs.card_model is not None and \
+        request.options.scan_embedded_book else None
     if linked is not None and linked in names:
         pass
     elif embedded is not None:
@@ -198,6 +199,43 @@ def world_info_books(inputs: LoadedInputs, request: StRequest) -> tuple[list[dic
             diags.append(Diagnostic("ST_LOREBOOK_MISSING", f"the {what} {wanted!r} is not among the given books; "
                                     "its entries are not scanned"))
     return out, diags
+
+
+#: what SillyTavern uses for a setting a preset does not carry: importing a preset changes only
+#: the settings it has, so a missing one keeps the value of a fresh install (its shipped
+#: ``settings.json``, else the code default where that file has none)
+ST_PRESET_DEFAULTS: dict[str, Any] = {
+    "openai_max_context": 4095,
+    "openai_max_tokens": 300,
+    "names_behavior": 0,
+    "squash_system_messages": False,
+    "wi_format": "{0}",
+    "scenario_format": "{{scenario}}",
+    "personality_format": "{{personality}}",
+    "new_chat_prompt": "[Start a new Chat]",
+    "new_group_chat_prompt": "[Start a new group chat. Group members: {{group}}]",
+    "new_example_chat_prompt": "[Example Chat]",
+    "continue_nudge_prompt": "[Continue your last message without repeating its original content.]",
+    "group_nudge_prompt": "[Write the next reply only as {{char}}.]",
+    "impersonation_prompt": "[Write your next reply from the point of view of {{user}}, using the chat history so far "
+                            "as a guideline for the writing style of {{user}}. Write 1 reply only in internet RP style. "
+                            "Don't write as {{char}} or system. Don't describe actions of {{char}}.]",
+    "send_if_empty": "",
+    "continue_prefill": False,
+    "continue_postfix": " ",
+    "use_sysprompt": False,
+    "assistant_prefill": "",
+    "assistant_impersonation": "",
+}
+
+
+def with_st_defaults(preset: Mapping[str, Any]) -> dict[str, Any]:
+    """The preset with every setting it lacks (or leaves null) at SillyTavern's fresh-install value."""
+    out = dict(preset)
+    for key, value in ST_PRESET_DEFAULTS.items():
+        if out.get(key) is None:
+            out[key] = value
+    return out
 
 
 #: card fields SillyTavern reads through ``baseChatReplace(field.trim())`` (``getCharacterCardFields``)
@@ -246,12 +284,11 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
     base = Path(base_dir) if base_dir is not None else None
     inputs = load_inputs(req, base)
     warnings = list(inputs.diagnostics)
-    preset = inputs.preset
+    preset = with_st_defaults(inputs.preset)
     card = inputs.card or {}
     user = req.user.name
     char = str(card.get("name") or "Assistant")
-    behavior = req.options.names_behavior if req.options.names_behavior is not None else \
-        int(preset.get("names_behavior", 0) or 0)
+    behavior = req.options.names_behavior if req.options.names_behavior is not None else int(preset["names_behavior"])
     group = req.group is not None
     chat = [m.to_dict() for m in inputs.chat.messages]
     history = history_messages(chat, behavior=behavior, user=user, char=char, group=group)
@@ -275,12 +312,13 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
     macro_extra: dict[str, Any] = {}
     if group and req.group is not None:
         macro_extra["group"] = list(req.group.members)
+        assets["group"] = list(req.group.members)
     books, book_diags = world_info_books(inputs, req)
     warnings.extend(book_diags)
     activation = None
     if books:
         wi = req.world_info.model_dump()
-        wi["max_context"] = int(preset.get("openai_max_context") or 4095)
+        wi["max_context"] = int(preset["openai_max_context"])
         scan_chat = [{"role": m["role"], "name": m.get("name") or (user if m["role"] == "user" else char),
                       "content": m["content"]} for m in chat]
         dp = card.get("extensions", {}).get("depth_prompt") if isinstance(card.get("extensions"), Mapping) else None

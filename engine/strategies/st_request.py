@@ -116,6 +116,9 @@ class Options(_Strict):
     names_behavior: Literal[-1, 0, 1, 2] | None = None
     #: overrides the preset's ``squash_system_messages``
     squash_system_messages: bool | None = None
+    #: scan the card's embedded ``character_book`` (what SillyTavern does once the user accepts the
+    #: import offered for such a card); false: only the books given
+    scan_embedded_book: bool = True
     prefer_character_prompt: bool = True
     prefer_character_jailbreak: bool = True
     seed: int = 0
