@@ -378,6 +378,11 @@ def _preset_source(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[
                 blocks.append(text_block("preset:chatHistory:newChat", new_chat, "system", "New chat",
                                          "new_group_chat_prompt" if group else "new_chat_prompt"))
             authored(p, "{{chatHistory}}")
+            send_if_empty = getattr(st, "send_if_empty", None) or (st.model_extra or {}).get("send_if_empty")
+            if isinstance(send_if_empty, str) and send_if_empty and assets.get("last_chat_role") == "assistant":
+                # a user message after a trailing assistant message (``populateChatHistory``)
+                blocks.append(text_block("preset:chatHistory:sendIfEmpty", send_if_empty, "user", "Send if empty",
+                                         "send_if_empty"))
             if group and st.group_nudge_prompt and assets.get("generation_type", "normal") != "impersonate":
                 blocks.append(text_block("preset:chatHistory:groupNudge", st.group_nudge_prompt, "system", "Group nudge",
                                          "group_nudge_prompt"))
@@ -387,6 +392,7 @@ def _preset_source(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[
         else:
             authored(p, p.content)
     if not modules:
+        blocks.extend(_control_blocks(st, assets, text_block))
         for e in entries:
             if _wi_slot(e) == "at_depth":
                 depth = e.get("depth") if isinstance(e.get("depth"), int) else 4
@@ -416,6 +422,32 @@ def _preset_source(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[
     if owned:
         blocks.append({"type": "text", "id": "preset:owned", "text": "", "claims": owned, "name": "Preset ownership"})
     return {"blocks": blocks, "diagnostics": diags}
+
+
+def _control_blocks(st: Any, assets: Mapping[str, Any], text_block: Any) -> list[dict[str, Any]]:
+    """What SillyTavern sends after every prompt, by generation type (``populateChatCompletion``).
+
+    ``continue`` without prefill: the continue nudge (the continued message itself is moved in
+    front of it after placement); then the control prompts: the impersonation prompt, and the quiet
+    prompt last.
+    """
+    gen = str(assets.get("generation_type") or "normal")
+    extra = st.model_extra or {}
+    out: list[dict[str, Any]] = []
+    if gen == "continue" and not assets.get("continue_prefill"):
+        nudge = getattr(st, "continue_nudge_prompt", None) or extra.get("continue_nudge_prompt")
+        if nudge:
+            out.append(text_block("preset:control:continueNudge", nudge, "system", "Continue nudge",
+                                  "continue_nudge_prompt"))
+    if gen == "impersonate":
+        text = getattr(st, "impersonation_prompt", None) or extra.get("impersonation_prompt")
+        if text:
+            out.append(text_block("preset:control:impersonate", text, "system", "Impersonation prompt",
+                                  "impersonation_prompt"))
+    quiet = assets.get("quiet_prompt")
+    if gen == "quiet" and isinstance(quiet, str) and quiet:
+        out.append(text_block("preset:control:quietPrompt", quiet, "system", "Quiet prompt", "quiet_prompt"))
+    return out
 
 
 #: SillyTavern's persona description positions (``assets.persona.position``)
