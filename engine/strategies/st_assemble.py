@@ -333,6 +333,30 @@ def _fit(logical: list[dict[str, Any]], kinds: list[MessageKind], block_of: Mapp
 _counters: dict[str, Any] = {}
 
 
+def _wi_counter(books: list[dict[str, Any]], chat: list[dict[str, Any]], settings: Mapping[str, Any],
+                tokenizer: str) -> Any:
+    """The world-info budget's counter: the request's tokenizer, as SillyTavern counts world info.
+
+    When every entry and the whole chat together hold fewer UTF-8 bytes than the budget has tokens,
+    no entry can be cut whatever the count (a token is at least a byte), so bytes stand in and the
+    tokenizer is not loaded.
+    """
+    from ..tokenizers import get_tokenizer
+    from ..worldinfo import WorldInfoSettings
+    from ..worldinfo.settings import budget_tokens
+
+    budget = budget_tokens(WorldInfoSettings.from_mapping(settings))
+    total = sum(len(str(m.get("content") or "").encode("utf-8", "surrogatepass")) for m in chat)
+    for book in books:
+        entries = book.get("entries") or {}
+        for entry in entries.values() if isinstance(entries, Mapping) else entries:
+            if isinstance(entry, Mapping):
+                total += len(str(entry.get("content") or "").encode("utf-8", "surrogatepass")) + 1
+            if total >= budget:
+                return get_tokenizer(tokenizer).count
+    return lambda text: len(text.encode("utf-8", "surrogatepass"))
+
+
 def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | Path | None = None) -> StAssembly:
     """Assemble what SillyTavern sends for ``request`` (a request-file object, see :mod:`.st_request`)."""
     from ..assembler import Assembler, AssemblyRequest
@@ -391,7 +415,7 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
     activation = None
     if books:
         wi = req.world_info.model_dump()
-        wi["max_context"] = int(preset["openai_max_context"])
+        wi["max_context"] = req.budget.max_context or int(preset["openai_max_context"])
         scan_chat = [{"role": m["role"], "name": m.get("name") or (user if m["role"] == "user" else char),
                       "content": m["content"]} for m in chat]
         dp = card.get("extensions", {}).get("depth_prompt") if isinstance(card.get("extensions"), Mapping) else None
@@ -403,7 +427,8 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
             scenario=str(card.get("scenario") or ""),
             creator_notes=str(card.get("creator_notes") or ""),
         )
-        activation = activate_world_info(books, scan_chat, wi, seed=req.options.seed, context=context)
+        activation = activate_world_info(books, scan_chat, wi, seed=req.options.seed, context=context,
+                                         token_counter=_wi_counter(books, scan_chat, wi, req.budget.tokenizer))
         warnings.extend(d for d in activation.diagnostics if d.severity != "info")
         assets["world_info"] = world_info_from_activation(activation)
         outlets = {name: activation.by_position.outlet_text(name) for name in activation.by_position.outlets}
