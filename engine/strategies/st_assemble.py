@@ -13,6 +13,7 @@ lorebook, the Author's Note), the request names it; the defaults are SillyTavern
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -331,6 +332,7 @@ def _fit(logical: list[dict[str, Any]], kinds: list[MessageKind], block_of: Mapp
 
 
 _counters: dict[str, Any] = {}
+_LAST_CHAT_MESSAGE = re.compile(r"\{\{\s*lastChatMessage\s*\}\}", re.I)
 
 
 def _wi_counter(books: list[dict[str, Any]], chat: list[dict[str, Any]], settings: Mapping[str, Any],
@@ -454,6 +456,9 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
         at = next((i for i, m in enumerate(logical) if m["id"] == continued["id"]), None)
         nudge = next((i for i, m in enumerate(logical) if block_of.get(m["id"]) == "preset:control:continueNudge"),
                      None)
+        if nudge is not None:  # ``substituteParamsExtended(nudge, {lastChatMessage})``, the text as it is
+            text = _LAST_CHAT_MESSAGE.sub(lambda _m: continued["content"].strip(), str(logical[nudge]["content"]))
+            logical[nudge] = {**logical[nudge], "content": text}
         if at is not None:
             moved = logical.pop(at)
             nudge = nudge - 1 if nudge is not None and nudge > at else nudge
