@@ -332,6 +332,14 @@ def _fit(logical: list[dict[str, Any]], kinds: list[MessageKind], block_of: Mapp
 
 
 _counters: dict[str, Any] = {}
+
+
+def _has_chat_history(preset: Mapping[str, Any], gen: str, persona: Any) -> bool:
+    from ..assets.presets import parse_preset as parse_st_preset
+    from .sillytavern import prompt_sequence
+
+    prompts, _ = prompt_sequence(parse_st_preset(dict(preset)), gen)
+    return any(p.identifier == "chatHistory" for p in prompts)
 _LAST_CHAT_MESSAGE = re.compile(r"\{\{\s*lastChatMessage\s*\}\}", re.I)
 
 
@@ -417,7 +425,10 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
     activation = None
     if books:
         wi = req.world_info.model_dump()
-        wi["max_context"] = req.budget.max_context or int(preset["openai_max_context"])
+        # world info's budget is a share of the prompt's room: the context minus the reply
+        # (``getMaxPromptTokens``)
+        wi["max_context"] = (req.budget.max_context or int(preset["openai_max_context"])) - \
+            (req.budget.max_tokens if req.budget.max_tokens is not None else int(preset["openai_max_tokens"]))
         scan_chat = [{"role": m["role"], "name": m.get("name") or (user if m["role"] == "user" else char),
                       "content": m["content"]} for m in chat]
         dp = card.get("extensions", {}).get("depth_prompt") if isinstance(card.get("extensions"), Mapping) else None
@@ -440,6 +451,11 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
         macro_extra["now"] = req.options.now
     if macro_extra:
         assets["macro_context"] = macro_extra
+    if not _has_chat_history(preset, gen, persona):
+        # no chat-history marker: SillyTavern sends no history, and so none of the in-chat prompts
+        # that would have been spliced into it (``populateChatHistory`` returns at once)
+        history = []
+        assets["no_chat_history"] = True
     input_ids = [history[-1]["id"]] if history and history[-1]["role"] == "user" else []
     result = Assembler(st_registry()).assemble(AssemblyRequest.from_dict({
         "preset": builtin_strategy("builtin-st"), "messages": history, "input_ids": input_ids, "assets": assets,
