@@ -214,7 +214,7 @@ def test_disabled_main_sends_nothing_in_its_slot() -> None:
 def test_card_system_prompt_replaces_main_with_original_spliced_once() -> None:
     st = st_preset(prompt("main", "BASE"), HISTORY)
     result = run(st, character={**CARD, "system_prompt": "CARD {{original}} / {{original}}"})
-    assert texts(result)[0] == "CARD BASE /"
+    assert texts(result)[0] == "CARD BASE / "  # the second {{original}} is empty; nothing is trimmed after
 
 
 def test_card_post_history_instructions_replace_jailbreak() -> None:

@@ -408,7 +408,9 @@ class Planner:
             macros,
             block.literal_macros,
             lambda text: self.render_call(key, text, renderer),
-            bool(getattr(renderer, "trim", False)),
+            # SillyTavern's own placement sends a prompt's text as it renders (``preparePrompt``
+            # trims nothing), leading and trailing whitespace included
+            bool(getattr(renderer, "trim", False)) and self.preset.placement != "st",
         )
         self.diagnostics.extend(rendered.diagnostics)
         if not rendered.text:
