@@ -232,3 +232,22 @@ def test_macros_are_substituted_before_the_javascript_check(tmp_path: Path) -> N
 def test_too_many_tags_is_too_large_not_a_syntax_error(tmp_path: Path) -> None:
     codes = [f.code for f in lint_files([write(tmp_path, "t.txt", "<%= 1 %>" * 4097)]).findings]
     assert codes == ["TEMPLATE_TOO_LARGE"]
+
+
+def test_preset_checks_follow_sillytaverns_prompt_collection(tmp_path: Path) -> None:
+    prompts = [{"identifier": "main", "content": "First main."}, {"identifier": "main", "content": ""},
+               {"identifier": "chatHistory", "marker": True}]
+    # an order naming a default prompt the preset lacks is not dangling (SillyTavern adds the prompt)
+    order = [{"identifier": "main"}, {"identifier": "enhanceDefinitions", "enabled": False},
+             {"identifier": "chatHistory"}]
+    preset = {"prompts": prompts, "prompt_order": [{"character_id": 100001, "order": order}]}
+    card = {"spec": "chara_card_v2", "data": {"name": "A", "system_prompt": "Card main."}}
+    findings = lint_files([write(tmp_path, "p.json", preset), write(tmp_path, "c.json", card)]).findings
+    codes = [(f.code, f.path) for f in findings]
+    assert ("PRESET_DUPLICATE_IDENTIFIER", "$.prompts[1].identifier") in codes
+    assert "PRESET_ORDER_UNKNOWN_PROMPT" not in [c for c, _ in codes]
+    # the repeated identifier resolves to its first prompt: that one has text, so the card replaces it
+    assert ("PRESET_OVERRIDE_REPLACED", "$.prompts[0].content") in codes
+    # only a character-100000 bucket without chatHistory: SillyTavern's default order applies, which sends the chat
+    legacy = {"prompts": prompts[:1], "prompt_order": [{"character_id": 100000, "order": [{"identifier": "main"}]}]}
+    assert "PRESET_MARKER_MISSING" not in [f.code for f in lint_files([write(tmp_path, "l.json", legacy)]).findings]

@@ -62,9 +62,9 @@ LINT_CODES: dict[str, LintCode] = {
     "WI_DEPTH_UNREACHABLE": LintCode("worldinfo", "warning", "an at-depth entry whose depth is beyond 10,000 (any chat); SillyTavern never inserts it"),
     # presets
     "PRESET_PROMPT_UNUSED": LintCode("presets", "info", "a prompt that no prompt_order enables; it is never sent"),
-    "PRESET_ORDER_UNKNOWN_PROMPT": LintCode("presets", "warning", "a prompt_order entry names a prompt the preset does not have"),
-    "PRESET_DUPLICATE_IDENTIFIER": LintCode("presets", "warning", "two prompts share an identifier; only the last one is used"),
+    "PRESET_ORDER_UNKNOWN_PROMPT": LintCode("presets", "warning", "a prompt_order entry names a prompt the preset does not have (nor SillyTavern's defaults); it is dropped"),
+    "PRESET_DUPLICATE_IDENTIFIER": LintCode("presets", "warning", "two prompts share an identifier; SillyTavern uses the first one only"),
     "PRESET_INJECTION_DEPTH": LintCode("presets", "warning", "an in-chat prompt's injection_depth is outside 0..10000; SillyTavern never injects it"),
-    "PRESET_MARKER_MISSING": LintCode("presets", "warning", "the prompt order does not enable the chatHistory marker; the chat is not sent"),
+    "PRESET_MARKER_MISSING": LintCode("presets", "warning", "the order SillyTavern uses (character 100001) does not enable the chatHistory marker; no chat is sent"),
     "PRESET_OVERRIDE_REPLACED": LintCode("presets", "info", "a linted card's system prompt or post-history instructions replace this enabled main or jailbreak prompt"),
 }

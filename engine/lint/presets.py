@@ -1,9 +1,10 @@
 """Chat-completion preset checks: identifiers, prompt order, injection depth, markers, overrides.
 
-Read from the raw JSON (so every finding names the field as written: ``$.prompts[3].identifier``)
-with the importer's model (``assets.presets.Preset``) for the semantics SillyTavern applies: which
-prompt order is active (character 100001, else 100000, else the first) and legacy presets whose
-prompts live in top-level fields.
+Read from the raw JSON (so every finding names the field as written: ``$.prompts[3].identifier``),
+with SillyTavern's prompt-collection rules as ``strategies.sillytavern`` implements them: the order
+of character 100001, else SillyTavern's default order; a repeated identifier resolves to its first
+prompt; default prompts a preset lacks are added (so an order naming one is not dangling); legacy
+presets keep their prompts in top-level fields.
 """
 
 from __future__ import annotations
@@ -13,14 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..assets.paths import join_path
-from ..assets.presets import GLOBAL_CHARACTER_ID, LEGACY_CHARACTER_ID, LEGACY_PROMPT_FIELDS, Preset
+from ..assets.presets import GLOBAL_CHARACTER_ID, LEGACY_PROMPT_FIELDS
+from ..strategies.sillytavern import DEFAULT_PROMPT_ORDER, DEFAULT_PROMPTS, MAX_INJECTION_DEPTH
 from .codes import LINT_CODES
 from .model import Finding
 
 __all__ = ["PresetFacts", "lint_preset", "preset_prompt_paths"]
-
-#: SillyTavern's bound for in-chat injection depths (outside it a prompt is never injected)
-MAX_INJECTION_DEPTH = 10_000
 
 
 @dataclass
@@ -31,19 +30,17 @@ class PresetFacts:
     overridable: dict[str, str] = field(default_factory=dict)  # identifier -> JSON path of its content
 
 
-def _active_order(raw: Mapping[str, Any]) -> tuple[int, list[Any]] | None:
+def _active_order(raw: Mapping[str, Any]) -> tuple[int | None, list[tuple[str, bool]]]:
+    """``(index in prompt_order or None, [(identifier, enabled)])`` of the order SillyTavern uses:
+    character 100001's, else its default order."""
     orders = raw.get("prompt_order")
-    if not isinstance(orders, list) or not orders:
-        return None
-    indexed = [(j, o) for j, o in enumerate(orders) if isinstance(o, Mapping)]
-    for wanted in (GLOBAL_CHARACTER_ID, LEGACY_CHARACTER_ID):
-        for j, o in indexed:
-            if str(o.get("character_id")) == str(wanted):
-                return j, o.get("order") if isinstance(o.get("order"), list) else []
-    if indexed:
-        j, o = indexed[0]
-        return j, o.get("order") if isinstance(o.get("order"), list) else []
-    return None
+    if isinstance(orders, list):
+        for j, o in enumerate(orders):
+            if isinstance(o, Mapping) and str(o.get("character_id")) == str(GLOBAL_CHARACTER_ID):
+                items = o.get("order") if isinstance(o.get("order"), list) else []
+                return j, [(str(i.get("identifier", "")), i.get("enabled", True) is not False)
+                           for i in items if isinstance(i, Mapping)]
+    return None, list(DEFAULT_PROMPT_ORDER)
 
 
 def preset_prompt_paths(raw: Mapping[str, Any]) -> list[tuple[str, str, str]]:
@@ -61,7 +58,7 @@ def preset_prompt_paths(raw: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     return out
 
 
-def lint_preset(raw: Mapping[str, Any], model: Preset, file: str) -> tuple[list[Finding], PresetFacts]:
+def lint_preset(raw: Mapping[str, Any], file: str) -> tuple[list[Finding], PresetFacts]:
     """The structural findings of one preset, and its facts for the cross-file checks."""
     out: list[Finding] = []
     facts = PresetFacts(file)
@@ -80,9 +77,11 @@ def lint_preset(raw: Mapping[str, Any], model: Preset, file: str) -> tuple[list[
         identifier = str(p.get("identifier", ""))
         known.add(identifier)
         if identifier in seen:
-            emit("PRESET_DUPLICATE_IDENTIFIER", f"prompt identifier {identifier!r} is also used by prompts[{seen[identifier]}];"
-                 " only the last one is used", join_path("$.prompts", i, "identifier"), "give each prompt its own identifier")
-        seen[identifier] = i
+            emit("PRESET_DUPLICATE_IDENTIFIER", f"prompt identifier {identifier!r} is already used by "
+                 f"prompts[{seen[identifier]}], which SillyTavern uses instead of this one",
+                 join_path("$.prompts", i, "identifier"), "give each prompt its own identifier")
+        else:
+            seen[identifier] = i
         position = p.get("injection_position")
         depth = p.get("injection_depth")
         if position == 1 and isinstance(depth, (int, float)) and not isinstance(depth, bool) \
@@ -101,31 +100,34 @@ def lint_preset(raw: Mapping[str, Any], model: Preset, file: str) -> tuple[list[
                 if not isinstance(item, Mapping):
                     continue
                 identifier = str(item.get("identifier", ""))
-                if identifier not in known:
+                if identifier not in known and identifier not in DEFAULT_PROMPTS:
                     emit("PRESET_ORDER_UNKNOWN_PROMPT", f"prompt_order names {identifier!r}, which the preset does not "
-                         "have; SillyTavern skips it", join_path("$.prompt_order", j, "order", k, "identifier"),
+                         "have; SillyTavern drops it", join_path("$.prompt_order", j, "order", k, "identifier"),
                          "remove the entry, or add the prompt")
                 elif item.get("enabled", True) is not False:
                     enabled_anywhere.add(identifier)
-    active = _active_order(raw)
-    if active is not None:
-        for i, p in enumerate(prompts):
-            if not isinstance(p, Mapping):
-                continue
-            identifier = str(p.get("identifier", ""))
-            if identifier not in enabled_anywhere and (p.get("content") or p.get("marker")):
-                emit("PRESET_PROMPT_UNUSED", f"prompt {identifier!r} ({str(p.get('name', ''))[:40]!r}) is enabled in no "
-                     "prompt order; it is never sent", join_path("$.prompts", i), "enable it in the prompt manager, or "
-                     "delete it")
-        j, items = active
-        enabled = {str(it.get("identifier")) for it in items if isinstance(it, Mapping) and it.get("enabled", True) is not False}
-        if "chatHistory" not in enabled:
-            emit("PRESET_MARKER_MISSING", "the active prompt order does not enable the chatHistory marker; the chat "
-                 "history is not sent", join_path("$.prompt_order", j, "order"), "enable Chat History in the order")
-        for identifier in ("main", "jailbreak"):
-            prompt = model.prompt(identifier)
-            if prompt is None or identifier not in enabled or prompt.forbid_overrides or not prompt.content.strip():
-                continue
-            index = max(i for i, p in enumerate(prompts) if isinstance(p, Mapping) and p.get("identifier") == identifier)
-            facts.overridable[identifier] = join_path("$.prompts", index, "content")
+    j, active = _active_order(raw)
+    enabled = {identifier for identifier, on in active if on}
+    if j is None:
+        enabled_anywhere |= enabled  # no order of its own for 100001: SillyTavern's default order applies
+    for i, p in enumerate(prompts):
+        if not isinstance(p, Mapping):
+            continue
+        identifier = str(p.get("identifier", ""))
+        if identifier not in enabled_anywhere and (p.get("content") or p.get("marker")):
+            emit("PRESET_PROMPT_UNUSED", f"prompt {identifier!r} ({str(p.get('name', ''))[:40]!r}) is enabled in no "
+                 "prompt order; it is never sent", join_path("$.prompts", i), "enable it in the prompt manager, or "
+                 "delete it")
+    if "chatHistory" not in enabled:
+        emit("PRESET_MARKER_MISSING", "the prompt order SillyTavern uses (character 100001) does not enable the "
+             "chatHistory marker; the chat history is not sent", join_path("$.prompt_order", j, "order"),
+             "enable Chat History in the order")
+    for identifier in ("main", "jailbreak"):
+        index = seen.get(identifier)  # a repeated identifier resolves to its first prompt
+        if index is None or identifier not in enabled:
+            continue
+        prompt = prompts[index]
+        if prompt.get("forbid_overrides") is True or not str(prompt.get("content") or "").strip():
+            continue
+        facts.overridable[identifier] = join_path("$.prompts", index, "content")
     return out, facts

@@ -124,7 +124,7 @@ class _Run:
             self.facts.data_sets.update(("local", n) for n in mvu_names(raw))
 
     def preset(self, file: str, raw: Mapping[str, Any], model: Any) -> None:
-        found, facts = lint_preset(raw, model, file)
+        found, facts = lint_preset(raw, file)
         self.findings.extend(found)
         self.presets.append(facts)
         self.facts.has_preset = True
