@@ -121,6 +121,9 @@ def test_authors_note_at_an_interval() -> None:
     (b,) = turn.breakers
     at = nxt.index(b'{"role":"system","content":"Keep it cosy.')  # the note is a message of its own
     assert (b.kind, b.change, b.byte_offset, b.text) == ("author_note", "appears", at, "Keep it cosy.")
+    # the note is only in the next request: its part before the new messages is longer by that message
+    assert turn.ideal_prefix_bytes - turn.current_cacheable_bytes == len(b'{"role":"system","content":"Keep it cosy."},')
+    assert b.cost_bytes == turn.ideal_prefix_bytes - at
     assert b.label.startswith("Author's Note")
     assert turn.prefix_bytes == _common(cur, nxt) == len(b"[{\"role\":\"system\",\"content\":\"")
     assert "interval 1" in b.suggestion
@@ -153,7 +156,7 @@ def test_no_volatile_content_prefix_ends_at_the_new_messages(last: str) -> None:
     cur, nxt = current_and_next(req)
     turn = only(cache_report(req))
     assert turn.breakers == []
-    assert turn.prefix_bytes == turn.seeded_prefix_bytes == turn.ideal_prefix_bytes
+    assert turn.prefix_bytes == turn.seeded_prefix_bytes == turn.ideal_prefix_bytes == turn.current_cacheable_bytes
     first_added = "user" if last == "assistant" else "assistant"
     assert turn.ideal_prefix_bytes == ideal(nxt, first_added)
     if last == "assistant":  # the chat ends with the reply: the prefix ends at the new user message

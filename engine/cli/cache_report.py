@@ -55,7 +55,8 @@ def _print(report: object) -> None:
         share = t.prefix_bytes / t.total_bytes if t.total_bytes else 0.0
         console.print(f"[bold]turn {t.turn}[/]: cached prefix {t.prefix_bytes:,} of {t.total_bytes:,} bytes "
                       f"({share:.0%}; ~{t.prefix_tokens:,} of ~{t.total_tokens:,} tokens); "
-                      f"ideal {t.ideal_prefix_bytes:,} bytes (everything before the new messages)")
+                      f"ideal {t.ideal_prefix_bytes:,} bytes (everything before the new messages; "
+                      f"{t.current_cacheable_bytes:,} in this turn's request)")
         if not t.breakers:
             console.print("  nothing breaks the prefix before the new messages")
         for b in t.breakers:

@@ -93,11 +93,14 @@ class TurnReport:
     ideal_prefix_bytes: int
     seeded_prefix_bytes: int
     breakers: list[Breaker]
+    #: the current request's bytes up to the end of its chat: what it can leave in the cache
+    current_cacheable_bytes: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {"turn": self.turn, "prefix_bytes": self.prefix_bytes, "prefix_tokens": self.prefix_tokens,
                 "total_bytes": self.total_bytes, "total_tokens": self.total_tokens,
                 "ideal_prefix_bytes": self.ideal_prefix_bytes, "seeded_prefix_bytes": self.seeded_prefix_bytes,
+                "current_cacheable_bytes": self.current_cacheable_bytes,
                 "breakers": [b.to_dict() for b in self.breakers]}
 
 
@@ -443,7 +446,7 @@ def _pair(request: Mapping[str, Any], base: Path | None, before: list[dict[str, 
     redrawn = [b.byte_offset for b in breakers if b.change == "redrawn"]
     prefix = min([lcp, *redrawn])
     return TurnReport(turn, prefix, _tokens(nxt.data[:prefix]), len(nxt.data), _tokens(nxt.data), ideal, lcp,
-                      breakers)
+                      breakers, boundary_cur)
 
 
 def cache_report(request: Mapping[str, Any], *, base_dir: str | Path | None = None, turns: int | None = None,
