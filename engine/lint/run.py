@@ -112,7 +112,7 @@ class _Run:
 
     def asset(self, file: str, kind: str, raw: Any, model: Any, stem: str) -> None:
         if kind == "preset" and isinstance(raw, Mapping):
-            self.preset(file, raw, model)
+            self.preset(file, raw)
         elif kind == "card" and isinstance(raw, Mapping):
             self.card(file, raw, model)
         elif kind == "world_book":
@@ -123,7 +123,7 @@ class _Run:
         elif kind == "mvu":
             self.facts.data_sets.update(("local", n) for n in mvu_names(raw))
 
-    def preset(self, file: str, raw: Mapping[str, Any], model: Any) -> None:
+    def preset(self, file: str, raw: Mapping[str, Any]) -> None:
         found, facts = lint_preset(raw, file)
         self.findings.extend(found)
         self.presets.append(facts)
