@@ -204,3 +204,11 @@ def test_cli_json_and_clean_errors(tmp_path: Path) -> None:
     path.write_text(json.dumps({"preset": {}, "bogus": 1}), encoding="utf-8")
     bad = CliRunner().invoke(command, ["--request", str(path)])
     assert bad.exit_code == 1 and "REQUEST_INVALID" in bad.output and "Traceback" not in bad.output
+
+
+def test_a_macro_that_prints_nothing_this_turn_does_not_make_the_prompt_text_a_breaker() -> None:
+    # with an empty chat, {{getvar::turn}} prints nothing now and "1" next turn: the block's own
+    # text around it is split differently, but it did not change
+    req = request("You are {{char}}.{{setvar::turn::{{lastMessageId}}}} Turn {{getvar::turn}}.", chat=[])
+    turn = only(cache_report(req))
+    assert [(b.kind, b.change) for b in turn.breakers] == [("variable", "appears")]

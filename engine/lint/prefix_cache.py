@@ -326,6 +326,36 @@ def _classify(span: _Span, change: str) -> tuple[str, str]:
     return "other", f"{where}"
 
 
+_MACRO_KINDS = ("macro_output", "variable_read")
+
+
+def _content_by_block(spans: list[_Span]) -> dict[Any, tuple[str, list[_Span]]]:
+    """block id -> (its non-macro text joined in order, those spans)."""
+    texts: dict[Any, list[str]] = {}
+    members: dict[Any, list[_Span]] = {}
+    for s in spans:
+        if s.meta.get("native_message_id") is not None or s.meta.get("kind") in _MACRO_KINDS:
+            continue
+        block = s.meta.get("block_id")
+        texts.setdefault(block, []).append(s.text)
+        members.setdefault(block, []).append(s)
+    return {block: ("".join(texts[block]), members[block]) for block in texts}
+
+
+def _first_difference(mine: tuple[str, list[_Span]], theirs: str) -> _Span:
+    """The span of a changed block where its text first differs from the other request's."""
+    text, spans = mine
+    k = 0
+    while k < min(len(text), len(theirs)) and text[k] == theirs[k]:
+        k += 1
+    seen = 0
+    for s in spans:
+        seen += len(s.text)
+        if k < seen:
+            return s
+    return spans[-1]
+
+
 def _breakers(cur: _Serialised, nxt: _Serialised, cur_spans: list[_Span], nxt_spans: list[_Span],
               boundary_cur: int, ideal: int, lcp: int) -> list[Breaker]:
     found: dict[tuple[Any, ...], Breaker] = {}
@@ -353,20 +383,39 @@ def _breakers(cur: _Serialised, nxt: _Serialised, cur_spans: list[_Span], nxt_sp
             found[group] = Breaker(kind, label, change, span.message, offset, cost, span.text[:200],
                                    _SUGGEST[kind], source)
 
+    # macro output and variable reads are compared one by one (each stands at a fixed place in its
+    # template); everything else is compared block by block: a block's own text is split into
+    # spans around its macros, so only the block's whole content says whether it changed
+    cur_blocks = _content_by_block(cur_spans)
+    nxt_blocks = _content_by_block(nxt_spans)
     for s in cur_spans:
-        other = nxt_by_key.get(s.key)
         if s.meta.get("native_message_id") is not None:
             continue  # chat messages: they only ever move because something above them did
-        if other is None:
+        if s.meta.get("kind") in _MACRO_KINDS:
+            other = nxt_by_key.get(s.key)
+            if other is None:
+                add(s, cur, "disappears")
+            elif other.text != s.text:
+                add(s, cur, "changed")
+            elif str(s.meta.get("macro") or "").lower() in _RANDOM and s.meta.get("kind") == "macro_output":
+                add(s, cur, "redrawn")
+            continue
+        block = s.meta.get("block_id")
+        mine, theirs = cur_blocks[block], nxt_blocks.get(block)
+        if theirs is None:
             add(s, cur, "disappears")
-        elif other.text != s.text:
-            add(s, cur, "changed")
-        elif str(s.meta.get("macro") or "").lower() in _RANDOM and s.meta.get("kind") == "macro_output":
-            add(s, cur, "redrawn")
+        elif mine[0] != theirs[0]:
+            if s is _first_difference(mine, theirs[0]):
+                add(s, cur, "changed")
         elif s.depth is not None and s.depth > 0:
             add(s, cur, "moves")
     for s in nxt_spans:
-        if s.key not in cur_keys and s.meta.get("native_message_id") is None:
+        if s.meta.get("native_message_id") is not None:
+            continue
+        if s.meta.get("kind") in _MACRO_KINDS:
+            if s.key not in cur_keys:
+                add(s, nxt, "appears")
+        elif s.meta.get("block_id") not in cur_blocks:
             add(s, nxt, "appears")
     out = sorted(found.values(), key=lambda b: (-b.cost_bytes, b.byte_offset, b.label))
     if lcp < ideal and not any(b.byte_offset <= lcp for b in out):
