@@ -15,7 +15,6 @@ from typing import Any
 
 from ..assets.paths import join_path
 from ..assets.presets import GLOBAL_CHARACTER_ID, LEGACY_PROMPT_FIELDS
-from ..strategies.sillytavern import DEFAULT_PROMPT_ORDER, DEFAULT_PROMPTS, MAX_INJECTION_DEPTH
 from .codes import LINT_CODES
 from .model import Finding
 
@@ -33,6 +32,8 @@ class PresetFacts:
 def _active_order(raw: Mapping[str, Any]) -> tuple[int | None, list[tuple[str, bool]]]:
     """``(index in prompt_order or None, [(identifier, enabled)])`` of the order SillyTavern uses:
     character 100001's, else its default order."""
+    from ..strategies.sillytavern import DEFAULT_PROMPT_ORDER
+
     orders = raw.get("prompt_order")
     if isinstance(orders, list):
         for j, o in enumerate(orders):
@@ -60,6 +61,10 @@ def preset_prompt_paths(raw: Mapping[str, Any]) -> list[tuple[str, str, str]]:
 
 def lint_preset(raw: Mapping[str, Any], file: str) -> tuple[list[Finding], PresetFacts]:
     """The structural findings of one preset, and its facts for the cross-file checks."""
+    # SillyTavern's prompt-collection rules live with the strategy that places prompts; imported
+    # here, when a preset is linted, because that module brings the assembler with it
+    from ..strategies.sillytavern import DEFAULT_PROMPTS, MAX_INJECTION_DEPTH
+
     out: list[Finding] = []
     facts = PresetFacts(file)
 
