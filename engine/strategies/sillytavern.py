@@ -143,8 +143,9 @@ def prompt_sequence(preset: Any, generation_type: str = "normal", *, persona_in_
       placed in the prompt) that the order lacks altogether are appended after everything else;
       a marker the order switches off stays off;
     * sent are the known prompts (markers, ``main``, ``nsfw``, ``jailbreak``,
-      ``enhanceDefinitions``), prompts explicitly marked ``system_prompt: false`` (user prompts)
-      and every in-chat prompt; any other ``system_prompt`` prompt is never sent.
+      ``enhanceDefinitions``), prompts explicitly marked ``system_prompt: false`` (user prompts,
+      whatever their ``marker`` flag says) and every in-chat prompt; any other ``system_prompt``
+      prompt is never sent.
     """
     from ..assets.presets import PresetPrompt
 
@@ -190,7 +191,7 @@ def prompt_sequence(preset: Any, generation_type: str = "normal", *, persona_in_
             if ident in disabled and ident != "main":
                 continue
             out.append(prompt)
-        elif user_prompt and not prompt.marker:
+        elif user_prompt:  # its ``marker`` flag does not matter: SillyTavern sends its text
             out.append(prompt)
         else:
             diags.append(_diag("ST_PROMPT_NOT_SENT", f"prompt {ident!r} is marked as a system prompt SillyTavern has "
@@ -353,6 +354,10 @@ def _preset_source(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[
     blocks: list[dict[str, Any]] = []
     owned: list[dict[str, str]] = []  # fields the preset owns outside modules placement
     injections: list[tuple[int, float, str, str, list[str]]] = []
+    #: (depth, order, role) -> where its first in-chat prompt stands among the blocks: SillyTavern
+    #: expands every prompt's macros in prompt-order (``getPromptCollection``), so a group of
+    #: in-chat prompts is rendered there, not after everything (extension prompts are, at the end)
+    anchors: dict[tuple[int, float, str], int] = {}
     absorbed: dict[tuple[int, str], list[str]] = {}  # at-depth world info per (depth, role) -> block ids
 
     def text_block(bid: str, text: str, role: str, name: str, field: str, **extra: Any) -> dict[str, Any]:
@@ -391,6 +396,7 @@ def _preset_source(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[
                     injections.append((p.injection_depth, p.injection_order, p.role, note_text, ["authorsNote"]))
                 if text:
                     injections.append((p.injection_depth, p.injection_order, p.role, text, [ident]))
+                    anchors.setdefault((p.injection_depth, p.injection_order, p.role), len(blocks))
                 if note_at == "after":
                     injections.append((p.injection_depth, p.injection_order, p.role, note_text, ["authorsNote"]))
             continue
@@ -456,9 +462,6 @@ def _preset_source(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[
             if group and st.group_nudge_prompt and assets.get("generation_type", "normal") != "impersonate":
                 blocks.append(text_block("preset:chatHistory:groupNudge", st.group_nudge_prompt, "system", "Group nudge",
                                          "group_nudge_prompt"))
-        elif p.marker:
-            diags.append(_diag("UNSUPPORTED_MARKER", f"marker {ident!r} has no SillyTavern content here; skipped",
-                               "warning", identifier=ident))
         else:
             authored(p, p.content)
     if not modules:
@@ -485,12 +488,20 @@ def _preset_source(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[
         texts, who = merged.setdefault((depth, order, role), ([], []))
         texts.append(text)
         who.extend(idents)
+    placed: list[tuple[int, dict[str, Any]]] = []
+    rank = {r: i for i, r in enumerate(reversed(_ROLE_ORDER_NEWEST_FIRST))}
     for depth, order, role, text in inject_order([(d, o, r, t) for (d, o, r), (ts, _) in merged.items() for t in ts]):
         idents = merged[(depth, order, role)][1]
         claims = [{"source_id": "worldbook", "block_id": b} for b in absorbed.get((depth, role), ())] \
             if order == EXTENSION_ORDER_GROUP else []
-        blocks.append(text_block(f"preset:inject:{depth}:{order:g}:{role}", text, role, "In-chat: " + ", ".join(
-            dict.fromkeys(idents)), "+".join(dict.fromkeys(idents)), depth=depth, order=order, claims=claims))
+        # one order holds up to three messages: assistant, user, system (a fraction keeps them apart
+        # whatever order the blocks are rendered in)
+        block = text_block(f"preset:inject:{depth}:{order:g}:{role}", text, role, "In-chat: " + ", ".join(
+            dict.fromkeys(idents)), "+".join(dict.fromkeys(idents)), depth=depth,
+            order=order + rank.get(role, 3) * 1e-6, claims=claims)
+        placed.append((anchors.get((depth, order, role), len(blocks)), block))
+    for at, block in sorted(placed, key=lambda item: -item[0]):
+        blocks.insert(at, block)
     if owned:
         blocks.append({"type": "text", "id": "preset:owned", "text": "", "claims": owned, "name": "Preset ownership"})
     return {"blocks": blocks, "diagnostics": diags}
