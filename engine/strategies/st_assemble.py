@@ -429,7 +429,10 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
         # (``getMaxPromptTokens``)
         wi["max_context"] = (req.budget.max_context or int(preset["openai_max_context"])) - \
             (req.budget.max_tokens if req.budget.max_tokens is not None else int(preset["openai_max_tokens"]))
-        scan_chat = [{"role": m["role"], "name": m.get("name") or (user if m["role"] == "user" else char),
+        # a narrator message is part of the chat SillyTavern scans (only hidden ones are not), so it
+        # goes in as a message of its speaker ("System" unless named)
+        scan_chat = [{"role": "assistant" if m["role"] == "system" else m["role"],
+                      "name": m.get("name") or {"user": user, "system": "System"}.get(m["role"], char),
                       "content": m["content"]} for m in chat]
         dp = card.get("extensions", {}).get("depth_prompt") if isinstance(card.get("extensions"), Mapping) else None
         context = ScanContext(
