@@ -14,6 +14,7 @@ from tavernbox.cli.cache_report import command
 from tavernbox.errors import TemplateError
 from tavernbox.lint.prefix_cache import MAX_TURNS, NEXT_REPLY, NEXT_USER, _Serialised, cache_report
 from tavernbox.strategies.st_assemble import assemble_request
+from tavernbox.tokenizers import MessageCounter, get_tokenizer
 
 NOW = "2026-12-01T10:00:00Z"
 
@@ -162,6 +163,15 @@ def test_no_volatile_content_prefix_ends_at_the_new_messages(last: str) -> None:
     if last == "assistant":  # the chat ends with the reply: the prefix ends at the new user message
         assert nxt[turn.prefix_bytes:].startswith(b'{"role":"user","content":"' + NEXT_USER.encode())
     assert turn.total_bytes == len(nxt) and turn.total_tokens > turn.prefix_tokens > 0
+    # tokens by SillyTavern's per-message rule with the request's tokenizer (o200k by default): the
+    # prefix ends at a message boundary here, so it is exactly the messages before the new ones
+    messages = json.loads(nxt)
+    before = messages[: next(i for i, m in enumerate(messages) if m["content"] in (NEXT_USER, NEXT_REPLY))]
+    counter = MessageCounter(get_tokenizer("o200k"))
+    assert turn.tokenizer == "o200k"
+    assert turn.prefix_tokens == counter.messages(before)
+    assert turn.total_tokens == counter.messages(messages)
+    assert only(cache_report(req, tokenizer="estimate")).prefix_tokens != turn.prefix_tokens
 
 
 def test_recorded_chat_turns() -> None:

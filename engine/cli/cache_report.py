@@ -27,7 +27,9 @@ __all__ = ["command"]
               show_default=True, help="Seconds between two turns (clock macros read the later time).")
 @click.option("--next-user", default=None, help="The user's next message (default: a neutral placeholder).")
 @click.option("--reply", default=None, help="The model's reply to the current turn (default: a neutral placeholder).")
-def command(request_file: str, turns: int | None, fmt: str, gap: int, next_user: str | None, reply: str | None) -> None:
+@click.option("--tokenizer", default=None, help="o200k, cl100k, estimate... (default: the request's budget.tokenizer).")
+def command(request_file: str, turns: int | None, fmt: str, gap: int, next_user: str | None, reply: str | None,
+            tokenizer: str | None) -> None:
     """Report how much of the prompt stays byte-identical between turns, and what breaks it."""
 
     def body() -> int:
@@ -36,7 +38,7 @@ def command(request_file: str, turns: int | None, fmt: str, gap: int, next_user:
 
         data, base = read_request_file(request_file)
         report = cache_report(data, base_dir=base, turns=turns, gap=timedelta(seconds=gap),
-                              next_user=next_user or NEXT_USER, reply=reply or NEXT_REPLY)
+                              next_user=next_user or NEXT_USER, reply=reply or NEXT_REPLY, tokenizer=tokenizer)
         if fmt == "json":
             echo_json(report.to_dict())
         else:
@@ -54,7 +56,7 @@ def _print(report: object) -> None:
     for t in report.turns:  # type: ignore[attr-defined]
         share = t.prefix_bytes / t.total_bytes if t.total_bytes else 0.0
         console.print(f"[bold]turn {t.turn}[/]: cached prefix {t.prefix_bytes:,} of {t.total_bytes:,} bytes "
-                      f"({share:.0%}; ~{t.prefix_tokens:,} of ~{t.total_tokens:,} tokens); "
+                      f"({share:.0%}; {t.prefix_tokens:,} of {t.total_tokens:,} {t.tokenizer} tokens); "
                       f"ideal {t.ideal_prefix_bytes:,} bytes (everything before the new messages; "
                       f"{t.current_cacheable_bytes:,} in this turn's request)")
         if not t.breakers:
@@ -69,4 +71,3 @@ def _print(report: object) -> None:
                       f"cached ({summary['cached_share']:.0%})")
         for row in summary["breakers"]:
             console.print(f"  {row['cost_bytes']:>8,} bytes over {row['turns']} turn(s): {escape(row['label'])}")
-    console.print("[dim]tokens are estimated (characters / 3.35)[/]")

@@ -17,15 +17,18 @@ as they are serialised (compact JSON, UTF-8).
   hides that). Each one costs the bytes from its position to the ideal prefix; they are ordered by
   that cost, with a suggestion. A difference no span explains is reported as ``unattributed``.
 
-Tokens are estimated with SillyTavern's tokenizer-less rule (``ceil(characters / 3.35)``): no model
-tokenizer is shipped, and the figure is for comparing prefixes, not for billing.
+Tokens are counted with the request's tokenizer (``budget.tokenizer``: ``o200k`` by default, as
+SillyTavern counts its default OpenAI models; ``cl100k``, ``estimate`` or a registered one) with
+SillyTavern's per-message rule (:class:`tavernbox.tokenizers.MessageCounter`): whole messages inside
+the prefix, plus the tokens of the part of the message where the prefix ends. A provider's own chat
+template adds a few tokens per message; the figure is for comparing prefixes, not for billing.
 """
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -95,12 +98,13 @@ class TurnReport:
     breakers: list[Breaker]
     #: the current request's bytes up to the end of its chat: what it can leave in the cache
     current_cacheable_bytes: int = 0
+    tokenizer: str = "estimate"
 
     def to_dict(self) -> dict[str, Any]:
         return {"turn": self.turn, "prefix_bytes": self.prefix_bytes, "prefix_tokens": self.prefix_tokens,
                 "total_bytes": self.total_bytes, "total_tokens": self.total_tokens,
                 "ideal_prefix_bytes": self.ideal_prefix_bytes, "seeded_prefix_bytes": self.seeded_prefix_bytes,
-                "current_cacheable_bytes": self.current_cacheable_bytes,
+                "current_cacheable_bytes": self.current_cacheable_bytes, "tokenizer": self.tokenizer,
                 "breakers": [b.to_dict() for b in self.breakers]}
 
 
@@ -126,8 +130,7 @@ class CacheReport:
                 "breakers": sorted(merged.values(), key=lambda r: (-r["cost_bytes"], r["label"]))}
 
     def to_dict(self) -> dict[str, Any]:
-        return {"summary": self.summary(), "turns": [t.to_dict() for t in self.turns],
-                "tokens": "estimated: ceil(characters / 3.35), SillyTavern's rule without a tokenizer"}
+        return {"summary": self.summary(), "turns": [t.to_dict() for t in self.turns]}
 
 
 # ---- serialisation ------------------------------------------------------------------------------
@@ -208,8 +211,28 @@ def _common_prefix(a: bytes, b: bytes) -> int:
     return lo
 
 
-def _tokens(data: bytes) -> int:
-    return math.ceil(len(data.decode("utf-8", errors="ignore")) / 3.35)
+def _tokens(ser: _Serialised, upto: int, counter: Any) -> int:
+    """Tokens of the first ``upto`` bytes: whole messages by SillyTavern's rule, then the part of
+    the content of the message where the bytes end (the estimate counts the JSON text instead)."""
+    from ..tokenizers import _Estimate
+
+    if isinstance(counter.tokenizer, _Estimate):
+        return counter.text(ser.data[:upto].decode("utf-8", errors="ignore"))
+    total = 0
+    n = len(ser.messages)
+    for i, m in enumerate(ser.messages):
+        end = ser.starts[i + 1] - 1 if i + 1 < n else len(ser.data) - 1  # after the message's "}"
+        if end <= upto:
+            total += counter.message(m)
+            continue
+        base = ser.content_starts[i]
+        if base is not None and upto > base:
+            ser.offset(i, 0)  # builds the message's escape table
+            cumulative = ser._cumulative[i]
+            k = bisect.bisect_right(cumulative, upto - base) - 1
+            total += counter.text(m["content"][:k])
+        break
+    return total
 
 
 # ---- spans --------------------------------------------------------------------------------------
@@ -452,7 +475,7 @@ def _with(request: Mapping[str, Any], chat: dict[str, Any], now: datetime) -> di
 
 
 def _pair(request: Mapping[str, Any], base: Path | None, before: list[dict[str, Any]], added: list[dict[str, Any]],
-          lorebook: str | None, now: datetime, gap: timedelta, turn: int,
+          lorebook: str | None, now: datetime, gap: timedelta, turn: int, counter: Any,
           memo: dict[tuple[int, datetime], Any] | None = None) -> TurnReport:
     from ..strategies.st_assemble import assemble_request
 
@@ -494,28 +517,33 @@ def _pair(request: Mapping[str, Any], base: Path | None, before: list[dict[str, 
     breakers = _breakers(cur, nxt, _spans(current), _spans(following), boundary_cur, ideal, lcp)
     redrawn = [b.byte_offset for b in breakers if b.change == "redrawn"]
     prefix = min([lcp, *redrawn])
-    return TurnReport(turn, prefix, _tokens(nxt.data[:prefix]), len(nxt.data), _tokens(nxt.data), ideal, lcp,
-                      breakers, boundary_cur)
+    return TurnReport(turn, prefix, _tokens(nxt, prefix, counter), len(nxt.data), _tokens(nxt, len(nxt.data), counter),
+                      ideal, lcp, breakers, boundary_cur, counter.tokenizer.name)
 
 
 def cache_report(request: Mapping[str, Any], *, base_dir: str | Path | None = None, turns: int | None = None,
-                 gap: timedelta = DEFAULT_GAP, next_user: str = NEXT_USER, reply: str = NEXT_REPLY) -> CacheReport:
+                 gap: timedelta = DEFAULT_GAP, next_user: str = NEXT_USER, reply: str = NEXT_REPLY,
+                 tokenizer: str | None = None) -> CacheReport:
     """The cache-stability report of a request-file object (see :mod:`tavernbox.strategies.st_request`).
 
     Without ``turns``: the current turn against the next one, where the chat gains the model's reply
     and the user's next message (``reply``/``next_user``; a chat that ends with the assistant gains
     a user message and a reply instead). With ``turns=N``: the chat is a recorded one and its last
     ``N`` turns are replayed from its own messages, each turn compared with the one after it.
-    The clock moves on by ``gap`` per turn; the seed stays the same. Raises ``TemplateError``
-    (``REQUEST_INVALID``) for a bad request, or a chat too short for ``turns``.
+    The clock moves on by ``gap`` per turn; the seed stays the same. Tokens are counted with
+    ``tokenizer`` (a name, see :mod:`tavernbox.tokenizers`), else the request's ``budget.tokenizer``.
+    Raises ``TemplateError`` (``REQUEST_INVALID``) for a bad request, or a chat too short for ``turns``.
     """
     from ..strategies.st_assemble import load_inputs
     from ..strategies.st_request import parse_request
 
     if not isinstance(request, Mapping):
         raise TemplateError("the request must be a JSON object", code="REQUEST_INVALID", path="$")
+    from ..tokenizers import MessageCounter, get_tokenizer
+
     base = Path(base_dir) if base_dir is not None else None
     parsed = parse_request(request)
+    counter = MessageCounter(get_tokenizer(tokenizer or parsed.budget.tokenizer))
     inputs = load_inputs(parsed, base)
     messages = [m.to_dict() for m in inputs.chat.messages]
     for m in messages:
@@ -527,7 +555,7 @@ def cache_report(request: Mapping[str, Any], *, base_dir: str | Path | None = No
             added = [{"role": "assistant", "content": reply}, {"role": "user", "content": next_user}]
         else:
             added = [{"role": "user", "content": next_user}, {"role": "assistant", "content": reply}]
-        return CacheReport([_pair(request, base, messages, added, lorebook, now, gap, 1)])
+        return CacheReport([_pair(request, base, messages, added, lorebook, now, gap, 1, counter)])
     if not 1 <= turns <= MAX_TURNS:
         raise TemplateError(f"--turns must be 1..{MAX_TURNS}", code="INPUT_INVALID")
     ends = [i + 1 for i, m in enumerate(messages) if m["role"] == "user"]
@@ -538,5 +566,6 @@ def cache_report(request: Mapping[str, Any], *, base_dir: str | Path | None = No
     memo: dict[tuple[int, datetime], Any] = {}
     pairs = list(zip(ends[-turns - 1 : -1], ends[-turns:]))
     for t, (a, b) in enumerate(pairs, 1):
-        reports.append(_pair(request, base, messages[:a], messages[a:b], lorebook, now + gap * (t - 1), gap, t, memo))
+        reports.append(_pair(request, base, messages[:a], messages[a:b], lorebook, now + gap * (t - 1), gap, t,
+                             counter, memo))
     return CacheReport(reports)
