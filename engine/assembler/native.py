@@ -30,7 +30,7 @@ from ..errors import Diagnostic, TemplateError
 from .identity import derived_id, text_hash
 
 if TYPE_CHECKING:
-    from .placement import Node
+    from .node import Node
     from .rules import Preset
 
 __all__ = ["NATIVE_PLACEMENTS", "arrange_native", "check_native_preset"]

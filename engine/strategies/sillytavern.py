@@ -45,7 +45,7 @@ from typing import Any
 
 from ..assembler.registry import SourceDescriptor, SourceRegistry, thaw
 from ..assembler.render import TAVERN
-from ..assembler.sources import split_authored_text
+from ..assembler.sources import builtin_registry, split_authored_text
 
 __all__ = [
     "CARD_FIELD_MARKERS",
@@ -506,7 +506,7 @@ def register_preset_source(registry: SourceRegistry) -> Any:
 
 def st_registry() -> SourceRegistry:
     """The built-in sources plus the SillyTavern ``preset`` source: what the built-in strategies need."""
-    registry = SourceRegistry.with_builtins()
+    registry = builtin_registry()
     register_preset_source(registry)
     return registry
 
