@@ -118,7 +118,7 @@ def measure(reg: SourceRegistry, req: Any, repeat: int) -> tuple[float, float]:
     provenance, which the result builds on first access, is built inside the timed region: the
     figure is a whole assembly as ``tavernbox assemble --json`` needs it."""
     assembler = Assembler(reg)
-    assembler.assemble(req).provenance  # warm-up (imports, compiled-template and parsed-preset caches)
+    assembler.assemble(req).provenance  # noqa: B018 - warm-up (imports, compiled-template and parsed-preset caches)
     times = []
     for _ in range(repeat):
         start = time.process_time()

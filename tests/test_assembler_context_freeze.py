@@ -13,7 +13,6 @@ from tavernbox.assembler.registry import (
     ASSET_CACHE,
     MAX_ASSET_NESTING,
     FrozenMap,
-    SourceRegistry,
     freeze,
     freeze_assets,
     memoized,

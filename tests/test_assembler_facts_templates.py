@@ -14,7 +14,7 @@ from _assembler_support import rule
 from bridge_support import Scripted, code
 
 from tavernbox import TemplateError, render_template
-from tavernbox.assembler import Assembler, SourceRegistry
+from tavernbox.assembler import Assembler
 from tavernbox.assembler.limits import PROJECTION_MAX_BYTES
 from tavernbox.assembler.sources import builtin_registry
 from tavernbox.bridge import inspect_template_metadata

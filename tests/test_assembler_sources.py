@@ -8,7 +8,6 @@ import pytest
 from _assembler_support import assemble, chat, registry, rule, texts
 
 from tavernbox import TemplateError
-from tavernbox.assembler import SourceRegistry
 from tavernbox.assembler.sources import builtin_registry, split_authored_text, world_info_from_activation
 
 NATIVES = [rule("native-system"), rule("history"), rule("input")]

@@ -9,7 +9,7 @@ import pytest
 from _assembler_support import rule
 
 from tavernbox import TemplateError
-from tavernbox.assembler import Assembler, SourceRegistry, replay
+from tavernbox.assembler import Assembler, replay
 from tavernbox.assembler.limits import dumps
 from tavernbox.assembler.sources import builtin_registry
 from tavernbox.errors import CODES

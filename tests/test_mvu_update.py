@@ -144,7 +144,8 @@ def test_json_patch_operations_pointer_escapes_and_fences() -> None:
 
 
 def test_json_patch_operations_that_are_not_json_data_are_skipped() -> None:
-    reply = '<JSONPatch>[{"op":"add","path":"/l/-","value":[Infinity]}, 7, {"op":"replace","path":"/n"}, {"op":"delta","path":"/n","value":1}]</JSONPatch>'
+    reply = ('<JSONPatch>[{"op":"add","path":"/l/-","value":[Infinity]}, 7, {"op":"replace","path":"/n"}, '
+             '{"op":"delta","path":"/n","value":1}]</JSONPatch>')
     result = run({"l": [], "n": 1}, reply)
     assert result.stat_data == {"l": [], "n": 2}
     assert codes(result) == ["MVU_COMMAND_INVALID"] * 3

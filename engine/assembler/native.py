@@ -116,7 +116,6 @@ def arrange_native(preset: Preset, rows: list[Node], deferred: list[Node]) -> tu
         node.depth = None
         (late_system if system else late_user).append(node)
     before: list[Node] = []
-    middle: list[Node] = []
     after: list[Node] = []
     natives_mid: list[Node] = []
     if mode == "native-slots":

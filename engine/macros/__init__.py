@@ -20,10 +20,24 @@ from .context import ChatMessage, MacroContext
 from . import evaluator as _evaluator
 from .evaluator import MAX_OUTPUT_CHARS, Draw, MacroCall, RenderState, post_process
 from .evaluator import new_state as _new_state
-from .parser import MAX_NESTING, ArgNode, MacroNode, Plain, VarNode, document_items, parse_macros
-from .registry import MacroDef, MacroRegistry, dynamic_table
+from .parser import ArgNode, MacroNode, Plain, VarNode, document_items, parse_macros
+from .plan import build_plan
+from .registry import MacroDef, MacroRegistry, dynamic_table, use_catalogue
 from .trace import MacroSegment, TracingStore, post_process_traced, run_traced, segment_kind
 from .variables import VariableStore
+
+
+def _builtin_catalogue() -> MacroRegistry:
+    """SillyTavern's built-in macros, imported on first use so the package stays quick to import."""
+    from .builtins import builtin_registry
+
+    return builtin_registry()
+
+
+# The plan builder and the built-in macros are built on the evaluator and the registry, so the
+# package passes them down here instead of those modules importing what imports them.
+_evaluator.use_planner(build_plan)
+use_catalogue(_builtin_catalogue)
 
 __all__ = [
     "MAX_INPUT_CHARS",
