@@ -270,7 +270,7 @@ def build_provenance(
     span_source: Sequence[tuple[str, str, Sequence[tuple[int, int, dict[str, Any]]]]],
 ) -> list[dict[str, Any]]:
     """The JSON form of span provenance: one entry per message, spans with UTF-16 offsets."""
-    provenance = []
+    provenance: list[dict[str, Any]] = []
     # one info dict is shared by every span of a contribution (and every snapshot repeating it, and
     # the same cached prompt request after request): its JSON template (null fields dropped) is
     # computed once and kept in ``_DESCRIBED``, checked by identity (each entry holds its info

@@ -257,18 +257,18 @@ def _extract(text: str) -> list[_Command]:
     pos = 0
     block_i = 0
     while True:
-        m = _CALL.search(text, pos)
-        if m is None:
+        call = _CALL.search(text, pos)
+        if call is None:
             break
-        while block_i < len(blocks) and blocks[block_i][1] <= m.start():
+        while block_i < len(blocks) and blocks[block_i][1] <= call.start():
             block_i += 1
-        if block_i < len(blocks) and blocks[block_i][0] <= m.start():
+        if block_i < len(blocks) and blocks[block_i][0] <= call.start():
             pos = blocks[block_i][1]
             continue
-        cmd, pos = _read_call(text, m, budget)
+        cmd, pos = _read_call(text, call, budget)
         found.append(cmd)
         if len(found) > MAX_COMMANDS:
-            raise _limit("MVU_COMMAND_LIMIT", f"the reply holds more than {MAX_COMMANDS} commands", text, m.start(), pos)
+            raise _limit("MVU_COMMAND_LIMIT", f"the reply holds more than {MAX_COMMANDS} commands", text, call.start(), pos)
     found.sort(key=lambda c: c.start)
     return found
 

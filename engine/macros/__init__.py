@@ -205,7 +205,7 @@ class CompiledMacros:
         self.text = text
         # sub-parses (arguments and bodies parsed at evaluation) kept for every later render
         self._parse_cache: dict[tuple[int, int], tuple[tuple, tuple, bool]] = {}
-        self._closer_memo: dict[int, tuple[Any, bool]] = {}
+        self._closer_memo: dict[Any, Any] = {}  # RenderState.closer_memo: keyed by id(items) and tuples
         pre, omap = _preprocess(text)
         self.source = pre
         self._omap = omap

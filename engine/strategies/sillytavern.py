@@ -134,7 +134,7 @@ def _wi_entries(context: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """World-info entries in SillyTavern's placement order (ascending ``order``, ties reversed)."""
     entries = [e for e in context["assets"].get("world_info") or () if isinstance(e, Mapping)
                and e.get("id", e.get("uid")) is not None and isinstance(e.get("content"), str) and e.get("content")]
-    ranked = sorted(entries, key=lambda e: -(e.get("order") if isinstance(e.get("order"), (int, float)) else 100))
+    ranked = sorted(entries, key=lambda e: -(o if isinstance(o := e.get("order"), (int, float)) else 100))
     return list(reversed(ranked))
 
 
@@ -224,7 +224,8 @@ def _override(prompt: Any, card_text: Any, allowed: bool) -> tuple[str, bool]:
     """The prompt text after a card override: ``(text, overridden)``."""
     if not allowed or prompt.forbid_overrides or not isinstance(card_text, str) or not card_text.strip():
         return prompt.content, False
-    return _ORIGINAL.sub(lambda _m, _s=[prompt.content]: _s.pop() if _s else "", card_text), True
+    original = [prompt.content]  # the first {{original}} gets the prompt, any later one nothing
+    return _ORIGINAL.sub(lambda _m: original.pop() if original else "", card_text), True
 
 
 def inject_order(items: list[tuple[int, float, str, str]]) -> list[tuple[int, float, str, str]]:
@@ -365,7 +366,7 @@ def _preset_source(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[
     if not modules:
         for e in entries:
             if _wi_slot(e) == "at_depth":
-                depth = e.get("depth") if isinstance(e.get("depth"), int) else 4
+                depth = d if isinstance(d := e.get("depth"), int) else 4
                 absorbed.setdefault((depth, str(e.get("role") or "system")), []).append(_wi_block_id(e))
         _extension_injections(context, card, entries, absorbed, injections)
         owned = [{"source_id": "character", "block_id": b} for b in
@@ -440,14 +441,14 @@ def _extension_injections(
         text = text[1:] if text.startswith("\n") else text
         text = text[:-1] if text.endswith("\n") else text
         if text.strip():
-            depth = note.get("depth") if isinstance(note.get("depth"), int) else 4
+            depth = d if isinstance(d := note.get("depth"), int) else 4
             found.setdefault((depth, _role(note.get("role"))), []).append(("2_floating_prompt", text, "authorsNote"))
     dp = (card.get("extensions") or {}).get("depth_prompt") if isinstance(card.get("extensions"), Mapping) else None
     if isinstance(dp, Mapping) and isinstance(dp.get("prompt"), str) and dp["prompt"].strip():
-        depth = dp.get("depth") if isinstance(dp.get("depth"), int) else 4
+        depth = d if isinstance(d := dp.get("depth"), int) else 4
         found.setdefault((depth, _role(dp.get("role"))), []).append(("DEPTH_PROMPT", dp["prompt"], "depthPrompt"))
     if persona_text and persona_position == PERSONA_AT_DEPTH:
-        depth = persona.get("depth") if isinstance(persona.get("depth"), int) else 2
+        depth = d if isinstance(d := persona.get("depth"), int) else 2
         found.setdefault((depth, _role(persona.get("role"))), []).append(
             ("PERSONA_DESCRIPTION", persona_text, "personaDescription"))
     by_id = {_wi_block_id(e): e for e in entries}
