@@ -329,7 +329,11 @@ class CompiledMacros:
     def _expand_planned(self, ctx: MacroContext, seed: int | None, registry: MacroRegistry, plan: Any) -> MacroResult:
         """:meth:`expand` when the top level runs from its plan with the built-in registry, no
         dynamic macros and no trace (a compiled template from its third render on): the same
-        steps, without the set-up the general path needs for everything else."""
+        steps, without the set-up the general path needs for everything else.
+
+        Must equal :meth:`expand` with plans switched off (text, variables, diagnostics, draws):
+        ``tests/test_macros_fastpath.py::test_the_fast_path_is_taken_and_gives_the_general_paths_results``.
+        """
         local = VariableStore(ctx.local_variables)  # the store copies
         glob = VariableStore(ctx.global_variables)
         effective_seed = seed if seed is not None else (ctx.seed if ctx.seed is not None else 0)

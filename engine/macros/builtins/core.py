@@ -220,6 +220,9 @@ def _bind_if(
     where it starts, the split at ``{{else}}``, and how each of the condition and the two
     branches is evaluated (:func:`..plan.level_runner`). What a render decides (the condition's
     value, its variable or macro lookup, the branch) is done as :func:`_if` does it.
+
+    Must equal :func:`_if` (text, variables, diagnostics, draws, or the same error):
+    ``tests/test_macros_plan_if.py``.
     """
     if len(spans) != 2 or len(items) != 2:
         return None
