@@ -891,7 +891,6 @@ class MacroCall:
         return self.state.source[self.node.start : self.node.end]
 
 
-
 def use_planner(build_plan: Callable[..., Any]) -> None:
     """Run repeated levels through plans built by ``build_plan`` (:func:`.plan.build_plan`).
 
