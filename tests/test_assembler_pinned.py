@@ -24,6 +24,7 @@ from tavernbox.assembler import Assembler, AssemblyRequest, SourceRegistry, pars
 from tavernbox.assembler.identity import content_hash
 from tavernbox.assembler.limits import dumps
 from tavernbox.assembler.render import TAVERN
+from tavernbox.assembler.sources import builtin_registry
 
 CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
 LOOM = CORPORA / "presets" / "prolix-lucid-loom-v3.2.json"
@@ -50,7 +51,7 @@ def _prompts(context: Any, rule: Any) -> dict[str, Any]:
 
 
 def _registry() -> SourceRegistry:
-    reg = SourceRegistry.with_builtins()
+    reg = builtin_registry()
     reg.register({"id": "pin.prompts", "plugin_id": "pin", "name": "60 prompts", "resolve": _prompts,
                   "renderer": TAVERN, "dependencies": ("character", "persona")})
     return reg
