@@ -196,6 +196,9 @@ class AssemblyResult:
         default_factory=list, repr=False, compare=False
     )
     _provenance: list[dict[str, Any]] | None = field(default=None, repr=False, compare=False)
+    #: the character ranges of each of :attr:`logical_messages` (before projection), for callers
+    #: that send the logical array themselves (SillyTavern's request) and need its provenance
+    logical_spans: list[Any] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def provenance(self) -> list[dict[str, Any]]:
@@ -422,6 +425,7 @@ def compose(
         logical_messages=logical_messages,
         snapshots=retention.records,
         span_source=span_source,
+        logical_spans=[n.spans[k] for n, k in flat],
     )
     return result, diagnostics
 
