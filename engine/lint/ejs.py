@@ -21,7 +21,6 @@ from ..bridge.metadata import inspect_template_metadata
 from ..ejs import compile_source, parse_template
 from ..ejs.nodes import Tag
 from ..errors import TemplateError
-from ..sandbox.limits import Limits
 from .model import Facts, Finding, Prompt
 
 __all__ = ["harness_call_lists", "lint_ejs"]
@@ -141,6 +140,8 @@ def lint_ejs(prompt: Prompt, facts: Facts) -> list[Finding]:
                                       suggestion="use [GENERATE:BEFORE] / [GENERATE:AFTER] or no tag"))
     if "<%" not in text:
         return out
+    from .. import Limits  # the package's export: the sandbox itself is for ejs, the bridge and the CLI
+
     limit = Limits().template_chars
     if len(text) > limit:
         out.append(prompt.finding("TEMPLATE_TOO_LARGE", f"the template has {len(text):,} characters, more than the "
