@@ -107,7 +107,7 @@ def test_world_info_at_depth() -> None:
     (b,) = turn.breakers
     at = cur.index(b'{"role":"system","content":"Storms')  # two messages above the end of the chat
     assert cur[at:].split(b"},{")[2].startswith(b'"role":"user","content":"Say 4."')
-    assert (b.kind, b.label, b.change, b.byte_offset) == ("world_info_depth", "world info at depth 2 (worldInfoDepth)",
+    assert (b.kind, b.label, b.change, b.byte_offset) == ("world_info_depth", "world info 'Storm lore' of book at depth 2",
                                                          "moves", at)
     assert b.cost_bytes == turn.ideal_prefix_bytes - at
     assert turn.prefix_bytes == _common(cur, nxt) == at + len('{"role":"')  # then "system" meets "user"
@@ -222,3 +222,15 @@ def test_a_macro_that_prints_nothing_this_turn_does_not_make_the_prompt_text_a_b
     req = request("You are {{char}}.{{setvar::turn::{{lastMessageId}}}} Turn {{getvar::turn}}.", chat=[])
     turn = only(cache_report(req))
     assert [(b.kind, b.change) for b in turn.breakers] == [("variable", "appears")]
+
+
+def test_world_info_activated_by_the_new_message_is_named_by_its_entry() -> None:
+    book = {"entries": {"0": {"uid": 0, "key": ["lantern"], "content": "The lantern never goes out.",
+                              "position": 0, "comment": "Lantern"}}}
+    req = request(books=[book])
+    turn = only(cache_report(req, next_user="Hand me the lantern."))
+    (b,) = turn.breakers
+    assert (b.kind, b.label, b.change) == ("world_info", "world info 'Lantern' of book (worldInfoBefore)", "appears")
+    assert b.source["uid"] == 0 and b.text == "The lantern never goes out."
+    assert "sticky" in b.suggestion
+    assert only(cache_report(req)).breakers == []  # a next message without the key activates nothing

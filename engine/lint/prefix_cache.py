@@ -250,75 +250,55 @@ class _Span:
 
 
 def _spans(assembly: Any) -> list[_Span]:
-    """Every provenance span of an assembly, placed in its final (sent) messages."""
+    """Every provenance span of an assembly, placed in its sent messages.
+
+    The assembly's own provenance of the sent messages (``provenance_source``: text and character
+    ranges per message) is used as it is; where it describes the messages before post-processing
+    (``provenance_of``), each logical message is found in the sent ones by an in-order search.
+    """
     result = assembly.result
-    logical = list(result.logical_messages)
-    by_id = {str(m.get("id")): i for i, m in enumerate(logical)}
     nodes: dict[str, Mapping[str, Any]] = {}
     for n in result.to_dict().get("nodes") or []:
         nodes.setdefault(str(n.get("block_id")), n)
-    # logical message -> (final index, character offset) by an in-order search of the contents
+    source = list(getattr(assembly, "provenance_source", None) or [])
     final = assembly.messages
     placed: dict[int, tuple[int, int]] = {}
-    fi, off = 0, 0
-    for li, m in enumerate(logical):
-        content = m.get("content")
-        if not isinstance(content, str) or not content:
-            continue
-        j, o = fi, off
-        while j < len(final):
-            target = final[j].get("content")
-            at = target.find(content, o) if isinstance(target, str) else -1
-            if at >= 0:
-                placed[li] = (j, at)
-                fi, off = j, at + len(content)
-                break
-            j, o = j + 1, 0
+    if getattr(assembly, "provenance_of", "messages") == "messages" and len(source) == len(final):
+        placed = {i: (i, 0) for i in range(len(source))}
+    else:
+        fi, off = 0, 0
+        for li, (_, text, _) in enumerate(source):
+            if not text:
+                continue
+            j, o = fi, off
+            while j < len(final):
+                target = final[j].get("content")
+                at = target.find(text, o) if isinstance(target, str) else -1
+                if at >= 0:
+                    placed[li] = (j, at)
+                    fi, off = j, at + len(text)
+                    break
+                j, o = j + 1, 0
     out: list[_Span] = []
-    seen: set[tuple[Any, ...]] = set()
     counts: dict[tuple[Any, ...], int] = {}
-    for pid, text, spans in result.span_source:
-        members: list[int] = []
-        if pid in by_id:
-            members = [by_id[pid]]
-        else:
-            for meta in (s[2] for s in spans):
-                node = nodes.get(str(meta.get("block_id")))
-                for lid in (node or {}).get("input_message_ids") or ():
-                    if str(lid) in by_id and by_id[str(lid)] not in members:
-                        members.append(by_id[str(lid)])
-            members.sort()
-        bases: list[tuple[int, int]] = []
-        cursor = 0
-        for li in members:
-            content = logical[li].get("content")
-            if not isinstance(content, str) or not content:
-                continue
-            at = text.find(content, cursor)
-            if at >= 0:
-                bases.append((at, li))
-                cursor = at + len(content)
+    for li, (_, text, spans) in enumerate(source):
+        if li not in placed:
+            continue
+        fj, foff = placed[li]
         for start, end, meta in spans:
-            owner = None
-            for base, li in bases:
-                if base <= start and end <= base + len(logical[li]["content"]):
-                    owner = (base, li)
-            if owner is None or owner[1] not in placed:
-                continue
-            base, li = owner
-            fj, foff = placed[li]
-            local = (li, start - base, end - base, str(meta.get("block_id")))
-            if local in seen:
-                continue  # the same logical text repeated in a projection
-            seen.add(local)
-            ident = tuple(meta.get(k) for k in ("rule_id", "source_id", "block_id", "resource_id", "field", "kind",
-                                                 "macro", "name", "native_message_id"))
+            ident = tuple(meta.get(k) for k in _IDENTITY)
             counts[ident] = counts.get(ident, 0) + 1
             node = nodes.get(str(meta.get("block_id"))) or {}
             depth = node.get("depth") if isinstance(node.get("depth"), int) else None
-            out.append(_Span((*ident, counts[ident]), fj, foff + start - base, foff + end - base,
-                             text[start:end], dict(meta), depth, str(node.get("name") or "")))
+            out.append(_Span((*ident, counts[ident]), fj, foff + start, foff + end, text[start:end], dict(meta), depth,
+                             str(node.get("name") or "")))
     return out
+
+
+#: what tells two spans apart: the rule, block and field that placed the text, the macro or variable
+#: that printed it, the world-info entry it came from, the chat message it is
+_IDENTITY = ("rule_id", "source_id", "block_id", "resource_id", "field", "kind", "macro", "name", "book", "uid",
+             "native_message_id")
 
 
 def _classify(span: _Span, change: str) -> tuple[str, str]:
@@ -339,6 +319,13 @@ def _classify(span: _Span, change: str) -> tuple[str, str]:
     lowered = f"{source} {fld} {meta.get('block_id')}".lower()
     if "author" in lowered:
         return "author_note", f"Author's Note ({where})"
+    if meta.get("kind") == "world_info":
+        entry = f"{meta.get('comment')!r}" if meta.get("comment") else f"#{meta.get('uid')}"
+        book = f" of {meta.get('book')}" if meta.get("book") else ""
+        if span.depth is not None or "depth" in lowered:
+            at = f" at depth {span.depth}" if span.depth is not None else " at depth"
+            return "world_info_depth", f"world info {entry}{book}{at}"
+        return "world_info", f"world info {entry}{book} ({where})"
     if "worldinfo" in lowered.replace("_", "") or "world_info" in lowered or "world-info" in lowered:
         if span.depth is not None or "depth" in lowered:
             return "world_info_depth", f"world info at depth {span.depth if span.depth is not None else ''} ({where})".replace(" ()", "")
@@ -349,7 +336,9 @@ def _classify(span: _Span, change: str) -> tuple[str, str]:
     return "other", f"{where}"
 
 
-_MACRO_KINDS = ("macro_output", "variable_read")
+#: spans compared one by one: macro output, variable reads and world-info entries (each names its
+#: book and uid); any other text is compared block by block
+_MACRO_KINDS = ("macro_output", "variable_read", "world_info")
 
 
 def _content_by_block(spans: list[_Span]) -> dict[Any, tuple[str, list[_Span]]]:
@@ -422,6 +411,8 @@ def _breakers(cur: _Serialised, nxt: _Serialised, cur_spans: list[_Span], nxt_sp
                 add(s, cur, "changed")
             elif str(s.meta.get("macro") or "").lower() in _RANDOM and s.meta.get("kind") == "macro_output":
                 add(s, cur, "redrawn")
+            elif s.depth is not None and s.depth > 0:
+                add(s, cur, "moves")
             continue
         block = s.meta.get("block_id")
         mine, theirs = cur_blocks[block], nxt_blocks.get(block)
