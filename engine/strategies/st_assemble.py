@@ -447,7 +447,7 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
     from ..assembler.sources import world_info_from_activation
     from ..worldinfo import ScanContext, activate_world_info
     from .builtin import builtin_strategy
-    from .sillytavern import squash_system_messages, st_registry
+    from .sillytavern import st_registry
 
     req = parse_request(request)
     base = Path(base_dir) if base_dir is not None else None
