@@ -279,6 +279,21 @@ def _card_as_sillytavern_reads_it(card: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def persona_text_of(req: StRequest) -> str:
+    return req.user.persona.description.strip().replace("\r", "")
+
+
+def _expand_chat_macros(history: list[dict[str, Any]], context: dict[str, Any]) -> None:
+    """Chat messages with their macros expanded, as SillyTavern prepares each history message
+    (``populateChatHistory`` passes every one through ``preparePrompt``)."""
+    from ..macros import expand_macros
+
+    for m in history:
+        content = m.get("content")
+        if isinstance(content, str) and "{{" in content:
+            m["content"] = expand_macros(content, context, seed=context.get("seed", 0)).text
+
+
 def _author_note_active(interval: int, chat: Sequence[Mapping[str, Any]]) -> bool:
     """SillyTavern's interval rule (``setFloatingPrompt``): counted in user messages of the chat."""
     if interval == 1:
@@ -470,6 +485,12 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
     if gen in ("regenerate", "swipe") and chat and chat[-1]["role"] == "assistant":
         chat = chat[:-1]  # the message being replaced is not part of the prompt
     history = history_messages(chat, behavior=behavior, user=user, char=char, group=group)
+    _expand_chat_macros(history, {
+        "user": user, "char": char, "persona": persona_text_of(req),
+        "character": {k: v for k, v in card.items() if k != "extensions"},
+        "chat": [{"role": m["role"], "name": m.get("name") or "", "content": m["content"]} for m in chat],
+        "seed": req.options.seed, **({"now": req.options.now} if req.options.now else {}),
+        **({"group": list(req.group.members)} if req.group else {})})
     continued: dict[str, Any] | None = None
     if gen == "continue" and history:
         continued = history[-1]
