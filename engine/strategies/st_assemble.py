@@ -366,11 +366,6 @@ def _with_entry_spans(text: str, spans: list[Any], entries: list[Mapping[str, An
     return out
 
 
-#: relative prompt-manager entries SillyTavern adds as collections even when they hold no text
-_RELATIVE_FIXED = ("worldInfoBefore", "main", "worldInfoAfter", "charDescription", "charPersonality", "scenario",
-                   "personaDescription", "nsfw", "jailbreak", "enhanceDefinitions")
-
-
 def _kind(block_id: str, chat_index: int | None) -> MessageKind:
     """A placed message's part in the budget, from the block that produced it."""
     if chat_index is not None:
@@ -397,27 +392,19 @@ def _kind(block_id: str, chat_index: int | None) -> MessageKind:
 def _fit(logical: list[dict[str, Any]], kinds: list[MessageKind], block_of: Mapping[str, str],
          preset: Mapping[str, Any], req: StRequest, max_context: int, max_tokens: int) -> Any:
     """The budget pass: ``(kept indexes, report)``, or ``None`` when surely everything fits uncounted."""
-    from ..assets.presets import parse_preset as parse_st_preset
     from ..tokenizers import MessageCounter, get_tokenizer
-    from .sillytavern import prompt_sequence
 
     budget = max_context - max_tokens
     name = req.budget.tokenizer
-    if name in ("o200k", "cl100k", "words") and fits_without_counting(logical, budget - 64 * len(_RELATIVE_FIXED)):
+    if name in ("o200k", "cl100k", "words") and fits_without_counting(logical, budget):
         return None
     counter = _counters.get(name)
     if counter is None:
         counter = _counters[name] = MessageCounter(get_tokenizer(name))
-    placed = {b.split(":")[1] for b in block_of.values() if b.startswith("preset:")}
-    prompts, _ = prompt_sequence(parse_st_preset(dict(preset)), req.generation.type)
-    phantom = 0
-    for p in prompts:
-        relative = not p.in_chat
-        user_relative = p.system_prompt is False and p.identifier not in _RELATIVE_FIXED
-        if relative and (p.identifier in _RELATIVE_FIXED or user_relative) and p.identifier not in placed:
-            phantom += counter.message({"role": p.role or "system", "content": ""})
+    # a prompt without text costs nothing: SillyTavern counts a message's tokens only when it has
+    # content (``Message.createAsync``)
     return fit(logical, kinds, counter, max_context=max_context, max_tokens=max_tokens,
-               pin_examples=req.budget.examples == "keep", phantom=phantom)
+               pin_examples=req.budget.examples == "keep")
 
 
 _counters: dict[str, Any] = {}
