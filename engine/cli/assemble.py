@@ -18,6 +18,7 @@ from typing import Any
 import click
 
 from ..errors import TemplateError
+from ..strict_json import check_json_source, check_output
 from .output import read_json_arg
 
 __all__ = ["command", "emit_error", "json_guard"]
@@ -55,7 +56,9 @@ def _strategy(value: str) -> Any:
     from .output import read_text_arg
 
     if os.path.exists(value) or value == "-":
-        return load_preset(read_text_arg(value))
+        text = read_text_arg(value)
+        check_json_source(text, what=f"--strategy {value}")
+        return load_preset(text)
     if value in KNOWN_BUILTINS:
         return builtin_strategy(value)
     raise TemplateError(f"--strategy {value!r} is neither a preset file nor a known built-in strategy "
@@ -188,9 +191,8 @@ def command(
         from ..strategies import st_registry
 
         result = Assembler(st_registry()).assemble(AssemblyRequest.from_dict(request))
-        if as_json:
-            click.echo(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
-        else:
-            click.echo(json.dumps(result.messages, ensure_ascii=False, indent=2))
+        out = result.to_dict() if as_json else result.messages
+        check_output(out)  # the lone-surrogate rule (tavernbox.strict_json) on the answer
+        click.echo(json.dumps(out, ensure_ascii=False, indent=2))
 
     json_guard(body)

@@ -24,7 +24,7 @@ from typing import Any
 import click
 
 from ..errors import TemplateError
-from .output import echo_json, guarded, print_diagnostics, read_json_arg, read_text_arg
+from .output import checked_answer, echo_json, guarded, parse_json_row, print_diagnostics, read_json_arg, read_text_arg
 
 __all__ = ["command", "load_context"]
 
@@ -84,16 +84,16 @@ def _run_jsonl(context: dict[str, Any], seed: int | None) -> None:
     MacroContext.from_dict(context)  # a malformed context fails once, before any row
     variables = context.get("variables") or {}
     out = sys.stdout
-    for number, line in enumerate(sys.stdin, start=1):
-        if not line.strip():
+    for number, raw in enumerate(sys.stdin.buffer, start=1):
+        if not raw.strip():
             continue
         try:
             try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise TemplateError(
-                    f"line {number} is not valid JSON: {exc.msg}", code="INPUT_INVALID", line=number, column=exc.colno
-                ) from None
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise TemplateError(f"line {number} is not UTF-8 (byte {exc.start})", code="INPUT_INVALID",
+                                    line=number) from None
+            row = parse_json_row(line.lstrip("\ufeff") if number == 1 else line, number)
             if not isinstance(row, dict) or not isinstance(row.get("template"), str):
                 raise TemplateError(
                     "each line must be an object with a string 'template'", code="INPUT_INVALID", path="$.template"
@@ -113,6 +113,7 @@ def _run_jsonl(context: dict[str, Any], seed: int | None) -> None:
             }
         except Exception as exc:  # noqa: BLE001 - every row failure becomes an error line
             record = _row_error(exc, number)
+        record = checked_answer(record, lambda exc, n=number: _row_error(exc, n))
         out.write(json.dumps(record, ensure_ascii=False) + "\n")
         out.flush()
 

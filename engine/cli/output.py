@@ -17,8 +17,20 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..errors import Diagnostic, TemplateError
+from ..strict_json import check_output, loads
 
-__all__ = ["echo_json", "fail", "guarded", "print_diagnostics", "read_json_arg", "read_text_arg", "stderr"]
+__all__ = [
+    "checked_answer",
+    "echo_json",
+    "fail",
+    "guarded",
+    "parse_json_row",
+    "print_diagnostics",
+    "printable",
+    "read_json_arg",
+    "read_text_arg",
+    "stderr",
+]
 
 T = TypeVar("T")
 
@@ -26,9 +38,46 @@ stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def echo_json(value: Any, *, pretty: bool = True) -> None:
-    """Write ``value`` as JSON to stdout (UTF-8, non-ASCII kept)."""
+    """Write ``value`` as JSON to stdout (UTF-8, non-ASCII kept).
+
+    An answer holding a lone surrogate is refused (``TEXT_SURROGATE`` with its path) instead of being
+    written as a ``\\ud800`` escape strict consumers reject: the project's one rule (:mod:`tavernbox.strict_json`).
+    """
+    check_output(value)
     text = json.dumps(value, ensure_ascii=False, indent=2 if pretty else None, separators=None if pretty else (",", ":"))
     click.echo(text)
+
+
+def checked_answer(value: Any, error: Callable[[TemplateError], Any]) -> Any:
+    """A batch answer as it may be written: one breaking the lone-surrogate rule becomes ``error(exc)``.
+
+    A batch goes on past such a row, so the refusal is that row's answer rather than the command's end.
+    """
+    try:
+        check_output(value)
+    except TemplateError as exc:
+        return error(exc)
+    return value
+
+
+def parse_json_row(line: str, number: int, *, what: str = "line") -> Any:
+    """One ``--jsonl`` row under the project's JSON rules.
+
+    Bad JSON is ``INPUT_INVALID`` at ``number:column``; ``NaN``/``Infinity`` likewise; a lone surrogate
+    is ``TEXT_SURROGATE`` with the row's JSON path. The caller reports it as that row's error and goes on.
+    """
+    try:
+        return loads(line, what=f"{what} {number}")
+    except TemplateError as exc:
+        if exc.line is None:
+            raise
+        raise TemplateError(exc.message, code=exc.code, line=number, column=exc.column) from None
+    except json.JSONDecodeError as exc:
+        raise TemplateError(
+            f"line {number} is not valid JSON: {exc.msg}", code="INPUT_INVALID", line=number, column=exc.colno
+        ) from None
+    except RecursionError:
+        raise TemplateError(f"line {number} is nested too deeply", code="INPUT_INVALID", line=number) from None
 
 
 def print_diagnostics(diagnostics: Iterable[Diagnostic], source: str | None = None, *, label: str = "") -> None:
@@ -43,10 +92,18 @@ def print_diagnostics(diagnostics: Iterable[Diagnostic], source: str | None = No
         elif d.path:
             where = f"{label}:{d.path}" if label else d.path
         colour = {"error": "red", "warning": "yellow"}.get(d.severity, "cyan")
-        prefix = f"{escape(where)}: " if where else ""
-        stderr.print(f"{prefix}[{colour}]{d.severity}[/] [bold]{d.code}[/] {escape(d.message)}")
+        prefix = f"{escape(printable(where))}: " if where else ""
+        stderr.print(f"{prefix}[{colour}]{d.severity}[/] [bold]{d.code}[/] {escape(printable(d.message))}")
         if d.span is not None and source is not None:
-            stderr.print(escape(caret_snippet(source, d.span)), markup=True)
+            stderr.print(escape(printable(caret_snippet(source, d.span))), markup=True)
+
+
+def printable(text: str) -> str:
+    """``text`` safe for a UTF-8 terminal: a lone surrogate shows as its ``\\udXXX`` escape.
+
+    Messages may quote what the user gave; diagnostics on stderr must never crash on it.
+    """
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def fail(error: TemplateError, *, label: str = "", exit_code: int = 1) -> NoReturn:
@@ -56,11 +113,11 @@ def fail(error: TemplateError, *, label: str = "", exit_code: int = 1) -> NoRetu
         where = f"{label}:{error.line}:{error.column}" if label else f"{error.line}:{error.column}"
     elif error.path:
         where = f"{label}:{error.path}" if label else error.path
-    prefix = f"{escape(where)}: " if where else ""
-    stderr.print(f"{prefix}[red]error[/] [bold]{error.code}[/] {escape(error.message)}")
+    prefix = f"{escape(printable(where))}: " if where else ""
+    stderr.print(f"{prefix}[red]error[/] [bold]{error.code}[/] {escape(printable(error.message))}")
     snippet = error.snippet()
     if snippet:
-        stderr.print(escape(snippet))
+        stderr.print(escape(printable(snippet)))
     sys.exit(exit_code)
 
 
@@ -112,11 +169,12 @@ def read_json_arg(path: str, what: str, *, code: str = "INPUT_INVALID") -> Any:
     """Read a JSON file argument (``-`` is stdin) through :func:`read_text_arg`.
 
     Bad JSON raises ``TemplateError(code)`` naming ``what`` and the file, with the line:col of the
-    error; nesting too deep for the parser is reported the same way instead of crashing.
+    error (``NaN``/``Infinity``/``1e999`` included); nesting too deep for the parser is reported the same
+    way instead of crashing; a lone surrogate is ``TEXT_SURROGATE`` with its JSON path.
     """
     text = read_text_arg(path)
     try:
-        return json.loads(text)
+        return loads(text, what=f"{what} {path}", code=code)
     except json.JSONDecodeError as exc:
         raise TemplateError(
             f"{what} {path} is not valid JSON: {exc.msg}", code=code, line=exc.lineno, column=exc.colno
