@@ -74,7 +74,7 @@ CODES: dict[str, str] = {
     "ASSET_FIELD_MISSING": "a required field is absent (an error) or an expected one is (a default is used)",
     "ASSET_VALUE_NORMALISED": "a value SillyTavern reads differently from how it is written was read SillyTavern's way",
     "ASSET_NUMBER_UNSAFE": "an integer beyond JavaScript's 2^53-1, which SillyTavern rounds",
-    "ASSET_DUPLICATE_ID": "two entries or prompts share an id; the later one wins",
+    "ASSET_DUPLICATE_ID": "two entries or prompts share an id (the later one wins), or a prompt order repeats one (the first)",
     "ASSET_UID_MISMATCH": "a world-book entry's uid differs from the key it is stored under",
     "ASSET_REFERENCE_MISSING": "a prompt order names a prompt the preset does not have",
     "ASSET_CONVERTED": "the asset was converted from another shape (v1 card, card-book list form)",
