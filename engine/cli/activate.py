@@ -104,6 +104,7 @@ def run_jsonl_line(text: str, *, seed: int, expand: Any, number: int = 1) -> dic
         from ..worldinfo.scan import chat_scan_messages
 
         conf = WorldInfoSettings.from_mapping(settings, path="$.settings")
+        warnings = WorldInfoSettings.unknown_keys(line.get("settings"), path="$.settings")
         chat = line.get("chat", [])
         chat_scan_messages(chat, include_names=False, path="$.chat")
         context = ScanContext.from_mapping(line.get("context"), path="$.context")
@@ -112,7 +113,10 @@ def run_jsonl_line(text: str, *, seed: int, expand: Any, number: int = 1) -> dic
             books, chat, conf, line.get("state"), seed=line_seed,
             expand=expand, context=context, generation_type=line.get("generation_type", "normal"),
         )
-        return to_json(activation)
+        out = to_json(activation)
+        if warnings:
+            out["diagnostics"] = [d.to_dict() for d in warnings]
+        return out
     except TemplateError as exc:
         return {"error": exc.to_dict()}
     except RecursionError:
@@ -218,6 +222,9 @@ def command(books: tuple[str, ...], card: str | None, chat: str | None, settings
                 all_books.append(card_book)
         chat_data = read_json_arg(chat, "chat")
         settings = read_json_arg(settings_path, "settings") if settings_path else {}
+        from ..worldinfo import WorldInfoSettings
+
+        diagnostics.extend(WorldInfoSettings.unknown_keys(settings))
         state = read_json_arg(state_path, "state") if state_path else None
         activation = activate_world_info(all_books, chat_data, settings, state, seed=seed,
                                          expand=_expand_hook(macro_context) if macros is not False else None,

@@ -54,6 +54,9 @@ def load_context(context_path: str | None, card_path: str | None) -> dict[str, A
         loaded = read_json_arg(context_path, "context", code="ASSET_JSON")
         if not isinstance(loaded, dict):
             raise TemplateError("the context must be a JSON object", code="INPUT_INVALID", path="$")
+        from ..macros.context import MacroContext
+
+        print_diagnostics(MacroContext.unknown_keys(loaded), label=context_path)
         context = loaded
     if card_path is not None:
         name, fields = _card_fields(card_path)
