@@ -30,6 +30,7 @@ __all__ = [
     "check_json_text",
     "check_output",
     "find_surrogate",
+    "join_pairs",
     "loads",
     "refuse_non_finite",
     "refuse_surrogates",
@@ -83,6 +84,35 @@ def find_surrogate(value: Any, base_path: str = "$") -> tuple[str, int, int] | N
                 if isinstance(child, (str, dict, list, tuple)):
                     stack.append((child, _join(path, index)))
     return None
+
+
+def join_pairs(value: Any) -> Any:
+    """``value`` with each high+low surrogate pair in its strings (and keys) joined into one character.
+
+    YAML parsers read ``"\\ud83d\\ude00"`` as two code points, where JSON (which YAML 1.2 contains) means
+    one emoji; joining them first means only truly lone surrogates meet :func:`refuse_surrogates`.
+    Returns ``value`` itself when nothing needed joining.
+    """
+    if find_surrogate(value) is None:
+        return value
+
+    def fix(text: str) -> str:
+        if _SURROGATE.search(text) is None:
+            return text
+        # surrogatepass writes each surrogate as its UTF-16 unit; decoding joins pairs and keeps lone
+        # ones (as lone surrogates again) for the refusal to find.
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, str):
+            return fix(node)
+        if isinstance(node, dict):
+            return {fix(k) if isinstance(k, str) else k: walk(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    return walk(value)
 
 
 def refuse_surrogates(value: Any, *, what: str, base_path: str = "$") -> None:

@@ -19,7 +19,7 @@ import yaml
 
 from ..errors import Diagnostic, TemplateError
 from ..spans import Span, line_col
-from ..strict_json import check_json_text, loads, refuse_non_finite, refuse_surrogates
+from ..strict_json import check_json_text, join_pairs, loads, refuse_non_finite, refuse_surrogates
 
 __all__ = [
     "DecodedText",
@@ -315,9 +315,10 @@ def parse_yaml_text(text: str) -> Any:
         raise TemplateError(f"invalid YAML: {problem}", code="ASSET_JSON", line=line, column=col) from None
     except yaml.YAMLError as exc:
         raise TemplateError(f"invalid YAML: {exc}", code="ASSET_JSON") from None
-    # YAML escapes (\ud800, \U0000d800) can spell surrogates; a surrogate pair written as two escapes is
-    # not one character in YAML either, so every surrogate is refused.
+    # YAML escapes (\ud800, \U0000d800) can spell surrogates: pairs are joined as JSON would read
+    # them, and a lone one is refused.
     if "\\" in text:
+        value = join_pairs(value)
         refuse_surrogates(value, what="the file")
     refuse_non_finite(value, what="the file", code="ASSET_JSON")
     return value

@@ -67,13 +67,7 @@ def _counts(kind: str, model: Any) -> dict[str, int]:
         }
     if kind == "world_book":
         wb: WorldBook = model
-        entries = wb.entry_list
-        return {
-            "entries": len(entries),
-            "constant": sum(1 for e in entries if e.constant),
-            "disabled": sum(1 for e in entries if e.disable),
-            "with_keys": sum(1 for e in entries if e.key),
-        }
+        return wb.entry_counts
     if kind == "preset":
         preset: Preset = model
         prompts = preset.resolved_prompts()
@@ -166,7 +160,7 @@ def _check_forced_kind(kind: str, value: Any) -> None:
 
 
 def load_asset(
-    source: str | Path | bytes, *, kind: str | None = None, name: str | None = None
+    source: str | Path | bytes, *, kind: str | None = None, name: str | None = None, summary_only: bool = False
 ) -> LoadedAsset:
     """Load a card, world book, preset or MVU variables file and validate it.
 
@@ -176,7 +170,8 @@ def load_asset(
     refused with ``ASSET_KIND_MISMATCH`` rather than read as, say, a card with no description.
     ``name`` overrides the name taken from the file stem. Raises ``TemplateError`` (code ``ASSET_*``,
     ``path`` a JSON path or ``line``/``column``) when the file cannot be used; repairs are listed in
-    ``.diagnostics``.
+    ``.diagnostics``. ``summary_only`` validates everything the same way but keeps only what the summary
+    needs: a world book's model then has no entries (``tavernbox import`` on books of 100,000 entries).
     """
     if kind is not None and kind not in KINDS:
         raise TemplateError(f"unknown kind {kind!r}; expected one of {', '.join(KINDS)}", code="INPUT_INVALID")
@@ -221,7 +216,7 @@ def load_asset(
         model = parse_card(value, diagnostics=diagnostics)
         display = model.name
     elif kind == "world_book":
-        model = parse_world_book(value, name=name, diagnostics=diagnostics)
+        model = parse_world_book(value, name=name, diagnostics=diagnostics, keep_entries=not summary_only)
         display = model.name
     elif kind == "preset":
         model = parse_preset(value, name=name, diagnostics=diagnostics)

@@ -35,9 +35,9 @@ def import_one(path: str, kind: str | None = None) -> dict[str, Any]:
 
     try:
         if path == "-":
-            asset = load_asset(sys.stdin.buffer.read(), kind=kind, name="stdin")
+            asset = load_asset(sys.stdin.buffer.read(), kind=kind, name="stdin", summary_only=True)
         else:
-            asset = load_asset(path, kind=kind)
+            asset = load_asset(path, kind=kind, summary_only=True)
     except TemplateError as exc:
         return {"file": path, "ok": False, "error": exc.to_dict()}
     except Exception as exc:  # the boundary: report, never a traceback
