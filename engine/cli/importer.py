@@ -15,7 +15,7 @@ import click
 from rich.markup import escape
 
 from ..errors import TemplateError
-from .output import echo_json, guarded, print_diagnostics, stderr
+from .output import guarded, print_diagnostics, stderr, stream_json
 
 __all__ = ["command", "import_one"]
 
@@ -97,8 +97,8 @@ def command(files: tuple[str, ...], as_json: bool, kind: str | None) -> None:
     def body() -> int:
         reports = [import_one(f, kind) for f in files]
         if as_json:
-            echo_json({"files": [{k: v for k, v in r.items() if k != "_asset"} for r in reports],
-                       "ok": all(r["ok"] for r in reports)})
+            stream_json({"files": [{k: v for k, v in r.items() if k != "_asset"} for r in reports],
+                         "ok": all(r["ok"] for r in reports)})
         else:
             for r in reports:
                 _print_human(r)

@@ -8,6 +8,7 @@ without a traceback: the CLI is a boundary hostile input reaches.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable, Iterable
 from typing import Any, NoReturn, TypeVar
@@ -17,7 +18,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..errors import Diagnostic, TemplateError
-from ..strict_json import check_output, loads
+from ..strict_json import check_output, loads, refuse_surrogates
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 __all__ = [
     "checked_answer",
@@ -30,6 +33,7 @@ __all__ = [
     "read_json_arg",
     "read_text_arg",
     "stderr",
+    "stream_json",
 ]
 
 T = TypeVar("T")
@@ -43,9 +47,24 @@ def echo_json(value: Any, *, pretty: bool = True) -> None:
     An answer holding a lone surrogate is refused (``TEXT_SURROGATE`` with its path) instead of being
     written as a ``\\ud800`` escape strict consumers reject: the project's one rule (:mod:`tavernbox.strict_json`).
     """
-    check_output(value)
     text = json.dumps(value, ensure_ascii=False, indent=2 if pretty else None, separators=None if pretty else (",", ":"))
+    if _SURROGATE.search(text) is not None:  # one scan of the text we write, no second serialisation
+        refuse_surrogates(value, what="the answer")
     click.echo(text)
+
+
+def stream_json(value: Any) -> None:
+    """Write a large answer as indented JSON to stdout in pieces, never as one string.
+
+    The lone-surrogate rule is checked by walking ``value`` first (nothing is written for a refused
+    answer); ``tavernbox import --json`` on a book of 100,000 entries then needs no second copy of its
+    report as text.
+    """
+    refuse_surrogates(value, what="the answer")
+    out = click.get_text_stream("stdout")
+    json.dump(value, out, ensure_ascii=False, indent=2)
+    out.write("\n")
+    out.flush()
 
 
 def checked_answer(value: Any, error: Callable[[TemplateError], Any]) -> Any:
