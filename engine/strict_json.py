@@ -25,6 +25,7 @@ from typing import Any
 from .errors import TemplateError
 
 __all__ = [
+    "NonFiniteNumber",
     "SURROGATE_CODE",
     "check_json_source",
     "check_json_text",
@@ -177,13 +178,17 @@ def refuse_non_finite(value: Any, *, what: str, code: str, base_path: str = "$")
     while stack:
         node, path = stack.pop()
         if isinstance(node, float) and not math.isfinite(node):
-            raise TemplateError(f"{what} holds {node!r} at {path}; JSON has no NaN or Infinity", code=code, path=path)
+            raise NonFiniteNumber(f"{what} holds {node!r} at {path}; JSON has no NaN or Infinity", code=code, path=path)
         if isinstance(node, dict):
             stack.extend((child, _join(path, key if isinstance(key, (str, int)) else str(key)))
                          for key, child in reversed(list(node.items())) if isinstance(child, (float, dict, list)))
         elif isinstance(node, list):
             stack.extend((node[i], _join(path, i)) for i in range(len(node) - 1, -1, -1)
                          if isinstance(node[i], (float, dict, list)))
+
+
+class NonFiniteNumber(TemplateError):
+    """A ``NaN``, ``Infinity`` or overflowing number: refused whatever other syntax could read it."""
 
 
 class _NotJson(Exception):
@@ -236,7 +241,7 @@ def loads(
     except _NotJson as exc:
         where = _locate(text, exc.token)
         kind = "a number beyond a double" if exc.token[-1:].isdigit() else "a non-JSON constant"
-        raise TemplateError(
+        raise NonFiniteNumber(
             f"{what} is not valid JSON: {kind} {exc.token[:40]}; JSON has no NaN or Infinity",
             code=code,
             line=where[0] if where else None,

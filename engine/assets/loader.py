@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import Diagnostic, TemplateError
+from ..strict_json import NonFiniteNumber
 from .cards import PNG_SIGNATURE, CharacterCard, parse_card, read_png_card
 from .decoding import decode_bytes, parse_json5_text, parse_json_text, parse_yaml_text
 from .detect import KINDS, clear_kind, detect_kind, explain_unknown
@@ -101,8 +102,10 @@ def parse_structured(text: str, *, suffix: str = "", prefer_yaml: bool = False) 
             value, diags = parse_json_text(text)
             return value, "json", diags
         except TemplateError as json_error:
-            if (suffix in _JSON_SUFFIXES and not prefer_yaml) or json_error.line is None:
-                raise  # a .json file, or a limit (depth, digits) that another syntax would not lift
+            if (suffix in _JSON_SUFFIXES and not prefer_yaml) or json_error.line is None \
+                    or isinstance(json_error, NonFiniteNumber):
+                # a .json file, a limit (depth, digits) or a NaN that another syntax would not lift
+                raise
             where = f"{json_error.line}:{json_error.column}"
             try:
                 value = parse_json5_text(text)
@@ -110,6 +113,8 @@ def parse_structured(text: str, *, suffix: str = "", prefer_yaml: bool = False) 
                     Diagnostic("ASSET_JSON", f"not strict JSON ({json_error.message} at {where}); read as JSON5",
                                severity="info", path="$")
                 ]
+            except TemplateError:  # JSON5 read it, and the rules refused it (a NaN, a lone surrogate)
+                raise
             except Exception:  # json5 raises ValueError subclasses; any failure means "not JSON5"
                 pass
             try:

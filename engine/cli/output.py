@@ -61,7 +61,7 @@ def stream_json(value: Any) -> None:
     report as text.
     """
     refuse_surrogates(value, what="the answer")
-    out = click.get_text_stream("stdout")
+    out = sys.stdout
     json.dump(value, out, ensure_ascii=False, indent=2)
     out.write("\n")
     out.flush()
