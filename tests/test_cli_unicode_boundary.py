@@ -268,3 +268,15 @@ def test_strict_loads_reports_position_not_a_look_alike() -> None:
     with pytest.raises(TemplateError) as info:
         loads('["NaN", NaN]', what="x")
     assert (info.value.line, info.value.column) == (1, 9)
+
+
+def test_activate_jsonl_goes_on_past_a_line_that_is_not_utf8(tmp_path: Path) -> None:
+    good = json.dumps({"entries": [{"keys": ["a"], "content": "A\u2028B"}], "chat": ["a"]}, ensure_ascii=False)
+    data = good.encode() + b"\n" + b'{"entries": "\xff"}\n' + good.encode() + b"\n"
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(data)
+    result = run(["activate", "--jsonl", str(path)])
+    out = answers(result)
+    assert result.exit_code == 1 and len(out) == 3  # U+2028 inside a string does not split a line
+    assert out[1]["error"]["code"] == "INPUT_INVALID" and out[1]["error"]["line"] == 2
+    assert "error" not in out[0] and "error" not in out[2]

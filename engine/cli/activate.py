@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from ..errors import Diagnostic, TemplateError
-from .output import checked_answer, echo_json, guarded, parse_json_row, print_diagnostics, read_json_arg, read_text_arg
+from .output import checked_answer, echo_json, guarded, parse_json_row, print_diagnostics, read_json_arg, read_json_lines
 
 __all__ = ["command", "run_jsonl_line"]
 
@@ -189,11 +189,11 @@ def command(books: tuple[str, ...], card: str | None, chat: str | None, settings
         if jsonl:
             expand = _expand_hook() if macros else None
             failures = 0
-            text = read_text_arg(input_path)
-            for number, raw in enumerate(text.splitlines(), start=1):
-                if not raw.strip():
-                    continue
-                result = run_jsonl_line(raw, seed=seed, expand=expand, number=number)
+            for number, raw in read_json_lines(input_path):
+                if isinstance(raw, TemplateError):
+                    result = {"error": raw.to_dict()}
+                else:
+                    result = run_jsonl_line(raw, seed=seed, expand=expand, number=number)
                 result = checked_answer(result, lambda exc: {"error": exc.to_dict()})
                 failures += "error" in result
                 echo_json(result, pretty=False)

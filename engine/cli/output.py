@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NoReturn, TypeVar
 
 import click
@@ -30,7 +30,9 @@ __all__ = [
     "parse_json_row",
     "print_diagnostics",
     "printable",
+    "read_bytes_arg",
     "read_json_arg",
+    "read_json_lines",
     "read_text_arg",
     "stderr",
     "stream_json",
@@ -162,19 +164,41 @@ def guarded(body: Callable[[], T], *, label: str = "") -> T:
         fail(TemplateError(f"{type(exc).__name__}: {exc}", code="INTERNAL_ERROR"), label=label, exit_code=2)
 
 
+def read_bytes_arg(path: str | None) -> bytes:
+    """Read a file argument's bytes (``-`` or ``None`` is stdin); ``INPUT_INVALID`` when it cannot be read."""
+    try:
+        if path is None or path == "-":
+            return sys.stdin.buffer.read()
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError as exc:
+        raise TemplateError(f"cannot read {path}: {exc.strerror}", code="INPUT_INVALID") from None
+
+
+def read_json_lines(path: str | None) -> Iterator[tuple[int, str | TemplateError]]:
+    """The lines of a JSON-lines input as ``(number, text)``; a line that is not UTF-8 comes as its error.
+
+    Lines are split on bytes (``\\n``, ``\\r``), never on U+2028 inside a JSON string, and decoded one by one,
+    so one bad line does not end the batch. Blank lines are skipped; a BOM before the first is dropped.
+    """
+    for number, raw in enumerate(read_bytes_arg(path).splitlines(), start=1):
+        if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+            raw = raw[3:]
+        if not raw.strip():
+            continue
+        try:
+            yield number, raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            yield number, TemplateError(f"line {number} is not UTF-8 (byte {exc.start})", code="INPUT_INVALID",
+                                        line=number)
+
+
 def read_text_arg(path: str | None) -> str:
     """Read a text file argument (``-`` or ``None`` is stdin) as UTF-8, BOM stripped.
 
     Raises ``TemplateError(INPUT_INVALID)`` for a missing file or bytes that are not UTF-8.
     """
-    try:
-        if path is None or path == "-":
-            data = sys.stdin.buffer.read()
-        else:
-            with open(path, "rb") as fh:
-                data = fh.read()
-    except OSError as exc:
-        raise TemplateError(f"cannot read {path}: {exc.strerror}", code="INPUT_INVALID") from None
+    data = read_bytes_arg(path)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
