@@ -224,3 +224,15 @@ def test_the_printed_report_is_summarised_and_json_is_complete(tmp_path: Path) -
     assert "4,980 more diagnostics not shown (ASSET_FIELD_MISSING 4,980); --json lists them all" in lines[-1]
     full = json.loads(CliRunner().invoke(main, ["import", "--json", str(path)]).stdout)
     assert len(full["files"][0]["diagnostics"]) == 5_000
+
+
+def test_bench_import_runs_and_reports_its_figures() -> None:
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_import.py"
+    done = subprocess.run([sys.executable, str(script), "--sizes", "2000,4000", "--json"], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    assert [r["entries"] for r in rows] == [2000, 4000]
+    for row in rows:
+        assert row["import_cpu_s"] > 0 and row["peak_rss_mb"] > 0
+        assert abs(row["memory_target_mb"] - (20 * row["file_mb"] + 100)) < 1

@@ -280,3 +280,11 @@ def test_activate_jsonl_goes_on_past_a_line_that_is_not_utf8(tmp_path: Path) -> 
     assert result.exit_code == 1 and len(out) == 3  # U+2028 inside a string does not split a line
     assert out[1]["error"]["code"] == "INPUT_INVALID" and out[1]["error"]["line"] == 2
     assert "error" not in out[0] and "error" not in out[2]
+
+
+def test_yaml_vars_with_nan_are_refused(tmp_path: Path) -> None:
+    template = put(tmp_path, "t.ejs", "<%= variables.a %>")
+    yaml_vars = tmp_path / "v.yaml"
+    yaml_vars.write_text("a: .nan\n")
+    result = run(["render", "--json", template, "--vars", str(yaml_vars)])
+    assert result.exit_code == 1 and "INPUT_INVALID" in result.stderr and "$.a" in result.stderr

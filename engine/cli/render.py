@@ -34,7 +34,7 @@ from typing import Any
 import click
 
 from ..errors import TemplateError
-from ..strict_json import check_output, loads, refuse_surrogates
+from ..strict_json import check_output, loads, refuse_non_finite, refuse_surrogates
 from .output import guarded, parse_json_row, read_text_arg
 
 __all__ = ["command"]
@@ -49,6 +49,7 @@ def _load_vars(path: str) -> Any:
         try:
             value = yaml.safe_load(text)
             refuse_surrogates(value, what=f"--vars {path}")
+            refuse_non_finite(value, what=f"--vars {path}", code="INPUT_INVALID")
             return value
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
