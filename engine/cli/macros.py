@@ -24,6 +24,7 @@ from typing import Any
 import click
 
 from ..errors import TemplateError
+from ..strict_json import check_output
 from .output import checked_answer, echo_json, guarded, parse_json_row, print_diagnostics, read_json_arg, read_text_arg
 
 __all__ = ["command", "load_context"]
@@ -132,6 +133,7 @@ def _run_single(context: dict[str, Any], seed: int | None, as_json: bool, text_f
     if as_json:
         echo_json(result.to_dict(text))
     else:
+        check_output({"text": result.text}, what="the expanded text")  # the lone-surrogate rule
         sys.stdout.write(result.text)
         sys.stdout.flush()
     print_diagnostics(result.diagnostics, text, label=label)
