@@ -54,36 +54,58 @@ def _join(path: str, part: str | int) -> str:
         return f"{path}[{part}]"
     if _PLAIN_KEY.match(part):
         return f"{path}.{part}"
-    return f"{path}[{json.dumps(part, ensure_ascii=True)}]"
+    return f"{path}[{json.dumps(part, ensure_ascii=_SURROGATE.search(part) is not None)}]"
+
+
+def _has_surrogate(value: Any) -> bool:
+    """Whether any string or key in ``value`` holds a surrogate (no paths built: the common, clean case)."""
+    stack = [value]
+    search = _SURROGATE.search
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            if search(node) is not None:
+                return True
+        elif isinstance(node, dict):
+            for key, child in node.items():
+                if isinstance(key, str) and search(key) is not None:
+                    return True
+                if isinstance(child, (str, dict, list, tuple)):
+                    stack.append(child)
+        elif isinstance(node, (list, tuple)):
+            stack.extend(child for child in node if isinstance(child, (str, dict, list, tuple)))
+    return False
 
 
 def find_surrogate(value: Any, base_path: str = "$") -> tuple[str, int, int] | None:
-    """The first lone surrogate in ``value``: ``(JSON path, offset in that string, code point)``, else ``None``.
+    """The first lone surrogate in ``value`` in document order: ``(JSON path, offset, code point)``, else ``None``.
 
-    The walk is iterative (no recursion limit) and visits each string once. A surrogate in an object
-    key reports the path of that key.
+    The walk is iterative (no recursion limit); paths are only built once a surrogate is known to be
+    there. A surrogate in an object key reports the path of that key.
     """
-    stack: list[tuple[Any, str]] = [(value, base_path)]
+    if not _has_surrogate(value):
+        return None
+    # (node, path, is_key): a key is checked just before its value, so the first hit is the first in the text
+    stack: list[tuple[Any, str, bool]] = [(value, base_path, False)]
     while stack:
-        node, path = stack.pop()
+        node, path, is_key = stack.pop()
         if isinstance(node, str):
             m = _SURROGATE.search(node)
             if m is not None:
                 return path, m.start(), ord(m.group())
+        elif is_key:
+            continue
         elif isinstance(node, dict):
-            items = list(node.items())
-            for key, child in reversed(items):
+            for key, child in reversed(list(node.items())):
+                child_path = _join(path, key if isinstance(key, (str, int)) else str(key))
+                if isinstance(child, (str, dict, list, tuple)):
+                    stack.append((child, child_path, False))
                 if isinstance(key, str):
-                    m = _SURROGATE.search(key)
-                    if m is not None:
-                        return _join(path, key), m.start(), ord(m.group())
-                if isinstance(child, (str, dict, list)):
-                    stack.append((child, _join(path, key if isinstance(key, (str, int)) else str(key))))
+                    stack.append((key, child_path, True))
         elif isinstance(node, (list, tuple)):
             for index in range(len(node) - 1, -1, -1):
-                child = node[index]
-                if isinstance(child, (str, dict, list, tuple)):
-                    stack.append((child, _join(path, index)))
+                if isinstance(node[index], (str, dict, list, tuple)):
+                    stack.append((node[index], _join(path, index), False))
     return None
 
 
@@ -94,7 +116,7 @@ def join_pairs(value: Any) -> Any:
     one emoji; joining them first means only truly lone surrogates meet :func:`refuse_surrogates`.
     Returns ``value`` itself when nothing needed joining.
     """
-    if find_surrogate(value) is None:
+    if not _has_surrogate(value):
         return value
 
     def fix(text: str) -> str:
