@@ -288,3 +288,10 @@ def test_yaml_vars_with_nan_are_refused(tmp_path: Path) -> None:
     yaml_vars.write_text("a: .nan\n")
     result = run(["render", "--json", template, "--vars", str(yaml_vars)])
     assert result.exit_code == 1 and "INPUT_INVALID" in result.stderr and "$.a" in result.stderr
+
+
+def test_find_surrogate_reports_the_first_in_document_order_with_a_readable_path() -> None:
+    assert find_surrogate({"a": ["ok", {"b": "x\ud800"}], "\udc00k": "y"}) == ("$.a[1].b", 1, 0xD800)
+    assert find_surrogate({"a": "ok", "\udc00k": "y", "z": "\ud801"}) == ('$["\\udc00k"]', 0, 0xDC00)
+    assert find_surrogate({"日本": {"x": "\ud800"}}) == ('$["日本"].x', 0, 0xD800)
+    assert find_surrogate({"a": ["\U0001f600", 1.5, None]}) is None
