@@ -117,6 +117,8 @@ def test_activate_book_chat_and_jsonl(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("which", ["chat", "preset", "card", "book"])
 def test_assemble_inputs(tmp_path: Path, which: str) -> None:
+    # A rule-file strategy: every input goes through cli/assemble.py's readers (the builtin-st path is the
+    # strategies' own, being rewritten; it reads assets through load_asset, which applies the rule too).
     files = {"chat": CHAT, "preset": PRESET, "card": CARD, "book": BOOK}
     bad = {
         "chat": ([{"id": "m1", "role": "user", "content": LONE}], "$[0].content"),
@@ -126,7 +128,7 @@ def test_assemble_inputs(tmp_path: Path, which: str) -> None:
     }
     files[which] = bad[which][0]
     paths = {k: put(tmp_path, f"{k}.json", v) for k, v in files.items()}
-    args = ["assemble", "--strategy", "builtin-st", "--chat", paths["chat"], "--preset", paths["preset"],
+    args = ["assemble", "--strategy", "builtin-native-roles", "--chat", paths["chat"], "--preset", paths["preset"],
             "--card", paths["card"], "--book", paths["book"]]
     result = run(args)
     assert result.exit_code == 1, result.output
@@ -233,7 +235,7 @@ def _boundaries(tmp_path: Path, text: str) -> dict[str, tuple[list[str], str | N
         "activate-settings": (["activate", "--json", "--book", put(tmp_path, "b.json", BOOK), "--chat",
                                put(tmp_path, "chat.json", ["a"]), "--settings", put(tmp_path, "s.json", {text: 1})],
                               None),
-        "assemble": (["assemble", "--strategy", "builtin-st", "--chat",
+        "assemble": (["assemble", "--strategy", "builtin-native-roles", "--chat",
                       put(tmp_path, "c.json", [{"id": "m1", "role": "user", "content": text or "x"}])], None),
         "render-vars": (["render", "--json", put(tmp_path, "t.ejs", "<%= variables.a %>"), "--vars",
                          put(tmp_path, "v.json", {"a": text})], None),
