@@ -297,3 +297,11 @@ def test_find_surrogate_reports_the_first_in_document_order_with_a_readable_path
     assert find_surrogate({"a": "ok", "\udc00k": "y", "z": "\ud801"}) == ('$["\\udc00k"]', 0, 0xDC00)
     assert find_surrogate({"日本": {"x": "\ud800"}}) == ('$["日本"].x', 0, 0xD800)
     assert find_surrogate({"a": ["\U0001f600", 1.5, None]}) is None
+
+
+def test_an_encode_failure_no_check_saw_still_gets_the_rules_code() -> None:
+    from tavernbox.cli.output import surrogate_error
+
+    refused = surrogate_error(UnicodeEncodeError("utf-8", "a\ud800b", 1, 2, "surrogates not allowed"))
+    assert refused is not None and refused.code == "TEXT_SURROGATE" and "U+D800" in refused.message
+    assert surrogate_error(UnicodeEncodeError("ascii", "a\xe9b", 1, 2, "ordinal not in range")) is None

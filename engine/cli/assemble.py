@@ -19,7 +19,7 @@ import click
 
 from ..errors import TemplateError
 from ..strict_json import check_json_source, check_output
-from .output import read_json_arg
+from .output import read_json_arg, surrogate_error
 
 __all__ = ["command", "emit_error", "json_guard"]
 
@@ -46,6 +46,8 @@ def json_guard(body: Callable[[], None]) -> None:
         emit_error(exc)
     except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
         raise
+    except UnicodeEncodeError as exc:  # text no check saw: the lone-surrogate rule's code, not INTERNAL_ERROR
+        emit_error(surrogate_error(exc) or TemplateError(f"{type(exc).__name__}: {exc}", code="INTERNAL_ERROR"))
     except Exception as exc:  # the boundary: no traceback for the user
         emit_error(TemplateError(f"{type(exc).__name__}: {exc}", code="INTERNAL_ERROR"))
 

@@ -36,6 +36,7 @@ __all__ = [
     "read_text_arg",
     "stderr",
     "stream_json",
+    "surrogate_error",
 ]
 
 T = TypeVar("T")
@@ -142,6 +143,22 @@ def fail(error: TemplateError, *, label: str = "", exit_code: int = 1) -> NoRetu
     sys.exit(exit_code)
 
 
+def surrogate_error(exc: UnicodeEncodeError) -> TemplateError | None:
+    """The ``TEXT_SURROGATE`` refusal for an encode that failed on a lone surrogate, else ``None``.
+
+    The last line of the rule: a command that writes text the earlier checks did not see (a path not yet
+    routed through :mod:`tavernbox.strict_json`) still ends with the rule's code, not ``INTERNAL_ERROR``.
+    """
+    bad = exc.object[exc.start : exc.end] if isinstance(exc.object, str) else ""
+    if not bad or not all("\ud800" <= ch <= "\udfff" for ch in bad):
+        return None
+    return TemplateError(
+        f"the answer holds a lone surrogate U+{ord(bad[0]):04X}; it is not Unicode text and cannot be written as "
+        "UTF-8, so it is refused rather than silently replaced",
+        code="TEXT_SURROGATE",
+    )
+
+
 def guarded(body: Callable[[], T], *, label: str = "") -> T:
     """Run ``body``; report tavernbox errors cleanly and never show a Python traceback."""
     try:
@@ -160,6 +177,11 @@ def guarded(body: Callable[[], T], *, label: str = "") -> T:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         sys.exit(141)
+    except UnicodeEncodeError as exc:
+        refused = surrogate_error(exc)
+        if refused is not None:
+            fail(refused, label=label)
+        fail(TemplateError(f"{type(exc).__name__}: {exc}", code="INTERNAL_ERROR"), label=label, exit_code=2)
     except Exception as exc:  # the boundary: no traceback for the user
         fail(TemplateError(f"{type(exc).__name__}: {exc}", code="INTERNAL_ERROR"), label=label, exit_code=2)
 
