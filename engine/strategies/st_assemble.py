@@ -1,0 +1,647 @@
+"""The SillyTavern-exact request: a request file in, the ``messages`` SillyTavern would send out.
+
+:func:`assemble_request` is the product's main job. It reads the request (:mod:`.st_request`), loads
+the assets, gathers every world-info source SillyTavern scans (:func:`world_info_books`), activates
+world info, lets the assembler place the blocks with the ``builtin-st`` strategy, and finishes the
+array as SillyTavern does (:mod:`.st_postprocess`): squashed system messages (outside dry runs),
+names, prompt post-processing. The DSH system projection is never applied here: it belongs to the
+strategies that ask for it.
+
+Where SillyTavern's behaviour depends on state a file does not carry (the chat lorebook, a persona's
+lorebook, the Author's Note), the request names it; the defaults are SillyTavern's shipped ones.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import Diagnostic, TemplateError
+from .st_chat import StChat, parse_chat, parse_chat_text
+from .st_postprocess import PromptNames, history_messages, post_process, to_claude, to_google
+from .st_budget import MessageKind, fit, fits_without_counting
+from .st_request import StRequest, parse_request
+
+__all__ = ["LoadedInputs", "StAssembly", "assemble_request", "load_inputs", "world_info_books"]
+
+_PERSONA_POSITIONS = {"in_prompt": 0, "top_an": 2, "bottom_an": 3, "at_depth": 4, "none": 9}
+
+
+@dataclass(slots=True)
+class StAssembly:
+    """The assembled request: ``messages`` is exactly what is sent."""
+
+    messages: list[dict[str, Any]]
+    warnings: list[Diagnostic]
+    result: Any
+    world_info: Any = None
+    request_fields: dict[str, Any] = field(default_factory=dict)
+    #: the request body's prompt part for ``options.target``: ``{"messages"}`` (OpenAI-compatible),
+    #: ``{"system", "messages"}`` (Claude) or ``{"contents", "system_instruction"}`` (Google)
+    body: dict[str, Any] = field(default_factory=dict)
+    #: what the context budget allowed and what it left out (``None``: not counted, everything fit)
+    budget: Any = None
+    #: ``(message id, text, character ranges)`` per sent message, from which :attr:`provenance` is built
+    provenance_source: list[Any] = field(default_factory=list, repr=False)
+    #: what the provenance describes: the messages, or (with post-processing) the messages before it
+    provenance_of: str = "messages"
+
+    @property
+    def provenance(self) -> list[dict[str, Any]]:
+        """Span provenance of each sent message: which prompt, card field, world-info entry (book and
+        uid), macro or chat message produced each range (UTF-16 offsets, as JavaScript counts)."""
+        from ..assembler.compose import build_provenance
+
+        return build_provenance(self.provenance_source)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The CLI's ``--json`` form: messages, warnings, nodes, provenance, trace and record."""
+        full = self.result.to_dict()
+        out: dict[str, Any] = {
+            "messages": self.messages,
+            "body": self.body,
+            "request_fields": self.request_fields,
+            "budget": self.budget.to_dict() if self.budget is not None else None,
+            "warnings": [d.to_dict() for d in self.warnings],
+            "logical_messages": full.get("logical_messages"),
+            "nodes": full.get("nodes"),
+            "provenance": self.provenance,
+            "provenance_of": self.provenance_of,
+            "trace": {"world_info": _wi_trace(self.world_info)},
+            "record": full.get("record"),
+        }
+        return out
+
+
+def _wi_trace(activation: Any) -> Any:
+    if activation is None:
+        return None
+    from ..worldinfo import to_json
+
+    return to_json(activation).get("trace")
+
+
+@dataclass(slots=True)
+class LoadedInputs:
+    """The request's assets, read and validated."""
+
+    preset: dict[str, Any]
+    preset_name: str
+    card: dict[str, Any] | None
+    card_model: Any
+    books: list[tuple[Any, str | None, str]]  # (assets WorldBook, explicit source, where)
+    chat: StChat
+    diagnostics: list[Diagnostic]
+
+
+def _resolve(value: Any, base_dir: Path | None) -> Any:
+    if isinstance(value, str):
+        path = Path(value)
+        if not path.is_absolute() and base_dir is not None:
+            path = base_dir / path
+        return path
+    return value
+
+
+def _load(kind: str, value: Any, base_dir: Path | None, where: str) -> tuple[Any, str]:
+    """An asset model from an object or a path; errors keep their code and gain the request path."""
+    from ..assets import load_asset, parse_card, parse_preset, parse_world_book
+
+    value = _resolve(value, base_dir)
+    try:
+        if isinstance(value, Path):
+            if not value.exists():
+                raise TemplateError(f"{where}: no such file {str(value)!r}", code="REQUEST_INVALID", path=where)
+            loaded = load_asset(value, kind=kind)
+            return loaded.model, value.stem
+        if not isinstance(value, Mapping):
+            raise TemplateError(f"{where} must be an object or a path", code="REQUEST_INVALID", path=where)
+        data = dict(value)
+        if kind == "preset":
+            return parse_preset(data, base_path=where), str(data.get("name") or "preset")
+        if kind == "card":
+            return parse_card(data, base_path=where), ""
+        return parse_world_book(data, base_path=where), str(data.get("name") or "")
+    except TemplateError as exc:
+        if exc.code == "REQUEST_INVALID" or (exc.path or "").startswith(where):
+            raise
+        raise TemplateError(f"{where}: {exc.message}", code=exc.code,
+                            path=where + (exc.path[1:] if exc.path and exc.path.startswith("$") else ""),
+                            line=exc.line, column=exc.column) from None
+
+
+def load_inputs(request: StRequest, base_dir: Path | None = None) -> LoadedInputs:
+    """Read every asset the request names (objects or paths)."""
+    diags: list[Diagnostic] = []
+    preset_model, preset_name = _load("preset", request.preset, base_dir, "$.preset")
+    preset = preset_model.model_dump(mode="json", exclude_none=True)
+    card = card_model = None
+    if request.card is not None:
+        card_model, _ = _load("card", request.card, base_dir, "$.card")
+        dumped = card_model.model_dump(mode="json")
+        data = dumped.get("data", dumped)
+        card = {k: v for k, v in data.items() if k != "character_book"}
+    books: list[tuple[Any, str | None, str]] = []
+    for i, item in enumerate(request.books):
+        where = f"$.books[{i}]"
+        source = None
+        if isinstance(item, Mapping) and "book" in item and "entries" not in item:
+            source = item.get("source")
+            item, where = item["book"], f"{where}.book"
+        model, stem = _load("world_book", item, base_dir, where)
+        if not getattr(model, "name", None) and stem:
+            model = model.with_name(stem)
+        books.append((model, source, where))
+    chat_value = _resolve(request.chat, base_dir)
+    if isinstance(chat_value, Path):
+        try:
+            text = chat_value.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise TemplateError(f"$.chat: cannot read {str(chat_value)!r}: {exc.strerror or exc}",
+                                code="REQUEST_INVALID", path="$.chat") from None
+        chat = parse_chat_text(text, hint=chat_value.name)
+    else:
+        chat = parse_chat(chat_value, path="$.chat")
+    return LoadedInputs(preset, preset_name, card, card_model, books, chat, diags)
+
+
+def world_info_books(inputs: LoadedInputs, request: StRequest) -> tuple[list[dict[str, Any]], list[Diagnostic]]:
+    """Every world-info source SillyTavern scans, as source-tagged books for :func:`activate_world_info`.
+
+    * A book given with an explicit ``source`` keeps it.
+    * The chat lorebook (``chat.lorebook``, or the export's ``chat_metadata.world_info``) is ``chat``;
+      the persona's (``user.persona.lorebook``) is ``persona``.
+    * The card's linked world (``data.extensions.world``) is ``character`` when a given book has its
+      name; else the card's embedded ``character_book`` stands for it (SillyTavern creates the linked
+      world from it on import); a linked world that is neither is a warning naming it.
+    * Without a link, the embedded book is the character's book; every other given book is global.
+
+    The activation orders them as SillyTavern does: chat, persona, then character and global by
+    ``world_info_character_strategy``.
+    """
+    diags: list[Diagnostic] = []
+    chat_book = inputs.chat.lorebook
+    persona_book = request.user.persona.lorebook
+    card = inputs.card or {}
+    ext = card.get("extensions") if isinstance(card.get("extensions"), Mapping) else {}
+    linked = ext.get("world") if isinstance(ext.get("world"), str) and ext.get("world") else None
+    names = {getattr(m, "name", None) for m, _s, _w in inputs.books}
+    out: list[dict[str, Any]] = []
+    for model, source, _where in inputs.books:
+        name = getattr(model, "name", None) or "book"
+        if source is None:
+            if name == chat_book:
+                source = "chat"
+            elif name == persona_book:
+                source = "persona"
+            elif name == linked:
+                source = "character"
+            else:
+                source = "global"
+        out.append({**model.to_st_dict(), "name": name, "source": source})
+    embedded = inputs.card_model.character_book if inputs.card_model is not None and \
+        request.options.scan_embedded_book else None
+    if linked is not None and linked in names:
+        pass
+    elif embedded is not None:
+        name = linked or getattr(embedded, "name", None) or f"{card.get('name', 'character')}'s Lorebook"
+        out.append({**embedded.to_st_dict(), "name": name, "source": "character"})
+    elif linked is not None:
+        diags.append(Diagnostic("ST_LINKED_WORLD_MISSING", f"the card links the world {linked!r}, which is not among "
+                                "the given books; its entries are not scanned (add it to books)", path="$.card"))
+    for wanted, what in ((chat_book, "chat lorebook"), (persona_book, "persona lorebook")):
+        if wanted and wanted not in names:
+            diags.append(Diagnostic("ST_LOREBOOK_MISSING", f"the {what} {wanted!r} is not among the given books; "
+                                    "its entries are not scanned"))
+    return out, diags
+
+
+#: what SillyTavern uses for a setting a preset does not carry: importing a preset changes only
+#: the settings it has, so a missing one keeps the value of a fresh install (its shipped
+#: ``settings.json``, else the code default where that file has none)
+ST_PRESET_DEFAULTS: dict[str, Any] = {
+    "openai_max_context": 4095,
+    "openai_max_tokens": 300,
+    "names_behavior": 0,
+    "squash_system_messages": False,
+    "wi_format": "{0}",
+    "scenario_format": "{{scenario}}",
+    "personality_format": "{{personality}}",
+    "new_chat_prompt": "[Start a new Chat]",
+    "new_group_chat_prompt": "[Start a new group chat. Group members: {{group}}]",
+    "new_example_chat_prompt": "[Example Chat]",
+    "continue_nudge_prompt": "[Continue your last message without repeating its original content.]",
+    "group_nudge_prompt": "[Write the next reply only as {{char}}.]",
+    "impersonation_prompt": "[Write your next reply from the point of view of {{user}}, using the chat history so far "
+                            "as a guideline for the writing style of {{user}}. Write 1 reply only in internet RP style. "
+                            "Don't write as {{char}} or system. Don't describe actions of {{char}}.]",
+    "send_if_empty": "",
+    "continue_prefill": False,
+    "continue_postfix": " ",
+    "use_sysprompt": False,
+    "assistant_prefill": "",
+    "assistant_impersonation": "",
+}
+
+
+def with_st_defaults(preset: Mapping[str, Any]) -> dict[str, Any]:
+    """The preset with every setting it lacks (or leaves null) at SillyTavern's fresh-install value."""
+    out = dict(preset)
+    for key, value in ST_PRESET_DEFAULTS.items():
+        if out.get(key) is None:
+            out[key] = value
+    return out
+
+
+#: card fields SillyTavern reads through ``baseChatReplace(field.trim())`` (``getCharacterCardFields``)
+_TRIMMED_FIELDS = ("description", "personality", "scenario", "mes_example", "system_prompt",
+                   "post_history_instructions", "creator_notes")
+
+
+def _card_as_sillytavern_reads_it(card: Mapping[str, Any]) -> dict[str, Any]:
+    """The card fields as SillyTavern's prompt builder sees them: trimmed, carriage returns removed.
+
+    SillyTavern has no nickname: ``{{char}}`` is the card's ``name``, so ``nickname`` is dropped.
+    """
+    out = {k: v for k, v in card.items() if k != "nickname"}
+    for key in _TRIMMED_FIELDS:
+        if isinstance(out.get(key), str):
+            out[key] = out[key].strip().replace("\r", "")
+    ext = out.get("extensions")
+    if isinstance(ext, Mapping) and isinstance(ext.get("depth_prompt"), Mapping) \
+            and isinstance(ext["depth_prompt"].get("prompt"), str):
+        dp = dict(ext["depth_prompt"])
+        dp["prompt"] = dp["prompt"].strip().replace("\r", "")
+        out["extensions"] = {**ext, "depth_prompt": dp}
+    return out
+
+
+def _author_note_active(interval: int, chat: Sequence[Mapping[str, Any]]) -> bool:
+    """SillyTavern's interval rule (``setFloatingPrompt``): counted in user messages of the chat."""
+    if interval == 1:
+        return True
+    users = sum(1 for m in chat if m["role"] == "user")
+    if users <= 0 or interval <= 0:
+        return False
+    left = users % interval if users >= interval else interval - users
+    return left == 0
+
+
+def _squash_with_spans(messages: list[dict[str, Any]], keep: set[str], spans_of: dict[str, Any]) -> list[dict[str, Any]]:
+    """:func:`~.sillytavern.squash_system_messages`, carrying each message's character ranges along."""
+    out: list[dict[str, Any]] = []
+
+    def squashable(m: Mapping[str, Any]) -> bool:
+        return m.get("role") == "system" and not m.get("name") and m.get("id") not in keep \
+            and isinstance(m.get("content"), str)
+
+    for m in messages:
+        if m.get("role") == "system" and not m.get("content"):
+            continue
+        if squashable(m) and out and squashable(out[-1]):
+            prev = out[-1]
+            shift = len(prev["content"]) + 1
+            spans_of[prev["id"]] = list(spans_of.get(prev["id"], [])) + [
+                (a + shift, b + shift, info) for a, b, info in spans_of.get(m["id"], [])]
+            out[-1] = {**prev, "content": prev["content"] + "\n" + m["content"]}
+        else:
+            out.append(dict(m))
+    return out
+
+
+def _wi_entries_for_spans(entries: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [e for e in entries if isinstance(e.get("content"), str) and e["content"].strip()]
+
+
+_WI_BLOCKS = ("preset:worldInfoBefore", "preset:worldInfoAfter", "preset:inject:", "preset:authorsNote",
+              "preset:dialogueExamples")
+
+
+def _with_entry_spans(text: str, spans: list[Any], entries: list[Mapping[str, Any]]) -> list[Any]:
+    """World-info spans narrowed to the entry each range came from: book, uid and comment.
+
+    A world-info marker's range holds the activated entries' texts joined; each entry's text found
+    in it (in placement order) gets a range of its own naming the entry, so a reader sees which
+    lorebook entry put which words in the request. Text not found as written (an entry whose macros
+    expanded) keeps the marker's range.
+    """
+    if not entries or not any(str(info.get("block_id") or "").startswith(_WI_BLOCKS) for _a, _b, info in spans):
+        return spans
+    out: list[Any] = []
+    for start, end, info in spans:
+        if not str(info.get("block_id") or "").startswith(_WI_BLOCKS):
+            out.append((start, end, info))
+            continue
+        cursor = start
+        for entry in entries:
+            at = text.find(entry["content"], cursor, end)
+            if at < 0:
+                continue
+            if at > cursor:
+                out.append((cursor, at, info))
+            stop = at + len(entry["content"])
+            out.append((at, stop, {**info, "kind": "world_info", "book": entry.get("book"), "uid": entry.get("uid"),
+                                   "comment": entry.get("comment") or None}))
+            cursor = stop
+        if cursor < end:
+            out.append((cursor, end, info))
+    return out
+
+
+#: relative prompt-manager entries SillyTavern adds as collections even when they hold no text
+_RELATIVE_FIXED = ("worldInfoBefore", "main", "worldInfoAfter", "charDescription", "charPersonality", "scenario",
+                   "personaDescription", "nsfw", "jailbreak", "enhanceDefinitions")
+
+
+def _kind(block_id: str, chat_index: int | None) -> MessageKind:
+    """A placed message's part in the budget, from the block that produced it."""
+    if chat_index is not None:
+        return MessageKind("history", "chat_history", chat_index=chat_index)
+    if block_id.startswith("preset:inject:"):
+        return MessageKind("history", "chat_history")
+    if block_id.startswith("preset:dialogueExamples:"):
+        return MessageKind("example", "examples", dialogue=int(block_id.split(":")[2]))
+    if block_id in ("preset:chatHistory:newChat", "preset:chatHistory:groupNudge"):
+        return MessageKind("reserved", "chat_history")
+    if block_id == "preset:chatHistory:sendIfEmpty":
+        return MessageKind("reserved", "chat_history")
+    if block_id.startswith("preset:control:"):
+        return MessageKind("reserved", "control_prompts")
+    if block_id.startswith("preset:worldInfo"):
+        return MessageKind("fixed", "world_info")
+    if block_id.startswith(("preset:charDescription", "preset:charPersonality", "preset:scenario")):
+        return MessageKind("fixed", "character")
+    if block_id.startswith("preset:personaDescription"):
+        return MessageKind("fixed", "persona")
+    return MessageKind("fixed", "prompts")
+
+
+def _fit(logical: list[dict[str, Any]], kinds: list[MessageKind], block_of: Mapping[str, str],
+         preset: Mapping[str, Any], req: StRequest, max_context: int, max_tokens: int) -> Any:
+    """The budget pass: ``(kept indexes, report)``, or ``None`` when surely everything fits uncounted."""
+    from ..assets.presets import parse_preset as parse_st_preset
+    from ..tokenizers import MessageCounter, get_tokenizer
+    from .sillytavern import prompt_sequence
+
+    budget = max_context - max_tokens
+    name = req.budget.tokenizer
+    if name in ("o200k", "cl100k", "words") and fits_without_counting(logical, budget - 64 * len(_RELATIVE_FIXED)):
+        return None
+    counter = _counters.get(name)
+    if counter is None:
+        counter = _counters[name] = MessageCounter(get_tokenizer(name))
+    placed = {b.split(":")[1] for b in block_of.values() if b.startswith("preset:")}
+    prompts, _ = prompt_sequence(parse_st_preset(dict(preset)), req.generation.type)
+    phantom = 0
+    for p in prompts:
+        relative = not p.in_chat
+        user_relative = p.system_prompt is False and p.identifier not in _RELATIVE_FIXED
+        if relative and (p.identifier in _RELATIVE_FIXED or user_relative) and p.identifier not in placed:
+            phantom += counter.message({"role": p.role or "system", "content": ""})
+    return fit(logical, kinds, counter, max_context=max_context, max_tokens=max_tokens,
+               pin_examples=req.budget.examples == "keep", phantom=phantom)
+
+
+_counters: dict[str, Any] = {}
+
+
+def _has_chat_history(preset: Mapping[str, Any], gen: str, persona: Any) -> bool:
+    from ..assets.presets import parse_preset as parse_st_preset
+    from .sillytavern import prompt_sequence
+
+    prompts, _ = prompt_sequence(parse_st_preset(dict(preset)), gen)
+    return any(p.identifier == "chatHistory" for p in prompts)
+_LAST_CHAT_MESSAGE = re.compile(r"\{\{\s*lastChatMessage\s*\}\}", re.I)
+
+
+def _wi_counter(books: list[dict[str, Any]], chat: list[dict[str, Any]], settings: Mapping[str, Any],
+                tokenizer: str) -> Any:
+    """The world-info budget's counter: the request's tokenizer, as SillyTavern counts world info.
+
+    When every entry and the whole chat together hold fewer UTF-8 bytes than the budget has tokens,
+    no entry can be cut whatever the count (a token is at least a byte), so bytes stand in and the
+    tokenizer is not loaded.
+    """
+    from ..tokenizers import get_tokenizer
+    from ..worldinfo import WorldInfoSettings
+    from ..worldinfo.settings import budget_tokens
+
+    budget = budget_tokens(WorldInfoSettings.from_mapping(settings))
+    total = sum(len(str(m.get("content") or "").encode("utf-8", "surrogatepass")) for m in chat)
+    for book in books:
+        entries = book.get("entries") or {}
+        for entry in entries.values() if isinstance(entries, Mapping) else entries:
+            if isinstance(entry, Mapping):
+                total += len(str(entry.get("content") or "").encode("utf-8", "surrogatepass")) + 1
+            if total >= budget:
+                return get_tokenizer(tokenizer).count
+    return lambda text: len(text.encode("utf-8", "surrogatepass"))
+
+
+def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | Path | None = None) -> StAssembly:
+    """Assemble what SillyTavern sends for ``request`` (a request-file object, see :mod:`.st_request`)."""
+    from ..assembler import Assembler, AssemblyRequest
+    from ..assembler.sources import world_info_from_activation
+    from ..worldinfo import ScanContext, activate_world_info
+    from .builtin import builtin_strategy
+    from .sillytavern import squash_system_messages, st_registry
+
+    req = parse_request(request)
+    base = Path(base_dir) if base_dir is not None else None
+    inputs = load_inputs(req, base)
+    warnings = list(inputs.diagnostics)
+    preset = with_st_defaults(inputs.preset)
+    card = inputs.card or {}
+    user = req.user.name
+    char = str(card.get("name") or "Assistant")
+    behavior = req.options.names_behavior if req.options.names_behavior is not None else int(preset["names_behavior"])
+    group = req.group is not None
+    chat = [m.to_dict() for m in inputs.chat.messages]
+    gen = req.generation.type
+    typed = req.generation.input
+    if typed and gen != "quiet":  # what the user typed is sent as a message before generating
+        chat.append({"role": "user", "content": typed})
+    elif typed == "" and gen == "normal" and str(preset.get("send_if_empty") or "").strip():
+        chat.append({"role": "user", "content": str(preset["send_if_empty"]).strip()})
+    prefill_mode = gen == "continue" and bool(preset.get("continue_prefill"))
+    if gen in ("regenerate", "swipe") and chat and chat[-1]["role"] == "assistant":
+        chat = chat[:-1]  # the message being replaced is not part of the prompt
+    history = history_messages(chat, behavior=behavior, user=user, char=char, group=group)
+    continued: dict[str, Any] | None = None
+    if gen == "continue" and history:
+        continued = history[-1]
+        if prefill_mode:  # taken out before the in-chat injections, sent last (``continuePrefill``)
+            history = history[:-1]
+    persona = req.user.persona
+    assets: dict[str, Any] = {
+        "st_preset": preset,
+        "st_preset_name": inputs.preset_name,
+        "user": user,
+        "persona": {"name": user, "description": persona.description.strip().replace("\r", ""),
+                    "position": _PERSONA_POSITIONS[persona.position], "depth": persona.depth, "role": persona.role},
+        "prefer_character_prompt": req.options.prefer_character_prompt,
+        "prefer_character_jailbreak": req.options.prefer_character_jailbreak,
+        "generation_type": gen,
+        "quiet_prompt": req.generation.quiet_prompt,
+        "continue_prefill": prefill_mode,
+        "last_chat_role": history[-1]["role"] if history else None,
+    }
+    if inputs.card is not None:
+        assets["character"] = _card_as_sillytavern_reads_it(card)
+    note = req.author_note
+    note_active = _author_note_active(note.interval, chat)
+    assets["author_note"] = {"content": note.content if note_active else "", "depth": note.depth,
+                             "role": note.role, "position": note.position, "active": note_active}
+    macro_extra: dict[str, Any] = {}
+    if group and req.group is not None:
+        macro_extra["group"] = list(req.group.members)
+        assets["group"] = list(req.group.members)
+    books, book_diags = world_info_books(inputs, req)
+    warnings.extend(book_diags)
+    activation = None
+    if books:
+        wi = req.world_info.model_dump()
+        # world info's budget is a share of the prompt's room: the context minus the reply
+        # (``getMaxPromptTokens``)
+        wi["max_context"] = (req.budget.max_context or int(preset["openai_max_context"])) - \
+            (req.budget.max_tokens if req.budget.max_tokens is not None else int(preset["openai_max_tokens"]))
+        # a narrator message is part of the chat SillyTavern scans (only hidden ones are not), so it
+        # goes in as a message of its speaker ("System" unless named)
+        scan_chat = [{"role": "assistant" if m["role"] == "system" else m["role"],
+                      "name": m.get("name") or {"user": user, "system": "System"}.get(m["role"], char),
+                      "content": m["content"]} for m in chat]
+        dp = card.get("extensions", {}).get("depth_prompt") if isinstance(card.get("extensions"), Mapping) else None
+        context = ScanContext(
+            persona_description=persona.description,
+            character_description=str(card.get("description") or ""),
+            character_personality=str(card.get("personality") or ""),
+            character_depth_prompt=str(dp.get("prompt") or "") if isinstance(dp, Mapping) else "",
+            scenario=str(card.get("scenario") or ""),
+            creator_notes=str(card.get("creator_notes") or ""),
+        )
+        activation = activate_world_info(books, scan_chat, wi, seed=req.options.seed, context=context,
+                                         token_counter=_wi_counter(books, scan_chat, wi, req.budget.tokenizer))
+        warnings.extend(d for d in activation.diagnostics if d.severity != "info")
+        assets["world_info"] = world_info_from_activation(activation)
+        outlets = {name: activation.by_position.outlet_text(name) for name in activation.by_position.outlets}
+        if outlets:
+            macro_extra["outlets"] = outlets
+    if req.options.now is not None:
+        macro_extra["now"] = req.options.now
+    if macro_extra:
+        assets["macro_context"] = macro_extra
+    if not _has_chat_history(preset, gen, persona):
+        # no chat-history marker: SillyTavern sends no history, and so none of the in-chat prompts
+        # that would have been spliced into it (``populateChatHistory`` returns at once)
+        history = []
+        assets["no_chat_history"] = True
+    input_ids = [history[-1]["id"]] if history and history[-1]["role"] == "user" else []
+    result = Assembler(st_registry()).assemble(AssemblyRequest.from_dict({
+        "preset": builtin_strategy("builtin-st"), "messages": history, "input_ids": input_ids, "assets": assets,
+        "preview": req.options.dry_run, "system_prompt_update": "in-history", "seed": req.options.seed}))
+    warnings.extend(d for d in result.diagnostics if d.severity in ("warning", "error"))
+    squash = req.options.squash_system_messages if req.options.squash_system_messages is not None else \
+        bool(preset.get("squash_system_messages", False))
+    logical = [dict(m) for m in result.logical_messages]
+    block_of = {mid: str(n.get("block_id") or "") for n in result.nodes for mid in n.get("input_message_ids", ())}
+    native_index = {h["id"]: i for i, h in enumerate(history)}
+    if continued is not None and not prefill_mode:
+        # ``populateChatHistory``: the continued message leaves the history and goes, with the
+        # continue nudge, after everything but the control prompts
+        at = next((i for i, m in enumerate(logical) if m["id"] == continued["id"]), None)
+        nudge = next((i for i, m in enumerate(logical) if block_of.get(m["id"]) == "preset:control:continueNudge"),
+                     None)
+        if nudge is not None:  # ``substituteParamsExtended(nudge, {lastChatMessage})``, the text as it is
+            text = _LAST_CHAT_MESSAGE.sub(lambda _m: continued["content"].strip(), str(logical[nudge]["content"]))
+            logical[nudge] = {**logical[nudge], "content": text}
+        if at is not None:
+            moved = logical.pop(at)
+            nudge = nudge - 1 if nudge is not None and nudge > at else nudge
+            logical.insert(nudge if nudge is not None else len(logical), moved)
+            block_of[moved["id"]] = "preset:control:continued"
+    if continued is not None and prefill_mode:
+        prefill = str(preset.get("assistant_prefill") or "") if req.options.target == "claude" and \
+            continued["role"] == "assistant" else ""
+        text = "\n\n".join(x for x in (prefill, continued["content"]) if x)
+        item = {"id": "continue-prefill", "role": continued["role"], "content": text}
+        if continued.get("name"):
+            item["name"] = continued["name"]
+        logical.append(item)
+        block_of[item["id"]] = "preset:control:continuePrefill"
+    kinds = [_kind(block_of.get(m["id"], ""), native_index.get(m["id"])) for m in logical]
+    examples = req.budget.examples
+    if examples == "disabled":
+        keep_rows = [i for i, k in enumerate(kinds) if k.kind != "example"]
+        logical, kinds = [logical[i] for i in keep_rows], [kinds[i] for i in keep_rows]
+    max_context = req.budget.max_context or int(preset["openai_max_context"])
+    max_tokens = req.budget.max_tokens if req.budget.max_tokens is not None else int(preset["openai_max_tokens"])
+    report = _fit(logical, kinds, block_of, preset, req, max_context, max_tokens)
+    if report is not None:
+        kept, budget_report = report
+        logical = [logical[i] for i in kept]
+    else:
+        budget_report = None
+    spans_of: dict[str, Any] = {m["id"]: sp for m, sp in zip(result.logical_messages, result.logical_spans)}
+    for m in logical:
+        if m["id"] not in spans_of:  # a message made here (the continued message sent last)
+            spans_of[m["id"]] = [(0, len(str(m.get("content") or "")), {"kind": "chat_message",
+                                                                         "block_id": block_of.get(m["id"])})]
+    if squash and not req.options.dry_run:
+        separators = {m["id"] for m in logical
+                      if block_of.get(m["id"], "").endswith((":newChat", ":groupNudge"))}
+        logical = _squash_with_spans(logical, separators, spans_of)
+    entries_by_key = _wi_entries_for_spans(assets.get("world_info") or [])
+    span_source: list[tuple[str, str, list[Any]]] = []
+    final = []
+    for m in logical:
+        item: dict[str, Any] = {"role": m["role"], "content": m["content"]}
+        if m.get("name"):
+            item["name"] = m["name"]
+        if m.get("tool_calls"):
+            item["tool_calls"] = m["tool_calls"]
+        if m["role"] == "tool" and m.get("tool_call_id"):
+            item["tool_call_id"] = m["tool_call_id"]
+        if item["content"] or item.get("tool_calls"):
+            final.append(item)
+            text = item["content"] if isinstance(item["content"], str) else ""
+            span_source.append((m["id"], text, _with_entry_spans(text, spans_of.get(m["id"], []), entries_by_key)))
+    kind = req.options.post_processing
+    if kind not in ("", "none"):
+        final = post_process(final, kind, PromptNames(char=char, user=user,
+                                                      group=tuple(req.group.members) if req.group else ()))
+    fields: dict[str, Any] = {"custom_prompt_post_processing": "" if kind == "none" else kind, "char_name": char,
+                              "user_name": user}
+    names = PromptNames(char=char, user=user, group=tuple(req.group.members) if req.group else ())
+    use_sysprompt = req.options.use_sysprompt if req.options.use_sysprompt is not None else \
+        bool(preset.get("use_sysprompt", False))
+    if req.options.target == "claude":
+        prefill = str(preset.get("assistant_prefill") or "")
+        body: dict[str, Any] = to_claude(final, names, use_sysprompt=use_sysprompt, prefill=prefill)
+        fields["assistant_prefill"] = prefill
+    elif req.options.target == "google":
+        body = to_google(final, names, use_sysprompt=use_sysprompt)
+    else:
+        body = {"messages": final}
+    if gen == "impersonate" and req.options.target == "claude":
+        fields["assistant_impersonation"] = str(preset.get("assistant_impersonation") or "")
+    provenance_of = "messages" if kind in ("", "none") else "messages before post-processing"
+    return StAssembly(final, warnings, result, activation, fields, body, budget_report,
+                      provenance_source=span_source, provenance_of=provenance_of)
+
+
+def read_request_file(path: str) -> tuple[Any, Path | None]:
+    """A request file's JSON (``-``: standard input) and the folder its relative paths resolve against."""
+    import sys
+
+    from .st_request import read_request_text
+
+    if path == "-":
+        return read_request_text(sys.stdin.read()), Path.cwd()
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise TemplateError(f"cannot read the request {path!r}: {exc.strerror or exc}", code="REQUEST_INVALID") from None
+    return read_request_text(text), Path(path).resolve().parent
