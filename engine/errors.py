@@ -153,6 +153,8 @@ CODES: dict[str, str] = {
     "ST_PRESET_INVALID": "the SillyTavern chat-completion preset given to the `preset` source is malformed",
     "ST_PRESET_ABSENT": "a `preset` rule without a SillyTavern preset (assets.st_preset): it contributes nothing",
     "ST_PROMPT_ORDER_FALLBACK": "no prompt_order for character 100001 or 100000; the first bucket was used",
+    "ST_PROMPT_ORDER_DEFAULT": "no prompt_order for character 100001: SillyTavern's default order was used",
+    "ST_PROMPT_NOT_SENT": "a prompt marked as a system prompt with an identifier SillyTavern has no place for; never sent",
     "UNSUPPORTED_MARKER": "a prompt-manager marker with no content source here; it was skipped",
     "ST_INJECTION_SKIPPED": "an in-chat prompt whose injection_depth is outside 0..10000; SillyTavern never injects it",
     "ST_WORLD_INFO_UNPLACED": "activated world info with no enabled marker or position in the SillyTavern preset; not sent",
