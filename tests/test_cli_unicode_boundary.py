@@ -305,3 +305,17 @@ def test_an_encode_failure_no_check_saw_still_gets_the_rules_code() -> None:
     refused = surrogate_error(UnicodeEncodeError("utf-8", "a\ud800b", 1, 2, "surrogates not allowed"))
     assert refused is not None and refused.code == "TEXT_SURROGATE" and "U+D800" in refused.message
     assert surrogate_error(UnicodeEncodeError("ascii", "a\xe9b", 1, 2, "ordinal not in range")) is None
+
+
+def test_assemble_builtin_st_refuses_a_surrogate_before_printing(tmp_path: Path) -> None:
+    chat = put(tmp_path, "chat.json", {"messages": [{"role": "user", "content": LONE}, {"role": "assistant", "content": "ok"}]})
+    preset = {"prompts": [*PRESET["prompts"], {"identifier": "chatHistory", "name": "Chat History", "marker": True,
+                                                 "system_prompt": True}],
+              "prompt_order": [{"character_id": 100001, "order": [{"identifier": "main", "enabled": True},
+                                                                  {"identifier": "chatHistory", "enabled": True}]}]}
+    for extra in ([], ["--json"]):
+        result = run(["assemble", "--strategy", "builtin-st", "--chat", chat, "--preset", put(tmp_path, "p.json", preset),
+                      *extra])
+        assert result.exit_code == 1
+        out = answers(result)
+        assert len(out) == 1 and error_of(out[0])["code"] == "TEXT_SURROGATE"  # nothing printed before the refusal

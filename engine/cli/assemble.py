@@ -272,6 +272,7 @@ def command(
             "target": target, "generation_type": generation_type, "quiet_prompt": quiet_prompt,
             "max_context": max_context, "max_tokens": max_tokens, "tokenizer": tokenizer})
         result = assemble_request(data, base_dir=base)
+        check_output(result.to_dict())  # the lone-surrogate rule (tavernbox.strict_json), before anything is printed
         if as_json:
             click.echo(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
             return
