@@ -19,6 +19,7 @@ import yaml
 
 from ..errors import Diagnostic, TemplateError
 from ..spans import Span, line_col
+from ..strict_json import check_json_text, join_pairs, loads, refuse_non_finite, refuse_surrogates
 
 __all__ = [
     "DecodedText",
@@ -188,7 +189,7 @@ def parse_json_text(text: str) -> tuple[Any, list[Diagnostic]]:
     carries the first offending line and column.
     """
     try:
-        value = json.loads(text, parse_int=_parse_int)
+        value = loads(text, what="the file", code="ASSET_JSON", parse_int=_parse_int)
         check_depth(value)
         return value, []
     except RecursionError:
@@ -198,7 +199,7 @@ def parse_json_text(text: str) -> tuple[Any, list[Diagnostic]]:
             raise _json_error(text, exc) from None
         first = exc.pos
     try:
-        value = json.loads(text, strict=False, parse_int=_parse_int)
+        value = loads(text, what="the file", code="ASSET_JSON", strict=False, parse_int=_parse_int)
     except RecursionError:
         raise _too_deep() from None
     except json.JSONDecodeError as exc:
@@ -231,6 +232,8 @@ def parse_json5_text(text: str) -> Any:
     except RecursionError:
         raise _too_deep() from None
     check_depth(value)
+    check_json_text(text, value, what="the file")
+    refuse_non_finite(value, what="the file", code="ASSET_JSON")
     return value
 
 
@@ -301,7 +304,7 @@ _Yaml12Loader.add_constructor("tag:yaml.org,2002:int", _construct_int12)
 def parse_yaml_text(text: str) -> Any:
     """Parse one YAML document with 1.2 core scalars; errors become ``ASSET_JSON`` at line:col."""
     try:
-        return _expand_yaml(yaml.load(text, Loader=_Yaml12Loader))  # noqa: S506 - a SafeLoader subclass
+        value = _expand_yaml(yaml.load(text, Loader=_Yaml12Loader))  # noqa: S506 - a SafeLoader subclass
     except RecursionError:
         raise _too_deep() from None
     except yaml.MarkedYAMLError as exc:
@@ -312,6 +315,13 @@ def parse_yaml_text(text: str) -> Any:
         raise TemplateError(f"invalid YAML: {problem}", code="ASSET_JSON", line=line, column=col) from None
     except yaml.YAMLError as exc:
         raise TemplateError(f"invalid YAML: {exc}", code="ASSET_JSON") from None
+    # YAML escapes (\ud800, \U0000d800) can spell surrogates: pairs are joined as JSON would read
+    # them, and a lone one is refused.
+    if "\\" in text:
+        value = join_pairs(value)
+        refuse_surrogates(value, what="the file")
+    refuse_non_finite(value, what="the file", code="ASSET_JSON")
+    return value
 
 
 def unsafe_number(value: Any, path: str, field: str) -> Diagnostic | None:

@@ -34,7 +34,8 @@ from typing import Any
 import click
 
 from ..errors import TemplateError
-from .output import guarded, read_text_arg
+from ..strict_json import check_output, loads, refuse_non_finite, refuse_surrogates
+from .output import guarded, parse_json_row, read_text_arg
 
 __all__ = ["command"]
 
@@ -46,7 +47,10 @@ def _load_vars(path: str) -> Any:
         import yaml
 
         try:
-            return yaml.safe_load(text)
+            value = yaml.safe_load(text)
+            refuse_surrogates(value, what=f"--vars {path}")
+            refuse_non_finite(value, what=f"--vars {path}", code="INPUT_INVALID")
+            return value
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             raise TemplateError(
@@ -57,7 +61,7 @@ def _load_vars(path: str) -> Any:
                 path=path,
             ) from None
     try:
-        return json.loads(text)
+        return loads(text, what=f"--vars {path}")
     except json.JSONDecodeError as exc:
         raise TemplateError(
             f"--vars {path} is not valid JSON: {exc.msg}",
@@ -69,23 +73,38 @@ def _load_vars(path: str) -> Any:
 
 
 def _print_json(value: Any) -> None:
-    # ASCII JSON, so a lone surrogate in a rendered text cannot break the terminal's encoding.
+    """Print an answer; one whose text breaks the lone-surrogate rule becomes its ``TEXT_SURROGATE`` error."""
+    try:
+        check_output(value, what="the rendered answer")
+    except TemplateError as exc:
+        value = {"text": None, "error": _error_object(exc), "usage": None}
+        click.echo(json.dumps(value, ensure_ascii=True, indent=2))
+        sys.exit(1)
     click.echo(json.dumps(value, ensure_ascii=True, indent=2))
 
 
+def _write_text(text: str) -> None:
+    """Write a rendered text as UTF-8; a lone surrogate in it is refused (``TEXT_SURROGATE``), never replaced."""
+    check_output({"text": text}, what="the rendered text")
+    sys.stdout.buffer.write(text.encode("utf-8"))
+    sys.stdout.flush()
+
+
 def _error_object(exc: TemplateError) -> dict[str, Any]:
-    return {"code": exc.code, "message": exc.message, "line": exc.line, "column": exc.column}
+    out = {"code": exc.code, "message": exc.message, "line": exc.line, "column": exc.column}
+    if exc.code == "TEXT_SURROGATE" and exc.path is not None:
+        out["path"] = exc.path
+    return out
 
 
-def _render_line(raw: str) -> dict[str, Any]:
+def _render_line(raw: str, number: int = 1) -> dict[str, Any]:
     """One batch line -> its answer object; every failure becomes an error object."""
     from ..ejs import render_template
 
     try:
-        job = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        return {"text": None, "error": {"code": "INPUT_INVALID", "message": f"not a JSON line: {exc.msg}",
-                                        "line": None, "column": None}}
+        job = parse_json_row(raw, number)
+    except TemplateError as exc:
+        return {"text": None, "error": _error_object(exc)}
     if not isinstance(job, dict) or not isinstance(job.get("template"), str):
         return {"text": None, "error": {"code": "INPUT_INVALID",
                                         "message": 'each line must be an object with a string "template"',
@@ -157,16 +176,22 @@ def _bridge_sources(mvu: str | None, world_books: tuple[str, ...], activated: tu
 
 def _run_batch() -> None:
     out = sys.stdout
-    for raw in sys.stdin.buffer:
-        line = raw.decode("utf-8", "replace").strip()
-        if not line:
+    for number, raw in enumerate(sys.stdin.buffer, start=1):
+        if not raw.strip():
             continue
         try:
-            answer = _render_line(line)
+            try:
+                line = raw.decode("utf-8").strip()
+            except UnicodeDecodeError as exc:
+                raise TemplateError(f"line {number} is not UTF-8 (byte {exc.start})", code="INPUT_INVALID",
+                                    line=number) from None
+            answer = _render_line(line.lstrip("\ufeff"), number)
+            check_output(answer, what=f"the answer to line {number}")
+        except TemplateError as exc:  # a bad line, or an answer breaking the lone-surrogate rule
+            answer = {"text": None, "error": _error_object(exc)}
         except Exception as exc:  # the boundary: one bad job must not end the batch
             answer = {"text": None, "error": {"code": "INTERNAL_ERROR", "message": f"{type(exc).__name__}: {exc}",
                                               "line": None, "column": None}}
-        # ASCII JSON: lone surrogates in a rendered text survive as \\u escapes.
         out.write(json.dumps(answer, ensure_ascii=True) + "\n")
         out.flush()
 
@@ -213,9 +238,7 @@ def command(template_file: str | None, vars_file: str | None, as_json: bool, jso
 
             sources = _bridge_sources(mvu_file, world_books, activated, preset_file, card_file, variables)
             if not as_json:
-                bridged = render_with_sources(source, sources)
-                sys.stdout.buffer.write(bridged.text.encode("utf-8", "replace"))
-                sys.stdout.flush()
+                _write_text(render_with_sources(source, sources).text)
                 return
             try:
                 bridged = render_with_sources(source, sources)
@@ -226,9 +249,7 @@ def command(template_file: str | None, vars_file: str | None, as_json: bool, jso
                          "reads": [r.to_dict() for r in bridged.reads]})
             return
         if not as_json:
-            result = render_template(source, variables)
-            sys.stdout.buffer.write(result.text.encode("utf-8", "replace"))
-            sys.stdout.flush()
+            _write_text(render_template(source, variables).text)
             return
         try:
             result = render_template(source, variables)
