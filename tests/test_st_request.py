@@ -466,3 +466,12 @@ def test_provenance_describes_the_sent_messages_and_names_world_info_entries() -
     # the squashed message's ranges cover it without gaps
     spans = provenance[0]["spans"]
     assert spans[0]["start"] == 0 and spans[-1]["end"] == len(first)
+
+
+@pytest.mark.parametrize(("text", "code"), [('{"messages": [{"role": "user", "content": "\\ud800"}]}', "TEXT_SURROGATE"),
+                                            ('{"messages": [{"role": "user", "content": NaN}]}', "REQUEST_INVALID")])
+def test_request_and_chat_files_follow_the_strict_json_rule(tmp_path: Path, text: str, code: str) -> None:
+    (tmp_path / "chat.json").write_text(text)
+    (tmp_path / "p.json").write_text(json.dumps(BASIC))
+    res = CliRunner().invoke(cli, ["assemble", "--preset", str(tmp_path / "p.json"), "--chat", str(tmp_path / "chat.json")])
+    assert res.exit_code == 1 and json.loads(res.stdout)["error"]["code"] == code
