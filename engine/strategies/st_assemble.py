@@ -279,6 +279,31 @@ def _card_as_sillytavern_reads_it(card: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+#: chat messages kept beyond what the budget could hold at the least cost a message can have
+_PRE_CUT_MARGIN = 64
+
+
+def _older_than_any_budget(history: list[dict[str, Any]], budget: int) -> tuple[list[dict[str, Any]], int]:
+    """The history without the messages no budget of this size could reach, and how many were cut.
+
+    Every sent message costs at least 3 tokens (SillyTavern's per-message overhead) and the history
+    is filled newest first, stopping at the first message that does not fit; so beyond ``budget / 3``
+    messages with content (empty ones cost nothing and are never sent) nothing older can be sent,
+    whatever the tokenizer. Cutting them before placement keeps a 100,000-message chat from being
+    placed whole to send its last few hundred; the budget pass still decides, and reports, every cut.
+    """
+    reach = budget // 3 + _PRE_CUT_MARGIN
+    if len(history) <= reach:
+        return history, 0
+    counted = 0
+    for i in range(len(history) - 1, -1, -1):
+        if history[i].get("content"):
+            counted += 1
+            if counted > reach:
+                return history[i + 1:], i + 1
+    return history, 0
+
+
 def persona_text_of(req: StRequest) -> str:
     return req.user.persona.description.strip().replace("\r", "")
 
@@ -546,6 +571,13 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
         # that would have been spliced into it (``populateChatHistory`` returns at once)
         history = []
         assets["no_chat_history"] = True
+    max_context = req.budget.max_context or int(preset["openai_max_context"])
+    max_tokens = req.budget.max_tokens if req.budget.max_tokens is not None else int(preset["openai_max_tokens"])
+    history, pre_cut = _older_than_any_budget(history, max_context - max_tokens)
+    if pre_cut:
+        # macros still see the whole chat (``{{lastMessageId}}`` and the like count it all)
+        assets["macro_context"] = {**assets.get("macro_context", {}), "chat": [
+            {"role": m["role"], "name": m.get("name") or "", "content": m["content"]} for m in chat]}
     input_ids = [history[-1]["id"]] if history and history[-1]["role"] == "user" else []
     result = Assembler(st_registry()).assemble(AssemblyRequest.from_dict({
         "preset": builtin_strategy("builtin-st"), "messages": history, "input_ids": input_ids, "assets": assets,
@@ -555,7 +587,7 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
         bool(preset.get("squash_system_messages", False))
     logical = [dict(m) for m in result.logical_messages]
     block_of = {mid: str(n.get("block_id") or "") for n in result.nodes for mid in n.get("input_message_ids", ())}
-    native_index = {h["id"]: i for i, h in enumerate(history)}
+    native_index = {h["id"]: i + pre_cut for i, h in enumerate(history)}
     if continued is not None and not prefill_mode:
         # ``populateChatHistory``: the continued message leaves the history and goes, with the
         # continue nudge, after everything but the control prompts
@@ -584,12 +616,12 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
     if examples == "disabled":
         keep_rows = [i for i, k in enumerate(kinds) if k.kind != "example"]
         logical, kinds = [logical[i] for i in keep_rows], [kinds[i] for i in keep_rows]
-    max_context = req.budget.max_context or int(preset["openai_max_context"])
-    max_tokens = req.budget.max_tokens if req.budget.max_tokens is not None else int(preset["openai_max_tokens"])
     report = _fit(logical, kinds, block_of, preset, req, max_context, max_tokens)
     if report is not None:
         kept, budget_report = report
         logical = [logical[i] for i in kept]
+        if pre_cut:
+            budget_report.dropped_messages = list(range(pre_cut)) + budget_report.dropped_messages
     else:
         budget_report = None
     spans_of: dict[str, Any] = {m["id"]: sp for m, sp in zip(result.logical_messages, result.logical_spans)}
