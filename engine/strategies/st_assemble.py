@@ -90,23 +90,22 @@ def _resolve(value: Any, base_dir: Path | None) -> Any:
 
 def _load(kind: str, value: Any, base_dir: Path | None, where: str) -> tuple[Any, str]:
     """An asset model from an object or a path; errors keep their code and gain the request path."""
-    from ..assets import load_asset, parse_card, parse_preset, parse_world_book
+    from ..assets.cache import load_cached, parse_cached  # read-only views of validated assets, cached
 
     value = _resolve(value, base_dir)
     try:
         if isinstance(value, Path):
             if not value.exists():
                 raise TemplateError(f"{where}: no such file {str(value)!r}", code="REQUEST_INVALID", path=where)
-            loaded = load_asset(value, kind=kind)
-            return loaded.model, value.stem
+            return load_cached(value, kind=kind), value.stem
         if not isinstance(value, Mapping):
             raise TemplateError(f"{where} must be an object or a path", code="REQUEST_INVALID", path=where)
         data = dict(value)
         if kind == "preset":
-            return parse_preset(data, base_path=where), str(data.get("name") or "preset")
+            return parse_cached(data, kind="preset", base_path=where), str(data.get("name") or "preset")
         if kind == "card":
-            return parse_card(data, base_path=where), ""
-        return parse_world_book(data, base_path=where), str(data.get("name") or "")
+            return parse_cached(data, kind="card", base_path=where), ""
+        return parse_cached(data, kind="world_book", base_path=where), str(data.get("name") or "")
     except TemplateError as exc:
         if exc.code == "REQUEST_INVALID" or (exc.path or "").startswith(where):
             raise
@@ -279,6 +278,7 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
     from ..worldinfo import ScanContext, activate_world_info
     from .builtin import builtin_strategy
     from .sillytavern import st_messages, st_registry
+    from .st_cache import scan_books
 
     req = parse_request(request)
     base = Path(base_dir) if base_dir is not None else None
@@ -330,7 +330,7 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
             scenario=str(card.get("scenario") or ""),
             creator_notes=str(card.get("creator_notes") or ""),
         )
-        activation = activate_world_info(books, scan_chat, wi, seed=req.options.seed, context=context)
+        activation = activate_world_info(scan_books(books), scan_chat, wi, seed=req.options.seed, context=context)
         warnings.extend(d for d in activation.diagnostics if d.severity != "info")
         assets["world_info"] = world_info_from_activation(activation)
         outlets = {name: activation.by_position.outlet_text(name) for name in activation.by_position.outlets}
