@@ -179,11 +179,13 @@ def json_digest(value: Any) -> bytes:
 
 
 def fingerprint(value: Any) -> Any:
-    """A hashable key equal for two JSON values exactly when their JSON texts are equal.
+    """A hashable key such that equal keys mean equal JSON texts (a cache key for JSON values).
 
-    Frozen parts stand for their digest (computed once each), plain containers are walked, scalars
-    are kept with their type (``1``, ``1.0`` and ``True`` differ in JSON). The cost is the size of
-    the plain parts, so a frozen asset wrapped in a fresh dict is keyed in microseconds.
+    Frozen parts stand for their content digest (computed once each), plain containers are
+    walked, scalars are kept with their type (``1``, ``1.0`` and ``True`` differ in JSON). The
+    same content in the same shape (frozen here, plain there) gets the same key; a frozen part
+    and its plain twin get different keys, which costs a cache miss, never a wrong hit. The cost
+    is the size of the plain parts, so a frozen asset wrapped in a fresh dict is keyed at once.
     """
     kind = type(value)
     if kind is FrozenDict or kind is FrozenList:
