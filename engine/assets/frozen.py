@@ -20,31 +20,45 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-__all__ = ["FrozenDict", "FrozenList", "fingerprint", "freeze_json", "is_frozen", "json_digest", "json_text",
+__all__ = ["FrozenDict", "FrozenList", "fingerprint", "freeze_json", "freeze_owned", "is_frozen", "json_digest", "json_text",
            "text_digest", "thaw_json"]
 
 
 class FrozenDict(Mapping[str, Any]):
-    """A read-only JSON object whose values are frozen too (built by :func:`freeze_json` only).
+    """A read-only JSON object (built by :func:`freeze_json` / :func:`freeze_owned` only).
 
-    Reads behave as on a dict (``get``, ``items``, ``in``, ``==`` with a dict of the same items);
-    there is no way to write. ``dict(view)`` or ``{**view}`` gives a shallow mutable copy whose
-    values are still frozen; :func:`thaw_json` a deep mutable copy.
+    It wraps a plain dict that nothing else can reach, and freezes a nested object or array only
+    when it is read (then keeps that frozen value, so every read returns the same object): a
+    caller pays for what it reads, and the JSON text of a view is the C encoder's work on the
+    plain dict. Reads behave as on a dict (``get``, ``items``, ``in``, ``==`` with a dict of the
+    same items); there is no way to write. ``dict(view)`` or ``{**view}`` gives a shallow mutable
+    copy whose values are still frozen; :func:`thaw_json` a deep mutable copy.
     """
 
-    __slots__ = ("_data", "_digest")
+    __slots__ = ("_data", "_frozen", "_digest")
 
     _data: dict[str, Any]
+    _frozen: dict[str, Any] | None
     _digest: bytes | None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("FrozenDict is built by freeze_json(), not directly")
 
     def __getitem__(self, key: str) -> Any:
-        return self._data[key]
+        value = self._data[key]
+        kind = type(value)
+        if kind is dict or kind is list:
+            frozen = self._frozen
+            if frozen is None:
+                frozen = self._frozen = {}
+            hit = frozen.get(key)
+            if hit is None:
+                hit = frozen[key] = _wrap(value)
+            return hit
+        return value
 
     def get(self, key: str, default: Any = None) -> Any:
-        return self._data.get(key, default)
+        return self[key] if key in self._data else default
 
     def __contains__(self, key: object) -> bool:
         return key in self._data
@@ -58,17 +72,14 @@ class FrozenDict(Mapping[str, Any]):
     def keys(self) -> Any:
         return self._data.keys()
 
-    def items(self) -> Any:
-        return self._data.items()
-
-    def values(self) -> Any:
-        return self._data.values()
-
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, FrozenDict):
-            return self._data == other._data
+        if isinstance(other, (FrozenDict, FrozenList)):
+            return type(other) is FrozenDict and self._data == other._data
         if isinstance(other, Mapping):
-            return self._data == dict(other.items())
+            try:
+                return thaw_json(self) == thaw_json(dict(other.items()))
+            except (TypeError, ValueError):
+                return False
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]  # like a dict: equal to a dict, so not hashable
@@ -77,67 +88,71 @@ class FrozenDict(Mapping[str, Any]):
         return f"FrozenDict({self._data!r})"
 
     def __reduce__(self) -> Any:
-        return (freeze_json, (thaw_json(self),))
+        return (freeze_owned, (thaw_json(self),))
 
 
 class FrozenList(tuple):  # type: ignore[type-arg]
-    """A JSON array as a tuple (read-only), with room for its memoised content digest."""
+    """A JSON array as a tuple (read-only); objects inside are :class:`FrozenDict` views.
 
+    ``_data`` keeps the plain list it was built from (for the JSON text), and ``_digest`` room
+    for its memoised content digest.
+    """
+
+    _data: list[Any]
     _digest: bytes | None = None
 
     def __reduce__(self) -> Any:
-        return (freeze_json, (thaw_json(self),))
+        return (freeze_owned, (thaw_json(self),))
 
 
 def _new_dict(data: dict[str, Any]) -> FrozenDict:
     view = object.__new__(FrozenDict)
     view._data = data
+    view._frozen = None
     view._digest = None
     return view
 
 
-def freeze_json(value: Any) -> Any:
-    """A deeply frozen copy of JSON data (dicts, lists and tuples copied; scalars shared).
+def _wrap(value: Any) -> Any:
+    """The frozen form of an owned plain value: objects wrapped at once (their insides on
+    demand), arrays built as tuples level by level with an explicit stack (no recursion)."""
+    kind = type(value)
+    if kind is dict:
+        return _new_dict(value)
+    if kind is not list:
+        return value
+    # arrays of arrays are built bottom-up; an object inside is wrapped (O(1)) and stops the walk
+    order: list[list[Any]] = []
+    stack = [value]
+    while stack:
+        items = stack.pop()
+        order.append(items)
+        stack.extend(v for v in items if type(v) is list)
+    built: dict[int, FrozenList] = {}
+    for items in reversed(order):
+        out = FrozenList([built[id(v)] if type(v) is list else (_new_dict(v) if type(v) is dict else v)
+                          for v in items])
+        out._data = items
+        built[id(items)] = out
+    return built[id(value)]
 
-    Frozen parts inside ``value`` are kept as they are (they cannot change). Iterative, so nesting
-    depth is bounded by memory, not by Python's stack.
+
+def freeze_owned(value: Any) -> Any:
+    """Freeze plain JSON data the caller hands over (made just for this, referenced by nothing
+    else): no copy is made, so the caller must never change it afterwards."""
+    return _wrap(value)
+
+
+def freeze_json(value: Any) -> Any:
+    """A frozen copy of JSON data (a JSON round trip, so the result shares nothing with ``value``).
+
+    Frozen parts inside ``value`` are welcome (their JSON text is their plain data's). A frozen
+    value is returned as it is.
     """
     kind = type(value)
-    if kind is FrozenDict or kind is FrozenList or not (isinstance(value, (Mapping, list, tuple))):
+    if kind is FrozenDict or kind is FrozenList or not isinstance(value, (Mapping, list, tuple)):
         return value
-    # post-order over containers with an explicit stack: (source, target container, pending keys)
-    root: list[Any] = [None]
-    stack: list[tuple[Any, Any, Any]] = [(value, root, 0)]
-    out_stack: list[tuple[Any, Any, Any]] = []
-    while stack:
-        src, parent, slot = stack.pop()
-        kind = type(src)
-        if kind is FrozenDict or kind is FrozenList:
-            parent[slot] = src
-            continue
-        if isinstance(src, Mapping):
-            data = {k if type(k) is str else _json_key(k): v for k, v in src.items()}
-            out_stack.append((data, parent, slot))
-            for k, v in data.items():
-                if isinstance(v, (Mapping, list, tuple)) and type(v) is not FrozenDict and type(v) is not FrozenList:
-                    stack.append((v, data, k))
-        elif isinstance(src, (list, tuple)):
-            items = list(src)
-            out_stack.append((items, parent, slot))
-            for i, v in enumerate(items):
-                if isinstance(v, (Mapping, list, tuple)) and type(v) is not FrozenDict and type(v) is not FrozenList:
-                    stack.append((v, items, i))
-        else:
-            parent[slot] = src
-    # children were pushed after their parent, so building in reverse order freezes children first
-    for data, parent, slot in reversed(out_stack):
-        parent[slot] = _new_dict(data) if type(data) is dict else FrozenList(data)
-    return root[0]
-
-
-def _json_key(key: Any) -> str:
-    """The object key JSON makes of a non-string key (``True`` -> ``"true"``, ``1`` -> ``"1"``)."""
-    return next(iter(json.loads(json.dumps({key: None}))))
+    return _wrap(json.loads(json_text(value)))
 
 
 def is_frozen(value: Any) -> bool:
@@ -153,6 +168,8 @@ def thaw_json(value: Any) -> Any:
 
 def _plain(value: Any) -> Any:
     if type(value) is FrozenDict:
+        return value._data
+    if type(value) is FrozenList:
         return value._data
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
