@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from tavernbox import assemble_request
 from tavernbox.assembler.registry import freeze_assets
 from tavernbox.assets.cache import AssetCache, AssetView, clear_asset_cache
-from tavernbox.assets.frozen import FrozenDict, FrozenList, fingerprint, freeze_json, json_text, thaw_json
+from tavernbox.assets.frozen import FrozenDict, FrozenList, fingerprint, freeze_json, json_digest, json_text, thaw_json
 from tavernbox.errors import TemplateError
 from tavernbox.strategies import st_assemble
 from tavernbox.strategies.st_cache import clear_scan_books
@@ -54,11 +54,12 @@ def test_frozen_json_text_is_the_plain_text_and_thaws_back(value: Any) -> None:
     assert json_text(frozen) == json.dumps(value)
     assert thaw_json(frozen) == json.loads(json.dumps(value))
     # a plain container holding frozen parts has the same text as its plain twin, and the same
-    # fingerprint as any container of equal frozen parts (the digest is of the content)
+    # fingerprint as a fresh container of the same frozen parts
     wrapped = {"x": frozen, "y": [frozen]}
     twin = {"x": value, "y": [value]}
     assert json_text(wrapped) == json.dumps(twin)
-    assert fingerprint(wrapped) == fingerprint({"x": freeze_json(value), "y": [freeze_json(value)]})
+    assert fingerprint(wrapped) == fingerprint({"x": frozen, "y": [frozen]})
+    assert json_digest(frozen) == json_digest(freeze_json(value)) == json_digest(value)
 
 
 @given(json_values, json_values)

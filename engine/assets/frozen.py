@@ -20,7 +20,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-__all__ = ["FrozenDict", "FrozenList", "fingerprint", "freeze_json", "freeze_owned", "is_frozen", "json_digest", "json_text",
+__all__ = ["FrozenDict", "FrozenList", "fingerprint", "freeze_json", "freeze_owned", "is_frozen", "plain_data", "json_digest", "json_text",
            "text_digest", "thaw_json"]
 
 
@@ -161,6 +161,19 @@ def is_frozen(value: Any) -> bool:
     return kind is FrozenDict or kind is FrozenList
 
 
+def plain_data(value: Any) -> Any:
+    """The plain JSON data behind a frozen container (``value`` itself otherwise), without a copy.
+
+    For trusted stages that need plain dicts and lists and only read them (the world-info reader):
+    the data is the cache's own, so writing to it would change every later result. Everything
+    behind a frozen container is plain (frozen views are made over plain data only).
+    """
+    kind = type(value)
+    if kind is FrozenDict or kind is FrozenList:
+        return value._data
+    return value
+
+
 def thaw_json(value: Any) -> Any:
     """A plain, mutable deep copy (dicts and lists) of JSON data that may hold frozen parts."""
     return json.loads(json_text(value))
@@ -195,18 +208,34 @@ def json_digest(value: Any) -> bytes:
     return text_digest(json_text(value))
 
 
+class _Same:
+    """A key part that is equal only to itself's object: a frozen value stands for itself (it
+    cannot change), and the key keeps it alive, so its ``id`` is never reused while keyed."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is _Same and other.obj is self.obj
+
+
 def fingerprint(value: Any) -> Any:
     """A hashable key such that equal keys mean equal JSON texts (a cache key for JSON values).
 
-    Frozen parts stand for their content digest (computed once each), plain containers are
+    A frozen part stands for itself (by identity: it cannot change), plain containers are
     walked, scalars are kept with their type (``1``, ``1.0`` and ``True`` differ in JSON). The
-    same content in the same shape (frozen here, plain there) gets the same key; a frozen part
-    and its plain twin get different keys, which costs a cache miss, never a wrong hit. The cost
-    is the size of the plain parts, so a frozen asset wrapped in a fresh dict is keyed at once.
+    same frozen parts in equal plain surroundings get the same key; equal content in other
+    objects may get another key, which costs a cache miss, never a wrong hit. The cost is the
+    size of the plain parts, so a cached asset wrapped in a fresh dict is keyed at once.
     """
     kind = type(value)
     if kind is FrozenDict or kind is FrozenList:
-        return (b"F", json_digest(value))
+        return (b"F", _Same(value))
     if kind is str or kind is int or kind is bool or kind is float or value is None:
         return (kind, value)
     if isinstance(value, Mapping):

@@ -35,7 +35,7 @@ def _has_views(book: Mapping[str, Any]) -> bool:
 
 def scan_books(books: Sequence[Any]) -> list[Any]:
     """``books`` with each book built from a cached asset replaced by its normalised book."""
-    from ..assets.frozen import fingerprint, thaw_json
+    from ..assets.frozen import fingerprint, plain_data
 
     out: list[Any] = []
     for i, book in enumerate(books):
@@ -52,15 +52,16 @@ def scan_books(books: Sequence[Any]) -> list[Any]:
         if hit is None:
             from ..worldinfo.entries import normalize_book
 
-            plain = thaw_json(book)
+            # the reader only reads: it gets the cached plain data itself (no copy)
+            plain = {k: plain_data(v) for k, v in book.items()}
             normalised, diagnostics = normalize_book(plain, default_name, path=path)
-            hit = (normalised, plain) if not diagnostics else (None, None)
+            hit = (normalised, None) if not diagnostics else (None, None)
             with _LOCK:
                 _BOOKS[key] = hit
                 while len(_BOOKS) > _BOOKS_SIZE:
                     _BOOKS.popitem(last=False)
-        # a book with diagnostics goes as a fresh plain copy, so the engine reports them as usual
-        out.append(hit[0] if hit[0] is not None else thaw_json(book))
+        # a book with diagnostics goes as plain data, so the engine reports them as usual
+        out.append(hit[0] if hit[0] is not None else {k: plain_data(v) for k, v in book.items()})
     return out
 
 
