@@ -352,3 +352,14 @@ def test_help_imports_no_command() -> None:
     assert "assemble" in done.stdout
     loaded = eval(done.stderr.strip().splitlines()[-1])  # noqa: S307 - our own list of names
     assert loaded == ["tavernbox", "tavernbox.cli", "tavernbox.cli.main"]
+
+
+@given(st.text(alphabet="ab \n-é", max_size=60))
+@settings(max_examples=300, deadline=None)
+def test_text_windows_by_lines_are_every_window(text: str) -> None:
+    from tavernbox.worldinfo.matching import GRAM, text_windows
+
+    expected = {text[i:i + GRAM] for i in range(len(text) - GRAM + 1)} | {""}
+    assert text_windows(text, [], True) == expected
+    assert text_windows("new line\n" + text, [], True) == \
+        {("new line\n" + text)[i:i + GRAM] for i in range(len(text) + 9 - GRAM + 1)} | {""}

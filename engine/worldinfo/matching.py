@@ -620,7 +620,15 @@ def text_windows(text: str, words: Iterable[str], mixed: bool) -> set[str]:
     suffice: far fewer than one per character, since words repeat.
     """
     if mixed:
-        grams = {text[i:i + GRAM] for i in range(len(text) - GRAM + 1)}
+        # line by line (each piece running GRAM - 1 characters into the next), each piece's
+        # windows memoised: a chat that gained a message costs the new lines, not the whole text
+        grams = set()
+        start, last = 0, len(text) - GRAM
+        while start <= last:
+            newline = text.find("\n", start + 1)
+            end = len(text) if newline < 0 else newline
+            grams.update(_piece_windows(text[start:end + GRAM - 1]))
+            start = end
     else:
         # a run of exactly GRAM characters is its own only window (the usual case: done in one pass)
         grams = {w for w in words if len(w) == GRAM}
@@ -633,6 +641,19 @@ def text_windows(text: str, words: Iterable[str], mixed: bool) -> set[str]:
 
 
 GRAM = 6
+
+_PIECE_WINDOWS: dict[str, frozenset[str]] = {}
+
+
+def _piece_windows(piece: str) -> frozenset[str]:
+    """Every ``GRAM``-character window of ``piece`` (memoised; at most 8192 pieces kept)."""
+    found = _PIECE_WINDOWS.get(piece)
+    if found is None:
+        found = frozenset([piece[i:i + GRAM] for i in range(len(piece) - GRAM + 1)])
+        if len(_PIECE_WINDOWS) >= 8192:
+            _PIECE_WINDOWS.clear()
+        _PIECE_WINDOWS[piece] = found
+    return found
 
 
 def gram_of(text: str) -> str:
