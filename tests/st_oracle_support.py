@@ -68,8 +68,15 @@ def to_request(case: dict[str, Any], resolve: Any) -> dict[str, Any]:
         "user": {"name": sc.get("user_name") or "User", "persona": persona},
         "options": options,
     }
+    books: list[Any] = []
     if sc.get("book"):
-        request["books"] = [{"book": {**resolve(sc["book"]), "name": f"oracle-{case['id']}"}, "source": "global"}]
+        books.append({"book": {**resolve(sc["book"]), "name": f"oracle-{case['id']}"}, "source": "global"})
+    linked = ((card.get("data") or card).get("extensions") or {}).get("world")
+    if linked == "Eldoria" and not sc.get("import_embedded_book"):
+        # a fresh SillyTavern ships the world "Eldoria" (the corpus copy), so a card linking it finds it
+        books.append({"book": {**resolve({"corpus": "worldbooks/st-default-eldoria.json"}), "name": "Eldoria"}})
+    if books:
+        request["books"] = books
     if sc.get("author_note"):
         request["author_note"] = dict(sc["author_note"])
     if sc.get("world_info"):

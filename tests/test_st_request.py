@@ -23,7 +23,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def prompt(identifier: str, content: str = "", role: str = "system", **extra: Any) -> dict[str, Any]:
-    return {"identifier": identifier, "name": identifier, "role": role, "content": content, **extra}
+    user_prompt = identifier not in ("main", "nsfw", "jailbreak", "enhanceDefinitions")
+    return {"identifier": identifier, "name": identifier, "role": role, "content": content,
+            "system_prompt": not user_prompt, **extra}
 
 
 def marker(identifier: str) -> dict[str, Any]:
@@ -32,8 +34,17 @@ def marker(identifier: str) -> dict[str, Any]:
 
 def preset(*prompts: dict[str, Any], **fields: Any) -> dict[str, Any]:
     return {"prompts": list(prompts), **fields,
-            "prompt_order": [{"character_id": 100001, "order": [{"identifier": p["identifier"], "enabled": True}
-                                                                 for p in prompts]}]}
+            "prompt_order": [{"character_id": 100001, "order": _order(prompts)}]}
+
+
+#: markers SillyTavern appends when an order lacks them; the fixtures switch the unused ones off
+_MERGED_MARKERS = ("worldInfoBefore", "worldInfoAfter", "charDescription", "charPersonality", "scenario")
+
+
+def _order(prompts: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
+    ids = [p["identifier"] for p in prompts]
+    return [{"identifier": i, "enabled": True} for i in ids] + [
+        {"identifier": i, "enabled": False} for i in _MERGED_MARKERS if i not in ids]
 
 
 BASIC = preset(prompt("main", "Write {{char}}'s reply to {{user}}."), marker("personaDescription"),

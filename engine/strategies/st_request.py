@@ -37,6 +37,8 @@ from ..errors import TemplateError
 __all__ = [
     "AuthorNote",
     "BookRef",
+    "Budget",
+    "Generation",
     "GroupChat",
     "Options",
     "Persona",
@@ -140,6 +142,33 @@ class GroupChat(_Strict):
     name: str | None = None
 
 
+class Generation(_Strict):
+    """What kind of generation SillyTavern is asked for (its ``Generate(type)``)."""
+
+    #: normal; continue (the last message is continued); impersonate (write as the user);
+    #: regenerate / swipe (the last assistant message is replaced, so it is not sent); quiet (a
+    #: background prompt, e.g. a summary)
+    type: Literal["normal", "continue", "impersonate", "regenerate", "swipe", "quiet"] = "normal"
+    #: the quiet prompt (``generateQuietPrompt({quietPrompt})``), sent last as a system message
+    quiet_prompt: str = ""
+
+
+class Budget(_Strict):
+    """The context budget: ``max_context - max_tokens`` tokens, counted with ``tokenizer``."""
+
+    #: the preset's ``openai_max_context`` when absent
+    max_context: int | None = Field(None, ge=1)
+    #: the preset's ``openai_max_tokens`` when absent
+    max_tokens: int | None = Field(None, ge=0)
+    #: o200k (GPT-4o and later: SillyTavern's choice for its default OpenAI models), cl100k (GPT-4,
+    #: GPT-3.5), estimate (SillyTavern's no-tokenizer guess), or a name given to
+    #: ``tavernbox.tokenizers.register_tokenizer``
+    tokenizer: str = "o200k"
+    #: dialogue examples: gradual (dropped when the context fills; SillyTavern's default), keep
+    #: (``pin_examples``: always kept, added before the history), disabled (``strip_examples``)
+    examples: Literal["gradual", "keep", "disabled"] = "gradual"
+
+
 class BookRef(_Strict):
     book: Any
     source: Literal["global", "chat", "persona", "character"] | None = None
@@ -156,6 +185,8 @@ class StRequest(_Strict):
     author_note: AuthorNote = AuthorNote()
     world_info: WorldInfoOptions = WorldInfoOptions()
     group: GroupChat | None = None
+    generation: Generation = Generation()
+    budget: Budget = Budget()
     options: Options = Options()
 
 
