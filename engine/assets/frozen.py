@@ -20,8 +20,8 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-__all__ = ["FrozenDict", "FrozenList", "fingerprint", "freeze_json", "freeze_owned", "is_frozen", "plain_data", "json_digest", "json_text",
-           "text_digest", "thaw_json"]
+__all__ = ["FrozenDict", "FrozenList", "as_plain", "fingerprint", "freeze_json", "freeze_owned", "is_frozen",
+           "json_digest", "json_text", "plain_data", "text_digest", "thaw_json"]
 
 
 class FrozenDict(Mapping[str, Any]):
@@ -171,6 +171,25 @@ def plain_data(value: Any) -> Any:
     kind = type(value)
     if kind is FrozenDict or kind is FrozenList:
         return value._data
+    return value
+
+
+def as_plain(value: Any) -> Any:
+    """``value`` itself when it holds no frozen view at its top, else a plain deep copy of it.
+
+    Readers that check for ``dict`` and ``list`` (the asset parsers) take a cached asset's views,
+    or a dict built around them, through this; frozen parts sit only at the top of such a value
+    (everything behind a view is plain).
+    """
+    kind = type(value)
+    if kind is FrozenDict or kind is FrozenList:
+        return thaw_json(value)
+    if isinstance(value, Mapping):
+        if any(type(v) is FrozenDict or type(v) is FrozenList for v in value.values()):
+            return thaw_json(value)
+    elif isinstance(value, (list, tuple)):
+        if any(type(v) is FrozenDict or type(v) is FrozenList for v in value):
+            return thaw_json(value)
     return value
 
 

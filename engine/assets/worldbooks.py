@@ -25,6 +25,7 @@ from ..errors import Diagnostic, TemplateError
 from .base import AssetModel, type_name, validate_model
 from .decoding import unsafe_number
 from .paths import join_path
+from .frozen import as_plain
 
 __all__ = [
     "CharacterBook",
@@ -415,6 +416,7 @@ def parse_world_book(
     raw: Any, *, name: str | None = None, base_path: str = "$", diagnostics: list[Diagnostic] | None = None
 ) -> WorldBook:
     """Read a world book in either shape: ST's ``entries`` object, or the card-book ``entries`` list."""
+    raw = as_plain(raw)  # a cached asset's frozen views (or a dict around them) read as plain data
     diags = diagnostics if diagnostics is not None else []
     if not isinstance(raw, dict):
         raise TemplateError(f"a world book must be an object, not {type_name(raw)}", code="ASSET_INVALID", path=base_path)

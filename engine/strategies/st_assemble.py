@@ -337,8 +337,10 @@ def _has_chat_history(preset: Mapping[str, Any], gen: str, persona: Any) -> bool
     from ..assets.presets import parse_preset as parse_st_preset
     from .sillytavern import prompt_sequence
 
-    prompts, _ = prompt_sequence(parse_st_preset(dict(preset)), gen)
-    return any(p.identifier == "chatHistory" for p in prompts)
+    from .st_cache import derived  # once per cached preset
+
+    return derived(("has_chat_history", gen), preset, lambda: any(
+        p.identifier == "chatHistory" for p in prompt_sequence(parse_st_preset(dict(preset)), gen)[0]))
 _LAST_CHAT_MESSAGE = re.compile(r"\{\{\s*lastChatMessage\s*\}\}", re.I)
 
 
@@ -362,7 +364,9 @@ def _wi_counter(books: list[dict[str, Any]], chat: list[dict[str, Any]], setting
             if isinstance(entry, Mapping):
                 total += len(str(entry.get("content") or "").encode("utf-8", "surrogatepass")) + 1
             if total >= budget:
-                return get_tokenizer(tokenizer).count
+                from .st_cache import memo_count  # counts of the same entries, kept between requests
+
+                return memo_count(get_tokenizer(tokenizer).count)
     return lambda text: len(text.encode("utf-8", "surrogatepass"))
 
 

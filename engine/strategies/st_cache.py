@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
-__all__ = ["clear_scan_books", "scan_books"]
+T = TypeVar("T")
+
+__all__ = ["clear_scan_books", "derived", "memo_count", "scan_books"]
 
 _BOOKS: OrderedDict[Any, Any] = OrderedDict()
 _BOOKS_SIZE = 16
@@ -65,7 +67,78 @@ def scan_books(books: Sequence[Any]) -> list[Any]:
     return out
 
 
+_DERIVED: OrderedDict[Any, Any] = OrderedDict()
+_DERIVED_SIZE = 64
+
+
+def derived(tag: Any, value: Any, compute: Callable[[], T]) -> T:
+    """``compute()``, remembered for ``value`` when it is built from cached assets' frozen views.
+
+    For work a request does on its preset or card that depends on nothing else (``tag`` says
+    which work and its other inputs): the same asset gives the same answer, so it is computed once
+    per asset. A value without frozen parts (nothing to key it by cheaply) is computed each time.
+    The answer is shared: ``compute`` must return something its callers only read.
+    """
+    from ..assets.frozen import fingerprint, is_frozen
+
+    if not (is_frozen(value) or (isinstance(value, Mapping) and _has_views(value))):
+        return compute()
+    key = (tag, fingerprint(value))
+    with _LOCK:
+        if key in _DERIVED:
+            _DERIVED.move_to_end(key)
+            return _DERIVED[key]  # type: ignore[no-any-return]
+    out = compute()
+    with _LOCK:
+        _DERIVED[key] = out
+        while len(_DERIVED) > _DERIVED_SIZE:
+            _DERIVED.popitem(last=False)
+    return out
+
+
+class _CountMemo:
+    """A tokenizer's counts by text (bounded by characters kept; cleared when full)."""
+
+    def __init__(self, count: Callable[[str], int], max_chars: int = 16 * 1024 * 1024) -> None:
+        self.count, self.max_chars = count, max_chars
+        self.counts: dict[str, int] = {}
+        self.chars = 0
+
+    def __call__(self, text: str) -> int:
+        found = self.counts.get(text)
+        if found is None:
+            found = self.count(text)
+            if self.chars + len(text) > self.max_chars:
+                self.counts.clear()
+                self.chars = 0
+            if len(text) <= self.max_chars // 4:
+                self.counts[text] = found
+                self.chars += len(text)
+        return found
+
+
+_COUNTERS: dict[Any, _CountMemo] = {}
+
+
+def memo_count(count: Callable[[str], int]) -> Callable[[str], int]:
+    """``count`` (a tokenizer's ``count``) remembering each text's answer across requests.
+
+    World-info budgets count the same activated entries request after request; a BPE count of a
+    long entry costs milliseconds. Keyed by the ``count`` callable itself (a bound method of one
+    tokenizer instance), so a tokenizer registered anew under the same name starts afresh.
+    """
+    with _LOCK:
+        memo = _COUNTERS.get(count)
+        if memo is None:
+            if len(_COUNTERS) >= 16:
+                _COUNTERS.clear()
+            memo = _COUNTERS[count] = _CountMemo(count)
+    return memo
+
+
 def clear_scan_books() -> None:
-    """Forget the normalised books (tests comparing cold and warm results use it)."""
+    """Forget the normalised books and derived values (tests comparing cold and warm results)."""
     with _LOCK:
         _BOOKS.clear()
+        _DERIVED.clear()
+        _COUNTERS.clear()
