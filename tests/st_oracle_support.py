@@ -60,7 +60,12 @@ def to_request(case: dict[str, Any], resolve: Any) -> dict[str, Any]:
     if sc.get("persona_position"):
         persona.update(position=sc["persona_position"], depth=int(sc.get("persona_depth", 2)),
                        role=sc.get("persona_role", "system"))
+    # the oracle presses Generate with an empty send box
+    generation: dict[str, Any] = {"type": sc.get("generation_type") or "normal", "input": ""}
+    if sc.get("quiet_prompt"):
+        generation["quiet_prompt"] = sc["quiet_prompt"]
     request: dict[str, Any] = {
+        "generation": generation,
         "preset": preset,
         "card": card,
         "chat": {"messages": [{k: v for k, v in m.items() if k in ("role", "content", "name", "force_avatar")}

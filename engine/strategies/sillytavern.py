@@ -220,57 +220,59 @@ def _wi_slot(entry: Mapping[str, Any]) -> str:
     return position if position in ("before", "after", "at_depth") else "after"
 
 
-def split_examples(text: str, user: str, char: str) -> list[list[tuple[str, str]]]:
+_USER_MACRO = re.compile(r"\{\{user\}\}", re.I)
+_CHAR_MACRO = re.compile(r"\{\{char\}\}", re.I)
+
+
+def split_examples(text: str, user: str, char: str, group: Sequence[str] = ()) -> list[list[tuple[str, str]]]:
     """``mes_example`` as SillyTavern's chat completion sees it: dialogues of ``(speaker, content)``.
 
-    The text is cut at ``<START>`` (any case; one is assumed at the start when missing). A line
-    starting with the user's or character's name (or ``{{user}}:``/``{{char}}:``, which are those
-    names once macros run) opens a message of that speaker; other lines continue the current one.
-    The name prefix is removed and the message trimmed. Lines before the first speaker are dropped,
-    as in SillyTavern.
+    SillyTavern's two steps (``parseMesExamples``, ``parseExampleIntoIndividual``), names first
+    substituted for ``{{user}}``/``{{char}}`` as its card-field macro pass does:
+
+    * ``<START>`` (any case) opens a dialogue; text that does not begin with one (case-sensitive)
+      gets one; each dialogue is trimmed;
+    * in a dialogue, a line starting ``User:`` opens a user message, ``Char:`` (or a group
+      member's name) a character message; every line, including lines before the first speaker,
+      joins the current message, which ends when the other speaker starts;
+    * a message is its lines joined by newlines, with the first ``Name:`` anywhere in it removed,
+      trimmed. A dialogue without speaker lines sends nothing.
     """
-    if not text.strip() or text.strip().lower() == "<start>":
+    text = _CHAR_MACRO.sub(lambda _m: char, _USER_MACRO.sub(lambda _m: user, text))
+    if not text or text == "<START>":
         return []
-    if not text.lstrip().lower().startswith("<start>"):
+    if not text.startswith("<START>"):
         text = "<START>\n" + text.strip()
+    blocks = ["<START>\n" + block.strip() + "\n" for block in _START.split(text)[1:]]
+    group_prefixes = [f"{g}:" for g in group]
     dialogues = []
-    for raw in _START.split(text)[1:]:
-        lines = raw.strip().split("\n")
-        user_prefixes = [p for p in (f"{user}:", "{{user}}:", "<user>:") if p]
-        char_prefixes = [p for p in (f"{char}:", "{{char}}:", "<bot>:") if p]
-
-        def owner(line: str) -> str | None:
-            low = line.lower()
-            if any(line.startswith(p) if p[0] not in "{<" else low.startswith(p) for p in user_prefixes):
-                return "example_user"
-            if any(line.startswith(p) if p[0] not in "{<" else low.startswith(p) for p in char_prefixes):
-                return "example_assistant"
-            return None
-
+    for block in blocks:
         messages: list[tuple[str, str]] = []
-        current: str | None = None
-        buf: list[str] = []
+        lines: list[str] = []
+        in_user = in_bot = False
+        bot_name = char
 
-        def flush() -> None:
-            if current is None:
-                return
-            joined = "\n".join(buf)
-            prefixes = user_prefixes if current == "example_user" else char_prefixes
-            for p in prefixes:
-                at = joined.lower().find(p.lower()) if p[0] in "{<" else joined.find(p)
-                if at >= 0:
-                    joined = joined[:at] + joined[at + len(p):]
-                    break
-            messages.append((current, joined.strip()))
+        def add(name: str, speaker: str) -> None:
+            joined = "\n".join(lines).replace(f"{name}:", "", 1).strip()
+            messages.append((speaker, joined))
+            lines.clear()
 
-        for line in lines:
-            who = owner(line)
-            if who is not None and who != current:
-                flush()
-                current, buf = who, []
-            if current is not None:
-                buf.append(line)
-        flush()
+        for line in block.split("\n")[1:]:
+            if line.startswith(f"{user}:"):
+                if in_bot:
+                    add(bot_name, "example_assistant")
+                in_user, in_bot = True, False
+            elif line.startswith(f"{char}:") or any(line.startswith(g) for g in group_prefixes):
+                if not line.startswith(f"{char}:") and group_prefixes:
+                    bot_name = line.split(":")[0]
+                if in_user:
+                    add(user, "example_user")
+                in_user, in_bot = False, True
+            lines.append(line)
+        if in_user:
+            add(user, "example_user")
+        elif in_bot:
+            add(bot_name, "example_assistant")
         if messages:
             dialogues.append(messages)
     return dialogues
@@ -620,7 +622,8 @@ def _extension_injections(
 def _example_blocks(st: Any, card: Mapping[str, Any], entries: list[Mapping[str, Any]], user: str, char: str,
                     resource: str) -> list[dict[str, Any]]:
     """The dialogue-example messages: one separator plus system messages named by speaker, per dialogue."""
-    texts = [str(e["content"]) for e in entries if _wi_slot(e) == "em_top"]
+    # SillyTavern unshifts each top entry's dialogues in turn and pushes the bottom ones
+    texts = list(reversed([str(e["content"]) for e in entries if _wi_slot(e) == "em_top"]))
     if isinstance(card.get("mes_example"), str):
         texts.append(card["mes_example"])
     texts += [str(e["content"]) for e in entries if _wi_slot(e) == "em_bottom"]

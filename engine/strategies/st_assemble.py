@@ -391,6 +391,11 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
     group = req.group is not None
     chat = [m.to_dict() for m in inputs.chat.messages]
     gen = req.generation.type
+    typed = req.generation.input
+    if typed and gen != "quiet":  # what the user typed is sent as a message before generating
+        chat.append({"role": "user", "content": typed})
+    elif typed == "" and gen == "normal" and str(preset.get("send_if_empty") or "").strip():
+        chat.append({"role": "user", "content": str(preset["send_if_empty"]).strip()})
     prefill_mode = gen == "continue" and bool(preset.get("continue_prefill"))
     if gen in ("regenerate", "swipe") and chat and chat[-1]["role"] == "assistant":
         chat = chat[:-1]  # the message being replaced is not part of the prompt

@@ -151,6 +151,11 @@ class Generation(_Strict):
     type: Literal["normal", "continue", "impersonate", "regenerate", "swipe", "quiet"] = "normal"
     #: the quiet prompt (``generateQuietPrompt({quietPrompt})``), sent last as a system message
     quiet_prompt: str = ""
+    #: what is in SillyTavern's send box when the generation starts. ``None`` (default): nothing
+    #: more, the chat's last message is the one just sent; a text: it is sent as the user's new
+    #: message first; ``""`` (an empty box): a normal generation sends the preset's
+    #: ``send_if_empty`` as the user's message, when it has one (``Generate``)
+    input: str | None = None
 
 
 class Budget(_Strict):
