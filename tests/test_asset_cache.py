@@ -275,8 +275,8 @@ def test_cached_results_equal_the_uncached_path(assets: dict[str, Path], monkeyp
 def test_mutating_results_and_inputs_does_not_change_the_next_result() -> None:
     if not all(p.exists() for p in SMALL.values()):
         pytest.skip("the corpora are not beside the repository")
-    preset = json.loads(SMALL["preset"].read_text(encoding="utf-8"))
-    request = {"preset": preset, "card": str(SMALL["card"]), "books": [str(SMALL["book"])], "chat": _chat(12)}
+    card = json.loads(SMALL["card"].read_text(encoding="utf-8"))
+    request = {"preset": str(SMALL["preset"]), "card": card, "books": [str(SMALL["book"])], "chat": _chat(12)}
     first = _result(request)
     res = assemble_request(request)
     for m in res.messages:
@@ -285,21 +285,20 @@ def test_mutating_results_and_inputs_does_not_change_the_next_result() -> None:
     res.body.clear()
     inputs = st_assemble.load_inputs(st_assemble.parse_request(request))
     with pytest.raises(TypeError):
-        inputs.preset["prompts"] = []
-    card = inputs.card or {}
-    card["description"] = "tampered"  # the caller's own shallow copy
+        inputs.preset["prompts"] = []  # type: ignore[index]
+    own = inputs.card or {}
+    own["description"] = "tampered"  # the caller's own shallow copy
     book = inputs.books[0][0]
-    book.entries.clear()  # the view's private copy
     assert isinstance(book, AssetView)
-    # the caller edits the object it passed in: a new request, a new result, the old one unchanged
+    book.entries.clear()  # the view's private copy
     assert _result(request) == first
-    sent = next(p for p in preset["prompts"] if p.get("content") and len(p["content"]) > 20
-                and json.dumps(p["content"], ensure_ascii=False)[1:-1] in first)
-    sent["content"] += " (edited)"
+    # the caller edits the object it passed in: the next result follows it, and going back to the
+    # original content gives the first result again
+    card["data"]["description"] += " (edited)"
     changed = _result(request)
     assert changed != first and "(edited)" in changed
-    preset_again = json.loads(SMALL["preset"].read_text(encoding="utf-8"))
-    assert _result({**request, "preset": preset_again}) == first
+    card["data"]["description"] = card["data"]["description"][: -len(" (edited)")]
+    assert _result(request) == first
 
 
 # --- whole-word keys --------------------------------------------------------------------------
