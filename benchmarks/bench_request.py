@@ -183,7 +183,7 @@ def run(repeat: int) -> dict[str, Any]:
             json.dump(chat(), f)
         proc = processes(repeat, chat_file)
         fresh = fresh_process(repeat)
-        preloaded = fresh_process(max(2, repeat // 2), preload=True)
+        preloaded = fresh_process(max(1, repeat // 2), preload=True)
     warm = in_process(repeat)
     return {
         "warm": warm,
