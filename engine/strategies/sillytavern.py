@@ -45,7 +45,7 @@ from typing import Any
 
 from ..assembler.registry import SourceDescriptor, SourceRegistry, thaw
 from ..assembler.render import TAVERN
-from ..assembler.sources import split_authored_text
+from ..assembler.sources import builtin_registry, split_authored_text
 
 __all__ = [
     "CARD_FIELD_MARKERS",
@@ -199,11 +199,49 @@ def prompt_sequence(preset: Any, generation_type: str = "normal", *, persona_in_
     return out, diags
 
 
+def dsh_prompt_sequence(preset: Any, generation_type: str = "normal") -> tuple[list[Any], list[dict[str, Any]]]:
+    """The enabled prompts of a parsed preset as the DSH rule-file strategies read it (not SillyTavern's rules:
+    see :func:`prompt_sequence`), in prompt-manager order.
+
+    Returns ``(prompts, diagnostics)``. The order bucket is 100001, else 100000, else the first;
+    a preset without ``prompt_order`` uses its prompts as listed (each on unless ``enabled`` is false).
+    """
+    diags: list[dict[str, Any]] = []
+    by_id = {p.identifier: p for p in preset.resolved_prompts()}  # a repeated identifier: the later wins
+    order = preset.order_for(GLOBAL_ID) or preset.order_for(LEGACY_ID)
+    if not order and preset.prompt_order:
+        order = list(preset.prompt_order[0].order)
+        diags.append(_diag("ST_PROMPT_ORDER_FALLBACK", "no prompt_order for character 100001 or 100000; the first "
+                           f"bucket (character {preset.prompt_order[0].character_id}) is used"))
+    if order:
+        items = [(i.identifier, i.enabled) for i in order]
+    elif preset.prompts is None:
+        # a legacy preset: SillyTavern's default order, its markers, and the migrated legacy texts
+        from ..assets.presets import PresetPrompt
+
+        for ident in DEFAULT_ORDER:
+            if ident not in by_id and ident in _KNOWN_MARKERS:
+                by_id[ident] = PresetPrompt(identifier=ident, name=ident, marker=True)
+        items = [(ident, True) for ident in DEFAULT_ORDER]
+    else:
+        items = [(p.identifier, p.enabled is not False) for p in preset.resolved_prompts()]
+    out = []
+    for identifier, enabled in items:
+        prompt = by_id.get(identifier)
+        if prompt is None or not enabled:
+            continue
+        trigger = [t for t in prompt.injection_trigger if isinstance(t, str)]
+        if trigger and generation_type not in trigger:
+            continue
+        out.append(prompt)
+    return out, diags
+
+
 def _wi_entries(context: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """World-info entries in SillyTavern's placement order (ascending ``order``, ties reversed)."""
     entries = [e for e in context["assets"].get("world_info") or () if isinstance(e, Mapping)
                and e.get("id", e.get("uid")) is not None and isinstance(e.get("content"), str) and e.get("content")]
-    ranked = sorted(entries, key=lambda e: -(e.get("order") if isinstance(e.get("order"), (int, float)) else 100))
+    ranked = sorted(entries, key=lambda e: -(o if isinstance(o := e.get("order"), (int, float)) else 100))
     return list(reversed(ranked))
 
 
@@ -295,7 +333,8 @@ def _override(prompt: Any, card_text: Any, allowed: bool) -> tuple[str, bool]:
     """The prompt text after a card override: ``(text, overridden)``."""
     if not allowed or prompt.forbid_overrides or not isinstance(card_text, str) or not card_text.strip():
         return prompt.content, False
-    return _ORIGINAL.sub(lambda _m, _s=[prompt.content]: _s.pop() if _s else "", card_text), True
+    original = [prompt.content]  # the first {{original}} gets the prompt, any later one nothing
+    return _ORIGINAL.sub(lambda _m: original.pop() if original else "", card_text), True
 
 
 def inject_order(items: list[tuple[int, float, str, str]]) -> list[tuple[int, float, str, str]]:
@@ -348,8 +387,12 @@ def _preset_source(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[
     card = _card(context)
     user, char = _names(context)
     persona_text, persona_position, _persona_data = _persona(context)
-    prompts, order_diags = prompt_sequence(st, str(assets.get("generation_type") or "normal"),
-                                           persona_in_prompt=bool(persona_text) and persona_position == PERSONA_IN_PROMPT)
+    if placement == "st":
+        prompts, order_diags = prompt_sequence(st, str(assets.get("generation_type") or "normal"),
+                                               persona_in_prompt=bool(persona_text) and
+                                               persona_position == PERSONA_IN_PROMPT)
+    else:  # the rule-file strategies keep the DSH reading of a preset
+        prompts, order_diags = dsh_prompt_sequence(st, str(assets.get("generation_type") or "normal"))
     diags.extend(order_diags)
     entries = _wi_entries(context) if wi_on and not modules else []
     resource = st.name or str(assets.get("st_preset_name") or "preset")
@@ -464,13 +507,16 @@ def _preset_source(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[
             if group and st.group_nudge_prompt and assets.get("generation_type", "normal") != "impersonate":
                 blocks.append(text_block("preset:chatHistory:groupNudge", st.group_nudge_prompt, "system", "Group nudge",
                                          "group_nudge_prompt"))
+        elif p.marker and placement != "st":
+            diags.append(_diag("UNSUPPORTED_MARKER", f"marker {ident!r} has no SillyTavern content here; skipped",
+                               "warning", identifier=ident))
         else:
             authored(p, p.content)
     if not modules:
         blocks.extend(_control_blocks(st, assets, text_block))
         for e in entries:
             if _wi_slot(e) == "at_depth":
-                depth = e.get("depth") if isinstance(e.get("depth"), int) else 4
+                depth = d if isinstance(d := e.get("depth"), int) else 4
                 absorbed.setdefault((depth, str(e.get("role") or "system")), []).append(_wi_block_id(e))
         _extension_injections(context, card, entries, absorbed, injections)
         owned = [{"source_id": "character", "block_id": b} for b in
@@ -600,14 +646,14 @@ def _extension_injections(
     persona_text, persona_position, persona = _persona(context)
     text, note = author_note_text(context, entries)
     if text.strip() and note.get("position", "chat") == "chat":
-        depth = note.get("depth") if isinstance(note.get("depth"), int) else 4
+        depth = d if isinstance(d := note.get("depth"), int) else 4
         found.setdefault((depth, _role(note.get("role"))), []).append(("2_floating_prompt", text, "authorsNote"))
     dp = (card.get("extensions") or {}).get("depth_prompt") if isinstance(card.get("extensions"), Mapping) else None
     if isinstance(dp, Mapping) and isinstance(dp.get("prompt"), str) and dp["prompt"].strip():
-        depth = dp.get("depth") if isinstance(dp.get("depth"), int) else 4
+        depth = d if isinstance(d := dp.get("depth"), int) else 4
         found.setdefault((depth, _role(dp.get("role"))), []).append(("DEPTH_PROMPT", dp["prompt"], "depthPrompt"))
     if persona_text and persona_position == PERSONA_AT_DEPTH:
-        depth = persona.get("depth") if isinstance(persona.get("depth"), int) else 2
+        depth = d if isinstance(d := persona.get("depth"), int) else 2
         found.setdefault((depth, _role(persona.get("role"))), []).append(
             ("PERSONA_DESCRIPTION", persona_text, "personaDescription"))
     by_id = {_wi_block_id(e): e for e in entries}
@@ -667,7 +713,7 @@ def register_preset_source(registry: SourceRegistry) -> Any:
 
 def st_registry() -> SourceRegistry:
     """The built-in sources plus the SillyTavern ``preset`` source: what the built-in strategies need."""
-    registry = SourceRegistry.with_builtins()
+    registry = builtin_registry()
     register_preset_source(registry)
     return registry
 
