@@ -412,11 +412,12 @@ _counters: dict[str, Any] = {}
 def _has_chat_history(preset: Mapping[str, Any], gen: str, persona: Any) -> bool:
     from ..assets.presets import parse_preset as parse_st_preset
     from .sillytavern import prompt_sequence
-
     from .st_cache import derived  # once per cached preset
 
     return derived(("has_chat_history", gen), preset, lambda: any(
         p.identifier == "chatHistory" for p in prompt_sequence(parse_st_preset(dict(preset)), gen)[0]))
+
+
 _LAST_CHAT_MESSAGE = re.compile(r"\{\{\s*lastChatMessage\s*\}\}", re.I)
 
 
