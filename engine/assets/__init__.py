@@ -43,20 +43,44 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
 
-if TYPE_CHECKING:  # pragma: no cover - for type checkers only
-    from .cache import AssetCache, AssetView, clear_asset_cache, load_cached, parse_cached
-    from .cards import CharacterCard, CharacterCardData, DepthPrompt, parse_card, read_png_card
-    from .detect import KINDS, detect_kind
-    from .loader import LoadedAsset, load_asset, parse_structured
-    from .mvu import MvuVariables, is_value_with_description, parse_mvu
-    from .presets import GLOBAL_CHARACTER_ID, Preset, PresetPrompt, PromptOrder, PromptOrderItem, parse_preset
+if TYPE_CHECKING:  # pragma: no cover - the lazy exports' real types, for type checkers only
+    # (``X as X`` marks a re-export)
+    from .cache import (
+        AssetCache as AssetCache,
+        AssetView as AssetView,
+        clear_asset_cache as clear_asset_cache,
+        load_cached as load_cached,
+        parse_cached as parse_cached,
+    )
+    from .cards import (
+        CharacterCard as CharacterCard,
+        CharacterCardData as CharacterCardData,
+        DepthPrompt as DepthPrompt,
+        parse_card as parse_card,
+        read_png_card as read_png_card,
+    )
+    from .detect import KINDS as KINDS, detect_kind as detect_kind
+    from .loader import LoadedAsset as LoadedAsset, load_asset as load_asset, parse_structured as parse_structured
+    from .mvu import (
+        MvuVariables as MvuVariables,
+        is_value_with_description as is_value_with_description,
+        parse_mvu as parse_mvu,
+    )
+    from .presets import (
+        GLOBAL_CHARACTER_ID as GLOBAL_CHARACTER_ID,
+        Preset as Preset,
+        PresetPrompt as PresetPrompt,
+        PromptOrder as PromptOrder,
+        PromptOrderItem as PromptOrderItem,
+        parse_preset as parse_preset,
+    )
     from .worldbooks import (
-        ST_ENTRY_DEFAULTS,
-        CharacterBook,
-        CharacterBookEntry,
-        CharacterFilter,
-        WorldBook,
-        WorldInfoEntry,
-        card_book_to_world_book,
-        parse_world_book,
+        ST_ENTRY_DEFAULTS as ST_ENTRY_DEFAULTS,
+        CharacterBook as CharacterBook,
+        CharacterBookEntry as CharacterBookEntry,
+        CharacterFilter as CharacterFilter,
+        WorldBook as WorldBook,
+        WorldInfoEntry as WorldInfoEntry,
+        card_book_to_world_book as card_book_to_world_book,
+        parse_world_book as parse_world_book,
     )
