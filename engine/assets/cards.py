@@ -24,6 +24,7 @@ from .base import AssetModel, type_name, validate_model
 from .decoding import parse_json_text
 from .paths import join_path
 from .worldbooks import CharacterBook, WorldBook, convert_card_book, parse_card_book
+from .frozen import as_plain
 
 __all__ = ["CharacterCard", "CharacterCardData", "DepthPrompt", "parse_card", "read_png_card", "PNG_SIGNATURE"]
 
@@ -158,6 +159,7 @@ class CharacterCard(AssetModel):
 
 def parse_card(raw: Any, *, base_path: str = "$", diagnostics: list[Diagnostic] | None = None) -> CharacterCard:
     """Validate a card object (v1, v2 or v3) and convert its book; errors carry a JSON path."""
+    raw = as_plain(raw)  # a cached asset's frozen views (or a dict around them) read as plain data
     diags = diagnostics if diagnostics is not None else []
     if not isinstance(raw, dict):
         raise TemplateError(f"a card must be an object, not {type_name(raw)}", code="ASSET_INVALID", path=base_path)

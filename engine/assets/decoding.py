@@ -131,17 +131,36 @@ def _too_deep() -> TemplateError:
     return TemplateError(f"the data is nested deeper than {MAX_DEPTH} levels", code="ASSET_JSON", path="$")
 
 
+def _loads(text: str, **options: Any) -> Any:
+    """The strict JSON reader (no NaN, no lone surrogate: :mod:`tavernbox.strict_json`) with C-speed
+    integers; only a text with an integer too long for ``int()`` is parsed again through
+    :func:`_parse_int`, which names it (the same first failure, with our message)."""
+    try:
+        return loads(text, what="the file", code="ASSET_JSON", **options)
+    except json.JSONDecodeError:
+        raise
+    except TemplateError:
+        raise
+    except ValueError:
+        return loads(text, what="the file", code="ASSET_JSON", parse_int=_parse_int, **options)
+
+
 def check_depth(value: Any) -> None:
-    """Raise ``ASSET_JSON`` when ``value`` nests deeper than :data:`MAX_DEPTH` (an iterative walk)."""
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        node, depth = stack.pop()
+    """Raise ``ASSET_JSON`` when ``value`` nests deeper than :data:`MAX_DEPTH` (an iterative walk).
+
+    Walked level by level: one list of the containers at each depth, so the depth is checked once
+    per level rather than once per container (a 2 MB card holds tens of thousands of values).
+    """
+    level = [value] if isinstance(value, (dict, list)) else []
+    depth = 0
+    while level:
         if depth > MAX_DEPTH:
             raise _too_deep()
-        if isinstance(node, dict):
-            stack.extend((v, depth + 1) for v in node.values() if isinstance(v, (dict, list)))
-        elif isinstance(node, list):
-            stack.extend((v, depth + 1) for v in node if isinstance(v, (dict, list)))
+        below: list[Any] = []
+        for node in level:
+            below += [v for v in (node.values() if isinstance(node, dict) else node) if isinstance(v, (dict, list))]
+        level = below
+        depth += 1
 
 
 def _expand_yaml(value: Any) -> Any:
@@ -189,7 +208,7 @@ def parse_json_text(text: str) -> tuple[Any, list[Diagnostic]]:
     carries the first offending line and column.
     """
     try:
-        value = loads(text, what="the file", code="ASSET_JSON", parse_int=_parse_int)
+        value = _loads(text)
         check_depth(value)
         return value, []
     except RecursionError:
@@ -199,7 +218,7 @@ def parse_json_text(text: str) -> tuple[Any, list[Diagnostic]]:
             raise _json_error(text, exc) from None
         first = exc.pos
     try:
-        value = loads(text, what="the file", code="ASSET_JSON", strict=False, parse_int=_parse_int)
+        value = _loads(text, strict=False)
     except RecursionError:
         raise _too_deep() from None
     except json.JSONDecodeError as exc:

@@ -24,6 +24,7 @@ from ..errors import Diagnostic, TemplateError
 from .base import AssetModel, type_name, validate_model
 from .decoding import unsafe_number as _unsafe_number
 from .paths import join_path
+from .frozen import as_plain
 
 __all__ = [
     "Preset",
@@ -243,6 +244,7 @@ def parse_preset(
     raw: Any, *, name: str | None = None, base_path: str = "$", diagnostics: list[Diagnostic] | None = None
 ) -> Preset:
     """Validate a chat-completion preset, normalising the quirks listed in the module docstring."""
+    raw = as_plain(raw)  # a cached asset's frozen views (or a dict around them) read as plain data
     diags = diagnostics if diagnostics is not None else []
     if not isinstance(raw, dict):
         raise TemplateError(f"a preset must be an object, not {type_name(raw)}", code="ASSET_INVALID", path=base_path)

@@ -25,6 +25,7 @@ from ..errors import Diagnostic, TemplateError
 from .base import AssetModel, type_name, validate_model
 from .decoding import MAX_SAFE_INTEGER, unsafe_number
 from .paths import join_path
+from .frozen import as_plain
 
 __all__ = [
     "CharacterBook",
@@ -439,6 +440,7 @@ def parse_world_book(
     counts (:attr:`WorldBook.entry_counts`): ``tavernbox import`` of a 100,000-entry book then holds
     no entry models, whose memory would be about 2 KB apiece.
     """
+    raw = as_plain(raw)  # a cached asset's frozen views (or a dict around them) read as plain data
     diags = diagnostics if diagnostics is not None else []
     if not isinstance(raw, dict):
         raise TemplateError(f"a world book must be an object, not {type_name(raw)}", code="ASSET_INVALID", path=base_path)

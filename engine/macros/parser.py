@@ -982,11 +982,27 @@ def _table() -> tuple:
 
     Each state maps a token type (``-1`` for end of input) or a rule name (for gotos) to
     ``(is_shift, next state or rule number)``; rule number -> ``(action name, size, rule name)``.
+
+    Building it with Lark costs a fresh process about as much as a whole warm assembly, so the
+    table Lark builds is kept in :mod:`.lalr_table` with the digest of the grammar it came from;
+    when the grammar file no longer has that digest, Lark builds it here as before (a test keeps
+    the stored table equal to Lark's).
     """
+    import hashlib
+
+    grammar = (resources.files("tavernbox.grammars") / "macros.lark").read_text(encoding="utf-8")
+    from . import lalr_table
+
+    if lalr_table.GRAMMAR_DIGEST == hashlib.sha256(grammar.encode("utf-8")).hexdigest():
+        return lalr_table.TABLE
+    return build_table(grammar)
+
+
+def build_table(grammar: str) -> tuple:
+    """:func:`_table` computed by Lark from the grammar's text."""
     from lark import Lark
     from lark.parsers.lalr_analysis import Shift
 
-    grammar = (resources.files("tavernbox.grammars") / "macros.lark").read_text(encoding="utf-8")
     lark = Lark(grammar, parser="lalr", lexer="basic")
     parse_table = lark.parser.parser.parser.parse_table
     ints = {name: value for value, name in _TYPE_NAMES.items()}

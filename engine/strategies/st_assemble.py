@@ -108,23 +108,22 @@ def _resolve(value: Any, base_dir: Path | None) -> Any:
 
 def _load(kind: str, value: Any, base_dir: Path | None, where: str) -> tuple[Any, str]:
     """An asset model from an object or a path; errors keep their code and gain the request path."""
-    from ..assets import load_asset, parse_card, parse_preset, parse_world_book
+    from ..assets.cache import load_cached, parse_cached  # read-only views of validated assets, cached
 
     value = _resolve(value, base_dir)
     try:
         if isinstance(value, Path):
             if not value.exists():
                 raise TemplateError(f"{where}: no such file {str(value)!r}", code="REQUEST_INVALID", path=where)
-            loaded = load_asset(value, kind=kind)
-            return loaded.model, value.stem
+            return load_cached(value, kind=kind), value.stem
         if not isinstance(value, Mapping):
             raise TemplateError(f"{where} must be an object or a path", code="REQUEST_INVALID", path=where)
         data = dict(value)
         if kind == "preset":
-            return parse_preset(data, base_path=where), str(data.get("name") or "preset")
+            return parse_cached(data, kind="preset", base_path=where), str(data.get("name") or "preset")
         if kind == "card":
-            return parse_card(data, base_path=where), ""
-        return parse_world_book(data, base_path=where), str(data.get("name") or "")
+            return parse_cached(data, kind="card", base_path=where), ""
+        return parse_cached(data, kind="world_book", base_path=where), str(data.get("name") or "")
     except TemplateError as exc:
         if exc.code == "REQUEST_INVALID" or (exc.path or "").startswith(where):
             raise
@@ -438,9 +437,12 @@ _counters: dict[str, Any] = {}
 def _has_chat_history(preset: Mapping[str, Any], gen: str, persona: Any) -> bool:
     from ..assets.presets import parse_preset as parse_st_preset
     from .sillytavern import prompt_sequence
+    from .st_cache import derived  # once per cached preset
 
-    prompts, _ = prompt_sequence(parse_st_preset(dict(preset)), gen)
-    return any(p.identifier == "chatHistory" for p in prompts)
+    return derived(("has_chat_history", gen), preset, lambda: any(
+        p.identifier == "chatHistory" for p in prompt_sequence(parse_st_preset(dict(preset)), gen)[0]))
+
+
 _LAST_CHAT_MESSAGE = re.compile(r"\{\{\s*lastChatMessage\s*\}\}", re.I)
 
 
@@ -464,7 +466,9 @@ def _wi_counter(books: list[dict[str, Any]], chat: list[dict[str, Any]], setting
             if isinstance(entry, Mapping):
                 total += len(str(entry.get("content") or "").encode("utf-8", "surrogatepass")) + 1
             if total >= budget:
-                return get_tokenizer(tokenizer).count
+                from .st_cache import memo_count  # counts of the same entries, kept between requests
+
+                return memo_count(get_tokenizer(tokenizer).count)
     return lambda text: len(text.encode("utf-8", "surrogatepass"))
 
 
@@ -475,6 +479,7 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
     from ..worldinfo import ScanContext, activate_world_info
     from .builtin import builtin_strategy
     from .sillytavern import st_registry
+    from .st_cache import scan_books
 
     req = parse_request(request)
     base = Path(base_dir) if base_dir is not None else None
@@ -555,7 +560,7 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
             scenario=str(card.get("scenario") or ""),
             creator_notes=str(card.get("creator_notes") or ""),
         )
-        activation = activate_world_info(books, scan_chat, wi, seed=req.options.seed, context=context,
+        activation = activate_world_info(scan_books(books), scan_chat, wi, seed=req.options.seed, context=context,
                                          token_counter=_wi_counter(books, scan_chat, wi, req.budget.tokenizer))
         warnings.extend(d for d in activation.diagnostics if d.severity != "info")
         assets["world_info"] = world_info_from_activation(activation)
