@@ -76,8 +76,14 @@ def run_program(
     pool: WorkerPool | None = None,
     bridge: tuple[str, int] | None = None,
     lease_check: Callable[[int], tuple[str, str] | None] | None = None,
+    template_api: bool = False,
 ) -> SandboxResult:
     """Render ``program`` with ``input_json`` as ``__tb.locals.variables``.
+
+    ``template_api`` installs the ST-Prompt-Template API without the bridge (the static API of a
+    plain render): ``getvar`` and ``_`` read ``input_json``'s value, ``getwi``/``getpreset``/
+    ``getchar`` answer as for an unknown title (nothing else was given), the writes fail with
+    ``TEMPLATE_UNSUPPORTED``, and calls count against ``Limits.bridge_calls`` as in bridge mode.
 
     ``bridge`` switches on the template API (``getvar``, ``getwi``, ... in ``__tb.locals``, see
     harness.js): ``(answers_json, call_limit)`` where ``answers_json`` is a JSON object mapping
@@ -116,6 +122,8 @@ def run_program(
     if bridge is not None:
         answers_json, call_limit = bridge
         payload += ",[" + _ascii_json(answers_json) + "," + str(int(call_limit)) + "]"
+    elif template_api:
+        payload += "," + str(int(lim.bridge_calls))
     payload += "]"
     target = pool or default_pool()
     if bridge is not None and lease_check is not None:
@@ -148,13 +156,14 @@ def run_programs(
     limits: Limits | None = None,
     cancel: CancelToken | None = None,
     pool: WorkerPool | None = None,
+    template_api: bool = False,
 ) -> list[SandboxResult | SandboxError]:
     """Run ``(program, input_json)`` jobs on all of the pool's workers at once; results in order.
 
     Why: a batch sent one render at a time leaves every worker but one idle while the caller
     waits for each round trip. Each job is exactly a ``run_program`` call (same limits, fresh
     context, same errors); a failed job's slot holds its ``SandboxError`` instead of raising, so
-    one bad template does not lose the batch.
+    one bad template does not lose the batch. ``template_api`` as in ``run_program``, for every job.
     """
     target = pool or default_pool()
     results: list[SandboxResult | SandboxError | None] = [None] * len(jobs)
@@ -162,7 +171,8 @@ def run_programs(
     def one(i: int) -> None:
         program, input_json = jobs[i]
         try:
-            results[i] = run_program(program, input_json, limits=limits, cancel=cancel, pool=target)
+            results[i] = run_program(program, input_json, limits=limits, cancel=cancel, pool=target,
+                                     template_api=template_api)
         except SandboxError as exc:
             results[i] = exc
 

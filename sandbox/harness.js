@@ -595,6 +595,14 @@
   const isExtensible = O.isExtensible;
   const ReflectOps = ['get', 'has', 'ownKeys', 'getOwnPropertyDescriptor', 'getPrototypeOf', 'isExtensible'];
   let bridgeMode = false;
+  let staticMode = false;
+  const NO_ENTRIES = freeze([]);
+  // The static API's answers (see installApi): nothing but the variables was given.
+  function staticAnswer(kind) {
+    if (kind === 'variables') return variablesValue;
+    if (kind === 'worldbook-catalog') return NO_ENTRIES;
+    return '';
+  }
   let answers = null;
   let callLimit = 0;
   let calls = 0;
@@ -646,6 +654,7 @@
   }
   // kind plus at most two string/number arguments, as canonical JSON (the table's key).
   function lookup(kind, a, b, n) {
+    if (staticMode && n === 0) return staticAnswer(kind);
     if (pendingKey !== null) throw pendingError();
     const request = [kind];
     if (n > 0) apply(arrPush, request, [a]);
@@ -655,6 +664,7 @@
       throw trip('invalid', 'a ' + kind + ' request of ' + key.length + ' characters is longer than the limit of ' +
         MAX_REQUEST_CHARS);
     }
+    if (staticMode) return staticAnswer(kind);
     if (hasOwn(answers, key)) return answers[key];
     if (bridgeTrip === null) {
       pendingKey = key;
@@ -903,22 +913,38 @@
     return freeze(fn);
   }
   const API_NAMES = ['getvar', 'getwi', 'getpreset', 'getchar', 'lookup', 'walk', 'countCall', 'trip', 'here', 'loadVariables',
-    'materialize', 'checkArg', 'parsePath', 'push', 'unsupported'];
+    'materialize', 'checkArg', 'parsePath', 'push', 'unsupported', 'staticAnswer'];
   for (let i = 0; i < API_NAMES.length; i++) HARNESS_FRAMES[API_NAMES[i]] = true;
-  function installApi(locals, limit, table) {
-    bridgeMode = true;
+  // The API's locals, built once per context in the prelude (before any template code): a render
+  // only copies them into its own locals object.
+  const apiLocals = [];
+  apiLocals.push(['_', lodash]);
+  {
+    const names = objectKeys(api2);
+    for (let i = 0; i < names.length; i++) apiLocals.push([names[i], freeze(api2[names[i]])]);
+    for (let i = 0; i < ALIASES.length; i++) apiLocals.push([ALIASES[i][0], api2[ALIASES[i][1]]]);
+    for (let i = 0; i < WRITES.length; i++) apiLocals.push([WRITES[i], unsupported(WRITES[i], 'templates are read-only')]);
+    for (let i = 0; i < UNAVAILABLE.length; i++) {
+      apiLocals.push([UNAVAILABLE[i], unsupported(UNAVAILABLE[i], 'templates here read only variables (cache scope), ' +
+        'activated world-info entries, preset prompts and the character description')]);
+    }
+  }
+  // `table` null: the static API of a plain render (no bridge, no replays). Its lookups are
+  // answered here from what the render was given: the variables, and nothing else (no world
+  // book, preset or character), which the template sees as it would see an unknown title.
+  function installApi(locals, limit, table, variables) {
     callLimit = limit;
     answers = table;
-    locals.variables = new ProxyCtor({}, variablesHandler);
-    locals._ = lodash;
-    const names = objectKeys(api2);
-    for (let i = 0; i < names.length; i++) locals[names[i]] = freeze(api2[names[i]]);
-    for (let i = 0; i < ALIASES.length; i++) locals[ALIASES[i][0]] = api2[ALIASES[i][1]];
-    for (let i = 0; i < WRITES.length; i++) locals[WRITES[i]] = unsupported(WRITES[i], 'templates are read-only');
-    for (let i = 0; i < UNAVAILABLE.length; i++) {
-      locals[UNAVAILABLE[i]] = unsupported(UNAVAILABLE[i], 'templates here read only variables (cache scope), ' +
-        'activated world-info entries, preset prompts and the character description');
+    if (table === null) {
+      staticMode = true;
+      variablesValue = variables;
+      variablesLoaded = true;
+      locals.variables = variables;
+    } else {
+      bridgeMode = true;
+      locals.variables = new ProxyCtor({}, variablesHandler);
     }
+    for (let i = 0; i < apiLocals.length; i++) locals[apiLocals[i][0]] = apiLocals[i][1];
   }
 
   const host = create(null);
@@ -934,14 +960,17 @@
       }
       program = payload[0];
       const locals = create(null);
-      if (payload.length === 3) {
+      if (payload.length === 3 && typeof payload[2] === 'number') {
+        // The static template API: [program, [variables], bridge-call limit].
+        installApi(locals, payload[2], null, deepFreeze(payload[1][0]));
+      } else if (payload.length === 3) {
         // Bridge mode: [answers table, bridge-call limit], built by the host (trusted JSON).
         const bridge = payload[2];
         if (!isArray(bridge) || bridge.length !== 2 || typeof bridge[0] !== 'object' || bridge[0] === null ||
             isArray(bridge[0]) || typeof bridge[1] !== 'number') {
           return 'the bridge table is malformed';
         }
-        installApi(locals, bridge[1], deepFreeze(bridge[0]));
+        installApi(locals, bridge[1], deepFreeze(bridge[0]), undefined);
       } else {
         locals.variables = deepFreeze(payload[1][0]);
       }

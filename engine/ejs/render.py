@@ -27,6 +27,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..sandbox import CancelToken, Limits, Usage
 
 __all__ = [
+    "DIALECTS",
+    "DIALECT_EJS",
+    "DIALECT_PROMPT_TEMPLATE",
     "TemplateExecutionError",
     "TemplateLimitError",
     "TemplateResult",
@@ -35,6 +38,11 @@ __all__ = [
     "render_template",
     "render_templates",
 ]
+
+#: The template dialects: ST-Prompt-Template (ejs plus its read API; the default) and plain ejs.
+DIALECT_PROMPT_TEMPLATE = "st-prompt-template"
+DIALECT_EJS = "ejs"
+DIALECTS = (DIALECT_PROMPT_TEMPLATE, DIALECT_EJS)
 
 #: How many compiled templates are kept (by exact source text). A world book's worth of entries.
 CACHE_SIZE = 512
@@ -180,11 +188,23 @@ def _plain_text(source: str, limits: Limits) -> TemplateResult:
     return TemplateResult(source, (), Usage(time_ms=0.0, memory_bytes=0, output_bytes=size, passes=0, job_steps=0))
 
 
+def _template_api(dialect: str) -> bool:
+    """Whether ``dialect`` installs the template API; ``INPUT_INVALID`` for an unknown name."""
+    if dialect == DIALECT_PROMPT_TEMPLATE:
+        return True
+    if dialect == DIALECT_EJS:
+        return False
+    raise TemplateError(f"unknown template dialect {dialect!r} (expected one of {', '.join(DIALECTS)})",
+                        code="INPUT_INVALID")
+
+
 def render_template(
     source: str,
     variables: Any = None,
     limits: Limits | None = None,
     cancel: CancelToken | None = None,
+    *,
+    dialect: str = DIALECT_PROMPT_TEMPLATE,
 ) -> TemplateResult:
     """Render EJS ``source`` with ``variables`` (reached in the template as ``variables``).
 
@@ -192,17 +212,26 @@ def render_template(
     variadic ``print`` (see docs/DEVIATIONS.md for the few deliberate differences). Every
     failure is a ``TemplateError`` with a stable ``code`` and, where it concerns a place in the
     template, ``line``/``column``.
+
+    ``dialect``: ``"st-prompt-template"`` (the default) also gives the template the
+    ST-Prompt-Template API, because its users write ``getvar('x')`` in any template: ``getvar``
+    and ``_.get``/``_.has`` read ``variables``; ``getwi``/``getpreset``/``getchar`` answer as for
+    an unknown title (only variables were given: use ``tavernbox.bridge`` to give books, a preset
+    or a card); writes such as ``setvar`` fail with ``TEMPLATE_UNSUPPORTED``. ``"ejs"`` is plain
+    ejs: ``variables`` and ``print`` only.
     """
     from .. import sandbox
 
     if limits is None:
         limits = sandbox.DEFAULT_LIMITS  # frozen: no need to build and validate one per render
+    template_api = _template_api(dialect)
     prepared = _prepare(source, variables, limits)
     if isinstance(prepared, TemplateResult):
         return prepared
     compiled, input_json = prepared
     try:
-        result = sandbox.run_program(compiled.program, input_json, limits=limits, cancel=cancel)
+        result = sandbox.run_program(compiled.program, input_json, limits=limits, cancel=cancel,
+                                     template_api=template_api)
     except TemplateError as exc:
         raise _relocate(exc, compiled) from None
     return TemplateResult(result.text, (), result.usage)
@@ -227,18 +256,21 @@ def render_templates(
     items: Sequence[tuple[str, Any]],
     limits: Limits | None = None,
     cancel: CancelToken | None = None,
+    *,
+    dialect: str = DIALECT_PROMPT_TEMPLATE,
 ) -> list[TemplateResult | TemplateError]:
     """Render several ``(source, variables)`` pairs at once; results in order, failures in place.
 
     Why: one prompt assembly renders tens of templates. Sent one after another, each waits for the
     previous round trip while the other workers idle; here they go to all of the pool's workers
     concurrently. A failure does not lose the others' results: its slot holds the
-    ``TemplateError`` that ``render_template`` would have raised for it.
+    ``TemplateError`` that ``render_template`` would have raised for it. ``dialect`` as there.
     """
     from .. import sandbox
 
     if limits is None:
         limits = sandbox.DEFAULT_LIMITS
+    template_api = _template_api(dialect)
     results: list[TemplateResult | TemplateError | None] = [None] * len(items)
     jobs: list[tuple[str, str]] = []
     waiting: list[tuple[int, CompiledTemplate]] = []
@@ -254,7 +286,8 @@ def render_templates(
         compiled, input_json = prepared
         jobs.append((compiled.program, input_json))
         waiting.append((i, compiled))
-    for (i, compiled), outcome in zip(waiting, sandbox.run_programs(jobs, limits=limits, cancel=cancel)):
+    for (i, compiled), outcome in zip(waiting, sandbox.run_programs(jobs, limits=limits, cancel=cancel,
+                                                                          template_api=template_api)):
         if isinstance(outcome, TemplateError):
             results[i] = _relocate(outcome, compiled)
         else:
