@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -57,6 +58,16 @@ def _ascii_json(text: str) -> str:
     return text if text.isascii() else _NON_ASCII.sub(_escape_char, text)
 
 
+def clock_ms(now_ms: int | float | None) -> int:
+    """The render clock as whole milliseconds since the epoch (the host's clock for ``None``)."""
+    if now_ms is None:
+        return int(time.time() * 1000)
+    if isinstance(now_ms, bool) or not isinstance(now_ms, (int, float)) or not abs(now_ms) <= 8.64e15:
+        raise SandboxError(f"the render clock must be milliseconds within JavaScript's date range, got {now_ms!r}",
+                           code="INPUT_INVALID")
+    return int(now_ms // 1)
+
+
 def _utf8_size(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
@@ -77,6 +88,7 @@ def run_program(
     bridge: tuple[str, int] | None = None,
     lease_check: Callable[[int], tuple[str, str] | None] | None = None,
     template_api: bool = False,
+    now_ms: int | None = None,
 ) -> SandboxResult:
     """Render ``program`` with ``input_json`` as ``__tb.locals.variables``.
 
@@ -84,6 +96,10 @@ def run_program(
     plain render): ``getvar`` and ``_`` read ``input_json``'s value, ``getwi``/``getpreset``/
     ``getchar`` answer as for an unknown title (nothing else was given), the writes fail with
     ``TEMPLATE_UNSUPPORTED``, and calls count against ``Limits.bridge_calls`` as in bridge mode.
+
+    ``now_ms`` is the render's clock (milliseconds since the epoch, UTC): ``Date.now()``, ``new
+    Date()`` and ``Date()`` read it and nothing else, so a render replays exactly. ``None`` takes
+    the host's clock once, when the render is sent.
 
     ``bridge`` switches on the template API (``getvar``, ``getwi``, ... in ``__tb.locals``, see
     harness.js): ``(answers_json, call_limit)`` where ``answers_json`` is a JSON object mapping
@@ -118,13 +134,16 @@ def run_program(
     if input_json.strip() == "":
         raise SandboxError("the input is not valid JSON: it is empty", code="INPUT_INVALID")
     # [program, [variables]]: the harness checks that the caller's text was exactly one value.
+    # [program, [variables], mode, now]: see harness.js prepare.
     payload = "[" + _program_json(program) + ",[\n" + _ascii_json(input_json) + "\n]"
     if bridge is not None:
         answers_json, call_limit = bridge
         payload += ",[" + _ascii_json(answers_json) + "," + str(int(call_limit)) + "]"
     elif template_api:
         payload += "," + str(int(lim.bridge_calls))
-    payload += "]"
+    else:
+        payload += ",null"
+    payload += "," + str(clock_ms(now_ms)) + "]"
     target = pool or default_pool()
     if bridge is not None and lease_check is not None:
         reply = target.run(payload.encode("ascii"), lim, cancel, lease_check=lease_check)
@@ -157,22 +176,24 @@ def run_programs(
     cancel: CancelToken | None = None,
     pool: WorkerPool | None = None,
     template_api: bool = False,
+    now_ms: int | None = None,
 ) -> list[SandboxResult | SandboxError]:
     """Run ``(program, input_json)`` jobs on all of the pool's workers at once; results in order.
 
     Why: a batch sent one render at a time leaves every worker but one idle while the caller
     waits for each round trip. Each job is exactly a ``run_program`` call (same limits, fresh
     context, same errors); a failed job's slot holds its ``SandboxError`` instead of raising, so
-    one bad template does not lose the batch. ``template_api`` as in ``run_program``, for every job.
+    one bad template does not lose the batch. ``template_api`` and ``now_ms`` as in ``run_program``, for every job.
     """
     target = pool or default_pool()
     results: list[SandboxResult | SandboxError | None] = [None] * len(jobs)
+    now = clock_ms(now_ms)  # one clock for the whole batch
 
     def one(i: int) -> None:
         program, input_json = jobs[i]
         try:
             results[i] = run_program(program, input_json, limits=limits, cancel=cancel, pool=target,
-                                     template_api=template_api)
+                                     template_api=template_api, now_ms=now)
         except SandboxError as exc:
             results[i] = exc
 

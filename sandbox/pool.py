@@ -45,6 +45,17 @@ class WorkerCrashed(Exception):
     """The worker's pipe closed before it answered."""
 
 
+class CpuBudgetExceeded(TimeoutError):
+    """The worker used more CPU on one render than its budget and the untimed work allow."""
+
+
+#: How often a render past its budget's wall time has its worker's CPU time checked.
+CPU_WATCH_INTERVAL_S = 0.005
+#: CPU a worker may use beyond the template's budget before it is stopped: the untimed parts of a
+#: render (reading the request, building the reply, a full collection of a 16 MiB heap).
+CPU_GRACE_S = 0.05
+
+
 class _Spawner:
     """Starts worker processes from one long-lived thread.
 
@@ -116,6 +127,12 @@ class _Worker:
         self.warm = False
         self.renders = 0
         self.released_at = 0.0
+        #: ``/proc/PID/schedstat`` kept open: the worker's CPU time for ``read_reply``'s watch.
+        self.sched_fd: int | None = None
+        try:
+            self.sched_fd = os.open(f"/proc/{self.proc.pid}/schedstat", os.O_RDONLY)
+        except OSError:
+            self.sched_fd = None
 
     @property
     def pid(self) -> int:
@@ -192,6 +209,45 @@ class _Worker:
                 raise WorkerCrashed
             self.buffer += chunk
 
+    def cpu_ns(self) -> int | None:
+        """The worker's CPU time in nanoseconds (Linux ``/proc/PID/schedstat``, ~1.5 us), or None."""
+        if self.sched_fd is None:
+            return None
+        try:
+            data = os.pread(self.sched_fd, 64, 0)
+            return int(data[: data.index(b" ")])
+        except (OSError, ValueError):
+            return None
+
+    def read_reply(self, deadline: float, watch_from: float, cpu_start: int | None, cpu_limit_s: float) -> bytes:
+        """The worker's next line, or TimeoutError at ``deadline`` or once it used ``cpu_limit_s``.
+
+        Why: some built-ins loop in C without polling the engine's interrupt (a quadratic
+        ``indexOf`` on megabyte strings), so the worker's own budget cannot stop them, and the
+        wall deadline alone let such a render run for the whole grace (~1 s). From ``watch_from``
+        (the wall moment the CPU budget could first have been used up) this checks the worker's
+        CPU time every ``CPU_WATCH_INTERVAL_S``; once it has used more than ``cpu_limit_s`` since
+        ``cpu_start`` (read when the request was sent), the render is stopped. A render that ends
+        before ``watch_from`` costs no check at all. Without ``/proc`` only the wall deadline applies.
+        """
+        while True:
+            now = time.monotonic()
+            if now < watch_from or cpu_start is None:
+                try:
+                    return self._read_line(deadline if cpu_start is None else min(deadline, watch_from))
+                except TimeoutError:
+                    if cpu_start is None or time.monotonic() >= deadline:
+                        raise
+                    continue
+            used = self.cpu_ns()
+            if used is not None and (used - cpu_start) / 1e9 > cpu_limit_s:
+                raise CpuBudgetExceeded
+            try:
+                return self._read_line(min(deadline, time.monotonic() + CPU_WATCH_INTERVAL_S))
+            except TimeoutError:
+                if time.monotonic() >= deadline:
+                    raise
+
     def ensure_ready(self) -> None:
         if self.ready:
             return
@@ -227,8 +283,17 @@ class _Worker:
         except (OSError, TimeoutError):
             pass
 
+    def _close_sched(self) -> None:
+        fd, self.sched_fd = self.sched_fd, None
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
     def kill(self) -> None:
         self.dead = True
+        self._close_sched()
         try:
             self.proc.kill()
         except OSError:
@@ -244,6 +309,7 @@ class _Worker:
     def close(self) -> None:
         """Polite shutdown: EOF on stdin makes the worker exit; kill it if it does not."""
         self.dead = True
+        self._close_sched()
         try:
             if self.proc.stdin is not None:
                 self.proc.stdin.close()
@@ -395,17 +461,29 @@ class WorkerPool:
             allowance = len(payload) / (1024 * 1024) * INPUT_ALLOWANCE_S_PER_MIB
             deadline = started + limits.deadline_s + allowance
             try:
+                cpu_start = worker.cpu_ns()
                 worker.send(header + payload, deadline)
                 if cancel is not None:
                     def callback() -> None:
                         worker.cancel(render_id)
                     cancel._subscribe(callback)
-                line = worker._read_line(deadline)
+                watch_from = started + limits.time_ms / 1000.0
+                cpu_limit = limits.time_ms / 1000.0 + CPU_GRACE_S + allowance
+                line = worker.read_reply(deadline, watch_from, cpu_start, cpu_limit)
                 while lease_check is not None and line.startswith(LEASE_PREFIX):
                     self._answer_lease(worker, render_id, line, lease_check, deadline)
-                    line = worker._read_line(deadline)
+                    line = worker.read_reply(deadline, watch_from, cpu_start, cpu_limit)
                 # Warm notices read so far were the previous context's; this render's comes next.
                 worker.warm = False
+            except CpuBudgetExceeded:
+                worker.kill()
+                wall = (time.monotonic() - started) * 1000.0
+                raise SandboxError(
+                    f"the render used up its time budget of {limits.time_ms:g} ms in work the engine cannot "
+                    "interrupt (the sandbox worker was stopped)",
+                    code="TEMPLATE_TIME_LIMIT",
+                    usage=Usage(time_ms=wall, memory_bytes=0, output_bytes=0, passes=0, job_steps=0),
+                ) from None
             except TimeoutError:
                 worker.kill()
                 wall = (time.monotonic() - started) * 1000.0

@@ -53,6 +53,11 @@ def _load_vars(path: str) -> Any:
 
         try:
             return yaml.safe_load(text)
+        except RecursionError:
+            raise _too_deep(f"--vars {path}", path) from None
+        except ValueError as exc:  # an integer longer than Python converts (4,300 digits)
+            raise TemplateError(f"--vars {path} holds a value that cannot be read: {exc}", code="INPUT_INVALID",
+                                path=path) from None
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             raise TemplateError(
@@ -72,6 +77,17 @@ def _load_vars(path: str) -> Any:
             column=exc.colno,
             path=path,
         ) from None
+    except RecursionError:
+        raise _too_deep(f"--vars {path}", path) from None
+    except ValueError as exc:  # an integer longer than Python converts (4,300 digits)
+        raise TemplateError(f"--vars {path} holds a number that cannot be read: {exc}", code="INPUT_INVALID",
+                            path=path) from None
+
+
+def _too_deep(what: str, path: str | None = None) -> TemplateError:
+    """Input nested deeper than the host's parser goes (about 1,000 levels): an input error."""
+    return TemplateError(f"{what} is nested too deeply (more than the host's parser reads)",
+                         code="TEMPLATE_INPUT_LIMIT", path=path)
 
 
 def _print_json(value: Any) -> None:
@@ -91,6 +107,11 @@ def _render_line(raw: str) -> dict[str, Any]:
         job = json.loads(raw)
     except json.JSONDecodeError as exc:
         return {"text": None, "error": {"code": "INPUT_INVALID", "message": f"not a JSON line: {exc.msg}",
+                                        "line": None, "column": None}}
+    except RecursionError:
+        return {"text": None, "error": {**_error_object(_too_deep("the line")), "line": None, "column": None}}
+    except ValueError as exc:  # an integer longer than Python converts (4,300 digits)
+        return {"text": None, "error": {"code": "INPUT_INVALID", "message": f"the line cannot be read: {exc}",
                                         "line": None, "column": None}}
     if not isinstance(job, dict) or not isinstance(job.get("template"), str):
         return {"text": None, "error": {"code": "INPUT_INVALID",

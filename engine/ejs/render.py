@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from threading import Lock
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -152,6 +153,9 @@ def _input_json(variables: Any, limits: Limits) -> str:
         text = _ASCII_ENCODER.encode(variables)
     except (TypeError, ValueError) as exc:
         raise TemplateError(f"variables are not JSON data: {exc}", code="INPUT_INVALID") from None
+    except RecursionError:
+        raise TemplateLimitError("the variables are nested too deeply to pass to the sandbox",
+                                 code="TEMPLATE_INPUT_LIMIT") from None
     if len(text) <= limits.input_bytes:
         # Every character's ASCII form is at least as long as its UTF-8 form (an escape is 6
         # bytes for at most 3, 12 for a pair's 4), so the UTF-8 text fits too; the VM reads
@@ -198,6 +202,31 @@ def _template_api(dialect: str) -> bool:
                         code="INPUT_INVALID")
 
 
+def clock_ms(now: datetime | str | None) -> int | None:
+    """A render's ``now`` as milliseconds since the epoch (``None`` stays None: the host's clock).
+
+    A naive datetime is UTC; a string is ISO 8601 (a trailing ``Z`` allowed), as the macros take it.
+    """
+    if now is None:
+        return None
+    if isinstance(now, str):
+        text = now.strip()
+        if text.endswith(("Z", "z")):
+            text = text[:-1] + "+00:00"
+        try:
+            now = datetime.fromisoformat(text)
+        except ValueError:
+            raise TemplateError("now must be an ISO 8601 date-time", code="INPUT_INVALID", path="$.now") from None
+    if not isinstance(now, datetime):
+        raise TemplateError("now must be a datetime or an ISO 8601 string", code="INPUT_INVALID", path="$.now")
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=timezone.utc)
+    return int((now - _EPOCH) // timedelta(milliseconds=1))
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
 def render_template(
     source: str,
     variables: Any = None,
@@ -205,6 +234,7 @@ def render_template(
     cancel: CancelToken | None = None,
     *,
     dialect: str = DIALECT_PROMPT_TEMPLATE,
+    now: datetime | str | None = None,
 ) -> TemplateResult:
     """Render EJS ``source`` with ``variables`` (reached in the template as ``variables``).
 
@@ -219,19 +249,24 @@ def render_template(
     an unknown title (only variables were given: use ``tavernbox.bridge`` to give books, a preset
     or a card); writes such as ``setvar`` fail with ``TEMPLATE_UNSUPPORTED``. ``"ejs"`` is plain
     ejs: ``variables`` and ``print`` only.
+
+    ``now`` is the render's clock: ``Date.now()``, ``new Date()`` and ``Date()`` read it (never
+    the host's clock), so a render with the same ``now`` replays exactly; ``None`` takes the
+    host's clock once, when the render starts.
     """
     from .. import sandbox
 
     if limits is None:
         limits = sandbox.DEFAULT_LIMITS  # frozen: no need to build and validate one per render
     template_api = _template_api(dialect)
+    now_ms = clock_ms(now)
     prepared = _prepare(source, variables, limits)
     if isinstance(prepared, TemplateResult):
         return prepared
     compiled, input_json = prepared
     try:
         result = sandbox.run_program(compiled.program, input_json, limits=limits, cancel=cancel,
-                                     template_api=template_api)
+                                     template_api=template_api, now_ms=now_ms)
     except TemplateError as exc:
         raise _relocate(exc, compiled) from None
     return TemplateResult(result.text, (), result.usage)
@@ -258,19 +293,21 @@ def render_templates(
     cancel: CancelToken | None = None,
     *,
     dialect: str = DIALECT_PROMPT_TEMPLATE,
+    now: datetime | str | None = None,
 ) -> list[TemplateResult | TemplateError]:
     """Render several ``(source, variables)`` pairs at once; results in order, failures in place.
 
     Why: one prompt assembly renders tens of templates. Sent one after another, each waits for the
     previous round trip while the other workers idle; here they go to all of the pool's workers
     concurrently. A failure does not lose the others' results: its slot holds the
-    ``TemplateError`` that ``render_template`` would have raised for it. ``dialect`` as there.
+    ``TemplateError`` that ``render_template`` would have raised for it. ``dialect`` and ``now`` as there (one clock for the batch).
     """
     from .. import sandbox
 
     if limits is None:
         limits = sandbox.DEFAULT_LIMITS
     template_api = _template_api(dialect)
+    now_ms = clock_ms(now)
     results: list[TemplateResult | TemplateError | None] = [None] * len(items)
     jobs: list[tuple[str, str]] = []
     waiting: list[tuple[int, CompiledTemplate]] = []
@@ -287,7 +324,7 @@ def render_templates(
         jobs.append((compiled.program, input_json))
         waiting.append((i, compiled))
     for (i, compiled), outcome in zip(waiting, sandbox.run_programs(jobs, limits=limits, cancel=cancel,
-                                                                          template_api=template_api)):
+                                                                          template_api=template_api, now_ms=now_ms)):
         if isinstance(outcome, TemplateError):
             results[i] = _relocate(outcome, compiled)
         else:
