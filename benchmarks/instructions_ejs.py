@@ -13,7 +13,10 @@ What is counted, per render of bench_ejs.py's template and variables:
   the pool, the pipe, decoding the reply); the worker's work is in another process;
 * ``worker``: a sandbox worker's whole share, driven in this process: building the fresh context,
   the render itself and freeing the used context;
-* ``fresh``: building and freeing a fresh context alone.
+* ``fresh``: building and freeing a fresh context alone;
+* ``floor``: bench_ejs.py's floor for the tiny template (a bare context with the limits, the
+  compiled program, its input, a drop), and ``tiny-host``/``tiny-worker`` tavernbox's host and
+  worker shares for the same template (issue 13's target: tavernbox <= 2x the floor).
 
 Run: ``python benchmarks/instructions_ejs.py [--renders N]`` (needs ``valgrind``; about a minute).
 The ratio ``(host + worker) / jinja2`` is the work one render costs against the peer's; the
@@ -33,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-KINDS = ("jinja2", "host", "worker", "fresh")
+KINDS = ("jinja2", "host", "worker", "fresh", "floor", "tiny-host", "tiny-worker")
 
 
 def _inner(kind: str, count: int) -> None:
@@ -52,6 +55,17 @@ def _inner(kind: str, count: int) -> None:
     import tavernbox
     import tavernbox.sandbox
 
+    if kind == "floor":
+        program = tavernbox.ejs.render.compile_source(bench_ejs.TINY_TEMPLATE).program
+        input_json = json.dumps(bench_ejs.TINY_VARIABLES)
+        for _ in range(3 + count):
+            bench_ejs.floor_render(program, input_json)
+        return
+    if kind == "tiny-host":
+        limits = tavernbox.sandbox.Limits(time_ms=20000)
+        for _ in range(5 + count):
+            tavernbox.render_template(bench_ejs.TINY_TEMPLATE, bench_ejs.TINY_VARIABLES, limits=limits)
+        return
     if kind == "host":
         limits = tavernbox.sandbox.Limits(time_ms=20000)
         for _ in range(5 + count):
@@ -59,7 +73,12 @@ def _inner(kind: str, count: int) -> None:
         return
     # Callgrind runs code ~50x slower: a render's 75 ms budget would trip (instructions per
     # successful render do not depend on the budget).
-    worker, payload, wire = bench_ejs.in_process_worker(tavernbox.sandbox.Limits(time_ms=20000))
+    if kind == "tiny-worker":
+        worker, payload, wire = bench_ejs.in_process_worker(tavernbox.sandbox.Limits(time_ms=20000),
+                                                            bench_ejs.TINY_TEMPLATE, bench_ejs.TINY_VARIABLES)
+        kind = "worker"
+    else:
+        worker, payload, wire = bench_ejs.in_process_worker(tavernbox.sandbox.Limits(time_ms=20000))
 
     def cycle() -> None:
         worker.prewarm()
@@ -99,6 +118,8 @@ def measure(renders: int) -> dict[str, Any]:
     per["total"] = per["host"] + per["worker"]
     per["ratio_total_to_jinja2"] = per["total"] / per["jinja2"]
     per["ratio_worker_render_and_host_to_jinja2"] = (per["total"] - per["fresh"]) / per["jinja2"]
+    per["tiny_total"] = per["tiny-host"] + per["tiny-worker"]
+    per["ratio_tiny_to_floor"] = per["tiny_total"] / per["floor"]
     per["renders"] = renders
     return per
 
@@ -125,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{kind:7s}: {figures[kind] / 1e6:6.2f} M instructions per render")
     print(f"host + worker = {figures['total'] / 1e6:.2f} M = {figures['ratio_total_to_jinja2']:.2f}x jinja2; "
           f"without the fresh context's build and free: {figures['ratio_worker_render_and_host_to_jinja2']:.2f}x")
+    print(f"tiny template: host + worker = {figures['tiny_total'] / 1e6:.2f} M = {figures['ratio_tiny_to_floor']:.2f}x "
+          f"the floor ({figures['floor'] / 1e6:.2f} M: a bare context, the program, its input, a drop)")
     return 0
 
 

@@ -18,7 +18,6 @@ import json
 import re
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from .limits import PROGRAM_CHARS_FACTOR, Limits
@@ -32,6 +31,7 @@ __all__ = [
     "SandboxResult",
     "Usage",
     "WorkerPool",
+    "build_payload",
     "run_program",
     "run_programs",
 ]
@@ -78,6 +78,52 @@ def _program_json(program: str) -> str:
     return json.dumps(program)
 
 
+def build_payload(
+    program: str,
+    input_json: str,
+    limits: Limits,
+    *,
+    bridge: tuple[str, int] | None = None,
+    template_api: bool = False,
+    now_ms: int | None = None,
+) -> str:
+    """The worker's request payload ``[program, [variables], mode, now]`` (see harness.js ``prepare``).
+
+    Public for the benchmarks, which drive a worker in-process with exactly what ``run_program`` sends.
+    """
+    if input_json.strip() == "":
+        raise SandboxError("the input is not valid JSON: it is empty", code="INPUT_INVALID")
+    # [program, [variables]]: the harness checks that the caller's text was exactly one value.
+    payload = "[" + _program_json(program) + ",[\n" + _ascii_json(input_json) + "\n]"
+    if bridge is not None:
+        answers_json, call_limit = bridge
+        payload += ",[" + _ascii_json(answers_json) + "," + str(int(call_limit)) + "]"
+    elif template_api:
+        payload += "," + str(int(limits.bridge_calls))
+    else:
+        payload += ",null"
+    return payload + "," + str(clock_ms(now_ms)) + "]"
+
+
+def _check(program: str, input_json: str, lim: Limits) -> None:
+    """Refuse a program or input over its limit before any worker is involved."""
+    if not isinstance(program, str) or not isinstance(input_json, str):
+        raise TypeError("run_program takes the program and the input JSON as str")
+    max_program = lim.template_chars * PROGRAM_CHARS_FACTOR
+    if len(program) > max_program:
+        raise SandboxError(
+            f"the program is {len(program)} characters, more than the limit of {max_program}",
+            code="TEMPLATE_TOO_LARGE",
+        )
+    # A code point is at most 4 UTF-8 bytes: only inputs near the limit need encoding to measure.
+    if len(input_json) > lim.input_bytes or (
+        4 * len(input_json) > lim.input_bytes and _utf8_size(input_json) > lim.input_bytes
+    ):
+        raise SandboxError(
+            f"the input is larger than the limit of {lim.input_bytes} bytes", code="TEMPLATE_INPUT_LIMIT"
+        )
+
+
 def run_program(
     program: str,
     input_json: str,
@@ -116,39 +162,18 @@ def run_program(
     ``INPUT_INVALID`` when ``input_json`` is not JSON.
     """
     lim = limits if limits is not None else DEFAULT_LIMITS
-    if not isinstance(program, str) or not isinstance(input_json, str):
-        raise TypeError("run_program takes the program and the input JSON as str")
-    max_program = lim.template_chars * PROGRAM_CHARS_FACTOR
-    if len(program) > max_program:
-        raise SandboxError(
-            f"the program is {len(program)} characters, more than the limit of {max_program}",
-            code="TEMPLATE_TOO_LARGE",
-        )
-    # A code point is at most 4 UTF-8 bytes: only inputs near the limit need encoding to measure.
-    if len(input_json) > lim.input_bytes or (
-        4 * len(input_json) > lim.input_bytes and _utf8_size(input_json) > lim.input_bytes
-    ):
-        raise SandboxError(
-            f"the input is larger than the limit of {lim.input_bytes} bytes", code="TEMPLATE_INPUT_LIMIT"
-        )
-    if input_json.strip() == "":
-        raise SandboxError("the input is not valid JSON: it is empty", code="INPUT_INVALID")
-    # [program, [variables]]: the harness checks that the caller's text was exactly one value.
-    # [program, [variables], mode, now]: see harness.js prepare.
-    payload = "[" + _program_json(program) + ",[\n" + _ascii_json(input_json) + "\n]"
-    if bridge is not None:
-        answers_json, call_limit = bridge
-        payload += ",[" + _ascii_json(answers_json) + "," + str(int(call_limit)) + "]"
-    elif template_api:
-        payload += "," + str(int(lim.bridge_calls))
-    else:
-        payload += ",null"
-    payload += "," + str(clock_ms(now_ms)) + "]"
+    _check(program, input_json, lim)
+    payload = build_payload(program, input_json, lim, bridge=bridge, template_api=template_api, now_ms=now_ms)
     target = pool or default_pool()
     if bridge is not None and lease_check is not None:
         reply = target.run(payload.encode("ascii"), lim, cancel, lease_check=lease_check)
     else:
         reply = target.run(payload.encode("ascii"), lim, cancel)
+    return _result(reply)
+
+
+def _result(reply: dict[str, Any]) -> SandboxResult:
+    """A worker's decoded reply as the result, or its ``SandboxError`` raised."""
     usage = Usage(**reply["usage"])
     error: dict[str, Any] | None = reply.get("error")
     if error is not None:
@@ -181,28 +206,34 @@ def run_programs(
     """Run ``(program, input_json)`` jobs on all of the pool's workers at once; results in order.
 
     Why: a batch sent one render at a time leaves every worker but one idle while the caller
-    waits for each round trip. Each job is exactly a ``run_program`` call (same limits, fresh
-    context, same errors); a failed job's slot holds its ``SandboxError`` instead of raising, so
-    one bad template does not lose the batch. ``template_api`` and ``now_ms`` as in ``run_program``, for every job.
+    waits for each round trip; ``WorkerPool.run_many`` keeps every worker's next request queued
+    from one thread. Each job is exactly a ``run_program`` call (same limits, fresh context, same
+    errors, its own deadline); a failed job's slot holds its ``SandboxError`` instead of raising,
+    so one bad template does not lose the batch. ``template_api`` and ``now_ms`` as in ``run_program``, for every job.
     """
     target = pool or default_pool()
-    results: list[SandboxResult | SandboxError | None] = [None] * len(jobs)
+    lim = limits if limits is not None else DEFAULT_LIMITS
     now = clock_ms(now_ms)  # one clock for the whole batch
-
-    def one(i: int) -> None:
-        program, input_json = jobs[i]
+    results: list[SandboxResult | SandboxError | None] = [None] * len(jobs)
+    payloads: list[bytes] = []
+    slots: list[int] = []
+    for i, (program, input_json) in enumerate(jobs):
         try:
-            results[i] = run_program(program, input_json, limits=limits, cancel=cancel, pool=target,
-                                     template_api=template_api, now_ms=now)
+            _check(program, input_json, lim)
+            payloads.append(build_payload(program, input_json, lim, template_api=template_api, now_ms=now).encode("ascii"))
+            slots.append(i)
         except SandboxError as exc:
             results[i] = exc
-
-    width = min(target.size, len(jobs))
-    if width <= 1:
-        for i in range(len(jobs)):
-            one(i)
-    else:
-        with ThreadPoolExecutor(max_workers=width, thread_name_prefix="tavernbox-render") as executor:
-            for _ in executor.map(one, range(len(jobs))):
-                pass
+    if cancel is not None and cancel.cancelled:
+        for i in slots:
+            results[i] = SandboxError("the render was cancelled before it started", code="TEMPLATE_CANCELLED")
+        return [r for r in results if r is not None]
+    for i, reply in zip(slots, target.run_many(payloads, lim, cancel)):
+        if isinstance(reply, SandboxError):
+            results[i] = reply
+            continue
+        try:
+            results[i] = _result(reply)
+        except SandboxError as exc:
+            results[i] = exc
     return [r for r in results if r is not None]

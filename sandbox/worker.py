@@ -143,23 +143,42 @@ class Channel:
             return {**msg, "cancelled": cancelled}
 
     def cancel_requested(self, render_id: int) -> bool:
-        """Non-blocking: has the parent asked to cancel ``render_id``?"""
+        """Non-blocking: has the parent asked to cancel ``render_id``?
+
+        The parent may already have queued the next requests behind this render (a batch sends
+        each worker more than one), so the buffer is read by its framing: a render header is
+        followed by its payload, which is skipped whole (a payload's text can look like a
+        message, and must never be read as one), and only the cancels at the front of the
+        buffer are consumed; everything else stays for the main loop.
+        """
         while True:
-            nl = self.buffer.find(b"\n")
-            if nl >= 0:
-                line = bytes(self.buffer[:nl])
-                del self.buffer[: nl + 1]
+            at = 0
+            while True:
+                nl = self.buffer.find(b"\n", at)
+                if nl < 0:
+                    break
                 try:
-                    msg = json.loads(line)
+                    msg = json.loads(bytes(self.buffer[at:nl]))
                 except ValueError:
+                    msg = None
+                if not isinstance(msg, dict):
+                    break
+                if msg.get("op") == "cancel":
+                    if at == 0:
+                        del self.buffer[: nl + 1]
+                        nl = -1
+                    if msg.get("id") == render_id:
+                        return True
+                    at = nl + 1
                     continue
-                if msg.get("op") == "cancel" and msg.get("id") == render_id:
-                    return True
-                continue
+                if msg.get("op") != "render":
+                    break
+                at = nl + 1 + int(msg.get("size", 0))
+                if at > len(self.buffer):
+                    break
             ready, _, _ = select.select([self.fd], [], [], 0)
             if not ready or not self._fill():
                 return False
-
 
 class _JSValue(ctypes.Structure):
     """QuickJS-ng's JSValue on 64-bit hosts: a union and a tag, passed and returned by value."""
