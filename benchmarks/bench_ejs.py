@@ -358,7 +358,7 @@ FLOOR_STUB = """(function (program, input) {
 })"""
 
 
-def floor_render(program: str, input_json: str) -> str:
+def floor_render(program: str, input_json: str, time_limit_s: float = 0.075) -> str:
     """The floor of this design (issue 13): a bare QuickJS context with the render limits set, the same
     compiled program and its input, run to completion and dropped. No isolation beyond the fresh
     context, no harness, no process boundary, no budget accounting."""
@@ -367,7 +367,7 @@ def floor_render(program: str, input_json: str) -> str:
     ctx = _quickjs.Context()
     ctx.set_memory_limit(16 * 1024 * 1024)
     ctx.set_max_stack_size(256 * 1024)
-    ctx.set_time_limit(0.075)
+    ctx.set_time_limit(time_limit_s)
     result = ctx.eval(FLOOR_STUB)(ctx.eval(program), input_json)
     while ctx.execute_pending_job():
         pass

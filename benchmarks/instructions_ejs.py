@@ -59,7 +59,7 @@ def _inner(kind: str, count: int) -> None:
         program = tavernbox.ejs.render.compile_source(bench_ejs.TINY_TEMPLATE).program
         input_json = json.dumps(bench_ejs.TINY_VARIABLES)
         for _ in range(3 + count):
-            bench_ejs.floor_render(program, input_json)
+            bench_ejs.floor_render(program, input_json, time_limit_s=20.0)
         return
     if kind == "tiny-host":
         limits = tavernbox.sandbox.Limits(time_ms=20000)

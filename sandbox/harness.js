@@ -490,6 +490,8 @@
     return new RangeError('tavernbox: the output passed the limit of ' + outputLimit + ' bytes');
   }
   const api = create(null);
+  // The prototype of the compiled program's locals: null (plain ejs) or the template API (installApi).
+  api.api = null;
   api.append = ({
     append(value) {
       if (value === undefined || value === null) return;
@@ -976,33 +978,38 @@
     'getChatMessages', 'matchChatMessages', 'getWorldInfoData', 'getWorldInfoActivatedData',
     'getEnabledWorldInfoEntries', 'selectActivatedEntries', 'getEnabledLoreBooks', 'getCharData',
     'getQuickReplyData', 'getPromptsInjected', 'hasPromptsInjected', 'findVariables', 'applyVarYamlAnnotate'];
+  // Not frozen: nothing reads their properties (like the plain built-in methods), and freezing
+  // ~50 functions in every fresh context cost more than the rest of the API together.
   function unsupported(name, why) {
-    const fn = ({
+    HARNESS_FRAMES[name] = true;
+    return ({
       [name]() { throw trip('unsupported', name + '() is not supported: ' + why); },
     })[name];
-    HARNESS_FRAMES[name] = true;
-    return freeze(fn);
   }
   const API_NAMES = ['getvar', 'getwi', 'getpreset', 'getchar', 'lookup', 'walk', 'countCall', 'trip', 'here', 'loadVariables',
     'materialize', 'checkArg', 'parsePath', 'push', 'unsupported', 'staticAnswer'];
   for (let i = 0; i < API_NAMES.length; i++) HARNESS_FRAMES[API_NAMES[i]] = true;
   // The API's locals, built once per context in the prelude (before any template code): a render
   // only copies them into its own locals object.
-  const apiLocals = [];
-  apiLocals.push(['_', lodash]);
+  const apiNames = ['_'];
+  const apiValues = [lodash];
   {
     const names = objectKeys(api2);
-    for (let i = 0; i < names.length; i++) apiLocals.push([names[i], freeze(api2[names[i]])]);
-    for (let i = 0; i < ALIASES.length; i++) apiLocals.push([ALIASES[i][0], api2[ALIASES[i][1]]]);
-    for (let i = 0; i < WRITES.length; i++) apiLocals.push([WRITES[i], unsupported(WRITES[i], 'templates are read-only')]);
+    for (let i = 0; i < names.length; i++) { apiNames[apiNames.length] = names[i]; apiValues[apiValues.length] = freeze(api2[names[i]]); }
+    for (let i = 0; i < ALIASES.length; i++) { apiNames[apiNames.length] = ALIASES[i][0]; apiValues[apiValues.length] = api2[ALIASES[i][1]]; }
+    const readOnly = 'templates are read-only';
+    for (let i = 0; i < WRITES.length; i++) { apiNames[apiNames.length] = WRITES[i]; apiValues[apiValues.length] = unsupported(WRITES[i], readOnly); }
+    const notGiven = 'templates here read only variables (cache scope), activated world-info entries, preset prompts ' +
+      'and the character description';
     for (let i = 0; i < UNAVAILABLE.length; i++) {
-      apiLocals.push([UNAVAILABLE[i], unsupported(UNAVAILABLE[i], 'templates here read only variables (cache scope), ' +
-        'activated world-info entries, preset prompts and the character description')]);
+      apiNames[apiNames.length] = UNAVAILABLE[i];
+      apiValues[apiValues.length] = unsupported(UNAVAILABLE[i], notGiven);
     }
   }
   // `table` null: the static API of a plain render (no bridge, no replays). Its lookups are
   // answered here from what the render was given: the variables, and nothing else (no world
   // book, preset or character), which the template sees as it would see an unknown title.
+  let apiObject = null;
   function installApi(locals, limit, table, variables) {
     callLimit = limit;
     answers = table;
@@ -1015,7 +1022,14 @@
       bridgeMode = true;
       locals.variables = new ProxyCtor({}, variablesHandler);
     }
-    for (let i = 0; i < apiLocals.length; i++) locals[apiLocals[i][0]] = apiLocals[i][1];
+    // The compiled program's locals inherit the API from this object (`__tb.api`): a render copies
+    // only its own `variables`, not the ~60 functions, and a template's `_ = 5` still lands on its
+    // own locals copy (the object is not frozen: nothing trusted reads it again).
+    if (apiObject === null) {
+      apiObject = create(null);
+      for (let i = 0; i < apiNames.length; i++) apiObject[apiNames[i]] = apiValues[i];
+    }
+    api.api = apiObject;
   }
 
   const host = create(null);
