@@ -991,25 +991,22 @@
   for (let i = 0; i < API_NAMES.length; i++) HARNESS_FRAMES[API_NAMES[i]] = true;
   // The API's locals, built once per context in the prelude (before any template code): a render
   // only copies them into its own locals object.
-  const apiNames = ['_'];
-  const apiValues = [lodash];
+  // The template API, built with the context (in the prelude, not on a render's path): the
+  // prototype of the compiled program's locals (`__tb.api`), so a render copies only its own
+  // `variables`. Not frozen: nothing trusted reads it again, and a template's `_ = 5` lands on its
+  // own locals copy as before.
+  const apiObject = create(null);
+  apiObject._ = lodash;
   {
     const names = objectKeys(api2);
-    for (let i = 0; i < names.length; i++) { apiNames[apiNames.length] = names[i]; apiValues[apiValues.length] = freeze(api2[names[i]]); }
-    for (let i = 0; i < ALIASES.length; i++) { apiNames[apiNames.length] = ALIASES[i][0]; apiValues[apiValues.length] = api2[ALIASES[i][1]]; }
+    for (let i = 0; i < names.length; i++) apiObject[names[i]] = freeze(api2[names[i]]);
+    for (let i = 0; i < ALIASES.length; i++) apiObject[ALIASES[i][0]] = api2[ALIASES[i][1]];
     const readOnly = 'templates are read-only';
-    for (let i = 0; i < WRITES.length; i++) { apiNames[apiNames.length] = WRITES[i]; apiValues[apiValues.length] = unsupported(WRITES[i], readOnly); }
+    for (let i = 0; i < WRITES.length; i++) apiObject[WRITES[i]] = unsupported(WRITES[i], readOnly);
     const notGiven = 'templates here read only variables (cache scope), activated world-info entries, preset prompts ' +
       'and the character description';
-    for (let i = 0; i < UNAVAILABLE.length; i++) {
-      apiNames[apiNames.length] = UNAVAILABLE[i];
-      apiValues[apiValues.length] = unsupported(UNAVAILABLE[i], notGiven);
-    }
+    for (let i = 0; i < UNAVAILABLE.length; i++) apiObject[UNAVAILABLE[i]] = unsupported(UNAVAILABLE[i], notGiven);
   }
-  // `table` null: the static API of a plain render (no bridge, no replays). Its lookups are
-  // answered here from what the render was given: the variables, and nothing else (no world
-  // book, preset or character), which the template sees as it would see an unknown title.
-  let apiObject = null;
   function installApi(locals, limit, table, variables) {
     callLimit = limit;
     answers = table;
@@ -1021,13 +1018,6 @@
     } else {
       bridgeMode = true;
       locals.variables = new ProxyCtor({}, variablesHandler);
-    }
-    // The compiled program's locals inherit the API from this object (`__tb.api`): a render copies
-    // only its own `variables`, not the ~60 functions, and a template's `_ = 5` still lands on its
-    // own locals copy (the object is not frozen: nothing trusted reads it again).
-    if (apiObject === null) {
-      apiObject = create(null);
-      for (let i = 0; i < apiNames.length; i++) apiObject[apiNames[i]] = apiValues[i];
     }
     api.api = apiObject;
   }
