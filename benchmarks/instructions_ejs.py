@@ -16,7 +16,9 @@ What is counted, per render of bench_ejs.py's template and variables:
 * ``fresh``: building and freeing a fresh context alone;
 * ``floor``: bench_ejs.py's floor for the tiny template (a bare context with the limits, the
   compiled program, its input, a drop), and ``tiny-host``/``tiny-worker`` tavernbox's host and
-  worker shares for the same template (issue 13's target: tavernbox <= 2x the floor).
+  worker shares for the same template (issue 13's target: tavernbox <= 2x the floor);
+  ``tiny-batch-host``: the host's share per render of a ``render_templates`` batch of 50 tiny
+  renders (a batch should cost less per render than singles; the workers do the same work).
 
 Run: ``python benchmarks/instructions_ejs.py [--renders N]`` (needs ``valgrind``; about a minute).
 The ratio ``(host + worker) / jinja2`` is the work one render costs against the peer's; the
@@ -36,7 +38,9 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-KINDS = ("jinja2", "host", "worker", "fresh", "floor", "tiny-host", "tiny-worker")
+KINDS = ("jinja2", "host", "worker", "fresh", "floor", "tiny-host", "tiny-worker", "tiny-batch-host")
+#: Renders per batch of the ``tiny-batch-host`` kind (its count is per render).
+BATCH = 50
 
 
 def _inner(kind: str, count: int) -> None:
@@ -65,6 +69,12 @@ def _inner(kind: str, count: int) -> None:
         limits = tavernbox.sandbox.Limits(time_ms=20000)
         for _ in range(5 + count):
             tavernbox.render_template(bench_ejs.TINY_TEMPLATE, bench_ejs.TINY_VARIABLES, limits=limits)
+        return
+    if kind == "tiny-batch-host":
+        limits = tavernbox.sandbox.Limits(time_ms=20000)
+        items = [(bench_ejs.TINY_TEMPLATE, bench_ejs.TINY_VARIABLES)] * BATCH
+        for _ in range(2 + count):
+            tavernbox.render_templates(items, limits=limits)
         return
     if kind == "host":
         limits = tavernbox.sandbox.Limits(time_ms=20000)
@@ -115,6 +125,7 @@ def measure(renders: int) -> dict[str, Any]:
     with ThreadPoolExecutor(max_workers=2) as pool:
         totals = dict(zip(runs, pool.map(lambda run: _count(*run), runs)))
     per = {kind: (totals[(kind, 1 + renders)] - totals[(kind, 1)]) / renders for kind in KINDS}
+    per["tiny-batch-host"] /= BATCH  # a count of that kind is one batch
     per["total"] = per["host"] + per["worker"]
     per["ratio_total_to_jinja2"] = per["total"] / per["jinja2"]
     per["ratio_worker_render_and_host_to_jinja2"] = (per["total"] - per["fresh"]) / per["jinja2"]
@@ -146,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{kind:7s}: {figures[kind] / 1e6:6.2f} M instructions per render")
     print(f"host + worker = {figures['total'] / 1e6:.2f} M = {figures['ratio_total_to_jinja2']:.2f}x jinja2; "
           f"without the fresh context's build and free: {figures['ratio_worker_render_and_host_to_jinja2']:.2f}x")
+    print(f"tiny template in a batch of {BATCH}: host {figures['tiny-batch-host'] / 1e6:.3f} M per render against "
+          f"{figures['tiny-host'] / 1e6:.3f} M for a single render (the worker's share is the same render for render)")
     print(f"tiny template: host + worker = {figures['tiny_total'] / 1e6:.2f} M = {figures['ratio_tiny_to_floor']:.2f}x "
           f"the floor ({figures['floor'] / 1e6:.2f} M: a bare context, the program, its input, a drop)")
     return 0
