@@ -12,10 +12,15 @@ Batch::
 
     tavernbox render --jsonl < jobs.jsonl
 
-reads one ``{"template", "variables"}`` object per line and writes one line per input, in
+reads one ``{"template", "variables", "dialect"?}`` object per line and writes one line per input, in
 order: ``{"text": ..., "error": null}`` or ``{"text": null, "error": {"code", "message",
 "line", "column"}}``. A bad line is an ``INPUT_INVALID`` error line, never the end of the
 batch; the exit status is 0 whenever the batch ran.
+
+Dialect: ``st-prompt-template`` (the default) gives every template the ST-Prompt-Template API
+(``getvar`` reads the variables; ``getwi``/``getpreset``/``getchar`` answer as for an unknown
+title unless the files below are given; writes are ``TEMPLATE_UNSUPPORTED``); ``--dialect ejs``
+(or a row's ``"dialect": "ejs"``) renders plain ejs.
 
 Template API (issue 4): ``--mvu FILE``, ``--world-book FILE`` (repeatable) with ``--activated
 UID,...`` (one per book, in order), ``--preset FILE`` and ``--card FILE`` render through the
@@ -33,6 +38,7 @@ from typing import Any
 
 import click
 
+from ..ejs.render import DIALECT_PROMPT_TEMPLATE, DIALECTS
 from ..errors import TemplateError
 from ..strict_json import check_output, loads, refuse_non_finite, refuse_surrogates
 from .output import guarded, parse_json_row, read_text_arg
@@ -51,6 +57,11 @@ def _load_vars(path: str) -> Any:
             refuse_surrogates(value, what=f"--vars {path}")
             refuse_non_finite(value, what=f"--vars {path}", code="INPUT_INVALID")
             return value
+        except RecursionError:
+            raise _too_deep(f"--vars {path}", path) from None
+        except ValueError as exc:  # an integer longer than Python converts (4,300 digits)
+            raise TemplateError(f"--vars {path} holds a value that cannot be read: {exc}", code="INPUT_INVALID",
+                                path=path) from None
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             raise TemplateError(
@@ -70,6 +81,17 @@ def _load_vars(path: str) -> Any:
             column=exc.colno,
             path=path,
         ) from None
+    except RecursionError:
+        raise _too_deep(f"--vars {path}", path) from None
+    except ValueError as exc:  # an integer longer than Python converts (4,300 digits)
+        raise TemplateError(f"--vars {path} holds a number that cannot be read: {exc}", code="INPUT_INVALID",
+                            path=path) from None
+
+
+def _too_deep(what: str, path: str | None = None) -> TemplateError:
+    """Input nested deeper than the host's parser goes (about 1,000 levels): an input error."""
+    return TemplateError(f"{what} is nested too deeply (more than the host's parser reads)",
+                         code="TEMPLATE_INPUT_LIMIT", path=path)
 
 
 def _print_json(value: Any) -> None:
@@ -104,15 +126,32 @@ def _render_line(raw: str, number: int = 1) -> dict[str, Any]:
     try:
         job = parse_json_row(raw, number)
     except TemplateError as exc:
+        if exc.code == "INPUT_INVALID" and "nested too deeply" in exc.message:
+            # deeper than the host's parser reads: the template input limit, as for --vars
+            return {"text": None, "error": {**_error_object(_too_deep("the line")), "line": exc.line,
+                                            "column": exc.column}}
         return {"text": None, "error": _error_object(exc)}
+    except ValueError as exc:  # an integer longer than Python converts (4,300 digits)
+        return {"text": None, "error": {"code": "INPUT_INVALID", "message": f"the line cannot be read: {exc}",
+                                        "line": number, "column": None}}
     if not isinstance(job, dict) or not isinstance(job.get("template"), str):
         return {"text": None, "error": {"code": "INPUT_INVALID",
                                         "message": 'each line must be an object with a string "template"',
                                         "line": None, "column": None}}
+    dialect = job.get("dialect", DIALECT_PROMPT_TEMPLATE)
+    if dialect not in DIALECTS:
+        return {"text": None, "error": {"code": "INPUT_INVALID",
+                                        "message": f'"dialect" must be one of {", ".join(DIALECTS)}',
+                                        "line": None, "column": None}}
     if any(key in job for key in _BRIDGE_FIELDS):
+        if dialect != DIALECT_PROMPT_TEMPLATE:
+            return {"text": None, "error": {"code": "INPUT_INVALID",
+                                            "message": f'the fields {", ".join(_BRIDGE_FIELDS)} need the '
+                                                       f'{DIALECT_PROMPT_TEMPLATE} dialect (the template API)',
+                                            "line": None, "column": None}, "reads": []}
         return _render_bridge_line(job)
     try:
-        result = render_template(job["template"], job.get("variables"))
+        result = render_template(job["template"], job.get("variables"), dialect=dialect)
     except TemplateError as exc:
         return {"text": None, "error": _error_object(exc)}
     return {"text": result.text, "error": None}
@@ -214,19 +253,25 @@ def _usage_dict(usage: Any) -> dict[str, Any] | None:
               help="Entries activated this request, one per --world-book (only these are readable).")
 @click.option("--preset", "preset_file", metavar="FILE", help="A chat-completion preset (getpreset).")
 @click.option("--card", "card_file", metavar="FILE", help="A character card, JSON or PNG (getchar).")
+@click.option("--dialect", type=click.Choice(DIALECTS), default=None,
+              help=f"{DIALECT_PROMPT_TEMPLATE} (the default: ejs plus getvar, getwi, ...) or plain ejs.")
 def command(template_file: str | None, vars_file: str | None, as_json: bool, jsonl: bool, mvu_file: str | None,
             world_books: tuple[str, ...], activated: tuple[str, ...], preset_file: str | None,
-            card_file: str | None) -> None:
+            card_file: str | None, dialect: str | None) -> None:
     """Render an EJS TEMPLATE_FILE (ST-Prompt-Template dialect) in the sandbox."""
     bridge = mvu_file is not None or bool(world_books) or bool(activated) or preset_file is not None \
         or card_file is not None
     if jsonl:
-        if template_file is not None or vars_file is not None or as_json or bridge:
-            raise click.UsageError("--jsonl reads its jobs from stdin; it takes no file, --vars, --json or asset options (use the row fields)")
+        if template_file is not None or vars_file is not None or as_json or bridge or dialect is not None:
+            raise click.UsageError("--jsonl reads its jobs from stdin; it takes no file, --vars, --json, --dialect "
+                                   "or asset options (use the row fields)")
         guarded(_run_batch)
         return
     if template_file is None:
         raise click.UsageError("missing TEMPLATE_FILE (use - for stdin)")
+    if bridge and dialect not in (None, DIALECT_PROMPT_TEMPLATE):
+        raise click.UsageError(f"--mvu, --world-book, --preset and --card need the {DIALECT_PROMPT_TEMPLATE} dialect")
+    chosen = dialect or DIALECT_PROMPT_TEMPLATE
 
     def body() -> None:
         from ..ejs import render_template
@@ -249,10 +294,10 @@ def command(template_file: str | None, vars_file: str | None, as_json: bool, jso
                          "reads": [r.to_dict() for r in bridged.reads]})
             return
         if not as_json:
-            _write_text(render_template(source, variables).text)
+            _write_text(render_template(source, variables, dialect=chosen).text)
             return
         try:
-            result = render_template(source, variables)
+            result = render_template(source, variables, dialect=chosen)
         except TemplateError as exc:
             _print_json({"text": None, "error": _error_object(exc), "usage": None})
             sys.exit(1)
