@@ -18,6 +18,7 @@ failed.jsonl (id, error) so the README can list it.
 Asset references in a stored scenario (resolved by `inline`):
   {"corpus": "cards/x.json"}                              the file as it is (cp1252 files decoded as such)
   {"corpus": "cards/x.json", "patch": {...}}              then a deep merge of `patch` (dicts merge, others replace)
+  {"corpus": "cards/x.json", "drop": ["data.extensions.regex_scripts"]}   then those keys removed
   {"corpus": "presets/x.json", "prompts_patch": {IDENT: {...}}, "add_prompts": [{prompt, "order_after": IDENT}]}
                                                           preset prompt fields replaced / prompts added to
                                                           `prompts` and to every `prompt_order` list
@@ -86,6 +87,12 @@ def resolve(ref: Any) -> Any:
     obj = load_corpus(ref["corpus"])
     if "patch" in ref:
         obj = deep_merge(obj, ref["patch"])
+    for dotted in ref.get("drop") or []:
+        *parents, last = dotted.split(".")
+        node = obj
+        for k in parents:
+            node = node.get(k) or {}
+        node.pop(last, None)
     for ident, fields in (ref.get("prompts_patch") or {}).items():
         hits = [p for p in obj["prompts"] if p.get("identifier") == ident]
         if not hits:
@@ -100,6 +107,16 @@ def resolve(ref: Any) -> Any:
             idx = next((i for i, o in enumerate(order) if o["identifier"] == add["order_after"]), len(order) - 1)
             order.insert(idx + 1, {"identifier": prompt["identifier"], "enabled": True})
     return obj
+
+
+def card(path: str) -> dict:
+    """A corpus card as a scenario uses it. Embedded regex scripts are dropped: on selecting such a card SillyTavern
+    asks whether to allow them and the oracle's page.evaluate waits on that popup forever; a card whose scripts are
+    not allowed sends the same prompt as the card without them (scoped scripts only run once allowed)."""
+    raw = load_corpus(path)
+    if ((raw.get("data") or {}).get("extensions") or {}).get("regex_scripts"):
+        return corpus(path, drop=["data.extensions.regex_scripts"])
+    return corpus(path)
 
 
 def card_name(card: dict) -> str:
@@ -203,7 +220,7 @@ def stem(name: str) -> str:
 def scenarios() -> Iterator[dict]:
     # A1: every corpus preset with its defaults
     for p in PRESETS:
-        cref = corpus(PRESET_CARD[p]) if p in PRESET_CARD else SERA
+        cref = card(PRESET_CARD[p]) if p in PRESET_CARD else SERA
         chat = generic_chat(cref) if p in PRESET_CARD else sera_chat()
         yield base(f"preset-{stem(p)}", "A1", f"preset {p} with its own defaults and {cref['corpus']}: prompt_order, "
                    "markers, enabled prompts, macro substitution (populateChatCompletion)", preset=corpus("presets/" + p),
@@ -275,7 +292,7 @@ def scenarios() -> Iterator[dict]:
 
     # A7: world info
     for cpath in ("cards/lide-ai.v3.json", "cards/mvu-qingkong-li.v3.json", "cards/zhanguo.v3.json"):
-        cref = corpus(cpath)
+        cref = card(cpath)
         yield base(f"wi-embedded-{stem(os.path.basename(cpath))}", "A7",
                    f"embedded character_book of {cpath} imported and linked: constant entries fire "
                    "(checkWorldInfo, getCharacterLore)", card=cref, chat=generic_chat(cref), import_embedded_book=True)
@@ -522,6 +539,9 @@ def record(sc: dict, res: dict) -> dict:
     rec = {"id": sc["id"], "group": sc["group"], "pins": sc["pins"], "scenario": stored(sc),
            "recorded_at": res["_recorded_at"], "st_version": res.get("st_version"),
            "messages": body.get("messages"), "request_fields": request_fields(body), "snapshot": res["snapshot"]}
+    page = res.get("browser_body_messages")
+    if page is not None and page != body.get("messages"):
+        rec["page_messages"] = page  # what the page posted, before SillyTavern's server post-processed it
     lw = linked_world(sc)
     if lw:
         rec["linked_world"] = lw
