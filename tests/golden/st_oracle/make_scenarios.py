@@ -10,6 +10,8 @@ inline assets, and only inlined when the oracle runs.
   make_scenarios.py list                       # ids and one-line descriptions
   make_scenarios.py show ID                    # the stored (corpus-referencing) scenario
   make_scenarios.py run [--only ID,ID] [--group A1,B]   # run through oracle.py --batch, merge into requests.jsonl
+  make_scenarios.py refresh                    # recompute pins/volatile of recorded cases (no SillyTavern needed)
+  make_scenarios.py table                      # the per-case table of README.md (from requests/failed.jsonl)
 
 `run` needs SillyTavern on 127.0.0.1:8123 and stub.py on 127.0.0.1:8124 (see the oracle's README). Results are
 merged by id into requests.jsonl in generator order; a failed case is retried once and then written to
@@ -462,7 +464,9 @@ def volatile_macros(sc: dict) -> list:
     inl = inline(sc)
     preset = inl["preset"]
     enabled = set()
-    for po in preset.get("prompt_order") or []:
+    orders = preset.get("prompt_order") or []
+    used = [po for po in orders if str(po.get("character_id")) == "100001"] or orders  # the global order ST uses
+    for po in used:
         enabled |= {o["identifier"] for o in po.get("order", []) if o.get("enabled")}
     texts = [p.get("content") or "" for p in preset.get("prompts", []) if p.get("identifier") in enabled]
     texts += [v for k, v in preset.items() if isinstance(v, str)]
@@ -570,6 +574,29 @@ def main(argv: list) -> int:
     if argv[0] == "show":
         sc = next(x for x in all_sc if x["id"] == argv[1])
         print(json.dumps(stored(sc), ensure_ascii=False, indent=1))
+        return 0
+    if argv[0] == "table":  # the per-case table of README.md
+        done, failed = load_jsonl(OUT), load_jsonl(FAILED)
+        print("| group | id | status | pins |\n| --- | --- | --- | --- |")
+        for sc in all_sc:
+            st = "ok" if sc["id"] in done else ("FAILED" if sc["id"] in failed else "not run")
+            vol = done.get(sc["id"], {}).get("volatile")
+            pins = sc["pins"].replace("|", "\\|") + (f" (volatile: {', '.join(vol)})" if vol else "")
+            print(f"| {sc['group']} | `{sc['id']}` | {st} | {pins} |")
+        return 0
+    if argv[0] == "refresh":  # recompute the derived fields (pins, volatile, linked_world) without re-running
+        done = load_jsonl(OUT)
+        by_id = {sc["id"]: sc for sc in all_sc}
+        with open(OUT, "w", encoding="utf-8") as f:
+            for cid in ids:
+                if cid in done:
+                    rec, sc = done[cid], by_id[cid]
+                    rec.update(group=sc["group"], pins=sc["pins"])
+                    rec.pop("volatile", None)
+                    vol = volatile_macros(sc)
+                    if vol:
+                        rec["volatile"] = vol
+                    f.write(json.dumps(rec, ensure_ascii=False) + "\n")
         return 0
     if argv[0] != "run":
         print(__doc__)
