@@ -406,13 +406,28 @@ def scenarios() -> Iterator[dict]:
     short_chat = [a("\"You are awake.\""), u("Where am I?"), a("\"In my glade.\""), u("What grows here?")]
     for cid, ov, pins in (
             ("examples-cut-normal", {"pin_examples": False, "strip_examples": False},
-             "example behaviour gradual (normal): examples fill after history, a dialogue cut partway"),
+             "example behaviour normal: examples fill what history leaves; a dialogue is added only whole, with its "
+             "separator (canAffordAll), so the 4th and later are dropped"),
             ("examples-cut-pinned", {"pin_examples": True, "strip_examples": False},
-             "pin_examples true (keep): examples reserved before history"),
+             "pin_examples true (keep): examples before history; same request as normal while history fits"),
             ("examples-strip", {"pin_examples": False, "strip_examples": True},
              "strip_examples true (disabled): no examples sent")):
         yield base(cid, "B", pins + " (populateDialogueExamples, max_context 700 / max_tokens 300)", card=ex_card,
                    chat=short_chat, max_context=700, max_tokens=300, st_overrides={"power_user": ov})
+    long_turns = [a("\"You are awake at last. Rest; the fever has broken and the wounds are closing.\""),
+                  u("Where am I? I remember the river, the wolves, and then nothing at all after that."),
+                  a("\"In my glade, deep in the forest. I carried you here when the beasts left you bleeding.\""),
+                  u("Thank you. How long was I asleep, and did you find my maps and my compass?"),
+                  a("\"Three days. Your satchel is by the door; the maps are damp but whole, the compass too.\""),
+                  u("Good. What grows here that could help me walk again before the next full moon?")]
+    for pinned in (False, True):
+        yield base(f"examples-vs-history-{'pinned' if pinned else 'normal'}", "B",
+                   f"pin_examples {pinned} when history and examples compete for 400 tokens: "
+                   + ("examples first, history trimmed to what is left" if pinned else
+                      "history first, examples get what is left") +
+                   " (populateChatCompletion order of populateDialogueExamples / populateChatHistory)",
+                   card=ex_card, chat=long_turns, max_context=700, max_tokens=300,
+                   st_overrides={"power_user": {"pin_examples": pinned, "strip_examples": False}})
 
     # B: injection_trigger
     trig_preset = corpus("presets/st-default-openai.json", add_prompts=[
