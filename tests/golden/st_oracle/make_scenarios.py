@@ -249,6 +249,22 @@ def scenarios() -> Iterator[dict]:
                    card=SERA_EXAMPLES, st_overrides={"oai_settings": {"squash_system_messages": squash,
                                                                       "new_example_chat_prompt": "[Example dialogue]"}})
 
+    for nb in (1, 2):
+        yield base(f"names-behavior-{nb}-examples", "A2",
+                   f"names_behavior {nb} with dialogue examples: how example_user / example_assistant messages are "
+                   "named or prefixed (populateDialogueExamples, Message.setName)", card=SERA_EXAMPLES,
+                   st_overrides={"oai_settings": {"names_behavior": nb}})
+    narr_chat = [a(greeting(SERA)), u("Where am I?"), s("Thunder rolls outside.", name="Narrator"),
+                 s("The lanterns go out.", name="Narrator"), u("What was that?")]
+    for nb in (0, 1):
+        yield base(f"squash-on-chat-system-names{nb}", "A3",
+                   f"squash_system_messages true with two consecutive narrator (system) messages in the chat and an "
+                   f"Author's Note at depth 1, names_behavior {nb}: which mid-chat system messages are squashed "
+                   "(ChatCompletion.squashSystemMessages skips named messages)", chat=narr_chat,
+                   author_note={"content": "[Author's note: a storm.]", "interval": 1, "depth": 1,
+                                "position": "chat", "role": "system"},
+                   st_overrides={"oai_settings": {"squash_system_messages": True, "names_behavior": nb}})
+
     # A4: prompt post-processing (Custom source select values)
     for pp in ("", "merge_tools", "semi_tools", "strict_tools", "merge", "semi", "strict", "single"):
         yield base(f"post-processing-{pp or 'none'}", "A4",
@@ -533,9 +549,25 @@ def http_json(url: str) -> Any:
         return json.loads(r.read().decode())
 
 
+def clean_worlds() -> list:
+    """Remove the worlds earlier cases left in SillyTavern's data folder (the oracle restores only settings.json):
+    an imported embedded book would otherwise be found by name by any later card linking a world of that name.
+    Within one batch the generator's order keeps such cards (A1) before the imports (A7)."""
+    data = os.path.join(ST_HOME, "data", "default-user", "worlds")
+    pristine = os.path.join(ST_HOME, "data.pristine", "default-user", "worlds")
+    keep = set(os.listdir(pristine)) if os.path.isdir(pristine) else set()
+    removed = []
+    for f in sorted(os.listdir(data)) if os.path.isdir(data) else []:
+        if f not in keep:
+            os.remove(os.path.join(data, f))
+            removed.append(f)
+    return removed
+
+
 def run_batch(cases: list) -> dict:
     """Run cases through oracle.py --batch; return {id: (result, recorded_at)}."""
     results = {}
+    print("removed worlds left by earlier cases:", clean_worlds(), flush=True)
     with tempfile.TemporaryDirectory(prefix="st-oracle-batch-") as tmp:
         src, dst = os.path.join(tmp, "in.jsonl"), os.path.join(tmp, "out.jsonl")
         with open(src, "w", encoding="utf-8") as f:
