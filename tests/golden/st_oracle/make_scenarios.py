@@ -276,6 +276,17 @@ def scenarios() -> Iterator[dict]:
                                 "role": "system"},
                    post_processing=pp)
 
+    for pp in ("merge", "strict"):
+        yield base(f"post-processing-{pp}-names1", "A4",
+                   f"custom_prompt_post_processing '{pp}' with names_behavior 1: named chat messages get a Name: "
+                   "prefix when the name fields are removed (server-side mergeMessages)",
+                   card=SERA_EXAMPLES,
+                   chat=[a(greeting(SERA)), u("Where am I?"), a("\"Safe, in my glade.\""),
+                         s("The fire crackles.", name="Narrator"), u("Thank you.")],
+                   author_note={"content": "[Keep the mood calm.]", "interval": 1, "depth": 1, "position": "chat",
+                                "role": "system"},
+                   post_processing=pp, st_overrides={"oai_settings": {"names_behavior": 1}})
+
     # A5: persona positions
     an = {"content": "[Author's note: the night is cold.]", "interval": 1, "depth": 2, "position": "chat",
           "role": "system"}
@@ -334,6 +345,9 @@ def scenarios() -> Iterator[dict]:
                    f"world_info_character_strategy {strat} with world_info_budget 10: which book's entries the budget "
                    "keeps depends on the strategy (sortFn and budget overflow in checkWorldInfo)",
                    book=GLOBAL_LANTERN, world_info={"world_info_character_strategy": strat, "world_info_budget": 10})
+    yield base("wi-recursive-off", "A7", "world_info_recursive false with the setup of wi-strategy-2: the global "
+               "entry that only Eldoria's content activates (order 50) is not sent (checkWorldInfo recursion)",
+               book=GLOBAL_LANTERN, world_info={"world_info_character_strategy": 2, "world_info_recursive": False})
     depth_chat = [u("Hello."), a("\"Welcome.\""), u("Tell me about the beasts."),
                   a("\"They are a curse on this land.\""), u("Good night.")]
     for d in (1, 4):
