@@ -399,6 +399,12 @@ def scenarios() -> Iterator[dict]:
     yield base("gen-continue-prefill", "B", "continue with continue_prefill true: last message sent as assistant "
                "prefill with continue_postfix", chat=ends_assistant, generation_type="continue",
                st_overrides={"oai_settings": {"continue_prefill": True}})
+    yield base("gen-continue-prefill-names1", "B", "continue with continue_prefill and names_behavior 1: the "
+               "continued message keeps its name field (populateChatCompletion continuePrefill)", chat=ends_assistant,
+               generation_type="continue", st_overrides={"oai_settings": {"continue_prefill": True, "names_behavior": 1}})
+    yield base("gen-continue-names2", "B", "continue without prefill and names_behavior 2: prefixes on the continued "
+               "message and in the nudge's {{lastChatMessage}}", chat=ends_assistant, generation_type="continue",
+               st_overrides={"oai_settings": {"names_behavior": 2}})
     yield base("gen-impersonate", "B", "impersonate: impersonation_prompt appended (populateChatCompletion)",
                chat=ends_assistant, generation_type="impersonate")
     yield base("gen-regenerate", "B", "regenerate: the last assistant message is not sent", chat=ends_assistant,
