@@ -429,6 +429,13 @@ def scenarios() -> Iterator[dict]:
                "filled newest to oldest while it fits (populateChatHistory, canAfford)", chat=long_chat,
                max_context=1500, max_tokens=300)
 
+    yield base("budget-trim-40-injections", "B", "budget-trim-40 plus an Author's Note (depth 2, system) and the "
+               "persona at depth 4 (user): in-chat injections in a trimmed history (populationInjectionPrompts, "
+               "populateChatHistory)", chat=long_chat, max_context=1500, max_tokens=300,
+               author_note={"content": "[Author's note: the river is rising.]", "interval": 1, "depth": 2,
+                            "position": "chat", "role": "system"},
+               persona_position="at_depth", persona_depth=4, persona_role="user")
+
     # B: examples cut partway (short description so the budget reaches the examples)
     many_examples = "\n".join(
         f"<START>\n{{{{user}}}}: Question {k}: what grows by the stream number {k}?\n"
@@ -450,6 +457,12 @@ def scenarios() -> Iterator[dict]:
              "strip_examples true (disabled): no examples sent")):
         yield base(cid, "B", pins + " (populateDialogueExamples, max_context 700 / max_tokens 300)", card=ex_card,
                    chat=short_chat, max_context=700, max_tokens=300, st_overrides={"power_user": ov})
+    for pinned in (False, True):
+        yield base(f"budget-trim-40-examples-{'pinned' if pinned else 'normal'}", "B",
+                   f"40-message chat, 8 example dialogues, max_context 1000 / max_tokens 300, pin_examples {pinned} "
+                   "(populateDialogueExamples and populateChatHistory sharing the budget)", card=ex_card,
+                   chat=long_chat, max_context=1000, max_tokens=300,
+                   st_overrides={"power_user": {"pin_examples": pinned, "strip_examples": False}})
     long_turns = [a("\"You are awake at last. Rest; the fever has broken and the wounds are closing.\""),
                   u("Where am I? I remember the river, the wolves, and then nothing at all after that."),
                   a("\"In my glade, deep in the forest. I carried you here when the beasts left you bleeding.\""),
