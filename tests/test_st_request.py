@@ -475,3 +475,11 @@ def test_request_and_chat_files_follow_the_strict_json_rule(tmp_path: Path, text
     (tmp_path / "p.json").write_text(json.dumps(BASIC))
     res = CliRunner().invoke(cli, ["assemble", "--preset", str(tmp_path / "p.json"), "--chat", str(tmp_path / "chat.json")])
     assert res.exit_code == 1 and json.loads(res.stdout)["error"]["code"] == code
+
+
+def test_global_variables_set_in_one_prompt_are_read_in_a_later_one() -> None:
+    """SillyTavern expands prompts in order with one variable store: ``{{setglobalvar}}`` carries over."""
+    p = preset(prompt("a", "{{setglobalvar::m::X}}{{setvar::l::Y}}"), prompt("b", "[{{getglobalvar::m}}{{getvar::l}}]"),
+               marker("chatHistory"))
+    result = assemble_request({"preset": p, "chat": CHAT})
+    assert contents(result)[0] == ("system", "[XY]")

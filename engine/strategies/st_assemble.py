@@ -509,8 +509,11 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
         "seed": req.options.seed, **({"now": req.options.now} if req.options.now else {}),
         **({"group": list(req.group.members)} if req.group else {})})
     continued: dict[str, Any] | None = None
+    continued_text = ""
     if gen == "continue" and history:
         continued = history[-1]
+        # ``{{lastChatMessage}}`` is the message as written, without the name prefix names_behavior adds
+        continued_text = str(chat[-1].get("content") or "").replace("\r", "")
         if prefill_mode:  # taken out before the in-chat injections, sent last (``continuePrefill``)
             history = history[:-1]
     persona = req.user.persona
@@ -600,7 +603,7 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
         nudge = next((i for i, m in enumerate(logical) if block_of.get(m["id"]) == "preset:control:continueNudge"),
                      None)
         if nudge is not None:  # ``substituteParamsExtended(nudge, {lastChatMessage})``, the text as it is
-            text = _LAST_CHAT_MESSAGE.sub(lambda _m: continued["content"].strip(), str(logical[nudge]["content"]))
+            text = _LAST_CHAT_MESSAGE.sub(lambda _m: continued_text.strip(), str(logical[nudge]["content"]))
             logical[nudge] = {**logical[nudge], "content": text}
         if at is not None:
             moved = logical.pop(at)
