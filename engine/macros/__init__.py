@@ -18,7 +18,7 @@ from ..errors import Diagnostic, TemplateError
 from ..spans import Span
 from .context import ChatMessage, MacroContext
 from . import evaluator as _evaluator
-from .evaluator import MAX_OUTPUT_CHARS, Draw, MacroCall, RenderState, post_process
+from .evaluator import MAX_OUTPUT_CHARS, Draw, MacroCall, RenderState, capped_diagnostics, post_process
 from .evaluator import new_state as _new_state
 from .parser import MAX_NESTING, ArgNode, MacroNode, Plain, VarNode, document_items, parse_macros
 from .registry import MacroDef, MacroRegistry, dynamic_table
@@ -200,6 +200,10 @@ class CompiledMacros:
             # an unclean parse is redone by the evaluator (it decides per level what to trust)
             self._items: tuple | None = tuple(items) if clean else None
             self._diagnostics: tuple[Diagnostic, ...] = tuple(diags) if clean else ()
+            if not clean:
+                # ... from this very parse: the evaluator's parse of the whole span is the same
+                # call, so it finds it in the cache instead of lexing the text a second time
+                self._parse_cache[(0, len(pre))] = (tuple(items), tuple(diags), clean)
         else:
             self._items = (Plain(0, len(pre)),) if pre else ()
             self._diagnostics = ()
@@ -376,7 +380,9 @@ def _finish(
     return _make_result(
         out,
         {"local": local.snapshot(), "global": glob.snapshot()},
-        _remap(state.diagnostics, omap) if state.diagnostics else (),
+        _remap(capped_diagnostics(state.diagnostics, state.omitted), omap)
+        if state.diagnostics or state.omitted
+        else (),
         (
             tuple(Draw(d.kind, omap.back(d.offset), d.value, d.macro, d.rolls) for d in draws)
             if omap.pre
