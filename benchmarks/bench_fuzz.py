@@ -10,7 +10,7 @@ proportion to the machine. Rows:
   twentieth of the time in Hypothesis batches);
 * ``generate`` / ``check``: the two halves of one fast input, measured apart.
 
-Run: ``python benchmarks/bench_fuzz.py [--seconds S] [--json]``.
+Run: ``python benchmarks/bench_fuzz.py [--seconds S] [--inputs N] [--json]``.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ def _campaign_rate(target: fuzz.FuzzTarget, seconds: float) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--inputs", type=int, default=5_000, help="inputs for the generate/check split")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
 
@@ -60,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
 
     gen = MacroTextGenerator(random.Random(5))
     start = time.process_time()
-    texts = [gen.text() for _ in range(5_000)]
+    texts = [gen.text() for _ in range(max(1, args.inputs))]
     figures["generate_us"] = (time.process_time() - start) / len(texts) * 1e6
     figures["mean_chars"] = sum(map(len, texts)) / len(texts)
     start = time.process_time()

@@ -151,7 +151,7 @@ def test_bench_fuzz_reports_its_figures() -> None:
     import sys
 
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_fuzz.py"
-    done = subprocess.run([sys.executable, str(script), "--seconds", "1", "--json"], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, str(script), "--seconds", "1", "--inputs", "300", "--json"], capture_output=True, text=True,
                           check=True, timeout=300)
     figures = json.loads(done.stdout)
     assert figures["fast"]["per_cpu_s"] > figures["hypothesis_only"]["per_cpu_s"]
