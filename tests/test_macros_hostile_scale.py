@@ -170,3 +170,18 @@ def test_cached_30kb_plain_prompt_is_cheaper_than_jinja2() -> None:
     ours = best(lambda: template.expand(ctx))
     theirs = best(lambda: jinja.render(values))
     assert ours <= 2.5 * theirs  # target 0.5x (benchmarks/bench_macros.py)
+
+
+def test_large_texts_pause_the_collector_and_restore_it() -> None:
+    import gc
+
+    from tavernbox.macros import _BULK_CHARS
+
+    text = "{{if 1}}" * (_BULK_CHARS // 8 + 10)
+    assert gc.isenabled()
+    assert expand_macros(text, {}).text == text
+    assert gc.isenabled()
+    with pytest.raises(Exception) as info:  # an error raised while paused restores it too
+        expand_macros("{{user}}" * (_BULK_CHARS // 8 + 10), {"user": "x" * 1024})
+    assert getattr(info.value, "code", None) == "MACRO_OUTPUT_LIMIT"
+    assert gc.isenabled()
