@@ -47,8 +47,9 @@ def test_campaign_finds_and_shrinks_each_distinct_bug(tmp_path: Path) -> None:
 
 def test_campaign_is_reproducible_for_a_seed() -> None:
     target = _buggy_target()
-    first = fuzz.run_campaign(target, seconds=0.5, seed=11)
-    second = fuzz.run_campaign(target, seconds=0.5, seed=11)
+    # long enough for the first batch to finish even on a loaded machine
+    first = fuzz.run_campaign(target, seconds=2.0, seed=11)
+    second = fuzz.run_campaign(target, seconds=2.0, seed=11)
     assert [f.example for f in first.findings][:1] == [f.example for f in second.findings][:1]
 
 

@@ -365,8 +365,11 @@ def run_campaign(
                 break
         now = time.monotonic()
         if HYPOTHESIS_SHARE and hypothesis_spent < HYPOTHESIS_SHARE * (now - started) and now < deadline:
-            _hypothesis_batch(target, strategy, random.Random(f"{seed}:{batch_number}"), min(batch, 20), deadline,
-                              shrink_until, known, findings, counter, database)
+            # a small batch with its own time box: Hypothesis draws every example of a batch even
+            # once its condition has stopped checking them, at 5-50 ms each
+            budget = max(0.05, HYPOTHESIS_SHARE * (now - started) - hypothesis_spent)
+            _hypothesis_batch(target, strategy, random.Random(f"{seed}:{batch_number}"), min(batch, 5),
+                              min(deadline, now + budget), shrink_until, known, findings, counter, database)
             batch_number += 1
             hypothesis_spent += time.monotonic() - now
         if on_progress is not None:
