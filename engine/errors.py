@@ -34,6 +34,7 @@ CODES: dict[str, str] = {
     "MACRO_OUTPUT_LIMIT": "the expanded text would pass the output limit",
     "MACRO_ROLL_LIMIT": "a dice roll asks for more dice than the limit",
     "MACRO_REPEAT_LIMIT": "{{newline}} or {{space}} asks for more repetitions than the limit",
+    "MACRO_DIAGNOSTICS_LIMIT": "a render raised more diagnostics than it reports; the rest are counted by code",
     # templates (EJS + sandbox)
     "TEMPLATE_SYNTAX": "the template or its JavaScript does not compile",
     "TEMPLATE_TOO_LARGE": "the template is longer than the limit",

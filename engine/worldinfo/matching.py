@@ -475,8 +475,9 @@ class KeyMatcher:
                     self.regex_searches += 1
                     hit = js_regex_search(rx, text, self.regex_timeout, where if rx.literal_at_start else 0)
         except TimeoutError:
-            object.__setattr__(rx, "status", "refused")
-            object.__setattr__(rx, "reason", f"the search took longer than {self.regex_timeout:g} s")
+            if rx.status != "refused":  # else the search engine already said why (see regexes._js_search)
+                object.__setattr__(rx, "status", "refused")
+                object.__setattr__(rx, "reason", f"the search took longer than {self.regex_timeout:g} s")
             return self._refuse(rx, entry)
         self._regex_results[key] = hit
         return hit
