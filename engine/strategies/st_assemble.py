@@ -292,14 +292,39 @@ def _older_than_any_budget(history: list[dict[str, Any]], budget: int) -> tuple[
     placed whole to send its last few hundred; the budget pass still decides, and reports, every cut.
     """
     reach = budget // 3 + _PRE_CUT_MARGIN
-    if len(history) <= reach:
+    if len(history) > reach:
+        counted = 0
+        for i in range(len(history) - 1, -1, -1):
+            if history[i].get("content"):
+                counted += 1
+                if counted > reach:
+                    return history[i + 1:], i + 1
+    return history, 0
+
+
+def _beyond_the_budget(history: list[dict[str, Any]], budget: int, tokenizer: str) -> tuple[list[dict[str, Any]], int]:
+    """The history without the messages that could not be sent even if the whole budget were theirs.
+
+    The budget pass fills the history newest first with what the prompts leave, and stops at the
+    first message that does not fit; walking the newest messages with the *whole* budget finds a
+    message at or before which that stop must come, so everything older can be cut before placement.
+    The counts are the budget pass's own (one cached counter), so the walk costs the new messages only.
+    """
+    if len(history) <= 200 or fits_without_counting(history, budget):
         return history, 0
-    counted = 0
+    from ..tokenizers import MessageCounter, get_tokenizer
+
+    counter = _counters.get(tokenizer)
+    if counter is None:
+        counter = _counters[tokenizer] = MessageCounter(get_tokenizer(tokenizer))
+    left = budget
     for i in range(len(history) - 1, -1, -1):
-        if history[i].get("content"):
-            counted += 1
-            if counted > reach:
-                return history[i + 1:], i + 1
+        m = history[i]
+        if not m.get("content"):
+            continue
+        left -= counter.message(m)
+        if left < 0:
+            return history[i:], i
     return history, 0
 
 
@@ -582,6 +607,8 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
     max_context = req.budget.max_context or int(preset["openai_max_context"])
     max_tokens = req.budget.max_tokens if req.budget.max_tokens is not None else int(preset["openai_max_tokens"])
     history, pre_cut = _older_than_any_budget(history, max_context - max_tokens)
+    history, more = _beyond_the_budget(history, max_context - max_tokens, req.budget.tokenizer)
+    pre_cut += more
     if pre_cut:
         # macros still see the whole chat (``{{lastMessageId}}`` and the like count it all)
         assets["macro_context"] = {**assets.get("macro_context", {}), "chat": [
