@@ -11,34 +11,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from st_support import marker, order, prompt
+
 from tavernbox import assemble_request
 from tavernbox.errors import TemplateError
 from tavernbox.tokenizers import MessageCounter, get_tokenizer
 
 
-def prompt(identifier: str, content: str = "", role: str = "system", **extra: Any) -> dict[str, Any]:
-    user_prompt = identifier not in ("main", "nsfw", "jailbreak", "enhanceDefinitions")
-    return {"identifier": identifier, "name": identifier, "role": role, "content": content,
-            "system_prompt": not user_prompt, **extra}
-
-
-def marker(identifier: str) -> dict[str, Any]:
-    return {"identifier": identifier, "name": identifier, "marker": True}
-
-
 def preset(*prompts: dict[str, Any], **fields: Any) -> dict[str, Any]:
     return {"prompts": list(prompts), "new_chat_prompt": "", "new_example_chat_prompt": "[Example Chat]", **fields,
-            "prompt_order": [{"character_id": 100001, "order": _order(prompts)}]}
-
-
-#: markers SillyTavern appends when an order lacks them; the fixtures switch the unused ones off
-_MERGED_MARKERS = ("worldInfoBefore", "worldInfoAfter", "charDescription", "charPersonality", "scenario")
-
-
-def _order(prompts: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
-    ids = [p["identifier"] for p in prompts]
-    return [{"identifier": i, "enabled": True} for i in ids] + [
-        {"identifier": i, "enabled": False} for i in _MERGED_MARKERS if i not in ids]
+            "prompt_order": [{"character_id": 100001, "order": order(prompts)}]}
 
 
 EXAMPLES = "<START>\n{{user}}: Hi there.\n{{char}}: Hello.\n<START>\n{{user}}: Second?\n{{char}}: Yes, second."

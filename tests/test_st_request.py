@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from st_support import marker, order, prompt
+
 from tavernbox import assemble_request, parse_request
 from tavernbox.cli.main import main as cli
 from tavernbox.errors import TemplateError
@@ -22,29 +24,9 @@ from tavernbox.strategies.st_postprocess import PLACEHOLDER, PromptNames, histor
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def prompt(identifier: str, content: str = "", role: str = "system", **extra: Any) -> dict[str, Any]:
-    user_prompt = identifier not in ("main", "nsfw", "jailbreak", "enhanceDefinitions")
-    return {"identifier": identifier, "name": identifier, "role": role, "content": content,
-            "system_prompt": not user_prompt, **extra}
-
-
-def marker(identifier: str) -> dict[str, Any]:
-    return {"identifier": identifier, "name": identifier, "marker": True}
-
-
 def preset(*prompts: dict[str, Any], **fields: Any) -> dict[str, Any]:
     return {"prompts": list(prompts), **fields,
-            "prompt_order": [{"character_id": 100001, "order": _order(prompts)}]}
-
-
-#: markers SillyTavern appends when an order lacks them; the fixtures switch the unused ones off
-_MERGED_MARKERS = ("worldInfoBefore", "worldInfoAfter", "charDescription", "charPersonality", "scenario")
-
-
-def _order(prompts: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
-    ids = [p["identifier"] for p in prompts]
-    return [{"identifier": i, "enabled": True} for i in ids] + [
-        {"identifier": i, "enabled": False} for i in _MERGED_MARKERS if i not in ids]
+            "prompt_order": [{"character_id": 100001, "order": order(prompts)}]}
 
 
 BASIC = preset(prompt("main", "Write {{char}}'s reply to {{user}}."), marker("personaDescription"),

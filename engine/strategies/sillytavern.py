@@ -718,15 +718,16 @@ def st_registry() -> SourceRegistry:
     return registry
 
 
-def squash_system_messages(messages: Sequence[Mapping[str, Any]], keep: frozenset[str] | set[str] = frozenset()
-                           ) -> list[dict[str, Any]]:
+def squash_system_messages(messages: Sequence[Mapping[str, Any]], keep: frozenset[str] | set[str] = frozenset(),
+                           spans_of: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """SillyTavern's "squash system messages": adjacent unnamed system messages become one.
 
     Contents join with a newline; empty system messages are dropped; named system messages (the
     dialogue examples) and the messages whose ids are in ``keep`` (SillyTavern's new-chat and
     example separators; :func:`st_messages` fills it from the nodes) are never merged.
     SillyTavern squashes only real sends (its token preview is unsquashed), so this is a separate
-    step on the final array.
+    step on the final array. ``spans_of`` (message id -> character ranges), when given, is updated so
+    that a merged message's ranges cover its parts at their new offsets.
     """
     out: list[dict[str, Any]] = []
 
@@ -738,7 +739,12 @@ def squash_system_messages(messages: Sequence[Mapping[str, Any]], keep: frozense
         if m.get("role") == "system" and not m.get("content"):
             continue
         if squashable(m) and out and squashable(out[-1]):
-            out[-1] = {**out[-1], "content": out[-1]["content"] + "\n" + m["content"]}
+            prev = out[-1]
+            if spans_of is not None:
+                shift = len(prev["content"]) + 1
+                spans_of[prev["id"]] = list(spans_of.get(prev["id"], [])) + [
+                    (a + shift, b + shift, info) for a, b, info in spans_of.get(m["id"], [])]
+            out[-1] = {**prev, "content": prev["content"] + "\n" + m["content"]}
         else:
             out.append(dict(m))
     return out

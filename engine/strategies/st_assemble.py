@@ -354,28 +354,6 @@ def _author_note_active(interval: int, chat: Sequence[Mapping[str, Any]]) -> boo
     return left == 0
 
 
-def _squash_with_spans(messages: list[dict[str, Any]], keep: set[str], spans_of: dict[str, Any]) -> list[dict[str, Any]]:
-    """:func:`~.sillytavern.squash_system_messages`, carrying each message's character ranges along."""
-    out: list[dict[str, Any]] = []
-
-    def squashable(m: Mapping[str, Any]) -> bool:
-        return m.get("role") == "system" and not m.get("name") and m.get("id") not in keep \
-            and isinstance(m.get("content"), str)
-
-    for m in messages:
-        if m.get("role") == "system" and not m.get("content"):
-            continue
-        if squashable(m) and out and squashable(out[-1]):
-            prev = out[-1]
-            shift = len(prev["content"]) + 1
-            spans_of[prev["id"]] = list(spans_of.get(prev["id"], [])) + [
-                (a + shift, b + shift, info) for a, b, info in spans_of.get(m["id"], [])]
-            out[-1] = {**prev, "content": prev["content"] + "\n" + m["content"]}
-        else:
-            out.append(dict(m))
-    return out
-
-
 def _wi_entries_for_spans(entries: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return [e for e in entries if isinstance(e.get("content"), str) and e["content"].strip()]
 
@@ -503,7 +481,7 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
     from ..assembler.sources import world_info_from_activation
     from ..worldinfo import ScanContext, activate_world_info
     from .builtin import builtin_strategy
-    from .sillytavern import st_registry
+    from .sillytavern import squash_system_messages, st_registry
     from .st_cache import scan_books
 
     req = parse_request(request)
@@ -667,7 +645,7 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
     if squash and not req.options.dry_run:
         separators = {m["id"] for m in logical
                       if block_of.get(m["id"], "").endswith((":newChat", ":groupNudge"))}
-        logical = _squash_with_spans(logical, separators, spans_of)
+        logical = squash_system_messages(logical, separators, spans_of)
     entries_by_key = _wi_entries_for_spans(assets.get("world_info") or [])
     span_source: list[tuple[str, str, list[Any]]] = []
     final = []
