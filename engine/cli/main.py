@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "fuzz": "fuzz:command",
     "assemble": "assemble:command",
     "replay": "replay:command",
+    "serve": "serve:command",
 }
 
 
