@@ -88,6 +88,12 @@ CODES: dict[str, str] = {
     # assembler (issue 6)
     "ASSEMBLY_PRESET_INVALID": "an assembly preset (dsh-tavern-request-assembly v1) is malformed; see its JSON path",
     "ASSEMBLY_REQUEST_INVALID": "an assembly request (chat messages, input ids, options) has the wrong shape",
+    "REQUEST_INVALID": "a SillyTavern request file (preset, card, books, chat, user, options) has the wrong shape "
+                       "or an unknown field",
+    "ST_LINKED_WORLD_MISSING": "the card links a world book that is not among the given books; it is not scanned",
+    "ST_LOREBOOK_MISSING": "the chat or persona lorebook named is not among the given books; it is not scanned",
+    "ST_SYSTEM_MESSAGES_AFTER_FIRST": "the request has system messages after the first; back ends that refuse them "
+                                      "need options.post_processing (semi, strict or single)",
     "ASSEMBLY_SOURCE_INVALID": "a source descriptor is malformed or its id is already registered",
     "ASSEMBLY_SOURCE_UNAVAILABLE": "a rule names a source that is not registered; its content is left out",
     "ASSEMBLY_DEPENDENCY_CYCLE": "declared source dependencies form a cycle",

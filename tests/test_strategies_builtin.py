@@ -266,7 +266,8 @@ def test_cli_outlets_reach_the_outlet_macro(tmp_path: Path) -> None:
     book = {"entries": {"1": {"uid": 1, "key": ["now"], "content": "Eldoria", "position": 7, "outletName": "places"}}}
     (tmp_path / "book.json").write_text(json.dumps(book))
     res = CliRunner().invoke(cli, ["assemble", "--strategy", "builtin-st", "--preset", str(tmp_path / "st.json"),
-                                   "--chat", str(tmp_path / "chat.json"), "--book", str(tmp_path / "book.json")])
+                                   "--chat", str(tmp_path / "chat.json"), "--book", str(tmp_path / "book.json"),
+                                   "--messages"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)[0]["content"] == "Places: Eldoria"
 
@@ -279,6 +280,6 @@ def test_cli_applies_the_presets_names_behavior_to_the_chat(tmp_path: Path) -> N
     (tmp_path / "card.json").write_text(json.dumps(card))
     res = CliRunner().invoke(cli, ["assemble", "--strategy", "builtin-st", "--preset", str(tmp_path / "st.json"),
                                    "--chat", str(tmp_path / "chat.json"), "--card", str(tmp_path / "card.json"),
-                                   "--system-update", "in-history"])
+                                   "--messages"])
     assert res.exit_code == 0, res.output
     assert [m["content"] for m in json.loads(res.output) if m["role"] == "user"][:3] == ["HEAD", "User: OLD", "User: NOW"]

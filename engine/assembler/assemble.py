@@ -403,7 +403,7 @@ def compose(
     planner = Planner(preset, entries, native, render_call)
     rows = planner.place()
     flat: list[tuple[Node, int]] = [(n, k) for n in rows for k in range(len(n.messages))]
-    insert_deferred(flat, planner.deferred)
+    insert_deferred(flat, planner.deferred, in_history=preset.placement == "st")
     retention = retain(
         flat,
         validate_records(snapshots),

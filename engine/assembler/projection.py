@@ -262,7 +262,9 @@ def project_system(
         elif system_prompt_update != "in-history":
             raise TemplateError(
                 f"the request has a system message at position {late[0]['index']} but the model only accepts a "
-                "leading system message (system_prompt_update='leading-only')",
+                "leading system message (system_prompt_update='leading-only'); pass --system-update in-history "
+                "(system_prompt_update='in-history') if the model takes them, or use the builtin-st strategy with "
+                "options.post_processing (--post-processing semi|strict|single) to send what SillyTavern sends",
                 code="ASSEMBLY_SYSTEM_UPDATES_UNSUPPORTED",
             )
     return Projection(out, out_spans, index_map, records, charge, capability, limit, diagnostics)

@@ -1,10 +1,18 @@
 """``tavernbox assemble``: build the chat-completion messages for one request.
 
-The chat file is ``{"messages": [...], "input_ids": [...]}`` or a plain list of messages (then the
-trailing user message is the current input). ``--strategy`` is a preset file in format
-``dsh-tavern-request-assembly`` v1. Without ``--json`` the messages are printed; with it, the
-whole result. A failure prints ``{"error": {"code", "message"}}`` and exits 1, never a traceback:
-the CLI is where hostile input arrives.
+With the default strategy, ``builtin-st``, the answer is exactly what SillyTavern sends for the
+request: ``--request REQ.json`` carries everything (preset, card, books, chat, user and persona,
+Author's Note, world-info settings, options; see :mod:`tavernbox.strategies.st_request`), and the
+flags ``--preset``, ``--card``, ``--book``, ``--chat``, ``--user``, ``--persona``,
+``--post-processing`` and ``--seed`` are shorthands that fill or override its fields. The messages
+are printed readably, warnings go to stderr; ``--json`` prints the whole result (messages, warnings,
+nodes, provenance, world-info trace and record), ``--messages`` only the array that is sent.
+
+Any other strategy (a rule file in format ``dsh-tavern-request-assembly`` v1, or the other
+built-ins) takes the assembler's own chat file ``{"messages": [...], "input_ids": [...]}`` with
+message ids and prints its projected ``messages`` as JSON. A failure prints
+``{"error": {"code", "message"}}`` and exits 1, never a traceback: the CLI is where hostile input
+arrives.
 """
 
 from __future__ import annotations
@@ -107,44 +115,153 @@ def _world_info(paths: tuple[str, ...], messages: list[Any], seed: int) -> tuple
     return world_info_from_activation(activation), outlets
 
 
+def _st_request(request_path: str | None, flags: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """The request object: the file (if any) with the shorthand flags filled in over it."""
+    from pathlib import Path
+
+    from ..strategies.st_assemble import read_request_file
+
+    data: dict[str, Any] = {}
+    base: Any = Path.cwd()
+    if request_path:
+        loaded, base = read_request_file(request_path)
+        if not isinstance(loaded, dict):
+            raise TemplateError("a request must be a JSON object", code="REQUEST_INVALID", path="$")
+        data = loaded
+    cwd = str(Path.cwd())
+    for key in ("preset", "card", "chat"):
+        if flags.get(key):
+            data[key] = str(Path(cwd) / flags[key]) if flags[key] != "-" else _stdin_chat()
+    if flags.get("books"):
+        data["books"] = [*data.get("books", []), *(str(Path(cwd) / b) for b in flags["books"])]
+    if flags.get("user") is not None or flags.get("persona") is not None:
+        user = dict(data.get("user") or {})
+        if flags.get("user") is not None:
+            user["name"] = flags["user"]
+        if flags.get("persona") is not None:
+            user["persona"] = {**(user.get("persona") or {}), "description": flags["persona"]}
+        data["user"] = user
+    options = dict(data.get("options") or {})
+    if flags.get("post_processing") is not None:
+        options["post_processing"] = flags["post_processing"]
+    if flags.get("seed") is not None:
+        options["seed"] = flags["seed"]
+    if flags.get("preview"):
+        options["dry_run"] = True
+    if flags.get("target"):
+        options["target"] = flags["target"]
+    if options:
+        data["options"] = options
+    return data, base
+
+
+def _stdin_chat() -> Any:
+    from ..strategies.st_chat import parse_chat_text
+    from .output import read_text_arg
+
+    chat = parse_chat_text(read_text_arg("-"))
+    return {"messages": [m.to_dict() for m in chat.messages], **({"lorebook": chat.lorebook} if chat.lorebook else {})}
+
+
+def _print_readable(messages: list[dict[str, Any]]) -> None:
+    """Messages for a person: a header per message (index, role, name), then its content as sent."""
+    for i, m in enumerate(messages, 1):
+        head = f"--- [{i}] {m['role']}" + (f" ({m['name']})" if m.get("name") else "") + " ---"
+        click.echo(head)
+        content = m.get("content")
+        click.echo(content if isinstance(content, str) else json.dumps(content, ensure_ascii=False, indent=2))
+    click.echo(f"--- {len(messages)} messages, {sum(len(str(m.get('content') or '')) for m in messages)} characters ---")
+
+
+def _warn(diagnostics: list[Any]) -> None:
+    from .output import print_diagnostics
+
+    print_diagnostics(diagnostics)
+
+
 @click.command("assemble")
-@click.option("--strategy", required=True,
-              help="A preset file (dsh-tavern-request-assembly v1) or a built-in id (builtin-native-slots, "
-                   "builtin-native-roles, builtin-st).")
-@click.option("--chat", "chat_path", required=True, help="The chat file: messages and input ids.")
-@click.option("--card", help="A character card (JSON or PNG).")
-@click.option("--preset", "st_preset", help="A SillyTavern chat-completion preset, placed by the `preset` rule as SillyTavern does.")
-@click.option("--book", "books", multiple=True, help="A world book; activated against the chat.")
-@click.option("--mvu", help="MVU variables: for tavern.mvu/state and {{format_message_variable::stat_data}}.")
-@click.option("--templates", help="Prompt-template resources (a JSON list, or {\"templates\": [...]}) for the "
-                                   "pmp-dsh-tavern/prompt-template source; they run only with --session.")
+@click.option("--strategy", default="builtin-st", show_default=True,
+              help="builtin-st (exactly what SillyTavern sends), another built-in id (builtin-native-slots, "
+                   "builtin-native-roles) or a rule file (dsh-tavern-request-assembly v1).")
+@click.option("--request", "request_path", help="A request file (JSON, '-' for stdin): preset, card, books, chat, "
+                                                 "user, author_note, world_info, options. The flags below override it.")
+@click.option("--chat", "chat_path", help="The chat: {\"messages\": [...]} JSON or SillyTavern's .jsonl export ('-' "
+                                          "for stdin).")
+@click.option("--card", help="A character card (JSON or PNG); its embedded lorebook is scanned.")
+@click.option("--preset", "st_preset", help="A SillyTavern chat-completion preset.")
+@click.option("--book", "books", multiple=True, help="A world book (repeatable): global, unless the card links it.")
+@click.option("--user", "user_name", help="The user's name (default User).")
+@click.option("--persona", help="The user's persona description (placed where the preset's marker is).")
+@click.option("--post-processing", type=click.Choice(["none", "merge", "semi", "strict", "single"]),
+              help="SillyTavern's prompt post-processing, for back ends that refuse system messages after the first.")
+@click.option("--target", type=click.Choice(["openai", "claude", "google"]), default=None,
+              help="The API shape of the body: OpenAI-compatible (default), or SillyTavern's Claude/Google conversion.")
+@click.option("--messages", "as_messages", is_flag=True, help="Print only what is sent, as JSON: the messages array "
+                                                               "(with --target claude/google, the converted body).")
+@click.option("--mvu", help="MVU variables (rule-file strategies): for tavern.mvu/state and "
+                            "{{format_message_variable::stat_data}}.")
+@click.option("--templates", help="Prompt-template resources (rule-file strategies; a JSON list, or "
+                                   "{\"templates\": [...]}); they run only with --session.")
 @click.option("--session", "session_id", help="The session id (prompt templates run only for a bound session).")
 @click.option("--system-update", type=click.Choice(["leading-only", "in-history"]), default="leading-only",
-              show_default=True, help="Whether the model accepts system messages after the first.")
-@click.option("--preview", is_flag=True, help="Preview: no unsent input, system-update capability unverified.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed for random macros and world info.")
+              show_default=True, help="Rule-file strategies: whether the model accepts system messages after the first.")
+@click.option("--preview", is_flag=True, help="Preview (SillyTavern's dry run: no squashing).")
+@click.option("--seed", type=int, default=None, help="Seed for random macros and world info (default 0).")
 @click.option("--max-profile-bytes", type=int, default=None, help="Logical extra-byte limit (default 512 KiB).")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON.")
 def command(
     strategy: str,
-    chat_path: str,
+    request_path: str | None,
+    chat_path: str | None,
     card: str | None,
     st_preset: str | None,
     books: tuple[str, ...],
+    user_name: str | None,
+    persona: str | None,
+    post_processing: str | None,
+    target: str | None,
+    as_messages: bool,
     mvu: str | None,
     templates: str | None,
     session_id: str | None,
     system_update: str,
     preview: bool,
-    seed: int,
+    seed: int | None,
     max_profile_bytes: int | None,
     as_json: bool,
 ) -> None:
-    """Assemble the chat-completion messages for one request."""
+    """Assemble the chat-completion messages for one request (by default exactly what SillyTavern sends)."""
+
+    def st_body() -> None:
+        from ..strategies.st_assemble import assemble_request
+
+        for flag, value in (("--mvu", mvu), ("--templates", templates), ("--session", session_id),
+                            ("--max-profile-bytes", max_profile_bytes)):
+            if value is not None:
+                raise TemplateError(f"{flag} applies to rule-file strategies; builtin-st sends what SillyTavern sends "
+                                    "(use --strategy FILE for it)", code="INPUT_INVALID")
+        data, base = _st_request(request_path, {
+            "preset": st_preset, "card": card, "chat": chat_path, "books": books, "user": user_name,
+            "persona": persona, "post_processing": post_processing, "seed": seed, "preview": preview,
+            "target": target})
+        result = assemble_request(data, base_dir=base)
+        if as_json:
+            click.echo(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
+            return
+        _warn(result.warnings)
+        if as_messages:
+            sent = result.messages if "messages" in result.body and len(result.body) == 1 else result.body
+            click.echo(json.dumps(sent, ensure_ascii=False, indent=2))
+        else:
+            _print_readable(result.messages)
 
     def body() -> None:
         from ..assembler import Assembler, AssemblyRequest
 
+        if request_path:
+            raise TemplateError("--request is for the builtin-st strategy", code="INPUT_INVALID")
+        if not chat_path:
+            raise TemplateError("--chat is required", code="INPUT_INVALID")
         preset = _strategy(strategy)
         messages, input_ids = _chat(chat_path)
         assets: dict[str, Any] = {}
@@ -158,8 +275,9 @@ def command(
                                         code="TEMPLATE_RESOURCE_INVALID", path="$")
                 loaded = loaded["templates"]
             assets["prompt_templates"] = loaded
+        seed_value = seed or 0
         if books:
-            assets["world_info"], outlets = _world_info(books, messages, seed)
+            assets["world_info"], outlets = _world_info(books, messages, seed_value)
             named = [read_json_arg(p, "world book") for p in books]
             if templates and all(isinstance(b, dict) and isinstance(b.get("name"), str) for b in named):
                 assets["world_books"] = named  # what getwi reads (activated entries only)
@@ -182,7 +300,8 @@ def command(
 
             assets["mvu"] = {"name": Path(mvu).stem, "stat_data": load_asset(mvu, kind="mvu").model.stat_data}
         request = {"preset": preset, "messages": messages, "input_ids": input_ids, "assets": assets,
-                   "preview": preview, "system_prompt_update": system_update, "seed": seed, "session_id": session_id}
+                   "preview": preview, "system_prompt_update": system_update, "seed": seed_value,
+                   "session_id": session_id}
         if max_profile_bytes is not None:
             request["max_profile_bytes"] = max_profile_bytes
         from ..strategies import st_registry
@@ -193,4 +312,4 @@ def command(
         else:
             click.echo(json.dumps(result.messages, ensure_ascii=False, indent=2))
 
-    json_guard(body)
+    json_guard(st_body if strategy == "builtin-st" else body)

@@ -2,7 +2,8 @@
 
 ``sillytavern`` places a SillyTavern chat-completion preset plus a card as SillyTavern does;
 ``builtin`` holds the three built-in strategies (immutable, copy-on-edit) and the per-session
-selection (apply, select, preview).
+selection (apply, select, preview); ``st_request``/``st_chat``/``st_assemble``/``st_postprocess``
+turn a request file into exactly the messages SillyTavern sends (:func:`assemble_request`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from .builtin import (
     builtin_strategy,
     is_builtin,
 )
+from .st_assemble import StAssembly, assemble_request
+from .st_request import StRequest, parse_request
 from .sillytavern import (
     PRESET_SOURCE,
     apply_names_behavior,
@@ -30,10 +33,14 @@ __all__ = [
     "DEFAULT_STRATEGY",
     "PRESET_SOURCE",
     "SelectionStore",
+    "StAssembly",
+    "StRequest",
     "StrategyLibrary",
     "apply_names_behavior",
+    "assemble_request",
     "builtin_strategy",
     "is_builtin",
+    "parse_request",
     "register_preset_source",
     "split_examples",
     "squash_system_messages",

@@ -309,16 +309,32 @@ def _preset_source(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[
             elif ident == "jailbreak":
                 text, _ = _override(p, card.get("post_history_instructions"),
                                     assets.get("prefer_character_jailbreak", True) is not False)
+            note_text, note = author_note_text(context, entries) if ident == "main" and not modules else ("", {})
+            note_at = note.get("position") if note_text else None
             if not 0 <= p.injection_depth <= MAX_INJECTION_DEPTH:
                 diags.append(_diag("ST_INJECTION_SKIPPED", f"prompt {ident!r}: injection_depth {p.injection_depth} is "
                                    f"outside 0..{MAX_INJECTION_DEPTH}; SillyTavern never injects it", "warning",
                                    identifier=ident))
-            elif text:
-                injections.append((p.injection_depth, p.injection_order, p.role, text, [ident]))
+            else:
+                # the Author's Note before/after an in-chat main joins main's (depth, order, role) group
+                if note_at == "before":
+                    injections.append((p.injection_depth, p.injection_order, p.role, note_text, ["authorsNote"]))
+                if text:
+                    injections.append((p.injection_depth, p.injection_order, p.role, text, [ident]))
+                if note_at == "after":
+                    injections.append((p.injection_depth, p.injection_order, p.role, note_text, ["authorsNote"]))
             continue
         if ident == "main":
             text, _ = _override(p, card.get("system_prompt"), assets.get("prefer_character_prompt", True) is not False)
+            note_text, note = author_note_text(context, entries) if not modules else ("", {})
+            note_at = note.get("position") if note_text else None
+            if note_at == "before":  # SillyTavern inserts the note into main's collection, before main
+                blocks.append(text_block("preset:authorsNote", note_text, _role(note.get("role")), "Author's Note",
+                                         "authorsNote"))
             authored(p, text, claims=[{"source_id": "character", "block_id": "system"}])
+            if note_at == "after":
+                blocks.append(text_block("preset:authorsNote", note_text, _role(note.get("role")), "Author's Note",
+                                         "authorsNote"))
         elif ident == "jailbreak":
             text, _ = _override(p, card.get("post_history_instructions"),
                                 assets.get("prefer_character_jailbreak", True) is not False)
@@ -416,6 +432,35 @@ def _persona(context: Mapping[str, Any]) -> tuple[str, int, Mapping[str, Any]]:
     return str(persona.get("description") or ""), position, persona
 
 
+def author_note_text(context: Mapping[str, Any], entries: list[Mapping[str, Any]]) -> tuple[str, Mapping[str, Any]]:
+    """The Author's Note as SillyTavern sends it: ``(text, note settings)``; empty when it is not due.
+
+    SillyTavern builds it in three steps (``setFloatingPrompt``, then world info, then the persona):
+    the note's text when its interval is due; the Author's-Note world-info entries around it (top
+    entries, the note, bottom entries, each list joined with newlines, one leading and one trailing
+    newline removed); then a persona placed at the note's top or bottom, joined with a newline.
+    Nothing of this is added when the interval is not due (``note["active"]`` false).
+    """
+    assets = context["assets"]
+    note = assets.get("author_note")
+    note = note if isinstance(note, Mapping) else {}
+    if note.get("active") is False:
+        return "", note
+    an_top = [str(e["content"]) for e in entries if _wi_slot(e) == "an_top"]
+    an_bottom = [str(e["content"]) for e in entries if _wi_slot(e) == "an_bottom"]
+    persona_text, persona_position, _persona_data = _persona(context)
+    text = str(note.get("content") or "")
+    if an_top or an_bottom or note:
+        text = "\n".join(an_top) + "\n" + text + "\n" + "\n".join(an_bottom)
+        text = text[1:] if text.startswith("\n") else text
+        text = text[:-1] if text.endswith("\n") else text
+    if persona_text and persona_position == PERSONA_TOP_AN:
+        text = f"{persona_text}\n{text}"
+    elif persona_text and persona_position == PERSONA_BOTTOM_AN:
+        text = f"{text}\n{persona_text}"
+    return text, note
+
+
 def _extension_injections(
     context: Mapping[str, Any],
     card: Mapping[str, Any],
@@ -427,21 +472,11 @@ def _extension_injections(
     assets = context["assets"]
     found: dict[tuple[int, str], list[tuple[str, str, str]]] = {}  # (depth, role) -> (key, text, ident)
     note = assets.get("author_note")
-    an_top = [str(e["content"]) for e in entries if _wi_slot(e) == "an_top"]
-    an_bottom = [str(e["content"]) for e in entries if _wi_slot(e) == "an_bottom"]
     persona_text, persona_position, persona = _persona(context)
-    in_note = persona_text if persona_position in (PERSONA_TOP_AN, PERSONA_BOTTOM_AN) else ""
-    if isinstance(note, Mapping) or an_top or an_bottom or in_note:
-        note = note if isinstance(note, Mapping) else {}
-        core = str(note.get("content") or "")
-        if in_note:
-            core = f"{in_note}\n{core}" if persona_position == PERSONA_TOP_AN else f"{core}\n{in_note}"
-        text = "\n".join(an_top) + "\n" + core + "\n" + "\n".join(an_bottom)
-        text = text[1:] if text.startswith("\n") else text
-        text = text[:-1] if text.endswith("\n") else text
-        if text.strip():
-            depth = note.get("depth") if isinstance(note.get("depth"), int) else 4
-            found.setdefault((depth, _role(note.get("role"))), []).append(("2_floating_prompt", text, "authorsNote"))
+    text, note = author_note_text(context, entries)
+    if text.strip() and note.get("position", "chat") == "chat":
+        depth = note.get("depth") if isinstance(note.get("depth"), int) else 4
+        found.setdefault((depth, _role(note.get("role"))), []).append(("2_floating_prompt", text, "authorsNote"))
     dp = (card.get("extensions") or {}).get("depth_prompt") if isinstance(card.get("extensions"), Mapping) else None
     if isinstance(dp, Mapping) and isinstance(dp.get("prompt"), str) and dp["prompt"].strip():
         depth = dp.get("depth") if isinstance(dp.get("depth"), int) else 4

@@ -1,0 +1,191 @@
+"""Chats as users have them: SillyTavern's ``.jsonl`` export and tavernbox's documented JSON form.
+
+Both read into the same list of chat messages, oldest first::
+
+    {"role": "user" | "assistant" | "system", "content": str, "name"?: str, "force_avatar"?: bool}
+
+* **JSON form**: ``{"messages": [...]}`` or a bare list of such messages. ``role`` ``system`` is
+  SillyTavern's narrator message (sent with the system role). ``name`` is the speaker (default:
+  the user's name for user messages, the character's for assistant ones); ``force_avatar`` marks
+  a message sent as another character (SillyTavern's ``/sendas``), which the default
+  ``names_behavior`` prefixes with its speaker's name. ``id`` is optional: ids are assigned in
+  order when missing. Unknown keys are refused, so a typo never silently drops a field.
+* **SillyTavern export** (``.jsonl``): the first line is the chat's metadata (``user_name``,
+  ``character_name``, ``chat_metadata``), every later line one message with ``name``,
+  ``is_user``, ``is_system``, ``mes``, ``extra`` and ``swipes``. As SillyTavern builds a prompt,
+  ``is_system`` messages (hidden from the prompt) are left out and ``extra.type == "narrator"``
+  messages are sent as system; the shown swipe is ``mes`` itself.
+
+Why a separate stage: the chat is the one input users export from SillyTavern rather than write by
+hand, so reading it faithfully (hidden messages, narrators, forced avatars) is what makes the
+assembled request match.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import TemplateError
+
+__all__ = ["ChatMessage", "StChat", "parse_chat", "parse_chat_jsonl", "parse_chat_text"]
+
+_ROLES = ("user", "assistant", "system")
+_MESSAGE_KEYS = {"id", "role", "content", "name", "force_avatar"}
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMessage:
+    """One chat message as the prompt sees it (``role`` system is a narrator message)."""
+
+    role: str
+    content: str
+    name: str | None = None
+    force_avatar: bool = False
+    id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.name is not None:
+            out["name"] = self.name
+        if self.force_avatar:
+            out["force_avatar"] = True
+        if self.id is not None:
+            out["id"] = self.id
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class StChat:
+    """A chat: its messages plus what SillyTavern's export says about it."""
+
+    messages: tuple[ChatMessage, ...]
+    #: the chat lorebook's name (``chat_metadata.world_info`` in an export)
+    lorebook: str | None = None
+    #: names recorded by an export's metadata line (informational)
+    user_name: str | None = None
+    character_name: str | None = None
+    hidden: int = 0
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def _bad(message: str, path: str) -> TemplateError:
+    return TemplateError(message, code="REQUEST_INVALID", path=path)
+
+
+def _message(raw: Any, path: str) -> ChatMessage:
+    if not isinstance(raw, Mapping):
+        raise _bad("a chat message must be an object {\"role\", \"content\"}", path)
+    unknown = sorted(set(raw) - _MESSAGE_KEYS)
+    if unknown:
+        raise _bad(f"unknown chat message field {unknown[0]!r} (known: {', '.join(sorted(_MESSAGE_KEYS))})",
+                   f"{path}.{unknown[0]}")
+    role = raw.get("role")
+    if role not in _ROLES:
+        raise _bad(f"role must be one of {', '.join(_ROLES)}", f"{path}.role")
+    content = raw.get("content", "")
+    if content is None:
+        content = ""
+    if not isinstance(content, str):
+        raise _bad("content must be a string", f"{path}.content")
+    name = raw.get("name")
+    if name is not None and not isinstance(name, str):
+        raise _bad("name must be a string", f"{path}.name")
+    force = raw.get("force_avatar", False)
+    if not isinstance(force, bool):
+        raise _bad("force_avatar must be true or false", f"{path}.force_avatar")
+    mid = raw.get("id")
+    if mid is not None and (not isinstance(mid, str) or not mid):
+        raise _bad("id must be a non-empty string", f"{path}.id")
+    return ChatMessage(role, content, name, force, mid)
+
+
+def parse_chat(data: Any, *, path: str = "$") -> StChat:
+    """The JSON form: ``{"messages": [...], "lorebook"?: str}`` or a bare list of messages."""
+    lorebook = None
+    if isinstance(data, Mapping):
+        unknown = sorted(set(data) - {"messages", "lorebook"})
+        if unknown:
+            raise _bad(f"unknown chat field {unknown[0]!r} (known: messages, lorebook)", f"{path}.{unknown[0]}")
+        lorebook = data.get("lorebook")
+        if lorebook is not None and not isinstance(lorebook, str):
+            raise _bad("lorebook must be a book name", f"{path}.lorebook")
+        messages = data.get("messages")
+        path = f"{path}.messages"
+    else:
+        messages = data
+    if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
+        raise _bad("a chat is {\"messages\": [...]} or a list of messages", path)
+    return StChat(tuple(_message(m, f"{path}[{i}]") for i, m in enumerate(messages)), lorebook=lorebook)
+
+
+def parse_chat_jsonl(text: str) -> StChat:
+    """SillyTavern's chat export: a metadata line, then one message per line."""
+    lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    if not lines:
+        raise TemplateError("the chat export is empty", code="REQUEST_INVALID", line=1, column=1)
+    rows: list[tuple[int, Any]] = []
+    for n, line in lines:
+        try:
+            rows.append((n, json.loads(line)))
+        except json.JSONDecodeError as exc:
+            raise TemplateError(f"chat export line {n} is not JSON: {exc.msg}", code="REQUEST_INVALID",
+                                line=n, column=exc.colno) from None
+    head_line, head = rows[0]
+    meta: dict[str, Any] = {}
+    if isinstance(head, Mapping) and "mes" not in head:
+        meta = dict(head)
+        rows = rows[1:]
+    chat_meta = meta.get("chat_metadata") if isinstance(meta.get("chat_metadata"), Mapping) else {}
+    lorebook = chat_meta.get("world_info") if isinstance(chat_meta.get("world_info"), str) else None
+    out: list[ChatMessage] = []
+    hidden = 0
+    for n, row in rows:
+        where = f"$[line {n}]"
+        if not isinstance(row, Mapping):
+            raise TemplateError(f"chat export line {n} is not a message object", code="REQUEST_INVALID",
+                                path=where, line=n, column=1)
+        mes = row.get("mes", "")
+        if not isinstance(mes, str):
+            raise TemplateError(f"chat export line {n}: mes must be a string", code="REQUEST_INVALID",
+                                path=f"{where}.mes", line=n, column=1)
+        if row.get("is_system") is True:
+            hidden += 1  # hidden from the prompt, as SillyTavern's context never includes it
+            continue
+        extra = row.get("extra") if isinstance(row.get("extra"), Mapping) else {}
+        if extra.get("type") == "narrator":
+            role = "system"
+        elif row.get("is_user") is True:
+            role = "user"
+        else:
+            role = "assistant"
+        name = row.get("name") if isinstance(row.get("name"), str) else None
+        out.append(ChatMessage(role, mes, name, bool(row.get("force_avatar")), None))
+    return StChat(tuple(out), lorebook=lorebook,
+                  user_name=meta.get("user_name") if isinstance(meta.get("user_name"), str) else None,
+                  character_name=meta.get("character_name") if isinstance(meta.get("character_name"), str) else None,
+                  hidden=hidden, metadata=meta)
+
+
+def parse_chat_text(text: str, *, hint: str = "") -> StChat:
+    """A chat file's text in either format: ``.jsonl`` by name, else by content."""
+    stripped = text.lstrip()
+    if hint.endswith(".jsonl") or (stripped.startswith("{") and "\n" in stripped.strip() and _looks_jsonl(stripped)):
+        return parse_chat_jsonl(text)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TemplateError(f"the chat is not JSON: {exc.msg}", code="REQUEST_INVALID", line=exc.lineno,
+                            column=exc.colno) from None
+    return parse_chat(data)
+
+
+def _looks_jsonl(text: str) -> bool:
+    first = text.split("\n", 1)[0].strip()
+    try:
+        json.loads(first)
+    except json.JSONDecodeError:
+        return False
+    return True

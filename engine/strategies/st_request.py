@@ -1,0 +1,211 @@
+"""The request file: everything SillyTavern knows when it builds a chat-completion request, in one object.
+
+``tavernbox assemble --request REQ.json``, :func:`tavernbox.assemble_request` and the HTTP service take
+the same object. Every asset field is an object or a path (relative to the request file's folder)::
+
+    {
+      "preset": <SillyTavern chat-completion preset>,
+      "card": <character card, JSON or PNG>,
+      "books": [<world book> | {"book": <world book>, "source": "global" | "chat" | "persona" | "character"}],
+      "chat": {"messages": [{"role", "content", "name"?, "force_avatar"?}], "lorebook"?} | <.json/.jsonl path>,
+      "user": {"name": "User", "persona": {"description", "position", "depth", "role", "lorebook"?}},
+      "author_note": {"content", "interval", "depth", "position": "chat" | "before" | "after", "role"},
+      "world_info": {SillyTavern's world-info setting names},
+      "group": {"members": [names], "name"?},
+      "options": {"post_processing", "names_behavior", "squash_system_messages", "seed", ...}
+    }
+
+Defaults are the ones SillyTavern ships (its ``settings.json``): a user who never opened a panel gets
+what SillyTavern would send. Unknown fields are errors with their JSON path (``REQUEST_INVALID``), so
+a misspelt setting never silently does nothing.
+
+Why pydantic: the schema is the documentation (``StRequest.model_json_schema()``), and its error
+locations become the JSON paths users see.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..errors import TemplateError
+
+__all__ = [
+    "AuthorNote",
+    "BookRef",
+    "GroupChat",
+    "Options",
+    "Persona",
+    "StRequest",
+    "UserSettings",
+    "WorldInfoOptions",
+    "POST_PROCESSING",
+    "parse_request",
+    "read_request_text",
+]
+
+#: SillyTavern's ``custom_prompt_post_processing`` values ("" = none); ``claude`` is its deprecated
+#: alias of ``merge``
+POST_PROCESSING = ("", "none", "merge", "merge_tools", "semi", "semi_tools", "strict", "strict_tools", "single",
+                   "claude")
+Role = Literal["system", "user", "assistant"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Persona(_Strict):
+    """The user's persona: SillyTavern's persona description and where it goes."""
+
+    description: str = ""
+    #: in_prompt (the personaDescription marker), top_an / bottom_an (around the Author's Note),
+    #: at_depth (in the chat at ``depth`` with ``role``), none
+    position: Literal["in_prompt", "top_an", "bottom_an", "at_depth", "none"] = "in_prompt"
+    depth: int = Field(2, ge=0, le=10_000)
+    role: Role = "system"
+    #: the persona's lorebook: the name of a book in ``books``
+    lorebook: str | None = None
+
+
+class UserSettings(_Strict):
+    name: str = "User"
+    persona: Persona = Persona()
+
+
+class AuthorNote(_Strict):
+    """SillyTavern's Author's Note panel (chat metadata ``note_*``); defaults as a new chat has them."""
+
+    content: str = ""
+    #: inserted when the number of user messages is a multiple of the interval (1: always, 0: never)
+    interval: int = Field(1, ge=0)
+    depth: int = Field(4, ge=0, le=10_000)
+    #: chat (in the chat at ``depth``), before / after the main prompt
+    position: Literal["chat", "before", "after"] = "chat"
+    role: Role = "system"
+
+
+class WorldInfoOptions(_Strict):
+    """World-info settings under SillyTavern's names, with its shipped defaults."""
+
+    world_info_depth: int = Field(2, ge=0, le=1000)
+    world_info_min_activations: int = Field(0, ge=0)
+    world_info_min_activations_depth_max: int = Field(0, ge=0)
+    world_info_budget: float = Field(25, ge=0, le=100)
+    world_info_budget_cap: int = Field(0, ge=0)
+    world_info_include_names: bool = True
+    world_info_recursive: bool = True
+    world_info_overflow_alert: bool = False
+    world_info_case_sensitive: bool = False
+    world_info_match_whole_words: bool = True
+    world_info_use_group_scoring: bool = False
+    #: 0 evenly, 1 character first, 2 global first
+    world_info_character_strategy: Literal[0, 1, 2] = 1
+    world_info_max_recursion_steps: int = Field(0, ge=0)
+
+
+class Options(_Strict):
+    #: SillyTavern's prompt post-processing for back ends that refuse system messages after the first
+    post_processing: Literal["", "none", "merge", "merge_tools", "semi", "semi_tools", "strict", "strict_tools",
+                             "single", "claude"] = ""
+    #: overrides the preset's ``names_behavior`` (-1 none, 0 default, 1 completion, 2 content)
+    names_behavior: Literal[-1, 0, 1, 2] | None = None
+    #: overrides the preset's ``squash_system_messages``
+    squash_system_messages: bool | None = None
+    prefer_character_prompt: bool = True
+    prefer_character_jailbreak: bool = True
+    seed: int = 0
+    #: a preview (SillyTavern's dry run: no squashing, as its token counter shows it)
+    dry_run: bool = False
+    #: the API shape of ``body``: an OpenAI-compatible chat completion (the Custom source), or the
+    #: Claude or Google conversion SillyTavern's server applies for those sources
+    target: Literal["openai", "claude", "google"] = "openai"
+    #: Claude/Google: send the leading system messages as the system prompt (the preset's ``use_sysprompt``)
+    use_sysprompt: bool | None = None
+    #: the clock the time macros read (ISO 8601); default: now
+    now: str | None = None
+
+
+class GroupChat(_Strict):
+    """A group chat: the members' names (the card is the member speaking now)."""
+
+    members: list[str] = Field(min_length=1)
+    name: str | None = None
+
+
+class BookRef(_Strict):
+    book: Any
+    source: Literal["global", "chat", "persona", "character"] | None = None
+
+
+class StRequest(_Strict):
+    """One SillyTavern chat-completion request, as data."""
+
+    preset: Any = None
+    card: Any = None
+    books: list[Any] = Field(default_factory=list)
+    chat: Any = None
+    user: UserSettings = UserSettings()
+    author_note: AuthorNote = AuthorNote()
+    world_info: WorldInfoOptions = WorldInfoOptions()
+    group: GroupChat | None = None
+    options: Options = Options()
+
+
+def _path_of(loc: tuple[Any, ...]) -> str:
+    out = "$"
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+def parse_request(data: Any, *, base_dir: str | Path | None = None) -> StRequest:
+    """Validate a request object (``REQUEST_INVALID`` with the JSON path of the first problem).
+
+    Asset fields are checked for shape only here; they are read by :func:`tavernbox.strategies.
+    st_assemble.assemble_request`. ``base_dir`` is kept for resolving relative paths.
+    """
+    if isinstance(data, StRequest):
+        return data
+    if not isinstance(data, Mapping):
+        raise TemplateError("a request must be a JSON object", code="REQUEST_INVALID", path="$")
+    try:
+        request = StRequest.model_validate(dict(data))
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith(("literal[", "function-"))))
+        message = err["msg"]
+        if err["type"] == "extra_forbidden":
+            message = f"unknown field {loc[-1]!r}" if loc else "unknown field"
+        raise TemplateError(f"{message} at {_path_of(loc)}", code="REQUEST_INVALID", path=_path_of(loc)) from None
+    if request.preset is None:
+        raise TemplateError("a request needs a preset (a SillyTavern chat-completion preset or its path)",
+                            code="REQUEST_INVALID", path="$.preset")
+    if request.chat is None:
+        raise TemplateError("a request needs a chat ({\"messages\": [...]} or the path of a .json/.jsonl chat)",
+                            code="REQUEST_INVALID", path="$.chat")
+    for i, book in enumerate(request.books):
+        if isinstance(book, Mapping) and "book" in book and "entries" not in book:
+            try:
+                BookRef.model_validate(dict(book))
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                where = _path_of(("books", i, *err["loc"]))
+                raise TemplateError(f"{err['msg']} at {where}", code="REQUEST_INVALID", path=where) from None
+        elif not isinstance(book, (str, Mapping)):
+            raise TemplateError("a book is an object, a path, or {\"book\", \"source\"}", code="REQUEST_INVALID",
+                                path=f"$.books[{i}]")
+    return request
+
+
+def read_request_text(text: str, *, where: str = "request") -> Any:
+    """Parse a request file's JSON text (``REQUEST_INVALID`` with line:column on a syntax error)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TemplateError(f"the {where} is not JSON: {exc.msg}", code="REQUEST_INVALID", line=exc.lineno,
+                            column=exc.colno) from None

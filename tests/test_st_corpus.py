@@ -1,0 +1,54 @@
+"""Every real preset of ``shared/corpora`` assembles through the request file with default options.
+
+A user's first try: a corpus preset, a corpus card (cycling), a short chat, nothing else set. It must
+succeed, send the chat once and in order, and a card with an embedded lorebook must have its
+constant entries in the request (``world-info.js`` always activates constants).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tavernbox import assemble_request
+from tavernbox.assets import load_asset
+from tavernbox.errors import CODES
+
+CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
+PRESETS = sorted((CORPORA / "presets").glob("*.json"))
+CARDS = sorted(p for p in (CORPORA / "cards").iterdir() if p.suffix in (".json", ".png")) if CORPORA.exists() else []
+CHAT = {"messages": [{"role": "assistant", "content": "The gates creak open."},
+                     {"role": "user", "content": "Hello there. Tell me about the city and the king."}]}
+
+pytestmark = pytest.mark.skipif(not PRESETS or not CARDS, reason="shared/corpora is not beside the repository")
+
+
+@pytest.mark.parametrize("preset_path", PRESETS, ids=lambda p: p.stem)
+def test_corpus_preset_assembles_with_default_options(preset_path: Path) -> None:
+    card = CARDS[PRESETS.index(preset_path) % len(CARDS)]
+    result = assemble_request({"preset": str(preset_path), "card": str(card), "chat": CHAT})
+    sent = [m["content"] for m in result.messages]
+    # names_behavior may prefix the speaker ("Name: ..."), as SillyTavern does
+    chat_at = [i for i, c in enumerate(sent) for t in ("The gates creak open.", CHAT["messages"][1]["content"])
+               if c == t or c.endswith(": " + t)]
+    assert len(chat_at) == 2 and chat_at[0] < chat_at[1]
+    assert all(m["role"] in ("system", "user", "assistant") and isinstance(m["content"], str) for m in result.messages)
+    assert not {w.code for w in result.warnings} - set(CODES)
+
+
+def _constant_contents(card: Path) -> list[str]:
+    book = load_asset(card, kind="card").model.character_book
+    if book is None:
+        return []
+    return [e.content for e in book.entries.values() if e.constant and not e.disable and e.content.strip()
+            and "{{" not in e.content and "<%" not in e.content]
+
+
+@pytest.mark.parametrize("card_path", [c for c in CARDS if _constant_contents(c)], ids=lambda p: p.stem)
+def test_embedded_lorebook_constants_fire(card_path: Path) -> None:
+    result = assemble_request({"preset": str(CORPORA / "presets" / "st-default-openai.json"), "card": str(card_path),
+                               "chat": CHAT, "world_info": {"world_info_budget": 100}})
+    sent = "\n".join(m["content"] for m in result.messages)
+    fired = [c for c in _constant_contents(card_path) if c.strip() in sent]
+    assert fired, f"no constant entry of {card_path.name} reached the request"
