@@ -127,7 +127,7 @@ def _validation_path(loc: Any) -> str:
 
 def create_app(config: ServiceConfig) -> Any:
     """The ASGI application for ``config`` (the FastAPI app wrapped in :class:`Guard`)."""
-    from . import engines, library
+    from . import engines, library, requests
 
     app = FastAPI(title="tavernbox", version=__version__, docs_url="/docs", redoc_url=None,
                   openapi_url="/openapi.json",
@@ -161,6 +161,7 @@ def create_app(config: ServiceConfig) -> Any:
 
     app.include_router(engines.router)
     app.include_router(library.router)
+    app.include_router(requests.router)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
