@@ -155,6 +155,13 @@ def create_app(config: ServiceConfig) -> Any:
                             path=_validation_path(first.get("loc", ())))
         return error_response(err, request_id_of(request))
 
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        # Starlette answers with this, then re-raises: the guard logs the traceback with the id.
+        rid = request_id_of(request)
+        err = TemplateError(f"an unexpected failure in the service (request {rid}; see its log)", code="INTERNAL_ERROR")
+        return error_response(err, rid)
+
     @app.get("/healthz", tags=["service"], summary="Liveness (no token needed)")
     async def healthz() -> JSONResponse:
         return json_answer({"ok": True, "version": __version__})
