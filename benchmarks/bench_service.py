@@ -12,7 +12,7 @@ the same run, is the same assembly called in-process (``assemble_request``) one 
 ``service_vs_floor`` is the service's throughput over that serial in-process throughput.
 
 Bounded: ``--requests`` (default 200, at most 1000) per phase, a 120 s timeout per request.
-Run: ``python benchmarks/bench_service.py [--requests N] [--preset PATH] [--json]``.
+Run: ``python benchmarks/bench_service.py [--requests N] [--preset PATH] [--workers N] [--json]``.
 """
 
 from __future__ import annotations
@@ -52,12 +52,12 @@ def sample_parts() -> dict[str, Any]:
     return request
 
 
-def start_service(folder: str) -> tuple[subprocess.Popen[str], str]:
+def start_service(folder: str, workers: int = 1) -> tuple[subprocess.Popen[str], str]:
     """``tavernbox serve --port 0`` on a database in ``folder``; returns the process and its URL."""
     env = dict(os.environ, TAVERNBOX_TOKEN=TOKEN)
     proc = subprocess.Popen([sys.executable, "-m", "tavernbox.cli.main", "serve", "--port", "0", "--database",
-                             str(Path(folder) / "bench.db")], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            text=True, env=env)
+                             str(Path(folder) / "bench.db"), "--workers", str(workers)], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, env=env)
     assert proc.stdout is not None
     line = proc.stdout.readline()
     match = re.search(r"listening on (http://127\.0\.0\.1:\d+)/", line)
@@ -97,7 +97,10 @@ async def phase(base: str, assemble_body: dict[str, Any], count: int, hostile_ev
             elapsed = time.perf_counter() - started
             code = None
             if answer.status_code != 200:
-                code = answer.json().get("error", {}).get("code")
+                try:
+                    code = answer.json().get("error", {}).get("code")
+                except ValueError:
+                    code = f"HTTP {answer.status_code}"
             return ("hostile" if hostile else "assemble"), elapsed, answer.status_code, code
 
         started = time.perf_counter()
@@ -111,6 +114,7 @@ async def phase(base: str, assemble_body: dict[str, Any], count: int, hostile_ev
         "assemble_requests": len(normal),
         "hostile_requests": len(hostile),
         "assemble_errors": len(errors),
+        "assemble_error_codes": sorted({str(r[3]) for r in errors}),
         "hostile_refused_by_budget": sum(1 for r in hostile if r[3] == "TEMPLATE_TIME_LIMIT"),
         "wall_s": round(wall, 3),
         "rps": round(count / wall, 1),
@@ -137,10 +141,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--requests", type=int, default=200, help="requests per phase (1-1000)")
     parser.add_argument("--preset", type=Path, default=DEFAULT_PRESET, help="a SillyTavern chat-completion preset")
+    parser.add_argument("--workers", type=int, default=1, help="service processes (tavernbox serve --workers)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
     if not 10 <= args.requests <= 1000:
         parser.error("--requests is 10 to 1000 (the load stays bounded)")
+    if not 1 <= args.workers <= 8:
+        parser.error("--workers is 1 to 8")
     preset_path = args.preset if args.preset.exists() else ROOT / "corpora" / "sample-preset.json"
     preset = json.loads(preset_path.read_text(encoding="utf-8"))
     parts = sample_parts()
@@ -149,7 +156,7 @@ def main() -> int:
               "books": [{"ref": "books/bench"}], "chat": {"ref": "chats/bench"}}
     floor_s = floor(inline, 5)
     with tempfile.TemporaryDirectory(prefix="tavernbox-bench-") as folder:
-        proc, base = start_service(folder)
+        proc, base = start_service(folder, args.workers)
         try:
             with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=120) as client:
                 for kind, value in (("presets", preset), ("cards", parts["card"]), ("books", parts["books"][0]),
@@ -169,6 +176,7 @@ def main() -> int:
                 proc.wait()
     figures = {
         "preset": preset_path.name,
+        "workers": args.workers,
         "floor_in_process_ms": round(floor_s * 1000, 1),
         "clean": clean,
         "hostile_10pct": mixed,
@@ -178,7 +186,7 @@ def main() -> int:
     if args.json:
         print(json.dumps(figures, indent=2))
     else:
-        print(f"preset {figures['preset']}; in-process assembly (floor) {figures['floor_in_process_ms']} ms")
+        print(f"preset {figures['preset']}, {args.workers} service process(es); in-process assembly (floor) {figures['floor_in_process_ms']} ms")
         for label, f in (("clean", clean), ("10% hostile", mixed)):
             print(f"{label:>12}: {f['requests']} concurrent, {f['assemble_errors']} errors, {f['rps']} req/s, "
                   f"p50 {f['p50_ms']} ms, p99 {f['p99_ms']} ms"

@@ -26,8 +26,9 @@ class RunningService:
     """One ``tavernbox serve`` process; ``base`` is its URL, ``client`` an authorised httpx client."""
 
     def __init__(self, database: str, *, token: str | None = TOKEN, upstream: str | None = None,
-                 extra_env: dict[str, str] | None = None) -> None:
+                 extra_env: dict[str, str] | None = None, args: tuple[str, ...] = ()) -> None:
         self.database = database
+        self.args = args
         self.token = token
         self.upstream = upstream
         self.extra_env = extra_env or {}
@@ -45,6 +46,7 @@ class RunningService:
         args = [sys.executable, "-m", "tavernbox.cli.main", "serve", "--port", "0", "--database", self.database]
         if self.upstream:
             args += ["--upstream", self.upstream]
+        args += list(self.args)
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self._log, text=True, env=env)
         assert self.proc.stdout is not None
         lines = []

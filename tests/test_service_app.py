@@ -71,3 +71,35 @@ def test_token_rules(auth: str) -> None:
         access.check_token({"authorization": auth}, "token=t")  # a wrong header is not rescued by the query
     assert err.value.code == "SERVICE_UNAUTHORIZED"
     assert access.check_token({}, "token=t") == "t" and access.check_token({"cookie": "a=b; tavernbox_token=t"}, "") is None
+
+
+WARM_RACE = """
+import sys, threading
+from tavernbox.service.app import warm_engines
+warm_engines()
+from tavernbox.macros.parser import validate_macro
+errors = []
+barrier = threading.Barrier(8)
+def go():
+    barrier.wait()
+    try:
+        for _ in range(20):
+            assert validate_macro("{{setvar::a::{{char}}}}")
+    except Exception as exc:
+        errors.append(repr(exc))
+threads = [threading.Thread(target=go) for _ in range(8)]
+for t in threads: t.start()
+for t in threads: t.join()
+print(len(errors), errors[:2])
+"""
+
+
+def test_warm_engines_lets_request_threads_share_a_fresh_process() -> None:
+    # In a cold process, 8 threads parsing macros at once build the parser tables concurrently and
+    # mismatch them (KeyError inside lalr_items); the service builds them once before serving.
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", WARM_RACE], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "0 []"

@@ -330,3 +330,40 @@ def test_a_hostile_template_does_not_block_other_requests(client: httpx.Client) 
         t.join()
     assert all(a.status_code == 200 and a.json()["text"] == "42" for a in ok)
     assert all(r.status_code == 422 and r.json()["error"]["code"] == "TEMPLATE_TIME_LIMIT" for r in results.values())
+
+
+def test_workers_share_the_port_and_the_database(tmp_path: Path) -> None:
+    with RunningService(str(tmp_path / "w.db"), args=("--workers", "2")) as svc:
+        assert svc.client is not None and svc.proc is not None
+        children = []
+        deadline = time.monotonic() + 60
+        while len(children) < 2 and time.monotonic() < deadline:
+            children = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _ppid(p) == svc.proc.pid
+                        and b"spawn_main" in _cmdline(p)]
+            time.sleep(0.1)
+        assert len(children) == 2
+        assert svc.client.put("/v1/library/templates/w", json="<%= 'w' %>").status_code == 201
+        base, headers = svc.base, dict(svc.client.headers)
+
+        def render(_: int) -> str:
+            with httpx.Client(base_url=base, headers=headers, timeout=60) as c:
+                return c.post("/v1/render", json={"template": {"ref": "templates/w"}}).json()["text"]
+
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(8) as pool:
+            assert list(pool.map(render, range(16))) == ["w"] * 16
+
+
+def _cmdline(proc: Path) -> bytes:
+    try:
+        return (proc / "cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _ppid(proc: Path) -> int:
+    try:
+        return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return -1

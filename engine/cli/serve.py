@@ -3,13 +3,17 @@
 ::
 
     tavernbox serve [--host 127.0.0.1] [--port 8787] [--database FILE|postgresql://...] [--upstream URL]
+                    [--workers N]
 
 Binds to loopback by default. On start it prints the URL with a login token (``TAVERNBOX_TOKEN``,
 or a fresh random one), as Jupyter does; API clients send ``Authorization: Bearer <token>``.
 ``--port 0`` takes a free port (the URL printed names it). The database is an SQLite file
 (default ``tavernbox.db`` in the current directory) or a PostgreSQL URL; ``--upstream`` is the
 OpenAI-compatible server ``/v1/chat/completions`` forwards to (its key, if it needs one, from
-``TAVERNBOX_UPSTREAM_KEY``). Logs (one line per request, with its id) go to stderr.
+``TAVERNBOX_UPSTREAM_KEY``). ``--workers N`` runs N service processes on the one port (uvicorn's
+supervisor), each with its own database connection: renders are stateless and state is in the
+database, so they behave as one service with N times the cores. Logs (one line per request,
+with its id) go to stderr.
 """
 
 from __future__ import annotations
@@ -60,7 +64,9 @@ def _bind(host: str, port: int) -> socket.socket:
               help="SQLite file, or postgresql://user@host:port/db for PostgreSQL.")
 @click.option("--upstream", default=None, help="OpenAI-compatible base URL /v1/chat/completions forwards to "
                                                "(e.g. http://127.0.0.1:5001/v1).")
-def command(host: str, port: int, database: str, upstream: str | None) -> None:
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64),
+              help="Service processes sharing the port (each its own database connection).")
+def command(host: str, port: int, database: str, upstream: str | None, workers: int) -> None:
     """Serve the engines, an asset library and an OpenAI-compatible endpoint over HTTP."""
 
     def body() -> None:
@@ -79,7 +85,7 @@ def command(host: str, port: int, database: str, upstream: str | None) -> None:
                                    upstream=upstream.rstrip("/") if upstream else None,
                                    upstream_key=os.environ.get("TAVERNBOX_UPSTREAM_KEY") or None)
             app = create_app(config)
-            logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+            logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s[%(process)d] %(message)s")
             bound = sock.getsockname()[1]
             shown = f"[{host.strip('[]')}]" if ":" in host.strip("[]") else host
             base = f"http://{shown}:{bound}"
@@ -93,10 +99,21 @@ def command(host: str, port: int, database: str, upstream: str | None) -> None:
                 stderr.print(f"[yellow]warning[/] bound to {host}: reachable from other machines; the token is "
                              "the only protection and travels in clear text without TLS")
             sys.stdout.flush()
-            server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
-                                                   timeout_graceful_shutdown=5))
-            server.run(sockets=[sock])
-        finally:
+            if workers == 1:
+                server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
+                                                       timeout_graceful_shutdown=5))
+                server.run(sockets=[sock])
+                return
+            from ..service.app import ENV_DATABASE, ENV_LOOPBACK, ENV_UPSTREAM
+
+            sock.close()  # uvicorn's supervisor binds the (now known) port itself and shares it with its workers
             storage.close()
+            os.environ.update({"TAVERNBOX_TOKEN": token, ENV_DATABASE: database, ENV_LOOPBACK: "1" if loopback else "0",
+                               ENV_UPSTREAM: config.upstream or ""})
+            uvicorn.run("tavernbox.service.app:app_from_environment", factory=True, host=host.strip("[]"), port=bound,
+                        workers=workers, log_level="warning", access_log=False, lifespan="off",
+                        timeout_graceful_shutdown=5)
+        finally:
+            storage.close()  # closing twice is harmless
 
     guarded(body, label="serve")

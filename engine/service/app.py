@@ -36,7 +36,7 @@ from .answers import error_response, json_answer, request_id_of
 from .auth import COOKIE, Access
 from .limits import MAX_BODY_BYTES, BodyTooLarge, declared_length, limited_receive, too_large
 
-__all__ = ["Guard", "ServiceConfig", "create_app"]
+__all__ = ["Guard", "ServiceConfig", "app_from_environment", "create_app", "warm_engines"]
 
 log = logging.getLogger("tavernbox.service")
 
@@ -125,9 +125,34 @@ def _validation_path(loc: Any) -> str:
     return path
 
 
+def warm_engines() -> None:
+    """Build the engines' lazily built tables once, in this thread, before any request arrives.
+
+    Why: the macro parser's LALR tables, the EJS parser and the built-in macro registry are built
+    on first use and cached. Two request threads reaching a cold process at once each build
+    them, and the macro parser was seen to pair the state numbers of one build with the goto
+    table of the other (``KeyError``/``IndexError`` inside ``lalr_items``, answered as
+    ``INTERNAL_ERROR``) under 200 concurrent requests to fresh workers. Built here first, every
+    thread finds them cached.
+    """
+    from ..ejs.render import compile_source
+    from ..macros import expand_macros
+    from ..macros.parser import validate_macro
+    from ..strategies.st_assemble import assemble_request
+
+    validate_macro("{{setvar::warm::{{char}}}}")
+    expand_macros("{{char}} {{roll:1d6}} {{setvar::w::1}}{{getvar::w}} {{.w += 1}}", {"char": "C"})
+    compile_source("<% if (true) { %><%= 1 %><% } %>")
+    assemble_request({"preset": {}, "card": {"name": "C", "description": "{{user}} {{random::a::b}}"},
+                      "books": [{"entries": {"0": {"uid": 0, "key": ["hi"], "content": "{{char}}"}}}],
+                      "chat": {"messages": [{"role": "user", "content": "hi {{char}}"}]}})
+
+
 def create_app(config: ServiceConfig) -> Any:
     """The ASGI application for ``config`` (the FastAPI app wrapped in :class:`Guard`)."""
     from . import engines, library, requests
+
+    warm_engines()
 
     app = FastAPI(title="tavernbox", version=__version__, docs_url="/docs", redoc_url=None,
                   openapi_url="/openapi.json",
@@ -182,3 +207,28 @@ def create_app(config: ServiceConfig) -> Any:
 
     app.openapi = openapi  # type: ignore[method-assign]
     return Guard(app, config)
+
+
+#: How ``tavernbox serve --workers N`` hands its settings to each worker process (no secrets in argv).
+ENV_DATABASE = "TAVERNBOX_SERVE_DATABASE"
+ENV_UPSTREAM = "TAVERNBOX_SERVE_UPSTREAM"
+ENV_LOOPBACK = "TAVERNBOX_SERVE_LOOPBACK"
+
+
+def app_from_environment() -> Any:
+    """The application of one worker process of ``tavernbox serve --workers N`` (a uvicorn factory).
+
+    Each worker opens its own connection(s) to the database the parent already migrated; state
+    lives in the database, so the workers agree as separate service processes do.
+    """
+    import os
+
+    from ..store import open_database
+
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s[%(process)d] %(message)s")
+    config = ServiceConfig(storage=open_database(os.environ[ENV_DATABASE]), token=os.environ["TAVERNBOX_TOKEN"],
+                           loopback_only=os.environ.get(ENV_LOOPBACK) == "1",
+                           upstream=os.environ.get(ENV_UPSTREAM) or None,
+                           upstream_key=os.environ.get("TAVERNBOX_UPSTREAM_KEY") or None)
+    return create_app(config)
