@@ -46,6 +46,8 @@ class Upstream:
 
     def __init__(self) -> None:
         self.received: list[dict[str, Any]] = []
+        self.gate = threading.Event()
+        self.gate_opened_by_client: list[bool] = []
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -62,9 +64,11 @@ class Upstream:
                     self.send_header("Content-Type", "text/event-stream")
                     self.send_header("Transfer-Encoding", "chunked")
                     self.end_headers()
-                    for chunk in SSE_CHUNKS:
+                    for n, chunk in enumerate(SSE_CHUNKS):
                         self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
                         self.wfile.flush()
+                        if n == 0 and body.get("model") == "gated":  # the rest only once the client saw this
+                            outer.gate_opened_by_client.append(outer.gate.wait(20))
                     self.wfile.write(b"0\r\n\r\n")
                     return
                 status = 200 if body.get("model") != "missing" else 404
@@ -213,6 +217,22 @@ def test_streaming_is_passed_through_unchanged(client: httpx.Client) -> None:
         assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/event-stream")
         received = b"".join(answer.iter_raw())
     assert received == b"".join(SSE_CHUNKS)
+
+
+def test_streamed_chunks_reach_the_client_before_the_upstream_finishes(client: httpx.Client,
+                                                                     upstream: Upstream) -> None:
+    request = sample_request()
+    body = {"model": "gated", "stream": True, "messages": request["chat"]["messages"],
+            "tavernbox": {"preset": request["preset"]}}
+    upstream.gate.clear()
+    with client.stream("POST", "/v1/chat/completions", json=body) as answer:
+        chunks = answer.iter_raw()
+        first = b""
+        while len(first) < len(SSE_CHUNKS[0]):
+            first += next(chunks)
+        upstream.gate.set()  # the upstream sends the rest only now: nothing was buffered on the way
+        rest = b"".join(chunks)
+    assert first + rest == b"".join(SSE_CHUNKS) and upstream.gate_opened_by_client[-1] is True
 
 
 def test_with_the_openai_client(service: RunningService) -> None:
