@@ -76,6 +76,10 @@ def command(host: str, port: int, database: str, upstream: str | None, workers: 
         from ..service.auth import new_token
         from ..store import open_database
 
+        from ..errors import TemplateError
+
+        if upstream is not None and not upstream.startswith(("http://", "https://")):
+            raise TemplateError(f"--upstream must be an http:// or https:// URL, not {upstream!r}", code="INPUT_INVALID")
         token = os.environ.get("TAVERNBOX_TOKEN") or new_token()
         loopback = _is_loopback(host)
         storage = open_database(database)
