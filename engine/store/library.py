@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 #: The kinds of asset the library keeps (``records`` are assembly records the service writes).
-KINDS = ("presets", "cards", "books", "templates", "chats", "personas", "records")
+KINDS = ("presets", "cards", "books", "templates", "chats", "personas", "mvu", "records")
 #: An id: 1-128 characters of ``[A-Za-z0-9._-]`` starting with a letter or digit (safe in a URL path).
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 #: The most entries one list call returns (page with ``after``).
