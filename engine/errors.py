@@ -92,6 +92,8 @@ CODES: dict[str, str] = {
                        "or an unknown field",
     "ST_LINKED_WORLD_MISSING": "the card links a world book that is not among the given books; it is not scanned",
     "ST_LOREBOOK_MISSING": "the chat or persona lorebook named is not among the given books; it is not scanned",
+    "ST_CONTEXT_TOO_SMALL": "the prompts that must be sent do not fit into max_context - max_tokens (SillyTavern "
+                            "refuses to send too); raise budget.max_context",
     "ST_SYSTEM_MESSAGES_AFTER_FIRST": "the request has system messages after the first; back ends that refuse them "
                                       "need options.post_processing (semi, strict or single)",
     "ASSEMBLY_SOURCE_INVALID": "a source descriptor is malformed or its id is already registered",

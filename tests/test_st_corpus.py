@@ -27,6 +27,8 @@ pytestmark = pytest.mark.skipif(not PRESETS or not CARDS, reason="shared/corpora
 @pytest.mark.parametrize("preset_path", PRESETS, ids=lambda p: p.stem)
 def test_corpus_preset_assembles_with_default_options(preset_path: Path) -> None:
     card = CARDS[PRESETS.index(preset_path) % len(CARDS)]
+    if _max_context(preset_path) < 16_000:  # a small context holds a small card only (as in SillyTavern)
+        card = CORPORA / "cards" / "st-default-seraphina.v2.json"
     result = assemble_request({"preset": str(preset_path), "card": str(card), "chat": CHAT})
     sent = [m["content"] for m in result.messages]
     # names_behavior may prefix the speaker ("Name: ..."), as SillyTavern does
@@ -35,6 +37,25 @@ def test_corpus_preset_assembles_with_default_options(preset_path: Path) -> None
     assert len(chat_at) == 2 and chat_at[0] < chat_at[1]
     assert all(m["role"] in ("system", "user", "assistant") and isinstance(m["content"], str) for m in result.messages)
     assert not {w.code for w in result.warnings} - set(CODES)
+
+
+def _max_context(preset: Path) -> int:
+    return int(load_asset(preset, kind="preset").model.model_dump().get("openai_max_context") or 4095)
+
+
+def test_a_card_larger_than_the_context_is_a_coded_error_naming_the_fix() -> None:
+    """SillyTavern refuses to send when the prompts that must go in exceed the budget."""
+    from tavernbox.errors import TemplateError
+
+    with pytest.raises(TemplateError) as err:
+        assemble_request({"preset": str(CORPORA / "presets" / "st-default-openai.json"),
+                          "card": str(CORPORA / "cards" / "prolix-shinobu.v3.json"), "chat": CHAT})
+    assert err.value.code == "ST_CONTEXT_TOO_SMALL"
+    assert "budget.max_context" in err.value.message
+    bigger = assemble_request({"preset": str(CORPORA / "presets" / "st-default-openai.json"),
+                               "card": str(CORPORA / "cards" / "prolix-shinobu.v3.json"), "chat": CHAT,
+                               "budget": {"max_context": 1_000_000}})
+    assert bigger.messages
 
 
 def _constant_contents(card: Path) -> list[str]:
@@ -48,7 +69,8 @@ def _constant_contents(card: Path) -> list[str]:
 @pytest.mark.parametrize("card_path", [c for c in CARDS if _constant_contents(c)], ids=lambda p: p.stem)
 def test_embedded_lorebook_constants_fire(card_path: Path) -> None:
     result = assemble_request({"preset": str(CORPORA / "presets" / "st-default-openai.json"), "card": str(card_path),
-                               "chat": CHAT, "world_info": {"world_info_budget": 100}})
+                               "chat": CHAT, "world_info": {"world_info_budget": 100},
+                               "budget": {"max_context": 1_000_000}})
     sent = "\n".join(m["content"] for m in result.messages)
     fired = [c for c in _constant_contents(card_path) if c.strip() in sent]
     assert fired, f"no constant entry of {card_path.name} reached the request"

@@ -23,7 +23,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def prompt(identifier: str, content: str = "", role: str = "system", **extra: Any) -> dict[str, Any]:
-    return {"identifier": identifier, "name": identifier, "role": role, "content": content, **extra}
+    user_prompt = identifier not in ("main", "nsfw", "jailbreak", "enhanceDefinitions")
+    return {"identifier": identifier, "name": identifier, "role": role, "content": content,
+            "system_prompt": not user_prompt, **extra}
 
 
 def marker(identifier: str) -> dict[str, Any]:
@@ -32,13 +34,22 @@ def marker(identifier: str) -> dict[str, Any]:
 
 def preset(*prompts: dict[str, Any], **fields: Any) -> dict[str, Any]:
     return {"prompts": list(prompts), **fields,
-            "prompt_order": [{"character_id": 100001, "order": [{"identifier": p["identifier"], "enabled": True}
-                                                                 for p in prompts]}]}
+            "prompt_order": [{"character_id": 100001, "order": _order(prompts)}]}
+
+
+#: markers SillyTavern appends when an order lacks them; the fixtures switch the unused ones off
+_MERGED_MARKERS = ("worldInfoBefore", "worldInfoAfter", "charDescription", "charPersonality", "scenario")
+
+
+def _order(prompts: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
+    ids = [p["identifier"] for p in prompts]
+    return [{"identifier": i, "enabled": True} for i in ids] + [
+        {"identifier": i, "enabled": False} for i in _MERGED_MARKERS if i not in ids]
 
 
 BASIC = preset(prompt("main", "Write {{char}}'s reply to {{user}}."), marker("personaDescription"),
                marker("charDescription"), marker("worldInfoBefore"), marker("chatHistory"),
-               prompt("jailbreak", "Stay in character."))
+               prompt("jailbreak", "Stay in character."), new_chat_prompt="")
 CARD = {"spec": "chara_card_v2", "spec_version": "2.0",
         "data": {"name": "Mira", "description": "Mira keeps the lighthouse.", "first_mes": "Hello."}}
 CHAT = {"messages": [{"role": "assistant", "content": "Hello."}, {"role": "user", "content": "Hi Mira."}]}
@@ -125,6 +136,13 @@ def test_squash_joins_adjacent_unnamed_system_messages_outside_dry_runs() -> Non
     assert contents(dry)[0] == ("system", "Write Mira's reply to User.")
 
 
+def test_settings_a_preset_lacks_take_sillytaverns_fresh_install_values() -> None:
+    """Importing a preset changes only the settings it carries (``onSettingsPresetChange``)."""
+    bare = {k: v for k, v in BASIC.items() if k != "new_chat_prompt"}
+    result = assemble_request({"preset": bare, "card": CARD, "chat": CHAT})
+    assert ("system", "[Start a new Chat]") in contents(result)
+
+
 # -- names (setOpenAIMessages, populateChatHistory) ------------------------------------------------
 
 
@@ -146,16 +164,18 @@ FORCED = {"messages": [{"role": "assistant", "content": "Hello."},
 ])
 def test_names_behavior_as_set_open_ai_messages(behavior: int, expected: list[tuple[str, str, str | None]]) -> None:
     """NONE adds nothing; DEFAULT prefixes forced avatars; COMPLETION sets ``name``; CONTENT prefixes all but narrators."""
-    p = preset(marker("chatHistory"), names_behavior=behavior)
+    p = preset(marker("chatHistory"), names_behavior=behavior, new_chat_prompt="")
     result = assemble_request({"preset": p, "card": CARD, "chat": FORCED, "user": {"name": "Ash"}})
     assert [(m["role"], m["content"], m.get("name")) for m in result.messages] == expected
 
 
 def test_default_names_prefix_every_other_speaker_in_a_group() -> None:
-    p = preset(marker("chatHistory"), names_behavior=0)
+    """``populateChatHistory`` in a group: the group's new-chat prompt, then the group nudge last."""
+    p = preset(marker("chatHistory"), names_behavior=0, squash_system_messages=True)
     chat = {"messages": [{"role": "assistant", "content": "Hi.", "name": "Bo"}, {"role": "user", "content": "Yo."}]}
     result = assemble_request({"preset": p, "card": CARD, "chat": chat, "group": {"members": ["Mira", "Bo"]}})
-    assert contents(result) == [("assistant", "Bo: Hi."), ("user", "Yo.")]
+    assert contents(result) == [("system", "[Start a new group chat. Group members: Mira, Bo]"), ("assistant", "Bo: Hi."),
+                                ("user", "Yo."), ("system", "[Write the next reply only as Mira.]")]
 
 
 def test_completion_names_are_sanitised_as_the_prompt_manager_does() -> None:

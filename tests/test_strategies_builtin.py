@@ -254,7 +254,9 @@ def test_cli_assembles_with_a_builtin_and_an_st_preset(tmp_path: Path) -> None:
         assert res.exit_code == 0, res.output
         out[strategy] = json.loads(res.output)
     logical = [(m["content"], m["role"]) for m in out["builtin-st"]["logical_messages"]]
-    assert logical == [("HEAD", "user"), ("LORE", "system"), ("OLD", "user"), ("NOW", "user"), ("TAIL", "system")]
+    # builtin-st fills what the preset lacks as SillyTavern does (its fresh-install new-chat prompt)
+    assert logical == [("HEAD", "user"), ("LORE", "system"), ("[Start a new Chat]", "system"), ("OLD", "user"),
+                       ("NOW", "user"), ("TAIL", "system")]
     assert "NATIVE_ROLE_ADJUSTED" in [d["code"] for d in out["builtin-native-slots"]["diagnostics"]]
 
 

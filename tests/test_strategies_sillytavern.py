@@ -30,19 +30,28 @@ CHAT = [
 ]
 
 
+_KNOWN = {"main", "nsfw", "jailbreak", "enhanceDefinitions"}
+
+
 def prompt(identifier: str, content: str = "", role: str = "system", **extra: Any) -> dict[str, Any]:
-    return {"identifier": identifier, "name": identifier, "role": role, "content": content, **extra}
+    # a user prompt carries system_prompt: false (SillyTavern never sends an unknown system prompt)
+    flag = {"system_prompt": identifier in _KNOWN}
+    return {"identifier": identifier, "name": identifier, "role": role, "content": content, **flag, **extra}
 
 
 def marker(identifier: str) -> dict[str, Any]:
     return {"identifier": identifier, "name": identifier, "marker": True}
 
 
+#: the markers SillyTavern appends when an order lacks them; these fixtures switch them off instead
+_MERGED_MARKERS = ("worldInfoBefore", "worldInfoAfter", "charDescription", "charPersonality", "scenario")
+
+
 def st_preset(*prompts: dict[str, Any], order: list[str] | None = None, **fields: Any) -> dict[str, Any]:
     ids = order if order is not None else [p["identifier"] for p in prompts]
-    return {"prompts": list(prompts),
-            "prompt_order": [{"character_id": 100001, "order": [{"identifier": i, "enabled": True} for i in ids]}],
-            **fields}
+    entries = [{"identifier": i, "enabled": True} for i in ids]
+    entries += [{"identifier": i, "enabled": False} for i in _MERGED_MARKERS if i not in ids]
+    return {"prompts": list(prompts), "prompt_order": [{"character_id": 100001, "order": entries}], **fields}
 
 
 def run(st: dict[str, Any], messages: list[dict[str, Any]] | None = None, *, strategy: Any = None,
@@ -79,14 +88,32 @@ def test_prompt_order_uses_character_100001_before_100000() -> None:
     assert texts(run(st)) == ["MAIN", "U1", "A1", "U2"]
 
 
-def test_prompt_order_falls_back_to_100000_then_the_first_bucket() -> None:
+def test_without_an_order_for_100001_sillytaverns_default_order_is_used() -> None:
+    """``sanitizeServiceSettings``: no order for the global dummy character 100001 -> the default order."""
     legacy = {"prompts": [prompt("main", "MAIN"), prompt("nsfw", "AUX"), HISTORY],
               "prompt_order": [{"character_id": 7, "order": [{"identifier": "main"}, {"identifier": "chatHistory"}]},
                                {"character_id": "100000", "order": [{"identifier": "nsfw"}, {"identifier": "chatHistory"}]}]}
-    assert texts(run(legacy)) == ["AUX", "U1", "A1", "U2"]
-    first = {**legacy, "prompt_order": legacy["prompt_order"][:1]}
-    result = run(first)
-    assert texts(result) == ["MAIN", "U1", "A1", "U2"] and "ST_PROMPT_ORDER_FALLBACK" in codes(result)
+    result = run(legacy)
+    assert texts(result) == ["MAIN", "AUX", "U1", "A1", "U2"] and "ST_PROMPT_ORDER_DEFAULT" in codes(result)
+
+
+def test_unknown_system_prompts_are_never_sent_and_user_prompts_are() -> None:
+    """``populateChatCompletion`` adds only prompts with ``system_prompt === false`` besides the known ones."""
+    st = st_preset(prompt("main", "MAIN"), {**prompt("x", "SYS X"), "system_prompt": True}, prompt("y", "USER Y"),
+                   HISTORY)
+    result = run(st)
+    assert texts(result) == ["MAIN", "USER Y", "U1", "A1", "U2"] and "ST_PROMPT_NOT_SENT" in codes(result)
+
+
+def test_markers_missing_from_the_order_are_appended_after_everything() -> None:
+    """``preparePromptsForChatCompletion`` merges the card markers into the collection, appending absent ones."""
+    st = {"prompts": [prompt("main", "MAIN"), HISTORY], "prompt_order": [{"character_id": 100001, "order": [
+        {"identifier": "main", "enabled": True}, {"identifier": "chatHistory", "enabled": True}]}]}
+    card = {"name": "Mira", "description": "DESC"}
+    assert texts(run(st, character=card)) == ["MAIN", "U1", "A1", "U2", "DESC"]
+    off = st_preset(prompt("main", "MAIN"), marker("charDescription"), HISTORY)
+    off["prompt_order"][0]["order"][1]["enabled"] = False
+    assert texts(run(off, character=card)) == ["MAIN", "U1", "A1", "U2"]
 
 
 def test_prompt_order_disabled_items_and_unknown_identifiers_are_skipped() -> None:
@@ -159,7 +186,8 @@ def test_empty_card_field_sends_no_format() -> None:
 def test_fields_without_an_enabled_marker_are_not_sent() -> None:
     st = st_preset(prompt("main", "MAIN"), marker("charDescription"), HISTORY, order=["main", "chatHistory"])
     result = run(st, character=CARD, persona={"name": "Ann", "description": "PERSONA"})
-    assert texts(result) == ["MAIN", "U1", "A1", "U2"]
+    # the switched-off description stays off; the persona, absent from the order, is appended
+    assert texts(result) == ["MAIN", "U1", "A1", "U2", "PERSONA"]
 
 
 def test_chat_history_marker_places_new_chat_prompt_then_history_and_input() -> None:
@@ -171,7 +199,7 @@ def test_chat_history_marker_places_new_chat_prompt_then_history_and_input() -> 
 def test_unknown_marker_is_reported_and_skipped() -> None:
     st = st_preset(marker("mystery"), HISTORY)
     result = run(st)
-    assert texts(result) == ["U1", "A1", "U2"] and "UNSUPPORTED_MARKER" in codes(result)
+    assert texts(result) == ["U1", "A1", "U2"] and "ST_PROMPT_NOT_SENT" in codes(result)
 
 
 def test_disabled_main_sends_nothing_in_its_slot() -> None:
@@ -186,7 +214,7 @@ def test_disabled_main_sends_nothing_in_its_slot() -> None:
 def test_card_system_prompt_replaces_main_with_original_spliced_once() -> None:
     st = st_preset(prompt("main", "BASE"), HISTORY)
     result = run(st, character={**CARD, "system_prompt": "CARD {{original}} / {{original}}"})
-    assert texts(result)[0] == "CARD BASE /"
+    assert texts(result)[0] == "CARD BASE / "  # the second {{original}} is empty; nothing is trimmed after
 
 
 def test_card_post_history_instructions_replace_jailbreak() -> None:
@@ -215,8 +243,10 @@ def test_examples_split_on_start_case_insensitive_with_names() -> None:
     assert split_examples("<START>", "Ann", "S") == [] and split_examples("  ", "Ann", "S") == []
 
 
-def test_example_lines_before_any_speaker_are_dropped() -> None:
-    assert split_examples("<START>\nnarration\nAnn: q", "Ann", "S") == [[("example_user", "q")]]
+def test_example_lines_before_any_speaker_join_the_first_message() -> None:
+    """``parseExampleIntoIndividual`` keeps every line; only the first ``Name:`` is removed."""
+    assert split_examples("<START>\nnarration\nAnn: q", "Ann", "S") == [[("example_user", "narration\n q")]]
+    assert split_examples("<START>\nnote\n", "Ann", "S") == []
 
 
 def test_dialogue_examples_become_named_system_messages_after_the_separator() -> None:

@@ -76,7 +76,10 @@ def insert_deferred(flat: list[Item], deferred: list[Node], *, in_history: bool 
     groups: dict[int, list[Node]] = {}
     for node in deferred:
         groups.setdefault(node.depth or 0, []).append(node)
-    for depth, nodes in groups.items():
+    # SillyTavern walks depths from 0 up and splices each into the newest-first chat, so depths past
+    # the chat's start stack deepest first: in its order, the deepest group goes in first
+    items = sorted(groups.items(), key=lambda g: -g[0]) if in_history else list(groups.items())
+    for depth, nodes in items:
         after = -1  # where the group's previous node ended: later nodes of a depth-0 group follow it
         for node in sorted(nodes, key=lambda n: n.order):
             index = insertion_index(flat, depth, in_history=in_history)

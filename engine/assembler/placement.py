@@ -408,7 +408,10 @@ class Planner:
             macros,
             block.literal_macros,
             lambda text: self.render_call(key, text, renderer),
-            bool(getattr(renderer, "trim", False)),
+            # SillyTavern's own placement sends a prompt's text as it renders (``preparePrompt``
+            # trims nothing), leading and trailing whitespace included; what it splices into the
+            # chat at a depth it trims (``populationInjectionPrompts``)
+            bool(getattr(renderer, "trim", False)) and (self.preset.placement != "st" or block.depth is not None),
         )
         self.diagnostics.extend(rendered.diagnostics)
         if not rendered.text:

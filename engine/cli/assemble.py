@@ -150,6 +150,12 @@ def _st_request(request_path: str | None, flags: dict[str, Any]) -> tuple[dict[s
         options["dry_run"] = True
     if flags.get("target"):
         options["target"] = flags["target"]
+    for section, keys in (("generation", (("generation_type", "type"), ("quiet_prompt", "quiet_prompt"))),
+                          ("budget", (("max_context", "max_context"), ("max_tokens", "max_tokens"),
+                                      ("tokenizer", "tokenizer")))):
+        given = {field: flags[flag] for flag, field in keys if flags.get(flag) is not None}
+        if given:
+            data[section] = {**(data.get(section) or {}), **given}
     if options:
         data["options"] = options
     return data, base
@@ -173,6 +179,9 @@ def _print_readable(messages: list[dict[str, Any]]) -> None:
     click.echo(f"--- {len(messages)} messages, {sum(len(str(m.get('content') or '')) for m in messages)} characters ---")
 
 
+from .output import stderr  # noqa: E402
+
+
 def _warn(diagnostics: list[Any]) -> None:
     from .output import print_diagnostics
 
@@ -194,6 +203,13 @@ def _warn(diagnostics: list[Any]) -> None:
 @click.option("--persona", help="The user's persona description (placed where the preset's marker is).")
 @click.option("--post-processing", type=click.Choice(["none", "merge", "semi", "strict", "single"]),
               help="SillyTavern's prompt post-processing, for back ends that refuse system messages after the first.")
+@click.option("--generation", "generation_type",
+              type=click.Choice(["normal", "continue", "impersonate", "regenerate", "swipe", "quiet"]),
+              help="The generation type (SillyTavern's Generate(type)); default normal.")
+@click.option("--quiet-prompt", help="The quiet prompt (with --generation quiet).")
+@click.option("--max-context", type=int, help="Context size in tokens (default: the preset's openai_max_context).")
+@click.option("--max-tokens", type=int, help="Tokens kept for the reply (default: the preset's openai_max_tokens).")
+@click.option("--tokenizer", help="o200k (default), cl100k, estimate, or a registered tokenizer's name.")
 @click.option("--target", type=click.Choice(["openai", "claude", "google"]), default=None,
               help="The API shape of the body: OpenAI-compatible (default), or SillyTavern's Claude/Google conversion.")
 @click.option("--messages", "as_messages", is_flag=True, help="Print only what is sent, as JSON: the messages array "
@@ -219,6 +235,11 @@ def command(
     user_name: str | None,
     persona: str | None,
     post_processing: str | None,
+    generation_type: str | None,
+    quiet_prompt: str | None,
+    max_context: int | None,
+    max_tokens: int | None,
+    tokenizer: str | None,
     target: str | None,
     as_messages: bool,
     mvu: str | None,
@@ -243,12 +264,19 @@ def command(
         data, base = _st_request(request_path, {
             "preset": st_preset, "card": card, "chat": chat_path, "books": books, "user": user_name,
             "persona": persona, "post_processing": post_processing, "seed": seed, "preview": preview,
-            "target": target})
+            "target": target, "generation_type": generation_type, "quiet_prompt": quiet_prompt,
+            "max_context": max_context, "max_tokens": max_tokens, "tokenizer": tokenizer})
         result = assemble_request(data, base_dir=base)
         if as_json:
             click.echo(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
             return
         _warn(result.warnings)
+        if result.budget is not None and (result.budget.dropped_messages or result.budget.dropped_dialogues
+                                          or result.budget.dropped_injections):
+            b = result.budget
+            stderr.print(f"budget: {b.used}/{b.budget} tokens ({b.tokenizer}); left out {len(b.dropped_messages)} "
+                         f"chat message(s), {b.dropped_injections} in-chat prompt(s), {len(b.dropped_dialogues)} "
+                         f"example dialogue(s), {b.dropped_tokens} tokens")
         if as_messages:
             sent = result.messages if "messages" in result.body and len(result.body) == 1 else result.body
             click.echo(json.dumps(sent, ensure_ascii=False, indent=2))

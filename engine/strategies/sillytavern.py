@@ -93,40 +93,109 @@ def _diag(code: str, message: str, severity: str = "info", **data: Any) -> dict[
     return {"code": code, "message": message, "severity": severity, "data": data}
 
 
-def prompt_sequence(preset: Any, generation_type: str = "normal") -> tuple[list[Any], list[dict[str, Any]]]:
-    """The enabled prompts of a parsed SillyTavern preset, in prompt-manager order.
+#: the prompts SillyTavern's prompt manager always has (``chatCompletionDefaultPrompts``): a preset
+#: that lacks one gets it on load (``checkForMissingPrompts``)
+DEFAULT_PROMPTS: dict[str, dict[str, Any]] = {
+    "main": {"name": "Main Prompt", "system_prompt": True, "role": "system",
+             "content": "Write {{char}}'s next reply in a fictional chat between {{charIfNotGroup}} and {{user}}."},
+    "nsfw": {"name": "Auxiliary Prompt", "system_prompt": True, "role": "system", "content": ""},
+    "dialogueExamples": {"name": "Chat Examples", "system_prompt": True, "marker": True},
+    "jailbreak": {"name": "Post-History Instructions", "system_prompt": True, "role": "system", "content": ""},
+    "chatHistory": {"name": "Chat History", "system_prompt": True, "marker": True},
+    "worldInfoAfter": {"name": "World Info (after)", "system_prompt": True, "marker": True},
+    "worldInfoBefore": {"name": "World Info (before)", "system_prompt": True, "marker": True},
+    "enhanceDefinitions": {"name": "Enhance Definitions", "system_prompt": True, "role": "system", "marker": False,
+                           "content": "If you have more knowledge of {{char}}, add to the character's lore and "
+                                      "personality to enhance them but keep the Character Sheet's definitions "
+                                      "absolute."},
+    "charDescription": {"name": "Char Description", "system_prompt": True, "marker": True},
+    "charPersonality": {"name": "Char Personality", "system_prompt": True, "marker": True},
+    "scenario": {"name": "Scenario", "system_prompt": True, "marker": True},
+    "personaDescription": {"name": "Persona Description", "system_prompt": True, "marker": True},
+}
+#: SillyTavern's default prompt order (used when a preset has no order for character 100001)
+DEFAULT_PROMPT_ORDER = (("main", True), ("worldInfoBefore", True), ("personaDescription", True),
+                        ("charDescription", True), ("charPersonality", True), ("scenario", True),
+                        ("enhanceDefinitions", False), ("nsfw", True), ("worldInfoAfter", True),
+                        ("dialogueExamples", True), ("chatHistory", True), ("jailbreak", True))
+#: prompts SillyTavern merges into the collection when building a request; one that the order
+#: lacks is appended after everything the order has (``preparePromptsForChatCompletion``)
+_MERGED = ("worldInfoBefore", "worldInfoAfter", "charDescription", "charPersonality", "scenario")
+#: prompts placed by identifier (``populateChatCompletion``'s ``addToChatCompletion`` calls)
+_FIXED = ("worldInfoBefore", "main", "worldInfoAfter", "charDescription", "charPersonality", "scenario",
+          "personaDescription", "nsfw", "jailbreak", "enhanceDefinitions")
 
-    Returns ``(prompts, diagnostics)``. The order bucket is 100001, else 100000, else the first;
-    a preset without ``prompt_order`` uses its prompts as listed (each on unless ``enabled`` is false).
+
+def prompt_sequence(preset: Any, generation_type: str = "normal", *, persona_in_prompt: bool = False
+                    ) -> tuple[list[Any], list[dict[str, Any]]]:
+    """The prompts SillyTavern sends for a parsed preset, in the order it places them.
+
+    SillyTavern's prompt manager (``getPromptCollection``, ``preparePromptsForChatCompletion``,
+    ``populateChatCompletion``):
+
+    * the order is the bucket of character 100001, else SillyTavern's default order; an order
+      entry whose prompt does not exist is dropped; a repeated identifier resolves to its first
+      prompt; default prompts a preset lacks are added (``checkForMissingPrompts``);
+    * the collection holds the enabled entries whose ``injection_trigger`` admits the generation
+      type, plus ``main`` even when disabled (with no text, so notes can still go before or after
+      it);
+    * the world-info, description, personality and scenario markers (and the persona, when it is
+      placed in the prompt) that the order lacks altogether are appended after everything else;
+      a marker the order switches off stays off;
+    * sent are the known prompts (markers, ``main``, ``nsfw``, ``jailbreak``,
+      ``enhanceDefinitions``), prompts explicitly marked ``system_prompt: false`` (user prompts,
+      whatever their ``marker`` flag says) and every in-chat prompt; any other ``system_prompt``
+      prompt is never sent.
     """
+    from ..assets.presets import PresetPrompt
+
     diags: list[dict[str, Any]] = []
-    by_id = {p.identifier: p for p in preset.resolved_prompts()}  # a repeated identifier: the later wins
-    order = preset.order_for(GLOBAL_ID) or preset.order_for(LEGACY_ID)
-    if not order and preset.prompt_order:
-        order = list(preset.prompt_order[0].order)
-        diags.append(_diag("ST_PROMPT_ORDER_FALLBACK", "no prompt_order for character 100001 or 100000; the first "
-                           f"bucket (character {preset.prompt_order[0].character_id}) is used"))
+    resolved = preset.resolved_prompts()
+    by_id: dict[str, Any] = {}
+    for p in resolved:
+        by_id.setdefault(p.identifier, p)
+    for ident, spec in DEFAULT_PROMPTS.items():
+        if ident not in by_id:
+            by_id[ident] = PresetPrompt(identifier=ident, **spec)
+    order = preset.order_for(GLOBAL_ID)
     if order:
         items = [(i.identifier, i.enabled) for i in order]
-    elif preset.prompts is None:
-        # a legacy preset: SillyTavern's default order, its markers, and the migrated legacy texts
-        from ..assets.presets import PresetPrompt
-
-        for ident in DEFAULT_ORDER:
-            if ident not in by_id and ident in _KNOWN_MARKERS:
-                by_id[ident] = PresetPrompt(identifier=ident, name=ident, marker=True)
-        items = [(ident, True) for ident in DEFAULT_ORDER]
     else:
-        items = [(p.identifier, p.enabled is not False) for p in preset.resolved_prompts()]
-    out = []
-    for identifier, enabled in items:
-        prompt = by_id.get(identifier)
-        if prompt is None or not enabled:
+        if preset.prompt_order:
+            diags.append(_diag("ST_PROMPT_ORDER_DEFAULT", "no prompt_order for character 100001: SillyTavern's default "
+                               "order is used"))
+        items = list(DEFAULT_PROMPT_ORDER)
+    disabled = {ident for ident, enabled in items if not enabled}
+    collection: list[Any] = []
+    for ident, enabled in items:
+        prompt = by_id.get(ident)
+        if prompt is None:
             continue
         trigger = [t for t in prompt.injection_trigger if isinstance(t, str)]
-        if trigger and generation_type not in trigger:
-            continue
-        out.append(prompt)
+        if enabled and (not trigger or generation_type in trigger):
+            collection.append(prompt)
+        elif ident == "main":
+            collection.append(prompt.model_copy(update={"content": "", "forbid_overrides": True}))
+    present = {p.identifier for p in collection}
+    for ident in (*_MERGED, *(("personaDescription",) if persona_in_prompt else ())):
+        if ident not in present:
+            collection.append(by_id[ident])
+            present.add(ident)
+    out = []
+    for prompt in collection:
+        ident = prompt.identifier
+        user_prompt = "system_prompt" in prompt.model_fields_set and prompt.system_prompt is False
+        if prompt.in_chat:
+            out.append(prompt)
+        elif ident in _FIXED or ident in ("dialogueExamples", "chatHistory"):
+            if ident in disabled and ident != "main":
+                continue
+            out.append(prompt)
+        elif user_prompt:  # its ``marker`` flag does not matter: SillyTavern sends its text
+            out.append(prompt)
+        else:
+            diags.append(_diag("ST_PROMPT_NOT_SENT", f"prompt {ident!r} is marked as a system prompt SillyTavern has "
+                               "no place for; it is never sent", identifier=ident))
     return out, diags
 
 
@@ -151,57 +220,59 @@ def _wi_slot(entry: Mapping[str, Any]) -> str:
     return position if position in ("before", "after", "at_depth") else "after"
 
 
-def split_examples(text: str, user: str, char: str) -> list[list[tuple[str, str]]]:
+_USER_MACRO = re.compile(r"\{\{user\}\}", re.I)
+_CHAR_MACRO = re.compile(r"\{\{char\}\}", re.I)
+
+
+def split_examples(text: str, user: str, char: str, group: Sequence[str] = ()) -> list[list[tuple[str, str]]]:
     """``mes_example`` as SillyTavern's chat completion sees it: dialogues of ``(speaker, content)``.
 
-    The text is cut at ``<START>`` (any case; one is assumed at the start when missing). A line
-    starting with the user's or character's name (or ``{{user}}:``/``{{char}}:``, which are those
-    names once macros run) opens a message of that speaker; other lines continue the current one.
-    The name prefix is removed and the message trimmed. Lines before the first speaker are dropped,
-    as in SillyTavern.
+    SillyTavern's two steps (``parseMesExamples``, ``parseExampleIntoIndividual``), names first
+    substituted for ``{{user}}``/``{{char}}`` as its card-field macro pass does:
+
+    * ``<START>`` (any case) opens a dialogue; text that does not begin with one (case-sensitive)
+      gets one; each dialogue is trimmed;
+    * in a dialogue, a line starting ``User:`` opens a user message, ``Char:`` (or a group
+      member's name) a character message; every line, including lines before the first speaker,
+      joins the current message, which ends when the other speaker starts;
+    * a message is its lines joined by newlines, with the first ``Name:`` anywhere in it removed,
+      trimmed. A dialogue without speaker lines sends nothing.
     """
-    if not text.strip() or text.strip().lower() == "<start>":
+    text = _CHAR_MACRO.sub(lambda _m: char, _USER_MACRO.sub(lambda _m: user, text))
+    if not text or text == "<START>":
         return []
-    if not text.lstrip().lower().startswith("<start>"):
+    if not text.startswith("<START>"):
         text = "<START>\n" + text.strip()
+    blocks = ["<START>\n" + block.strip() + "\n" for block in _START.split(text)[1:]]
+    group_prefixes = [f"{g}:" for g in group]
     dialogues = []
-    for raw in _START.split(text)[1:]:
-        lines = raw.strip().split("\n")
-        user_prefixes = [p for p in (f"{user}:", "{{user}}:", "<user>:") if p]
-        char_prefixes = [p for p in (f"{char}:", "{{char}}:", "<bot>:") if p]
-
-        def owner(line: str) -> str | None:
-            low = line.lower()
-            if any(line.startswith(p) if p[0] not in "{<" else low.startswith(p) for p in user_prefixes):
-                return "example_user"
-            if any(line.startswith(p) if p[0] not in "{<" else low.startswith(p) for p in char_prefixes):
-                return "example_assistant"
-            return None
-
+    for block in blocks:
         messages: list[tuple[str, str]] = []
-        current: str | None = None
-        buf: list[str] = []
+        lines: list[str] = []
+        in_user = in_bot = False
+        bot_name = char
 
-        def flush() -> None:
-            if current is None:
-                return
-            joined = "\n".join(buf)
-            prefixes = user_prefixes if current == "example_user" else char_prefixes
-            for p in prefixes:
-                at = joined.lower().find(p.lower()) if p[0] in "{<" else joined.find(p)
-                if at >= 0:
-                    joined = joined[:at] + joined[at + len(p):]
-                    break
-            messages.append((current, joined.strip()))
+        def add(name: str, speaker: str) -> None:
+            joined = "\n".join(lines).replace(f"{name}:", "", 1).strip()
+            messages.append((speaker, joined))
+            lines.clear()
 
-        for line in lines:
-            who = owner(line)
-            if who is not None and who != current:
-                flush()
-                current, buf = who, []
-            if current is not None:
-                buf.append(line)
-        flush()
+        for line in block.split("\n")[1:]:
+            if line.startswith(f"{user}:"):
+                if in_bot:
+                    add(bot_name, "example_assistant")
+                in_user, in_bot = True, False
+            elif line.startswith(f"{char}:") or any(line.startswith(g) for g in group_prefixes):
+                if not line.startswith(f"{char}:") and group_prefixes:
+                    bot_name = line.split(":")[0]
+                if in_user:
+                    add(user, "example_user")
+                in_user, in_bot = False, True
+            lines.append(line)
+        if in_user:
+            add(user, "example_user")
+        elif in_bot:
+            add(bot_name, "example_assistant")
         if messages:
             dialogues.append(messages)
     return dialogues
@@ -276,13 +347,19 @@ def _preset_source(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[
     wi_on = kind_on("worldbook")
     card = _card(context)
     user, char = _names(context)
-    prompts, order_diags = prompt_sequence(st, str(assets.get("generation_type") or "normal"))
+    persona_text, persona_position, _persona_data = _persona(context)
+    prompts, order_diags = prompt_sequence(st, str(assets.get("generation_type") or "normal"),
+                                           persona_in_prompt=bool(persona_text) and persona_position == PERSONA_IN_PROMPT)
     diags.extend(order_diags)
     entries = _wi_entries(context) if wi_on and not modules else []
     resource = st.name or str(assets.get("st_preset_name") or "preset")
     blocks: list[dict[str, Any]] = []
     owned: list[dict[str, str]] = []  # fields the preset owns outside modules placement
     injections: list[tuple[int, float, str, str, list[str]]] = []
+    #: (depth, order, role) -> where its first in-chat prompt stands among the blocks: SillyTavern
+    #: expands every prompt's macros in prompt-order (``getPromptCollection``), so a group of
+    #: in-chat prompts is rendered there, not after everything (extension prompts are, at the end)
+    anchors: dict[tuple[int, float, str], int] = {}
     absorbed: dict[tuple[int, str], list[str]] = {}  # at-depth world info per (depth, role) -> block ids
 
     def text_block(bid: str, text: str, role: str, name: str, field: str, **extra: Any) -> dict[str, Any]:
@@ -321,6 +398,7 @@ def _preset_source(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[
                     injections.append((p.injection_depth, p.injection_order, p.role, note_text, ["authorsNote"]))
                 if text:
                     injections.append((p.injection_depth, p.injection_order, p.role, text, [ident]))
+                    anchors.setdefault((p.injection_depth, p.injection_order, p.role), len(blocks))
                 if note_at == "after":
                     injections.append((p.injection_depth, p.injection_order, p.role, note_text, ["authorsNote"]))
             continue
@@ -370,15 +448,26 @@ def _preset_source(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[
                 continue
             blocks.extend(_example_blocks(st, card, entries, user, char, resource))
         elif ident == "chatHistory":
-            if st.new_chat_prompt:
-                blocks.append(text_block("preset:chatHistory:newChat", st.new_chat_prompt, "system", "New chat", "new_chat_prompt"))
+            # in a group: the group's new-chat prompt, and the group nudge after the history
+            # (``populateChatHistory``; no nudge when impersonating)
+            group = bool(assets.get("group"))
+            new_chat = st.new_group_chat_prompt if group else st.new_chat_prompt
+            if new_chat:
+                blocks.append(text_block("preset:chatHistory:newChat", new_chat, "system", "New chat",
+                                         "new_group_chat_prompt" if group else "new_chat_prompt"))
             authored(p, "{{chatHistory}}")
-        elif p.marker:
-            diags.append(_diag("UNSUPPORTED_MARKER", f"marker {ident!r} has no SillyTavern content here; skipped",
-                               "warning", identifier=ident))
+            send_if_empty = getattr(st, "send_if_empty", None) or (st.model_extra or {}).get("send_if_empty")
+            if isinstance(send_if_empty, str) and send_if_empty and assets.get("last_chat_role") == "assistant":
+                # a user message after a trailing assistant message (``populateChatHistory``)
+                blocks.append(text_block("preset:chatHistory:sendIfEmpty", send_if_empty, "user", "Send if empty",
+                                         "send_if_empty"))
+            if group and st.group_nudge_prompt and assets.get("generation_type", "normal") != "impersonate":
+                blocks.append(text_block("preset:chatHistory:groupNudge", st.group_nudge_prompt, "system", "Group nudge",
+                                         "group_nudge_prompt"))
         else:
             authored(p, p.content)
     if not modules:
+        blocks.extend(_control_blocks(st, assets, text_block))
         for e in entries:
             if _wi_slot(e) == "at_depth":
                 depth = e.get("depth") if isinstance(e.get("depth"), int) else 4
@@ -394,20 +483,56 @@ def _preset_source(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[
         if unplaced:
             diags.append(_diag("ST_WORLD_INFO_UNPLACED", f"{len(unplaced)} activated world-info entries have no enabled "
                                "marker or position in this preset and are not sent", "warning", blocks=unplaced))
+    if assets.get("no_chat_history"):
+        injections = []  # nothing to splice them into
     merged: dict[tuple[int, float, str], tuple[list[str], list[str]]] = {}
     for depth, order, role, text, idents in injections:
         texts, who = merged.setdefault((depth, order, role), ([], []))
         texts.append(text)
         who.extend(idents)
+    placed: list[tuple[int, dict[str, Any]]] = []
+    rank = {r: i for i, r in enumerate(reversed(_ROLE_ORDER_NEWEST_FIRST))}
     for depth, order, role, text in inject_order([(d, o, r, t) for (d, o, r), (ts, _) in merged.items() for t in ts]):
         idents = merged[(depth, order, role)][1]
         claims = [{"source_id": "worldbook", "block_id": b} for b in absorbed.get((depth, role), ())] \
             if order == EXTENSION_ORDER_GROUP else []
-        blocks.append(text_block(f"preset:inject:{depth}:{order:g}:{role}", text, role, "In-chat: " + ", ".join(
-            dict.fromkeys(idents)), "+".join(dict.fromkeys(idents)), depth=depth, order=order, claims=claims))
+        # one order holds up to three messages: assistant, user, system (a fraction keeps them apart
+        # whatever order the blocks are rendered in)
+        block = text_block(f"preset:inject:{depth}:{order:g}:{role}", text, role, "In-chat: " + ", ".join(
+            dict.fromkeys(idents)), "+".join(dict.fromkeys(idents)), depth=depth,
+            order=order + rank.get(role, 3) * 1e-6, claims=claims)
+        placed.append((anchors.get((depth, order, role), len(blocks)), block))
+    for at, block in sorted(placed, key=lambda item: -item[0]):
+        blocks.insert(at, block)
     if owned:
         blocks.append({"type": "text", "id": "preset:owned", "text": "", "claims": owned, "name": "Preset ownership"})
     return {"blocks": blocks, "diagnostics": diags}
+
+
+def _control_blocks(st: Any, assets: Mapping[str, Any], text_block: Any) -> list[dict[str, Any]]:
+    """What SillyTavern sends after every prompt, by generation type (``populateChatCompletion``).
+
+    ``continue`` without prefill: the continue nudge (the continued message itself is moved in
+    front of it after placement); then the control prompts: the impersonation prompt, and the quiet
+    prompt last.
+    """
+    gen = str(assets.get("generation_type") or "normal")
+    extra = st.model_extra or {}
+    out: list[dict[str, Any]] = []
+    if gen == "continue" and not assets.get("continue_prefill"):
+        nudge = getattr(st, "continue_nudge_prompt", None) or extra.get("continue_nudge_prompt")
+        if nudge:
+            out.append(text_block("preset:control:continueNudge", nudge, "system", "Continue nudge",
+                                  "continue_nudge_prompt"))
+    if gen == "impersonate":
+        text = getattr(st, "impersonation_prompt", None) or extra.get("impersonation_prompt")
+        if text:
+            out.append(text_block("preset:control:impersonate", text, "system", "Impersonation prompt",
+                                  "impersonation_prompt"))
+    quiet = assets.get("quiet_prompt")
+    if gen == "quiet" and isinstance(quiet, str) and quiet:
+        out.append(text_block("preset:control:quietPrompt", quiet, "system", "Quiet prompt", "quiet_prompt"))
+    return out
 
 
 #: SillyTavern's persona description positions (``assets.persona.position``)
@@ -497,7 +622,8 @@ def _extension_injections(
 def _example_blocks(st: Any, card: Mapping[str, Any], entries: list[Mapping[str, Any]], user: str, char: str,
                     resource: str) -> list[dict[str, Any]]:
     """The dialogue-example messages: one separator plus system messages named by speaker, per dialogue."""
-    texts = [str(e["content"]) for e in entries if _wi_slot(e) == "em_top"]
+    # SillyTavern unshifts each top entry's dialogues in turn and pushes the bottom ones
+    texts = list(reversed([str(e["content"]) for e in entries if _wi_slot(e) == "em_top"]))
     if isinstance(card.get("mes_example"), str):
         texts.append(card["mes_example"])
     texts += [str(e["content"]) for e in entries if _wi_slot(e) == "em_bottom"]
@@ -581,7 +707,7 @@ def st_messages(result: Any, *, squash: bool = False) -> list[dict[str, Any]]:
     messages = list(result.logical_messages)
     if not squash:
         return [dict(m) for m in messages]
-    separators = {mid for n in result.nodes if str(n.get("block_id", "")).endswith(":newChat")
+    separators = {mid for n in result.nodes if str(n.get("block_id", "")).endswith((":newChat", ":groupNudge"))
                   for mid in n.get("input_message_ids", ())}
     return squash_system_messages(messages, separators)
 

@@ -13,6 +13,7 @@ lorebook, the Author's Note), the request names it; the defaults are SillyTavern
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import Any
 from ..errors import Diagnostic, TemplateError
 from .st_chat import StChat, parse_chat, parse_chat_text
 from .st_postprocess import PromptNames, history_messages, post_process, to_claude, to_google
+from .st_budget import MessageKind, fit, fits_without_counting
 from .st_request import StRequest, parse_request
 
 __all__ = ["LoadedInputs", "StAssembly", "assemble_request", "load_inputs", "world_info_books"]
@@ -40,6 +42,8 @@ class StAssembly:
     #: the request body's prompt part for ``options.target``: ``{"messages"}`` (OpenAI-compatible),
     #: ``{"system", "messages"}`` (Claude) or ``{"contents", "system_instruction"}`` (Google)
     body: dict[str, Any] = field(default_factory=dict)
+    #: what the context budget allowed and what it left out (``None``: not counted, everything fit)
+    budget: Any = None
 
     def to_dict(self) -> dict[str, Any]:
         """The CLI's ``--json`` form: messages, warnings, nodes, provenance, trace and record."""
@@ -48,6 +52,7 @@ class StAssembly:
             "messages": self.messages,
             "body": self.body,
             "request_fields": self.request_fields,
+            "budget": self.budget.to_dict() if self.budget is not None else None,
             "warnings": [d.to_dict() for d in self.warnings],
             "logical_messages": full.get("logical_messages"),
             "nodes": full.get("nodes"),
@@ -184,7 +189,8 @@ def world_info_books(inputs: LoadedInputs, request: StRequest) -> tuple[list[dic
             else:
                 source = "global"
         out.append({**model.to_st_dict(), "name": name, "source": source})
-    embedded = inputs.card_model.character_book if inputs.card_model is not None else None
+    embedded = inputs.card_model.character_book if inputs.card_model is not None and \
+        request.options.scan_embedded_book else None
     if linked is not None and linked in names:
         pass
     elif embedded is not None:
@@ -200,6 +206,66 @@ def world_info_books(inputs: LoadedInputs, request: StRequest) -> tuple[list[dic
     return out, diags
 
 
+#: what SillyTavern uses for a setting a preset does not carry: importing a preset changes only
+#: the settings it has, so a missing one keeps the value of a fresh install (its shipped
+#: ``settings.json``, else the code default where that file has none)
+ST_PRESET_DEFAULTS: dict[str, Any] = {
+    "openai_max_context": 4095,
+    "openai_max_tokens": 300,
+    "names_behavior": 0,
+    "squash_system_messages": False,
+    "wi_format": "{0}",
+    "scenario_format": "{{scenario}}",
+    "personality_format": "{{personality}}",
+    "new_chat_prompt": "[Start a new Chat]",
+    "new_group_chat_prompt": "[Start a new group chat. Group members: {{group}}]",
+    "new_example_chat_prompt": "[Example Chat]",
+    "continue_nudge_prompt": "[Continue your last message without repeating its original content.]",
+    "group_nudge_prompt": "[Write the next reply only as {{char}}.]",
+    "impersonation_prompt": "[Write your next reply from the point of view of {{user}}, using the chat history so far "
+                            "as a guideline for the writing style of {{user}}. Write 1 reply only in internet RP style. "
+                            "Don't write as {{char}} or system. Don't describe actions of {{char}}.]",
+    "send_if_empty": "",
+    "continue_prefill": False,
+    "continue_postfix": " ",
+    "use_sysprompt": False,
+    "assistant_prefill": "",
+    "assistant_impersonation": "",
+}
+
+
+def with_st_defaults(preset: Mapping[str, Any]) -> dict[str, Any]:
+    """The preset with every setting it lacks (or leaves null) at SillyTavern's fresh-install value."""
+    out = dict(preset)
+    for key, value in ST_PRESET_DEFAULTS.items():
+        if out.get(key) is None:
+            out[key] = value
+    return out
+
+
+#: card fields SillyTavern reads through ``baseChatReplace(field.trim())`` (``getCharacterCardFields``)
+_TRIMMED_FIELDS = ("description", "personality", "scenario", "mes_example", "system_prompt",
+                   "post_history_instructions", "creator_notes")
+
+
+def _card_as_sillytavern_reads_it(card: Mapping[str, Any]) -> dict[str, Any]:
+    """The card fields as SillyTavern's prompt builder sees them: trimmed, carriage returns removed.
+
+    SillyTavern has no nickname: ``{{char}}`` is the card's ``name``, so ``nickname`` is dropped.
+    """
+    out = {k: v for k, v in card.items() if k != "nickname"}
+    for key in _TRIMMED_FIELDS:
+        if isinstance(out.get(key), str):
+            out[key] = out[key].strip().replace("\r", "")
+    ext = out.get("extensions")
+    if isinstance(ext, Mapping) and isinstance(ext.get("depth_prompt"), Mapping) \
+            and isinstance(ext["depth_prompt"].get("prompt"), str):
+        dp = dict(ext["depth_prompt"])
+        dp["prompt"] = dp["prompt"].strip().replace("\r", "")
+        out["extensions"] = {**ext, "depth_prompt": dp}
+    return out
+
+
 def _author_note_active(interval: int, chat: Sequence[Mapping[str, Any]]) -> bool:
     """SillyTavern's interval rule (``setFloatingPrompt``): counted in user messages of the chat."""
     if interval == 1:
@@ -211,40 +277,146 @@ def _author_note_active(interval: int, chat: Sequence[Mapping[str, Any]]) -> boo
     return left == 0
 
 
+#: relative prompt-manager entries SillyTavern adds as collections even when they hold no text
+_RELATIVE_FIXED = ("worldInfoBefore", "main", "worldInfoAfter", "charDescription", "charPersonality", "scenario",
+                   "personaDescription", "nsfw", "jailbreak", "enhanceDefinitions")
+
+
+def _kind(block_id: str, chat_index: int | None) -> MessageKind:
+    """A placed message's part in the budget, from the block that produced it."""
+    if chat_index is not None:
+        return MessageKind("history", "chat_history", chat_index=chat_index)
+    if block_id.startswith("preset:inject:"):
+        return MessageKind("history", "chat_history")
+    if block_id.startswith("preset:dialogueExamples:"):
+        return MessageKind("example", "examples", dialogue=int(block_id.split(":")[2]))
+    if block_id in ("preset:chatHistory:newChat", "preset:chatHistory:groupNudge"):
+        return MessageKind("reserved", "chat_history")
+    if block_id == "preset:chatHistory:sendIfEmpty":
+        return MessageKind("reserved", "chat_history")
+    if block_id.startswith("preset:control:"):
+        return MessageKind("reserved", "control_prompts")
+    if block_id.startswith("preset:worldInfo"):
+        return MessageKind("fixed", "world_info")
+    if block_id.startswith(("preset:charDescription", "preset:charPersonality", "preset:scenario")):
+        return MessageKind("fixed", "character")
+    if block_id.startswith("preset:personaDescription"):
+        return MessageKind("fixed", "persona")
+    return MessageKind("fixed", "prompts")
+
+
+def _fit(logical: list[dict[str, Any]], kinds: list[MessageKind], block_of: Mapping[str, str],
+         preset: Mapping[str, Any], req: StRequest, max_context: int, max_tokens: int) -> Any:
+    """The budget pass: ``(kept indexes, report)``, or ``None`` when surely everything fits uncounted."""
+    from ..assets.presets import parse_preset as parse_st_preset
+    from ..tokenizers import MessageCounter, get_tokenizer
+    from .sillytavern import prompt_sequence
+
+    budget = max_context - max_tokens
+    name = req.budget.tokenizer
+    if name in ("o200k", "cl100k", "words") and fits_without_counting(logical, budget - 64 * len(_RELATIVE_FIXED)):
+        return None
+    counter = _counters.get(name)
+    if counter is None:
+        counter = _counters[name] = MessageCounter(get_tokenizer(name))
+    placed = {b.split(":")[1] for b in block_of.values() if b.startswith("preset:")}
+    prompts, _ = prompt_sequence(parse_st_preset(dict(preset)), req.generation.type)
+    phantom = 0
+    for p in prompts:
+        relative = not p.in_chat
+        user_relative = p.system_prompt is False and p.identifier not in _RELATIVE_FIXED
+        if relative and (p.identifier in _RELATIVE_FIXED or user_relative) and p.identifier not in placed:
+            phantom += counter.message({"role": p.role or "system", "content": ""})
+    return fit(logical, kinds, counter, max_context=max_context, max_tokens=max_tokens,
+               pin_examples=req.budget.examples == "keep", phantom=phantom)
+
+
+_counters: dict[str, Any] = {}
+
+
+def _has_chat_history(preset: Mapping[str, Any], gen: str, persona: Any) -> bool:
+    from ..assets.presets import parse_preset as parse_st_preset
+    from .sillytavern import prompt_sequence
+
+    prompts, _ = prompt_sequence(parse_st_preset(dict(preset)), gen)
+    return any(p.identifier == "chatHistory" for p in prompts)
+_LAST_CHAT_MESSAGE = re.compile(r"\{\{\s*lastChatMessage\s*\}\}", re.I)
+
+
+def _wi_counter(books: list[dict[str, Any]], chat: list[dict[str, Any]], settings: Mapping[str, Any],
+                tokenizer: str) -> Any:
+    """The world-info budget's counter: the request's tokenizer, as SillyTavern counts world info.
+
+    When every entry and the whole chat together hold fewer UTF-8 bytes than the budget has tokens,
+    no entry can be cut whatever the count (a token is at least a byte), so bytes stand in and the
+    tokenizer is not loaded.
+    """
+    from ..tokenizers import get_tokenizer
+    from ..worldinfo import WorldInfoSettings
+    from ..worldinfo.settings import budget_tokens
+
+    budget = budget_tokens(WorldInfoSettings.from_mapping(settings))
+    total = sum(len(str(m.get("content") or "").encode("utf-8", "surrogatepass")) for m in chat)
+    for book in books:
+        entries = book.get("entries") or {}
+        for entry in entries.values() if isinstance(entries, Mapping) else entries:
+            if isinstance(entry, Mapping):
+                total += len(str(entry.get("content") or "").encode("utf-8", "surrogatepass")) + 1
+            if total >= budget:
+                return get_tokenizer(tokenizer).count
+    return lambda text: len(text.encode("utf-8", "surrogatepass"))
+
+
 def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | Path | None = None) -> StAssembly:
     """Assemble what SillyTavern sends for ``request`` (a request-file object, see :mod:`.st_request`)."""
     from ..assembler import Assembler, AssemblyRequest
     from ..assembler.sources import world_info_from_activation
     from ..worldinfo import ScanContext, activate_world_info
     from .builtin import builtin_strategy
-    from .sillytavern import st_messages, st_registry
+    from .sillytavern import squash_system_messages, st_registry
 
     req = parse_request(request)
     base = Path(base_dir) if base_dir is not None else None
     inputs = load_inputs(req, base)
     warnings = list(inputs.diagnostics)
-    preset = inputs.preset
+    preset = with_st_defaults(inputs.preset)
     card = inputs.card or {}
     user = req.user.name
     char = str(card.get("name") or "Assistant")
-    behavior = req.options.names_behavior if req.options.names_behavior is not None else \
-        int(preset.get("names_behavior", 0) or 0)
+    behavior = req.options.names_behavior if req.options.names_behavior is not None else int(preset["names_behavior"])
     group = req.group is not None
     chat = [m.to_dict() for m in inputs.chat.messages]
+    gen = req.generation.type
+    typed = req.generation.input
+    if typed and gen != "quiet":  # what the user typed is sent as a message before generating
+        chat.append({"role": "user", "content": typed})
+    elif typed == "" and gen == "normal" and str(preset.get("send_if_empty") or "").strip():
+        chat.append({"role": "user", "content": str(preset["send_if_empty"]).strip()})
+    prefill_mode = gen == "continue" and bool(preset.get("continue_prefill"))
+    if gen in ("regenerate", "swipe") and chat and chat[-1]["role"] == "assistant":
+        chat = chat[:-1]  # the message being replaced is not part of the prompt
     history = history_messages(chat, behavior=behavior, user=user, char=char, group=group)
+    continued: dict[str, Any] | None = None
+    if gen == "continue" and history:
+        continued = history[-1]
+        if prefill_mode:  # taken out before the in-chat injections, sent last (``continuePrefill``)
+            history = history[:-1]
     persona = req.user.persona
     assets: dict[str, Any] = {
         "st_preset": preset,
         "st_preset_name": inputs.preset_name,
         "user": user,
-        "persona": {"name": user, "description": persona.description,
+        "persona": {"name": user, "description": persona.description.strip().replace("\r", ""),
                     "position": _PERSONA_POSITIONS[persona.position], "depth": persona.depth, "role": persona.role},
         "prefer_character_prompt": req.options.prefer_character_prompt,
         "prefer_character_jailbreak": req.options.prefer_character_jailbreak,
-        "generation_type": "normal",
+        "generation_type": gen,
+        "quiet_prompt": req.generation.quiet_prompt,
+        "continue_prefill": prefill_mode,
+        "last_chat_role": history[-1]["role"] if history else None,
     }
     if inputs.card is not None:
-        assets["character"] = card
+        assets["character"] = _card_as_sillytavern_reads_it(card)
     note = req.author_note
     note_active = _author_note_active(note.interval, chat)
     assets["author_note"] = {"content": note.content if note_active else "", "depth": note.depth,
@@ -252,13 +424,20 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
     macro_extra: dict[str, Any] = {}
     if group and req.group is not None:
         macro_extra["group"] = list(req.group.members)
+        assets["group"] = list(req.group.members)
     books, book_diags = world_info_books(inputs, req)
     warnings.extend(book_diags)
     activation = None
     if books:
         wi = req.world_info.model_dump()
-        wi["max_context"] = int(preset.get("openai_max_context") or 4095)
-        scan_chat = [{"role": m["role"], "name": m.get("name") or (user if m["role"] == "user" else char),
+        # world info's budget is a share of the prompt's room: the context minus the reply
+        # (``getMaxPromptTokens``)
+        wi["max_context"] = (req.budget.max_context or int(preset["openai_max_context"])) - \
+            (req.budget.max_tokens if req.budget.max_tokens is not None else int(preset["openai_max_tokens"]))
+        # a narrator message is part of the chat SillyTavern scans (only hidden ones are not), so it
+        # goes in as a message of its speaker ("System" unless named)
+        scan_chat = [{"role": "assistant" if m["role"] == "system" else m["role"],
+                      "name": m.get("name") or {"user": user, "system": "System"}.get(m["role"], char),
                       "content": m["content"]} for m in chat]
         dp = card.get("extensions", {}).get("depth_prompt") if isinstance(card.get("extensions"), Mapping) else None
         context = ScanContext(
@@ -269,7 +448,8 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
             scenario=str(card.get("scenario") or ""),
             creator_notes=str(card.get("creator_notes") or ""),
         )
-        activation = activate_world_info(books, scan_chat, wi, seed=req.options.seed, context=context)
+        activation = activate_world_info(books, scan_chat, wi, seed=req.options.seed, context=context,
+                                         token_counter=_wi_counter(books, scan_chat, wi, req.budget.tokenizer))
         warnings.extend(d for d in activation.diagnostics if d.severity != "info")
         assets["world_info"] = world_info_from_activation(activation)
         outlets = {name: activation.by_position.outlet_text(name) for name in activation.by_position.outlets}
@@ -279,6 +459,11 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
         macro_extra["now"] = req.options.now
     if macro_extra:
         assets["macro_context"] = macro_extra
+    if not _has_chat_history(preset, gen, persona):
+        # no chat-history marker: SillyTavern sends no history, and so none of the in-chat prompts
+        # that would have been spliced into it (``populateChatHistory`` returns at once)
+        history = []
+        assets["no_chat_history"] = True
     input_ids = [history[-1]["id"]] if history and history[-1]["role"] == "user" else []
     result = Assembler(st_registry()).assemble(AssemblyRequest.from_dict({
         "preset": builtin_strategy("builtin-st"), "messages": history, "input_ids": input_ids, "assets": assets,
@@ -286,9 +471,51 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
     warnings.extend(d for d in result.diagnostics if d.severity in ("warning", "error"))
     squash = req.options.squash_system_messages if req.options.squash_system_messages is not None else \
         bool(preset.get("squash_system_messages", False))
-    messages = st_messages(result, squash=squash and not req.options.dry_run)
+    logical = [dict(m) for m in result.logical_messages]
+    block_of = {mid: str(n.get("block_id") or "") for n in result.nodes for mid in n.get("input_message_ids", ())}
+    native_index = {h["id"]: i for i, h in enumerate(history)}
+    if continued is not None and not prefill_mode:
+        # ``populateChatHistory``: the continued message leaves the history and goes, with the
+        # continue nudge, after everything but the control prompts
+        at = next((i for i, m in enumerate(logical) if m["id"] == continued["id"]), None)
+        nudge = next((i for i, m in enumerate(logical) if block_of.get(m["id"]) == "preset:control:continueNudge"),
+                     None)
+        if nudge is not None:  # ``substituteParamsExtended(nudge, {lastChatMessage})``, the text as it is
+            text = _LAST_CHAT_MESSAGE.sub(lambda _m: continued["content"].strip(), str(logical[nudge]["content"]))
+            logical[nudge] = {**logical[nudge], "content": text}
+        if at is not None:
+            moved = logical.pop(at)
+            nudge = nudge - 1 if nudge is not None and nudge > at else nudge
+            logical.insert(nudge if nudge is not None else len(logical), moved)
+            block_of[moved["id"]] = "preset:control:continued"
+    if continued is not None and prefill_mode:
+        prefill = str(preset.get("assistant_prefill") or "") if req.options.target == "claude" and \
+            continued["role"] == "assistant" else ""
+        text = "\n\n".join(x for x in (prefill, continued["content"]) if x)
+        item = {"id": "continue-prefill", "role": continued["role"], "content": text}
+        if continued.get("name"):
+            item["name"] = continued["name"]
+        logical.append(item)
+        block_of[item["id"]] = "preset:control:continuePrefill"
+    kinds = [_kind(block_of.get(m["id"], ""), native_index.get(m["id"])) for m in logical]
+    examples = req.budget.examples
+    if examples == "disabled":
+        keep_rows = [i for i, k in enumerate(kinds) if k.kind != "example"]
+        logical, kinds = [logical[i] for i in keep_rows], [kinds[i] for i in keep_rows]
+    max_context = req.budget.max_context or int(preset["openai_max_context"])
+    max_tokens = req.budget.max_tokens if req.budget.max_tokens is not None else int(preset["openai_max_tokens"])
+    report = _fit(logical, kinds, block_of, preset, req, max_context, max_tokens)
+    if report is not None:
+        kept, budget_report = report
+        logical = [logical[i] for i in kept]
+    else:
+        budget_report = None
+    if squash and not req.options.dry_run:
+        separators = {m["id"] for m in logical
+                      if block_of.get(m["id"], "").endswith((":newChat", ":groupNudge"))}
+        logical = squash_system_messages(logical, separators)
     final = []
-    for m in messages:
+    for m in logical:
         item: dict[str, Any] = {"role": m["role"], "content": m["content"]}
         if m.get("name"):
             item["name"] = m["name"]
@@ -315,7 +542,9 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
         body = to_google(final, names, use_sysprompt=use_sysprompt)
     else:
         body = {"messages": final}
-    return StAssembly(final, warnings, result, activation, fields, body)
+    if gen == "impersonate" and req.options.target == "claude":
+        fields["assistant_impersonation"] = str(preset.get("assistant_impersonation") or "")
+    return StAssembly(final, warnings, result, activation, fields, body, budget_report)
 
 
 def read_request_file(path: str) -> tuple[Any, Path | None]:

@@ -42,8 +42,8 @@ __all__ = [
 ]
 
 #: the user message SillyTavern inserts where strict post-processing needs one (its config
-#: ``promptPlaceholder``, default shown here)
-PLACEHOLDER = "Let's get started."
+#: ``promptPlaceholder``, as its shipped config.yaml sets it)
+PLACEHOLDER = "[Start a new chat]"
 _VALID_NAME = re.compile(r"[a-zA-Z0-9_]{1,64}")
 _INVALID_NAME_CHAR = re.compile(r"[^a-zA-Z0-9_]")
 _MODES = {

@@ -37,6 +37,8 @@ from ..errors import TemplateError
 __all__ = [
     "AuthorNote",
     "BookRef",
+    "Budget",
+    "Generation",
     "GroupChat",
     "Options",
     "Persona",
@@ -116,6 +118,9 @@ class Options(_Strict):
     names_behavior: Literal[-1, 0, 1, 2] | None = None
     #: overrides the preset's ``squash_system_messages``
     squash_system_messages: bool | None = None
+    #: scan the card's embedded ``character_book`` (what SillyTavern does once the user accepts the
+    #: import offered for such a card); false: only the books given
+    scan_embedded_book: bool = True
     prefer_character_prompt: bool = True
     prefer_character_jailbreak: bool = True
     seed: int = 0
@@ -137,6 +142,38 @@ class GroupChat(_Strict):
     name: str | None = None
 
 
+class Generation(_Strict):
+    """What kind of generation SillyTavern is asked for (its ``Generate(type)``)."""
+
+    #: normal; continue (the last message is continued); impersonate (write as the user);
+    #: regenerate / swipe (the last assistant message is replaced, so it is not sent); quiet (a
+    #: background prompt, e.g. a summary)
+    type: Literal["normal", "continue", "impersonate", "regenerate", "swipe", "quiet"] = "normal"
+    #: the quiet prompt (``generateQuietPrompt({quietPrompt})``), sent last as a system message
+    quiet_prompt: str = ""
+    #: what is in SillyTavern's send box when the generation starts. ``None`` (default): nothing
+    #: more, the chat's last message is the one just sent; a text: it is sent as the user's new
+    #: message first; ``""`` (an empty box): a normal generation sends the preset's
+    #: ``send_if_empty`` as the user's message, when it has one (``Generate``)
+    input: str | None = None
+
+
+class Budget(_Strict):
+    """The context budget: ``max_context - max_tokens`` tokens, counted with ``tokenizer``."""
+
+    #: the preset's ``openai_max_context`` when absent
+    max_context: int | None = Field(None, ge=1)
+    #: the preset's ``openai_max_tokens`` when absent
+    max_tokens: int | None = Field(None, ge=0)
+    #: o200k (GPT-4o and later: SillyTavern's choice for its default OpenAI models), cl100k (GPT-4,
+    #: GPT-3.5), estimate (SillyTavern's no-tokenizer guess), or a name given to
+    #: ``tavernbox.tokenizers.register_tokenizer``
+    tokenizer: str = "o200k"
+    #: dialogue examples: gradual (dropped when the context fills; SillyTavern's default), keep
+    #: (``pin_examples``: always kept, added before the history), disabled (``strip_examples``)
+    examples: Literal["gradual", "keep", "disabled"] = "gradual"
+
+
 class BookRef(_Strict):
     book: Any
     source: Literal["global", "chat", "persona", "character"] | None = None
@@ -153,6 +190,8 @@ class StRequest(_Strict):
     author_note: AuthorNote = AuthorNote()
     world_info: WorldInfoOptions = WorldInfoOptions()
     group: GroupChat | None = None
+    generation: Generation = Generation()
+    budget: Budget = Budget()
     options: Options = Options()
 
 

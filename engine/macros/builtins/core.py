@@ -357,6 +357,9 @@ def register(registry: MacroRegistry) -> None:
     r("banned", _banned, min_args=1, max_args=1)
     r("outlet", _outlet, min_args=1, max_args=1)
     r("hasExtension", _has_extension, min_args=1, max_args=1)
+    # the Summarize extension (shipped and enabled in SillyTavern 1.18): the chat's current summary,
+    # empty until one is written (context key ``summary``)
+    r("summary", lambda c: str(c.ctx.extras.get("summary") or ""), description="the chat's summary (Summarize)")
     r("maxPrompt", _limit("max_prompt"), aliases=("maxPromptTokens",))
     r("maxContext", _limit("max_context"), aliases=("maxContextTokens",))
     r("maxResponse", _limit("max_response"), aliases=("maxResponseTokens",))

@@ -1,0 +1,89 @@
+"""Turn a recorded SillyTavern-oracle scenario into a tavernbox request file.
+
+The oracle (``../shared/tools/st-oracle``) drove SillyTavern 1.18.0 itself for each scenario of
+``tests/golden/st_oracle/requests.jsonl`` and kept the ``messages`` it sent. This module maps the
+scenario's fields onto the request file a user would write, so the golden test checks the product
+path end to end: the same preset, card, book, chat, persona, Author's Note and settings in, the
+same messages out.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+GOLDEN = ROOT / "tests" / "golden" / "st_oracle"
+REQUESTS = GOLDEN / "requests.jsonl"
+
+#: power_user settings that are request options
+_OPTION_OVERRIDES = ("prefer_character_prompt", "prefer_character_jailbreak")
+
+
+def scenarios_module() -> ModuleType:
+    """The scenario generator (it resolves corpus references the same way the recording did)."""
+    spec = importlib.util.spec_from_file_location("st_oracle_make_scenarios", GOLDEN / "make_scenarios.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def load_cases() -> list[dict[str, Any]]:
+    if not REQUESTS.exists():
+        return []
+    return [json.loads(line) for line in REQUESTS.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def to_request(case: dict[str, Any], resolve: Any) -> dict[str, Any]:
+    """The request file for a recorded case (``resolve`` inlines corpus references)."""
+    sc = case["scenario"]
+    preset = dict(resolve(sc["preset"]))
+    if sc.get("max_context") is not None:
+        preset["openai_max_context"] = sc["max_context"]
+    if sc.get("max_tokens") is not None:
+        preset["openai_max_tokens"] = sc["max_tokens"]
+    overrides = sc.get("st_overrides") or {}
+    preset.update(overrides.get("oai_settings") or {})
+    options: dict[str, Any] = {"now": case.get("recorded_at")} if case.get("recorded_at") else {}
+    for key in _OPTION_OVERRIDES:
+        if key in (overrides.get("power_user") or {}):
+            options[key] = overrides["power_user"][key]
+    if sc.get("post_processing") is not None:
+        options["post_processing"] = sc["post_processing"]
+    card = resolve(sc["card"])
+    options["scan_embedded_book"] = bool(sc.get("import_embedded_book"))
+    persona: dict[str, Any] = {"description": sc.get("persona_description") or ""}
+    if sc.get("persona_position"):
+        persona.update(position=sc["persona_position"], depth=int(sc.get("persona_depth", 2)),
+                       role=sc.get("persona_role", "system"))
+    # the oracle presses Generate with an empty send box
+    generation: dict[str, Any] = {"type": sc.get("generation_type") or "normal", "input": ""}
+    if sc.get("quiet_prompt"):
+        generation["quiet_prompt"] = sc["quiet_prompt"]
+    request: dict[str, Any] = {
+        "generation": generation,
+        "preset": preset,
+        "card": card,
+        "chat": {"messages": [{k: v for k, v in m.items() if k in ("role", "content", "name", "force_avatar")}
+                              for m in sc["chat"]]},
+        "user": {"name": sc.get("user_name") or "User", "persona": persona},
+        "options": options,
+    }
+    books: list[Any] = []
+    if sc.get("book"):
+        books.append({"book": {**resolve(sc["book"]), "name": f"oracle-{case['id']}"}, "source": "global"})
+    linked = ((card.get("data") or card).get("extensions") or {}).get("world")
+    if linked == "Eldoria" and not sc.get("import_embedded_book"):
+        # a fresh SillyTavern ships the world "Eldoria" (the corpus copy), so a card linking it finds it
+        books.append({"book": {**resolve({"corpus": "worldbooks/st-default-eldoria.json"}), "name": "Eldoria"}})
+    if books:
+        request["books"] = books
+    if sc.get("author_note"):
+        request["author_note"] = dict(sc["author_note"])
+    if sc.get("world_info"):
+        request["world_info"] = dict(sc["world_info"])
+    return request

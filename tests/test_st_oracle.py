@@ -1,0 +1,72 @@
+"""Golden tests: tavernbox sends exactly what SillyTavern 1.18.0 sent for the same inputs.
+
+Each case of ``golden/st_oracle/requests.jsonl`` was recorded by driving SillyTavern itself (see
+``golden/st_oracle/README.md``): the preset, card, world book, chat, persona and settings of the
+scenario went in, and the ``messages`` its chat-completion request carried came out. Here the same
+scenario becomes a request file (:mod:`st_oracle_support`) and ``assemble_request`` must return the
+same messages: roles, names and contents, byte for byte.
+
+Cases whose prompts draw random values (``{{random}}``, ``{{roll}}``, ``{{pick}}``) cannot repeat
+SillyTavern's draws; for them each such macro is replaced, in the preset, by a marker, and every
+marker in tavernbox's output matches any text in SillyTavern's (the rest must still be exact).
+Time macros use the time the case was recorded (``options.now``).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+import pytest
+from st_oracle_support import load_cases, scenarios_module, to_request
+
+from tavernbox import assemble_request
+
+CASES = load_cases()
+MARK = "\u27e6volatile\u27e7"
+_VOLATILE = re.compile(r"\{\{\s*(?:random|roll|pick)\b(?:(?!\{\{|\}\}).)*\}\}", re.I | re.S)
+
+
+def _mask(value: Any) -> Any:
+    """Every random macro in the preset's texts replaced by the marker (innermost first)."""
+    if isinstance(value, str):
+        previous = None
+        while previous != value:
+            previous, value = value, _VOLATILE.sub(MARK, value)
+        return value
+    if isinstance(value, list):
+        return [_mask(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _mask(v) for k, v in value.items()}
+    return value
+
+
+def _matches(got: str, expected: str) -> bool:
+    if MARK not in got:
+        return got == expected
+    pattern = "(?s)" + ".*?".join(re.escape(part) for part in got.split(MARK))
+    return re.fullmatch(pattern, expected) is not None
+
+
+@pytest.fixture(scope="module")
+def resolve() -> Any:
+    return scenarios_module().resolve
+
+
+def test_the_golden_file_is_present() -> None:
+    assert len(CASES) >= 10, "tests/golden/st_oracle/requests.jsonl holds the recorded SillyTavern requests"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def test_sillytavern_sends_the_same_messages(case: dict[str, Any], resolve: Any) -> None:
+    request = to_request(case, resolve)
+    volatile = bool(case.get("volatile"))
+    if volatile:
+        request = copy.deepcopy(request)
+        request["preset"] = _mask(request["preset"])
+    got = assemble_request(request).messages
+    expected = case["messages"]
+    assert [(m["role"], m.get("name")) for m in got] == [(m["role"], m.get("name")) for m in expected]
+    for i, (g, e) in enumerate(zip(got, expected, strict=True)):
+        assert _matches(g["content"], e["content"]), f"message {i} differs"
