@@ -10,7 +10,7 @@ the revisions used are listed in ``refs`` and stored with the record.
 
 ``/v1/chat/completions`` takes an ordinary OpenAI chat-completion request whose ``messages`` are
 the chat, plus a ``tavernbox`` object naming the preset, card, books, user... (refs or inline;
-the request-file fields other than ``chat``). It assembles the real messages, replaces
+every request-file field but ``chat``). It assembles the real messages, replaces
 ``messages`` with them and forwards everything else unchanged to ``--upstream`` (:mod:`.upstream`),
 streaming the answer back as it comes (``stream: true``: server-sent events, byte for byte).
 
@@ -36,8 +36,13 @@ __all__ = ["router", "chat_from_openai"]
 router = APIRouter(prefix="/v1", tags=["requests"])
 
 _JSON_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {"type": "object"}}}}}
-#: the request-file fields a ``tavernbox`` object may carry (the chat is the OpenAI ``messages``)
-_TAVERNBOX_FIELDS = ("preset", "card", "books", "user", "author_note", "world_info", "group", "options")
+
+
+def _tavernbox_fields() -> tuple[str, ...]:
+    """The request-file fields a ``tavernbox`` object may carry: all but ``chat`` (the OpenAI ``messages``)."""
+    from ..strategies.st_request import StRequest
+
+    return tuple(name for name in StRequest.model_fields if name != "chat")
 
 
 def _refuse_paths(request: dict[str, Any], prefix: str = "$") -> None:
@@ -157,9 +162,10 @@ async def chat_completions(request: Request) -> Response:
         if not isinstance(extra, dict):
             raise TemplateError("a 'tavernbox' object names the preset, card, books... (refs or inline)",
                                 code="SERVICE_REQUEST_INVALID", path="$.tavernbox")
+        known = _tavernbox_fields()
         for key in extra:
-            if key not in _TAVERNBOX_FIELDS:
-                raise TemplateError(f"unknown field {key!r} (known: {', '.join(_TAVERNBOX_FIELDS)})",
+            if key not in known:
+                raise TemplateError(f"unknown field {key!r} (known: {', '.join(known)})",
                                     code="SERVICE_REQUEST_INVALID", path=f"$.tavernbox.{key}")
         resolved, refs = resolve_refs(library, extra, "$.tavernbox")
         assembly_request = {**resolved, "chat": chat_from_openai(body.get("messages"))}
