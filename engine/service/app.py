@@ -150,7 +150,7 @@ def warm_engines() -> None:
 
 def create_app(config: ServiceConfig) -> Any:
     """The ASGI application for ``config`` (the FastAPI app wrapped in :class:`Guard`)."""
-    from . import engines, library, requests
+    from . import engines, library, requests, sessions
 
     warm_engines()
 
@@ -194,6 +194,7 @@ def create_app(config: ServiceConfig) -> Any:
     app.include_router(engines.router)
     app.include_router(library.router)
     app.include_router(requests.router)
+    app.include_router(sessions.router)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
