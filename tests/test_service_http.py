@@ -367,3 +367,9 @@ def _ppid(proc: Path) -> int:
         return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
     except (OSError, IndexError, ValueError):
         return -1
+
+
+def test_a_library_document_must_be_json_of_a_usable_type(client: httpx.Client) -> None:
+    answer = client.put("/v1/library/chats/n", content=b"12")
+    assert answer.status_code == 400
+    assert answer.json()["error"]["message"] == "the request body must be an object or an array or a string (JSON)"

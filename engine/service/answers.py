@@ -93,7 +93,7 @@ async def read_json(request: Request, *, want: type | tuple[type, ...] = dict) -
     except RecursionError:
         raise TemplateError("the request body is nested too deeply", code="SERVICE_REQUEST_INVALID") from None
     if not isinstance(value, want):
-        names = " or ".join(t.__name__ for t in (want if isinstance(want, tuple) else (want,)))
-        kind = {"dict": "an object", "list": "an array"}.get(names, names)
-        raise TemplateError(f"the request body must be {kind}", code="SERVICE_REQUEST_INVALID", path="$")
+        words = {"dict": "an object", "list": "an array", "str": "a string"}
+        kind = " or ".join(words.get(t.__name__, t.__name__) for t in (want if isinstance(want, tuple) else (want,)))
+        raise TemplateError(f"the request body must be {kind} (JSON)", code="SERVICE_REQUEST_INVALID", path="$")
     return value
