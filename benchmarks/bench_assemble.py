@@ -28,6 +28,7 @@ from typing import Any
 
 from tavernbox.assembler import Assembler, AssemblyRequest, SourceRegistry, parse_preset
 from tavernbox.assembler.render import TAVERN
+from tavernbox.assembler.sources import builtin_registry
 
 TARGET_MS = 20.0
 LENGTHS = (200, 400, 800)
@@ -48,7 +49,7 @@ def _prompts(context: Any, rule: Any) -> dict[str, Any]:
 
 
 def registry() -> SourceRegistry:
-    reg = SourceRegistry.with_builtins()
+    reg = builtin_registry()
     reg.register({"id": "bench.prompts", "plugin_id": "bench", "name": "300 prompts", "resolve": _prompts,
                   "renderer": TAVERN})
     return reg
@@ -117,7 +118,7 @@ def measure(reg: SourceRegistry, req: Any, repeat: int) -> tuple[float, float]:
     provenance, which the result builds on first access, is built inside the timed region: the
     figure is a whole assembly as ``tavernbox assemble --json`` needs it."""
     assembler = Assembler(reg)
-    assembler.assemble(req).provenance  # warm-up (imports, compiled-template and parsed-preset caches)
+    assembler.assemble(req).provenance  # noqa: B018 - warm-up (imports, compiled-template and parsed-preset caches)
     times = []
     for _ in range(repeat):
         start = time.process_time()

@@ -61,5 +61,34 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
 
-if TYPE_CHECKING:  # pragma: no cover - for type checkers only
-    pass
+if TYPE_CHECKING:  # pragma: no cover - the lazy exports' real types, for type checkers only
+    # (``X as X`` marks a re-export)
+    from .assembler import Assembler as Assembler, replay as replay
+    from .assets import load_asset as load_asset
+    from .bridge import (
+        MvuUpdate as MvuUpdate,
+        TemplateSources as TemplateSources,
+        apply_mvu_reply as apply_mvu_reply,
+        inspect_template_metadata as inspect_template_metadata,
+        render_with_dependencies as render_with_dependencies,
+    )
+    from .ejs import (
+        TemplateResult as TemplateResult,
+        render_template as render_template,
+        render_templates as render_templates,
+    )
+    from .macros import (
+        MacroContext as MacroContext,
+        MacroRegistry as MacroRegistry,
+        MacroResult as MacroResult,
+        compile_macros as compile_macros,
+        expand_macros as expand_macros,
+    )
+    from .sandbox import Limits as Limits
+    from .strategies import (
+        SelectionStore as SelectionStore,
+        StrategyLibrary as StrategyLibrary,
+        builtin_strategy as builtin_strategy,
+        st_registry as st_registry,
+    )
+    from .worldinfo import Activation as Activation, activate_world_info as activate_world_info

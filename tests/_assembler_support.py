@@ -14,7 +14,7 @@ from typing import Any
 
 from tavernbox.assembler import Assembler, AssemblyResult, SourceRegistry
 from tavernbox.assembler.render import TAVERN
-from tavernbox.assembler.sources import split_authored_text
+from tavernbox.assembler.sources import builtin_registry, split_authored_text
 
 FORMAT = "dsh-tavern-request-assembly"
 
@@ -112,7 +112,7 @@ def _preset_source(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[
 
 def registry() -> SourceRegistry:
     """The built-in sources plus the stand-in ``preset`` source."""
-    reg = SourceRegistry.with_builtins()
+    reg = builtin_registry()
     reg.register(
         {
             "id": "preset",

@@ -13,11 +13,11 @@ from tavernbox.assembler.registry import (
     ASSET_CACHE,
     MAX_ASSET_NESTING,
     FrozenMap,
-    SourceRegistry,
     freeze,
     freeze_assets,
     memoized,
 )
+from tavernbox.assembler.sources import builtin_registry
 
 NATIVES = [rule("native-system"), rule("history"), rule("input")]
 
@@ -89,7 +89,7 @@ def test_sources_see_one_frozen_asset_across_requests_and_a_preset_is_parsed_onc
 
     ASSET_CACHE.clear()
     seen: list[Any] = []
-    reg = SourceRegistry.with_builtins()
+    reg = builtin_registry()
     reg.register({"id": "example.peek", "plugin_id": "example", "name": "peek",
                   "resolve": lambda c, r: seen.append(c["assets"]["big"]) or {"blocks": []}})
     for _ in range(2):
@@ -122,7 +122,7 @@ def test_an_unchanged_source_output_is_validated_once_and_records_stay_independe
     real = blocks._block
     monkeypatch.setattr(blocks, "_block", lambda raw, i, sid: checked.append(raw["id"]) or real(raw, i, sid))
     out = {"blocks": [{"type": "text", "id": "b1", "text": "one"}, {"type": "text", "id": "b2", "text": "two"}]}
-    reg = SourceRegistry.with_builtins()
+    reg = builtin_registry()
     reg.register({"id": "example.same", "plugin_id": "example", "name": "same", "resolve": lambda c, r: out})
     first = assemble([*NATIVES, rule("example.same", "s")], reg=reg)
     second = assemble([*NATIVES, rule("example.same", "s")], reg=reg)
@@ -136,7 +136,7 @@ def test_an_unchanged_source_output_is_validated_once_and_records_stay_independe
 
 
 def test_an_invalid_output_fails_every_time() -> None:
-    reg = SourceRegistry.with_builtins()
+    reg = builtin_registry()
     reg.register({"id": "example.bad", "plugin_id": "example", "name": "bad",
                   "resolve": lambda c, r: {"blocks": [{"type": "text", "id": "b", "text": 5}]}})
     for _ in range(2):

@@ -14,8 +14,9 @@ from _assembler_support import rule
 from bridge_support import Scripted, code
 
 from tavernbox import TemplateError, render_template
-from tavernbox.assembler import Assembler, SourceRegistry
+from tavernbox.assembler import Assembler
 from tavernbox.assembler.limits import PROJECTION_MAX_BYTES
+from tavernbox.assembler.sources import builtin_registry
 from tavernbox.bridge import inspect_template_metadata
 from tavernbox.sandbox import CancelToken, Limits
 
@@ -24,7 +25,7 @@ MESSAGES = [{"id": "s", "role": "system", "content": "S"}, {"id": "u", "role": "
 
 
 def _assemble(rules: list[dict[str, Any]], messages: list[dict[str, Any]] | None = None, **request: Any) -> Any:
-    return Assembler(SourceRegistry.with_builtins()).assemble({
+    return Assembler(builtin_registry()).assemble({
         "preset": {"format": "dsh-tavern-request-assembly", "version": 1, "name": "t", "rules": rules},
         "messages": messages or MESSAGES, "input_ids": ["u"], **request})
 

@@ -24,6 +24,7 @@ from tavernbox.assembler import Assembler, AssemblyRequest, SourceRegistry, pars
 from tavernbox.assembler.identity import content_hash
 from tavernbox.assembler.limits import dumps
 from tavernbox.assembler.render import TAVERN
+from tavernbox.assembler.sources import builtin_registry
 
 CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
 LOOM = CORPORA / "presets" / "prolix-lucid-loom-v3.2.json"
@@ -50,7 +51,7 @@ def _prompts(context: Any, rule: Any) -> dict[str, Any]:
 
 
 def _registry() -> SourceRegistry:
-    reg = SourceRegistry.with_builtins()
+    reg = builtin_registry()
     reg.register({"id": "pin.prompts", "plugin_id": "pin", "name": "60 prompts", "resolve": _prompts,
                   "renderer": TAVERN, "dependencies": ("character", "persona")})
     return reg
@@ -111,8 +112,10 @@ def _digest(result: Any) -> tuple[str, str]:
     return content_hash(dumps(result.to_dict())), content_hash(dumps(result.record))
 
 
-SYNTHETIC_PIN = ("sha256:aca7dfaa11bb74a8846d34efc088e3f3db46ba37124fcea03d54280f4344593d",
-                 "sha256:6e925de46ebcfd66fa3dd3552de22a6d5ef2a4a63608979299232a2deb0879d2")
+# re-pinned when the ``st`` placement took SillyTavern's rules: prompt text is sent untrimmed and
+# in-chat depths count every chat message, depth 0 ending the history (not the request)
+SYNTHETIC_PIN = ("sha256:369ba845147c3369686f8fdf3ec87066bfd422ddc932c33da480ccd5236793eb",
+                 "sha256:c06278bbdbaf3f75ddd1be25dd134872d40af42a30eeeee3bbe450cc02b4f26c")
 LOOM_PIN = ("sha256:e5ad5c0a9bf163102f8c304c9d3174ceba29f8e4b0cc5c3e5bd1c09af8cfad9c",
             "sha256:ea34d21d26275846134f885d24154e0591d7123dfcf0064c62dbacb9d384888d")
 

@@ -13,6 +13,7 @@ from tavernbox.assembler import Assembler, CancellationToken, SourceRegistry
 from tavernbox.assembler.limits import SOURCE_MAX_BLOCKS
 from tavernbox.assembler.registry import build_jobs
 from tavernbox.assembler.rules import parse_preset
+from tavernbox.assembler.sources import builtin_registry
 
 NATIVES = [rule("native-system"), rule("history"), rule("input")]
 
@@ -23,7 +24,7 @@ def text_source(sid: str, text: str = "T", **extra: Any) -> dict[str, Any]:
 
 
 def with_builtins(*descs: dict[str, Any]) -> SourceRegistry:
-    reg = SourceRegistry.with_builtins()
+    reg = builtin_registry()
     for d in descs:
         reg.register(d)
     return reg
@@ -232,7 +233,7 @@ def test_cancellation_stops_the_request() -> None:
 
 
 def test_registrations_are_captured_per_request() -> None:
-    reg = SourceRegistry.with_builtins()
+    reg = builtin_registry()
     jobs, _ = build_jobs(parse_preset(preset(NATIVES)), reg.capture())
     assert [j.descriptor.id for j in jobs] == ["native-system", "history", "input"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tavernbox.assembler.assemble import build_provenance
+from tavernbox.assembler.compose import build_provenance
 from tavernbox.assembler.projection import Logical, SharedSpans, project_system
 
 TEXT = st.text(alphabet=st.sampled_from("ab \n\U0001f600é"), min_size=0, max_size=8)

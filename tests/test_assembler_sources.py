@@ -8,8 +8,7 @@ import pytest
 from _assembler_support import assemble, chat, registry, rule, texts
 
 from tavernbox import TemplateError
-from tavernbox.assembler import SourceRegistry
-from tavernbox.assembler.sources import split_authored_text, world_info_from_activation
+from tavernbox.assembler.sources import builtin_registry, split_authored_text, world_info_from_activation
 
 NATIVES = [rule("native-system"), rule("history"), rule("input")]
 CARD = {"character": {"data": {"name": "C", "description": "CHAR", "post_history_instructions": "CARD PHI"}}}
@@ -96,7 +95,7 @@ def test_tavern_text_expands_template_tags_before_slots_and_records_the_output()
 
 
 def test_reference_to_an_unregistered_dependency_is_reported() -> None:
-    reg = SourceRegistry.with_builtins()
+    reg = builtin_registry()
     reg.register({"id": "example.ref", "plugin_id": "example", "name": "ref", "dependencies": ("example.gone",),
                   "resolve": lambda c, r: {"blocks": [{"type": "reference", "id": "r", "source_id": "example.gone"}]}})
     r = assemble([*NATIVES, rule("example.ref", "r")], reg=reg)

@@ -9,8 +9,9 @@ import pytest
 from _assembler_support import rule
 
 from tavernbox import TemplateError
-from tavernbox.assembler import Assembler, SourceRegistry, replay
+from tavernbox.assembler import Assembler, replay
 from tavernbox.assembler.limits import dumps
+from tavernbox.assembler.sources import builtin_registry
 from tavernbox.errors import CODES
 
 KIND = "pmp-dsh-tavern/prompt-template"
@@ -25,7 +26,7 @@ def template(tid: str, content: str, **extra: Any) -> dict[str, Any]:
 
 def run(templates: list[dict[str, Any]], *, rules: list[dict[str, Any]] | None = None, session: str | None = "chat-1",
         **assets: Any) -> Any:
-    return Assembler(SourceRegistry.with_builtins()).assemble({
+    return Assembler(builtin_registry()).assemble({
         "preset": {"format": "dsh-tavern-request-assembly", "version": 1, "name": "t", "rules": rules or RULES},
         "messages": MESSAGES, "input_ids": ["u"], "session_id": session,
         "assets": {"prompt_templates": templates, **assets}})

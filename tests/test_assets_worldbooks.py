@@ -46,7 +46,8 @@ def test_entries_keep_file_order_and_unknown_fields_round_trip() -> None:
 
 
 def test_snake_case_attributes_alias_sillytavern_names() -> None:
-    book = load_book({"entries": {"0": {"uid": 0, "excludeRecursion": True, "matchWholeWords": False, "characterFilter": {"isExclude": True, "names": ["a.png"]}}}})
+    book = load_book({"entries": {"0": {"uid": 0, "excludeRecursion": True, "matchWholeWords": False,
+                                        "characterFilter": {"isExclude": True, "names": ["a.png"]}}}})
     e = book.entry_list[0]
     assert e.exclude_recursion is True and e.match_whole_words is False
     assert e.character_filter.is_exclude is True and e.character_filter.names == ["a.png"]

@@ -107,7 +107,7 @@ def test_plain_renders_send_no_lease_messages(pool: CountingPool) -> None:
     assert result.text == "xy" and result.usage.job_steps > 0
     # A plain template render (render_template's path: run_program without lease_check) never
     # asks, bridge mode or not.
-    program = compile_source(("<% await null; %>z")).program
+    program = compile_source("<% await null; %>z").program
     assert run_program(program, "{}", pool=pool).text == "z"
     assert run_program(program, "null", pool=pool, bridge=("{}", 512)).text == "z"
     assert pool.questions == before
@@ -124,7 +124,7 @@ def test_caller_leases_are_checked_between_steps_even_without_lookups(pool: Coun
 
 
 def test_sandbox_reports_each_step_and_aborts_with_the_given_code(pool: CountingPool) -> None:
-    program = compile_source(("<% await null; %>a<% await null; %>b<% await null; %>c")).program
+    program = compile_source("<% await null; %>a<% await null; %>b<% await null; %>c").program
     seen: list[int] = []
 
     def keep_going(step: int) -> tuple[str, str] | None:
@@ -145,7 +145,7 @@ def test_sandbox_reports_each_step_and_aborts_with_the_given_code(pool: Counting
 
 
 def test_time_in_the_host_check_is_not_cpu_budget(pool: CountingPool) -> None:
-    program = compile_source(("<% await null; %>a<% await null; %>b")).program
+    program = compile_source("<% await null; %>a<% await null; %>b").program
 
     def slow(step: int) -> tuple[str, str] | None:
         time.sleep(0.03)
@@ -158,7 +158,7 @@ def test_time_in_the_host_check_is_not_cpu_budget(pool: CountingPool) -> None:
 
 
 def test_the_wall_deadline_still_applies_to_the_host_check(pool: CountingPool) -> None:
-    program = compile_source(("<% await null; %>a")).program
+    program = compile_source("<% await null; %>a").program
 
     def stuck(step: int) -> tuple[str, str] | None:
         time.sleep(0.25)

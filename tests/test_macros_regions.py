@@ -83,7 +83,8 @@ def test_regions_equal_the_whole_document_on_the_benchmark_documents() -> None:
 def test_simple_macro_edge_shapes() -> None:
     cases = [
         "{{user}}", "{{/if}}", "{{!user}}", "{{>user}}", "{{user-}}", "{{a::}}", "{{a::::}}", "{{a:: x ::y }}",
-        "{{a::\u00a0x\u3000}}", "{{a::x\x1f}}", "{{a::\x1cx\x85}}", "{{a::x=\"y\"}}", "{{a:::b}}", "{{a:b}}", "{{a b}}", "{{ a}}", "{{a }}", "{{{a}}}",
+        "{{a::\u00a0x\u3000}}", "{{a::x\x1f}}", "{{a::\x1cx\x85}}", "{{a::x=\"y\"}}", "{{a:::b}}", "{{a:b}}", "{{a b}}",
+        "{{ a}}", "{{a }}", "{{{a}}}",
         "{{// note 12 }}", "{{//}}", "{{///x}}", "{{/ /x}}", "{{a some text}}", "{{a  }}", "{{a\u00a0x}}",
         "{{a x::y}}", "{{!// x}}", "{{#a b c}}", "{{a\tx=\"q\"}}", "{{// a::b}}", "{{//:x}}", "{{/a b}}",
         "{{if {{getvar::x}}}}", "{{a::x{{b}}y::{{c::d}} }}", "{{.x}}", "{{$x--}}", "{{.x ++ }}", "{{.x = }}",

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import tavernbox
 from tavernbox import CODES, TemplateError
 from tavernbox.bridge import MvuUpdate, apply_mvu_reply
-from tavernbox.bridge import mvu_update as mu
+from tavernbox.bridge import mvu_commands as mc
 
 CORPUS = Path("/work/shared/corpora/mvu")
 
@@ -144,7 +144,8 @@ def test_json_patch_operations_pointer_escapes_and_fences() -> None:
 
 
 def test_json_patch_operations_that_are_not_json_data_are_skipped() -> None:
-    reply = '<JSONPatch>[{"op":"add","path":"/l/-","value":[Infinity]}, 7, {"op":"replace","path":"/n"}, {"op":"delta","path":"/n","value":1}]</JSONPatch>'
+    reply = ('<JSONPatch>[{"op":"add","path":"/l/-","value":[Infinity]}, 7, {"op":"replace","path":"/n"}, '
+             '{"op":"delta","path":"/n","value":1}]</JSONPatch>')
     result = run({"l": [], "n": 1}, reply)
     assert result.stat_data == {"l": [], "n": 2}
     assert codes(result) == ["MVU_COMMAND_INVALID"] * 3
@@ -237,26 +238,26 @@ def test_invalid_input_state_is_rejected() -> None:
 
 def test_reply_limit() -> None:
     head = "_.set('a', 1);"
-    run({"a": 0}, head + " " * (mu.MAX_REPLY_BYTES - len(head)))
-    fatal({"a": 0}, head + " " * (mu.MAX_REPLY_BYTES - len(head) + 1), "MVU_REPLY_LIMIT")
+    run({"a": 0}, head + " " * (mc.MAX_REPLY_BYTES - len(head)))
+    fatal({"a": 0}, head + " " * (mc.MAX_REPLY_BYTES - len(head) + 1), "MVU_REPLY_LIMIT")
 
 
 def test_command_limit() -> None:
-    assert run({"n": 0}, "_.add('n', 1);" * mu.MAX_COMMANDS).stat_data == {"n": 1000}
-    fatal({"n": 0}, "_.add('n', 1);" * (mu.MAX_COMMANDS + 1), "MVU_COMMAND_LIMIT")
-    patch = json.dumps([{"op": "delta", "path": "/n", "value": 1}] * mu.MAX_COMMANDS)
-    assert run({"n": 0}, f"<JSONPatch>{patch}</JSONPatch>").commands == mu.MAX_COMMANDS
+    assert run({"n": 0}, "_.add('n', 1);" * mc.MAX_COMMANDS).stat_data == {"n": 1000}
+    fatal({"n": 0}, "_.add('n', 1);" * (mc.MAX_COMMANDS + 1), "MVU_COMMAND_LIMIT")
+    patch = json.dumps([{"op": "delta", "path": "/n", "value": 1}] * mc.MAX_COMMANDS)
+    assert run({"n": 0}, f"<JSONPatch>{patch}</JSONPatch>").commands == mc.MAX_COMMANDS
     fatal({"n": 0}, f"_.add('n', 1);<JSONPatch>{patch}</JSONPatch>", "MVU_COMMAND_LIMIT")
 
 
 def test_path_limits() -> None:
-    key = "k" * (mu.MAX_PATH_CHARS - 2)
+    key = "k" * (mc.MAX_PATH_CHARS - 2)
     assert codes(run({}, f"_.set('{key}', 1);")) == ["MVU_PATH_MISSING"]
     fatal({}, f"_.set('{key}xxx', 1);", "MVU_PATH_LIMIT")
-    deep = ".".join(["a"] * mu.MAX_PATH_PARTS)
+    deep = ".".join(["a"] * mc.MAX_PATH_PARTS)
     assert codes(run({}, f"_.set('{deep}', 1);")) == ["MVU_PATH_MISSING"]
     fatal({}, f"_.set('{deep}.a', 1);", "MVU_PATH_LIMIT")
-    pointer = "/a" * (mu.MAX_PATH_PARTS + 1)
+    pointer = "/a" * (mc.MAX_PATH_PARTS + 1)
     fatal({}, f'<JSONPatch>[{{"op":"remove","path":"{pointer}"}}]</JSONPatch>', "MVU_PATH_LIMIT")
 
 
@@ -269,8 +270,8 @@ def _nested(depth: int) -> dict[str, Any]:
 
 
 def test_state_depth_limit() -> None:
-    run(_nested(mu.MAX_STATE_DEPTH), "")
-    fatal(_nested(mu.MAX_STATE_DEPTH + 1), "", "MVU_STATE_LIMIT")
+    run(_nested(mc.MAX_STATE_DEPTH), "")
+    fatal(_nested(mc.MAX_STATE_DEPTH + 1), "", "MVU_STATE_LIMIT")
     # a reply value deep enough to push the state over the limit
     value = "[" * 63 + "]" * 63
     assert run({"v": 0}, f"_.set('v', {value});").stat_data["v"] is not None
@@ -279,17 +280,17 @@ def test_state_depth_limit() -> None:
 
 
 def test_state_node_limit() -> None:
-    full = {"l": [0] * (mu.MAX_STATE_NODES - 2)}  # root + list + items
+    full = {"l": [0] * (mc.MAX_STATE_NODES - 2)}  # root + list + items
     run(full, "")
-    fatal({"l": [0] * (mu.MAX_STATE_NODES - 1)}, "", "MVU_STATE_LIMIT")
+    fatal({"l": [0] * (mc.MAX_STATE_NODES - 1)}, "", "MVU_STATE_LIMIT")
     fatal(full, "_.insert('l', 1);", "MVU_STATE_LIMIT")
 
 
 def test_state_byte_limit() -> None:
     overhead = len('{"s":""}')
-    at_limit = {"s": "x" * (mu.MAX_STATE_BYTES - overhead)}
+    at_limit = {"s": "x" * (mc.MAX_STATE_BYTES - overhead)}
     run(at_limit, "")
-    fatal({"s": "x" * (mu.MAX_STATE_BYTES - overhead + 1)}, "", "MVU_STATE_LIMIT")
+    fatal({"s": "x" * (mc.MAX_STATE_BYTES - overhead + 1)}, "", "MVU_STATE_LIMIT")
     fatal(at_limit, "_.assign('t', 1);", "MVU_STATE_LIMIT")  # a new key pushes the updated state over
 
 
@@ -388,13 +389,13 @@ def test_yaml_aliases_cannot_blow_up_a_small_value() -> None:
 
 def test_loose_value_budget() -> None:
     """JSON5/YAML readings are slow pure Python: their total per reply is capped; strict JSON is not."""
-    quarter = mu.MAX_LOOSE_VALUE_CHARS // 4
+    quarter = mc.MAX_LOOSE_VALUE_CHARS // 4
     loose = "{k: '" + "x" * (quarter - 7) + "'}"
     assert len(loose) == quarter  # four of them use the budget up exactly
     assert run({"v": 0}, f"_.set('v', {loose});" * 4).stat_data["v"] == {"k": "x" * (quarter - 7)}
     fatal({"v": 0}, f"_.set('v', {loose});" * 4 + "_.set('v', {a: 1});", "MVU_VALUE_LIMIT")
-    strict = json.dumps({"k": "x" * mu.MAX_LOOSE_VALUE_CHARS})
-    assert run({"v": 0}, f"_.set('v', {strict});").stat_data["v"]["k"] == "x" * mu.MAX_LOOSE_VALUE_CHARS
+    strict = json.dumps({"k": "x" * mc.MAX_LOOSE_VALUE_CHARS})
+    assert run({"v": 0}, f"_.set('v', {strict});").stat_data["v"]["k"] == "x" * mc.MAX_LOOSE_VALUE_CHARS
 
 
 def test_array_lock_is_seen_after_it_is_inserted_and_released_after_it_is_replaced() -> None:

@@ -451,3 +451,18 @@ def test_cli_target_prints_the_converted_body(tmp_path: Path) -> None:
                                    "--messages"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["contents"][0]["role"] == "user"
+
+
+def test_provenance_describes_the_sent_messages_and_names_world_info_entries() -> None:
+    result = assemble_request({"preset": {**BASIC, "squash_system_messages": True}, "card": CARD, "chat": CHAT,
+                               "books": [book("Lore", "The lamp is old.")]})
+    provenance = result.provenance
+    assert len(provenance) == len(result.messages)
+    first = result.messages[0]["content"]
+    entry_spans = [s for s in provenance[0]["spans"] if s.get("kind") == "world_info"]
+    assert [(s["book"], s["uid"]) for s in entry_spans] == [("Lore", 0)]
+    span = entry_spans[0]
+    assert first[span["start"]:span["end"]] == "The lamp is old."
+    # the squashed message's ranges cover it without gaps
+    spans = provenance[0]["spans"]
+    assert spans[0]["start"] == 0 and spans[-1]["end"] == len(first)

@@ -6,7 +6,8 @@ messages of a recorded assembly without calling any source. See :mod:`.assemble`
 
 from __future__ import annotations
 
-from .assemble import Assembler, AssemblyRequest, AssemblyResult, canonical_message
+from .assemble import Assembler
+from .compose import AssemblyRequest, AssemblyResult, canonical_message
 from .projection import Logical, project_system
 from .record import replay
 from .registry import CancellationToken, SourceDescriptor, SourceRegistry

@@ -9,19 +9,41 @@ someone else claimed. The first claimer wins. A reference chain that comes back 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Protocol
 
 from ..errors import TemplateError
 
 if TYPE_CHECKING:
     from .blocks import Block
-    from .placement import Planner
     from .registry import ResolvedEntry
 
-__all__ = ["settle_claims"]
+__all__ = ["ClaimPlan", "settle_claims"]
 
 
-def settle_claims(plan: Planner) -> dict[str, str]:
+class ClaimPlan(Protocol):
+    """What settling claims reads of a plan (the placement planner, which calls :func:`settle_claims`).
+
+    Written here as an interface so claims sit below placement instead of importing it back.
+    """
+
+    @property
+    def macro_table(self) -> Mapping[str, tuple[ResolvedEntry, Block]]: ...
+
+    def key(self, entry: ResolvedEntry, block: Block) -> str: ...
+
+    def roots(self) -> Iterator[tuple[ResolvedEntry, Block]]: ...
+
+    def find_block(self, source_id: str, block_id: str) -> tuple[ResolvedEntry, Block] | None: ...
+
+    def macro_uses(self, block: Block) -> list[tuple[int, int, str]]: ...
+
+    def usable(self, entry: ResolvedEntry, block: Block) -> bool: ...
+
+    def targets(self, entry: ResolvedEntry, ref: Block) -> list[tuple[ResolvedEntry, Block]]: ...
+
+
+def settle_claims(plan: ClaimPlan) -> dict[str, str]:
     """Return ``{claimed block key: claimer block key}`` for the request."""
     claimed: dict[str, str] = {}
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from .tools import advance_past_transactions
 
 if TYPE_CHECKING:
-    from .placement import Node
+    from .node import Node
 
 __all__ = ["insert_deferred", "insertion_index"]
 

@@ -30,7 +30,7 @@ from ..errors import Diagnostic, TemplateError
 from .identity import derived_id, text_hash
 
 if TYPE_CHECKING:
-    from .placement import Node
+    from .node import Node
     from .rules import Preset
 
 __all__ = ["NATIVE_PLACEMENTS", "arrange_native", "check_native_preset"]
@@ -116,7 +116,6 @@ def arrange_native(preset: Preset, rows: list[Node], deferred: list[Node]) -> tu
         node.depth = None
         (late_system if system else late_user).append(node)
     before: list[Node] = []
-    middle: list[Node] = []
     after: list[Node] = []
     natives_mid: list[Node] = []
     if mode == "native-slots":

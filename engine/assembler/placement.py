@@ -14,21 +14,19 @@ rule's own depth overrides the depths its blocks carry.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from dataclasses import field as dc_field
 from typing import Any
 
 from ..errors import Diagnostic, TemplateError
 from .blocks import Block
+from .claims import settle_claims
 from .identity import messages_hash, text_identity
 from .native import NATIVE_PLACEMENTS, arrange_native
+from .node import Node, SpanInfo
 from .registry import ResolvedEntry
 from .render import IDENTITY, FrozenInfo, RenderOutput, compose_text, find_source_macros
 from .rules import Preset, Rule
 
-__all__ = ["Node", "Planner"]
-
-SpanInfo = dict[str, Any]
+__all__ = ["Planner"]
 
 #: ``find_source_macros`` results by (text, macro names): the scan depends on nothing else, and
 #: an unchanged prompt is scanned again by every request (bounded, emptied when full; the lists
@@ -107,33 +105,6 @@ def _native_info(rule_id: str, source_id: str, block_id: str, message_id: str) -
             rule_id=rule_id, source_id=source_id, block_id=block_id, native_message_id=message_id
         )
     return info
-
-
-@dataclass(slots=True)
-class Node:
-    """One placed contribution: a block rendered to zero or more messages, with its provenance."""
-
-    key: str
-    rule_id: str
-    source_id: str
-    plugin_id: str
-    block_id: str
-    name: str
-    role: str
-    native: bool
-    messages: list[dict[str, Any]]
-    spans: list[list[tuple[int, int, SpanInfo]]]
-    hash: str
-    depth: int | None
-    order: float
-    lifetime: str
-    stability: str
-    resource_id: str | None = None
-    field: str | None = None
-    locked: bool = False
-    lock_reason: str | None = None
-    children: list[dict[str, Any]] = dc_field(default_factory=list)
-    adjusted_for_tools: bool = False
 
 
 class Planner:
@@ -262,8 +233,6 @@ class Planner:
 
     def place(self) -> list[Node]:
         """Settle claims, emit every root in list order, return the rows concatenated."""
-        from .claims import settle_claims
-
         self.claimed = settle_claims(self)
         for entry, block in self.roots():
             self._emit(entry, block, entry.rule, entry.rule, None, True, None)

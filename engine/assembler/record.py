@@ -13,20 +13,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import Diagnostic, TemplateError
 from ..spans import Span
 from .blocks import validate_output
+from .compose import AssemblyRequest, AssemblyResult, canonical_message, compose
 from .identity import content_hash, messages_hash
 from .registry import ResolvedEntry, SourceDescriptor
 from .render import RenderOutput
 from .rules import Rule, parse_preset
 
-if TYPE_CHECKING:
-    from .assemble import AssemblyRequest, AssemblyResult
-
-__all__ = ["RECORD_FORMAT", "build_record", "replay"]
+__all__ = ["RECORD_FORMAT", "build_record", "diagnostic_dict", "replay"]
 
 RECORD_FORMAT = "tavernbox-assembly-record"
 RECORD_VERSION = 1
@@ -48,8 +46,6 @@ def build_record(
     snapshots: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The JSON-ready record of one assembly (see the module docstring)."""
-    from .assemble import _diag_dict
-
     return {
         "format": RECORD_FORMAT,
         "version": RECORD_VERSION,
@@ -74,11 +70,23 @@ def build_record(
             }
             for e in entries
         ],
-        "diagnostics": [_diag_dict(d) for d in diagnostics],
+        "diagnostics": [diagnostic_dict(d) for d in diagnostics],
         "renders": renders,
-        "notices": [_diag_dict(d) for d in notices],
+        "notices": [diagnostic_dict(d) for d in notices],
         "messages_hash": messages_hash(result.messages),
     }
+
+
+def diagnostic_dict(d: Diagnostic) -> dict[str, Any]:
+    """A diagnostic as the record (and a render entry) writes it; :func:`_diag` reads it back."""
+    out: dict[str, Any] = {"code": d.code, "message": d.message, "severity": d.severity}
+    if d.span is not None:
+        out["start"], out["end"] = d.span.start, d.span.end
+    if d.path is not None:
+        out["path"] = d.path
+    if d.data:
+        out["data"] = json.loads(json.dumps(d.data, default=str))
+    return out
 
 
 def _diag(d: Mapping[str, Any]) -> Diagnostic:
@@ -103,8 +111,6 @@ def replay(record: Mapping[str, Any]) -> AssemblyResult:
     Raises ``ASSEMBLY_REPLAY_INVALID`` for a malformed record, a render the record does not hold,
     or messages that do not hash to the recorded value.
     """
-    from .assemble import canonical_message, compose
-
     def bad(message: str) -> TemplateError:
         return TemplateError(f"invalid assembly record: {message}", code="ASSEMBLY_REPLAY_INVALID")
 

@@ -393,15 +393,6 @@ class SourceRegistry:
         """The registrations one request works with (later changes affect the next request)."""
         return dict(self._sources)
 
-    @classmethod
-    def with_builtins(cls) -> SourceRegistry:
-        """A registry holding the built-in sources (native instructions, history, input, custom...)."""
-        from .sources import register_builtin_sources
-
-        registry = cls()
-        register_builtin_sources(registry)
-        return registry
-
 
 @dataclass(frozen=True, slots=True)
 class Job:

@@ -35,13 +35,11 @@ and come back from strangers' storage: :func:`validate_records` checks them at t
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import Diagnostic, TemplateError
 from .identity import derived_id
-
-if TYPE_CHECKING:
-    from .placement import Node
+from .node import Node
 
 __all__ = ["EMPTY_HASH", "RECORD_KEYS", "Retention", "empty_notice", "retain", "validate_records"]
 
@@ -213,8 +211,6 @@ def _empty_record(last: dict[str, Any], generation: int, after_id: str | None) -
 
 
 def _retained_node(record: dict[str, Any]) -> Node:
-    from .placement import Node
-
     messages = [dict(m) for m in record["messages"]]
     return Node(
         key=f"{record['id']}:retained:{messages[0]['id']}",

@@ -30,18 +30,17 @@ from typing import Any
 from ..errors import TemplateError
 from .registry import SourceDescriptor, SourceRegistry, thaw
 from .render import TAVERN
-from .templates import TEMPLATE_SOURCE_ID, resolve_prompt_templates
+from .templates import TAVERN_PLUGIN, TEMPLATE_SOURCE_ID, resolve_prompt_templates
 
 __all__ = [
     "BUILTIN_IDS",
-    "format_stat_data",
+    "builtin_registry",
     "register_builtin_sources",
     "split_authored_text",
     "world_info_from_activation",
 ]
 
 DSH = "dsh"
-TAVERN_PLUGIN = "pmp-dsh-tavern"
 _MARKER = re.compile(r"\{\{\s*(chatHistory|history|input|worldInfoBefore|worldInfoAfter|worldInfo)\s*\}\}", re.I)
 _MARKER_TARGETS = {
     "chathistory": (("history", None), ("input", None)),
@@ -316,32 +315,6 @@ MVU_FORMAT_MACRO = "format_message_variable::stat_data"
 _MVU_FORMAT = re.compile(r"\{\{\s*format_message_variable::stat_data\s*\}\}", re.I)
 
 
-def format_stat_data(stat_data: Any) -> str:
-    """MVU ``stat_data`` as the prompt sees it: YAML, every ``$`` key removed (recursively).
-
-    Arrays are kept, so a ``[value, "description"]`` pair prints as a two-item sequence;
-    multi-line strings use literal block style; trailing whitespace is trimmed.
-    """
-    import yaml
-
-    def strip(value: Any) -> Any:
-        if isinstance(value, Mapping):
-            return {str(k): strip(v) for k, v in value.items() if not str(k).startswith("$")}
-        if isinstance(value, (list, tuple)):
-            return [strip(v) for v in value]
-        return value
-
-    class _Dumper(yaml.SafeDumper):
-        pass
-
-    def text(dumper: yaml.SafeDumper, data: str) -> Any:
-        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|" if "\n" in data else None)
-
-    _Dumper.add_representer(str, text)
-    return yaml.dump(strip(stat_data), Dumper=_Dumper, allow_unicode=True, sort_keys=False,
-                     default_flow_style=False, width=1 << 16).rstrip()
-
-
 def _mvu(context: Mapping[str, Any]) -> tuple[Mapping[str, Any] | None, str, str]:
     """The request's MVU state: ``(stat_data, resource name, revision)``; stat_data None when absent."""
     mvu = context["assets"].get("mvu")
@@ -387,6 +360,10 @@ def _worldbook(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[str,
             if stat_data is not None:
                 # the state is data, inserted after macro expansion and never expanded itself
                 if mvu_yaml is None:
+                    # MVU's own formatting; imported here because the bridge is slow to import
+                    # and only a book that uses the macro needs it
+                    from ..bridge.mvu import format_stat_data
+
                     mvu_yaml = format_stat_data(thaw(stat_data))
                     diagnostics.append({"code": "WORLD_BOOK_MVU_VARIABLE_VERSION", "severity": "info",
                                         "message": f"world info read MVU state {name!r} at revision {revision}",
@@ -457,3 +434,10 @@ BUILTIN_IDS = tuple(d.id for d in BUILTINS)
 def register_builtin_sources(registry: SourceRegistry) -> list[Any]:
     """Register every built-in source; returns their disposers."""
     return [registry.register(d) for d in BUILTINS]
+
+
+def builtin_registry() -> SourceRegistry:
+    """A registry holding the built-in sources (native instructions, history, input, custom...)."""
+    registry = SourceRegistry()
+    register_builtin_sources(registry)
+    return registry

@@ -52,7 +52,9 @@ Resolver = Callable[[Mapping[str, Any], Mapping[str, Any]], dict[str, Any]]
 
 __all__ = ["TEMPLATE_SOURCE_ID", "prompt_template_resolver", "prompt_template_source", "resolve_prompt_templates"]
 
-TEMPLATE_SOURCE_ID = "pmp-dsh-tavern/prompt-template"
+#: the plugin id of the tavern built-ins (this source and those of :mod:`.sources`)
+TAVERN_PLUGIN = "pmp-dsh-tavern"
+TEMPLATE_SOURCE_ID = f"{TAVERN_PLUGIN}/prompt-template"
 _PATH = "$.assets.prompt_templates"
 
 
@@ -145,7 +147,6 @@ def prompt_template_source(*, mvu: Mapping[str, MvuSource] | None = None,
     :data:`tavernbox.assembler.sources.BUILTINS` leaving out ``TEMPLATE_SOURCE_ID``, then register this.
     """
     from .registry import SourceDescriptor
-    from .sources import TAVERN_PLUGIN
 
     return SourceDescriptor(TEMPLATE_SOURCE_ID, TAVERN_PLUGIN, "Prompt templates",
                             resolve=prompt_template_resolver(mvu=mvu, management=management),

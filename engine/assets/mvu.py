@@ -116,13 +116,16 @@ def _check_meta(value: Any, path: str, diags: list[Diagnostic], *, root: bool) -
                 for mk, mv in v.items():
                     if mk not in allowed:
                         diags.append(
-                            Diagnostic("ASSET_MVU_META", f"unknown $meta key {mk!r}; MVU ignores it", severity="info", path=join_path(child, mk))
+                            Diagnostic("ASSET_MVU_META", f"unknown $meta key {mk!r}; MVU ignores it", severity="info",
+                                       path=join_path(child, mk))
                         )
                     elif mk == "required" and not (isinstance(mv, list) and all(isinstance(x, str) for x in mv)):
                         diags.append(
-                            Diagnostic("ASSET_MVU_META", "$meta.required must be an array of key names", severity="warning", path=join_path(child, mk))
+                            Diagnostic("ASSET_MVU_META", "$meta.required must be an array of key names", severity="warning",
+                                       path=join_path(child, mk))
                         )
-                    elif mk in {"extensible", "recursiveExtensible", "strictTemplate", "concatTemplateArray", "strictSet"} and not isinstance(mv, bool):
+                    elif mk in {"extensible", "recursiveExtensible", "strictTemplate", "concatTemplateArray",
+                                "strictSet"} and not isinstance(mv, bool):
                         diags.append(
                             Diagnostic("ASSET_MVU_META", f"$meta.{mk} must be true or false", severity="warning", path=join_path(child, mk))
                         )

@@ -100,9 +100,9 @@ def inspect_template_metadata(name: str, content: str) -> TemplateMetadata:
             bare = line.rstrip("\r\n")
             if not bare.startswith("@@") or bare.startswith("@@@"):
                 break  # the first non-decorator line (or the @@@ literal) starts the content
-            m = _DECORATOR.match(bare)
-            assert m is not None
-            dec_name, argument = m.group(1) or "", m.group(2).strip()
+            dm = _DECORATOR.match(bare)
+            assert dm is not None
+            dec_name, argument = dm.group(1) or "", dm.group(2).strip()
             official = dec_name in OFFICIAL_DECORATORS
             span = Span(offset, offset + len(bare))
             decorators.append(Decorator(dec_name, argument, official, span))

@@ -23,7 +23,7 @@ from ..errors import TemplateError
 from .leases import Resolution, Revocable
 from .revision import revision_of
 
-__all__ = ["MvuSource", "expand_mvu_macros", "lookup_path"]
+__all__ = ["MvuSource", "expand_mvu_macros", "format_stat_data", "lookup_path"]
 
 _MACRO = re.compile(r"\{\{\s*(format_message_variable|get_message_variable)::([^{}]*?)\s*\}\}", re.I)
 _PATH_TOKEN = re.compile(r"""\[(\d+)\]|\[(?:'([^']*)'|"([^"]*)")\]|([^.\[\]]+)""")
@@ -114,6 +114,32 @@ def lookup_path(root: Any, path: str) -> tuple[bool, Any]:
     return True, cur
 
 
+def format_stat_data(stat_data: Any) -> str:
+    """MVU ``stat_data`` as the prompt sees it: YAML, every ``$`` key removed (recursively).
+
+    Arrays are kept, so a ``[value, "description"]`` pair prints as a two-item sequence;
+    multi-line strings use literal block style; trailing whitespace is trimmed.
+    """
+    import yaml
+
+    def strip(value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {str(k): strip(v) for k, v in value.items() if not str(k).startswith("$")}
+        if isinstance(value, (list, tuple)):
+            return [strip(v) for v in value]
+        return value
+
+    class _Dumper(yaml.SafeDumper):
+        pass
+
+    def text(dumper: yaml.SafeDumper, data: str) -> Any:
+        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|" if "\n" in data else None)
+
+    _Dumper.add_representer(str, text)
+    return yaml.dump(strip(stat_data), Dumper=_Dumper, allow_unicode=True, sort_keys=False,
+                     default_flow_style=False, width=1 << 16).rstrip()
+
+
 def expand_mvu_macros(text: str, source: MvuSource | None) -> tuple[str, Resolution | None]:
     """Replace the two MVU macros in ``text``; the state is read only if one is present.
 
@@ -122,8 +148,6 @@ def expand_mvu_macros(text: str, source: MvuSource | None) -> tuple[str, Resolut
     """
     if source is None or _MACRO.search(text) is None:
         return text, None
-    from ..assembler.sources import format_stat_data
-
     resolution = source.resolve_variables()
     data = resolution.content
 

@@ -6,9 +6,9 @@ A card that uses MVU asks the model to end each reply with commands such as
 copy of the state, and reports what changed the way MVU's ``display_data``/``delta_data`` show it
 (``"<old>-><new> (<reason>)"``).
 
-Why this is not a JavaScript evaluator: the reply is model output, so arguments are read as data
-only -- JSON, JSON5, a small numeric-expression grammar (``+ - * /`` and parentheses), YAML flow
-collections, else the text with its quotes trimmed. Nothing is ever executed.
+Two jobs, two modules: :mod:`.mvu_commands` reads the reply into commands (as data only: the
+reply is model output, so nothing is ever executed) and holds the limits; this module applies
+them with MVU's semantics (paths, ``$meta``, display strings).
 
 Failure model: a command that does not fit the state (missing path, refused by ``$meta``, wrong
 argument count or type) is skipped with a per-command :class:`Diagnostic`; text that cannot be read as
@@ -25,40 +25,24 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import json5
-import yaml
-
 from ..assets.mvu import is_value_with_description
 from ..errors import Diagnostic, TemplateError
 from ..spans import Span
+from .mvu_commands import (
+    MAX_PATH_CHARS,
+    MAX_PATH_PARTS,
+    MAX_REPLY_BYTES,
+    MAX_STATE_BYTES,
+    MAX_STATE_DEPTH,
+    MAX_STATE_NODES,
+    Command,
+    limit_error,
+    norm_number,
+    normalise,
+    read_commands,
+)
 
-__all__ = [
-    "MAX_COMMANDS",
-    "MAX_PATH_CHARS",
-    "MAX_PATH_PARTS",
-    "MAX_REPLY_BYTES",
-    "MAX_STATE_BYTES",
-    "MAX_STATE_DEPTH",
-    "MAX_STATE_NODES",
-    "MAX_LOOSE_VALUE_CHARS",
-    "MvuUpdate",
-    "apply_mvu_reply",
-]
-
-#: dsh-tavern's limits (dsh-assembler 11.2); each has its own stable error code.
-MAX_REPLY_BYTES = 1024 * 1024  # MVU_REPLY_LIMIT (UTF-8 bytes)
-MAX_COMMANDS = 1000  # MVU_COMMAND_LIMIT (a JSON Patch operation counts as one command)
-MAX_PATH_CHARS = 2000  # MVU_PATH_LIMIT
-MAX_PATH_PARTS = 64  # MVU_PATH_LIMIT
-MAX_STATE_BYTES = 2 * 1024 * 1024  # MVU_STATE_LIMIT (compact JSON, UTF-8)
-MAX_STATE_NODES = 100_000  # MVU_STATE_LIMIT (every object, array and scalar counts one)
-MAX_STATE_DEPTH = 64  # MVU_STATE_LIMIT (the root object is depth 1)
-#: Characters of values that are not strict JSON but look structured (start with { [ ' ") that one
-#: reply may hand to the JSON5 and YAML readers. Both are pure Python and read ~50-100 KB/s, so
-#: without this a 1 MiB reply could cost many CPU seconds. MVU_VALUE_LIMIT.
-MAX_LOOSE_VALUE_CHARS = 64 * 1024
-
-_SAFE_INT = 2**53
+__all__ = ["MvuUpdate", "apply_mvu_reply"]
 
 Path = tuple[str | int, ...]
 
@@ -100,7 +84,7 @@ def apply_mvu_reply(stat_data: Mapping[str, Any], reply_text: str) -> MvuUpdate:
         raise TemplateError(f"the reply is larger than {MAX_REPLY_BYTES} bytes", code="MVU_REPLY_LIMIT")
     _check_state(stat_data, "the input state")
     state: dict[str, Any] = json.loads(_dumps(stat_data))
-    commands = _extract(reply_text)
+    commands = read_commands(reply_text)
     run = _Runner(state, reply_text)
     for cmd in commands:
         run.apply(cmd)
@@ -153,28 +137,11 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _norm_number(value: float | int) -> float | int:
-    """JavaScript has one number type: an integral float is shown and stored as an int."""
-    if isinstance(value, float) and value.is_integer() and abs(value) < _SAFE_INT:
-        return int(value)
-    return value
-
-
-def _normalise(value: Any) -> Any:
-    if isinstance(value, float):
-        return _norm_number(value)
-    if isinstance(value, list):
-        return [_normalise(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _normalise(v) for k, v in value.items()}
-    return value
-
-
 def _show(value: Any) -> str:
     """``JSON.stringify`` with the outer quotes of a string stripped (MVU's display form)."""
     if value is _ABSENT:
         return "undefined"
-    text = _dumps(_normalise(value))
+    text = _dumps(normalise(value))
     if len(text) >= 2 and text[0] == '"' and text[-1] == '"':
         return text[1:-1]
     return text
@@ -202,367 +169,14 @@ _ABSENT: Any = _Absent()
 
 
 # ---------------------------------------------------------------------------------------------
-# scanning the reply into commands
-
-
-@dataclass(frozen=True)
-class _Command:
-    name: str  # set, add, insert, delete, move
-    args: tuple[Any, ...]  # already-read values; paths are tuples (or a str error) -- see _Runner
-    start: int
-    end: int
-    reason: str
-    path_texts: tuple[str, ...] = ()
-
-
-_CALL = re.compile(r"(?<![\w$.])_\s*\.\s*(set|add|insert|assign|remove|unset|delete)\s*\(")
-_PATCH = re.compile(r"<(jsonpatch|json_patch)\s*>", re.I)
-_FENCE = re.compile(r"^```[\w-]*[ \t]*\n?(.*?)\n?```$", re.S)
-_ALIASES = {"assign": "insert", "unset": "delete", "remove": "delete"}
-_CLOSE = {"(": ")", "[": "]", "{": "}"}
-_QUOTES = "'\"`"
-
-
-def _string_end(text: str, start: int, n: int) -> int:
-    """Index of the quote that closes the string opening at ``start`` (backslash escapes skipped), or
-    ``n`` or more when it never closes."""
-    quote = text[start]
-    j = start + 1
-    while j < n and text[j] != quote:
-        j += 2 if text[j] == "\\" else 1
-    return j
-
-
-def _syntax(message: str, source: str, start: int, end: int | None = None) -> TemplateError:
-    return TemplateError(message, code="MVU_COMMAND_SYNTAX", span=Span(start, max(start, end or start + 1)), source=source)
-
-
-def _limit(code: str, message: str, source: str, start: int, end: int) -> TemplateError:
-    return TemplateError(message, code=code, span=Span(start, max(start, end)), source=source)
-
-
-def _extract(text: str) -> list[_Command]:
-    """Every command and JSON Patch operation, in text order (patch blocks are not scanned for calls)."""
-    found: list[_Command] = []
-    blocks: list[tuple[int, int]] = []
-    budget = [MAX_LOOSE_VALUE_CHARS]
-    for m in _PATCH.finditer(text):
-        if blocks and m.start() < blocks[-1][1]:
-            continue
-        close = re.compile(rf"</\s*{m.group(1)}\s*>", re.I).search(text, m.end())
-        if close is None:
-            raise _syntax(f"<{m.group(1)}> is never closed", text, m.start(), m.end())
-        blocks.append((m.start(), close.end()))
-        found.extend(_patch_ops(text, m.end(), close.start(), len(found), budget))
-    pos = 0
-    block_i = 0
-    while True:
-        m = _CALL.search(text, pos)
-        if m is None:
-            break
-        while block_i < len(blocks) and blocks[block_i][1] <= m.start():
-            block_i += 1
-        if block_i < len(blocks) and blocks[block_i][0] <= m.start():
-            pos = blocks[block_i][1]
-            continue
-        cmd, pos = _read_call(text, m, budget)
-        found.append(cmd)
-        if len(found) > MAX_COMMANDS:
-            raise _limit("MVU_COMMAND_LIMIT", f"the reply holds more than {MAX_COMMANDS} commands", text, m.start(), pos)
-    found.sort(key=lambda c: c.start)
-    return found
-
-
-def _scan_args(text: str, open_at: int) -> tuple[list[tuple[int, int]], int]:
-    """Top-level argument ranges of the call whose ``(`` is at ``open_at``, and the offset of its ``)``."""
-    stack: list[str] = []
-    args: list[tuple[int, int]] = []
-    arg_start = open_at + 1
-    i = open_at + 1
-    n = len(text)
-    while i < n:
-        ch = text[i]
-        if ch in _QUOTES:
-            j = _string_end(text, i, n)
-            if j >= n:
-                raise _syntax("a string in this command is never closed", text, i, n)
-            i = j + 1
-            continue
-        if ch in _CLOSE:
-            stack.append(_CLOSE[ch])
-            if len(stack) > MAX_STATE_DEPTH:
-                raise _limit("MVU_STATE_LIMIT", f"a value is nested deeper than {MAX_STATE_DEPTH}", text, i, i + 1)
-        elif ch in ")]}":
-            if not stack:
-                if ch != ")":
-                    raise _syntax(f"unbalanced {ch!r} in this command", text, i, i + 1)
-                args.append((arg_start, i))
-                return args, i
-            if stack.pop() != ch:
-                raise _syntax(f"unbalanced {ch!r} in this command", text, i, i + 1)
-        elif ch == "," and not stack:
-            args.append((arg_start, i))
-            arg_start = i + 1
-        i += 1
-    raise _syntax("this command's parenthesis is never closed", text, open_at, n)
-
-
-def _read_call(text: str, m: re.Match[str], budget: list[int]) -> tuple[_Command, int]:
-    arg_ranges, close = _scan_args(text, m.end() - 1)
-    j = close + 1
-    while j < len(text) and text[j] in " \t\r\n":
-        j += 1
-    if j >= len(text) or text[j] != ";":
-        raise _syntax("a command must end with ');'", text, m.start(), close + 1)
-    end = j + 1
-    line_end = text.find("\n", end)
-    line_end = len(text) if line_end == -1 else line_end
-    rest = text[end:line_end].strip()
-    if "</" in rest:  # a closing tag on the same line (``;//reason</UpdateVariable>``) ends the reason
-        rest = rest[: rest.index("</")]
-    reason = rest[2:].strip() if rest.startswith("//") else ""
-    raw = [text[a:b].strip() for a, b in arg_ranges]
-    if raw == [""]:
-        raw = []
-    name = _ALIASES.get(m.group(1), m.group(1))
-    path_text = _unquote(raw[0]) if raw else ""
-    values = tuple(_read_value(r, text, a, budget) for r, (a, _) in zip(raw[1:], arg_ranges[1:]))
-    return _Command(name, values, m.start(), end, reason, (path_text,)), end
-
-
-def _unquote(raw: str) -> str:
-    """A path argument: a quoted string (JSON/JSON5 escapes honoured) or the text as written."""
-    if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in _QUOTES:
-        if raw[0] != "`" and len(raw) <= MAX_PATH_CHARS + 2:  # longer paths fail their limit anyway
-            try:
-                value = json5.loads(raw)
-            except Exception:  # noqa: BLE001 - json5 raises several types; the fallback is the text
-                value = None
-            if isinstance(value, str):
-                return value
-        return raw[1:-1]
-    return raw
-
-
-def _patch_ops(text: str, start: int, end: int, already: int, budget: list[int]) -> list[_Command]:
-    body = text[start:end].strip()
-    fence = _FENCE.match(body)
-    if fence:
-        body = fence.group(1).strip()
-    depth = _nesting(body)
-    if depth > MAX_STATE_DEPTH + 2:
-        raise _limit("MVU_STATE_LIMIT", f"a JSON Patch value is nested deeper than {MAX_STATE_DEPTH}", text, start, end)
-    try:
-        ops = json.loads(body, parse_constant=_reject_constant)
-    except (ValueError, RecursionError):
-        _charge(budget, body, text, start, end)
-        try:
-            ops = json5.loads(body)
-        except Exception as exc:  # noqa: BLE001 - json5 raises several types
-            raise _syntax(f"the JSON Patch block is not JSON: {exc}", text, start, end) from None
-    if isinstance(ops, dict):
-        ops = [ops]
-    if not isinstance(ops, list):
-        raise _syntax("a JSON Patch block must hold an array of operations", text, start, end)
-    if already + len(ops) > MAX_COMMANDS:
-        raise _limit("MVU_COMMAND_LIMIT", f"the reply holds more than {MAX_COMMANDS} commands", text, start, end)
-    out: list[_Command] = []
-    for i, op in enumerate(ops):
-        # every op of one block shares the block's span; the tie-break keeps their order
-        where = op.get("path") if isinstance(op, dict) and isinstance(op.get("path"), str) else None
-        try:
-            op = _checked(op)
-        except ValueError:
-            op = None  # NaN/Infinity or too many nodes: the operation is skipped as invalid
-        out.append(_Command("patch", (op,), start, end, "", (where,) if where is not None else ()))
-    return out
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _nesting(body: str) -> int:
-    """Bracket depth outside strings (a cheap guard before a recursive parser sees the text)."""
-    depth = best = 0
-    i, n = 0, len(body)
-    while i < n:
-        ch = body[i]
-        if ch in _QUOTES:
-            i = _string_end(body, i, n) + 1
-            continue
-        if ch in "[{(":
-            depth += 1
-            best = max(best, depth)
-        elif ch in "]})":
-            depth = max(0, depth - 1)
-        i += 1
-    return best
-
-
-# ---------------------------------------------------------------------------------------------
-# reading one argument value (never executed)
-
-
-class _CoreLoader(yaml.SafeLoader):
-    """YAML 1.2 core scalars: no yes/no booleans, timestamps or sexagesimal numbers."""
-
-
-_CoreLoader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag.rsplit(":", 1)[-1] not in {"bool", "int", "float", "timestamp"}]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-_CoreLoader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
-_CoreLoader.add_implicit_resolver("tag:yaml.org,2002:int", re.compile(r"^[-+]?[0-9]+$"), list("-+0123456789"))
-_CoreLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$"),
-    list("-+0123456789."),
-)
-
-
-def _charge(budget: list[int], raw: str, source: str, start: int, end: int) -> None:
-    budget[0] -= len(raw)
-    if budget[0] < 0:
-        raise _limit(
-            "MVU_VALUE_LIMIT",
-            f"the reply's non-JSON structured values pass {MAX_LOOSE_VALUE_CHARS} characters (write large values as JSON)",
-            source,
-            start,
-            end,
-        )
-
-
-def _read_value(raw: str, source: str, offset: int, budget: list[int]) -> Any:
-    """JSON, then JSON5, then arithmetic, then a YAML flow collection, else the quote-trimmed text."""
-    if _nesting(raw) > MAX_STATE_DEPTH:
-        raise _limit("MVU_STATE_LIMIT", f"a value is nested deeper than {MAX_STATE_DEPTH}", source, offset, offset + len(raw))
-    try:
-        return _checked(json.loads(raw, parse_constant=_reject_constant))
-    except (ValueError, RecursionError):
-        pass
-    if raw[:1] in ("{", "[", "'", '"'):
-        _charge(budget, raw, source, offset, offset + len(raw))
-    if raw[:1] not in ("`",):
-        try:
-            return _checked(json5.loads(raw))
-        except Exception:  # noqa: BLE001 - json5 raises several types; try the next reading
-            pass
-    number = _arithmetic(raw)
-    if number is not None:
-        return number
-    if raw[:1] in ("[", "{"):
-        try:
-            return _checked(yaml.load(raw, Loader=_CoreLoader))  # noqa: S506 - a SafeLoader subclass
-        except (yaml.YAMLError, ValueError, RecursionError):
-            pass
-    if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in _QUOTES:
-        return raw[1:-1]
-    return raw
-
-
-def _checked(value: Any) -> Any:
-    """Only JSON data (finite numbers, string keys) is accepted from a reading.
-
-    The node count is capped because YAML aliases can share one subtree many times over (a
-    "billion laughs" value is small as text but huge once walked).
-    """
-    stack = [value]
-    nodes = 0
-    while stack:
-        v = stack.pop()
-        nodes += 1
-        if nodes > MAX_STATE_NODES:
-            raise ValueError("too many nodes")
-        if isinstance(v, dict):
-            if not all(isinstance(k, str) for k in v):
-                raise ValueError("non-string key")
-            stack.extend(v.values())
-        elif isinstance(v, list):
-            stack.extend(v)
-        elif isinstance(v, float):
-            if not math.isfinite(v):
-                raise ValueError("non-finite number")
-        elif not (v is None or isinstance(v, (str, int, bool))):
-            raise ValueError("not JSON")
-    return _normalise(value)
-
-
-_ARITH_TOKEN = re.compile(r"\s*(?:((?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)|([-+*/()]))")
-
-
-def _arithmetic(raw: str) -> int | float | None:
-    """``+ - * /`` and parentheses on decimal numbers; ``None`` when the text is anything else."""
-    tokens: list[str | float] = []
-    pos = 0
-    raw = raw.strip()
-    if len(raw) > MAX_LOOSE_VALUE_CHARS:
-        return None
-    while pos < len(raw):
-        m = _ARITH_TOKEN.match(raw, pos)
-        if m is None or m.end() == pos:
-            return None
-        tokens.append(float(m.group(1)) if m.group(1) is not None else m.group(2))
-        pos = m.end()
-    if not tokens or not any(isinstance(t, str) for t in tokens):
-        return None
-    try:
-        value, at = _expr(tokens, 0, 0)
-    except (_NotArithmetic, ZeroDivisionError, OverflowError):
-        return None
-    if at != len(tokens) or not math.isfinite(value):
-        return None
-    return _norm_number(value)
-
-
-class _NotArithmetic(Exception):
-    pass
-
-
-def _expr(tokens: list[str | float], i: int, depth: int) -> tuple[float, int]:
-    value, i = _term(tokens, i, depth)
-    while i < len(tokens) and tokens[i] in ("+", "-"):
-        op = tokens[i]
-        rhs, i = _term(tokens, i + 1, depth)
-        value = value + rhs if op == "+" else value - rhs
-    return value, i
-
-
-def _term(tokens: list[str | float], i: int, depth: int) -> tuple[float, int]:
-    value, i = _unary(tokens, i, depth)
-    while i < len(tokens) and tokens[i] in ("*", "/"):
-        op = tokens[i]
-        rhs, i = _unary(tokens, i + 1, depth)
-        value = value * rhs if op == "*" else value / rhs
-    return value, i
-
-
-def _unary(tokens: list[str | float], i: int, depth: int) -> tuple[float, int]:
-    if depth > MAX_STATE_DEPTH or i >= len(tokens):
-        raise _NotArithmetic
-    tok = tokens[i]
-    if tok in ("+", "-"):
-        value, i = _unary(tokens, i + 1, depth + 1)
-        return (-value if tok == "-" else value), i
-    if tok == "(":
-        value, i = _expr(tokens, i + 1, depth + 1)
-        if i >= len(tokens) or tokens[i] != ")":
-            raise _NotArithmetic
-        return value, i + 1
-    if isinstance(tok, float):
-        return tok, i + 1
-    raise _NotArithmetic
-
-
-# ---------------------------------------------------------------------------------------------
 # paths
 
 _PATH_TOKEN = re.compile(r"""\[\s*(\d+)\s*\]|\[\s*(?:'((?:[^'\\]|\\.)*)'|"((?:[^"\\]|\\.)*)")\s*\]|([^.\[\]]+)""")
 
 
-def _check_path_size(text: str, parts: int, cmd: _Command, source: str) -> None:
+def _check_path_size(text: str, parts: int, cmd: Command, source: str) -> None:
     if len(text) > MAX_PATH_CHARS or parts > MAX_PATH_PARTS:
-        raise _limit(
+        raise limit_error(
             "MVU_PATH_LIMIT",
             f"a path is limited to {MAX_PATH_CHARS} characters and {MAX_PATH_PARTS} parts",
             source,
@@ -761,7 +375,7 @@ class _Runner:
         return display, delta
 
     # -- dispatch ------------------------------------------------------------------------------
-    def apply(self, cmd: _Command) -> None:
+    def apply(self, cmd: Command) -> None:
         try:
             if cmd.name == "patch":
                 self.patch(cmd)
@@ -782,7 +396,7 @@ class _Runner:
             return
         self.applied += 1
 
-    def path_of(self, cmd: _Command) -> Path:
+    def path_of(self, cmd: Command) -> Path:
         text = cmd.path_texts[0]
         if len(text) > MAX_PATH_CHARS:
             _check_path_size(text, 0, cmd, self.source)
@@ -832,7 +446,7 @@ class _Runner:
         total = float(current) + float(delta)
         if not math.isfinite(total):
             raise _Skip("MVU_SCHEMA", "_.add would leave a non-finite number")
-        new = _norm_number(float(f"{total:.12g}"))
+        new = norm_number(float(f"{total:.12g}"))
         self.record(_resolved(self.state, path), current, reason, pair=pair)
         if pair:
             old[0] = new
@@ -948,7 +562,7 @@ class _Runner:
             raise _Skip("MVU_PATH_MISSING", f"{_path_text(path)!r} is not an array or an object")
 
     # -- JSON Patch ----------------------------------------------------------------------------
-    def patch(self, cmd: _Command) -> None:
+    def patch(self, cmd: Command) -> None:
         op = cmd.args[0]
         if not isinstance(op, dict) or not isinstance(op.get("op"), str):
             raise _Skip("MVU_COMMAND_INVALID", "a JSON Patch operation must be JSON data: an object with an 'op'")
@@ -977,7 +591,7 @@ class _Runner:
         else:
             raise _Skip("MVU_COMMAND_INVALID", f"unsupported JSON Patch operation {kind!r}")
 
-    def pointer(self, text: str, cmd: _Command) -> Path:
+    def pointer(self, text: str, cmd: Command) -> Path:
         if len(text) > MAX_PATH_CHARS:
             _check_path_size(text, 0, cmd, self.source)
         path = _pointer(text)
@@ -1021,7 +635,7 @@ def _coerce(old: Any, new: Any) -> Any:
         if re.fullmatch(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?", text):
             number = float(text)
             if math.isfinite(number):
-                return _norm_number(number)
+                return norm_number(number)
     return new
 
 

@@ -13,7 +13,7 @@ them; the compiler runs ejs's mode machine over that stream, which is what keeps
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Union
+from typing import Literal
 
 __all__ = [
     "CLOSERS",
@@ -127,4 +127,4 @@ class StrayClose:
         return self.close
 
 
-Node = Union[Text, Tag, LiteralMarker, StrayClose]
+Node = Text | Tag | LiteralMarker | StrayClose

@@ -20,10 +20,24 @@ from .context import ChatMessage, MacroContext
 from . import evaluator as _evaluator
 from .evaluator import MAX_OUTPUT_CHARS, Draw, MacroCall, RenderState, post_process
 from .evaluator import new_state as _new_state
-from .parser import MAX_NESTING, ArgNode, MacroNode, Plain, VarNode, document_items, parse_macros
-from .registry import MacroDef, MacroRegistry, dynamic_table
+from .parser import ArgNode, MacroNode, Plain, VarNode, document_items, parse_macros
+from .plan import build_plan
+from .registry import MacroDef, MacroRegistry, dynamic_table, use_catalogue
 from .trace import MacroSegment, TracingStore, post_process_traced, run_traced, segment_kind
 from .variables import VariableStore
+
+
+def _builtin_catalogue() -> MacroRegistry:
+    """SillyTavern's built-in macros, imported on first use so the package stays quick to import."""
+    from .builtins import builtin_registry
+
+    return builtin_registry()
+
+
+# The plan builder and the built-in macros are built on the evaluator and the registry, so the
+# package passes them down here instead of those modules importing what imports them.
+_evaluator.use_planner(build_plan)
+use_catalogue(_builtin_catalogue)
 
 __all__ = [
     "MAX_INPUT_CHARS",
@@ -191,7 +205,7 @@ class CompiledMacros:
         self.text = text
         # sub-parses (arguments and bodies parsed at evaluation) kept for every later render
         self._parse_cache: dict[tuple[int, int], tuple[tuple, tuple, bool]] = {}
-        self._closer_memo: dict[int, tuple[Any, bool]] = {}
+        self._closer_memo: dict[Any, Any] = {}  # RenderState.closer_memo: keyed by id(items) and tuples
         pre, omap = _preprocess(text)
         self.source = pre
         self._omap = omap
@@ -315,7 +329,11 @@ class CompiledMacros:
     def _expand_planned(self, ctx: MacroContext, seed: int | None, registry: MacroRegistry, plan: Any) -> MacroResult:
         """:meth:`expand` when the top level runs from its plan with the built-in registry, no
         dynamic macros and no trace (a compiled template from its third render on): the same
-        steps, without the set-up the general path needs for everything else."""
+        steps, without the set-up the general path needs for everything else.
+
+        Must equal :meth:`expand` with plans switched off (text, variables, diagnostics, draws):
+        ``tests/test_macros_fastpath.py::test_the_fast_path_is_taken_and_gives_the_general_paths_results``.
+        """
         local = VariableStore(ctx.local_variables)  # the store copies
         glob = VariableStore(ctx.global_variables)
         effective_seed = seed if seed is not None else (ctx.seed if ctx.seed is not None else 0)

@@ -21,17 +21,17 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import Diagnostic, TemplateError
 from ..spans import Span
 from .context import MacroContext
-from .parser import MacroNode, Plain, document_items
+from .parser import MacroNode, Plain, VarNode, document_items
 from .prng import SeedRandom, SeedStream, seed_stream
 from .registry import MacroDef, MacroRegistry
-from .variables import JS_WHITESPACE, VariableStore, js_string, js_trim
+from .variables import JS_WHITESPACE, VariableStore, is_falsy_text, js_number, js_string, js_trim
 
 __all__ = [
     "ELSE_MARKER",
@@ -53,8 +53,9 @@ MAX_PRODUCED_CHARS = 4 * MAX_OUTPUT_CHARS
 #: Arguments/bodies nested deeper than this are left as written (``MACRO_NESTING_LIMIT``).
 MAX_SCOPE_DEPTH = 96
 
-_eval_shorthand: Any = None  # builtins.variables.eval_shorthand, bound on first use
-_build_plan: Any = None  # plan.build_plan, bound below (the plan module imports this one)
+#: :func:`.plan.build_plan`, passed in by the package (:func:`use_planner`): plans build on this
+#: module's RenderState and MacroCall, so this module does not import them
+_build_plan: Any = None
 _PLAN = "plan"  # marks plan entries in RenderState.closer_memo
 #: run repeated levels from their plans (:mod:`.plan`); tests switch it off to compare
 USE_PLANS = True
@@ -646,12 +647,7 @@ class RenderState:
         reused instead of re-parsing their text.
         """
         if m.var is not None:
-            global _eval_shorthand
-            if _eval_shorthand is None:
-                from .builtins.variables import eval_shorthand  # the built-ins import this module
-
-                _eval_shorthand = eval_shorthand
-            return self._account(_eval_shorthand(self, m, depth))
+            return self._account(eval_shorthand(self, m, depth))
         key = m.key
         dynamic = self.dynamic
         registered = self._defs.get(key)
@@ -895,4 +891,106 @@ class MacroCall:
         return self.state.source[self.node.start : self.node.end]
 
 
-from .plan import build_plan as _build_plan  # noqa: E402  (plan builds on RenderState and MacroCall)
+def use_planner(build_plan: Callable[..., Any]) -> None:
+    """Run repeated levels through plans built by ``build_plan`` (:func:`.plan.build_plan`).
+
+    The package passes the planner in when it is imported: plans are built from this module's
+    RenderState and MacroCall, so the arrow points from the plan to the evaluator, not back.
+    """
+    global _build_plan
+    _build_plan = build_plan
+
+
+# -- the variable shorthand ``{{.name op value}}`` / ``{{$name op value}}`` (syntax, not a macro)
+
+
+def _truthy(value: Any) -> bool:
+    return not is_falsy_text(js_string(value))
+
+
+def eval_shorthand(state: RenderState, m: MacroNode, depth: int) -> str:
+    """``{{.name}}``, ``{{$name op value}}``: the value is evaluated lazily and at most once."""
+    var = m.var
+    assert var is not None
+    store = state.local if var.scope == "." else state.glob
+    name = var.name
+    op = var.op
+    cache: list[str] = []
+
+    def value() -> str:
+        if not cache:
+            cache.append(_value_text(state, var, depth))
+        return cache[0]
+
+    if op is None:
+        return js_string(store.get(name))
+    if op == "++":
+        return js_string(store.add(name, 1))
+    if op == "--":
+        return js_string(store.add(name, -1))
+    if op == "=":
+        store.set(name, value())
+        return ""
+    if op == "+=":
+        store.add(name, value())
+        return ""
+    if op == "-=":
+        num = js_number(value())
+        if num is not None:
+            store.add(name, -num)
+        return ""
+    if op == "||":
+        current = store.get(name)
+        return js_string(current) if _truthy(current) else value()
+    if op == "||=":
+        current = store.get(name)
+        if _truthy(current):
+            return js_string(current)
+        store.set(name, value())
+        return value()
+    if op == "??":
+        return js_string(store.get(name)) if store.has(name) else value()
+    if op == "??=":
+        if store.has(name):
+            return js_string(store.get(name))
+        store.set(name, value())
+        return value()
+    if op in ("==", "!="):
+        same = js_string(store.get(name)) == value()
+        return "true" if same == (op == "==") else "false"
+    left = js_number(js_string(store.get(name)))
+    right = js_number(value())
+    if left is None or right is None:
+        return "false"
+    if op == ">":
+        result = left > right
+    elif op == ">=":
+        result = left >= right
+    elif op == "<":
+        result = left < right
+    else:
+        result = left <= right
+    return "true" if result else "false"
+
+
+def _value_text(state: RenderState, var: VarNode, depth: int) -> str:
+    """The value after the operator: its nested macros evaluated in place, then trimmed."""
+    if var.value_span is None:
+        return ""
+    lo, hi = var.value_span
+    src = state.source
+    if not var.value_macros:
+        return js_trim(src[lo:hi])
+    parts: list[str] = []
+    cursor = lo
+    for node in sorted(var.value_macros, key=lambda n: n.start):
+        if node.start > cursor:
+            parts.append(src[cursor : node.start])
+        if node.complete:
+            parts.append(state.eval_macro(node, None, depth + 1))
+        else:
+            parts.append(src[node.start : node.end])
+        cursor = node.end
+    if cursor < hi:
+        parts.append(src[cursor:hi])
+    return js_trim("".join(parts))

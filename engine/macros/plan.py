@@ -8,8 +8,12 @@ it is a loop over literal strings and closures. Each closure does exactly what
 ``eval_macro`` would do for its node (same ``MacroCall``, same ``_call`` error handling and
 output accounting), and anything the plan cannot bind exactly (unknown names, arity or type
 mismatches, ``delay_args`` macros, nested arguments, shorthands, scoped pairs) is bound to
-``eval_macro`` itself, so the result is identical by construction
-(``tests/test_macros_plan.py`` checks it over the conformance rows and generated texts).
+``eval_macro`` itself, so the result is identical by construction.
+
+Must equal: :meth:`RenderState.evaluate` with plans switched off (``evaluator.USE_PLANS =
+False``): text, variables, diagnostics and draws, or the same error. Proved by
+``tests/test_macros_plan.py`` (conformance rows, generated texts, every output limit); the parts
+inlined into the generated function by ``tests/test_macros_plan_bound.py``.
 
 A plan is only built for a clean level, with no per-call dynamic macros, and for the registry
 version it was built against (:meth:`RenderState.evaluate` checks all three).
@@ -66,6 +70,11 @@ class LevelPlan:
         exact checks decide (the same error, or the exact per-item walk); ``state.produced`` is
         written before every call that reads it or may raise, so nothing outside ever sees it
         stale.
+
+        Must equal :meth:`_loop` (and so the evaluator). Proved by ``tests/test_macros_plan.py``:
+        ``test_plans_equal_the_evaluator_on_macro_templates`` runs this function and
+        ``test_looping_plans_equal_the_evaluator_on_macro_templates`` the loop on the same texts;
+        ``test_the_output_limit_is_raised_at_the_same_item_from_plans`` the accounting.
         """
         names: dict[str, Any] = {
             "_checked": self._run_checked,
@@ -437,7 +446,9 @@ def _constant(
     state: RenderState, definition: Any, m: MacroNode, values: list[str], spans: list[Any], known: list[Any], depth: int
 ) -> Part | None:
     """The value of an ``args_only`` handler on literal arguments, computed once (``None``:
-    not such a handler, or it fails, which the evaluator then reports each render)."""
+    not such a handler, or it fails, which the evaluator then reports each render). Must equal
+    calling the handler each render
+    (``tests/test_macros_plan.py::test_literal_variable_and_constant_macros_from_plans_match_the_evaluator``)."""
     if not getattr(definition.handler, "args_only", False):
         return None
     call = MacroCall(m.name, list(values), m.flags, False, m.start, m, state, depth, list(spans), list(known))
@@ -455,6 +466,8 @@ def _constant(
 
 
 def _var_get(m: MacroNode, scope: str, name: str) -> Part:
+    """A literal ``{{getvar::name}}`` read straight from the store; must equal the handler
+    (``tests/test_macros_plan_bound.py::test_literal_variable_reads_are_inlined_and_match_the_evaluator``)."""
     local = scope == "local"
 
     def get(state: RenderState, depth: int) -> str:
@@ -471,6 +484,8 @@ def _var_get(m: MacroNode, scope: str, name: str) -> Part:
 
 
 def _var_set(scope: str, name: str, value: str) -> Part:
+    """A literal ``{{setvar::name::value}}`` written straight to the store; must equal the handler
+    (``tests/test_macros_plan.py::test_literal_variable_and_constant_macros_from_plans_match_the_evaluator``)."""
     local = scope == "local"
 
     def set_(state: RenderState, depth: int) -> str:

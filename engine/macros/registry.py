@@ -172,22 +172,30 @@ class MacroRegistry:
     @classmethod
     def default(cls) -> MacroRegistry:
         """A fresh registry holding SillyTavern 1.18's built-in catalogue (a copy: safe to edit)."""
-        from .builtins import builtin_registry
-
-        return builtin_registry().copy()
+        return cls.default_shared().copy()
 
     @classmethod
     def default_shared(cls) -> MacroRegistry:
         """The shared built-in table itself (read-only by convention; no copy per render)."""
         global _shared
         if _shared is None:
-            from .builtins import builtin_registry  # the built-ins import this module
-
-            _shared = builtin_registry()
+            if _catalogue is None:  # pragma: no cover - the package passes it in on import
+                raise RuntimeError("tavernbox.macros passes the built-in catalogue in on import")
+            _shared = _catalogue()
         return _shared
 
 
 _shared: MacroRegistry | None = None
+#: builds the built-in catalogue (:func:`.builtins.builtin_registry`), passed in by the package with
+#: :func:`use_catalogue`: the built-ins register into this module's classes, so it cannot import them
+_catalogue: Callable[[], MacroRegistry] | None = None
+
+
+def use_catalogue(build: Callable[[], MacroRegistry]) -> None:
+    """Make ``build()`` the source of :meth:`MacroRegistry.default` (called once, by the package)."""
+    global _catalogue, _shared
+    _catalogue = build
+    _shared = None
 
 
 def context_handler(read: Callable[[Any], Any]) -> Handler:

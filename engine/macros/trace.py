@@ -16,7 +16,7 @@ final message.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,7 +72,7 @@ class TracingStore(VariableStore):
 
     __slots__ = ("_log", "_scope")
 
-    def __init__(self, initial: dict[str, Any] | None, scope: str, log: list[tuple[str, str]]) -> None:
+    def __init__(self, initial: Mapping[str, Any] | None, scope: str, log: list[tuple[str, str]]) -> None:
         super().__init__(initial)
         self._scope = scope
         self._log = log

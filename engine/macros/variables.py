@@ -13,6 +13,7 @@ import json
 import math
 import re
 from decimal import Decimal
+from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
@@ -188,7 +189,7 @@ class VariableStore:
 
     __slots__ = ("_data",)
 
-    def __init__(self, initial: dict[str, Any] | None = None) -> None:
+    def __init__(self, initial: Mapping[str, Any] | None = None) -> None:
         self._data: dict[str, Any] = dict(initial or {})
 
     def snapshot(self) -> dict[str, Any]:

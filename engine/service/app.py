@@ -79,7 +79,7 @@ class Guard:
         rid = client_id if _CLIENT_ID.fullmatch(client_id) else "req_" + secrets.token_hex(8)
         scope.setdefault("state", {})["request_id"] = rid
         started = time.perf_counter()
-        state = {"status": 0, "cookie": None}
+        state: dict[str, Any] = {"status": 0, "cookie": None}
 
         async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":

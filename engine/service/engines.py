@@ -60,8 +60,20 @@ def _check_fields(body: dict[str, Any], allowed: set[str]) -> None:
                                 code="SERVICE_REQUEST_INVALID", path=f"$.{key}")
 
 
+def _card_fields(card: Any) -> tuple[str, dict[str, Any]]:
+    """A card object -> (its name, the ``character`` fields), through the importer as ``macros --card`` does."""
+    from ..assets import load_asset
+    from ..macros.context import CARD_FIELDS
+
+    model = load_asset(json.dumps(card, ensure_ascii=False).encode("utf-8"), kind="card").model
+    fields: dict[str, Any] = {key: getattr(model, key) for key in CARD_FIELDS if key != "depth_prompt"}
+    fields["alternate_greetings"] = model.alternate_greetings
+    if model.depth_prompt is not None:
+        fields["depth_prompt"] = model.depth_prompt.prompt
+    return model.name, fields
+
+
 def _macros(body: dict[str, Any]) -> dict[str, Any]:
-    from ..cli.macros import _card_fields
     from ..macros import expand_macros
 
     _check_fields(body, {"template", "context", "card", "seed", "trace"})
@@ -75,7 +87,7 @@ def _macros(body: dict[str, Any]) -> dict[str, Any]:
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise TemplateError("'seed' must be an integer", code="SERVICE_REQUEST_INVALID", path="$.seed")
     if body.get("card") is not None:
-        name, fields = _card_fields(json.dumps(body["card"], ensure_ascii=False).encode("utf-8"))  # type: ignore[arg-type]
+        name, fields = _card_fields(body["card"])
         character = dict(context.get("character") or {})
         character.update(fields)
         context = {**context, "character": character}
@@ -91,8 +103,22 @@ async def macros(request: Request) -> JSONResponse:
     return json_answer(_with_refs(await run_in_threadpool(_macros, body), refs))
 
 
+#: The render fields that go through the dependency bridge (as in ``render --jsonl`` lines).
+_BRIDGE_FIELDS = ("mvu", "world_books", "activated", "preset", "card")
+
+
+def _error_object(exc: TemplateError) -> dict[str, Any]:
+    return {"code": exc.code, "message": exc.message, "line": exc.line, "column": exc.column}
+
+
+def _usage_dict(usage: Any) -> dict[str, Any] | None:
+    if usage is None:
+        return None
+    return {name: getattr(usage, name) for name in ("time_ms", "memory_bytes", "output_bytes", "passes", "job_steps")
+            if hasattr(usage, name)}
+
+
 def _render(body: dict[str, Any]) -> tuple[dict[str, Any], int]:
-    from ..cli.render import _BRIDGE_FIELDS, _error_object, _usage_dict
     from ..ejs import render_template
 
     _check_fields(body, {"template", "variables", *_BRIDGE_FIELDS})
@@ -126,13 +152,45 @@ async def render(request: Request) -> JSONResponse:
 
 
 def _activate(body: dict[str, Any]) -> dict[str, Any]:
-    from ..cli.activate import _expand_hook, run_jsonl_line
+    """One ``activate --jsonl`` scenario -> its ``--json`` object (an error object on bad input)."""
+    from ..worldinfo import ScanContext, WorldInfoSettings, activate_world_info, normalize_books, to_json
+    from ..worldinfo.scan import chat_scan_messages
 
-    seed = body.get("seed", 0)
-    expand = _expand_hook() if body.get("macros") else None
-    line = {k: v for k, v in body.items() if k != "macros"}
-    return run_jsonl_line(json.dumps(line, ensure_ascii=False), seed=seed if isinstance(seed, int) else 0,
-                          expand=expand)
+    try:
+        if not isinstance(body.get("settings", {}), (dict, type(None))):
+            raise TemplateError("settings should be an object", code="INPUT_INVALID", path="$.settings")
+        settings = dict(body.get("settings") or {})
+        if "max_context" in body:
+            settings["max_context"] = body["max_context"]
+        seed = body.get("seed", 0)
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise TemplateError("seed should be an integer", code="INPUT_INVALID", path="$.seed")
+        conf = WorldInfoSettings.from_mapping(settings, path="$.settings")
+        chat = body.get("chat", [])
+        chat_scan_messages(chat, include_names=False, path="$.chat")
+        context = ScanContext.from_mapping(body.get("context"), path="$.context")
+        books: list[Any]
+        if "books" in body:
+            books, _ = normalize_books(body["books"], path="$.books")
+        elif "entries" in body:
+            books = [{"name": body.get("name", "book"), "entries": body["entries"]}]
+        else:
+            raise TemplateError("a scenario needs 'entries' (one book's entries) or 'books'", code="INPUT_INVALID",
+                                path="$")
+        expand = None
+        if body.get("macros"):
+            from ..macros import expand_macros
+
+            def expand(text: str) -> str:
+                return expand_macros(text).text
+
+        activation = activate_world_info(books, chat, conf, body.get("state"), seed=seed, expand=expand,
+                                         context=context, generation_type=body.get("generation_type", "normal"))
+        return to_json(activation)
+    except TemplateError as exc:
+        return {"error": exc.to_dict()}
+    except RecursionError:
+        return {"error": TemplateError("the scenario is nested too deeply", code="INPUT_INVALID").to_dict()}
 
 
 @router.post("/activate", summary="Activate world info for a chat (tavernbox activate --json)",

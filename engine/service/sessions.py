@@ -43,14 +43,15 @@ async def assemble_rules(request: Request) -> JSONResponse:
 
     def work() -> dict[str, Any]:
         from ..assembler import Assembler, AssemblyRequest
-        from ..cli.assemble import KNOWN_BUILTINS
         from ..strategies import builtin_strategy, st_registry
+        from ..strategies.builtin import BUILTIN_IDS
 
         resolved, refs = resolve_refs(storage.library, body)
         preset = resolved.get("preset")
         if isinstance(preset, str):
-            if preset not in KNOWN_BUILTINS or preset == "builtin-st":
-                raise TemplateError(f"preset {preset!r} is not a rule-file built-in ({', '.join(KNOWN_BUILTINS[:2])}); "
+            rule_builtins = [b for b in BUILTIN_IDS if b != "builtin-st"]
+            if preset not in rule_builtins:
+                raise TemplateError(f"preset {preset!r} is not a rule-file built-in ({', '.join(rule_builtins)}); "
                                     "builtin-st requests go to /v1/assemble", code="ASSEMBLY_STRATEGY_UNKNOWN",
                                     path="$.preset")
             resolved = {**resolved, "preset": builtin_strategy(preset)}

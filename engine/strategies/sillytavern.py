@@ -45,7 +45,7 @@ from typing import Any
 
 from ..assembler.registry import SourceDescriptor, SourceRegistry, thaw
 from ..assembler.render import TAVERN
-from ..assembler.sources import split_authored_text
+from ..assembler.sources import builtin_registry, split_authored_text
 
 __all__ = [
     "CARD_FIELD_MARKERS",
@@ -203,7 +203,7 @@ def _wi_entries(context: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """World-info entries in SillyTavern's placement order (ascending ``order``, ties reversed)."""
     entries = [e for e in context["assets"].get("world_info") or () if isinstance(e, Mapping)
                and e.get("id", e.get("uid")) is not None and isinstance(e.get("content"), str) and e.get("content")]
-    ranked = sorted(entries, key=lambda e: -(e.get("order") if isinstance(e.get("order"), (int, float)) else 100))
+    ranked = sorted(entries, key=lambda e: -(o if isinstance(o := e.get("order"), (int, float)) else 100))
     return list(reversed(ranked))
 
 
@@ -295,7 +295,8 @@ def _override(prompt: Any, card_text: Any, allowed: bool) -> tuple[str, bool]:
     """The prompt text after a card override: ``(text, overridden)``."""
     if not allowed or prompt.forbid_overrides or not isinstance(card_text, str) or not card_text.strip():
         return prompt.content, False
-    return _ORIGINAL.sub(lambda _m, _s=[prompt.content]: _s.pop() if _s else "", card_text), True
+    original = [prompt.content]  # the first {{original}} gets the prompt, any later one nothing
+    return _ORIGINAL.sub(lambda _m: original.pop() if original else "", card_text), True
 
 
 def inject_order(items: list[tuple[int, float, str, str]]) -> list[tuple[int, float, str, str]]:
@@ -470,7 +471,7 @@ def _preset_source(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[
         blocks.extend(_control_blocks(st, assets, text_block))
         for e in entries:
             if _wi_slot(e) == "at_depth":
-                depth = e.get("depth") if isinstance(e.get("depth"), int) else 4
+                depth = d if isinstance(d := e.get("depth"), int) else 4
                 absorbed.setdefault((depth, str(e.get("role") or "system")), []).append(_wi_block_id(e))
         _extension_injections(context, card, entries, absorbed, injections)
         owned = [{"source_id": "character", "block_id": b} for b in
@@ -600,14 +601,14 @@ def _extension_injections(
     persona_text, persona_position, persona = _persona(context)
     text, note = author_note_text(context, entries)
     if text.strip() and note.get("position", "chat") == "chat":
-        depth = note.get("depth") if isinstance(note.get("depth"), int) else 4
+        depth = d if isinstance(d := note.get("depth"), int) else 4
         found.setdefault((depth, _role(note.get("role"))), []).append(("2_floating_prompt", text, "authorsNote"))
     dp = (card.get("extensions") or {}).get("depth_prompt") if isinstance(card.get("extensions"), Mapping) else None
     if isinstance(dp, Mapping) and isinstance(dp.get("prompt"), str) and dp["prompt"].strip():
-        depth = dp.get("depth") if isinstance(dp.get("depth"), int) else 4
+        depth = d if isinstance(d := dp.get("depth"), int) else 4
         found.setdefault((depth, _role(dp.get("role"))), []).append(("DEPTH_PROMPT", dp["prompt"], "depthPrompt"))
     if persona_text and persona_position == PERSONA_AT_DEPTH:
-        depth = persona.get("depth") if isinstance(persona.get("depth"), int) else 2
+        depth = d if isinstance(d := persona.get("depth"), int) else 2
         found.setdefault((depth, _role(persona.get("role"))), []).append(
             ("PERSONA_DESCRIPTION", persona_text, "personaDescription"))
     by_id = {_wi_block_id(e): e for e in entries}
@@ -667,7 +668,7 @@ def register_preset_source(registry: SourceRegistry) -> Any:
 
 def st_registry() -> SourceRegistry:
     """The built-in sources plus the SillyTavern ``preset`` source: what the built-in strategies need."""
-    registry = SourceRegistry.with_builtins()
+    registry = builtin_registry()
     register_preset_source(registry)
     return registry
 

@@ -44,6 +44,18 @@ class StAssembly:
     body: dict[str, Any] = field(default_factory=dict)
     #: what the context budget allowed and what it left out (``None``: not counted, everything fit)
     budget: Any = None
+    #: ``(message id, text, character ranges)`` per sent message, from which :attr:`provenance` is built
+    provenance_source: list[Any] = field(default_factory=list, repr=False)
+    #: what the provenance describes: the messages, or (with post-processing) the messages before it
+    provenance_of: str = "messages"
+
+    @property
+    def provenance(self) -> list[dict[str, Any]]:
+        """Span provenance of each sent message: which prompt, card field, world-info entry (book and
+        uid), macro or chat message produced each range (UTF-16 offsets, as JavaScript counts)."""
+        from ..assembler.compose import build_provenance
+
+        return build_provenance(self.provenance_source)
 
     def to_dict(self) -> dict[str, Any]:
         """The CLI's ``--json`` form: messages, warnings, nodes, provenance, trace and record."""
@@ -56,7 +68,8 @@ class StAssembly:
             "warnings": [d.to_dict() for d in self.warnings],
             "logical_messages": full.get("logical_messages"),
             "nodes": full.get("nodes"),
-            "provenance": full.get("provenance"),
+            "provenance": self.provenance,
+            "provenance_of": self.provenance_of,
             "trace": {"world_info": _wi_trace(self.world_info)},
             "record": full.get("record"),
         }
@@ -275,6 +288,67 @@ def _author_note_active(interval: int, chat: Sequence[Mapping[str, Any]]) -> boo
         return False
     left = users % interval if users >= interval else interval - users
     return left == 0
+
+
+def _squash_with_spans(messages: list[dict[str, Any]], keep: set[str], spans_of: dict[str, Any]) -> list[dict[str, Any]]:
+    """:func:`~.sillytavern.squash_system_messages`, carrying each message's character ranges along."""
+    out: list[dict[str, Any]] = []
+
+    def squashable(m: Mapping[str, Any]) -> bool:
+        return m.get("role") == "system" and not m.get("name") and m.get("id") not in keep \
+            and isinstance(m.get("content"), str)
+
+    for m in messages:
+        if m.get("role") == "system" and not m.get("content"):
+            continue
+        if squashable(m) and out and squashable(out[-1]):
+            prev = out[-1]
+            shift = len(prev["content"]) + 1
+            spans_of[prev["id"]] = list(spans_of.get(prev["id"], [])) + [
+                (a + shift, b + shift, info) for a, b, info in spans_of.get(m["id"], [])]
+            out[-1] = {**prev, "content": prev["content"] + "\n" + m["content"]}
+        else:
+            out.append(dict(m))
+    return out
+
+
+def _wi_entries_for_spans(entries: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [e for e in entries if isinstance(e.get("content"), str) and e["content"].strip()]
+
+
+_WI_BLOCKS = ("preset:worldInfoBefore", "preset:worldInfoAfter", "preset:inject:", "preset:authorsNote",
+              "preset:dialogueExamples")
+
+
+def _with_entry_spans(text: str, spans: list[Any], entries: list[Mapping[str, Any]]) -> list[Any]:
+    """World-info spans narrowed to the entry each range came from: book, uid and comment.
+
+    A world-info marker's range holds the activated entries' texts joined; each entry's text found
+    in it (in placement order) gets a range of its own naming the entry, so a reader sees which
+    lorebook entry put which words in the request. Text not found as written (an entry whose macros
+    expanded) keeps the marker's range.
+    """
+    if not entries or not any(str(info.get("block_id") or "").startswith(_WI_BLOCKS) for _a, _b, info in spans):
+        return spans
+    out: list[Any] = []
+    for start, end, info in spans:
+        if not str(info.get("block_id") or "").startswith(_WI_BLOCKS):
+            out.append((start, end, info))
+            continue
+        cursor = start
+        for entry in entries:
+            at = text.find(entry["content"], cursor, end)
+            if at < 0:
+                continue
+            if at > cursor:
+                out.append((cursor, at, info))
+            stop = at + len(entry["content"])
+            out.append((at, stop, {**info, "kind": "world_info", "book": entry.get("book"), "uid": entry.get("uid"),
+                                   "comment": entry.get("comment") or None}))
+            cursor = stop
+        if cursor < end:
+            out.append((cursor, end, info))
+    return out
 
 
 #: relative prompt-manager entries SillyTavern adds as collections even when they hold no text
@@ -510,10 +584,17 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
         logical = [logical[i] for i in kept]
     else:
         budget_report = None
+    spans_of: dict[str, Any] = {m["id"]: sp for m, sp in zip(result.logical_messages, result.logical_spans)}
+    for m in logical:
+        if m["id"] not in spans_of:  # a message made here (the continued message sent last)
+            spans_of[m["id"]] = [(0, len(str(m.get("content") or "")), {"kind": "chat_message",
+                                                                         "block_id": block_of.get(m["id"])})]
     if squash and not req.options.dry_run:
         separators = {m["id"] for m in logical
                       if block_of.get(m["id"], "").endswith((":newChat", ":groupNudge"))}
-        logical = squash_system_messages(logical, separators)
+        logical = _squash_with_spans(logical, separators, spans_of)
+    entries_by_key = _wi_entries_for_spans(assets.get("world_info") or [])
+    span_source: list[tuple[str, str, list[Any]]] = []
     final = []
     for m in logical:
         item: dict[str, Any] = {"role": m["role"], "content": m["content"]}
@@ -525,6 +606,8 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
             item["tool_call_id"] = m["tool_call_id"]
         if item["content"] or item.get("tool_calls"):
             final.append(item)
+            text = item["content"] if isinstance(item["content"], str) else ""
+            span_source.append((m["id"], text, _with_entry_spans(text, spans_of.get(m["id"], []), entries_by_key)))
     kind = req.options.post_processing
     if kind not in ("", "none"):
         final = post_process(final, kind, PromptNames(char=char, user=user,
@@ -544,7 +627,9 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
         body = {"messages": final}
     if gen == "impersonate" and req.options.target == "claude":
         fields["assistant_impersonation"] = str(preset.get("assistant_impersonation") or "")
-    return StAssembly(final, warnings, result, activation, fields, body, budget_report)
+    provenance_of = "messages" if kind in ("", "none") else "messages before post-processing"
+    return StAssembly(final, warnings, result, activation, fields, body, budget_report,
+                      provenance_source=span_source, provenance_of=provenance_of)
 
 
 def read_request_file(path: str) -> tuple[Any, Path | None]:

@@ -17,7 +17,7 @@ which differ between engines (research digest, section 3.5).
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from hypothesis import strategies as st
@@ -52,7 +52,7 @@ _BINARY = st.sampled_from([" + ", " - ", " * ", " === ", " && ", " || ", " ?? "]
 _WRAPPERS = st.sampled_from(["binary", "ternary", "await", "string", "array"])
 
 
-@lru_cache(maxsize=None)
+@cache
 def _expr(names: tuple[str, ...]) -> st.SearchStrategy[str]:
     """Expressions over ``variables`` and the local ``names`` in scope (built once per scope)."""
     atoms: list[st.SearchStrategy[str]] = [_LITERALS, _LOOKUPS, _JS_STRING]
@@ -108,12 +108,12 @@ def _script(draw: st.DrawFn, body: str) -> str:
     return f"{lead}{opener}{gap}{body}{ws}{closer}{after}"
 
 
-@lru_cache(maxsize=None)
+@cache
 def _output_tag(names: tuple[str, ...]) -> st.SearchStrategy[str]:
     return st.tuples(st.sampled_from(["<%=", "<%-"]), _WS, _expr(names), _OUTPUT_TAIL, _WS, _CLOSER).map("".join)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _block(depth: int, names: tuple[str, ...]) -> st.SearchStrategy[str]:
     """A sequence of template parts; ``names`` are the JavaScript locals in scope (built once)."""
     return _block_of(depth, names)

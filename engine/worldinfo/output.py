@@ -46,9 +46,10 @@ class ActivatedEntry:
         return self.entry.uid
 
 
-_SET_ENTRY = ActivatedEntry.entry.__set__  # type: ignore[attr-defined]
-_SET_CONTENT = ActivatedEntry.content.__set__  # type: ignore[attr-defined]
-_SET_STEP = ActivatedEntry.step.__set__  # type: ignore[attr-defined]
+# the slots' own descriptors (read from the class dict: the class attribute is the slot, not a value)
+_SET_ENTRY = ActivatedEntry.__dict__["entry"].__set__
+_SET_CONTENT = ActivatedEntry.__dict__["content"].__set__
+_SET_STEP = ActivatedEntry.__dict__["step"].__set__
 
 
 @dataclass(frozen=True, slots=True)

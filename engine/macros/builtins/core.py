@@ -10,6 +10,7 @@ from typing import Any
 from ...errors import TemplateError
 from ..evaluator import ELSE_MARKER, MacroCall, RenderState, dedent_trim, post_process
 from ..parser import MacroNode, document_items
+from ..plan import level_runner
 from ..registry import MacroRegistry, args_only, context_handler
 from ..variables import JS_WHITESPACE, is_falsy_text, js_string
 
@@ -219,9 +220,10 @@ def _bind_if(
     where it starts, the split at ``{{else}}``, and how each of the condition and the two
     branches is evaluated (:func:`..plan.level_runner`). What a render decides (the condition's
     value, its variable or macro lookup, the branch) is done as :func:`_if` does it.
-    """
-    from ..plan import level_runner  # the plan module is loaded after the built-ins' modules
 
+    Must equal :func:`_if` (text, variables, diagnostics, draws, or the same error):
+    ``tests/test_macros_plan_if.py``.
+    """
     if len(spans) != 2 or len(items) != 2:
         return None
     src = state.source

@@ -46,7 +46,10 @@ def _random(call: MacroCall) -> str:
 
 
 def _bind_random(args: tuple[str, ...], offset: int, macro: str) -> Callable[[RenderState], str] | None:
-    """:func:`_random` for fixed (literal) arguments, with the list split once (see ``..plan``)."""
+    """:func:`_random` for fixed (literal) arguments, with the list split once (see ``..plan``).
+
+    Must equal :func:`_random` (text and draws): ``tests/test_macros_plan_bound.py``.
+    """
     items = tuple(split_items(list(args)))
     if not items:
         return lambda state: ""
@@ -87,7 +90,10 @@ def _roll(call: MacroCall) -> str:
 
 def _bind_roll(args: tuple[str, ...], offset: int, macro: str) -> Callable[[RenderState], str] | None:
     """:func:`_roll` for a literal formula, parsed once; ``None`` (evaluate it each render) for a
-    formula over the dice limit, whose refusal the evaluator reports as a diagnostic."""
+    formula over the dice limit, whose refusal the evaluator reports as a diagnostic.
+
+    Must equal :func:`_roll` (text, draws with dice, diagnostics): ``tests/test_macros_plan_bound.py``.
+    """
     try:
         parsed = parse_formula(args[0])
     except TemplateError:
