@@ -94,8 +94,6 @@ CODES: dict[str, str] = {
     "ST_LOREBOOK_MISSING": "the chat or persona lorebook named is not among the given books; it is not scanned",
     "ST_CONTEXT_TOO_SMALL": "the prompts that must be sent do not fit into max_context - max_tokens (SillyTavern "
                             "refuses to send too); raise budget.max_context",
-    "ST_SYSTEM_MESSAGES_AFTER_FIRST": "the request has system messages after the first; back ends that refuse them "
-                                      "need options.post_processing (semi, strict or single)",
     "ASSEMBLY_SOURCE_INVALID": "a source descriptor is malformed or its id is already registered",
     "ASSEMBLY_SOURCE_UNAVAILABLE": "a rule names a source that is not registered; its content is left out",
     "ASSEMBLY_DEPENDENCY_CYCLE": "declared source dependencies form a cycle",
@@ -153,6 +151,8 @@ CODES: dict[str, str] = {
     "ST_PRESET_INVALID": "the SillyTavern chat-completion preset given to the `preset` source is malformed",
     "ST_PRESET_ABSENT": "a `preset` rule without a SillyTavern preset (assets.st_preset): it contributes nothing",
     "ST_PROMPT_ORDER_FALLBACK": "no prompt_order for character 100001 or 100000; the first bucket was used",
+    "ST_PROMPT_ORDER_DEFAULT": "no prompt_order for character 100001: SillyTavern's default order was used",
+    "ST_PROMPT_NOT_SENT": "a prompt marked as a system prompt with an identifier SillyTavern has no place for; never sent",
     "UNSUPPORTED_MARKER": "a prompt-manager marker with no content source here; it was skipped",
     "ST_INJECTION_SKIPPED": "an in-chat prompt whose injection_depth is outside 0..10000; SillyTavern never injects it",
     "ST_WORLD_INFO_UNPLACED": "activated world info with no enabled marker or position in the SillyTavern preset; not sent",

@@ -52,6 +52,12 @@ def to_request(case: dict[str, Any], resolve: Any) -> dict[str, Any]:
     for key in _OPTION_OVERRIDES:
         if key in (overrides.get("power_user") or {}):
             options[key] = overrides["power_user"][key]
+    power_user = overrides.get("power_user") or {}
+    budget: dict[str, Any] = {}
+    if power_user.get("strip_examples"):
+        budget["examples"] = "disabled"
+    elif power_user.get("pin_examples"):
+        budget["examples"] = "keep"
     if sc.get("post_processing") is not None:
         options["post_processing"] = sc["post_processing"]
     card = resolve(sc["card"])
@@ -74,6 +80,8 @@ def to_request(case: dict[str, Any], resolve: Any) -> dict[str, Any]:
         "options": options,
     }
     books: list[Any] = []
+    if budget:
+        request["budget"] = budget
     if sc.get("book"):
         books.append({"book": {**resolve(sc["book"]), "name": f"oracle-{case['id']}"}, "source": "global"})
     linked = ((card.get("data") or card).get("extensions") or {}).get("world")

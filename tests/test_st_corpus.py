@@ -27,16 +27,29 @@ pytestmark = pytest.mark.skipif(not PRESETS or not CARDS, reason="shared/corpora
 @pytest.mark.parametrize("preset_path", PRESETS, ids=lambda p: p.stem)
 def test_corpus_preset_assembles_with_default_options(preset_path: Path) -> None:
     card = CARDS[PRESETS.index(preset_path) % len(CARDS)]
-    if _max_context(preset_path) < 16_000:  # a small context holds a small card only (as in SillyTavern)
+    sends_chat = _sends_chat(preset_path)
+    if _max_context(preset_path) < 16_000 or not sends_chat:
+        # a small context holds a small card only; a preset without a chat-history marker sends the
+        # card and world info alone (as in SillyTavern), so it gets a card with a description
         card = CORPORA / "cards" / "st-default-seraphina.v2.json"
     result = assemble_request({"preset": str(preset_path), "card": str(card), "chat": CHAT})
     sent = [m["content"] for m in result.messages]
+    if not sends_chat:
+        assert not any(CHAT["messages"][1]["content"] in t for t in sent) and sent
+        return
     # names_behavior may prefix the speaker ("Name: ..."), as SillyTavern does
     chat_at = [i for i, c in enumerate(sent) for t in ("The gates creak open.", CHAT["messages"][1]["content"])
                if c == t or c.endswith(": " + t)]
     assert len(chat_at) == 2 and chat_at[0] < chat_at[1]
     assert all(m["role"] in ("system", "user", "assistant") and isinstance(m["content"], str) for m in result.messages)
     assert not {w.code for w in result.warnings} - set(CODES)
+
+
+def _sends_chat(preset: Path) -> bool:
+    from tavernbox.strategies.sillytavern import prompt_sequence
+
+    prompts, _ = prompt_sequence(load_asset(preset, kind="preset").model)
+    return any(p.identifier == "chatHistory" for p in prompts)
 
 
 def _max_context(preset: Path) -> int:

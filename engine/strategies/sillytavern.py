@@ -199,6 +199,44 @@ def prompt_sequence(preset: Any, generation_type: str = "normal", *, persona_in_
     return out, diags
 
 
+def dsh_prompt_sequence(preset: Any, generation_type: str = "normal") -> tuple[list[Any], list[dict[str, Any]]]:
+    """The enabled prompts of a parsed preset as the DSH rule-file strategies read it (not SillyTavern's rules:
+    see :func:`prompt_sequence`), in prompt-manager order.
+
+    Returns ``(prompts, diagnostics)``. The order bucket is 100001, else 100000, else the first;
+    a preset without ``prompt_order`` uses its prompts as listed (each on unless ``enabled`` is false).
+    """
+    diags: list[dict[str, Any]] = []
+    by_id = {p.identifier: p for p in preset.resolved_prompts()}  # a repeated identifier: the later wins
+    order = preset.order_for(GLOBAL_ID) or preset.order_for(LEGACY_ID)
+    if not order and preset.prompt_order:
+        order = list(preset.prompt_order[0].order)
+        diags.append(_diag("ST_PROMPT_ORDER_FALLBACK", "no prompt_order for character 100001 or 100000; the first "
+                           f"bucket (character {preset.prompt_order[0].character_id}) is used"))
+    if order:
+        items = [(i.identifier, i.enabled) for i in order]
+    elif preset.prompts is None:
+        # a legacy preset: SillyTavern's default order, its markers, and the migrated legacy texts
+        from ..assets.presets import PresetPrompt
+
+        for ident in DEFAULT_ORDER:
+            if ident not in by_id and ident in _KNOWN_MARKERS:
+                by_id[ident] = PresetPrompt(identifier=ident, name=ident, marker=True)
+        items = [(ident, True) for ident in DEFAULT_ORDER]
+    else:
+        items = [(p.identifier, p.enabled is not False) for p in preset.resolved_prompts()]
+    out = []
+    for identifier, enabled in items:
+        prompt = by_id.get(identifier)
+        if prompt is None or not enabled:
+            continue
+        trigger = [t for t in prompt.injection_trigger if isinstance(t, str)]
+        if trigger and generation_type not in trigger:
+            continue
+        out.append(prompt)
+    return out, diags
+
+
 def _wi_entries(context: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """World-info entries in SillyTavern's placement order (ascending ``order``, ties reversed)."""
     entries = [e for e in context["assets"].get("world_info") or () if isinstance(e, Mapping)
@@ -349,8 +387,12 @@ def _preset_source(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[
     card = _card(context)
     user, char = _names(context)
     persona_text, persona_position, _persona_data = _persona(context)
-    prompts, order_diags = prompt_sequence(st, str(assets.get("generation_type") or "normal"),
-                                           persona_in_prompt=bool(persona_text) and persona_position == PERSONA_IN_PROMPT)
+    if placement == "st":
+        prompts, order_diags = prompt_sequence(st, str(assets.get("generation_type") or "normal"),
+                                               persona_in_prompt=bool(persona_text) and
+                                               persona_position == PERSONA_IN_PROMPT)
+    else:  # the rule-file strategies keep the DSH reading of a preset
+        prompts, order_diags = dsh_prompt_sequence(st, str(assets.get("generation_type") or "normal"))
     diags.extend(order_diags)
     entries = _wi_entries(context) if wi_on and not modules else []
     resource = st.name or str(assets.get("st_preset_name") or "preset")
@@ -465,6 +507,9 @@ def _preset_source(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[
             if group and st.group_nudge_prompt and assets.get("generation_type", "normal") != "impersonate":
                 blocks.append(text_block("preset:chatHistory:groupNudge", st.group_nudge_prompt, "system", "Group nudge",
                                          "group_nudge_prompt"))
+        elif p.marker and placement != "st":
+            diags.append(_diag("UNSUPPORTED_MARKER", f"marker {ident!r} has no SillyTavern content here; skipped",
+                               "warning", identifier=ident))
         else:
             authored(p, p.content)
     if not modules:

@@ -279,6 +279,21 @@ def _card_as_sillytavern_reads_it(card: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def persona_text_of(req: StRequest) -> str:
+    return req.user.persona.description.strip().replace("\r", "")
+
+
+def _expand_chat_macros(history: list[dict[str, Any]], context: dict[str, Any]) -> None:
+    """Chat messages with their macros expanded, as SillyTavern prepares each history message
+    (``populateChatHistory`` passes every one through ``preparePrompt``)."""
+    from ..macros import expand_macros
+
+    for m in history:
+        content = m.get("content")
+        if isinstance(content, str) and "{{" in content:
+            m["content"] = expand_macros(content, context, seed=context.get("seed", 0)).text
+
+
 def _author_note_active(interval: int, chat: Sequence[Mapping[str, Any]]) -> bool:
     """SillyTavern's interval rule (``setFloatingPrompt``): counted in user messages of the chat."""
     if interval == 1:
@@ -351,11 +366,6 @@ def _with_entry_spans(text: str, spans: list[Any], entries: list[Mapping[str, An
     return out
 
 
-#: relative prompt-manager entries SillyTavern adds as collections even when they hold no text
-_RELATIVE_FIXED = ("worldInfoBefore", "main", "worldInfoAfter", "charDescription", "charPersonality", "scenario",
-                   "personaDescription", "nsfw", "jailbreak", "enhanceDefinitions")
-
-
 def _kind(block_id: str, chat_index: int | None) -> MessageKind:
     """A placed message's part in the budget, from the block that produced it."""
     if chat_index is not None:
@@ -382,27 +392,19 @@ def _kind(block_id: str, chat_index: int | None) -> MessageKind:
 def _fit(logical: list[dict[str, Any]], kinds: list[MessageKind], block_of: Mapping[str, str],
          preset: Mapping[str, Any], req: StRequest, max_context: int, max_tokens: int) -> Any:
     """The budget pass: ``(kept indexes, report)``, or ``None`` when surely everything fits uncounted."""
-    from ..assets.presets import parse_preset as parse_st_preset
     from ..tokenizers import MessageCounter, get_tokenizer
-    from .sillytavern import prompt_sequence
 
     budget = max_context - max_tokens
     name = req.budget.tokenizer
-    if name in ("o200k", "cl100k", "words") and fits_without_counting(logical, budget - 64 * len(_RELATIVE_FIXED)):
+    if name in ("o200k", "cl100k", "words") and fits_without_counting(logical, budget):
         return None
     counter = _counters.get(name)
     if counter is None:
         counter = _counters[name] = MessageCounter(get_tokenizer(name))
-    placed = {b.split(":")[1] for b in block_of.values() if b.startswith("preset:")}
-    prompts, _ = prompt_sequence(parse_st_preset(dict(preset)), req.generation.type)
-    phantom = 0
-    for p in prompts:
-        relative = not p.in_chat
-        user_relative = p.system_prompt is False and p.identifier not in _RELATIVE_FIXED
-        if relative and (p.identifier in _RELATIVE_FIXED or user_relative) and p.identifier not in placed:
-            phantom += counter.message({"role": p.role or "system", "content": ""})
+    # a prompt without text costs nothing: SillyTavern counts a message's tokens only when it has
+    # content (``Message.createAsync``)
     return fit(logical, kinds, counter, max_context=max_context, max_tokens=max_tokens,
-               pin_examples=req.budget.examples == "keep", phantom=phantom)
+               pin_examples=req.budget.examples == "keep")
 
 
 _counters: dict[str, Any] = {}
@@ -447,7 +449,7 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
     from ..assembler.sources import world_info_from_activation
     from ..worldinfo import ScanContext, activate_world_info
     from .builtin import builtin_strategy
-    from .sillytavern import squash_system_messages, st_registry
+    from .sillytavern import st_registry
 
     req = parse_request(request)
     base = Path(base_dir) if base_dir is not None else None
@@ -470,6 +472,12 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
     if gen in ("regenerate", "swipe") and chat and chat[-1]["role"] == "assistant":
         chat = chat[:-1]  # the message being replaced is not part of the prompt
     history = history_messages(chat, behavior=behavior, user=user, char=char, group=group)
+    _expand_chat_macros(history, {
+        "user": user, "char": char, "persona": persona_text_of(req),
+        "character": {k: v for k, v in card.items() if k != "extensions"},
+        "chat": [{"role": m["role"], "name": m.get("name") or "", "content": m["content"]} for m in chat],
+        "seed": req.options.seed, **({"now": req.options.now} if req.options.now else {}),
+        **({"group": list(req.group.members)} if req.group else {})})
     continued: dict[str, Any] | None = None
     if gen == "continue" and history:
         continued = history[-1]

@@ -5,9 +5,8 @@ SillyTavern fills a chat-completion request in a fixed order (``populateChatComp
 
 1. 3 tokens for the reply's priming;
 2. the prompts that always go in: main, world info, card fields, persona, the other relative
-   prompts, the jailbreak (a prompt that does not fit is an error, not a cut). A prompt-manager
-   entry that resolves to no text still costs its empty message (its role and the message
-   overhead), as SillyTavern counts the collection it adds;
+   prompts, the jailbreak (a prompt that does not fit is an error, not a cut; a prompt without text
+   costs nothing, as SillyTavern counts only messages with content);
 3. reserved first, paid whatever happens: the control prompts sent last (impersonation, quiet
    prompt, a continued message), the new-chat separator, the group nudge, the continue nudge;
 4. with ``pin_examples`` ("keep"), the dialogue examples, a whole dialogue (its separator and every

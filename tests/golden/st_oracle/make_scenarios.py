@@ -296,8 +296,13 @@ def scenarios() -> Iterator[dict]:
     for cpath in ("cards/lide-ai.v3.json", "cards/mvu-qingkong-li.v3.json", "cards/zhanguo.v3.json"):
         cref = card(cpath)
         yield base(f"wi-embedded-{stem(os.path.basename(cpath))}", "A7",
-                   f"embedded character_book of {cpath} imported and linked: constant entries fire "
-                   "(checkWorldInfo, getCharacterLore)", card=cref, chat=generic_chat(cref), import_embedded_book=True)
+                   f"embedded character_book of {cpath} imported and linked, default preset (context 4095): the 25% "
+                   "world-info budget cuts the constant entries (checkWorldInfo budget, getCharacterLore)",
+                   card=cref, chat=generic_chat(cref), import_embedded_book=True)
+        yield base(f"wi-embedded-{stem(os.path.basename(cpath))}-ctx128k", "A7",
+                   f"embedded character_book of {cpath} imported and linked, max_context 128000: the constant "
+                   "entries fire, each at its own position (checkWorldInfo, getCharacterLore)",
+                   card=cref, chat=generic_chat(cref), import_embedded_book=True, max_context=128000)
     eld_chat = [a(greeting(SERA)), u("Tell me about Eldoria and the Shadowfangs."),
                 a("\"The beasts came from the north.\""), u("Is there any magic that can stop them?")]
     yield base("wi-global-eldoria", "A7", "global book (worldbooks/st-default-eldoria.json) activated by keys in chat "
@@ -308,10 +313,15 @@ def scenarios() -> Iterator[dict]:
                    f"world_info_character_strategy {strat} ({['evenly', 'character first', 'global first'][strat]}) "
                    "with the card's linked book Eldoria and a global inline book (sortFn in checkWorldInfo)",
                    book=GLOBAL_LANTERN, world_info={"world_info_character_strategy": strat})
-    depth_chat = [u("Tell me about the Shadowfangs."), a("\"They are a curse on this land.\""),
-                  u("I see."), a("\"Rest now.\""), u("Good night.")]
+    for strat in (0, 1, 2):
+        yield base(f"wi-strategy-{strat}-budget10", "A7",
+                   f"world_info_character_strategy {strat} with world_info_budget 10: which book's entries the budget "
+                   "keeps depends on the strategy (sortFn and budget overflow in checkWorldInfo)",
+                   book=GLOBAL_LANTERN, world_info={"world_info_character_strategy": strat, "world_info_budget": 10})
+    depth_chat = [u("Hello."), a("\"Welcome.\""), u("Tell me about the beasts."),
+                  a("\"They are a curse on this land.\""), u("Good night.")]
     for d in (1, 4):
-        yield base(f"wi-depth-{d}", "A7", f"world_info_depth {d}: a key only 5 messages back fires only with depth 4 "
+        yield base(f"wi-depth-{d}", "A7", f"world_info_depth {d}: a key 3 messages back fires only with depth 4 "
                    "(WorldInfoBuffer scan depth)", card=SERA_NOWORLD, chat=depth_chat,
                    book=corpus("worldbooks/st-default-eldoria.json"), world_info={"world_info_depth": d})
     for inc in (True, False):
@@ -320,9 +330,15 @@ def scenarios() -> Iterator[dict]:
                    card=SERA_NOWORLD, chat=[a(greeting(SERA)), u("Good morning."), a("\"Good morning to you.\""),
                                             u("I slept well.")],
                    book=NAME_BOOK, world_info={"world_info_include_names": inc})
-    yield base("wi-budget-1", "A7", "world_info_budget 1 (% of context): the budget cuts after the first entry "
-               "(checkWorldInfo budget overflow)", card=SERA_NOWORLD, chat=eld_chat,
+    yield base("wi-budget-1", "A7", "world_info_budget 1 (% of context, ~40 tokens) with the Eldoria book: every "
+               "activated entry is larger than the budget, none is sent (checkWorldInfo budget overflow)",
+               card=SERA_NOWORLD, chat=eld_chat,
                book=corpus("worldbooks/st-default-eldoria.json"), world_info={"world_info_budget": 1})
+    small = book(*(wi_entry(i, ["glade"], f"[Small lore {i}, order {o}: a short fact about the glade number {i}.]",
+                            order=o) for i, o in ((0, 300), (1, 200), (2, 100), (3, 50))))
+    yield base("wi-budget-1-cut", "A7", "world_info_budget 1 with four small entries: the budget keeps the "
+               "highest-order entries and drops the rest (checkWorldInfo budget overflow)", card=SERA_NOWORLD,
+               book=small, world_info={"world_info_budget": 1})
 
     # A8: card overrides and {{original}}
     ov_card = corpus("cards/st-default-seraphina.v2.json", patch={"data": {
