@@ -23,6 +23,8 @@ COMMANDS: dict[str, str] = {
     "fuzz": "fuzz:command",
     "assemble": "assemble:command",
     "replay": "replay:command",
+    "lint": "lint:command",
+    "cache-report": "cache_report:command",
     "serve": "serve:command",
 }
 
