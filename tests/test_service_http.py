@@ -373,3 +373,38 @@ def test_a_library_document_must_be_json_of_a_usable_type(client: httpx.Client) 
     answer = client.put("/v1/library/chats/n", content=b"12")
     assert answer.status_code == 400
     assert answer.json()["error"]["message"] == "the request body must be an object or an array or a string (JSON)"
+
+
+def test_lint_answer_equals_the_cli_json(client: httpx.Client, tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    corpora = ROOT / "corpora"
+    template = "Hello {{user}} <%= getvar('stat_data.never_set') %> {{unknownmacro}}\n"
+    files = {name: (corpora / name).read_bytes() for name in ("sample-preset.json", "sample-card.json",
+                                                             "sample-book.json")}
+    files["greeting.ejs"] = template.encode()
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["lint", "--format", "json", *files])
+    expected = json.loads(result.output)
+    assert expected["findings"], "the sample set should give the linter something to say"
+    body = {"files": [{"name": n, "content": json.loads(d)} if n.endswith(".json") else {"name": n, "text": d.decode()}
+                      for n, d in files.items()]}
+    answer = client.post("/v1/lint", json=body)
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == expected
+    png = client.post("/v1/lint", json={"files": [{"name": "c.png", "base64": "bm90IGEgcG5n"}], "format": "sarif"})
+    assert png.status_code == 200 and png.json()["version"] == "2.1.0"
+
+
+@pytest.mark.parametrize("body, path", [
+    ({"files": []}, "$.files"),
+    ({"files": [{"name": "../x.json", "content": {}}]}, "$.files[0].name"),
+    ({"files": [{"name": "a.json", "content": {}, "text": ""}]}, "$.files[0]"),
+    ({"files": [{"name": "a.json", "content": {}}, {"name": "a.json", "content": {}}]}, "$.files"),
+    ({"files": [{"name": "a.png", "base64": "***"}]}, "$.files[0].base64"),
+    ({"files": [{"name": "a.json", "content": {}}], "format": "xml"}, "$.format"),
+])
+def test_lint_requests_that_cannot_be_linted(client: httpx.Client, body: dict[str, Any], path: str) -> None:
+    answer = client.post("/v1/lint", json=body)
+    assert answer.status_code == 400 and answer.json()["error"]["path"] == path

@@ -2,7 +2,8 @@
 
 One module per job: :mod:`.app` (the application and its guard), :mod:`.auth` (token and origin),
 :mod:`.limits` (the body limit), :mod:`.answers` (error envelope, JSON bodies), :mod:`.engines`
-(macros, render, activate, replay, import), :mod:`.library` (stored assets), :mod:`.requests`
+(macros, render, activate, replay, import), :mod:`.lint` (static checks), :mod:`.library`
+(stored assets), :mod:`.requests`
 (assemble and chat completions), :mod:`.sessions` (rule-file strategies and their snapshot
 records), :mod:`.upstream` (forwarding to an OpenAI-compatible server).
 """

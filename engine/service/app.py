@@ -150,7 +150,7 @@ def warm_engines() -> None:
 
 def create_app(config: ServiceConfig) -> Any:
     """The ASGI application for ``config`` (the FastAPI app wrapped in :class:`Guard`)."""
-    from . import engines, library, requests, sessions
+    from . import engines, library, lint, requests, sessions
 
     warm_engines()
 
@@ -192,6 +192,7 @@ def create_app(config: ServiceConfig) -> Any:
         return json_answer({"ok": True, "version": __version__})
 
     app.include_router(engines.router)
+    app.include_router(lint.router)
     app.include_router(library.router)
     app.include_router(requests.router)
     app.include_router(sessions.router)
