@@ -22,6 +22,16 @@ import httpx
 TOKEN = "test-token-0123456789"
 
 
+def die_with_parent() -> None:
+    """In the child before exec: ask Linux for SIGTERM when the test process dies (no orphaned service)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 class RunningService:
     """One ``tavernbox serve`` process; ``base`` is its URL, ``client`` an authorised httpx client."""
 
@@ -47,7 +57,8 @@ class RunningService:
         if self.upstream:
             args += ["--upstream", self.upstream]
         args += list(self.args)
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self._log, text=True, env=env)
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self._log, text=True, env=env,
+                                     preexec_fn=die_with_parent if sys.platform == "linux" else None)
         assert self.proc.stdout is not None
         lines = []
         deadline = time.monotonic() + 60
