@@ -19,8 +19,13 @@ Each tavernbox repeat runs right after its Jinja2 counterpart, so both see the s
 for the CPU, so the script also reports CPU per render (this process plus the pool's workers,
 from /proc on Linux) beside Jinja2's, which does not depend on what else the machine runs.
 
-Targets from issue 3 (isolation included): single <= 2x Jinja2 cached; batch <= 1.5x per
-render; cold <= 0.25x Jinja2 cold. The script reports; it does not assert.
+4. **tiny template against the floor** (issue 13): the tiny template rendered by
+   ``render_template`` against a bare QuickJS context with the same limits, the same compiled
+   program and its input, created, run and dropped in this process (``floor_render``).
+
+Targets (isolation included): single <= 2x Jinja2 cached (issue 13; issue 3 asked the same); a
+batch of 50 costs less CPU per render than single renders; tiny template <= 2x the floor; cold <=
+0.25x Jinja2 cold. The script reports; it does not assert.
 
 Run: ``python benchmarks/bench_ejs.py`` (``--iterations N`` or ``TAVERNBOX_BENCH_ITERATIONS``
 sets the loop count; ``--json`` prints the figures as JSON; ``--phases`` adds the CPU of each
@@ -320,9 +325,10 @@ class Quiet:
         return False
 
 
-def in_process_worker(limits: Any) -> tuple[Any, str, dict[str, Any]]:
-    """A sandbox worker loaded by path (as the pool runs it), the benchmark's payload, and ``limits``
-    in the worker's wire form: for driving the worker's phases directly, without pipe or host."""
+def in_process_worker(limits: Any, template: str = EJS_TEMPLATE, variables: Any = None) -> tuple[Any, str, dict[str, Any]]:
+    """A sandbox worker loaded by path (as the pool runs it), the payload ``render_template`` would send
+    for ``template`` (the bench template by default) and ``variables``, and ``limits`` in the worker's
+    wire form: for driving the worker's phases directly, without pipe or host."""
     import importlib.util
     from pathlib import Path
 
@@ -331,9 +337,63 @@ def in_process_worker(limits: Any) -> tuple[Any, str, dict[str, Any]]:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    program = tavernbox.ejs.render.compile_source(EJS_TEMPLATE).program
-    payload = "[" + json.dumps(program) + ",[\n" + json.dumps(make_variables()) + "\n]]"
+    program = tavernbox.ejs.render.compile_source(template).program
+    data = make_variables() if variables is None else variables
+    payload = tavernbox.sandbox.build_payload(program, json.dumps(data), limits, template_api=True, now_ms=0)
     return module.Worker(), payload, limits.to_wire()
+
+
+#: The issue's tiny template, for the floor comparison.
+TINY_TEMPLATE = "Hello <%= variables.name %>, you have <%= variables.n %> new messages.\n"
+TINY_VARIABLES = {"name": "Ann", "n": 3}
+
+#: What the floor gives the compiled program in place of the harness: an append, an escape, locals.
+FLOOR_STUB = """(function (program, input) {
+  const parts = [];
+  const tb = { append(s) { parts.push('' + s); }, escape(v) { return String(v); },
+               locals: { variables: JSON.parse(input) }, finish() {} };
+  let text = null;
+  program(tb).then(() => { text = parts.join(''); });
+  return () => text;
+})"""
+
+
+def floor_render(program: str, input_json: str, time_limit_s: float = 0.075) -> str:
+    """The floor of this design (issue 13): a bare QuickJS context with the render limits set, the same
+    compiled program and its input, run to completion and dropped. No isolation beyond the fresh
+    context, no harness, no process boundary, no budget accounting."""
+    import _quickjs
+
+    ctx = _quickjs.Context()
+    ctx.set_memory_limit(16 * 1024 * 1024)
+    ctx.set_max_stack_size(256 * 1024)
+    ctx.set_time_limit(time_limit_s)
+    result = ctx.eval(FLOOR_STUB)(ctx.eval(program), input_json)
+    while ctx.execute_pending_job():
+        pass
+    text = result()
+    del result, ctx
+    return text
+
+
+def measure_floor(iterations: int, repeats: int) -> dict[str, Any]:
+    """Wall time per render of the tiny template: tavernbox's single render against the floor."""
+    program = tavernbox.ejs.render.compile_source(TINY_TEMPLATE).program
+    input_json = json.dumps(TINY_VARIABLES)
+    ours = tavernbox.render_template(TINY_TEMPLATE, TINY_VARIABLES).text
+    assert floor_render(program, input_json) == ours
+    for _ in range(20):
+        tavernbox.render_template(TINY_TEMPLATE, TINY_VARIABLES)
+    tb, floor = paired_best(
+        repeats,
+        (iterations * 4, lambda i: tavernbox.render_template(TINY_TEMPLATE, TINY_VARIABLES)),
+        (iterations * 4, lambda i: floor_render(program, input_json)),
+    )
+    tb_cpu = cpu_per_call(iterations * 4, lambda i: tavernbox.render_template(TINY_TEMPLATE, TINY_VARIABLES))
+    floor_cpu = cpu_per_call(iterations * 4, lambda i: floor_render(program, input_json))
+    return {"tiny_tavernbox_ms": tb * 1e3, "tiny_floor_ms": floor * 1e3, "tiny_ratio": tb / floor,
+            "tiny_tavernbox_cpu_ms": tb_cpu * 1e3, "tiny_floor_cpu_ms": floor_cpu * 1e3,
+            "tiny_cpu_ratio": tb_cpu / floor_cpu}
 
 
 def worker_phases(repeats: int = 300) -> dict[str, float]:
@@ -392,6 +452,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.iterations < 1 or args.repeats < 1:
         parser.error("--iterations and --repeats must be at least 1")
     figures = measure(args.iterations, args.repeats)
+    figures.update(measure_floor(args.iterations, args.repeats))
+    figures["targets"].update({"tiny_ratio": 2.0, "batch_cpu_below_single": True})
     if args.phases:
         figures["phases_cpu_ms"] = worker_phases()
     if args.json:
@@ -409,6 +471,11 @@ def main(argv: list[str] | None = None) -> int:
           f"{figures['tavernbox_batch_cpu_per_render_ms']:.3f} ms (host + workers)  jinja2 "
           f"{figures['jinja2_cached_cpu_ms']:.3f} ms  ratios {figures['cached_cpu_ratio']:.2f}x / "
           f"{figures['batch_cpu_ratio']:.2f}x")
+    print(f"tiny template : tavernbox {figures['tiny_tavernbox_ms']:.3f} ms  floor {figures['tiny_floor_ms']:.3f} ms"
+          f"  ratio {figures['tiny_ratio']:.2f}x (target <= 2x); CPU {figures['tiny_tavernbox_cpu_ms']:.3f} / "
+          f"{figures['tiny_floor_cpu_ms']:.3f} ms = {figures['tiny_cpu_ratio']:.2f}x")
+    print(f"batch CPU per render {figures['tavernbox_batch_cpu_per_render_ms']:.3f} ms against single "
+          f"{figures['tavernbox_cached_cpu_ms']:.3f} ms (target: batch below single)")
     if args.phases:
         ph = figures["phases_cpu_ms"]
         print(f"phases (CPU, best): worker fresh VM {ph['fresh_vm']:.3f} ms, render {ph['render']:.3f} ms, "

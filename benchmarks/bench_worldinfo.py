@@ -149,6 +149,7 @@ def _loop_speed() -> float:
 def _forget_caches() -> None:
     """Drop what a previous activation left in this process, so the next one is a fresh process's."""
     activation_module._PREPARED_CACHE.clear()
+    activation_module._NORMALIZED_CACHE.clear()
     parse_js_regex.cache_clear()
     matching_module._bounded_cache.clear()
 
@@ -187,6 +188,18 @@ def warm_activation(book: dict[str, Any], chat: list[str], settings: dict[str, A
     return warm, fastest, with_trace, activation
 
 
+def raw_activation(book: dict[str, Any], chat: list[str], settings: dict[str, Any], repeat: int) -> tuple[float, float]:
+    """CPU seconds of the public call on the raw book dict, repeated (issue 14): median, fastest.
+
+    A host keeping its books as loaded JSON passes the same dicts on every message; the
+    normalised and indexed book is found again by the content digest of the dict.
+    """
+    _forget_caches()
+    activate_world_info(book, chat, settings)
+    median, fastest, _ = _times(lambda: activate_world_info(book, chat, settings), repeat)
+    return median, fastest
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--entries", type=int, default=10_000)
@@ -203,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     loop = _loop_speed()
     # warm first, as in a chat session: books loaded once, then one activation per message
     warm, warm_fastest, warm_trace, activation = warm_activation(book, chat, SETTINGS, args.repeat)
+    raw, raw_fastest = raw_activation(book, chat, SETTINGS, args.repeat)
     cold = cold_activation(book, chat, SETTINGS, max(1, args.repeat // 2))
     # the same book as SillyTavern exports it: every field of every entry written out
     exported = {"entries": {k: {**ST_ENTRY_DEFAULTS, **v} for k, v in book["entries"].items()}}
@@ -217,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         b2, c2 = make_world(n, m)
         warm2, _, _, activation2 = warm_activation(b2, c2, SETTINGS, max(1, args.repeat // 2))
         linearity[label] = {"cold_ms": cold_activation(b2, c2, SETTINGS, 1)["total"] * 1000, "warm_ms": warm2 * 1000,
+                            "raw_ms": raw_activation(b2, c2, SETTINGS, max(1, args.repeat // 2))[0] * 1000,
                             "activated": len(activation2.activated)}
     figures = {
         "entries": args.entries, "keys": n_keys, "messages": args.messages, "chat_chars": sum(len(m) for m in chat),
@@ -226,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         "cold_trace_ms": cold["trace"] * 1000, "cold_total_ms": cold["total"] * 1000,
         "cold_exported_total_ms": cold_exported["total"] * 1000,
         "cold_exported_normalise_ms": cold_exported["normalise"] * 1000,
+        "raw_ms": raw * 1000, "raw_fastest_ms": raw_fastest * 1000, "raw_target_met": raw * 1000 <= TARGET_MS,
         "warm_ms": warm * 1000, "warm_fastest_ms": warm_fastest * 1000, "warm_with_trace_ms": warm_trace * 1000,
         "initial_pass_ms": ours_one * 1000, "naive_initial_pass_ms": naive * 1000,
         "naive_ratio": naive / ours_one if ours_one else float("inf"),
@@ -260,6 +276,9 @@ def _report(f: dict[str, Any]) -> None:
     verdict = "met" if f["target_met"] else "NOT met"
     print(f"warm (books loaded, index reused: the next chat message)    {f['warm_ms']:8.1f} ms  "
           f"(fastest {f['warm_fastest_ms']:.1f} ms; target {f['target_ms']:.0f} ms: {verdict})")
+    verdict = "met" if f["raw_target_met"] else "NOT met"
+    print(f"public call on the raw book dict, repeated (content digest) {f['raw_ms']:8.1f} ms  "
+          f"(fastest {f['raw_fastest_ms']:.1f} ms; target {f['target_ms']:.0f} ms: {verdict})")
     print(f"  the same plus reading the trace                           {f['warm_with_trace_ms']:8.1f} ms")
     print(f"initial pass only (max_recursion_steps=1), warm             {f['initial_pass_ms']:8.1f} ms")
     print(f"naive per-entry scan, initial pass only                     {f['naive_initial_pass_ms']:8.1f} ms "
@@ -267,6 +286,7 @@ def _report(f: dict[str, Any]) -> None:
     for label, lin in f["linearity"].items():
         print(f"linearity with {label}: cold {lin['cold_ms']:.1f} ms ({lin['cold_ms'] / f['cold_total_ms']:.2f}x), "
               f"warm {lin['warm_ms']:.1f} ms ({lin['warm_ms'] / f['warm_ms']:.2f}x), "
+              f"raw {lin['raw_ms']:.1f} ms ({lin['raw_ms'] / f['raw_ms']:.2f}x), "
               f"{lin['activated']} activated")
 
 

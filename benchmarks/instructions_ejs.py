@@ -13,7 +13,12 @@ What is counted, per render of bench_ejs.py's template and variables:
   the pool, the pipe, decoding the reply); the worker's work is in another process;
 * ``worker``: a sandbox worker's whole share, driven in this process: building the fresh context,
   the render itself and freeing the used context;
-* ``fresh``: building and freeing a fresh context alone.
+* ``fresh``: building and freeing a fresh context alone;
+* ``floor``: bench_ejs.py's floor for the tiny template (a bare context with the limits, the
+  compiled program, its input, a drop), and ``tiny-host``/``tiny-worker`` tavernbox's host and
+  worker shares for the same template (issue 13's target: tavernbox <= 2x the floor);
+  ``tiny-batch-host``: the host's share per render of a ``render_templates`` batch of 50 tiny
+  renders (a batch should cost less per render than singles; the workers do the same work).
 
 Run: ``python benchmarks/instructions_ejs.py [--renders N]`` (needs ``valgrind``; about a minute).
 The ratio ``(host + worker) / jinja2`` is the work one render costs against the peer's; the
@@ -33,7 +38,9 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-KINDS = ("jinja2", "host", "worker", "fresh")
+KINDS = ("jinja2", "host", "worker", "fresh", "floor", "tiny-host", "tiny-worker", "tiny-batch-host")
+#: Renders per batch of the ``tiny-batch-host`` kind (its count is per render).
+BATCH = 50
 
 
 def _inner(kind: str, count: int) -> None:
@@ -52,6 +59,23 @@ def _inner(kind: str, count: int) -> None:
     import tavernbox
     import tavernbox.sandbox
 
+    if kind == "floor":
+        program = tavernbox.ejs.render.compile_source(bench_ejs.TINY_TEMPLATE).program
+        input_json = json.dumps(bench_ejs.TINY_VARIABLES)
+        for _ in range(3 + count):
+            bench_ejs.floor_render(program, input_json, time_limit_s=20.0)
+        return
+    if kind == "tiny-host":
+        limits = tavernbox.sandbox.Limits(time_ms=20000)
+        for _ in range(5 + count):
+            tavernbox.render_template(bench_ejs.TINY_TEMPLATE, bench_ejs.TINY_VARIABLES, limits=limits)
+        return
+    if kind == "tiny-batch-host":
+        limits = tavernbox.sandbox.Limits(time_ms=20000)
+        items = [(bench_ejs.TINY_TEMPLATE, bench_ejs.TINY_VARIABLES)] * BATCH
+        for _ in range(2 + count):
+            tavernbox.render_templates(items, limits=limits)
+        return
     if kind == "host":
         limits = tavernbox.sandbox.Limits(time_ms=20000)
         for _ in range(5 + count):
@@ -59,7 +83,12 @@ def _inner(kind: str, count: int) -> None:
         return
     # Callgrind runs code ~50x slower: a render's 75 ms budget would trip (instructions per
     # successful render do not depend on the budget).
-    worker, payload, wire = bench_ejs.in_process_worker(tavernbox.sandbox.Limits(time_ms=20000))
+    if kind == "tiny-worker":
+        worker, payload, wire = bench_ejs.in_process_worker(tavernbox.sandbox.Limits(time_ms=20000),
+                                                            bench_ejs.TINY_TEMPLATE, bench_ejs.TINY_VARIABLES)
+        kind = "worker"
+    else:
+        worker, payload, wire = bench_ejs.in_process_worker(tavernbox.sandbox.Limits(time_ms=20000))
 
     def cycle() -> None:
         worker.prewarm()
@@ -96,9 +125,12 @@ def measure(renders: int) -> dict[str, Any]:
     with ThreadPoolExecutor(max_workers=2) as pool:
         totals = dict(zip(runs, pool.map(lambda run: _count(*run), runs)))
     per = {kind: (totals[(kind, 1 + renders)] - totals[(kind, 1)]) / renders for kind in KINDS}
+    per["tiny-batch-host"] /= BATCH  # a count of that kind is one batch
     per["total"] = per["host"] + per["worker"]
     per["ratio_total_to_jinja2"] = per["total"] / per["jinja2"]
     per["ratio_worker_render_and_host_to_jinja2"] = (per["total"] - per["fresh"]) / per["jinja2"]
+    per["tiny_total"] = per["tiny-host"] + per["tiny-worker"]
+    per["ratio_tiny_to_floor"] = per["tiny_total"] / per["floor"]
     per["renders"] = renders
     return per
 
@@ -125,6 +157,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{kind:7s}: {figures[kind] / 1e6:6.2f} M instructions per render")
     print(f"host + worker = {figures['total'] / 1e6:.2f} M = {figures['ratio_total_to_jinja2']:.2f}x jinja2; "
           f"without the fresh context's build and free: {figures['ratio_worker_render_and_host_to_jinja2']:.2f}x")
+    print(f"tiny template in a batch of {BATCH}: host {figures['tiny-batch-host'] / 1e6:.3f} M per render against "
+          f"{figures['tiny-host'] / 1e6:.3f} M for a single render (the worker's share is the same render for render)")
+    print(f"tiny template: host + worker = {figures['tiny_total'] / 1e6:.2f} M = {figures['ratio_tiny_to_floor']:.2f}x "
+          f"the floor ({figures['floor'] / 1e6:.2f} M: a bare context, the program, its input, a drop)")
     return 0
 
 

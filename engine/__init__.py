@@ -9,13 +9,14 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .errors import CODES, Diagnostic, TemplateError
-from .spans import Span
-
 __version__ = "0.1.0"
 
 # name -> module that defines it (imported lazily on first attribute access)
 _LAZY: dict[str, str] = {
+    "CODES": "tavernbox.errors",
+    "Diagnostic": "tavernbox.errors",
+    "TemplateError": "tavernbox.errors",
+    "Span": "tavernbox.spans",
     "expand_macros": "tavernbox.macros",
     "MacroContext": "tavernbox.macros",
     "MacroResult": "tavernbox.macros",
@@ -45,7 +46,7 @@ _LAZY: dict[str, str] = {
     "MvuUpdate": "tavernbox.bridge",
 }
 
-__all__ = ["CODES", "Diagnostic", "Span", "TemplateError", "__version__", *sorted(_LAZY)]
+__all__ = ["__version__", *sorted(_LAZY)]
 
 
 def __getattr__(name: str) -> Any:
@@ -63,6 +64,8 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # pragma: no cover - the lazy exports' real types, for type checkers only
     # (``X as X`` marks a re-export)
+    from .errors import CODES as CODES, Diagnostic as Diagnostic, TemplateError as TemplateError
+    from .spans import Span as Span
     from .assembler import Assembler as Assembler, replay as replay
     from .assets import load_asset as load_asset
     from .bridge import (

@@ -21,6 +21,8 @@ CODES: dict[str, str] = {
     # generic
     "INTERNAL_ERROR": "an unexpected failure inside tavernbox (a bug: please report it)",
     "INPUT_INVALID": "an input file or argument could not be read or has the wrong shape",
+    "INPUT_UNKNOWN_KEY": "an input object has a key tavernbox does not read; ignored, with the nearest known key",
+    "TEXT_SURROGATE": "text holds a lone UTF-16 surrogate (a JSON \\ud800 escape), which is not Unicode; refused at its path",
     # macros
     "MACRO_UNKNOWN": "a macro name that is not registered; left as written",
     "MACRO_ARITY": "a macro called with the wrong number of arguments; left as written",
@@ -32,6 +34,7 @@ CODES: dict[str, str] = {
     "MACRO_OUTPUT_LIMIT": "the expanded text would pass the output limit",
     "MACRO_ROLL_LIMIT": "a dice roll asks for more dice than the limit",
     "MACRO_REPEAT_LIMIT": "{{newline}} or {{space}} asks for more repetitions than the limit",
+    "MACRO_DIAGNOSTICS_LIMIT": "a render raised more diagnostics than it reports; the rest are counted by code",
     # templates (EJS + sandbox)
     "TEMPLATE_SYNTAX": "the template or its JavaScript does not compile",
     "TEMPLATE_TOO_LARGE": "the template is longer than the limit",
@@ -73,7 +76,7 @@ CODES: dict[str, str] = {
     "ASSET_FIELD_MISSING": "a required field is absent (an error) or an expected one is (a default is used)",
     "ASSET_VALUE_NORMALISED": "a value SillyTavern reads differently from how it is written was read SillyTavern's way",
     "ASSET_NUMBER_UNSAFE": "an integer beyond JavaScript's 2^53-1, which SillyTavern rounds",
-    "ASSET_DUPLICATE_ID": "two entries or prompts share an id; the later one wins",
+    "ASSET_DUPLICATE_ID": "two entries or prompts share an id (the later one wins), or a prompt order repeats one (the first)",
     "ASSET_UID_MISMATCH": "a world-book entry's uid differs from the key it is stored under",
     "ASSET_REFERENCE_MISSING": "a prompt order names a prompt the preset does not have",
     "ASSET_CONVERTED": "the asset was converted from another shape (v1 card, card-book list form)",

@@ -16,8 +16,8 @@ from __future__ import annotations
 import functools
 import json
 import re
+import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from .limits import PROGRAM_CHARS_FACTOR, Limits
@@ -31,6 +31,7 @@ __all__ = [
     "SandboxResult",
     "Usage",
     "WorkerPool",
+    "build_payload",
     "run_program",
     "run_programs",
 ]
@@ -57,6 +58,16 @@ def _ascii_json(text: str) -> str:
     return text if text.isascii() else _NON_ASCII.sub(_escape_char, text)
 
 
+def clock_ms(now_ms: int | float | None) -> int:
+    """The render clock as whole milliseconds since the epoch (the host's clock for ``None``)."""
+    if now_ms is None:
+        return int(time.time() * 1000)
+    if isinstance(now_ms, bool) or not isinstance(now_ms, (int, float)) or not abs(now_ms) <= 8.64e15:
+        raise SandboxError(f"the render clock must be milliseconds within JavaScript's date range, got {now_ms!r}",
+                           code="INPUT_INVALID")
+    return int(now_ms // 1)
+
+
 def _utf8_size(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
@@ -65,6 +76,52 @@ def _utf8_size(text: str) -> int:
 def _program_json(program: str) -> str:
     """The program as an ASCII JSON string literal (compiled templates are reused, so cache it)."""
     return json.dumps(program)
+
+
+def build_payload(
+    program: str,
+    input_json: str,
+    limits: Limits,
+    *,
+    bridge: tuple[str, int] | None = None,
+    template_api: bool = False,
+    now_ms: int | None = None,
+) -> str:
+    """The worker's request payload ``[program, [variables], mode, now]`` (see harness.js ``prepare``).
+
+    Public for the benchmarks, which drive a worker in-process with exactly what ``run_program`` sends.
+    """
+    if input_json.strip() == "":
+        raise SandboxError("the input is not valid JSON: it is empty", code="INPUT_INVALID")
+    # [program, [variables]]: the harness checks that the caller's text was exactly one value.
+    payload = "[" + _program_json(program) + ",[\n" + _ascii_json(input_json) + "\n]"
+    if bridge is not None:
+        answers_json, call_limit = bridge
+        payload += ",[" + _ascii_json(answers_json) + "," + str(int(call_limit)) + "]"
+    elif template_api:
+        payload += "," + str(int(limits.bridge_calls))
+    else:
+        payload += ",null"
+    return payload + "," + str(clock_ms(now_ms)) + "]"
+
+
+def _check(program: str, input_json: str, lim: Limits) -> None:
+    """Refuse a program or input over its limit before any worker is involved."""
+    if not isinstance(program, str) or not isinstance(input_json, str):
+        raise TypeError("run_program takes the program and the input JSON as str")
+    max_program = lim.template_chars * PROGRAM_CHARS_FACTOR
+    if len(program) > max_program:
+        raise SandboxError(
+            f"the program is {len(program)} characters, more than the limit of {max_program}",
+            code="TEMPLATE_TOO_LARGE",
+        )
+    # A code point is at most 4 UTF-8 bytes: only inputs near the limit need encoding to measure.
+    if len(input_json) > lim.input_bytes or (
+        4 * len(input_json) > lim.input_bytes and _utf8_size(input_json) > lim.input_bytes
+    ):
+        raise SandboxError(
+            f"the input is larger than the limit of {lim.input_bytes} bytes", code="TEMPLATE_INPUT_LIMIT"
+        )
 
 
 def run_program(
@@ -76,8 +133,19 @@ def run_program(
     pool: WorkerPool | None = None,
     bridge: tuple[str, int] | None = None,
     lease_check: Callable[[int], tuple[str, str] | None] | None = None,
+    template_api: bool = False,
+    now_ms: int | None = None,
 ) -> SandboxResult:
     """Render ``program`` with ``input_json`` as ``__tb.locals.variables``.
+
+    ``template_api`` installs the ST-Prompt-Template API without the bridge (the static API of a
+    plain render): ``getvar`` and ``_`` read ``input_json``'s value, ``getwi``/``getpreset``/
+    ``getchar`` answer as for an unknown title (nothing else was given), the writes fail with
+    ``TEMPLATE_UNSUPPORTED``, and calls count against ``Limits.bridge_calls`` as in bridge mode.
+
+    ``now_ms`` is the render's clock (milliseconds since the epoch, UTC): ``Date.now()``, ``new
+    Date()`` and ``Date()`` read it and nothing else, so a render replays exactly. ``None`` takes
+    the host's clock once, when the render is sent.
 
     ``bridge`` switches on the template API (``getvar``, ``getwi``, ... in ``__tb.locals``, see
     harness.js): ``(answers_json, call_limit)`` where ``answers_json`` is a JSON object mapping
@@ -94,34 +162,18 @@ def run_program(
     ``INPUT_INVALID`` when ``input_json`` is not JSON.
     """
     lim = limits if limits is not None else DEFAULT_LIMITS
-    if not isinstance(program, str) or not isinstance(input_json, str):
-        raise TypeError("run_program takes the program and the input JSON as str")
-    max_program = lim.template_chars * PROGRAM_CHARS_FACTOR
-    if len(program) > max_program:
-        raise SandboxError(
-            f"the program is {len(program)} characters, more than the limit of {max_program}",
-            code="TEMPLATE_TOO_LARGE",
-        )
-    # A code point is at most 4 UTF-8 bytes: only inputs near the limit need encoding to measure.
-    if len(input_json) > lim.input_bytes or (
-        4 * len(input_json) > lim.input_bytes and _utf8_size(input_json) > lim.input_bytes
-    ):
-        raise SandboxError(
-            f"the input is larger than the limit of {lim.input_bytes} bytes", code="TEMPLATE_INPUT_LIMIT"
-        )
-    if input_json.strip() == "":
-        raise SandboxError("the input is not valid JSON: it is empty", code="INPUT_INVALID")
-    # [program, [variables]]: the harness checks that the caller's text was exactly one value.
-    payload = "[" + _program_json(program) + ",[\n" + _ascii_json(input_json) + "\n]"
-    if bridge is not None:
-        answers_json, call_limit = bridge
-        payload += ",[" + _ascii_json(answers_json) + "," + str(int(call_limit)) + "]"
-    payload += "]"
+    _check(program, input_json, lim)
+    payload = build_payload(program, input_json, lim, bridge=bridge, template_api=template_api, now_ms=now_ms)
     target = pool or default_pool()
     if bridge is not None and lease_check is not None:
         reply = target.run(payload.encode("ascii"), lim, cancel, lease_check=lease_check)
     else:
         reply = target.run(payload.encode("ascii"), lim, cancel)
+    return _result(reply)
+
+
+def _result(reply: dict[str, Any]) -> SandboxResult:
+    """A worker's decoded reply as the result, or its ``SandboxError`` raised."""
     usage = Usage(**reply["usage"])
     error: dict[str, Any] | None = reply.get("error")
     if error is not None:
@@ -148,30 +200,40 @@ def run_programs(
     limits: Limits | None = None,
     cancel: CancelToken | None = None,
     pool: WorkerPool | None = None,
+    template_api: bool = False,
+    now_ms: int | None = None,
 ) -> list[SandboxResult | SandboxError]:
     """Run ``(program, input_json)`` jobs on all of the pool's workers at once; results in order.
 
     Why: a batch sent one render at a time leaves every worker but one idle while the caller
-    waits for each round trip. Each job is exactly a ``run_program`` call (same limits, fresh
-    context, same errors); a failed job's slot holds its ``SandboxError`` instead of raising, so
-    one bad template does not lose the batch.
+    waits for each round trip; ``WorkerPool.run_many`` keeps every worker's next request queued
+    from one thread. Each job is exactly a ``run_program`` call (same limits, fresh context, same
+    errors, its own deadline); a failed job's slot holds its ``SandboxError`` instead of raising,
+    so one bad template does not lose the batch. ``template_api`` and ``now_ms`` as in ``run_program``, for every job.
     """
     target = pool or default_pool()
+    lim = limits if limits is not None else DEFAULT_LIMITS
+    now = clock_ms(now_ms)  # one clock for the whole batch
     results: list[SandboxResult | SandboxError | None] = [None] * len(jobs)
-
-    def one(i: int) -> None:
-        program, input_json = jobs[i]
+    payloads: list[bytes] = []
+    slots: list[int] = []
+    for i, (program, input_json) in enumerate(jobs):
         try:
-            results[i] = run_program(program, input_json, limits=limits, cancel=cancel, pool=target)
+            _check(program, input_json, lim)
+            payloads.append(build_payload(program, input_json, lim, template_api=template_api, now_ms=now).encode("ascii"))
+            slots.append(i)
         except SandboxError as exc:
             results[i] = exc
-
-    width = min(target.size, len(jobs))
-    if width <= 1:
-        for i in range(len(jobs)):
-            one(i)
-    else:
-        with ThreadPoolExecutor(max_workers=width, thread_name_prefix="tavernbox-render") as executor:
-            for _ in executor.map(one, range(len(jobs))):
-                pass
+    if cancel is not None and cancel.cancelled:
+        for i in slots:
+            results[i] = SandboxError("the render was cancelled before it started", code="TEMPLATE_CANCELLED")
+        return [r for r in results if r is not None]
+    for i, reply in zip(slots, target.run_many(payloads, lim, cancel)):
+        if isinstance(reply, SandboxError):
+            results[i] = reply
+            continue
+        try:
+            results[i] = _result(reply)
+        except SandboxError as exc:
+            results[i] = exc
     return [r for r in results if r is not None]

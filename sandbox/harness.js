@@ -209,6 +209,75 @@
   }
   function engineMade(e) { return isError(e) && !apply(forgedHas, forged, [e]); }
 
+  // --- the render's clock ----------------------------------------------------------------------
+  // Date.now(), new Date() and Date() read the render's fixed `now` (a payload input, the same in
+  // every replay pass), never the host's clock, so a render replays exactly. The constructor is
+  // a wrapper like the error constructors': same prototype, statics and subclassing.
+  const RealDate = Date;
+  const realDateNow = Date.now;
+  const dateToString = Date.prototype.toString;
+  let fixedNow = NaN;
+  function clockNow() { return fixedNow === fixedNow ? fixedNow : apply(realDateNow, RealDate, []); }
+  const DateWrapperCtor = function Date(a, b, c, d, e, f, g) {
+    if (new.target === undefined) return apply(dateToString, construct(RealDate, [clockNow()]), []);
+    return construct(RealDate, arguments.length === 0 ? [clockNow()] : arguments, new.target);
+  };
+  {
+    const statics = ownKeys(RealDate);
+    for (let j = 0; j < statics.length; j++) {
+      const k = statics[j];
+      if (k === 'prototype' || k === 'length' || k === 'name') continue;
+      const d = getOwnPropertyDescriptor(RealDate, k);
+      if (k === 'now') d.value = ({ now() { return clockNow(); } }).now;
+      defineProperty(DateWrapperCtor, k, d);
+    }
+    plainStatic.value = 7;
+    defineProperty(DateWrapperCtor, 'length', plainStatic);
+    plainStatic.value = 'Date';
+    defineProperty(DateWrapperCtor, 'name', plainStatic);
+    protoStatic.value = RealDate.prototype;
+    defineProperty(DateWrapperCtor, 'prototype', protoStatic);
+    RealDate.prototype.constructor = DateWrapperCtor;
+    G.Date = DateWrapperCtor;
+  }
+  HARNESS_FRAMES.Date = true;
+  HARNESS_FRAMES.clockNow = true;
+
+  // --- engine-internal values ------------------------------------------------------------------
+  // String.prototype.normalize and localeCompare, when the engine runs out of memory inside them,
+  // throw its internal "uninitialized" marker instead of an error (typeof gives "unknown"). The
+  // wrappers turn anything but a language value into a sticky memory trip, so no such value ever
+  // reaches template code.
+  const LANGUAGE_TYPES = create(null);
+  LANGUAGE_TYPES.undefined = true;
+  LANGUAGE_TYPES.object = true;
+  LANGUAGE_TYPES.boolean = true;
+  LANGUAGE_TYPES.number = true;
+  LANGUAGE_TYPES.bigint = true;
+  LANGUAGE_TYPES.string = true;
+  LANGUAGE_TYPES.symbol = true;
+  LANGUAGE_TYPES.function = true;
+  const memoryGuarded = ['normalize', 'localeCompare'];
+  for (let i = 0; i < memoryGuarded.length; i++) {
+    const name = memoryGuarded[i];
+    const original = String.prototype[name];
+    const wrapper = ({
+      [name](a) {
+        try {
+          return apply(original, this, arguments);
+        } catch (e) {
+          if (LANGUAGE_TYPES[typeof e] === true) throw e;
+          guardTripped = true;
+          throw new RangeError('tavernbox: ' + name + ' ran out of the memory budget');
+        }
+      },
+    })[name];
+    plainStatic.value = original.length;
+    defineProperty(wrapper, 'length', plainStatic);
+    String.prototype[name] = wrapper;
+    HARNESS_FRAMES[name] = true;
+  }
+
   // Bindings frozen on first read instead of in every fresh context (see lazyValue below): each
   // holds intrinsics that only the binding itself leads to, through properties and through what
   // the engine builds. (Not DOMException, for one: the engine throws those from atob and btoa.)
@@ -421,6 +490,8 @@
     return new RangeError('tavernbox: the output passed the limit of ' + outputLimit + ' bytes');
   }
   const api = create(null);
+  // The prototype of the compiled program's locals: null (plain ejs) or the template API (installApi).
+  api.api = null;
   api.append = ({
     append(value) {
       if (value === undefined || value === null) return;
@@ -503,13 +574,15 @@
     if (bridgeTrip !== null) return bridgeTrip;
     if (outputTripped) return { kind: 'output', name: 'RangeError', message: 'output limit', line: 0, column: 0 };
     if (guardTripped) return { kind: 'memory', name: 'RangeError', message: 'array length guard', line: 0, column: 0 };
-    if (e === null) return { kind: 'memory', name: '', message: 'out of memory', line: 0, column: 0 };
     const t = typeof e;
+    // Not a language value: the engine's internal marker of a failed allocation.
+    if (LANGUAGE_TYPES[t] !== true) return { kind: 'memory', name: '', message: 'out of memory', line: 0, column: 0 };
+    // A null is either the template's own or the engine's failure to allocate its out-of-memory
+    // error: the worker tells them apart (worker.py Worker.classify_null).
+    if (e === null) return { kind: 'null', name: '', message: 'null', line: 0, column: 0 };
     if (t !== 'object' && t !== 'function') {
-      let message;
-      if (t === 'string') message = e;
-      else if (t === 'symbol') message = 'Symbol()';
-      else message = Str(e);
+      // String(symbol) is the engine's own description ("Symbol(x)"), no method of the symbol runs.
+      const message = t === 'string' ? e : Str(e);
       return { kind: 'throw', name: '', message: clip(message), line: 0, column: 0 };
     }
     const name = dataString(e, 'name');
@@ -595,6 +668,14 @@
   const isExtensible = O.isExtensible;
   const ReflectOps = ['get', 'has', 'ownKeys', 'getOwnPropertyDescriptor', 'getPrototypeOf', 'isExtensible'];
   let bridgeMode = false;
+  let staticMode = false;
+  const NO_ENTRIES = freeze([]);
+  // The static API's answers (see installApi): nothing but the variables was given.
+  function staticAnswer(kind) {
+    if (kind === 'variables') return variablesValue;
+    if (kind === 'worldbook-catalog') return NO_ENTRIES;
+    return '';
+  }
   let answers = null;
   let callLimit = 0;
   let calls = 0;
@@ -646,6 +727,7 @@
   }
   // kind plus at most two string/number arguments, as canonical JSON (the table's key).
   function lookup(kind, a, b, n) {
+    if (staticMode && n === 0) return staticAnswer(kind);
     if (pendingKey !== null) throw pendingError();
     const request = [kind];
     if (n > 0) apply(arrPush, request, [a]);
@@ -655,6 +737,7 @@
       throw trip('invalid', 'a ' + kind + ' request of ' + key.length + ' characters is longer than the limit of ' +
         MAX_REQUEST_CHARS);
     }
+    if (staticMode) return staticAnswer(kind);
     if (hasOwn(answers, key)) return answers[key];
     if (bridgeTrip === null) {
       pendingKey = key;
@@ -895,30 +978,48 @@
     'getChatMessages', 'matchChatMessages', 'getWorldInfoData', 'getWorldInfoActivatedData',
     'getEnabledWorldInfoEntries', 'selectActivatedEntries', 'getEnabledLoreBooks', 'getCharData',
     'getQuickReplyData', 'getPromptsInjected', 'hasPromptsInjected', 'findVariables', 'applyVarYamlAnnotate'];
+  // Not frozen: nothing reads their properties (like the plain built-in methods), and freezing
+  // ~50 functions in every fresh context cost more than the rest of the API together.
   function unsupported(name, why) {
-    const fn = ({
+    HARNESS_FRAMES[name] = true;
+    return ({
       [name]() { throw trip('unsupported', name + '() is not supported: ' + why); },
     })[name];
-    HARNESS_FRAMES[name] = true;
-    return freeze(fn);
   }
   const API_NAMES = ['getvar', 'getwi', 'getpreset', 'getchar', 'lookup', 'walk', 'countCall', 'trip', 'here', 'loadVariables',
-    'materialize', 'checkArg', 'parsePath', 'push', 'unsupported'];
+    'materialize', 'checkArg', 'parsePath', 'push', 'unsupported', 'staticAnswer'];
   for (let i = 0; i < API_NAMES.length; i++) HARNESS_FRAMES[API_NAMES[i]] = true;
-  function installApi(locals, limit, table) {
-    bridgeMode = true;
+  // The API's locals, built once per context in the prelude (before any template code): a render
+  // only copies them into its own locals object.
+  // The template API, built with the context (in the prelude, not on a render's path): the
+  // prototype of the compiled program's locals (`__tb.api`), so a render copies only its own
+  // `variables`. Not frozen: nothing trusted reads it again, and a template's `_ = 5` lands on its
+  // own locals copy as before.
+  const apiObject = create(null);
+  apiObject._ = lodash;
+  {
+    const names = objectKeys(api2);
+    for (let i = 0; i < names.length; i++) apiObject[names[i]] = freeze(api2[names[i]]);
+    for (let i = 0; i < ALIASES.length; i++) apiObject[ALIASES[i][0]] = api2[ALIASES[i][1]];
+    const readOnly = 'templates are read-only';
+    for (let i = 0; i < WRITES.length; i++) apiObject[WRITES[i]] = unsupported(WRITES[i], readOnly);
+    const notGiven = 'templates here read only variables (cache scope), activated world-info entries, preset prompts ' +
+      'and the character description';
+    for (let i = 0; i < UNAVAILABLE.length; i++) apiObject[UNAVAILABLE[i]] = unsupported(UNAVAILABLE[i], notGiven);
+  }
+  function installApi(locals, limit, table, variables) {
     callLimit = limit;
     answers = table;
-    locals.variables = new ProxyCtor({}, variablesHandler);
-    locals._ = lodash;
-    const names = objectKeys(api2);
-    for (let i = 0; i < names.length; i++) locals[names[i]] = freeze(api2[names[i]]);
-    for (let i = 0; i < ALIASES.length; i++) locals[ALIASES[i][0]] = api2[ALIASES[i][1]];
-    for (let i = 0; i < WRITES.length; i++) locals[WRITES[i]] = unsupported(WRITES[i], 'templates are read-only');
-    for (let i = 0; i < UNAVAILABLE.length; i++) {
-      locals[UNAVAILABLE[i]] = unsupported(UNAVAILABLE[i], 'templates here read only variables (cache scope), ' +
-        'activated world-info entries, preset prompts and the character description');
+    if (table === null) {
+      staticMode = true;
+      variablesValue = variables;
+      variablesLoaded = true;
+      locals.variables = variables;
+    } else {
+      bridgeMode = true;
+      locals.variables = new ProxyCtor({}, variablesHandler);
     }
+    api.api = apiObject;
   }
 
   const host = create(null);
@@ -928,20 +1029,31 @@
   // brackets, so anything but exactly one value there is input that tried to break out.
   host.prepare = ({
     prepare(payload) {
-      if (!isArray(payload) || (payload.length !== 2 && payload.length !== 3) || !isArray(payload[1]) ||
+      if (!isArray(payload) || payload.length < 2 || payload.length > 4 || !isArray(payload[1]) ||
           payload[1].length !== 1) {
         return 'the input is not a single JSON value';
       }
       program = payload[0];
+      // [program, [variables], mode?, now?]: mode null (plain ejs), a number (the static template
+      // API's call limit) or [answers, limit] (bridge mode); now the render's clock in ms.
+      if (payload.length === 4) {
+        if (typeof payload[3] !== 'number') return 'the render clock is malformed';
+        fixedNow = payload[3];
+      }
       const locals = create(null);
-      if (payload.length === 3) {
+      if (payload.length >= 3 && payload[2] === null) {
+        locals.variables = deepFreeze(payload[1][0]);
+      } else if (payload.length >= 3 && typeof payload[2] === 'number') {
+        // The static template API: [program, [variables], bridge-call limit].
+        installApi(locals, payload[2], null, deepFreeze(payload[1][0]));
+      } else if (payload.length >= 3) {
         // Bridge mode: [answers table, bridge-call limit], built by the host (trusted JSON).
         const bridge = payload[2];
         if (!isArray(bridge) || bridge.length !== 2 || typeof bridge[0] !== 'object' || bridge[0] === null ||
             isArray(bridge[0]) || typeof bridge[1] !== 'number') {
           return 'the bridge table is malformed';
         }
-        installApi(locals, bridge[1], deepFreeze(bridge[0]));
+        installApi(locals, bridge[1], deepFreeze(bridge[0]), undefined);
       } else {
         locals.variables = deepFreeze(payload[1][0]);
       }

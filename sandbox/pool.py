@@ -45,6 +45,19 @@ class WorkerCrashed(Exception):
     """The worker's pipe closed before it answered."""
 
 
+class CpuBudgetExceeded(TimeoutError):
+    """The worker used more CPU on one render than its budget and the untimed work allow."""
+
+
+#: Requests ``run_many`` keeps queued on each worker: the next one is on the pipe when a render ends.
+BATCH_DEPTH = 2
+#: How often a render past its budget's wall time has its worker's CPU time checked.
+CPU_WATCH_INTERVAL_S = 0.005
+#: CPU a worker may use beyond the template's budget before it is stopped: the untimed parts of a
+#: render (reading the request, building the reply, a full collection of a 16 MiB heap).
+CPU_GRACE_S = 0.05
+
+
 class _Spawner:
     """Starts worker processes from one long-lived thread.
 
@@ -116,6 +129,12 @@ class _Worker:
         self.warm = False
         self.renders = 0
         self.released_at = 0.0
+        #: ``/proc/PID/schedstat`` kept open: the worker's CPU time for ``read_reply``'s watch.
+        self.sched_fd: int | None = None
+        try:
+            self.sched_fd = os.open(f"/proc/{self.proc.pid}/schedstat", os.O_RDONLY)
+        except OSError:
+            self.sched_fd = None
 
     @property
     def pid(self) -> int:
@@ -192,6 +211,45 @@ class _Worker:
                 raise WorkerCrashed
             self.buffer += chunk
 
+    def cpu_ns(self) -> int | None:
+        """The worker's CPU time in nanoseconds (Linux ``/proc/PID/schedstat``, ~1.5 us), or None."""
+        if self.sched_fd is None:
+            return None
+        try:
+            data = os.pread(self.sched_fd, 64, 0)
+            return int(data[: data.index(b" ")])
+        except (OSError, ValueError):
+            return None
+
+    def read_reply(self, deadline: float, watch_from: float, cpu_start: int | None, cpu_limit_s: float) -> bytes:
+        """The worker's next line, or TimeoutError at ``deadline`` or once it used ``cpu_limit_s``.
+
+        Why: some built-ins loop in C without polling the engine's interrupt (a quadratic
+        ``indexOf`` on megabyte strings), so the worker's own budget cannot stop them, and the
+        wall deadline alone let such a render run for the whole grace (~1 s). From ``watch_from``
+        (the wall moment the CPU budget could first have been used up) this checks the worker's
+        CPU time every ``CPU_WATCH_INTERVAL_S``; once it has used more than ``cpu_limit_s`` since
+        ``cpu_start`` (read when the request was sent), the render is stopped. A render that ends
+        before ``watch_from`` costs no check at all. Without ``/proc`` only the wall deadline applies.
+        """
+        while True:
+            now = time.monotonic()
+            if now < watch_from or cpu_start is None:
+                try:
+                    return self._read_line(deadline if cpu_start is None else min(deadline, watch_from))
+                except TimeoutError:
+                    if cpu_start is None or time.monotonic() >= deadline:
+                        raise
+                    continue
+            used = self.cpu_ns()
+            if used is not None and (used - cpu_start) / 1e9 > cpu_limit_s:
+                raise CpuBudgetExceeded
+            try:
+                return self._read_line(min(deadline, time.monotonic() + CPU_WATCH_INTERVAL_S))
+            except TimeoutError:
+                if time.monotonic() >= deadline:
+                    raise
+
     def ensure_ready(self) -> None:
         if self.ready:
             return
@@ -227,8 +285,17 @@ class _Worker:
         except (OSError, TimeoutError):
             pass
 
+    def _close_sched(self) -> None:
+        fd, self.sched_fd = self.sched_fd, None
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
     def kill(self) -> None:
         self.dead = True
+        self._close_sched()
         try:
             self.proc.kill()
         except OSError:
@@ -244,6 +311,7 @@ class _Worker:
     def close(self) -> None:
         """Polite shutdown: EOF on stdin makes the worker exit; kill it if it does not."""
         self.dead = True
+        self._close_sched()
         try:
             if self.proc.stdin is not None:
                 self.proc.stdin.close()
@@ -252,6 +320,34 @@ class _Worker:
             self.kill()
         if self.proc.stdout is not None:
             self.proc.stdout.close()
+
+
+class _Lane:
+    """One worker of a ``run_many`` batch: the requests queued on it, and the running one's deadlines."""
+
+    def __init__(self, worker: _Worker) -> None:
+        self.worker = worker
+        #: (render id, job index, input allowance) of each request written and not yet answered.
+        self.queue: list[tuple[int, int, float]] = []
+        self.started = 0.0
+        self.deadline = 0.0
+        self.watch_from = 0.0
+        self.cpu_start: int | None = None
+        self.cpu_limit = 0.0
+
+    def start(self, limits: Limits, allowance: float) -> None:
+        """The head request can run from now: its wall deadline and CPU watch start here."""
+        self.started = time.monotonic()
+        self.deadline = self.started + limits.deadline_s + allowance
+        self.watch_from = self.started + limits.time_ms / 1000.0
+        self.cpu_start = self.worker.cpu_ns()
+        self.cpu_limit = limits.time_ms / 1000.0 + CPU_GRACE_S + allowance
+
+    def next_check(self) -> float:
+        """When the running render's deadlines next need looking at (monotonic seconds)."""
+        if self.cpu_start is None or time.monotonic() < self.watch_from:
+            return min(self.deadline, self.watch_from) if self.cpu_start is not None else self.deadline
+        return min(self.deadline, time.monotonic() + CPU_WATCH_INTERVAL_S)
 
 
 def _is_ready_line(line: bytes) -> bool:
@@ -395,17 +491,29 @@ class WorkerPool:
             allowance = len(payload) / (1024 * 1024) * INPUT_ALLOWANCE_S_PER_MIB
             deadline = started + limits.deadline_s + allowance
             try:
+                cpu_start = worker.cpu_ns()
                 worker.send(header + payload, deadline)
                 if cancel is not None:
                     def callback() -> None:
                         worker.cancel(render_id)
                     cancel._subscribe(callback)
-                line = worker._read_line(deadline)
+                watch_from = started + limits.time_ms / 1000.0
+                cpu_limit = limits.time_ms / 1000.0 + CPU_GRACE_S + allowance
+                line = worker.read_reply(deadline, watch_from, cpu_start, cpu_limit)
                 while lease_check is not None and line.startswith(LEASE_PREFIX):
                     self._answer_lease(worker, render_id, line, lease_check, deadline)
-                    line = worker._read_line(deadline)
+                    line = worker.read_reply(deadline, watch_from, cpu_start, cpu_limit)
                 # Warm notices read so far were the previous context's; this render's comes next.
                 worker.warm = False
+            except CpuBudgetExceeded:
+                worker.kill()
+                wall = (time.monotonic() - started) * 1000.0
+                raise SandboxError(
+                    f"the render used up its time budget of {limits.time_ms:g} ms in work the engine cannot "
+                    "interrupt (the sandbox worker was stopped)",
+                    code="TEMPLATE_TIME_LIMIT",
+                    usage=Usage(time_ms=wall, memory_bytes=0, output_bytes=0, passes=0, job_steps=0),
+                ) from None
             except TimeoutError:
                 worker.kill()
                 wall = (time.monotonic() - started) * 1000.0
@@ -456,6 +564,159 @@ class WorkerPool:
         if time.monotonic() >= deadline:
             raise TimeoutError
         worker.send(json.dumps(answer, ensure_ascii=True).encode() + b"\n", deadline)
+
+    def run_many(self, payloads: list[bytes], limits: Limits, cancel: CancelToken | None = None,
+                 depth: int = BATCH_DEPTH) -> list[dict[str, Any] | SandboxError]:
+        """Run many renders on up to ``size`` workers, ``depth`` requests queued on each; replies in order.
+
+        Why: sent one render at a time from a thread per worker, a batch paid per render a thread
+        hand-off, a pool acquire and release, and a wake-up of the caller between the reply and the
+        next request, while the worker sat idle. Here one thread keeps every worker's input queued
+        (the worker reads its next request as soon as it has answered and built its next fresh
+        VM), so a batch costs less per render than single renders. Each render keeps its own
+        limits, its own fresh context and its own deadline: the wall deadline and the CPU watch
+        start when the worker can start the render (when it sent the previous reply, or when the
+        request was written to an idle worker). A worker that misses a deadline or dies is
+        replaced; the render it was running gets the error ``run`` would give, and the requests
+        queued behind it are sent again to another worker. A slot holds the decoded reply or the
+        ``SandboxError``.
+        """
+        results: list[dict[str, Any] | SandboxError | None] = [None] * len(payloads)
+        pending = list(range(len(payloads)))
+        pending.reverse()  # pop() from the end: first job first
+        lanes: list[_Lane] = []
+        cancel_sent = False
+        try:
+            width = max(1, min(self.size, len(payloads)))
+            while pending or any(lane.queue for lane in lanes):
+                if cancel is not None and cancel.cancelled and not cancel_sent:
+                    cancel_sent = True
+                    while pending:
+                        results[pending.pop()] = SandboxError("the render was cancelled before it started",
+                                                              code="TEMPLATE_CANCELLED")
+                    for lane in lanes:
+                        for render_id, _, _ in lane.queue:
+                            lane.worker.cancel(render_id)
+                while len(lanes) < width and pending:
+                    lane = self._lane()
+                    if lane is None:
+                        break
+                    lanes.append(lane)
+                if not lanes and pending:
+                    while pending:
+                        results[pending.pop()] = SandboxError("the sandbox worker failed to start",
+                                                              code="TEMPLATE_SANDBOX_CRASHED")
+                    break
+                for lane in lanes:
+                    while pending and len(lane.queue) < depth and not lane.worker.dead:
+                        index = pending.pop()
+                        render_id = self._render_id()
+                        payload = payloads[index]
+                        allowance = len(payload) / (1024 * 1024) * INPUT_ALLOWANCE_S_PER_MIB
+                        try:
+                            lane.worker.send(_header(render_id, len(payload), limits, False) + payload,
+                                             time.monotonic() + limits.deadline_s + allowance)
+                        except (OSError, TimeoutError):
+                            pending.append(index)
+                            lane.worker.dead = True
+                            break
+                        if not lane.queue:
+                            lane.start(limits, allowance)
+                        lane.queue.append((render_id, index, allowance))
+                busy = [lane for lane in lanes if lane.queue and not lane.worker.dead]
+                for lane in [lane for lane in lanes if lane.worker.dead]:
+                    self._fail_lane(lane, results, pending, "TEMPLATE_SANDBOX_CRASHED",
+                                    "the sandbox worker died")
+                    lanes.remove(lane)
+                if not busy:
+                    continue
+                timeout = max(0.0, min(lane.next_check() for lane in busy) - time.monotonic())
+                ready, _, _ = select.select([lane.worker.out_fd for lane in busy], [], [], timeout)
+                for lane in busy:
+                    if lane.worker.out_fd in ready:
+                        try:
+                            chunk = os.read(lane.worker.out_fd, READ_CHUNK)
+                        except OSError:
+                            chunk = b""
+                        if not chunk:
+                            self._fail_lane(lane, results, pending, "TEMPLATE_SANDBOX_CRASHED",
+                                            f"the sandbox worker died (exit status {lane.worker.proc.poll()})")
+                            lanes.remove(lane)
+                            continue
+                        lane.worker.buffer += chunk
+                    if not self._take_replies(lane, limits, results, pending):
+                        lanes.remove(lane)
+        finally:
+            for lane in lanes:
+                if lane.queue:
+                    lane.worker.kill()  # interrupted with renders in flight: its state is unknown
+                self._release(lane.worker)
+        return [r if r is not None else SandboxError("the render did not run", code="TEMPLATE_SANDBOX_CRASHED")
+                for r in results]
+
+    def _lane(self) -> _Lane | None:
+        """A ready worker for ``run_many``, or None when none could be started."""
+        worker = self._acquire()
+        try:
+            worker.ensure_ready()
+        except (TimeoutError, WorkerCrashed, ValueError, OSError):
+            worker.kill()
+            self._release(worker)
+            return None
+        return _Lane(worker)
+
+    def _take_replies(self, lane: _Lane, limits: Limits, results: list[Any], pending: list[int]) -> bool:
+        """Consume ``lane``'s buffered replies and check its deadline; False when its worker was dropped."""
+        worker = lane.worker
+        while lane.queue:
+            line = worker._next_line()
+            if line is None:
+                break
+            render_id, index, _ = lane.queue[0]
+            try:
+                reply = json.loads(line)
+            except ValueError:
+                reply = None
+            if not isinstance(reply, dict) or reply.get("id") != render_id or "op" in reply:
+                self._fail_lane(lane, results, pending, "TEMPLATE_SANDBOX_CRASHED",
+                                "the sandbox worker answered out of turn")
+                return False
+            lane.queue.pop(0)
+            worker.renders += 1
+            results[index] = reply
+            if lane.queue:
+                lane.start(limits, lane.queue[0][2])
+        if not lane.queue:
+            worker.warm = False
+            return True
+        now = time.monotonic()
+        if now >= lane.deadline:
+            wall = (now - lane.started) * 1000.0
+            self._fail_lane(lane, results, pending, "TEMPLATE_TIME_LIMIT",
+                            f"the sandbox worker missed its hard deadline of {(lane.deadline - lane.started) * 1000.0:g} "
+                            "ms and was killed", wall)
+            return False
+        if now >= lane.watch_from and lane.cpu_start is not None:
+            used = worker.cpu_ns()
+            if used is not None and (used - lane.cpu_start) / 1e9 > lane.cpu_limit:
+                self._fail_lane(lane, results, pending, "TEMPLATE_TIME_LIMIT",
+                                f"the render used up its time budget of {limits.time_ms:g} ms in work the engine "
+                                "cannot interrupt (the sandbox worker was stopped)", (now - lane.started) * 1000.0)
+                return False
+        return True
+
+    def _fail_lane(self, lane: _Lane, results: list[Any], pending: list[int], code: str, message: str,
+                   wall_ms: float = 0.0) -> None:
+        """Kill ``lane``'s worker: its running render fails with ``code``, the ones queued go back."""
+        lane.worker.kill()
+        if lane.queue:
+            _, index, _ = lane.queue.pop(0)
+            results[index] = SandboxError(message, code=code, usage=Usage(
+                time_ms=wall_ms, memory_bytes=0, output_bytes=0, passes=0, job_steps=0))
+        for _, index, _ in reversed(lane.queue):
+            pending.append(index)
+        lane.queue.clear()
+        self._release(lane.worker)
 
     def prestart(self, count: int | None = None) -> None:
         """Start up to ``count`` workers (default: the pool size) now and wait until they are ready.

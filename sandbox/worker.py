@@ -67,6 +67,8 @@ ERROR_KINDS = {
     "stack": "TEMPLATE_STACK_LIMIT",
     "syntax": "TEMPLATE_SYNTAX",
     "throw": "TEMPLATE_EXECUTION_FAILED",
+    # a thrown null: the template's, or the engine's memory failure (Worker.classify_null decides)
+    "null": "TEMPLATE_EXECUTION_FAILED",
     # bridge mode (the template API): sticky failures of the lookup bridge
     "bridge": "TEMPLATE_BRIDGE_LIMIT",
     "invalid": "TEMPLATE_DEPENDENCY_INVALID",
@@ -141,23 +143,42 @@ class Channel:
             return {**msg, "cancelled": cancelled}
 
     def cancel_requested(self, render_id: int) -> bool:
-        """Non-blocking: has the parent asked to cancel ``render_id``?"""
+        """Non-blocking: has the parent asked to cancel ``render_id``?
+
+        The parent may already have queued the next requests behind this render (a batch sends
+        each worker more than one), so the buffer is read by its framing: a render header is
+        followed by its payload, which is skipped whole (a payload's text can look like a
+        message, and must never be read as one), and only the cancels at the front of the
+        buffer are consumed; everything else stays for the main loop.
+        """
         while True:
-            nl = self.buffer.find(b"\n")
-            if nl >= 0:
-                line = bytes(self.buffer[:nl])
-                del self.buffer[: nl + 1]
+            at = 0
+            while True:
+                nl = self.buffer.find(b"\n", at)
+                if nl < 0:
+                    break
                 try:
-                    msg = json.loads(line)
+                    msg = json.loads(bytes(self.buffer[at:nl]))
                 except ValueError:
+                    msg = None
+                if not isinstance(msg, dict):
+                    break
+                if msg.get("op") == "cancel":
+                    if at == 0:
+                        del self.buffer[: nl + 1]
+                        nl = -1
+                    if msg.get("id") == render_id:
+                        return True
+                    at = nl + 1
                     continue
-                if msg.get("op") == "cancel" and msg.get("id") == render_id:
-                    return True
-                continue
+                if msg.get("op") != "render":
+                    break
+                at = nl + 1 + int(msg.get("size", 0))
+                if at > len(self.buffer):
+                    break
             ready, _, _ = select.select([self.fd], [], [], 0)
             if not ready or not self._fill():
                 return False
-
 
 class _JSValue(ctypes.Structure):
     """QuickJS-ng's JSValue on 64-bit hosts: a union and a tag, passed and returned by value."""
@@ -243,6 +264,8 @@ class PrecompiledHarness:
         lib.JS_UpdateStackTop.argtypes = [vp]
         lib.JS_SetGCThreshold.restype = None
         lib.JS_SetGCThreshold.argtypes = [vp, ctypes.c_size_t]
+        lib.JS_GetGCThreshold.restype = ctypes.c_size_t
+        lib.JS_GetGCThreshold.argtypes = [vp]
         return lib
 
     def _pointer(self, ctx: Any) -> int:
@@ -588,6 +611,40 @@ class Worker:
             self.precompiled.lib.JS_SetGCThreshold(runtime, self.gc_threshold)
         return ctx, dispatch
 
+    def classify_null(self, ctx: Any, channel: Channel, render_id: int, limits: dict[str, Any], payload: str,
+                      used: float, budget: float, error: dict[str, Any]) -> dict[str, Any]:
+        """Whose ``null`` ended the render: the template's ``throw null`` or the engine's memory failure.
+
+        Why: when the engine cannot even allocate its out-of-memory error it throws ``null``, the
+        same value a template's ``throw null`` or ``Promise.reject(null)`` gives, and by the time the
+        harness sees it the memory is free again. Two checks, neither trusting the template:
+        the engine's GC threshold at or above the memory limit (its last collection found a heap
+        near the limit) means memory; otherwise, when the render used less than a third of its
+        budget, it runs once more, in a fresh context with four times the memory and its own time
+        plus 10 ms (within what is left of the budget). A template's own ``null`` is thrown
+        again; a memory failure ends differently (it succeeds, fails otherwise, or runs out of
+        time). The second run's result is never used, only how it ends. A render that used a
+        third of its budget or more before its null is reported as memory, as before issue 13:
+        probing it could pass the CPU the pool allows a render.
+        """
+        memory_error = {"code": "TEMPLATE_MEMORY_LIMIT", "message": "the VM ran out of its memory budget",
+                        "name": "", "js_message": "out of memory", "line": None, "column": None}
+        limit = int(limits["memory_bytes"])
+        runtime = self.precompiled.runtime(ctx)
+        if runtime is None or used >= budget / 3.0:
+            return memory_error
+        if self.precompiled.lib.JS_GetGCThreshold(runtime) >= limit:
+            return memory_error
+        probe_time = min(budget - used, used + 0.01)
+        bigger = dict(limits, memory_bytes=min(limit * 4, 1024 * 1024 * 1024), time_ms=probe_time * 1000.0)
+        try:
+            again = self.render(channel, render_id, bigger, payload, None, probe=True)
+        except Exception:  # noqa: BLE001 - cannot tell: the conservative answer
+            return memory_error
+        if isinstance(again, dict) and again.get("null_thrown"):
+            return error
+        return memory_error
+
     def prewarm(self) -> None:
         if self.spare is None:
             self.spare = self.fresh_context()
@@ -597,8 +654,12 @@ class Worker:
         return spare if spare is not None else self.fresh_context()
 
     def render(self, channel: Channel, render_id: int, limits: dict[str, Any], payload: str,
-               leases_fd: int | None = None) -> bytes:
-        """Run one render; ``leases_fd`` (the reply fd) when the host wants lease checks per job step."""
+               leases_fd: int | None = None, probe: bool = False) -> Any:
+        """Run one render; ``leases_fd`` (the reply fd) when the host wants lease checks per job step.
+
+        ``probe``: a second run that only tells how the render ends (see ``classify_null``); it
+        returns the error dict (None on success) instead of the reply.
+        """
         budget = float(limits["time_ms"]) / 1000.0
         job_limit = int(limits["job_steps"])
         used = 0.0
@@ -699,6 +760,8 @@ class Worker:
                 failure = reply["error"]
                 code = ERROR_KINDS.get(failure.get("kind"), "TEMPLATE_EXECUTION_FAILED")
                 error = harness_error(code, failure)
+                if failure.get("kind") == "null":
+                    error["null_thrown"] = True
                 output_bytes = int(reply.get("bytes", 0))
             else:
                 raise RenderFailed(
@@ -716,6 +779,11 @@ class Worker:
         except Exception as exc:  # noqa: BLE001 - the binding failed; the context is dropped below
             error = {"code": "TEMPLATE_SANDBOX_CRASHED",
                      "message": f"the sandbox failed internally ({type(exc).__name__})"}
+        if probe:
+            self.retired = (ctx, dispatch)
+            return error if error is not None else None
+        if error is not None and error.pop("null_thrown", False):
+            error = self.classify_null(ctx, channel, render_id, limits, payload, used, budget, error)
         memory = self.heap(ctx)
         usage = {
             "time_ms": round(used * 1000.0, 3),

@@ -57,12 +57,15 @@ class Oracle:
             self.proc.kill()
 
 
-def render(template: str, variables: Any = None) -> tuple[str | None, Any]:
-    """``(text, None)`` or ``(None, error)`` from ``tavernbox.render_template`` (the real sandbox)."""
+def render(template: str, variables: Any = None, dialect: str = "ejs") -> tuple[str | None, Any]:
+    """``(text, None)`` or ``(None, error)`` from ``tavernbox.render_template`` (the real sandbox).
+
+    Plain ejs by default: what the differential and golden tests compare with the real ``ejs``.
+    """
     from tavernbox import render_template
     from tavernbox.errors import TemplateError
 
     try:
-        return render_template(template, variables).text, None
+        return render_template(template, variables, dialect=dialect).text, None
     except TemplateError as exc:
         return None, exc

@@ -41,3 +41,19 @@ def test_bench_macros_rejects_zero_iterations() -> None:
     )
     assert done.returncode == 2
     assert "at least 1" in done.stderr
+
+
+def test_bench_request_runs_and_reports_every_figure() -> None:
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_request.py"
+    corpora = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
+    done = subprocess.run([sys.executable, str(script), "1", "--json"], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr
+    if not (corpora / "presets" / "hoxilo-it-takes-two-v5.2.vi.json").exists():
+        assert done.stdout.startswith("skipped")
+        return
+    figures = json.loads(done.stdout)
+    assert figures["warm"]["warm_ms"] > 0 and figures["warm"]["warm_new_turn_ms"] > 0
+    assert len(figures["fresh"]["first_ms"]) == 3 and figures["fresh"]["import_ms"] > 0
+    assert figures["fresh_tokenizer_preloaded"]["tokenizer_cpu_ms"] > 0
+    for key in ("first_over_warm", "cli_over_json_load", "help_minus_python_ms"):
+        assert key in figures["ratios"]

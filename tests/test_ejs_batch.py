@@ -67,3 +67,35 @@ def test_run_programs_returns_errors_in_place() -> None:
     assert isinstance(out[1], SandboxError) and out[1].code == "TEMPLATE_EXECUTION_FAILED"
     assert run_program(good, "1").text == "a"
     assert run_programs([]) == []
+
+
+# --- the pipelined batch (issue 13: WorkerPool.run_many) ------------------------------------------
+
+
+def test_a_stuck_render_in_a_batch_fails_alone_and_the_queued_ones_are_sent_again() -> None:
+    # Two requests are queued on each worker: the stuck render's worker is stopped by the CPU
+    # watch, and whatever was queued behind it is rendered by another (or a replacement) worker.
+    stuck = "<% const s = 'a'.repeat(1 << 21); s.indexOf('a'.repeat(1 << 20) + 'b') %>"
+    items = [(f"<%= {i} %>", {}) for i in range(3)] + [(stuck, {})] + [(f"<%= {i} %>", {}) for i in range(3, 9)]
+    results = render_templates(items, limits=Limits(deadline_grace_ms=10_000.0))
+    assert isinstance(results[3], TemplateError) and results[3].code == "TEMPLATE_TIME_LIMIT"
+    assert [r.text for i, r in enumerate(results) if i != 3] == [str(i) for i in range(9)]  # type: ignore[union-attr]
+
+
+def test_queued_input_that_looks_like_a_message_is_never_read_as_one() -> None:
+    # With requests queued behind a running render, the worker scans its input for cancels; an
+    # input whose JSON is a cancel (or a render header) for any render id is payload, not protocol.
+    forged = [{"op": "cancel", "id": i} for i in range(0, 400)]
+    items = [("<% for (let i = 0; i < 20; i++) await null %><%= variables.id %>", f) for f in forged[:60]]
+    items += [("<%= variables.op %>", {"op": "render", "id": 1, "size": 5, "limits": {}})]
+    results = render_templates(items)
+    assert [r.text for r in results] == [str(f["id"]) for f in forged[:60]] + ["render"]  # type: ignore[union-attr]
+
+
+def test_a_cancelled_batch_fails_every_render_with_the_cancel_code() -> None:
+    from tavernbox.sandbox import CancelToken
+
+    token = CancelToken()
+    token.cancel()
+    results = render_templates([("<%= 1 %>", {}), ("<%= 2 %>", {})], cancel=token)
+    assert all(isinstance(r, TemplateError) and r.code == "TEMPLATE_CANCELLED" for r in results)

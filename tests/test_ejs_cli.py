@@ -69,7 +69,9 @@ def test_jsonl_batch_contract() -> None:
     assert answers[0] == {"text": "2", "error": None}
     assert answers[1]["text"] is None and answers[1]["error"]["code"] == "INPUT_INVALID"
     assert answers[2]["error"]["code"] == "TEMPLATE_SYNTAX" and answers[2]["error"]["line"] == 2
-    assert answers[3] == {"text": "&lt;\ud800", "error": None}
+    # the lone-surrogate rule (tavernbox.strict_json): refused with its JSON path, the batch goes on
+    assert answers[3]["text"] is None and answers[3]["error"]["code"] == "TEXT_SURROGATE"
+    assert answers[3]["error"]["path"] == "$.variables.a"
     assert answers[4]["error"]["code"] == "INPUT_INVALID"
     assert answers[5]["error"] == {
         "code": "TEMPLATE_SYNTAX", "message": 'Could not find matching close tag for "<%=".', "line": 1, "column": 1,
@@ -77,7 +79,7 @@ def test_jsonl_batch_contract() -> None:
     for answer in answers:
         assert set(answer) == {"text", "error"}
         if answer["error"] is not None:
-            assert set(answer["error"]) == {"code", "message", "line", "column"}
+            assert set(answer["error"]) - {"path"} == {"code", "message", "line", "column"}
 
 
 def test_jsonl_takes_no_file(tmp_path: Path) -> None:

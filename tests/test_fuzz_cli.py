@@ -47,8 +47,9 @@ def test_campaign_finds_and_shrinks_each_distinct_bug(tmp_path: Path) -> None:
 
 def test_campaign_is_reproducible_for_a_seed() -> None:
     target = _buggy_target()
-    first = fuzz.run_campaign(target, seconds=0.5, seed=11)
-    second = fuzz.run_campaign(target, seconds=0.5, seed=11)
+    # long enough for the first batch to finish even on a loaded machine
+    first = fuzz.run_campaign(target, seconds=2.0, seed=11)
+    second = fuzz.run_campaign(target, seconds=2.0, seed=11)
     assert [f.example for f in first.findings][:1] == [f.example for f in second.findings][:1]
 
 
@@ -90,7 +91,8 @@ def test_unavailable_target_reports_its_code(monkeypatch: pytest.MonkeyPatch) ->
 def test_findings_exit_1_and_are_saved(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(fuzz.TARGETS, "macros", _buggy_target)
     out = tmp_path / "out"
-    result = CliRunner().invoke(main, ["fuzz", "--target", "macros", "--seconds", "1", "--out", str(out)])
+    result = CliRunner().invoke(main, ["fuzz", "--target", "macros", "--seconds", "1", "--out", str(out),
+                                       "--cache-dir", str(tmp_path / "cache")])
     assert result.exit_code == 1, result.output
     assert "findings; saved to" in result.output
     assert sorted(p.suffix for p in out.iterdir()).count(".json") >= 1
@@ -99,7 +101,8 @@ def test_findings_exit_1_and_are_saved(tmp_path: Path, monkeypatch: pytest.Monke
 @pytest.mark.parametrize("target", ["macros", "ejs"])
 def test_short_campaign_against_the_real_engine_is_clean(target: str, tmp_path: Path) -> None:
     out = tmp_path / "findings"
-    result = CliRunner().invoke(main, ["fuzz", "--target", target, "--seconds", "2", "--seed", "1", "--out", str(out)])
+    result = CliRunner().invoke(main, ["fuzz", "--target", target, "--seconds", "2", "--seed", "1", "--out", str(out),
+                                       "--cache-dir", str(tmp_path / "cache")])
     saved = {p.name: p.read_text(encoding="utf-8") for p in out.glob("*.json")} if out.exists() else {}
     assert result.exit_code == 0, (result.output, saved)
     assert ", 0 findings" in result.output

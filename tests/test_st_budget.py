@@ -190,3 +190,29 @@ def test_claude_prefill_and_impersonation_are_request_fields() -> None:
                                "generation": {"type": "impersonate"}})
     assert result.request_fields["assistant_prefill"] == "Sure,"
     assert result.request_fields["assistant_impersonation"] == "As Ash:"
+
+
+def test_a_huge_chat_is_cut_before_placement_in_bounded_memory(tmp_path: Any) -> None:
+    """Issue 14: a 100,000-message chat; only what a budget could reach is placed. Memory is
+    asserted loosely (2x the target of 20x the file plus 100 MB) in a fresh process."""
+    import json
+    import subprocess
+    import sys
+
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps({"messages": [
+        {"role": "user" if i % 2 else "assistant", "content": f"Message {i}: the king walks to the gate."}
+        for i in range(100_000)]}))
+    script = (
+        "import json, resource, sys\n"
+        "from tavernbox import assemble_request\n"
+        "p = {'prompts': [{'identifier': 'main', 'system_prompt': True, 'content': 'MAIN'},"
+        " {'identifier': 'chatHistory', 'marker': True, 'system_prompt': True}], 'new_chat_prompt': ''}\n"
+        "r = assemble_request({'preset': p, 'chat': sys.argv[1]})\n"
+        "print(json.dumps({'sent': len(r.messages), 'dropped': len(r.budget.dropped_messages),"
+        " 'last': r.messages[-1]['content'], 'rss': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))\n")
+    out = json.loads(subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True,
+                                    check=True, timeout=300).stdout)
+    assert out["last"] == "Message 99999: the king walks to the gate."
+    assert out["sent"] + out["dropped"] == 100_000 + 1  # MAIN plus the kept chat; every dropped one reported
+    assert out["rss"] <= 2 * (20 * path.stat().st_size + 100 * 2**20)

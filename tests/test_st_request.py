@@ -466,3 +466,20 @@ def test_provenance_describes_the_sent_messages_and_names_world_info_entries() -
     # the squashed message's ranges cover it without gaps
     spans = provenance[0]["spans"]
     assert spans[0]["start"] == 0 and spans[-1]["end"] == len(first)
+
+
+@pytest.mark.parametrize(("text", "code"), [('{"messages": [{"role": "user", "content": "\\ud800"}]}', "TEXT_SURROGATE"),
+                                            ('{"messages": [{"role": "user", "content": NaN}]}', "REQUEST_INVALID")])
+def test_request_and_chat_files_follow_the_strict_json_rule(tmp_path: Path, text: str, code: str) -> None:
+    (tmp_path / "chat.json").write_text(text)
+    (tmp_path / "p.json").write_text(json.dumps(BASIC))
+    res = CliRunner().invoke(cli, ["assemble", "--preset", str(tmp_path / "p.json"), "--chat", str(tmp_path / "chat.json")])
+    assert res.exit_code == 1 and json.loads(res.stdout)["error"]["code"] == code
+
+
+def test_global_variables_set_in_one_prompt_are_read_in_a_later_one() -> None:
+    """SillyTavern expands prompts in order with one variable store: ``{{setglobalvar}}`` carries over."""
+    p = preset(prompt("a", "{{setglobalvar::m::X}}{{setvar::l::Y}}"), prompt("b", "[{{getglobalvar::m}}{{getvar::l}}]"),
+               marker("chatHistory"))
+    result = assemble_request({"preset": p, "chat": CHAT})
+    assert contents(result)[0] == ("system", "[XY]")

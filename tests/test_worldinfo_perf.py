@@ -95,6 +95,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from tavernbox.worldinfo.regexes import fold_for_literal, js_regex_search, parse_js_regex, required_literal  # noqa: E402
+from tavernbox.worldinfo import regexes as regexes_module  # noqa: E402
 
 _TOKENS = ["a", "b", "K", "s", "1", "_", "ab", "\\d", "\\x61", "\\k<n>", "(?<n>a)", "(", ")", "(?:", "(?=", "|", "?",
            "*", "+", "{2}", "{1,}", "{,2}", "[ab]", "[]", "[^]", "]", ".", "^", "$", "\\b", "\\\\", "\\ca", "\\c(", "-"]
@@ -121,12 +122,28 @@ def test_required_literal_cases(pattern: str, literal: str | None) -> None:
     assert required_literal(pattern) == literal
 
 
-def test_folding_covers_what_the_regex_engine_folds_to_ascii() -> None:
+def test_folding_covers_what_the_regex_engine_folds_to_ascii(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the ``regex`` package folds these four to ASCII letters: the literal pre-check must let them by
+    monkeypatch.setattr(regexes_module, "SEARCH_ENGINE", "regex")
     for ch, letter in (("\u0130", "i"), ("\u0131", "I"), ("\u017f", "s"), ("\u212a", "k")):
         rx = parse_js_regex(f"/x{letter}/i")
         assert rx is not None and rx.literal == "x" + letter.lower()
         assert js_regex_search(rx, "x" + ch)
         assert rx.literal in fold_for_literal("x" + ch)
+
+
+def test_javascript_folds_fewer_characters_than_the_regex_package() -> None:
+    # what V8 answers (node: new RegExp("x" + letter, flags).test("x" + ch)); QuickJS, which runs
+    # the searches, agrees: without "u" no non-ASCII character folds to ASCII, with it two do
+    cases = {("\u0130", "i"): (False, False), ("\u0131", "I"): (False, False),
+             ("\u017f", "s"): (False, True), ("\u212a", "k"): (False, True)}
+    for (ch, letter), (plain, unicode) in cases.items():
+        for flags, expected in (("i", plain), ("iu", unicode)):
+            rx = parse_js_regex(f"/x{letter}/{flags}")
+            assert rx is not None
+            assert js_regex_search(rx, "x" + ch) is expected, (ch, flags)
+            if expected:  # the pre-check stays conservative
+                assert rx.literal in fold_for_literal("x" + ch)
 
 
 def test_regex_keys_skipped_by_their_literal_give_the_same_scan(monkeypatch: pytest.MonkeyPatch) -> None:

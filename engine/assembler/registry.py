@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from ..assets.frozen import FrozenDict, FrozenList, fingerprint, json_text
 from ..errors import Diagnostic, TemplateError
 from .blocks import SourceOutput, validate_output
 from .rules import LIFETIMES, ROLES, SOURCE_ID, Preset, Rule
@@ -232,7 +233,7 @@ def freeze_assets(assets: Mapping[str, Any]) -> FrozenMap:
 
     if not all(type(k) is str for k in assets):
         # non-string keys: the JSON round trip renames them; no sharing for such a request
-        data = json.loads(json.dumps(assets))
+        data = json.loads(json_text(assets))
         if not check_nesting(data):
             raise RecursionError("assets nested too deeply")
         return FrozenMap(data)
@@ -242,18 +243,66 @@ def freeze_assets(assets: Mapping[str, Any]) -> FrozenMap:
         if kind is str or kind is int or kind is bool or value is None:
             out[key] = value
             continue
-        text = json.dumps(value)
-        frozen = ASSET_CACHE.get(text)
-        if frozen is _MISSING:
-            loaded = json.loads(text)
-            if type(loaded) in (dict, list) and not check_nesting(loaded, MAX_ASSET_NESTING - 1):
-                raise RecursionError("assets nested too deeply")
-            frozen = freeze(loaded)
-            ASSET_CACHE.put(text, frozen)
-        out[key] = frozen
+        if kind in _VIEW_TYPES or (kind is dict and any(type(v) in _VIEW_TYPES for v in value.values())):
+            out[key] = _freeze_with_views(value)
+            continue
+        try:
+            text = json.dumps(value)
+        except TypeError as exc:
+            try:
+                out[key] = _freeze_with_views(value)  # frozen views deeper inside
+            except TypeError:
+                raise exc from None
+            continue
+        out[key] = _frozen_from_text(text)
     view = FrozenMap(out)
     view._frozen = out  # the values are frozen already (a tuple is not frozen again into a new one)
     return view
+
+
+def _frozen_from_text(text: str) -> Any:
+    """The shared frozen value of an asset's JSON text (parsed and frozen on a miss)."""
+    import json
+
+    frozen = ASSET_CACHE.get(text)
+    if frozen is _MISSING:
+        loaded = json.loads(text)
+        if type(loaded) in (dict, list) and not check_nesting(loaded, MAX_ASSET_NESTING - 1):
+            raise RecursionError("assets nested too deeply")
+        frozen = freeze(loaded)
+        ASSET_CACHE.put(text, frozen)
+    return frozen
+
+
+_VIEW_TYPES = (FrozenDict, FrozenList)
+_VIEW_CACHE: OrderedDict[Any, Any] = OrderedDict()
+_VIEW_CACHE_SIZE = 64
+_VIEW_LOCK = threading.Lock()
+
+
+def _freeze_with_views(value: Any) -> Any:
+    """:func:`_frozen_from_text` for a value holding cached assets' frozen views (``assets/frozen.py``).
+
+    Such a value (a preset dict with a few settings added, a card dict trimmed) is keyed by its
+    :func:`~tavernbox.assets.frozen.fingerprint`, which walks only its plain parts, so an
+    unchanged asset skips the JSON round trip and keeps its shared frozen value (and what sources
+    memoised on it). The result is the very object the plain path gives for the same JSON text.
+    Raises ``TypeError`` when something inside is not JSON data.
+    """
+    fp = fingerprint(value)
+    with _VIEW_LOCK:
+        frozen = _VIEW_CACHE.get(fp, _MISSING)
+        if frozen is not _MISSING:
+            _VIEW_CACHE.move_to_end(fp)
+            return frozen
+    text = json_text(value)
+    frozen = _frozen_from_text(text)
+    if len(text) <= ASSET_CACHE.max_chars // 4:
+        with _VIEW_LOCK:
+            _VIEW_CACHE[fp] = frozen
+            while len(_VIEW_CACHE) > _VIEW_CACHE_SIZE:
+                _VIEW_CACHE.popitem(last=False)
+    return frozen
 
 
 class CancellationToken:

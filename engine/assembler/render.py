@@ -143,6 +143,9 @@ class RenderState:
 
     macro_context: dict[str, Any] = field(default_factory=dict)
     local_variables: dict[str, Any] = field(default_factory=dict)
+    #: global variables as the request's renders leave them (``{{setglobalvar}}`` in one block is
+    #: read by ``{{getglobalvar}}`` in a later one, as in SillyTavern); ``None`` until one changes
+    global_variables: dict[str, Any] | None = None
     notices: list[Diagnostic] = field(default_factory=list)
     _noted: set[str] = field(default_factory=set)
     #: the macro engine's context object, built once per request (the chat can be long)
@@ -356,10 +359,15 @@ class _Tavern:
         if base is not None and dataclasses.is_dataclass(base) and hasattr(base, "local_variables"):
             if base.local_variables != state.local_variables:
                 base = state.engine_context = dataclasses.replace(base, local_variables=dict(state.local_variables))
+            if state.global_variables is not None and hasattr(base, "global_variables") \
+                    and base.global_variables != state.global_variables:
+                base = state.engine_context = dataclasses.replace(base, global_variables=dict(state.global_variables))
             return base
         data = dict(state.macro_context)
         variables = dict(data.get("variables") or {})
         variables["local"] = dict(state.local_variables)
+        if state.global_variables is not None:
+            variables["global"] = dict(state.global_variables)
         data["variables"] = variables
         if context_cls is None or not hasattr(context_cls, "from_dict"):
             return data
@@ -394,6 +402,12 @@ class _Tavern:
         changed = isinstance(local, dict) and local != state.local_variables
         if changed:
             state.local_variables = dict(local)
+        glob = after.get("global") if isinstance(after, dict) else None
+        ctx_globals = getattr(ctx, "global_variables", None)
+        before = state.global_variables if state.global_variables is not None else ctx_globals
+        if isinstance(glob, dict) and glob != (before if before is not None else {}):
+            state.global_variables = dict(glob)
+            changed = True
         diags = [d for d in getattr(result, "diagnostics", ()) if isinstance(d, Diagnostic)]
         draws = [_jsonable(d) for d in getattr(result, "draws", ())] if getattr(result, "draws", None) else []
         out = str(result.text)

@@ -3,7 +3,8 @@
 SillyTavern exports v3 cards with the v1 fields duplicated at the top level and the real data under
 ``data``; we read ``data`` (as SillyTavern does) and keep the top-level copies as unknown fields so a
 card round-trips. PNG cards carry the JSON base64-encoded in ``tEXt`` chunks named ``chara`` (v2) and
-``ccv3`` (v3); when both are present the v3 chunk wins, as in SillyTavern. The embedded
+``ccv3`` (v3); when both are present the v3 chunk wins, as in SillyTavern. The same text in compressed
+``zTXt`` or ``iTXt`` chunks is read too (under a decompression cap), which SillyTavern does not do. The embedded
 ``character_book`` is converted to a world book exactly as SillyTavern converts it on import; scripts,
 regexes and extension data ride along untouched and are never run.
 """
@@ -23,6 +24,7 @@ from .base import AssetModel, type_name, validate_model
 from .decoding import parse_json_text
 from .paths import join_path
 from .worldbooks import CharacterBook, WorldBook, convert_card_book, parse_card_book
+from .frozen import as_plain
 
 __all__ = ["CharacterCard", "CharacterCardData", "DepthPrompt", "parse_card", "read_png_card", "PNG_SIGNATURE"]
 
@@ -157,6 +159,7 @@ class CharacterCard(AssetModel):
 
 def parse_card(raw: Any, *, base_path: str = "$", diagnostics: list[Diagnostic] | None = None) -> CharacterCard:
     """Validate a card object (v1, v2 or v3) and convert its book; errors carry a JSON path."""
+    raw = as_plain(raw)  # a cached asset's frozen views (or a dict around them) read as plain data
     diags = diagnostics if diagnostics is not None else []
     if not isinstance(raw, dict):
         raise TemplateError(f"a card must be an object, not {type_name(raw)}", code="ASSET_INVALID", path=base_path)
@@ -247,6 +250,54 @@ def _normalise_depth_prompt(raw: dict[str, Any], path: str, diags: list[Diagnost
     return {**raw, "depth": value}
 
 
+#: Largest card text a compressed PNG chunk may expand to. Real cards are a few MB of base64; the cap
+#: keeps a decompression bomb (a 1 GiB zTXt in a few KB) to bounded time and memory.
+MAX_PNG_TEXT = 32 * 1024 * 1024
+
+
+def _inflate(data: bytes, kw: str, where: str) -> bytes:
+    """zlib-inflate a chunk's text, refusing more than :data:`MAX_PNG_TEXT` bytes without producing them."""
+    inflater = zlib.decompressobj()
+    try:
+        out = inflater.decompress(data, MAX_PNG_TEXT + 1)
+    except zlib.error as exc:
+        raise TemplateError(f"the {kw!r} chunk does not decompress: {exc}", code="ASSET_PNG", path=where) from None
+    if len(out) > MAX_PNG_TEXT:
+        raise TemplateError(
+            f"the {kw!r} chunk decompresses to more than {MAX_PNG_TEXT // (1024 * 1024)} MiB; refused",
+            code="ASSET_PNG",
+            path=where,
+        )
+    return out
+
+
+def _chunk_text(ctype: bytes, rest: bytes, kw: str, where: str) -> str:
+    """The text of a ``tEXt``/``zTXt``/``iTXt`` chunk after its keyword (Latin-1, or UTF-8 for iTXt).
+
+    SillyTavern writes and reads only ``tEXt``; cards re-saved by image tools may carry the same text
+    compressed (``zTXt``) or as international text (``iTXt``), so those are read too (a deviation).
+    """
+    if ctype == b"tEXt":
+        return rest.decode("latin-1")
+    if ctype == b"zTXt":
+        if rest[:1] != b"\x00":
+            raise TemplateError(f"the {kw!r} zTXt chunk uses an unknown compression method", code="ASSET_PNG", path=where)
+        return _inflate(rest[1:], kw, where).decode("latin-1")
+    if len(rest) < 2:
+        raise TemplateError(f"the {kw!r} iTXt chunk is truncated", code="ASSET_PNG", path=where)
+    compressed, method = rest[0], rest[1]
+    _language, sep1, tail = rest[2:].partition(b"\x00")
+    _translated, sep2, text = tail.partition(b"\x00")
+    if not (sep1 and sep2) or compressed not in (0, 1) or (compressed and method != 0):
+        raise TemplateError(f"the {kw!r} iTXt chunk is malformed", code="ASSET_PNG", path=where)
+    raw = _inflate(text, kw, where) if compressed else text
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TemplateError(f"the {kw!r} iTXt chunk is not UTF-8 (byte {exc.start})", code="ASSET_ENCODING",
+                            path=where) from None
+
+
 def read_png_card(data: bytes) -> tuple[Any, str, list[Diagnostic]]:
     """The card JSON of a PNG card: ``(value, chunk keyword, diagnostics)``; v3 (``ccv3``) preferred.
 
@@ -256,7 +307,7 @@ def read_png_card(data: bytes) -> tuple[Any, str, list[Diagnostic]]:
     if not data.startswith(PNG_SIGNATURE):
         raise TemplateError("not a PNG file (bad signature)", code="ASSET_PNG", path="$")
     diags: list[Diagnostic] = []
-    texts: dict[str, str] = {}
+    texts: dict[str, str | TemplateError] = {}
     pos = len(PNG_SIGNATURE)
     while pos + 8 <= len(data):
         length, ctype = struct.unpack(">I4s", data[pos : pos + 8])
@@ -269,26 +320,35 @@ def read_png_card(data: bytes) -> tuple[Any, str, list[Diagnostic]]:
             )
         body = data[pos + 8 : body_end]
         (crc,) = struct.unpack(">I", data[body_end : body_end + 4])
-        if ctype == b"tEXt":
-            keyword, sep, text = body.partition(b"\x00")
+        if ctype in (b"tEXt", b"zTXt", b"iTXt"):
+            keyword, sep, rest = body.partition(b"\x00")
             kw = keyword.decode("latin-1").lower()
             if sep and kw in ("chara", "ccv3"):
+                where = f"$png.{kw}"
                 if zlib.crc32(ctype + body) != crc:
                     diags.append(
-                        Diagnostic("ASSET_PNG", f"the {kw!r} chunk has a wrong CRC; read anyway", severity="warning", path=f"$png.{kw}")
+                        Diagnostic("ASSET_PNG", f"the {kw!r} chunk has a wrong CRC; read anyway", severity="warning", path=where)
                     )
-                texts[kw] = text.decode("latin-1")
+                try:
+                    texts[kw] = _chunk_text(ctype, rest, kw, where)
+                except TemplateError as exc:  # kept: the other chunk may still be readable
+                    texts[kw] = exc
         if ctype == b"IEND":
             break
         pos = body_end + 4
     if not texts:
-        raise TemplateError("the PNG has no 'chara' or 'ccv3' text chunk", code="ASSET_PNG", path="$")
+        raise TemplateError("the PNG has no 'chara' or 'ccv3' text chunk (tEXt, zTXt or iTXt)", code="ASSET_PNG",
+                            path="$")
     last_error: TemplateError | None = None
     for kw in ("ccv3", "chara"):
         if kw not in texts:
             continue
+        chunk = texts[kw]
+        if isinstance(chunk, TemplateError):
+            last_error = chunk
+            continue
         try:
-            decoded = base64.b64decode(texts[kw].strip(), validate=True)
+            decoded = base64.b64decode(chunk.strip(), validate=True)
         except (binascii.Error, ValueError):
             last_error = TemplateError(f"the {kw!r} chunk is not valid base64", code="ASSET_PNG", path=f"$png.{kw}")
             continue

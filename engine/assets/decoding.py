@@ -19,6 +19,7 @@ import yaml
 
 from ..errors import Diagnostic, TemplateError
 from ..spans import Span, line_col
+from ..strict_json import check_json_text, join_pairs, loads, refuse_non_finite, refuse_surrogates
 
 __all__ = [
     "DecodedText",
@@ -130,17 +131,36 @@ def _too_deep() -> TemplateError:
     return TemplateError(f"the data is nested deeper than {MAX_DEPTH} levels", code="ASSET_JSON", path="$")
 
 
+def _loads(text: str, **options: Any) -> Any:
+    """The strict JSON reader (no NaN, no lone surrogate: :mod:`tavernbox.strict_json`) with C-speed
+    integers; only a text with an integer too long for ``int()`` is parsed again through
+    :func:`_parse_int`, which names it (the same first failure, with our message)."""
+    try:
+        return loads(text, what="the file", code="ASSET_JSON", **options)
+    except json.JSONDecodeError:
+        raise
+    except TemplateError:
+        raise
+    except ValueError:
+        return loads(text, what="the file", code="ASSET_JSON", parse_int=_parse_int, **options)
+
+
 def check_depth(value: Any) -> None:
-    """Raise ``ASSET_JSON`` when ``value`` nests deeper than :data:`MAX_DEPTH` (an iterative walk)."""
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        node, depth = stack.pop()
+    """Raise ``ASSET_JSON`` when ``value`` nests deeper than :data:`MAX_DEPTH` (an iterative walk).
+
+    Walked level by level: one list of the containers at each depth, so the depth is checked once
+    per level rather than once per container (a 2 MB card holds tens of thousands of values).
+    """
+    level = [value] if isinstance(value, (dict, list)) else []
+    depth = 0
+    while level:
         if depth > MAX_DEPTH:
             raise _too_deep()
-        if isinstance(node, dict):
-            stack.extend((v, depth + 1) for v in node.values() if isinstance(v, (dict, list)))
-        elif isinstance(node, list):
-            stack.extend((v, depth + 1) for v in node if isinstance(v, (dict, list)))
+        below: list[Any] = []
+        for node in level:
+            below += [v for v in (node.values() if isinstance(node, dict) else node) if isinstance(v, (dict, list))]
+        level = below
+        depth += 1
 
 
 def _expand_yaml(value: Any) -> Any:
@@ -188,7 +208,7 @@ def parse_json_text(text: str) -> tuple[Any, list[Diagnostic]]:
     carries the first offending line and column.
     """
     try:
-        value = json.loads(text, parse_int=_parse_int)
+        value = _loads(text)
         check_depth(value)
         return value, []
     except RecursionError:
@@ -198,7 +218,7 @@ def parse_json_text(text: str) -> tuple[Any, list[Diagnostic]]:
             raise _json_error(text, exc) from None
         first = exc.pos
     try:
-        value = json.loads(text, strict=False, parse_int=_parse_int)
+        value = _loads(text, strict=False)
     except RecursionError:
         raise _too_deep() from None
     except json.JSONDecodeError as exc:
@@ -231,6 +251,8 @@ def parse_json5_text(text: str) -> Any:
     except RecursionError:
         raise _too_deep() from None
     check_depth(value)
+    check_json_text(text, value, what="the file")
+    refuse_non_finite(value, what="the file", code="ASSET_JSON")
     return value
 
 
@@ -301,7 +323,7 @@ _Yaml12Loader.add_constructor("tag:yaml.org,2002:int", _construct_int12)
 def parse_yaml_text(text: str) -> Any:
     """Parse one YAML document with 1.2 core scalars; errors become ``ASSET_JSON`` at line:col."""
     try:
-        return _expand_yaml(yaml.load(text, Loader=_Yaml12Loader))  # noqa: S506 - a SafeLoader subclass
+        value = _expand_yaml(yaml.load(text, Loader=_Yaml12Loader))  # noqa: S506 - a SafeLoader subclass
     except RecursionError:
         raise _too_deep() from None
     except yaml.MarkedYAMLError as exc:
@@ -312,6 +334,13 @@ def parse_yaml_text(text: str) -> Any:
         raise TemplateError(f"invalid YAML: {problem}", code="ASSET_JSON", line=line, column=col) from None
     except yaml.YAMLError as exc:
         raise TemplateError(f"invalid YAML: {exc}", code="ASSET_JSON") from None
+    # YAML escapes (\ud800, \U0000d800) can spell surrogates: pairs are joined as JSON would read
+    # them, and a lone one is refused.
+    if "\\" in text:
+        value = join_pairs(value)
+        refuse_surrogates(value, what="the file")
+    refuse_non_finite(value, what="the file", code="ASSET_JSON")
+    return value
 
 
 def unsafe_number(value: Any, path: str, field: str) -> Diagnostic | None:

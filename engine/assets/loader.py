@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import Diagnostic, TemplateError
+from ..strict_json import NonFiniteNumber
 from .cards import PNG_SIGNATURE, CharacterCard, parse_card, read_png_card
 from .decoding import decode_bytes, parse_json5_text, parse_json_text, parse_yaml_text
 from .detect import KINDS, clear_kind, detect_kind, explain_unknown
@@ -67,13 +68,7 @@ def _counts(kind: str, model: Any) -> dict[str, int]:
         }
     if kind == "world_book":
         wb: WorldBook = model
-        entries = wb.entry_list
-        return {
-            "entries": len(entries),
-            "constant": sum(1 for e in entries if e.constant),
-            "disabled": sum(1 for e in entries if e.disable),
-            "with_keys": sum(1 for e in entries if e.key),
-        }
+        return wb.entry_counts
     if kind == "preset":
         preset: Preset = model
         prompts = preset.resolved_prompts()
@@ -107,8 +102,10 @@ def parse_structured(text: str, *, suffix: str = "", prefer_yaml: bool = False) 
             value, diags = parse_json_text(text)
             return value, "json", diags
         except TemplateError as json_error:
-            if (suffix in _JSON_SUFFIXES and not prefer_yaml) or json_error.line is None:
-                raise  # a .json file, or a limit (depth, digits) that another syntax would not lift
+            if (suffix in _JSON_SUFFIXES and not prefer_yaml) or json_error.line is None \
+                    or isinstance(json_error, NonFiniteNumber):
+                # a .json file, a limit (depth, digits) or a NaN that another syntax would not lift
+                raise
             where = f"{json_error.line}:{json_error.column}"
             try:
                 value = parse_json5_text(text)
@@ -116,6 +113,8 @@ def parse_structured(text: str, *, suffix: str = "", prefer_yaml: bool = False) 
                     Diagnostic("ASSET_JSON", f"not strict JSON ({json_error.message} at {where}); read as JSON5",
                                severity="info", path="$")
                 ]
+            except TemplateError:  # JSON5 read it, and the rules refused it (a NaN, a lone surrogate)
+                raise
             except Exception:  # json5 raises ValueError subclasses; any failure means "not JSON5"
                 pass
             try:
@@ -166,7 +165,7 @@ def _check_forced_kind(kind: str, value: Any) -> None:
 
 
 def load_asset(
-    source: str | Path | bytes, *, kind: str | None = None, name: str | None = None
+    source: str | Path | bytes, *, kind: str | None = None, name: str | None = None, summary_only: bool = False
 ) -> LoadedAsset:
     """Load a card, world book, preset or MVU variables file and validate it.
 
@@ -176,7 +175,8 @@ def load_asset(
     refused with ``ASSET_KIND_MISMATCH`` rather than read as, say, a card with no description.
     ``name`` overrides the name taken from the file stem. Raises ``TemplateError`` (code ``ASSET_*``,
     ``path`` a JSON path or ``line``/``column``) when the file cannot be used; repairs are listed in
-    ``.diagnostics``.
+    ``.diagnostics``. ``summary_only`` validates everything the same way but keeps only what the summary
+    needs: a world book's model then has no entries (``tavernbox import`` on books of 100,000 entries).
     """
     if kind is not None and kind not in KINDS:
         raise TemplateError(f"unknown kind {kind!r}; expected one of {', '.join(KINDS)}", code="INPUT_INVALID")
@@ -221,7 +221,7 @@ def load_asset(
         model = parse_card(value, diagnostics=diagnostics)
         display = model.name
     elif kind == "world_book":
-        model = parse_world_book(value, name=name, diagnostics=diagnostics)
+        model = parse_world_book(value, name=name, diagnostics=diagnostics, keep_entries=not summary_only)
         display = model.name
     elif kind == "preset":
         model = parse_preset(value, name=name, diagnostics=diagnostics)

@@ -16,6 +16,7 @@ from pydantic import Field, PrivateAttr
 from ..errors import Diagnostic, TemplateError
 from .base import AssetModel, type_name
 from .paths import join_path
+from .frozen import as_plain
 
 __all__ = ["MvuVariables", "parse_mvu", "is_value_with_description", "META_KEYS", "ROOT_META_KEYS"]
 
@@ -145,6 +146,7 @@ def parse_mvu(
     diagnostics: list[Diagnostic] | None = None,
 ) -> MvuVariables:
     """Read MVU variables: a bare initvar tree, or a full variables object with ``stat_data``."""
+    raw = as_plain(raw)  # a cached asset's frozen views (or a dict around them) read as plain data
     diags = diagnostics if diagnostics is not None else []
     if not isinstance(raw, dict):
         raise TemplateError(

@@ -24,6 +24,7 @@ from ..errors import Diagnostic, TemplateError
 from .base import AssetModel, type_name, validate_model
 from .decoding import unsafe_number as _unsafe_number
 from .paths import join_path
+from .frozen import as_plain
 
 __all__ = [
     "Preset",
@@ -209,10 +210,41 @@ def _normalise_prompt(raw: dict[str, Any], path: str, diags: list[Diagnostic]) -
     return prompt
 
 
+def _first_of_each(items: list[Any], path: str, diags: list[Diagnostic]) -> list[Any]:
+    """A prompt order with each identifier kept at its first entry only, as SillyTavern sends it.
+
+    SillyTavern places a prompt at the first slot its identifier has in the order and reads the
+    enabled flag of that first entry (its ``find``); a later entry for the same identifier adds
+    nothing to the request. We drop it with an ``ASSET_DUPLICATE_ID`` warning at its JSON path, so
+    ``import`` says so and ``assemble`` sends what SillyTavern sends instead of failing.
+    """
+    seen: dict[str, int] = {}
+    out: list[Any] = []
+    for j, item in enumerate(items):
+        ident = item.get("identifier") if isinstance(item, dict) else None
+        if isinstance(ident, str):
+            if ident in seen:
+                diags.append(
+                    Diagnostic(
+                        "ASSET_DUPLICATE_ID",
+                        f"prompt_order lists {ident!r} again (first at order[{seen[ident]}]); SillyTavern sends "
+                        "the prompt once, at its first entry and as that entry enables it, so this entry is dropped",
+                        severity="warning",
+                        path=join_path(path, j),
+                        data={"identifier": ident, "first": seen[ident]},
+                    )
+                )
+                continue
+            seen[ident] = j
+        out.append(item)
+    return out
+
+
 def parse_preset(
     raw: Any, *, name: str | None = None, base_path: str = "$", diagnostics: list[Diagnostic] | None = None
 ) -> Preset:
     """Validate a chat-completion preset, normalising the quirks listed in the module docstring."""
+    raw = as_plain(raw)  # a cached asset's frozen views (or a dict around them) read as plain data
     diags = diagnostics if diagnostics is not None else []
     if not isinstance(raw, dict):
         raise TemplateError(f"a preset must be an object, not {type_name(raw)}", code="ASSET_INVALID", path=base_path)
@@ -298,6 +330,8 @@ def parse_preset(
                                     path=join_path(path, "order", j, "identifier"),
                                 )
                             )
+                if isinstance(items, list):
+                    po = {**po, "order": _first_of_each(items, join_path(path, "order"), diags)}
             fixed_order.append(po)
         data["prompt_order"] = fixed_order
     preset = validate_model(Preset, data, base_path)

@@ -23,8 +23,9 @@ from pydantic.alias_generators import to_camel
 
 from ..errors import Diagnostic, TemplateError
 from .base import AssetModel, type_name, validate_model
-from .decoding import unsafe_number
+from .decoding import MAX_SAFE_INTEGER, unsafe_number
 from .paths import join_path
+from .frozen import as_plain
 
 __all__ = [
     "CharacterBook",
@@ -157,6 +158,20 @@ class WorldBook(AssetModel):
 
     entries: dict[str, WorldInfoEntry] = Field(default_factory=dict)
     _name: str | None = PrivateAttr(default=None)
+    _entry_counts: dict[str, int] | None = PrivateAttr(default=None)
+
+    @property
+    def entry_counts(self) -> dict[str, int]:
+        """Entries, constant, disabled and keyed entries (also for a book loaded without its entries)."""
+        if self._entry_counts is not None:
+            return dict(self._entry_counts)
+        entries = self.entry_list
+        return {
+            "entries": len(entries),
+            "constant": sum(1 for e in entries if e.constant),
+            "disabled": sum(1 for e in entries if e.disable),
+            "with_keys": sum(1 for e in entries if e.key),
+        }
 
     @property
     def name(self) -> str | None:
@@ -412,9 +427,20 @@ def parse_card_book(raw: dict[str, Any], *, base_path: str, diagnostics: list[Di
 
 
 def parse_world_book(
-    raw: Any, *, name: str | None = None, base_path: str = "$", diagnostics: list[Diagnostic] | None = None
+    raw: Any,
+    *,
+    name: str | None = None,
+    base_path: str = "$",
+    diagnostics: list[Diagnostic] | None = None,
+    keep_entries: bool = True,
 ) -> WorldBook:
-    """Read a world book in either shape: ST's ``entries`` object, or the card-book ``entries`` list."""
+    """Read a world book in either shape: ST's ``entries`` object, or the card-book ``entries`` list.
+
+    ``keep_entries=False`` validates every entry exactly as usual but keeps none of them, only their
+    counts (:attr:`WorldBook.entry_counts`): ``tavernbox import`` of a 100,000-entry book then holds
+    no entry models, whose memory would be about 2 KB apiece.
+    """
+    raw = as_plain(raw)  # a cached asset's frozen views (or a dict around them) read as plain data
     diags = diagnostics if diagnostics is not None else []
     if not isinstance(raw, dict):
         raise TemplateError(f"a world book must be an object, not {type_name(raw)}", code="ASSET_INVALID", path=base_path)
@@ -436,16 +462,20 @@ def parse_world_book(
             code="ASSET_INVALID" if entries is not None else "ASSET_FIELD_MISSING",
             path=join_path(base_path, "entries"),
         )
-    fixed: dict[str, Any] = {}
+    fixed: dict[str, WorldInfoEntry] = {}
+    counts = {"entries": 0, "constant": 0, "disabled": 0, "with_keys": 0}
     seen_uids: dict[str, str] = {}
+    entries_path = join_path(base_path, "entries")
     for key, entry in entries.items():
-        path = join_path(base_path, "entries", key)
+        # The path is built once per entry and only extended when a diagnostic needs it: a book of
+        # 100,000 entries must cost time linear in its size with a small constant.
+        path = join_path(entries_path, key)
         if not isinstance(entry, dict):
             raise TemplateError(f"an entry must be an object, not {type_name(entry)}", code="ASSET_INVALID", path=path)
         if "uid" not in entry:
             entry = {**entry, "uid": int(key) if key.isdigit() else key}
             diags.append(
-                Diagnostic("ASSET_FIELD_MISSING", "the entry has no uid; its key is used", severity="info", path=join_path(path, "uid"))
+                Diagnostic("ASSET_FIELD_MISSING", "the entry has no uid; its key is used", severity="info", path=path + ".uid")
             )
         elif str(entry["uid"]) != key:
             diags.append(
@@ -471,12 +501,25 @@ def parse_world_book(
             seen_uids[uid_key] = key
         entry = _nulls_to_defaults(entry, path, diags)
         for field in _NUMERIC_FIELDS:
-            d = unsafe_number(entry.get(field), join_path(path, field), field)
-            if d is not None:
-                diags.append(d)
-        fixed[key] = entry
-    data = {**raw, "entries": fixed}
-    book = validate_model(WorldBook, data, base_path)
+            value = entry.get(field)
+            if type(value) is int and not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+                d = unsafe_number(value, path + "." + field, field)
+                if d is not None:
+                    diags.append(d)
+        model = validate_model(WorldInfoEntry, entry, path)
+        if keep_entries:
+            fixed[key] = model
+        else:
+            counts["entries"] += 1
+            counts["constant"] += model.constant
+            counts["disabled"] += model.disable
+            counts["with_keys"] += bool(model.key)
+    # Entries are validated one by one above (same JSON paths as validating the whole book, a lower peak);
+    # the book's own fields are validated without them and the validated entries attached.
+    book = validate_model(WorldBook, {**raw, "entries": {}}, base_path)
+    book.entries = fixed
+    if not keep_entries:
+        book._entry_counts = counts
     return book.with_name(name if name is not None else book.name)
 
 
@@ -491,7 +534,7 @@ _NUMERIC_FIELDS = ("uid", "order", "depth", "probability", "groupWeight", "scanD
 
 
 def _nulls_to_defaults(entry: dict[str, Any], path: str, diags: list[Diagnostic]) -> dict[str, Any]:
-    nulls = [k for k in _NULLABLE_DEFAULTED if k in entry and entry[k] is None]
+    nulls = [k for k, v in entry.items() if v is None and k in _NULLABLE_DEFAULTED]
     if not nulls:
         return entry
     out = dict(entry)

@@ -58,7 +58,12 @@ class MvuSource:
         data = dict(variables)
         if "stat_data" not in data:
             data = {"stat_data": data}
-        self._data = json.loads(json.dumps(data, ensure_ascii=False, allow_nan=False))
+        try:
+            self._data = json.loads(json.dumps(data, ensure_ascii=False, allow_nan=False))
+        except RecursionError:
+            raise TemplateError("MVU variables are nested too deeply", code="TEMPLATE_INPUT_LIMIT") from None
+        except (TypeError, ValueError) as exc:
+            raise TemplateError(f"MVU variables are not JSON data: {exc}", code="INPUT_INVALID") from None
         self._revision = revision_of(self._data)
 
     def update(self, variables: Any) -> None:

@@ -108,18 +108,22 @@ def render_with_dependencies(
     cancel: CancelToken | None = None,
     leases: LeaseSet | None = None,
     pool: WorkerPool | None = None,
+    now: Any = None,
 ) -> BridgeResult:
     """Render EJS ``source`` with the template API, resolving its reads through ``resolver``.
 
     ``leases`` may hold leases taken before the render (the template's own usage decision); they
-    are checked with the dependencies' at every check point. Raises ``TemplateError``: the
+    are checked with the dependencies' at every check point. ``now`` is the render's clock, as in
+    ``render_template``; every pass reads the same instant. Raises ``TemplateError``: the
     sandbox's codes (relocated to template line:column), the bridge's budgets, the resolver's
     refusals and ``SOURCE_POLICY_CHANGED``/``SOURCE_CONTENT_CHANGED`` for a stale lease.
     """
     from .. import sandbox
-    from ..ejs.render import TemplateExecutionError, TemplateLimitError, _relocate, compile_source
+    from ..ejs.render import TemplateExecutionError, TemplateLimitError, _relocate, clock_ms, compile_source
 
     lim = limits if limits is not None else sandbox.Limits()
+    # One clock for every pass (``now`` as in ``render_template``): a replay sees the same time.
+    now_ms = sandbox.clock_ms(clock_ms(now))
     held = leases if leases is not None else LeaseSet()
     if len(source) > lim.template_chars:
         raise TemplateLimitError(
@@ -173,10 +177,14 @@ def render_with_dependencies(
             # No lease held, no check: a plain render sends no extra message per job step.
             result = sandbox.run_program(compiled.program, "null", limits=pass_limits, cancel=cancel, pool=pool,
                                          bridge=(_table(answers), lim.bridge_calls),
-                                         lease_check=lease_check if len(held) else None)
+                                         lease_check=lease_check if len(held) else None, now_ms=now_ms)
         except TemplateError as exc:
             if stale:
                 raise stale[-1] from None
+            if exc.code == "TEMPLATE_TIME_LIMIT" and exc.message.startswith("the render used up its time budget"):
+                # The pass ran on what was left of the budget: report the budget as configured.
+                exc.message = f"the render used up its time budget of {lim.time_ms:g} ms" + (
+                    f" over {passes + 1} passes" if passes else "")
             raise _relocate(exc, compiled) from None
         used_ms += result.usage.time_ms
         memory = max(memory, result.usage.memory_bytes)

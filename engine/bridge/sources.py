@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from ..errors import TemplateError
 from .character import CharacterSource
 from .leases import Resolution, Revocable
 from .management import Management, combine
@@ -33,7 +34,13 @@ class StaticVariables:
 
     def __init__(self, variables: Any, *, resource_id: str = "variables:static") -> None:
         self.id = resource_id
-        self._data = json.loads(json.dumps(variables, ensure_ascii=False, allow_nan=False))
+        try:
+            self._data = json.loads(json.dumps(variables, ensure_ascii=False, allow_nan=False))
+        except RecursionError:
+            raise TemplateError("variables are nested too deeply", code="TEMPLATE_INPUT_LIMIT",
+                                path="$.variables") from None
+        except (TypeError, ValueError) as exc:
+            raise TemplateError(f"variables are not JSON data: {exc}", code="INPUT_INVALID", path="$.variables") from None
         self.lease = Revocable()
         self.reads = 0
 
@@ -89,8 +96,6 @@ class TemplateSources:
                                      lambda: "current"))
         elif kind == "worldbook-entry":
             if self.world_books is None:
-                from ..errors import TemplateError
-
                 raise TemplateError("no world books are selected for this request", code="TEMPLATE_DEPENDENCY_MISSING")
             resolution = self.world_books.entry(args[0], args[1])
         elif kind == "preset-prompt":
@@ -127,8 +132,6 @@ def sources_from_inputs(
     ``world_books``: SillyTavern world books (each with a ``name``) or ``WorldBook`` models;
     ``activated``: ``{"<book name>": [uid, ...]}``, the entries the scan activated.
     """
-    from ..errors import TemplateError
-
     var_source: StaticVariables | MvuSource | None = None
     if mvu is not None:
         var_source = mvu if isinstance(mvu, MvuSource) else MvuSource(mvu, resource_id="mvu:input")
@@ -158,7 +161,8 @@ def sources_from_inputs(
     )
 
 
-def render_with_sources(source: str, sources: TemplateSources, *, limits: Any = None, cancel: Any = None) -> Any:
+def render_with_sources(source: str, sources: TemplateSources, *, limits: Any = None, cancel: Any = None,
+                        now: Any = None) -> Any:
     """Render ``source`` through the bridge, then the MVU macros of its output (if MVU is a source).
 
     ``{{format_message_variable::…}}``/``{{get_message_variable::…}}`` read the MVU state only
@@ -169,7 +173,7 @@ def render_with_sources(source: str, sources: TemplateSources, *, limits: Any = 
     from .mvu import expand_mvu_macros
     from .replay import DependencyRead, render_with_dependencies
 
-    result = render_with_dependencies(source, sources, limits=limits, cancel=cancel)
+    result = render_with_dependencies(source, sources, limits=limits, cancel=cancel, now=now)
     if isinstance(sources.variables, MvuSource):
         text, resolution = expand_mvu_macros(result.text, sources.variables)
         if resolution is not None:

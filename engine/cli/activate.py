@@ -11,7 +11,6 @@ traceback.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from typing import Any
 import click
 
 from ..errors import Diagnostic, TemplateError
-from .output import echo_json, guarded, print_diagnostics, read_json_arg, read_text_arg
+from .output import checked_answer, echo_json, guarded, parse_json_row, print_diagnostics, read_json_arg, read_json_lines
 
 __all__ = ["command", "run_jsonl_line"]
 
@@ -81,15 +80,15 @@ def _scenario_books(line: dict[str, Any]) -> Any:
     raise TemplateError("a line needs 'entries' (one book's entries) or 'books'", code="INPUT_INVALID", path="$")
 
 
-def run_jsonl_line(text: str, *, seed: int, expand: Any) -> dict[str, Any]:
-    """One ``--jsonl`` scenario to its output object (errors become ``{"error": {...}}``)."""
+def run_jsonl_line(text: str, *, seed: int, expand: Any, number: int = 1) -> dict[str, Any]:
+    """One ``--jsonl`` scenario to its output object (errors become ``{"error": {...}}``).
+
+    ``number`` is the line's number in the batch, for the line:column of a JSON error.
+    """
     from ..worldinfo import activate_world_info, to_json
 
     try:
-        try:
-            line = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise TemplateError(f"not valid JSON: {exc.msg}", code="INPUT_INVALID", line=1, column=exc.colno) from None
+        line = parse_json_row(text, number)
         if not isinstance(line, dict):
             raise TemplateError("each line should be a JSON object", code="INPUT_INVALID", path="$")
         if not isinstance(line.get("settings", {}), (dict, type(None))):
@@ -105,6 +104,7 @@ def run_jsonl_line(text: str, *, seed: int, expand: Any) -> dict[str, Any]:
         from ..worldinfo.scan import chat_scan_messages
 
         conf = WorldInfoSettings.from_mapping(settings, path="$.settings")
+        warnings = WorldInfoSettings.unknown_keys(line.get("settings"), path="$.settings")
         chat = line.get("chat", [])
         chat_scan_messages(chat, include_names=False, path="$.chat")
         context = ScanContext.from_mapping(line.get("context"), path="$.context")
@@ -113,7 +113,10 @@ def run_jsonl_line(text: str, *, seed: int, expand: Any) -> dict[str, Any]:
             books, chat, conf, line.get("state"), seed=line_seed,
             expand=expand, context=context, generation_type=line.get("generation_type", "normal"),
         )
-        return to_json(activation)
+        out = to_json(activation)
+        if warnings:
+            out["diagnostics"] = [d.to_dict() for d in warnings]
+        return out
     except TemplateError as exc:
         return {"error": exc.to_dict()}
     except RecursionError:
@@ -186,11 +189,12 @@ def command(books: tuple[str, ...], card: str | None, chat: str | None, settings
         if jsonl:
             expand = _expand_hook() if macros else None
             failures = 0
-            text = read_text_arg(input_path)
-            for raw in text.splitlines():
-                if not raw.strip():
-                    continue
-                result = run_jsonl_line(raw, seed=seed, expand=expand)
+            for number, raw in read_json_lines(input_path):
+                if isinstance(raw, TemplateError):
+                    result = {"error": raw.to_dict()}
+                else:
+                    result = run_jsonl_line(raw, seed=seed, expand=expand, number=number)
+                result = checked_answer(result, lambda exc: {"error": exc.to_dict()})
                 failures += "error" in result
                 echo_json(result, pretty=False)
             if failures:
@@ -218,6 +222,9 @@ def command(books: tuple[str, ...], card: str | None, chat: str | None, settings
                 all_books.append(card_book)
         chat_data = read_json_arg(chat, "chat")
         settings = read_json_arg(settings_path, "settings") if settings_path else {}
+        from ..worldinfo import WorldInfoSettings
+
+        diagnostics.extend(WorldInfoSettings.unknown_keys(settings))
         state = read_json_arg(state_path, "state") if state_path else None
         activation = activate_world_info(all_books, chat_data, settings, state, seed=seed,
                                          expand=_expand_hook(macro_context) if macros is not False else None,

@@ -26,7 +26,8 @@ from typing import Any
 import click
 
 from ..errors import TemplateError
-from .output import read_json_arg
+from ..strict_json import check_json_source, check_output
+from .output import read_json_arg, surrogate_error
 
 __all__ = ["command", "emit_error", "json_guard"]
 
@@ -53,6 +54,8 @@ def json_guard(body: Callable[[], None]) -> None:
         emit_error(exc)
     except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
         raise
+    except UnicodeEncodeError as exc:  # text no check saw: the lone-surrogate rule's code, not INTERNAL_ERROR
+        emit_error(surrogate_error(exc) or TemplateError(f"{type(exc).__name__}: {exc}", code="INTERNAL_ERROR"))
     except Exception as exc:  # the boundary: no traceback for the user
         emit_error(TemplateError(f"{type(exc).__name__}: {exc}", code="INTERNAL_ERROR"))
 
@@ -63,7 +66,9 @@ def _strategy(value: str) -> Any:
     from .output import read_text_arg
 
     if os.path.exists(value) or value == "-":
-        return load_preset(read_text_arg(value))
+        text = read_text_arg(value)
+        check_json_source(text, what=f"--strategy {value}")
+        return load_preset(text)
     if value in KNOWN_BUILTINS:
         return builtin_strategy(value)
     raise TemplateError(f"--strategy {value!r} is neither a preset file nor a known built-in strategy "
@@ -267,6 +272,7 @@ def command(
             "target": target, "generation_type": generation_type, "quiet_prompt": quiet_prompt,
             "max_context": max_context, "max_tokens": max_tokens, "tokenizer": tokenizer})
         result = assemble_request(data, base_dir=base)
+        check_output(result.to_dict())  # the lone-surrogate rule (tavernbox.strict_json), before anything is printed
         if as_json:
             click.echo(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
             return
@@ -335,9 +341,8 @@ def command(
         from ..strategies import st_registry
 
         result = Assembler(st_registry()).assemble(AssemblyRequest.from_dict(request))
-        if as_json:
-            click.echo(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
-        else:
-            click.echo(json.dumps(result.messages, ensure_ascii=False, indent=2))
+        out = result.to_dict() if as_json else result.messages
+        check_output(out)  # the lone-surrogate rule (tavernbox.strict_json) on the answer
+        click.echo(json.dumps(out, ensure_ascii=False, indent=2))
 
     json_guard(st_body if strategy == "builtin-st" else body)

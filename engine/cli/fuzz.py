@@ -17,12 +17,15 @@ feed to ``tavernbox macros`` / ``tavernbox render``). Exit status: 0 when the ca
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import json
+import os
 import random
+import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +35,8 @@ import click
 from ..errors import TemplateError
 from .output import fail, guarded, stderr
 
-__all__ = ["Finding", "FuzzTarget", "command", "load_corpus", "macro_target", "ejs_target", "run_campaign"]
+__all__ = ["Finding", "FuzzTarget", "ProgressLine", "command", "default_cache_dir", "ejs_target", "load_corpus",
+           "macro_target", "run_campaign", "run_parallel", "shrink_text"]
 
 #: Error codes the macro engine may raise on purpose: its hostile-input limits.
 MACRO_LIMIT_CODES = frozenset(
@@ -40,6 +44,8 @@ MACRO_LIMIT_CODES = frozenset(
 )
 #: Error codes that mean the EJS renderer itself failed rather than the template.
 EJS_BUG_CODES = frozenset({"INTERNAL_ERROR", "TEMPLATE_SANDBOX_CRASHED"})
+#: The macro target re-renders one input in this many to check that a seed gives the same result.
+DETERMINISM_EVERY = 8
 #: Corpus files larger than this are skipped (mutating megabytes per example would be slow).
 MAX_CORPUS_FILE_BYTES = 1 << 20
 _EDGE_PIECES = ("{{", "}}", "{", "}", ":", "::", "|", "\\", "!", "#", "/", ".", "$", "<%", "%>", "<", ">", "\n")
@@ -77,6 +83,13 @@ class FuzzTarget:
     text_of: Callable[[Any], str]  # the raw text of an example (saved as ``.input``)
     extra_of: Callable[[Any], dict[str, Any]] = field(default=lambda example: {})
     mutate: Callable[[Any], Any] | None = None  # wraps a text strategy into an example strategy
+    #: a fast generator of (text) examples, ``rng -> draw()`` (see :func:`run_campaign`); ``None``:
+    #: every example comes from ``strategy`` through Hypothesis
+    fast: Callable[[random.Random], Callable[[], Any]] | None = None
+    #: the check the shrinker repeats (``None``: ``check``), when ``check`` samples its costlier parts
+    recheck: Callable[[Any], Problem | None] | None = None
+    #: draws one fragment to splice into corpus texts, ``rng -> draw()`` (fast path only)
+    fast_fragment: Callable[[random.Random], Callable[[], str]] | None = None
 
 
 def _where(exc: BaseException) -> str:
@@ -101,6 +114,7 @@ def macro_target(*, time_bound: float = 2.0) -> FuzzTarget:
     try:
         from ..macros import expand_macros
         from ..macros.evaluator import MAX_OUTPUT_CHARS
+        from ..testing.macro_generator import MacroTextGenerator
         from ..testing.macro_strategies import macro_templates
     except ImportError as exc:
         raise TemplateError(f"the macro target is unavailable: {exc}", code="FUZZ_TARGET_UNAVAILABLE") from None
@@ -116,8 +130,22 @@ def macro_target(*, time_bound: float = 2.0) -> FuzzTarget:
         "now": "2026-11-30T10:00:00Z",
     }
 
+    pristine = copy.deepcopy(context)
+    ctx = copy.deepcopy(context)
+
+    calls = [0]
+
     def check(text: str) -> Problem | None:
-        ctx = copy.deepcopy(context)
+        """Every check, but the determinism re-render only for one input in
+        :data:`DETERMINISM_EVERY` (it doubles the cost: the second render of a text builds its
+        plans); the shrinker re-checks with :func:`full_check`."""
+        calls[0] += 1
+        return full_check(text, calls[0] % DETERMINISM_EVERY == 0)
+
+    def full_check(text: str, determinism: bool = True) -> Problem | None:
+        # the engine must not mutate the context: it is compared with a pristine copy after each
+        # render (a dict comparison) instead of deep-copying it before each one
+        nonlocal ctx
         started = time.perf_counter()
         try:
             result = expand_macros(text, ctx, seed=1)
@@ -136,17 +164,28 @@ def macro_target(*, time_bound: float = 2.0) -> FuzzTarget:
             return Problem("invariant", "invariant:text-type", f"text is {type(result.text).__name__}")
         if len(result.text) > MAX_OUTPUT_CHARS:
             return Problem("overrun", "overrun:output", f"output of {len(result.text)} characters passed the limit")
-        if ctx != context:
+        if ctx != pristine:
+            ctx = copy.deepcopy(pristine)
             return Problem("invariant", "invariant:context-mutated", "the context dict was mutated")
         for d in result.diagnostics:
             if d.span is not None and not 0 <= d.span.start <= d.span.end <= len(text):
                 return Problem("invariant", f"invariant:span:{d.code}", f"{d.code} span {d.span} outside the text")
-        again = expand_macros(text, copy.deepcopy(context), seed=1)
+        if not determinism:
+            return None
+        again = expand_macros(text, ctx, seed=1)
         if again.text != result.text or again.draws != result.draws:
             return Problem("invariant", "invariant:nondeterministic", "the same seed gave a different result")
         return None
 
-    return FuzzTarget("macros", macro_templates(), check, text_of=lambda text: text)
+    return FuzzTarget(
+        "macros",
+        macro_templates(),
+        check,
+        text_of=lambda text: text,
+        recheck=full_check,
+        fast=lambda rng: MacroTextGenerator(rng).text,
+        fast_fragment=lambda rng: MacroTextGenerator(rng).fragment,
+    )
 
 
 def ejs_target(*, time_bound: float | None = None) -> FuzzTarget:
@@ -242,6 +281,13 @@ class CampaignResult:
     findings: list[Finding]
 
 
+#: share of a fast campaign's time given to Hypothesis-drawn batches (its generation explores
+#: differently and replays the failures its database holds; it is ~50x slower per input)
+HYPOTHESIS_SHARE = 0.05
+#: fast-path inputs checked between two progress reports / time checks
+_CHUNK = 128
+
+
 def run_campaign(
     target: FuzzTarget,
     *,
@@ -250,16 +296,19 @@ def run_campaign(
     corpus: Sequence[str] = (),
     batch: int = 50,
     on_progress: Callable[[int, int, float], None] | None = None,
+    database: Any = None,
 ) -> CampaignResult:
-    """Draw and check inputs for ``seconds``; shrink each distinct failure with Hypothesis.
+    """Draw and check inputs for ``seconds``; shrink each distinct failure.
 
-    Work goes in batches of ``batch`` examples, each seeded from ``seed`` and its batch number,
-    so a campaign with the same seed and duration explores the same inputs. A failure already
-    found is treated as passing afterwards, so shrinking always chases a new bug.
+    A target with a fast generator (the macro target) draws most inputs from it, seeded from
+    ``seed``, and shrinks what fails by delta debugging (:func:`shrink_text`); a twentieth of
+    time goes to Hypothesis batches. Other targets draw every input through Hypothesis, in
+    batches of ``batch`` examples each seeded from ``seed`` and its batch number, so a campaign
+    with the same seed and duration explores the same inputs; Hypothesis shrinks their failures.
+    A failure already found is treated as passing afterwards, so shrinking always chases a new
+    bug. ``database`` is Hypothesis' example database (``None``: none).
     """
-    from hypothesis import HealthCheck, Phase, find, settings
     from hypothesis import strategies as st
-    from hypothesis.errors import HypothesisException, NoSuchExample
 
     strategy = target.strategy
     if corpus:
@@ -269,62 +318,168 @@ def run_campaign(
 
     known: set[str] = set()
     findings: list[Finding] = []
-    examples = 0
+    counter = [0]
     started = time.monotonic()
     deadline = started + seconds
-    shrink_deadline_extra = max(5.0, seconds)
+    shrink_extra = max(5.0, seconds)
 
+    if target.fast is None:
+        batch_number = 0
+        while time.monotonic() < deadline:
+            _hypothesis_batch(target, strategy, random.Random(f"{seed}:{batch_number}"), batch, deadline,
+                              deadline + shrink_extra, known, findings, counter, database)
+            batch_number += 1
+            if on_progress is not None:
+                on_progress(counter[0], len(findings), time.monotonic() - started)
+        return CampaignResult(counter[0], time.monotonic() - started, findings)
+
+    rng = random.Random(f"{seed}:fast")
+    draw = target.fast(rng)
+    fragment = target.fast_fragment(rng) if target.fast_fragment is not None else draw
+    shrink_until = deadline + shrink_extra
+    hypothesis_spent = 0.0
     batch_number = 0
-    while time.monotonic() < deadline:
-        state: dict[str, Any] = {"current": None, "best": None, "best_key": None}
-        stop_at = deadline + shrink_deadline_extra
-
-        def condition(example: Any) -> bool:
-            nonlocal examples
-            now = time.monotonic()
-            if state["current"] is None and now >= deadline:
-                return False  # out of time: let Hypothesis finish the batch quickly
-            if state["current"] is not None and now >= stop_at:
-                return False  # shrinking budget spent: keep the smallest failure so far
-            examples += 1
-            problem = target.check(example)
+    check = target.check
+    recheck = target.recheck or check
+    while True:
+        now = time.monotonic()
+        if now >= deadline:
+            break
+        for _ in range(_CHUNK):
+            example = _mutate_text(rng, rng.choice(corpus), fragment) if corpus and rng.random() < 0.5 else draw()
+            counter[0] += 1
+            problem = check(example)
             if problem is None or problem.signature in known:
-                return False
-            if state["current"] is None:
-                state["current"] = problem
-            elif problem.signature != state["current"].signature:
-                return False
-            key = (len(target.text_of(example)), target.text_of(example))
-            if state["best_key"] is None or key < state["best_key"]:
-                state["best"], state["best_key"] = example, key
-            return True
-
-        rng = random.Random(f"{seed}:{batch_number}")
-        batch_number += 1
-        try:
-            find(
-                strategy,
-                condition,
-                settings=settings(
-                    max_examples=batch,
-                    database=None,
-                    deadline=None,
-                    phases=(Phase.generate, Phase.shrink),
-                    suppress_health_check=list(HealthCheck),
-                ),
-                random=rng,
-            )
-        except NoSuchExample:
-            pass
-        except HypothesisException:
-            pass  # e.g. a flaky timing failure: the smallest failure seen is kept below
-        if state["current"] is not None:
-            problem = state["current"]
+                continue
             known.add(problem.signature)
-            findings.append(Finding(target.name, problem, state["best"]))
+            signature = problem.signature
+
+            def still_fails(text: str, signature: str = signature) -> bool:
+                counter[0] += 1
+                found = recheck(text)
+                return found is not None and found.signature == signature
+
+            smallest = shrink_text(example, still_fails, shrink_until) if still_fails(example) else example
+            findings.append(Finding(target.name, recheck(smallest) or problem, smallest))
+            if time.monotonic() >= deadline:
+                break
+        now = time.monotonic()
+        if HYPOTHESIS_SHARE and hypothesis_spent < HYPOTHESIS_SHARE * (now - started) and now < deadline:
+            # a small batch with its own time box: Hypothesis draws every example of a batch even
+            # once its condition has stopped checking them, at 5-50 ms each
+            budget = max(0.05, HYPOTHESIS_SHARE * (now - started) - hypothesis_spent)
+            _hypothesis_batch(target, strategy, random.Random(f"{seed}:{batch_number}"), min(batch, 5),
+                              min(deadline, now + budget), shrink_until, known, findings, counter, database)
+            batch_number += 1
+            hypothesis_spent += time.monotonic() - now
         if on_progress is not None:
-            on_progress(examples, len(findings), time.monotonic() - started)
-    return CampaignResult(examples, time.monotonic() - started, findings)
+            on_progress(counter[0], len(findings), time.monotonic() - started)
+    return CampaignResult(counter[0], time.monotonic() - started, findings)
+
+
+def _hypothesis_batch(
+    target: FuzzTarget,
+    strategy: Any,
+    rng: random.Random,
+    batch: int,
+    deadline: float,
+    stop_at: float,
+    known: set[str],
+    findings: list[Finding],
+    counter: list[int],
+    database: Any,
+) -> None:
+    """One Hypothesis ``find`` of up to ``batch`` examples; a new failure is shrunk and recorded."""
+    from hypothesis import HealthCheck, Phase, find, settings
+    from hypothesis.errors import HypothesisException, NoSuchExample
+
+    state: dict[str, Any] = {"current": None, "best": None, "best_key": None}
+
+    def condition(example: Any) -> bool:
+        now = time.monotonic()
+        if state["current"] is None and now >= deadline:
+            return False  # out of time: let Hypothesis finish the batch quickly
+        if state["current"] is not None and now >= stop_at:
+            return False  # shrinking budget spent: keep the smallest failure so far
+        counter[0] += 1
+        problem = target.check(example)
+        if problem is None or problem.signature in known:
+            return False
+        if state["current"] is None:
+            state["current"] = problem
+        elif problem.signature != state["current"].signature:
+            return False
+        key = (len(target.text_of(example)), target.text_of(example))
+        if state["best_key"] is None or key < state["best_key"]:
+            state["best"], state["best_key"] = example, key
+        return True
+
+    try:
+        find(
+            strategy,
+            condition,
+            settings=settings(
+                max_examples=batch,
+                database=database,
+                deadline=None,
+                phases=(Phase.reuse, Phase.generate, Phase.shrink) if database is not None
+                else (Phase.generate, Phase.shrink),
+                suppress_health_check=list(HealthCheck),
+            ),
+            random=rng,
+        )
+    except NoSuchExample:
+        pass
+    except HypothesisException:
+        pass  # e.g. a flaky timing failure: the smallest failure seen is kept below
+    if state["current"] is not None:
+        problem = state["current"]
+        known.add(problem.signature)
+        findings.append(Finding(target.name, problem, state["best"]))
+
+
+def _mutate_text(rng: random.Random, text: str, fragment: Callable[[], str]) -> str:
+    """A corpus text edited by a few random splices, edge pieces, deletions and duplications."""
+    for _ in range(rng.randint(0, 4)):
+        op = rng.randrange(4)
+        at = rng.randint(0, len(text))
+        if op == 0:
+            text = text[:at] + fragment() + text[at:]
+        elif op == 1:
+            text = text[:at] + rng.choice(_EDGE_PIECES) + text[at:]
+        else:
+            end = rng.randint(at, min(len(text), at + 200))
+            text = text[:at] + (text[at:end] * 2 if op == 2 else "") + text[end:]
+    return text
+
+
+def shrink_text(text: str, still_fails: Callable[[str], bool], until: float) -> str:
+    """The smallest text found by delta debugging that still fails the same way.
+
+    Removes chunks of halving size (halves, quarters... single characters) while the failure
+    stays, so every character left is needed for it. Stops at ``until`` (a monotonic time) with
+    the smallest failure so far.
+    """
+    chunk = max(1, len(text) // 2)
+    while chunk >= 1 and text:
+        removed = False
+        start = 0
+        while start < len(text):
+            if time.monotonic() >= until:
+                return text
+            candidate = text[:start] + text[start + chunk :]
+            if still_fails(candidate):
+                text = candidate
+                removed = True
+            else:
+                start += chunk
+        if not removed:
+            if chunk == 1:
+                break
+            chunk //= 2
+        else:
+            chunk = min(chunk, max(1, len(text) // 2))
+    return text
 
 
 def _fragments_for(target: FuzzTarget) -> Any:
@@ -356,6 +511,136 @@ def save_finding(finding: Finding, target: FuzzTarget, out: Path) -> Path:
     return path
 
 
+def default_cache_dir() -> Path:
+    """Where ``tavernbox fuzz`` keeps Hypothesis' data when ``--cache-dir`` is not given.
+
+    The platform's per-user cache folder (``$XDG_CACHE_HOME`` or ``~/.cache`` on Linux,
+    ``~/Library/Caches`` on macOS, ``%LOCALAPPDATA%`` on Windows) plus ``tavernbox/fuzz``: never
+    the current directory, which Hypothesis would otherwise fill with a ``.hypothesis/`` folder.
+    """
+    if sys.platform == "win32":
+        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+    elif sys.platform == "darwin":
+        base = Path.home() / "Library" / "Caches"
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "tavernbox" / "fuzz"
+
+
+@contextlib.contextmanager
+def hypothesis_home(cache_dir: Path) -> Iterator[Any]:
+    """Point Hypothesis' storage (its example database, its caches) at ``cache_dir`` for a campaign.
+
+    Yields the example database under ``cache_dir/examples``; the previous storage folder is
+    restored afterwards (the CLI runs inside test sessions too).
+    """
+    import hypothesis.configuration as configuration
+    from hypothesis.database import DirectoryBasedExampleDatabase
+
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    key = "__hypothesis_home_directory"
+    before = vars(configuration).get(key)
+    configuration.set_hypothesis_home_dir(cache_dir)
+    try:
+        yield DirectoryBasedExampleDatabase(str(cache_dir / "examples"))
+    finally:
+        configuration.set_hypothesis_home_dir(before)
+
+
+class ProgressLine:
+    """One self-rewriting status line on stderr (inputs, rate, findings), only on a terminal."""
+
+    def __init__(self, label: str, seconds: float, stream: Any = None, *, force: bool = False) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self.label = label
+        self.seconds = seconds
+        isatty = getattr(self.stream, "isatty", None)
+        self.enabled = force or bool(isatty and isatty())
+        self._last = 0.0
+        self.shown = False
+
+    def update(self, examples: int, found: int, elapsed: float, *, final: bool = False) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if not final and now - self._last < 0.2:
+            return
+        self._last = now
+        rate = examples / elapsed if elapsed > 0 else 0.0
+        line = (f"fuzz {self.label}: {examples:,} inputs, {rate:,.0f}/s, {found} finding{'s' if found != 1 else ''}, "
+                f"{min(elapsed, self.seconds):.0f}/{self.seconds:.0f} s")
+        self.stream.write("\r\x1b[K" + line)
+        self.stream.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+
+
+def _worker_init(examples: Any, found: Any) -> None:
+    global _SHARED
+    _SHARED = (examples, found)
+
+
+_SHARED: tuple[Any, Any] | None = None
+
+
+def _worker(target_name: str, index: int, seconds: float, seed: int, corpus: Sequence[str],
+            cache_dir: str | None) -> tuple[int, list[Finding]]:
+    """One process of a ``--jobs`` campaign: its own seed, counts published in shared memory."""
+    target = TARGETS[target_name]()
+    shared = _SHARED
+
+    def publish(examples: int, found: int, elapsed: float) -> None:
+        if shared is not None:
+            shared[0][index] = examples
+            shared[1][index] = found
+
+    def run(database: Any) -> CampaignResult:
+        return run_campaign(target, seconds=seconds, seed=seed * 1_000 + index, corpus=corpus,
+                            on_progress=publish, database=database)
+
+    if cache_dir is None:
+        result = run(None)
+    else:
+        with hypothesis_home(Path(cache_dir) / f"worker-{index}") as database:
+            result = run(database)
+    publish(result.examples, len(result.findings), result.seconds)
+    return result.examples, result.findings
+
+
+def run_parallel(target_name: str, jobs: int, *, seconds: float, seed: int, corpus: Sequence[str],
+                 cache_dir: Path | None, on_progress: Callable[[int, int, float], None] | None = None,
+                 ) -> CampaignResult:
+    """``jobs`` campaigns in as many processes (seeds ``seed*1000 + i``); findings merged by signature."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    context = multiprocessing.get_context(method)
+    examples = context.Array("q", jobs, lock=False)
+    found = context.Array("q", jobs, lock=False)
+    started = time.monotonic()
+    with ProcessPoolExecutor(jobs, mp_context=context, initializer=_worker_init, initargs=(examples, found)) as pool:
+        futures = [pool.submit(_worker, target_name, i, seconds, seed, list(corpus),
+                               None if cache_dir is None else str(cache_dir)) for i in range(jobs)]
+        while not all(f.done() for f in futures):
+            time.sleep(0.1)
+            if on_progress is not None:
+                on_progress(sum(examples), sum(found), time.monotonic() - started)
+        results = [f.result() for f in futures]
+    merged: list[Finding] = []
+    seen: set[str] = set()
+    for _, worker_findings in results:
+        for finding in worker_findings:
+            if finding.problem.signature not in seen:
+                seen.add(finding.problem.signature)
+                merged.append(finding)
+    return CampaignResult(sum(n for n, _ in results), time.monotonic() - started, merged)
+
+
 @click.command("fuzz")
 @click.option("--target", "target_name", type=click.Choice(sorted(TARGETS)), default="macros", show_default=True,
               help="What to fuzz.")
@@ -366,7 +651,13 @@ def save_finding(finding: Finding, target: FuzzTarget, out: Path) -> Path:
               help="Directory of real inputs to mutate alongside the generated ones.")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("fuzz-findings"), show_default=True,
               help="Directory the shrunk failing inputs are written to.")
-def command(target_name: str, seconds: float, seed: int, corpus: Path | None, out: Path) -> None:
+@click.option("--jobs", type=click.IntRange(min=0), default=1, show_default=True,
+              help="Processes to fuzz in (0: one per core); each runs its own seed for the whole time.")
+@click.option("--cache-dir", type=click.Path(path_type=Path), default=None,
+              help="Folder for Hypothesis' example database and caches [default: the user cache folder, "
+                   "e.g. ~/.cache/tavernbox/fuzz].")
+def command(target_name: str, seconds: float, seed: int, corpus: Path | None, out: Path, jobs: int,
+            cache_dir: Path | None) -> None:
     """Fuzz the macro engine or the EJS renderer; save shrunk failing inputs to --out."""
 
     def body() -> int:
@@ -375,26 +666,26 @@ def command(target_name: str, seconds: float, seed: int, corpus: Path | None, ou
             corpus_texts = load_corpus(corpus) if corpus is not None else []
         except TemplateError as exc:  # a usage problem, not a finding: exit 2
             fail(exc, exit_code=2)
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-        with Progress(
-            TextColumn(f"fuzz {target_name}"),
-            BarColumn(),
-            TextColumn("{task.fields[examples]} inputs, {task.fields[findings]} findings"),
-            TimeElapsedColumn(),
-            console=stderr,
-            transient=True,
-        ) as progress:
-            task = progress.add_task("fuzz", total=seconds, examples=0, findings=0)
-
-            def on_progress(examples: int, found: int, elapsed: float) -> None:
-                progress.update(task, completed=min(elapsed, seconds), examples=examples, findings=found)
-
-            result = run_campaign(target, seconds=seconds, seed=seed, corpus=corpus_texts, on_progress=on_progress)
+        cache = cache_dir if cache_dir is not None else default_cache_dir()
+        workers = jobs or os.cpu_count() or 1
+        progress = ProgressLine(target_name, seconds)
+        try:
+            if workers > 1:
+                result = run_parallel(target_name, workers, seconds=seconds, seed=seed, corpus=corpus_texts,
+                                      cache_dir=cache, on_progress=progress.update)
+            else:
+                with hypothesis_home(cache) as database:
+                    result = run_campaign(target, seconds=seconds, seed=seed, corpus=corpus_texts,
+                                          on_progress=progress.update, database=database)
+            progress.update(result.examples, len(result.findings), result.seconds, final=True)
+        finally:
+            progress.close()
         for finding in result.findings:
             path = save_finding(finding, target, out)
             stderr.print(f"[red]{finding.problem.kind}[/] {finding.problem.signature}: {path}")
-        summary = f"{target_name}: {result.examples} inputs in {result.seconds:.1f} s, {len(result.findings)} findings"
+        rate = result.examples / result.seconds if result.seconds > 0 else 0.0
+        summary = (f"{target_name}: {result.examples} inputs in {result.seconds:.1f} s ({rate:,.0f}/s"
+                   f"{f', {workers} jobs' if workers > 1 else ''}), {len(result.findings)} findings")
         if corpus_texts:
             summary += f" ({len(corpus_texts)} corpus files mutated)"
         click.echo(summary + (f"; saved to {out}" if result.findings else ""))

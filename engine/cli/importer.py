@@ -8,25 +8,36 @@ line:column), 2 on an internal error. No traceback ever reaches the user.
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from typing import Any
 
 import click
 from rich.markup import escape
 
 from ..errors import TemplateError
-from .output import echo_json, guarded, print_diagnostics, stderr
+from .output import guarded, print_diagnostics, stderr, stream_json
 
 __all__ = ["command", "import_one"]
 
 _KIND_LABEL = {"card": "card", "world_book": "world book", "preset": "preset", "mvu": "MVU variables"}
 
 
+#: Diagnostics printed per file without ``--json``; the rest are summarised by code (``--json`` lists all).
+HUMAN_DIAGNOSTIC_CAP = 20
+
+
 def import_one(path: str, kind: str | None = None) -> dict[str, Any]:
-    """Load one file and return its report: ``{"file", "ok", ...summary}`` or ``{"file", "ok": False, "error"}``."""
+    """Load one file and return its report: ``{"file", "ok", ...summary}`` or ``{"file", "ok": False, "error"}``.
+
+    ``-`` reads the asset from standard input (its bytes, so PNG cards and any encoding work as for a file).
+    """
     from ..assets import load_asset
 
     try:
-        asset = load_asset(path, kind=kind)
+        if path == "-":
+            asset = load_asset(sys.stdin.buffer.read(), kind=kind, name="stdin", summary_only=True)
+        else:
+            asset = load_asset(path, kind=kind, summary_only=True)
     except TemplateError as exc:
         return {"file": path, "ok": False, "error": exc.to_dict()}
     except Exception as exc:  # the boundary: report, never a traceback
@@ -57,11 +68,18 @@ def _print_human(report: dict[str, Any]) -> None:
     name = f" {report['name']!r}" if report.get("name") else ""
     click.echo(f"{path}: {_KIND_LABEL.get(report['kind'], report['kind'])}{name} ({counts})")
     asset = report["_asset"]
-    print_diagnostics(asset.diagnostics, label=path)
+    shown = [d for d in asset.diagnostics][:HUMAN_DIAGNOSTIC_CAP]
+    print_diagnostics(shown, label=path)
+    left = asset.diagnostics[HUMAN_DIAGNOSTIC_CAP:]
+    if left:
+        by_code = Counter(d.code for d in left)
+        codes = ", ".join(f"{code} {count:,}" for code, count in by_code.most_common())
+        stderr.print(f"{escape(path)}: ... {len(left):,} more diagnostics not shown ({escape(codes)}); "
+                     "--json lists them all")
 
 
 @click.command("import")
-@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON report for all files on stdout.")
 @click.option(
     "--kind",
@@ -70,13 +88,17 @@ def _print_human(report: dict[str, Any]) -> None:
     help="Treat every file as this kind instead of detecting it (e.g. an initvar named without 'initvar').",
 )
 def command(files: tuple[str, ...], as_json: bool, kind: str | None) -> None:
-    """Detect each FILE's kind (card, world book, preset, MVU variables), validate it and summarise it."""
+    """Detect each FILE's kind (card, world book, preset, MVU variables), validate it and summarise it.
+
+    FILE ``-`` is standard input. Without --json at most 20 diagnostics a file are printed, then a count by
+    code; --json reports every one.
+    """
 
     def body() -> int:
         reports = [import_one(f, kind) for f in files]
         if as_json:
-            echo_json({"files": [{k: v for k, v in r.items() if k != "_asset"} for r in reports],
-                       "ok": all(r["ok"] for r in reports)})
+            stream_json({"files": [{k: v for k, v in r.items() if k != "_asset"} for r in reports],
+                         "ok": all(r["ok"] for r in reports)})
         else:
             for r in reports:
                 _print_human(r)

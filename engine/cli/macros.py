@@ -24,7 +24,8 @@ from typing import Any
 import click
 
 from ..errors import TemplateError
-from .output import echo_json, guarded, print_diagnostics, read_json_arg, read_text_arg
+from ..strict_json import check_output
+from .output import checked_answer, echo_json, guarded, parse_json_row, print_diagnostics, read_json_arg, read_text_arg
 
 __all__ = ["command", "load_context"]
 
@@ -54,6 +55,9 @@ def load_context(context_path: str | None, card_path: str | None) -> dict[str, A
         loaded = read_json_arg(context_path, "context", code="ASSET_JSON")
         if not isinstance(loaded, dict):
             raise TemplateError("the context must be a JSON object", code="INPUT_INVALID", path="$")
+        from ..macros.context import MacroContext
+
+        print_diagnostics(MacroContext.unknown_keys(loaded), label=context_path)
         context = loaded
     if card_path is not None:
         name, fields = _card_fields(card_path)
@@ -84,16 +88,16 @@ def _run_jsonl(context: dict[str, Any], seed: int | None) -> None:
     MacroContext.from_dict(context)  # a malformed context fails once, before any row
     variables = context.get("variables") or {}
     out = sys.stdout
-    for number, line in enumerate(sys.stdin, start=1):
-        if not line.strip():
+    for number, raw in enumerate(sys.stdin.buffer, start=1):
+        if not raw.strip():
             continue
         try:
             try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise TemplateError(
-                    f"line {number} is not valid JSON: {exc.msg}", code="INPUT_INVALID", line=number, column=exc.colno
-                ) from None
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise TemplateError(f"line {number} is not UTF-8 (byte {exc.start})", code="INPUT_INVALID",
+                                    line=number) from None
+            row = parse_json_row(line.lstrip("\ufeff") if number == 1 else line, number)
             if not isinstance(row, dict) or not isinstance(row.get("template"), str):
                 raise TemplateError(
                     "each line must be an object with a string 'template'", code="INPUT_INVALID", path="$.template"
@@ -113,6 +117,7 @@ def _run_jsonl(context: dict[str, Any], seed: int | None) -> None:
             }
         except Exception as exc:  # noqa: BLE001 - every row failure becomes an error line
             record = _row_error(exc, number)
+        record = checked_answer(record, lambda exc, n=number: _row_error(exc, n))
         out.write(json.dumps(record, ensure_ascii=False) + "\n")
         out.flush()
 
@@ -128,6 +133,7 @@ def _run_single(context: dict[str, Any], seed: int | None, as_json: bool, text_f
     if as_json:
         echo_json(result.to_dict(text))
     else:
+        check_output({"text": result.text}, what="the expanded text")  # the lone-surrogate rule
         sys.stdout.write(result.text)
         sys.stdout.flush()
     print_diagnostics(result.diagnostics, text, label=label)

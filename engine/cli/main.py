@@ -29,6 +29,20 @@ COMMANDS: dict[str, str] = {
 }
 
 
+#: each command's one-line summary (the first paragraph of its help), so ``tavernbox --help`` lists
+#: the commands without importing them; a test checks they match the commands' own help
+SUMMARIES: dict[str, str] = {
+    "macros": "Expand SillyTavern macros in TEXT_FILE (or stdin) with SillyTavern 1.18's semantics.",
+    "render": "Render an EJS TEMPLATE_FILE (ST-Prompt-Template dialect) in the sandbox.",
+    "inspect": "Show the metadata (title tags, @@ decorators) and diagnostics of a template.",
+    "activate": "Activate world-info entries for a chat, the way SillyTavern 1.18 does, and explain each one.",
+    "import": "Detect each FILE's kind (card, world book, preset, MVU variables), validate it and summarise it.",
+    "fuzz": "Fuzz the macro engine or the EJS renderer; save shrunk failing inputs to --out.",
+    "assemble": "Assemble the chat-completion messages for one request (by default exactly what SillyTavern sends).",
+    "replay": "Rebuild the messages of a recorded assembly without resolving any source.",
+}
+
+
 class LazyGroup(click.Group):
     """A click group that imports each command's module only when that command is used."""
 
@@ -51,6 +65,19 @@ class LazyGroup(click.Group):
         module = importlib.import_module(f"{__package__}.{module_name}")
         command: click.Command = getattr(module, attr)
         return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list from :data:`SUMMARIES` (as click would print it), importing no command."""
+        names = [n for n in self.list_commands(ctx) if n in SUMMARIES]
+        if any(n not in SUMMARIES for n in self.list_commands(ctx)):
+            super().format_commands(ctx, formatter)  # a command without a summary: click's own way
+            return
+        if names:
+            limit = formatter.width - 6 - max(len(n) for n in names)
+            # a stand-in command per summary, so the shortening is click's own
+            rows = [(n, click.Command(n, help=SUMMARIES[n]).get_short_help_str(limit)) for n in names]
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

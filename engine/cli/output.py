@@ -8,8 +8,9 @@ without a traceback: the CLI is a boundary hostile input reaches.
 from __future__ import annotations
 
 import json
+import re
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NoReturn, TypeVar
 
 import click
@@ -17,8 +18,26 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..errors import Diagnostic, TemplateError
+from ..strict_json import check_output, loads, refuse_surrogates
 
-__all__ = ["echo_json", "fail", "guarded", "print_diagnostics", "read_json_arg", "read_text_arg", "stderr"]
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+__all__ = [
+    "checked_answer",
+    "echo_json",
+    "fail",
+    "guarded",
+    "parse_json_row",
+    "print_diagnostics",
+    "printable",
+    "read_bytes_arg",
+    "read_json_arg",
+    "read_json_lines",
+    "read_text_arg",
+    "stderr",
+    "stream_json",
+    "surrogate_error",
+]
 
 T = TypeVar("T")
 
@@ -26,9 +45,61 @@ stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def echo_json(value: Any, *, pretty: bool = True) -> None:
-    """Write ``value`` as JSON to stdout (UTF-8, non-ASCII kept)."""
+    """Write ``value`` as JSON to stdout (UTF-8, non-ASCII kept).
+
+    An answer holding a lone surrogate is refused (``TEXT_SURROGATE`` with its path) instead of being
+    written as a ``\\ud800`` escape strict consumers reject: the project's one rule (:mod:`tavernbox.strict_json`).
+    """
     text = json.dumps(value, ensure_ascii=False, indent=2 if pretty else None, separators=None if pretty else (",", ":"))
+    if _SURROGATE.search(text) is not None:  # one scan of the text we write, no second serialisation
+        refuse_surrogates(value, what="the answer")
     click.echo(text)
+
+
+def stream_json(value: Any) -> None:
+    """Write a large answer as indented JSON to stdout in pieces, never as one string.
+
+    The lone-surrogate rule is checked by walking ``value`` first (nothing is written for a refused
+    answer); ``tavernbox import --json`` on a book of 100,000 entries then needs no second copy of its
+    report as text.
+    """
+    refuse_surrogates(value, what="the answer")
+    out = sys.stdout
+    json.dump(value, out, ensure_ascii=False, indent=2)
+    out.write("\n")
+    out.flush()
+
+
+def checked_answer(value: Any, error: Callable[[TemplateError], Any]) -> Any:
+    """A batch answer as it may be written: one breaking the lone-surrogate rule becomes ``error(exc)``.
+
+    A batch goes on past such a row, so the refusal is that row's answer rather than the command's end.
+    """
+    try:
+        check_output(value)
+    except TemplateError as exc:
+        return error(exc)
+    return value
+
+
+def parse_json_row(line: str, number: int, *, what: str = "line") -> Any:
+    """One ``--jsonl`` row under the project's JSON rules.
+
+    Bad JSON is ``INPUT_INVALID`` at ``number:column``; ``NaN``/``Infinity`` likewise; a lone surrogate
+    is ``TEXT_SURROGATE`` with the row's JSON path. The caller reports it as that row's error and goes on.
+    """
+    try:
+        return loads(line, what=f"{what} {number}")
+    except TemplateError as exc:
+        if exc.line is None:
+            raise
+        raise TemplateError(exc.message, code=exc.code, line=number, column=exc.column) from None
+    except json.JSONDecodeError as exc:
+        raise TemplateError(
+            f"line {number} is not valid JSON: {exc.msg}", code="INPUT_INVALID", line=number, column=exc.colno
+        ) from None
+    except RecursionError:
+        raise TemplateError(f"line {number} is nested too deeply", code="INPUT_INVALID", line=number) from None
 
 
 def print_diagnostics(diagnostics: Iterable[Diagnostic], source: str | None = None, *, label: str = "") -> None:
@@ -43,10 +114,18 @@ def print_diagnostics(diagnostics: Iterable[Diagnostic], source: str | None = No
         elif d.path:
             where = f"{label}:{d.path}" if label else d.path
         colour = {"error": "red", "warning": "yellow"}.get(d.severity, "cyan")
-        prefix = f"{escape(where)}: " if where else ""
-        stderr.print(f"{prefix}[{colour}]{d.severity}[/] [bold]{d.code}[/] {escape(d.message)}")
+        prefix = f"{escape(printable(where))}: " if where else ""
+        stderr.print(f"{prefix}[{colour}]{d.severity}[/] [bold]{d.code}[/] {escape(printable(d.message))}")
         if d.span is not None and source is not None:
-            stderr.print(escape(caret_snippet(source, d.span)), markup=True)
+            stderr.print(escape(printable(caret_snippet(source, d.span))), markup=True)
+
+
+def printable(text: str) -> str:
+    """``text`` safe for a UTF-8 terminal: a lone surrogate shows as its ``\\udXXX`` escape.
+
+    Messages may quote what the user gave; diagnostics on stderr must never crash on it.
+    """
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def fail(error: TemplateError, *, label: str = "", exit_code: int = 1) -> NoReturn:
@@ -56,12 +135,28 @@ def fail(error: TemplateError, *, label: str = "", exit_code: int = 1) -> NoRetu
         where = f"{label}:{error.line}:{error.column}" if label else f"{error.line}:{error.column}"
     elif error.path:
         where = f"{label}:{error.path}" if label else error.path
-    prefix = f"{escape(where)}: " if where else ""
-    stderr.print(f"{prefix}[red]error[/] [bold]{error.code}[/] {escape(error.message)}")
+    prefix = f"{escape(printable(where))}: " if where else ""
+    stderr.print(f"{prefix}[red]error[/] [bold]{error.code}[/] {escape(printable(error.message))}")
     snippet = error.snippet()
     if snippet:
-        stderr.print(escape(snippet))
+        stderr.print(escape(printable(snippet)))
     sys.exit(exit_code)
+
+
+def surrogate_error(exc: UnicodeEncodeError) -> TemplateError | None:
+    """The ``TEXT_SURROGATE`` refusal for an encode that failed on a lone surrogate, else ``None``.
+
+    The last line of the rule: a command that writes text the earlier checks did not see (a path not yet
+    routed through :mod:`tavernbox.strict_json`) still ends with the rule's code, not ``INTERNAL_ERROR``.
+    """
+    bad = exc.object[exc.start : exc.end] if isinstance(exc.object, str) else ""
+    if not bad or not all("\ud800" <= ch <= "\udfff" for ch in bad):
+        return None
+    return TemplateError(
+        f"the answer holds a lone surrogate U+{ord(bad[0]):04X}; it is not Unicode text and cannot be written as "
+        "UTF-8, so it is refused rather than silently replaced",
+        code="TEXT_SURROGATE",
+    )
 
 
 def guarded(body: Callable[[], T], *, label: str = "") -> T:
@@ -82,8 +177,42 @@ def guarded(body: Callable[[], T], *, label: str = "") -> T:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         sys.exit(141)
+    except UnicodeEncodeError as exc:
+        refused = surrogate_error(exc)
+        if refused is not None:
+            fail(refused, label=label)
+        fail(TemplateError(f"{type(exc).__name__}: {exc}", code="INTERNAL_ERROR"), label=label, exit_code=2)
     except Exception as exc:  # the boundary: no traceback for the user
         fail(TemplateError(f"{type(exc).__name__}: {exc}", code="INTERNAL_ERROR"), label=label, exit_code=2)
+
+
+def read_bytes_arg(path: str | None) -> bytes:
+    """Read a file argument's bytes (``-`` or ``None`` is stdin); ``INPUT_INVALID`` when it cannot be read."""
+    try:
+        if path is None or path == "-":
+            return sys.stdin.buffer.read()
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError as exc:
+        raise TemplateError(f"cannot read {path}: {exc.strerror}", code="INPUT_INVALID") from None
+
+
+def read_json_lines(path: str | None) -> Iterator[tuple[int, str | TemplateError]]:
+    """The lines of a JSON-lines input as ``(number, text)``; a line that is not UTF-8 comes as its error.
+
+    Lines are split on bytes (``\\n``, ``\\r``), never on U+2028 inside a JSON string, and decoded one by one,
+    so one bad line does not end the batch. Blank lines are skipped; a BOM before the first is dropped.
+    """
+    for number, raw in enumerate(read_bytes_arg(path).splitlines(), start=1):
+        if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+            raw = raw[3:]
+        if not raw.strip():
+            continue
+        try:
+            yield number, raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            yield number, TemplateError(f"line {number} is not UTF-8 (byte {exc.start})", code="INPUT_INVALID",
+                                        line=number)
 
 
 def read_text_arg(path: str | None) -> str:
@@ -91,14 +220,7 @@ def read_text_arg(path: str | None) -> str:
 
     Raises ``TemplateError(INPUT_INVALID)`` for a missing file or bytes that are not UTF-8.
     """
-    try:
-        if path is None or path == "-":
-            data = sys.stdin.buffer.read()
-        else:
-            with open(path, "rb") as fh:
-                data = fh.read()
-    except OSError as exc:
-        raise TemplateError(f"cannot read {path}: {exc.strerror}", code="INPUT_INVALID") from None
+    data = read_bytes_arg(path)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -112,11 +234,12 @@ def read_json_arg(path: str, what: str, *, code: str = "INPUT_INVALID") -> Any:
     """Read a JSON file argument (``-`` is stdin) through :func:`read_text_arg`.
 
     Bad JSON raises ``TemplateError(code)`` naming ``what`` and the file, with the line:col of the
-    error; nesting too deep for the parser is reported the same way instead of crashing.
+    error (``NaN``/``Infinity``/``1e999`` included); nesting too deep for the parser is reported the same
+    way instead of crashing; a lone surrogate is ``TEXT_SURROGATE`` with its JSON path.
     """
     text = read_text_arg(path)
     try:
-        return json.loads(text)
+        return loads(text, what=f"{what} {path}", code=code)
     except json.JSONDecodeError as exc:
         raise TemplateError(
             f"{what} {path} is not valid JSON: {exc.msg}", code=code, line=exc.lineno, column=exc.colno

@@ -12,10 +12,15 @@ Batch::
 
     tavernbox render --jsonl < jobs.jsonl
 
-reads one ``{"template", "variables"}`` object per line and writes one line per input, in
+reads one ``{"template", "variables", "dialect"?}`` object per line and writes one line per input, in
 order: ``{"text": ..., "error": null}`` or ``{"text": null, "error": {"code", "message",
 "line", "column"}}``. A bad line is an ``INPUT_INVALID`` error line, never the end of the
 batch; the exit status is 0 whenever the batch ran.
+
+Dialect: ``st-prompt-template`` (the default) gives every template the ST-Prompt-Template API
+(``getvar`` reads the variables; ``getwi``/``getpreset``/``getchar`` answer as for an unknown
+title unless the files below are given; writes are ``TEMPLATE_UNSUPPORTED``); ``--dialect ejs``
+(or a row's ``"dialect": "ejs"``) renders plain ejs.
 
 Template API (issue 4): ``--mvu FILE``, ``--world-book FILE`` (repeatable) with ``--activated
 UID,...`` (one per book, in order), ``--preset FILE`` and ``--card FILE`` render through the
@@ -33,8 +38,10 @@ from typing import Any
 
 import click
 
+from ..ejs.render import DIALECT_PROMPT_TEMPLATE, DIALECTS
 from ..errors import TemplateError
-from .output import guarded, read_text_arg
+from ..strict_json import check_output, loads, refuse_non_finite, refuse_surrogates
+from .output import guarded, parse_json_row, read_text_arg
 
 __all__ = ["command"]
 
@@ -46,7 +53,15 @@ def _load_vars(path: str) -> Any:
         import yaml
 
         try:
-            return yaml.safe_load(text)
+            value = yaml.safe_load(text)
+            refuse_surrogates(value, what=f"--vars {path}")
+            refuse_non_finite(value, what=f"--vars {path}", code="INPUT_INVALID")
+            return value
+        except RecursionError:
+            raise _too_deep(f"--vars {path}", path) from None
+        except ValueError as exc:  # an integer longer than Python converts (4,300 digits)
+            raise TemplateError(f"--vars {path} holds a value that cannot be read: {exc}", code="INPUT_INVALID",
+                                path=path) from None
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             raise TemplateError(
@@ -57,7 +72,7 @@ def _load_vars(path: str) -> Any:
                 path=path,
             ) from None
     try:
-        return json.loads(text)
+        return loads(text, what=f"--vars {path}")
     except json.JSONDecodeError as exc:
         raise TemplateError(
             f"--vars {path} is not valid JSON: {exc.msg}",
@@ -66,34 +81,77 @@ def _load_vars(path: str) -> Any:
             column=exc.colno,
             path=path,
         ) from None
+    except RecursionError:
+        raise _too_deep(f"--vars {path}", path) from None
+    except ValueError as exc:  # an integer longer than Python converts (4,300 digits)
+        raise TemplateError(f"--vars {path} holds a number that cannot be read: {exc}", code="INPUT_INVALID",
+                            path=path) from None
+
+
+def _too_deep(what: str, path: str | None = None) -> TemplateError:
+    """Input nested deeper than the host's parser goes (about 1,000 levels): an input error."""
+    return TemplateError(f"{what} is nested too deeply (more than the host's parser reads)",
+                         code="TEMPLATE_INPUT_LIMIT", path=path)
 
 
 def _print_json(value: Any) -> None:
-    # ASCII JSON, so a lone surrogate in a rendered text cannot break the terminal's encoding.
+    """Print an answer; one whose text breaks the lone-surrogate rule becomes its ``TEXT_SURROGATE`` error."""
+    try:
+        check_output(value, what="the rendered answer")
+    except TemplateError as exc:
+        value = {"text": None, "error": _error_object(exc), "usage": None}
+        click.echo(json.dumps(value, ensure_ascii=True, indent=2))
+        sys.exit(1)
     click.echo(json.dumps(value, ensure_ascii=True, indent=2))
 
 
+def _write_text(text: str) -> None:
+    """Write a rendered text as UTF-8; a lone surrogate in it is refused (``TEXT_SURROGATE``), never replaced."""
+    check_output({"text": text}, what="the rendered text")
+    sys.stdout.buffer.write(text.encode("utf-8"))
+    sys.stdout.flush()
+
+
 def _error_object(exc: TemplateError) -> dict[str, Any]:
-    return {"code": exc.code, "message": exc.message, "line": exc.line, "column": exc.column}
+    out = {"code": exc.code, "message": exc.message, "line": exc.line, "column": exc.column}
+    if exc.code == "TEXT_SURROGATE" and exc.path is not None:
+        out["path"] = exc.path
+    return out
 
 
-def _render_line(raw: str) -> dict[str, Any]:
+def _render_line(raw: str, number: int = 1) -> dict[str, Any]:
     """One batch line -> its answer object; every failure becomes an error object."""
     from ..ejs import render_template
 
     try:
-        job = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        return {"text": None, "error": {"code": "INPUT_INVALID", "message": f"not a JSON line: {exc.msg}",
-                                        "line": None, "column": None}}
+        job = parse_json_row(raw, number)
+    except TemplateError as exc:
+        if exc.code == "INPUT_INVALID" and "nested too deeply" in exc.message:
+            # deeper than the host's parser reads: the template input limit, as for --vars
+            return {"text": None, "error": {**_error_object(_too_deep("the line")), "line": exc.line,
+                                            "column": exc.column}}
+        return {"text": None, "error": _error_object(exc)}
+    except ValueError as exc:  # an integer longer than Python converts (4,300 digits)
+        return {"text": None, "error": {"code": "INPUT_INVALID", "message": f"the line cannot be read: {exc}",
+                                        "line": number, "column": None}}
     if not isinstance(job, dict) or not isinstance(job.get("template"), str):
         return {"text": None, "error": {"code": "INPUT_INVALID",
                                         "message": 'each line must be an object with a string "template"',
                                         "line": None, "column": None}}
+    dialect = job.get("dialect", DIALECT_PROMPT_TEMPLATE)
+    if dialect not in DIALECTS:
+        return {"text": None, "error": {"code": "INPUT_INVALID",
+                                        "message": f'"dialect" must be one of {", ".join(DIALECTS)}',
+                                        "line": None, "column": None}}
     if any(key in job for key in _BRIDGE_FIELDS):
+        if dialect != DIALECT_PROMPT_TEMPLATE:
+            return {"text": None, "error": {"code": "INPUT_INVALID",
+                                            "message": f'the fields {", ".join(_BRIDGE_FIELDS)} need the '
+                                                       f'{DIALECT_PROMPT_TEMPLATE} dialect (the template API)',
+                                            "line": None, "column": None}, "reads": []}
         return _render_bridge_line(job)
     try:
-        result = render_template(job["template"], job.get("variables"))
+        result = render_template(job["template"], job.get("variables"), dialect=dialect)
     except TemplateError as exc:
         return {"text": None, "error": _error_object(exc)}
     return {"text": result.text, "error": None}
@@ -157,16 +215,22 @@ def _bridge_sources(mvu: str | None, world_books: tuple[str, ...], activated: tu
 
 def _run_batch() -> None:
     out = sys.stdout
-    for raw in sys.stdin.buffer:
-        line = raw.decode("utf-8", "replace").strip()
-        if not line:
+    for number, raw in enumerate(sys.stdin.buffer, start=1):
+        if not raw.strip():
             continue
         try:
-            answer = _render_line(line)
+            try:
+                line = raw.decode("utf-8").strip()
+            except UnicodeDecodeError as exc:
+                raise TemplateError(f"line {number} is not UTF-8 (byte {exc.start})", code="INPUT_INVALID",
+                                    line=number) from None
+            answer = _render_line(line.lstrip("\ufeff"), number)
+            check_output(answer, what=f"the answer to line {number}")
+        except TemplateError as exc:  # a bad line, or an answer breaking the lone-surrogate rule
+            answer = {"text": None, "error": _error_object(exc)}
         except Exception as exc:  # the boundary: one bad job must not end the batch
             answer = {"text": None, "error": {"code": "INTERNAL_ERROR", "message": f"{type(exc).__name__}: {exc}",
                                               "line": None, "column": None}}
-        # ASCII JSON: lone surrogates in a rendered text survive as \\u escapes.
         out.write(json.dumps(answer, ensure_ascii=True) + "\n")
         out.flush()
 
@@ -189,19 +253,25 @@ def _usage_dict(usage: Any) -> dict[str, Any] | None:
               help="Entries activated this request, one per --world-book (only these are readable).")
 @click.option("--preset", "preset_file", metavar="FILE", help="A chat-completion preset (getpreset).")
 @click.option("--card", "card_file", metavar="FILE", help="A character card, JSON or PNG (getchar).")
+@click.option("--dialect", type=click.Choice(DIALECTS), default=None,
+              help=f"{DIALECT_PROMPT_TEMPLATE} (the default: ejs plus getvar, getwi, ...) or plain ejs.")
 def command(template_file: str | None, vars_file: str | None, as_json: bool, jsonl: bool, mvu_file: str | None,
             world_books: tuple[str, ...], activated: tuple[str, ...], preset_file: str | None,
-            card_file: str | None) -> None:
+            card_file: str | None, dialect: str | None) -> None:
     """Render an EJS TEMPLATE_FILE (ST-Prompt-Template dialect) in the sandbox."""
     bridge = mvu_file is not None or bool(world_books) or bool(activated) or preset_file is not None \
         or card_file is not None
     if jsonl:
-        if template_file is not None or vars_file is not None or as_json or bridge:
-            raise click.UsageError("--jsonl reads its jobs from stdin; it takes no file, --vars, --json or asset options (use the row fields)")
+        if template_file is not None or vars_file is not None or as_json or bridge or dialect is not None:
+            raise click.UsageError("--jsonl reads its jobs from stdin; it takes no file, --vars, --json, --dialect "
+                                   "or asset options (use the row fields)")
         guarded(_run_batch)
         return
     if template_file is None:
         raise click.UsageError("missing TEMPLATE_FILE (use - for stdin)")
+    if bridge and dialect not in (None, DIALECT_PROMPT_TEMPLATE):
+        raise click.UsageError(f"--mvu, --world-book, --preset and --card need the {DIALECT_PROMPT_TEMPLATE} dialect")
+    chosen = dialect or DIALECT_PROMPT_TEMPLATE
 
     def body() -> None:
         from ..ejs import render_template
@@ -213,9 +283,7 @@ def command(template_file: str | None, vars_file: str | None, as_json: bool, jso
 
             sources = _bridge_sources(mvu_file, world_books, activated, preset_file, card_file, variables)
             if not as_json:
-                bridged = render_with_sources(source, sources)
-                sys.stdout.buffer.write(bridged.text.encode("utf-8", "replace"))
-                sys.stdout.flush()
+                _write_text(render_with_sources(source, sources).text)
                 return
             try:
                 bridged = render_with_sources(source, sources)
@@ -226,12 +294,10 @@ def command(template_file: str | None, vars_file: str | None, as_json: bool, jso
                          "reads": [r.to_dict() for r in bridged.reads]})
             return
         if not as_json:
-            result = render_template(source, variables)
-            sys.stdout.buffer.write(result.text.encode("utf-8", "replace"))
-            sys.stdout.flush()
+            _write_text(render_template(source, variables, dialect=chosen).text)
             return
         try:
-            result = render_template(source, variables)
+            result = render_template(source, variables, dialect=chosen)
         except TemplateError as exc:
             _print_json({"text": None, "error": _error_object(exc), "usage": None})
             sys.exit(1)

@@ -12,6 +12,7 @@ import json
 
 import click
 
+from ..strict_json import check_output
 from .assemble import json_guard
 from .output import read_json_arg
 
@@ -32,6 +33,7 @@ def command(record_file: str, as_json: bool) -> None:
             data = data["record"]
         result = replay(data)
         out = result.to_dict() if as_json else result.messages
+        check_output(out)  # the lone-surrogate rule (tavernbox.strict_json) on the answer
         click.echo(json.dumps(out, ensure_ascii=False, indent=2))
 
     json_guard(body)

@@ -9,6 +9,9 @@ from __future__ import annotations
 from .compiler import CompiledTemplate, LineMap, compile_template
 from .parser import ParsedTemplate, parse_template
 from .render import (
+    DIALECT_EJS,
+    DIALECT_PROMPT_TEMPLATE,
+    DIALECTS,
     TemplateExecutionError,
     TemplateLimitError,
     TemplateResult,
@@ -19,6 +22,9 @@ from .render import (
 )
 
 __all__ = [
+    "DIALECTS",
+    "DIALECT_EJS",
+    "DIALECT_PROMPT_TEMPLATE",
     "CompiledTemplate",
     "LineMap",
     "ParsedTemplate",

@@ -9,7 +9,9 @@ The body reproduces the *observable* shape of the function ejs 7.0.2 generates w
 because templates can see that shape:
 
 * ``locals`` is a parameter holding a fresh null-prototype shallow copy of the data (ejs >= 6),
-  so ``var variables = 1`` writes through ``with`` exactly as in ejs and never reaches the caller;
+  so ``var variables = 1`` writes through ``with`` exactly as in ejs and never reaches the caller
+  (in the ST-Prompt-Template dialect the copy's prototype is the template API, ``__tb.api``, so
+  ``getvar`` and the rest resolve through ``with`` without being copied into every render);
 * ``__output``, ``__append`` and ``print`` are ``var``s outside ``with (locals || {})``; ``print``
   is variadic from the start (ST's fork), so a template's own ``let print`` shadows it. The two
   output functions are methods named ``append``, a frame name the sandbox harness skips when it
@@ -63,7 +65,7 @@ def _js_string(text: str) -> str:
 _PROLOGUE = (
     "(async function (__tb, locals, escapeFn, include, rethrow) {\n"
     "var __line = 1, __lines = \"\", __filename = undefined, __finished = false;\n"
-    "locals = Object.assign(Object.create(null), __tb.locals); escapeFn = __tb.escape;\n"
+    "locals = Object.assign(Object.create(__tb.api === undefined ? null : __tb.api), __tb.locals); escapeFn = __tb.escape;\n"
     "{\n"
     "  var __output = \"\";\n"
     "  var __append = ({ append(s) { if (!__finished) __tb.append(s) } }).append;\n"

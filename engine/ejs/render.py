@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from threading import Lock
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..sandbox import CancelToken, Limits, Usage
 
 __all__ = [
+    "DIALECTS",
+    "DIALECT_EJS",
+    "DIALECT_PROMPT_TEMPLATE",
     "TemplateExecutionError",
     "TemplateLimitError",
     "TemplateResult",
@@ -35,6 +39,11 @@ __all__ = [
     "render_template",
     "render_templates",
 ]
+
+#: The template dialects: ST-Prompt-Template (ejs plus its read API; the default) and plain ejs.
+DIALECT_PROMPT_TEMPLATE = "st-prompt-template"
+DIALECT_EJS = "ejs"
+DIALECTS = (DIALECT_PROMPT_TEMPLATE, DIALECT_EJS)
 
 #: How many compiled templates are kept (by exact source text). A world book's worth of entries.
 CACHE_SIZE = 512
@@ -146,6 +155,9 @@ def _input_json(variables: Any, limits: Limits) -> str:
         text = _ASCII_ENCODER.encode(variables)
     except (TypeError, ValueError) as exc:
         raise TemplateError(f"variables are not JSON data: {exc}", code="INPUT_INVALID") from None
+    except RecursionError:
+        raise TemplateLimitError("the variables are nested too deeply to pass to the sandbox",
+                                 code="TEMPLATE_INPUT_LIMIT") from None
     if len(text) <= limits.input_bytes:
         # Every character's ASCII form is at least as long as its UTF-8 form (an escape is 6
         # bytes for at most 3, 12 for a pair's 4), so the UTF-8 text fits too; the VM reads
@@ -182,11 +194,49 @@ def _plain_text(source: str, limits: Limits) -> TemplateResult:
     return TemplateResult(source, (), Usage(time_ms=0.0, memory_bytes=0, output_bytes=size, passes=0, job_steps=0))
 
 
+def _template_api(dialect: str) -> bool:
+    """Whether ``dialect`` installs the template API; ``INPUT_INVALID`` for an unknown name."""
+    if dialect == DIALECT_PROMPT_TEMPLATE:
+        return True
+    if dialect == DIALECT_EJS:
+        return False
+    raise TemplateError(f"unknown template dialect {dialect!r} (expected one of {', '.join(DIALECTS)})",
+                        code="INPUT_INVALID")
+
+
+def clock_ms(now: datetime | str | None) -> int | None:
+    """A render's ``now`` as milliseconds since the epoch (``None`` stays None: the host's clock).
+
+    A naive datetime is UTC; a string is ISO 8601 (a trailing ``Z`` allowed), as the macros take it.
+    """
+    if now is None:
+        return None
+    if isinstance(now, str):
+        text = now.strip()
+        if text.endswith(("Z", "z")):
+            text = text[:-1] + "+00:00"
+        try:
+            now = datetime.fromisoformat(text)
+        except ValueError:
+            raise TemplateError("now must be an ISO 8601 date-time", code="INPUT_INVALID", path="$.now") from None
+    if not isinstance(now, datetime):
+        raise TemplateError("now must be a datetime or an ISO 8601 string", code="INPUT_INVALID", path="$.now")
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=timezone.utc)
+    return int((now - _EPOCH) // timedelta(milliseconds=1))
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
 def render_template(
     source: str,
     variables: Any = None,
     limits: Limits | None = None,
     cancel: CancelToken | None = None,
+    *,
+    dialect: str = DIALECT_PROMPT_TEMPLATE,
+    now: datetime | str | None = None,
 ) -> TemplateResult:
     """Render EJS ``source`` with ``variables`` (reached in the template as ``variables``).
 
@@ -194,17 +244,31 @@ def render_template(
     variadic ``print`` (see docs/DEVIATIONS.md for the few deliberate differences). Every
     failure is a ``TemplateError`` with a stable ``code`` and, where it concerns a place in the
     template, ``line``/``column``.
+
+    ``dialect``: ``"st-prompt-template"`` (the default) also gives the template the
+    ST-Prompt-Template API, because its users write ``getvar('x')`` in any template: ``getvar``
+    and ``_.get``/``_.has`` read ``variables``; ``getwi``/``getpreset``/``getchar`` answer as for
+    an unknown title (only variables were given: use ``tavernbox.bridge`` to give books, a preset
+    or a card); writes such as ``setvar`` fail with ``TEMPLATE_UNSUPPORTED``. ``"ejs"`` is plain
+    ejs: ``variables`` and ``print`` only.
+
+    ``now`` is the render's clock: ``Date.now()``, ``new Date()`` and ``Date()`` read it (never
+    the host's clock), so a render with the same ``now`` replays exactly; ``None`` takes the
+    host's clock once, when the render starts.
     """
     from .. import sandbox
 
     if limits is None:
         limits = sandbox.DEFAULT_LIMITS  # frozen: no need to build and validate one per render
+    template_api = _template_api(dialect)
+    now_ms = clock_ms(now)
     prepared = _prepare(source, variables, limits)
     if isinstance(prepared, TemplateResult):
         return prepared
     compiled, input_json = prepared
     try:
-        result = sandbox.run_program(compiled.program, input_json, limits=limits, cancel=cancel)
+        result = sandbox.run_program(compiled.program, input_json, limits=limits, cancel=cancel,
+                                     template_api=template_api, now_ms=now_ms)
     except TemplateError as exc:
         raise _relocate(exc, compiled) from None
     return TemplateResult(result.text, (), result.usage)
@@ -229,18 +293,23 @@ def render_templates(
     items: Sequence[tuple[str, Any]],
     limits: Limits | None = None,
     cancel: CancelToken | None = None,
+    *,
+    dialect: str = DIALECT_PROMPT_TEMPLATE,
+    now: datetime | str | None = None,
 ) -> list[TemplateResult | TemplateError]:
     """Render several ``(source, variables)`` pairs at once; results in order, failures in place.
 
     Why: one prompt assembly renders tens of templates. Sent one after another, each waits for the
     previous round trip while the other workers idle; here they go to all of the pool's workers
     concurrently. A failure does not lose the others' results: its slot holds the
-    ``TemplateError`` that ``render_template`` would have raised for it.
+    ``TemplateError`` that ``render_template`` would have raised for it. ``dialect`` and ``now`` as there (one clock for the batch).
     """
     from .. import sandbox
 
     if limits is None:
         limits = sandbox.DEFAULT_LIMITS
+    template_api = _template_api(dialect)
+    now_ms = clock_ms(now)
     results: list[TemplateResult | TemplateError | None] = [None] * len(items)
     jobs: list[tuple[str, str]] = []
     waiting: list[tuple[int, CompiledTemplate]] = []
@@ -256,7 +325,8 @@ def render_templates(
         compiled, input_json = prepared
         jobs.append((compiled.program, input_json))
         waiting.append((i, compiled))
-    for (i, compiled), outcome in zip(waiting, sandbox.run_programs(jobs, limits=limits, cancel=cancel)):
+    for (i, compiled), outcome in zip(waiting, sandbox.run_programs(jobs, limits=limits, cancel=cancel,
+                                                                          template_api=template_api, now_ms=now_ms)):
         if isinstance(outcome, TemplateError):
             results[i] = _relocate(outcome, compiled)
         else:

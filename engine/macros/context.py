@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from ..errors import TemplateError
+from ..errors import Diagnostic, TemplateError
+from ..unknown_keys import unknown_key_warnings
 
-__all__ = ["CARD_FIELDS", "ChatMessage", "MacroContext"]
+__all__ = ["CARD_FIELDS", "CONTEXT_KEYS", "ChatMessage", "MacroContext"]
 
 #: The card fields the context understands (chara_card_v2 names).
 CARD_FIELDS = (
@@ -29,6 +30,26 @@ CARD_FIELDS = (
     "first_mes",
     "depth_prompt",
 )
+
+
+#: The top-level keys of the context JSON (the last two are read by macros from ``extras``).
+CONTEXT_KEYS = frozenset({
+    "user", "char", "persona", "character", "chat", "chat_id_hash", "pick_reroll_seed", "variables",
+    "seed", "now", "original", "model", "input", "group", "muted", "is_mobile", "extensions",
+    "outlets", "limits", "instruct", "system_prompt", "example_separator", "chat_start",
+    "last_generation_type", "first_included_message_id", "_banned_words",
+})
+#: Keys of ``character``: the card fields macros read, and the rest of a v2/v3 card's ``data``.
+CHARACTER_KEYS = frozenset(CARD_FIELDS) | {
+    "name", "alternate_greetings", "group_only_greetings", "tags", "creator", "extensions", "character_book",
+    "nickname", "creator_notes_multilingual", "source", "creation_date", "modification_date", "assets",
+}
+#: Names people write for a context key, mapped to the key the contract uses.
+_ALIASES = {
+    "card": "character", "character_card": "character", "messages": "chat", "history": "chat",
+    "vars": "variables", "name": "char", "char_name": "char", "character_name": "char", "user_name": "user",
+    "persona_description": "persona", "date": "now", "time": "now",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,12 +200,7 @@ class MacroContext:
         group = data.get("group") or ()
         if isinstance(group, str):
             group = (group,)
-        known = {
-            "user", "char", "persona", "character", "chat", "chat_id_hash", "pick_reroll_seed", "variables",
-            "seed", "now", "original", "model", "input", "group", "muted", "is_mobile", "extensions",
-            "outlets", "limits", "instruct", "system_prompt", "example_separator", "chat_start",
-            "last_generation_type",
-        }
+        known = CONTEXT_KEYS
         char_name = data.get("char")
         if char_name is None:
             char_name = character.get("name", "")
@@ -216,6 +232,21 @@ class MacroContext:
             last_generation_type=_str(data.get("last_generation_type"), "$.last_generation_type"),
             extras={k: v for k, v in data.items() if k not in known},
         )
+
+    @staticmethod
+    def unknown_keys(data: Any) -> list[Diagnostic]:
+        """``INPUT_UNKNOWN_KEY`` warnings for context keys (and ``character`` keys) no macro reads.
+
+        Unknown keys are still accepted (``extras``), so a context written for another tool renders; the
+        warning names the JSON path and the key most likely meant (``card`` -> ``character``).
+        """
+        if not isinstance(data, Mapping):
+            return []
+        out = unknown_key_warnings(data, CONTEXT_KEYS, path="$", what="context key", aliases=_ALIASES)
+        character = data.get("character")
+        if isinstance(character, Mapping):
+            out += unknown_key_warnings(character, CHARACTER_KEYS, path="$.character", what="card field")
+        return out
 
     def clock(self) -> datetime:
         """The render's notion of now: the injected ``now``, else the current UTC time."""

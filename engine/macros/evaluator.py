@@ -52,6 +52,11 @@ MAX_OUTPUT_CHARS = 8 * 1024 * 1024
 MAX_PRODUCED_CHARS = 4 * MAX_OUTPUT_CHARS
 #: Arguments/bodies nested deeper than this are left as written (``MACRO_NESTING_LIMIT``).
 MAX_SCOPE_DEPTH = 96
+#: A render reports at most this many diagnostics, and at most this many characters of their
+#: messages; what is left out is summed up in one closing ``MACRO_DIAGNOSTICS_LIMIT`` warning
+#: (200,000 malformed macros once printed 36 MB of diagnostics and held 300 MB of them)
+MAX_DIAGNOSTICS = 100
+MAX_DIAGNOSTIC_CHARS = 64 * 1024
 
 #: :func:`.plan.build_plan`, passed in by the package (:func:`use_planner`): plans build on this
 #: module's RenderState and MacroCall, so this module does not import them
@@ -243,6 +248,8 @@ class RenderState:
     _stream: SeedStream | None = None
     _taken: int = 0
     _astral: list[int] | None = None
+    #: diagnostics :meth:`diag` left out past :data:`MAX_DIAGNOSTICS`, by code (``None``: none)
+    omitted: dict[str, int] | None = None
     #: a traced render (``expand_macros(trace=True)``): the top level's macro output ranges
     #: ``(start, end, node, source end, reads)`` in evaluator output, and the variable reads
     #: the tracing stores log; ``None`` otherwise (then the top level may run from its plan)
@@ -272,7 +279,20 @@ class RenderState:
         return hit
 
     def diag(self, code: str, message: str, start: int, end: int, **data: Any) -> None:
-        self.diagnostics.append(Diagnostic(code, message, Span(start, max(start, end)), data=data))
+        """Record a diagnostic; past :data:`MAX_DIAGNOSTICS` only its code is counted (the
+        summary :func:`capped_diagnostics` adds), so a hostile text costs no record per macro."""
+        diagnostics = self.diagnostics
+        if len(diagnostics) < MAX_DIAGNOSTICS:
+            diagnostics.append(Diagnostic(code, message, Span(start, max(start, end)), data=data))
+            return
+        omitted = self.omitted
+        if omitted is None:
+            omitted = self.omitted = {}
+        omitted[code] = omitted.get(code, 0) + 1
+
+    def diagnostic_count(self) -> int:
+        """Diagnostics raised so far, kept or left out (a level that warned is not memoised)."""
+        return len(self.diagnostics) + (sum(self.omitted.values()) if self.omitted else 0)
 
     def utf16(self, offset: int) -> int:
         """``offset`` in UTF-16 code units (JavaScript indices), via a one-time index of astral chars."""
@@ -398,9 +418,9 @@ class RenderState:
         if hit is not None and hit[0] is items and hit[1] is reg and hit[2] == reg._version:
             pairs, keep_raw, too_deep = hit[3]
         else:
-            before = len(self.diagnostics)
+            before = self.diagnostic_count()
             found = self._pairs(items, depth)
-            if len(self.diagnostics) == before:
+            if self.diagnostic_count() == before:
                 self.closer_memo[memo_key] = (items, reg, reg._version, found)  # type: ignore[index]
             pairs, keep_raw, too_deep = found
         out: list[str] = []
@@ -794,6 +814,44 @@ class RenderState:
         return f"{{{{{definition.name}}}}} takes {want} argument(s), got {count}; left as written"
 
 
+def capped_diagnostics(diagnostics: Sequence[Diagnostic], omitted: dict[str, int] | None) -> list[Diagnostic]:
+    """At most :data:`MAX_DIAGNOSTICS` diagnostics and :data:`MAX_DIAGNOSTIC_CHARS` of messages,
+    in order, then one ``MACRO_DIAGNOSTICS_LIMIT`` warning counting what was left out by code.
+
+    ``omitted`` holds what the render already counted without recording (see
+    :meth:`RenderState.diag`). A caller printing every diagnostic with its line and column
+    thus does bounded work whatever the text.
+    """
+    if not omitted and len(diagnostics) <= MAX_DIAGNOSTICS:
+        chars = 0
+        for d in diagnostics:
+            chars += len(d.message)
+        if chars <= MAX_DIAGNOSTIC_CHARS:
+            return list(diagnostics)
+    kept: list[Diagnostic] = []
+    left: dict[str, int] = dict(omitted) if omitted else {}
+    chars = 0
+    for d in diagnostics:
+        chars += len(d.message)
+        if len(kept) < MAX_DIAGNOSTICS and chars <= MAX_DIAGNOSTIC_CHARS:
+            kept.append(d)
+        else:
+            left[d.code] = left.get(d.code, 0) + 1
+    total = sum(left.values())
+    by_code = ", ".join(f"{code} x{count}" for code, count in sorted(left.items(), key=lambda kv: (-kv[1], kv[0])))
+    kept.append(
+        Diagnostic(
+            "MACRO_DIAGNOSTICS_LIMIT",
+            f"{total} more diagnostic(s) left out past {MAX_DIAGNOSTICS} (or {MAX_DIAGNOSTIC_CHARS} characters "
+            f"of messages): {by_code}",
+            None,
+            "warning",
+            data={"omitted": total, "codes": dict(sorted(left.items()))},
+        )
+    )
+    return kept
+
+
 _new_object = object.__new__
 
 
@@ -838,6 +896,7 @@ def new_state(
     state._stream = None
     state._taken = 0
     state._astral = None
+    state.omitted = None
     state.segments = None
     state.reads = None
     state._defs = registry._defs

@@ -209,13 +209,15 @@ characters is appended to ``errors`` when given.
     return toks
 
 
-def tokenize_macro(text: str, lo: int, hi: int) -> tuple[list[Tok], int] | None:
+def tokenize_macro(text: str, lo: int, hi: int, max_depth: int = 1 << 30) -> tuple[list[Tok], int] | None:
     """The tokens of the one top-level ``{{`` at ``lo``, up to where the lexer is back in plain text.
 
     ``tokenize`` from ``lo`` would produce exactly these tokens first (the lexer is in plain
     mode with an empty stack at ``lo`` and again at the returned end), so a document can be
     lexed region by region. ``None`` when a character had to be dropped (the caller then lexes
-    the whole document, which records where).
+    the whole document, which records where), or as soon as macros nest deeper than
+    ``max_depth`` (the caller then lexes the whole document, which leaves such regions as
+    written: lexing the rest of a 2 MiB region here first would only double that work).
     """
     toks: list[Tok] = []
     append = toks.append
@@ -240,6 +242,8 @@ def tokenize_macro(text: str, lo: int, hi: int) -> tuple[list[Tok], int] | None:
             stack.append(push)
             if push == DEF:
                 depth += 1
+                if depth > max_depth:
+                    return None
             regex, table = modes[push]
         if ttype is not None:
             append(new(Tok, (ttype, pos, end, depth)))

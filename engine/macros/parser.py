@@ -160,19 +160,30 @@ def _macro_node(
     ``__post_init__``) cost ~5 us a node, a fifth of a cold parse; the node is the same.
     """
     node = _new(MacroNode)
+    names = _NAMES.get(name)
+    if names is None:
+        names = (name, name.lower())
+        if len(_NAMES) < 4096:
+            _NAMES[name] = names
     _m_start(node, start)
     _m_end(node, end)
     _m_complete(node, True)
     _m_flags(node, flags)
-    _m_name(node, name)
+    _m_name(node, names[0])
     _m_args(node, args)
     _m_var(node, var)
     _m_inner_start(node, inner_start)
     _m_inner_end(node, inner_end)
     _m_parts(node, ())
-    _m_key(node, name.lower())
+    _m_key(node, names[1])
     _m_closing(node, "/" in flags)
     return node
+
+
+#: name -> (the name, its lookup key), shared by every node of that name: a text repeating one
+#: macro 200,000 times holds two strings, not 400,000 (bounded: a hostile text of distinct
+#: names only stops sharing)
+_NAMES: dict[str, tuple[str, str]] = {}
 
 
 def _plain(start: int, end: int) -> Plain:
@@ -782,12 +793,10 @@ def _region_items(text: str, lo: int, hi: int, max_nesting: int) -> list | None:
             append(_simple_node(text, sm, _RICH_ARG_RE))
             pos = sm.end()
             continue
-        region = tokenize_macro(text, pos, hi)
-        if region is None:
+        region = tokenize_macro(text, pos, hi, max_nesting)
+        if region is None:  # a dropped character, or nesting past the limit
             return None
         toks, end = region
-        if max(map(_DEPTH, toks)) > max_nesting:
-            return None
         parsed = lalr_items(text, toks)
         if parsed is None:
             return None
@@ -982,11 +991,27 @@ def _table() -> tuple:
 
     Each state maps a token type (``-1`` for end of input) or a rule name (for gotos) to
     ``(is_shift, next state or rule number)``; rule number -> ``(action name, size, rule name)``.
+
+    Building it with Lark costs a fresh process about as much as a whole warm assembly, so the
+    table Lark builds is kept in :mod:`.lalr_table` with the digest of the grammar it came from;
+    when the grammar file no longer has that digest, Lark builds it here as before (a test keeps
+    the stored table equal to Lark's).
     """
+    import hashlib
+
+    grammar = (resources.files("tavernbox.grammars") / "macros.lark").read_text(encoding="utf-8")
+    from . import lalr_table
+
+    if lalr_table.GRAMMAR_DIGEST == hashlib.sha256(grammar.encode("utf-8")).hexdigest():
+        return lalr_table.TABLE
+    return build_table(grammar)
+
+
+def build_table(grammar: str) -> tuple:
+    """:func:`_table` computed by Lark from the grammar's text."""
     from lark import Lark
     from lark.parsers.lalr_analysis import Shift
 
-    grammar = (resources.files("tavernbox.grammars") / "macros.lark").read_text(encoding="utf-8")
     lark = Lark(grammar, parser="lalr", lexer="basic")
     parse_table = lark.parser.parser.parser.parse_table
     ints = {name: value for value, name in _TYPE_NAMES.items()}

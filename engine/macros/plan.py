@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from functools import partial
 import keyword
+from operator import attrgetter
 from typing import Any
 
 from ..errors import TemplateError
@@ -54,7 +55,119 @@ class LevelPlan:
         self.parts = tuple(parts)
         self.meta = tuple(meta)
         self.counted = sum(length for m in meta if type(m) is tuple for length, _ in m)
-        self.run = self._straight() if len(parts) <= _STRAIGHT_PARTS else self._loop
+        fields = self._context_fields()
+        if fields:
+            # its output is kept (see :meth:`_memoised`), so the run only matters when the fields
+            # change: the loop, which costs nothing to build, rather than a generated function
+            # (compiling one took 150 ms for a 14 KB prompt of prose with {{user}} and {{char}})
+            self.run = self._memoised(self._looped(), fields)
+        else:
+            self.run = self._straight() if len(parts) <= _STRAIGHT_PARTS else self._looped()
+
+    def _context_fields(self) -> tuple[str, ...] | None:
+        """The context fields the plan reads, when it is made of literals and such reads only."""
+        attrs: list[str] = []
+        for part in self.parts:
+            if part.__class__ is str:
+                continue
+            attr = getattr(part, "context_attr", None)
+            if attr is None or getattr(part, "context_read", None) is None:
+                return None
+            attrs.append(attr)
+        return tuple(dict.fromkeys(attrs)) or None
+
+    def _memoised(self, run: Callable[[RenderState, int], str], fields: tuple[str, ...]) -> Callable[[RenderState, int], str]:
+        """``run`` with its last output kept, for a level made of literals and context fields only.
+
+        Such a level (a preset prompt of prose, ``{{user}}`` and ``{{char}}``) is a pure function
+        of the fields it reads: when they are the same strings as last time, the output is the
+        same string, and the render only has to read the fields and account for the output the
+        calls produced. This is what makes a cached 30 KB prompt cost what its few field reads
+        cost instead of one step per macro (issue 14: 367 us against Jinja2's 97 us).
+
+        ``fields`` are the fields it reads (:meth:`_context_fields`). The kept output is used only
+        when nothing could differ: the same field values (strings, compared by value), the same
+        output limit, no diagnostic raised by the run that was kept, and the render's produced
+        total staying within its limit (then the level's own checks pass exactly as they did).
+        """
+        getter = attrgetter(*fields)
+        single = len(fields) == 1
+        kept: list[Any] = [None]  # (values, output, produced, max_output), replaced whole
+
+        def memoised(state: RenderState, depth: int) -> str:
+            try:
+                values = getter(state.ctx)
+            except Exception:  # the run reports it
+                return run(state, depth)
+            if single:
+                values = (values,)
+            last = kept[0]
+            if (
+                last is not None
+                and last[3] == state.max_output
+                and last[0] == values
+                and state.produced + last[2] <= MAX_PRODUCED_CHARS
+            ):
+                state.produced += last[2]
+                return last[1]  # type: ignore[no-any-return]
+            before = state.produced
+            warned = state.diagnostic_count()
+            out = run(state, depth)
+            if state.diagnostic_count() == warned and all(v.__class__ is str for v in values):
+                kept[0] = (values, out, state.produced - before, state.max_output)
+            return out
+
+        return memoised
+
+    def _looped(self) -> Callable[[RenderState, int], str]:
+        """:meth:`_loop` with context-field reads done in the loop itself (plans too long to
+        unroll: generating and compiling one function grows faster than the plan does)."""
+        ops: list[tuple[int, Any, Any]] = []
+        for part in self.parts:
+            if part.__class__ is str:
+                ops.append((0, part, None))
+                continue
+            attr = getattr(part, "context_attr", None)
+            if attr is not None and getattr(part, "context_read", None) is not None:
+                ops.append((1, attrgetter(attr), part))
+            else:
+                ops.append((2, part, None))
+        steps = tuple(ops)
+        run_checked = self._run_checked
+        counted = self.counted
+
+        def looped(state: RenderState, depth: int) -> str:
+            out: list[str] = []
+            append = out.append
+            max_output = state.max_output
+            slack = max_output - counted
+            size = 0
+            ctx = state.ctx
+            for kind, a, part in steps:
+                if kind == 0:
+                    append(a)
+                    continue
+                if kind == 1:
+                    try:
+                        piece = a(ctx)
+                    except Exception:  # the part's own read reports it as the evaluator does
+                        piece = part(state, depth)
+                    else:
+                        if piece.__class__ is not str:
+                            piece = js_string(piece)
+                        produced = state.produced + len(piece)
+                        state.produced = produced
+                        if produced > MAX_PRODUCED_CHARS or len(piece) > max_output:
+                            _too_much(state)
+                else:
+                    piece = a(state, depth)
+                append(piece)
+                size += len(piece)
+                if size > slack:
+                    return run_checked(state, depth, out)
+            return "".join(out)
+
+        return looped
 
     def _straight(self) -> Callable[[RenderState, int], str]:
         """:meth:`_loop` unrolled into one function (no per-part dispatch or appends).

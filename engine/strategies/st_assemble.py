@@ -108,23 +108,22 @@ def _resolve(value: Any, base_dir: Path | None) -> Any:
 
 def _load(kind: str, value: Any, base_dir: Path | None, where: str) -> tuple[Any, str]:
     """An asset model from an object or a path; errors keep their code and gain the request path."""
-    from ..assets import load_asset, parse_card, parse_preset, parse_world_book
+    from ..assets.cache import load_cached, parse_cached  # read-only views of validated assets, cached
 
     value = _resolve(value, base_dir)
     try:
         if isinstance(value, Path):
             if not value.exists():
                 raise TemplateError(f"{where}: no such file {str(value)!r}", code="REQUEST_INVALID", path=where)
-            loaded = load_asset(value, kind=kind)
-            return loaded.model, value.stem
+            return load_cached(value, kind=kind), value.stem
         if not isinstance(value, Mapping):
             raise TemplateError(f"{where} must be an object or a path", code="REQUEST_INVALID", path=where)
         data = dict(value)
         if kind == "preset":
-            return parse_preset(data, base_path=where), str(data.get("name") or "preset")
+            return parse_cached(data, kind="preset", base_path=where), str(data.get("name") or "preset")
         if kind == "card":
-            return parse_card(data, base_path=where), ""
-        return parse_world_book(data, base_path=where), str(data.get("name") or "")
+            return parse_cached(data, kind="card", base_path=where), ""
+        return parse_cached(data, kind="world_book", base_path=where), str(data.get("name") or "")
     except TemplateError as exc:
         if exc.code == "REQUEST_INVALID" or (exc.path or "").startswith(where):
             raise
@@ -279,6 +278,56 @@ def _card_as_sillytavern_reads_it(card: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+#: chat messages kept beyond what the budget could hold at the least cost a message can have
+_PRE_CUT_MARGIN = 64
+
+
+def _older_than_any_budget(history: list[dict[str, Any]], budget: int) -> tuple[list[dict[str, Any]], int]:
+    """The history without the messages no budget of this size could reach, and how many were cut.
+
+    Every sent message costs at least 3 tokens (SillyTavern's per-message overhead) and the history
+    is filled newest first, stopping at the first message that does not fit; so beyond ``budget / 3``
+    messages with content (empty ones cost nothing and are never sent) nothing older can be sent,
+    whatever the tokenizer. Cutting them before placement keeps a 100,000-message chat from being
+    placed whole to send its last few hundred; the budget pass still decides, and reports, every cut.
+    """
+    reach = budget // 3 + _PRE_CUT_MARGIN
+    if len(history) > reach:
+        counted = 0
+        for i in range(len(history) - 1, -1, -1):
+            if history[i].get("content"):
+                counted += 1
+                if counted > reach:
+                    return history[i + 1:], i + 1
+    return history, 0
+
+
+def _beyond_the_budget(history: list[dict[str, Any]], budget: int, tokenizer: str) -> tuple[list[dict[str, Any]], int]:
+    """The history without the messages that could not be sent even if the whole budget were theirs.
+
+    The budget pass fills the history newest first with what the prompts leave, and stops at the
+    first message that does not fit; walking the newest messages with the *whole* budget finds a
+    message at or before which that stop must come, so everything older can be cut before placement.
+    The counts are the budget pass's own (one cached counter), so the walk costs the new messages only.
+    """
+    if len(history) <= 200 or fits_without_counting(history, budget):
+        return history, 0
+    from ..tokenizers import MessageCounter, get_tokenizer
+
+    counter = _counters.get(tokenizer)
+    if counter is None:
+        counter = _counters[tokenizer] = MessageCounter(get_tokenizer(tokenizer))
+    left = budget
+    for i in range(len(history) - 1, -1, -1):
+        m = history[i]
+        if not m.get("content"):
+            continue
+        left -= counter.message(m)
+        if left < 0:
+            return history[i:], i
+    return history, 0
+
+
 def persona_text_of(req: StRequest) -> str:
     return req.user.persona.description.strip().replace("\r", "")
 
@@ -413,9 +462,12 @@ _counters: dict[str, Any] = {}
 def _has_chat_history(preset: Mapping[str, Any], gen: str, persona: Any) -> bool:
     from ..assets.presets import parse_preset as parse_st_preset
     from .sillytavern import prompt_sequence
+    from .st_cache import derived  # once per cached preset
 
-    prompts, _ = prompt_sequence(parse_st_preset(dict(preset)), gen)
-    return any(p.identifier == "chatHistory" for p in prompts)
+    return derived(("has_chat_history", gen), preset, lambda: any(
+        p.identifier == "chatHistory" for p in prompt_sequence(parse_st_preset(dict(preset)), gen)[0]))
+
+
 _LAST_CHAT_MESSAGE = re.compile(r"\{\{\s*lastChatMessage\s*\}\}", re.I)
 
 
@@ -439,7 +491,9 @@ def _wi_counter(books: list[dict[str, Any]], chat: list[dict[str, Any]], setting
             if isinstance(entry, Mapping):
                 total += len(str(entry.get("content") or "").encode("utf-8", "surrogatepass")) + 1
             if total >= budget:
-                return get_tokenizer(tokenizer).count
+                from .st_cache import memo_count  # counts of the same entries, kept between requests
+
+                return memo_count(get_tokenizer(tokenizer).count)
     return lambda text: len(text.encode("utf-8", "surrogatepass"))
 
 
@@ -450,6 +504,7 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
     from ..worldinfo import ScanContext, activate_world_info
     from .builtin import builtin_strategy
     from .sillytavern import st_registry
+    from .st_cache import scan_books
 
     req = parse_request(request)
     base = Path(base_dir) if base_dir is not None else None
@@ -479,8 +534,11 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
         "seed": req.options.seed, **({"now": req.options.now} if req.options.now else {}),
         **({"group": list(req.group.members)} if req.group else {})})
     continued: dict[str, Any] | None = None
+    continued_text = ""
     if gen == "continue" and history:
         continued = history[-1]
+        # ``{{lastChatMessage}}`` is the message as written, without the name prefix names_behavior adds
+        continued_text = str(chat[-1].get("content") or "").replace("\r", "")
         if prefill_mode:  # taken out before the in-chat injections, sent last (``continuePrefill``)
             history = history[:-1]
     persona = req.user.persona
@@ -530,7 +588,7 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
             scenario=str(card.get("scenario") or ""),
             creator_notes=str(card.get("creator_notes") or ""),
         )
-        activation = activate_world_info(books, scan_chat, wi, seed=req.options.seed, context=context,
+        activation = activate_world_info(scan_books(books), scan_chat, wi, seed=req.options.seed, context=context,
                                          token_counter=_wi_counter(books, scan_chat, wi, req.budget.tokenizer))
         warnings.extend(d for d in activation.diagnostics if d.severity != "info")
         assets["world_info"] = world_info_from_activation(activation)
@@ -546,6 +604,15 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
         # that would have been spliced into it (``populateChatHistory`` returns at once)
         history = []
         assets["no_chat_history"] = True
+    max_context = req.budget.max_context or int(preset["openai_max_context"])
+    max_tokens = req.budget.max_tokens if req.budget.max_tokens is not None else int(preset["openai_max_tokens"])
+    history, pre_cut = _older_than_any_budget(history, max_context - max_tokens)
+    history, more = _beyond_the_budget(history, max_context - max_tokens, req.budget.tokenizer)
+    pre_cut += more
+    if pre_cut:
+        # macros still see the whole chat (``{{lastMessageId}}`` and the like count it all)
+        assets["macro_context"] = {**assets.get("macro_context", {}), "chat": [
+            {"role": m["role"], "name": m.get("name") or "", "content": m["content"]} for m in chat]}
     input_ids = [history[-1]["id"]] if history and history[-1]["role"] == "user" else []
     result = Assembler(st_registry()).assemble(AssemblyRequest.from_dict({
         "preset": builtin_strategy("builtin-st"), "messages": history, "input_ids": input_ids, "assets": assets,
@@ -555,7 +622,7 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
         bool(preset.get("squash_system_messages", False))
     logical = [dict(m) for m in result.logical_messages]
     block_of = {mid: str(n.get("block_id") or "") for n in result.nodes for mid in n.get("input_message_ids", ())}
-    native_index = {h["id"]: i for i, h in enumerate(history)}
+    native_index = {h["id"]: i + pre_cut for i, h in enumerate(history)}
     if continued is not None and not prefill_mode:
         # ``populateChatHistory``: the continued message leaves the history and goes, with the
         # continue nudge, after everything but the control prompts
@@ -563,7 +630,7 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
         nudge = next((i for i, m in enumerate(logical) if block_of.get(m["id"]) == "preset:control:continueNudge"),
                      None)
         if nudge is not None:  # ``substituteParamsExtended(nudge, {lastChatMessage})``, the text as it is
-            text = _LAST_CHAT_MESSAGE.sub(lambda _m: continued["content"].strip(), str(logical[nudge]["content"]))
+            text = _LAST_CHAT_MESSAGE.sub(lambda _m: continued_text.strip(), str(logical[nudge]["content"]))
             logical[nudge] = {**logical[nudge], "content": text}
         if at is not None:
             moved = logical.pop(at)
@@ -584,12 +651,12 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
     if examples == "disabled":
         keep_rows = [i for i, k in enumerate(kinds) if k.kind != "example"]
         logical, kinds = [logical[i] for i in keep_rows], [kinds[i] for i in keep_rows]
-    max_context = req.budget.max_context or int(preset["openai_max_context"])
-    max_tokens = req.budget.max_tokens if req.budget.max_tokens is not None else int(preset["openai_max_tokens"])
     report = _fit(logical, kinds, block_of, preset, req, max_context, max_tokens)
     if report is not None:
         kept, budget_report = report
         logical = [logical[i] for i in kept]
+        if pre_cut:
+            budget_report.dropped_messages = list(range(pre_cut)) + budget_report.dropped_messages
     else:
         budget_report = None
     spans_of: dict[str, Any] = {m["id"]: sp for m, sp in zip(result.logical_messages, result.logical_spans)}

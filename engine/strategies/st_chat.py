@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import TemplateError
+from ..strict_json import loads
 
 __all__ = ["ChatMessage", "StChat", "parse_chat", "parse_chat_jsonl", "parse_chat_text"]
 
@@ -129,10 +130,14 @@ def parse_chat_jsonl(text: str) -> StChat:
     rows: list[tuple[int, Any]] = []
     for n, line in lines:
         try:
-            rows.append((n, json.loads(line)))
+            rows.append((n, loads(line, what=f"chat export line {n}", code="REQUEST_INVALID",
+                                  base_path=f"$[line {n}]")))
         except json.JSONDecodeError as exc:
             raise TemplateError(f"chat export line {n} is not JSON: {exc.msg}", code="REQUEST_INVALID",
                                 line=n, column=exc.colno) from None
+        except RecursionError:
+            raise TemplateError(f"chat export line {n} is nested too deeply", code="REQUEST_INVALID",
+                                line=n, column=1) from None
     head_line, head = rows[0]
     meta: dict[str, Any] = {}
     if isinstance(head, Mapping) and "mes" not in head:
@@ -175,10 +180,12 @@ def parse_chat_text(text: str, *, hint: str = "") -> StChat:
     if hint.endswith(".jsonl") or (stripped.startswith("{") and "\n" in stripped.strip() and _looks_jsonl(stripped)):
         return parse_chat_jsonl(text)
     try:
-        data = json.loads(text)
+        data = loads(text, what="the chat", code="REQUEST_INVALID")
     except json.JSONDecodeError as exc:
         raise TemplateError(f"the chat is not JSON: {exc.msg}", code="REQUEST_INVALID", line=exc.lineno,
                             column=exc.colno) from None
+    except RecursionError:
+        raise TemplateError("the chat is nested too deeply", code="REQUEST_INVALID") from None
     return parse_chat(data)
 
 

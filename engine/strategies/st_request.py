@@ -243,8 +243,12 @@ def parse_request(data: Any, *, base_dir: str | Path | None = None) -> StRequest
 
 def read_request_text(text: str, *, where: str = "request") -> Any:
     """Parse a request file's JSON text (``REQUEST_INVALID`` with line:column on a syntax error)."""
+    from ..strict_json import loads
+
     try:
-        return json.loads(text)
+        return loads(text, what=f"the {where}", code="REQUEST_INVALID")
     except json.JSONDecodeError as exc:
         raise TemplateError(f"the {where} is not JSON: {exc.msg}", code="REQUEST_INVALID", line=exc.lineno,
                             column=exc.colno) from None
+    except RecursionError:
+        raise TemplateError(f"the {where} is nested too deeply", code="REQUEST_INVALID") from None

@@ -23,7 +23,7 @@ only its new messages.
 
 from __future__ import annotations
 
-import base64
+import binascii
 import gzip
 import hashlib
 import math
@@ -105,6 +105,19 @@ _ENCODINGS: dict[str, tuple[str, str, str, dict[str, int]]] = {
 }
 
 
+def _ranks(raw: bytes) -> dict[bytes, int]:
+    """The ``token rank`` lines of an encoding file as ``{token bytes: rank}``.
+
+    Read in C loops (one split, ``map`` over the halves): the per-line Python loop took longer
+    than building the encoding itself, and this runs on the first request of every process that
+    counts tokens. A test checks it against the line-by-line reading for the shipped files.
+    """
+    fields = raw.split()
+    if len(fields) % 2:
+        raise TemplateError("an encoding file has a line without a rank", code="INTERNAL_ERROR")
+    return dict(zip(map(binascii.a2b_base64, fields[0::2]), map(int, fields[1::2])))
+
+
 class _Tiktoken:
     """An OpenAI encoding, loaded from the shipped file on first use."""
 
@@ -123,8 +136,7 @@ class _Tiktoken:
                 if hashlib.sha256(raw).hexdigest() != digest:
                     raise TemplateError(f"the shipped {file} encoding file is damaged (hash mismatch)",
                                         code="INTERNAL_ERROR")
-                ranks = {base64.b64decode(token): int(rank)
-                         for token, rank in (line.split() for line in raw.splitlines() if line)}
+                ranks = _ranks(raw)
                 self._encoding = tiktoken.Encoding(f"tavernbox-{file}", pat_str=pattern, mergeable_ranks=ranks,
                                                    special_tokens=special)
         return self._encoding

@@ -12,6 +12,8 @@ a trace record, and regex keys run with a time bound.
 
 from __future__ import annotations
 
+import hashlib
+import marshal
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -353,6 +355,39 @@ class _Prepared:
                 buckets[needle.cs].setdefault(gram, []).append((needle, owners))
 
 
+#: content digest of a raw book argument -> its normalised books and their diagnostics
+_NORMALIZED_CACHE: dict[bytes, tuple[list[WorldBook], tuple[Diagnostic, ...]]] = {}
+_NORMALIZED_CACHE_SIZE = 4
+
+
+def _normalized_books(books: Any) -> tuple[list[WorldBook], list[Diagnostic]]:
+    """:func:`normalize_books`, cached by the content of a raw (dict or list) book argument.
+
+    A host that keeps its books as the JSON dicts it loaded passes them again on every chat
+    message; normalising 10,000 entries and re-indexing them was 80% of such a call. The digest
+    is taken over ``marshal``'s encoding, which is fast and refuses anything but plain built-in
+    values (so no object whose content a repr would hide can make two different books look
+    alike: such an argument simply is not cached). The same book content then yields the very
+    same :class:`WorldBook` objects, which :func:`_prepared_for` finds by identity.
+    """
+    if type(books) is not dict and type(books) is not list:
+        return normalize_books(books)
+    try:
+        # version 2 writes no back-references, whose use depends on reference counts: equal
+        # content then always gives equal bytes (a copy of the book hits the cache too)
+        digest = hashlib.blake2b(marshal.dumps(books, 2), digest_size=20).digest()
+    except (ValueError, RecursionError):  # a value marshal cannot encode: not cached
+        return normalize_books(books)
+    hit = _NORMALIZED_CACHE.get(digest)
+    if hit is not None:
+        return list(hit[0]), list(hit[1])
+    normalized, diagnostics = normalize_books(books)
+    if len(_NORMALIZED_CACHE) >= _NORMALIZED_CACHE_SIZE:
+        _NORMALIZED_CACHE.pop(next(iter(_NORMALIZED_CACHE)))
+    _NORMALIZED_CACHE[digest] = (list(normalized), tuple(diagnostics))
+    return normalized, diagnostics
+
+
 _PREPARED_CACHE: dict[tuple[Any, ...], tuple[tuple[WorldBook, ...], _Prepared]] = {}
 _PREPARED_CACHE_SIZE = 4
 
@@ -550,8 +585,14 @@ class _Run:
                 primary = key
                 break
         if primary is None:
-            self.decisions[i] = ("skipped", "no_match", "no primary key matched", step, ScanState.NAMES[state],
-                                 None, None, None)
+            detail = "no primary key matched"
+            if matcher._reported:  # some regex key was refused or invalid: say so when it is one of these
+                refused = [n.rx for _, n in primary_keys if n is not None and n.rx is not None and n.rx.status == "refused"]
+                if refused:
+                    source = refused[0].source
+                    shown = source if len(source) <= 60 else source[:57] + "..."
+                    detail += f" (regex key {shown} refused: {refused[0].reason})"
+            self.decisions[i] = ("skipped", "no_match", detail, step, ScanState.NAMES[state], None, None, None)
             return False
         if not (entry.selective and secondary_keys):
             self.decisions[i] = ("activated", "key", f"fired by key {primary!r}", step, ScanState.NAMES[state],
@@ -1105,7 +1146,7 @@ def _activate(books: Any, chat: Any, settings: Mapping[str, Any] | WorldInfoSett
                             f"{', '.join(GENERATION_TYPES)}", code="INPUT_INVALID")
     conf = WorldInfoSettings.from_mapping(settings)
     scan_context = ScanContext.from_mapping(context)
-    world_books, diagnostics = normalize_books(books)
+    world_books, diagnostics = _normalized_books(books)
 
     def sorted_entries() -> list[Entry]:
         return sort_entries(world_books, conf.character_strategy)[0]

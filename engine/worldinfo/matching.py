@@ -69,11 +69,36 @@ def _bounded(needle: str) -> re.Pattern[str]:
     return rx
 
 
+_ASCII_WORD = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+def _bounded_find(text: str, needle: str) -> int:
+    """Where ``_bounded(needle).search(text)`` matches first, or -1, by ``str.find`` and two checks.
+
+    The regex starts with a lookbehind, which keeps ``re`` from skipping ahead to the literal: it
+    tries every position of the text (milliseconds per key on a 15 KB chat). The first occurrence
+    of the needle with no ASCII word character on either side is the same answer.
+    """
+    size = len(needle)
+    if not size:
+        m = _bounded(needle).search(text)
+        return m.start() if m else -1
+    end = len(text)
+    word = _ASCII_WORD
+    pos = text.find(needle)
+    while pos >= 0:
+        after = pos + size
+        if (pos == 0 or text[pos - 1] not in word) and (after >= end or text[after] not in word):
+            return pos
+        pos = text.find(needle, pos + 1)
+    return -1
+
+
 def _test_text(text: str, needle: str, mode: int) -> bool:
     """One plain test on one string (SillyTavern's ``matchKeys`` after the case transform)."""
     if mode == SUB:
         return needle in text
-    return _bounded(needle).search(text) is not None
+    return _bounded_find(text, needle) >= 0
 
 
 @dataclass
@@ -135,8 +160,7 @@ class _ChatIndex:
             if mode == SUB:
                 pos = self.concat.find(needle)
             else:
-                m = _bounded(needle).search(self.concat)
-                pos = m.start() if m else -1
+                pos = _bounded_find(self.concat, needle)
             hit = _NOT_FOUND if pos < 0 else bisect.bisect_right(self.starts, pos) - 1
         self.memo[key] = hit
         return hit
@@ -451,8 +475,9 @@ class KeyMatcher:
                     self.regex_searches += 1
                     hit = js_regex_search(rx, text, self.regex_timeout, where if rx.literal_at_start else 0)
         except TimeoutError:
-            object.__setattr__(rx, "status", "refused")
-            object.__setattr__(rx, "reason", f"the search took longer than {self.regex_timeout:g} s")
+            if rx.status != "refused":  # else the search engine already said why (see regexes._js_search)
+                object.__setattr__(rx, "status", "refused")
+                object.__setattr__(rx, "reason", f"the search took longer than {self.regex_timeout:g} s")
             return self._refuse(rx, entry)
         self._regex_results[key] = hit
         return hit
@@ -596,7 +621,15 @@ def text_windows(text: str, words: Iterable[str], mixed: bool) -> set[str]:
     suffice: far fewer than one per character, since words repeat.
     """
     if mixed:
-        grams = {text[i:i + GRAM] for i in range(len(text) - GRAM + 1)}
+        # line by line (each piece running GRAM - 1 characters into the next), each piece's
+        # windows memoised: a chat that gained a message costs the new lines, not the whole text
+        grams = set()
+        start, last = 0, len(text) - GRAM
+        while start <= last:
+            newline = text.find("\n", start + 1)
+            end = len(text) if newline < 0 else newline
+            grams.update(_piece_windows(text[start:end + GRAM - 1]))
+            start = end
     else:
         # a run of exactly GRAM characters is its own only window (the usual case: done in one pass)
         grams = {w for w in words if len(w) == GRAM}
@@ -609,6 +642,19 @@ def text_windows(text: str, words: Iterable[str], mixed: bool) -> set[str]:
 
 
 GRAM = 6
+
+_PIECE_WINDOWS: dict[str, frozenset[str]] = {}
+
+
+def _piece_windows(piece: str) -> frozenset[str]:
+    """Every ``GRAM``-character window of ``piece`` (memoised; at most 8192 pieces kept)."""
+    found = _PIECE_WINDOWS.get(piece)
+    if found is None:
+        found = frozenset([piece[i:i + GRAM] for i in range(len(piece) - GRAM + 1)])
+        if len(_PIECE_WINDOWS) >= 8192:
+            _PIECE_WINDOWS.clear()
+        _PIECE_WINDOWS[piece] = found
+    return found
 
 
 def gram_of(text: str) -> str:

@@ -25,11 +25,16 @@ from typing import Literal
 
 import regex
 
+from .jsregex import JsRegexError, js_compile_error, js_search
+
 __all__ = ["JsRegex", "RegexStatus", "fold_for_literal", "js_regex_resume", "js_regex_search", "parse_js_regex",
            "required_literal", "translate_js_regex"]
 
 #: How long one search may take before the key is refused (seconds).
 DEFAULT_TIMEOUT = 0.1
+#: A regex key's pattern longer than this is refused unread: translating and analysing it is
+#: linear but not free (a 60 KB pattern cost a second), and no real key comes near it.
+MAX_PATTERN_CHARS = 16 * 1024
 
 _SHAPE = re.compile(r"/([\s\S]+?)/([gimsuy]*)", re.DOTALL)
 _UNESCAPED_SLASH = re.compile(r"(?:^|[^\\])/")
@@ -53,7 +58,8 @@ class _Unsupported(Exception):
 
 @dataclass(frozen=True, slots=True)
 class JsRegex:
-    """A parsed ``/pattern/flags`` key: ``compiled`` is set when ``status == "ok"``."""
+    """A parsed ``/pattern/flags`` key. ``compiled`` (the ``regex`` package's translation) is made
+    on first use by a search that runs on that package (see :data:`SEARCH_ENGINE`)."""
 
     source: str
     pattern: str
@@ -90,17 +96,27 @@ def parse_js_regex(key: str) -> JsRegex | None:
     pattern = pattern.replace("\\/", "/", 1)
     if len(set(flags)) != len(flags):
         return JsRegex(key, pattern, flags, "invalid", reason="duplicate flag")
+    if len(pattern) > MAX_PATTERN_CHARS:
+        return JsRegex(key, pattern, flags, "refused",
+                       reason=f"the pattern has {len(pattern)} characters; the limit is {MAX_PATTERN_CHARS}")
     try:
         translated = translate_js_regex(pattern, flags)
     except _Invalid as exc:
         return JsRegex(key, pattern, flags, "invalid", reason=str(exc))
     except _Unsupported as exc:
         return JsRegex(key, pattern, flags, "refused", reason=str(exc))
-    py_flags = regex.VERSION0 | (regex.IGNORECASE if "i" in flags else 0)
-    try:
-        compiled = regex.compile(translated, py_flags)
-    except (regex.error, OverflowError, RecursionError, ValueError) as exc:
-        return JsRegex(key, pattern, flags, "invalid", reason=str(exc))
+    compiled: regex.Pattern[str] | None = None
+    if SEARCH_ENGINE == "quickjs":
+        # JavaScript itself says whether the pattern compiles (QuickJS compiles in linear time;
+        # the ``regex`` package took seconds for a 60 KB key, without a way to stop it)
+        problem = js_compile_error(pattern, flags)
+        if problem is not None:
+            return JsRegex(key, pattern, flags, "invalid", reason=problem)
+    else:
+        try:
+            compiled = _compile(translated, flags)
+        except (regex.error, OverflowError, RecursionError, ValueError) as exc:
+            return JsRegex(key, pattern, flags, "invalid", reason=str(exc))
     resumable = "y" not in flags and not any(t in translated for t in ("(?=", "(?!", "\\Z"))
     found = _required_run(pattern)
     literal, at_start = (None, False) if found is None else found
@@ -215,15 +231,48 @@ def fold_for_literal(text: str) -> str:
     return text.translate(_FOLD_TO_ASCII).lower()
 
 
+def _compile(translated: str, flags: str) -> regex.Pattern[str]:
+    return regex.compile(translated, regex.VERSION0 | (regex.IGNORECASE if "i" in flags else 0))
+
+
+def _compiled(rx: JsRegex) -> regex.Pattern[str]:
+    """The ``regex`` package's compiled translation, made on first use when QuickJS parsed the key."""
+    if rx.compiled is None:
+        object.__setattr__(rx, "compiled", _compile(translate_js_regex(rx.pattern, rx.flags), rx.flags))
+    assert rx.compiled is not None
+    return rx.compiled
+
+
+#: Which engine runs the searches: ``"quickjs"`` (JavaScript's own, stopped on time whatever the
+#: pattern: :mod:`.jsregex`) or ``"regex"`` (the translation; its ``timeout=`` is not honoured by
+#: every pattern). Tests switch it to compare the two.
+SEARCH_ENGINE = "quickjs"
+
+
+def _js_search(rx: JsRegex, text: str, pos: int, timeout: float) -> bool:
+    """A search by QuickJS; a pattern JavaScript's engine cannot run is refused like a slow one."""
+    try:
+        return js_search(rx.pattern, rx.flags, text, pos, timeout)
+    except JsRegexError as exc:
+        object.__setattr__(rx, "status", "refused")
+        object.__setattr__(rx, "reason", f"JavaScript's regex engine failed: {exc}")
+        raise TimeoutError(str(exc)) from None
+
+
 def js_regex_resume(rx: JsRegex, text: str, pos: int, timeout: float = DEFAULT_TIMEOUT) -> tuple[bool, int]:
     """Search ``text`` from ``pos`` for a resumable regex: ``(matched, where to resume next time)``.
 
     With a partial search, a match that runs into the end of ``text`` is reported as partial; no
     match can start before it once the text grows, so the next search starts there (or at the
     end when nothing was even partially matched). Raises ``TimeoutError`` when slow.
+
+    JavaScript has no partial matching, so with QuickJS a miss resumes at ``pos`` again (the
+    next, longer text is searched from the same place: correct, only not incremental).
     """
-    assert rx.compiled is not None and rx.resumable
-    m = rx.compiled.search(text, pos, partial=True, timeout=timeout)
+    assert rx.status == "ok" and rx.resumable
+    if SEARCH_ENGINE == "quickjs":
+        return _js_search(rx, text, pos, timeout), pos
+    m = _compiled(rx).search(text, pos, partial=True, timeout=timeout)
     if m is None:
         return False, len(text)
     if m.partial:
@@ -237,10 +286,12 @@ def js_regex_search(rx: JsRegex, text: str, timeout: float = DEFAULT_TIMEOUT, po
     ``pos`` > 0 only when no match can start before it (lookbehinds still see the text before it);
     a sticky regex only ever matches at 0.
     """
-    assert rx.compiled is not None
+    assert rx.status == "ok"
+    if SEARCH_ENGINE == "quickjs":
+        return (pos == 0 or not rx.sticky) and _js_search(rx, text, pos, timeout)
     if rx.sticky:
-        return pos == 0 and rx.compiled.match(text, timeout=timeout) is not None
-    return rx.compiled.search(text, pos, timeout=timeout) is not None
+        return pos == 0 and _compiled(rx).match(text, timeout=timeout) is not None
+    return _compiled(rx).search(text, pos, timeout=timeout) is not None
 
 
 # --------------------------------------------------------------------------------------------

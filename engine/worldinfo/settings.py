@@ -16,7 +16,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import TemplateError
+from ..errors import Diagnostic, TemplateError
+from ..unknown_keys import unknown_key_warnings
 
 __all__ = ["STRATEGIES", "WorldInfoSettings", "budget_tokens", "resolve_token_counter", "count_words"]
 
@@ -83,8 +84,17 @@ class WorldInfoSettings:
     }
 
     @classmethod
+    def unknown_keys(cls, data: Any, *, path: str = "$") -> list[Diagnostic]:
+        """``INPUT_UNKNOWN_KEY`` warnings for setting names :meth:`from_mapping` does not read.
+
+        They are still ignored (a settings object may carry more), but a misspelt or unprefixed name
+        (``depth`` for ``world_info_depth``) is named with the JSON path and the setting it likely meant.
+        """
+        return unknown_key_warnings(data, cls._FIELDS, path=path, what="world-info setting")
+
+    @classmethod
     def from_mapping(cls, data: Mapping[str, Any] | None, *, path: str = "$") -> WorldInfoSettings:
-        """Read SillyTavern-named settings; unknown names are ignored (settings files carry more).
+        """Read SillyTavern-named settings; unknown names are ignored (see :meth:`unknown_keys` for warnings).
 
         Raises ``TemplateError(INPUT_INVALID)`` with the JSON path for a value of the wrong type.
         """

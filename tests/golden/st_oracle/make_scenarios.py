@@ -249,6 +249,22 @@ def scenarios() -> Iterator[dict]:
                    card=SERA_EXAMPLES, st_overrides={"oai_settings": {"squash_system_messages": squash,
                                                                       "new_example_chat_prompt": "[Example dialogue]"}})
 
+    for nb in (1, 2):
+        yield base(f"names-behavior-{nb}-examples", "A2",
+                   f"names_behavior {nb} with dialogue examples: how example_user / example_assistant messages are "
+                   "named or prefixed (populateDialogueExamples, Message.setName)", card=SERA_EXAMPLES,
+                   st_overrides={"oai_settings": {"names_behavior": nb}})
+    narr_chat = [a(greeting(SERA)), u("Where am I?"), s("Thunder rolls outside.", name="Narrator"),
+                 s("The lanterns go out.", name="Narrator"), u("What was that?")]
+    for nb in (0, 1):
+        yield base(f"squash-on-chat-system-names{nb}", "A3",
+                   f"squash_system_messages true with two consecutive narrator (system) messages in the chat and an "
+                   f"Author's Note at depth 1, names_behavior {nb}: which mid-chat system messages are squashed "
+                   "(ChatCompletion.squashSystemMessages skips named messages)", chat=narr_chat,
+                   author_note={"content": "[Author's note: a storm.]", "interval": 1, "depth": 1,
+                                "position": "chat", "role": "system"},
+                   st_overrides={"oai_settings": {"squash_system_messages": True, "names_behavior": nb}})
+
     # A4: prompt post-processing (Custom source select values)
     for pp in ("", "merge_tools", "semi_tools", "strict_tools", "merge", "semi", "strict", "single"):
         yield base(f"post-processing-{pp or 'none'}", "A4",
@@ -259,6 +275,17 @@ def scenarios() -> Iterator[dict]:
                    author_note={"content": "[Keep the mood calm.]", "interval": 1, "depth": 1, "position": "chat",
                                 "role": "system"},
                    post_processing=pp)
+
+    for pp in ("merge", "strict"):
+        yield base(f"post-processing-{pp}-names1", "A4",
+                   f"custom_prompt_post_processing '{pp}' with names_behavior 1: named chat messages get a Name: "
+                   "prefix when the name fields are removed (server-side mergeMessages)",
+                   card=SERA_EXAMPLES,
+                   chat=[a(greeting(SERA)), u("Where am I?"), a("\"Safe, in my glade.\""),
+                         s("The fire crackles.", name="Narrator"), u("Thank you.")],
+                   author_note={"content": "[Keep the mood calm.]", "interval": 1, "depth": 1, "position": "chat",
+                                "role": "system"},
+                   post_processing=pp, st_overrides={"oai_settings": {"names_behavior": 1}})
 
     # A5: persona positions
     an = {"content": "[Author's note: the night is cold.]", "interval": 1, "depth": 2, "position": "chat",
@@ -318,6 +345,9 @@ def scenarios() -> Iterator[dict]:
                    f"world_info_character_strategy {strat} with world_info_budget 10: which book's entries the budget "
                    "keeps depends on the strategy (sortFn and budget overflow in checkWorldInfo)",
                    book=GLOBAL_LANTERN, world_info={"world_info_character_strategy": strat, "world_info_budget": 10})
+    yield base("wi-recursive-off", "A7", "world_info_recursive false with the setup of wi-strategy-2: the global "
+               "entry that only Eldoria's content activates (order 50) is not sent (checkWorldInfo recursion)",
+               book=GLOBAL_LANTERN, world_info={"world_info_character_strategy": 2, "world_info_recursive": False})
     depth_chat = [u("Hello."), a("\"Welcome.\""), u("Tell me about the beasts."),
                   a("\"They are a curse on this land.\""), u("Good night.")]
     for d in (1, 4):
@@ -369,6 +399,12 @@ def scenarios() -> Iterator[dict]:
     yield base("gen-continue-prefill", "B", "continue with continue_prefill true: last message sent as assistant "
                "prefill with continue_postfix", chat=ends_assistant, generation_type="continue",
                st_overrides={"oai_settings": {"continue_prefill": True}})
+    yield base("gen-continue-prefill-names1", "B", "continue with continue_prefill and names_behavior 1: the "
+               "continued message keeps its name field (populateChatCompletion continuePrefill)", chat=ends_assistant,
+               generation_type="continue", st_overrides={"oai_settings": {"continue_prefill": True, "names_behavior": 1}})
+    yield base("gen-continue-names2", "B", "continue without prefill and names_behavior 2: prefixes on the continued "
+               "message and in the nudge's {{lastChatMessage}}", chat=ends_assistant, generation_type="continue",
+               st_overrides={"oai_settings": {"names_behavior": 2}})
     yield base("gen-impersonate", "B", "impersonate: impersonation_prompt appended (populateChatCompletion)",
                chat=ends_assistant, generation_type="impersonate")
     yield base("gen-regenerate", "B", "regenerate: the last assistant message is not sent", chat=ends_assistant,
@@ -393,6 +429,13 @@ def scenarios() -> Iterator[dict]:
                "filled newest to oldest while it fits (populateChatHistory, canAfford)", chat=long_chat,
                max_context=1500, max_tokens=300)
 
+    yield base("budget-trim-40-injections", "B", "budget-trim-40 plus an Author's Note (depth 2, system) and the "
+               "persona at depth 4 (user): in-chat injections in a trimmed history (populationInjectionPrompts, "
+               "populateChatHistory)", chat=long_chat, max_context=1500, max_tokens=300,
+               author_note={"content": "[Author's note: the river is rising.]", "interval": 1, "depth": 2,
+                            "position": "chat", "role": "system"},
+               persona_position="at_depth", persona_depth=4, persona_role="user")
+
     # B: examples cut partway (short description so the budget reaches the examples)
     many_examples = "\n".join(
         f"<START>\n{{{{user}}}}: Question {k}: what grows by the stream number {k}?\n"
@@ -406,13 +449,34 @@ def scenarios() -> Iterator[dict]:
     short_chat = [a("\"You are awake.\""), u("Where am I?"), a("\"In my glade.\""), u("What grows here?")]
     for cid, ov, pins in (
             ("examples-cut-normal", {"pin_examples": False, "strip_examples": False},
-             "example behaviour gradual (normal): examples fill after history, a dialogue cut partway"),
+             "example behaviour normal: examples fill what history leaves; a dialogue is added only whole, with its "
+             "separator (canAffordAll), so the 4th and later are dropped"),
             ("examples-cut-pinned", {"pin_examples": True, "strip_examples": False},
-             "pin_examples true (keep): examples reserved before history"),
+             "pin_examples true (keep): examples before history; same request as normal while history fits"),
             ("examples-strip", {"pin_examples": False, "strip_examples": True},
              "strip_examples true (disabled): no examples sent")):
         yield base(cid, "B", pins + " (populateDialogueExamples, max_context 700 / max_tokens 300)", card=ex_card,
                    chat=short_chat, max_context=700, max_tokens=300, st_overrides={"power_user": ov})
+    for pinned in (False, True):
+        yield base(f"budget-trim-40-examples-{'pinned' if pinned else 'normal'}", "B",
+                   f"40-message chat, 8 example dialogues, max_context 1000 / max_tokens 300, pin_examples {pinned} "
+                   "(populateDialogueExamples and populateChatHistory sharing the budget)", card=ex_card,
+                   chat=long_chat, max_context=1000, max_tokens=300,
+                   st_overrides={"power_user": {"pin_examples": pinned, "strip_examples": False}})
+    long_turns = [a("\"You are awake at last. Rest; the fever has broken and the wounds are closing.\""),
+                  u("Where am I? I remember the river, the wolves, and then nothing at all after that."),
+                  a("\"In my glade, deep in the forest. I carried you here when the beasts left you bleeding.\""),
+                  u("Thank you. How long was I asleep, and did you find my maps and my compass?"),
+                  a("\"Three days. Your satchel is by the door; the maps are damp but whole, the compass too.\""),
+                  u("Good. What grows here that could help me walk again before the next full moon?")]
+    for pinned in (False, True):
+        yield base(f"examples-vs-history-{'pinned' if pinned else 'normal'}", "B",
+                   f"pin_examples {pinned} when history and examples compete for 400 tokens: "
+                   + ("examples first, history trimmed to what is left" if pinned else
+                      "history first, examples get what is left") +
+                   " (populateChatCompletion order of populateDialogueExamples / populateChatHistory)",
+                   card=ex_card, chat=long_turns, max_context=700, max_tokens=300,
+                   st_overrides={"power_user": {"pin_examples": pinned, "strip_examples": False}})
 
     # B: injection_trigger
     trig_preset = corpus("presets/st-default-openai.json", add_prompts=[
@@ -518,9 +582,25 @@ def http_json(url: str) -> Any:
         return json.loads(r.read().decode())
 
 
+def clean_worlds() -> list:
+    """Remove the worlds earlier cases left in SillyTavern's data folder (the oracle restores only settings.json):
+    an imported embedded book would otherwise be found by name by any later card linking a world of that name.
+    Within one batch the generator's order keeps such cards (A1) before the imports (A7)."""
+    data = os.path.join(ST_HOME, "data", "default-user", "worlds")
+    pristine = os.path.join(ST_HOME, "data.pristine", "default-user", "worlds")
+    keep = set(os.listdir(pristine)) if os.path.isdir(pristine) else set()
+    removed = []
+    for f in sorted(os.listdir(data)) if os.path.isdir(data) else []:
+        if f not in keep:
+            os.remove(os.path.join(data, f))
+            removed.append(f)
+    return removed
+
+
 def run_batch(cases: list) -> dict:
     """Run cases through oracle.py --batch; return {id: (result, recorded_at)}."""
     results = {}
+    print("removed worlds left by earlier cases:", clean_worlds(), flush=True)
     with tempfile.TemporaryDirectory(prefix="st-oracle-batch-") as tmp:
         src, dst = os.path.join(tmp, "in.jsonl"), os.path.join(tmp, "out.jsonl")
         with open(src, "w", encoding="utf-8") as f:
