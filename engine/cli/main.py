@@ -40,6 +40,9 @@ SUMMARIES: dict[str, str] = {
     "fuzz": "Fuzz the macro engine or the EJS renderer; save shrunk failing inputs to --out.",
     "assemble": "Assemble the chat-completion messages for one request (by default exactly what SillyTavern sends).",
     "replay": "Rebuild the messages of a recorded assembly without resolving any source.",
+    "lint": "Check presets, cards, world books, templates and MVU files without rendering them.",
+    "cache-report": "Report how much of the prompt stays byte-identical between turns, and what breaks it.",
+    "serve": "Serve the engines, an asset library and an OpenAI-compatible endpoint over HTTP.",
 }
 
 
