@@ -179,6 +179,19 @@ CODES: dict[str, str] = {
     "MVU_PATH_LIMIT": "an MVU path is longer than 2,000 characters or 64 parts",
     "MVU_STATE_LIMIT": "the MVU state passes 2 MiB serialised, 100,000 nodes or depth 64",
     "MVU_VALUE_LIMIT": "a reply's non-JSON structured values (JSON5, YAML) pass 64 KiB in total",
+    # the asset library (tavernbox.store.library)
+    "LIBRARY_INVALID": "a library kind, asset id, revision or If-Match/If-None-Match value that is not valid",
+    "LIBRARY_NOT_FOUND": "no such asset in the library (or that revision is not kept, or it was deleted)",
+    "LIBRARY_CONFLICT": "a conditional library write whose condition no longer holds (another client wrote first)",
+    "LIBRARY_CORRUPT": "a stored library document does not match its digest",
+    # the HTTP service (tavernbox serve)
+    "SERVICE_UNAUTHORIZED": "a request without the service's bearer token (or with a wrong one)",
+    "SERVICE_ORIGIN_REFUSED": "a browser request from another origin (the service sends no permissive CORS)",
+    "SERVICE_BODY_TOO_LARGE": "a request body larger than the service's limit (2 MiB)",
+    "SERVICE_REQUEST_INVALID": "a request body that is not JSON, or not of the route's shape",
+    "SERVICE_ROUTE_UNKNOWN": "no such route (or not with this method)",
+    "SERVICE_UPSTREAM_UNCONFIGURED": "/v1/chat/completions was called but the service has no --upstream",
+    "SERVICE_UPSTREAM_FAILED": "the upstream chat-completion server could not be reached or failed",
 }
 
 

@@ -13,10 +13,20 @@ from tavernbox import TemplateError
 from tavernbox.store import MemorySnapshotStore, SnapshotSet, SnapshotStore, SQLiteSnapshotStore, open_store
 
 
-@pytest.fixture(params=["memory", "sqlite-wal", "sqlite-rollback"])
+@pytest.fixture(params=["memory", "sqlite-wal", "sqlite-rollback", "postgres"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    if request.param == "postgres":
+        from postgres_support import fresh_database
+
+        from tavernbox.store import PostgresSnapshotStore
+
+        with fresh_database() as url:
+            s: Any = PostgresSnapshotStore(url, keep=3)
+            yield s
+            s.close()
+        return
     if request.param == "memory":
-        s: Any = MemorySnapshotStore(keep=3)
+        s = MemorySnapshotStore(keep=3)
     else:
         s = SQLiteSnapshotStore(tmp_path / "s.db", journal=request.param.split("-")[1], keep=3)  # type: ignore[arg-type]
     yield s

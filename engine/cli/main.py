@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "replay": "replay:command",
     "lint": "lint:command",
     "cache-report": "cache_report:command",
+    "serve": "serve:command",
 }
 
 
@@ -41,6 +42,7 @@ SUMMARIES: dict[str, str] = {
     "replay": "Rebuild the messages of a recorded assembly without resolving any source.",
     "lint": "Check presets, cards, world books, templates and MVU files without rendering them.",
     "cache-report": "Report how much of the prompt stays byte-identical between turns, and what breaks it.",
+    "serve": "Serve the engines, an asset library and an OpenAI-compatible endpoint over HTTP.",
 }
 
 

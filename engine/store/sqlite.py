@@ -23,19 +23,11 @@ from typing import Any, Literal
 
 from ..errors import TemplateError
 from .base import SnapshotSet, SnapshotStore, check_session_id, decode_record, encode_records, set_digest
+from .library import MAX_LIST, AssetEntry, check_kind, check_name, check_write, decode_value, encode_value, not_found, now_iso
 from .memory import MemorySnapshotStore
+from .migrations import SCHEMA_VERSION, migrate_sqlite
 
-__all__ = ["SCHEMA_VERSION", "SQLiteSnapshotStore", "open_store"]
-
-SCHEMA_VERSION = 1
-
-_SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS sessions (session_id TEXT PRIMARY KEY, revision INTEGER NOT NULL) WITHOUT ROWID",
-    "CREATE TABLE IF NOT EXISTS revisions (session_id TEXT NOT NULL, revision INTEGER NOT NULL, count INTEGER NOT "
-    "NULL, digest TEXT NOT NULL, PRIMARY KEY (session_id, revision)) WITHOUT ROWID",
-    "CREATE TABLE IF NOT EXISTS records (session_id TEXT NOT NULL, revision INTEGER NOT NULL, position INTEGER NOT "
-    "NULL, body TEXT NOT NULL, digest TEXT NOT NULL, PRIMARY KEY (session_id, revision, position)) WITHOUT ROWID",
-)
+__all__ = ["SCHEMA_VERSION", "SQLiteLibrary", "SQLiteSnapshotStore", "open_store"]
 
 
 def _unavailable(exc: BaseException, what: str) -> TemplateError:
@@ -75,18 +67,7 @@ class SQLiteSnapshotStore:
         try:
             self._db.execute(f"PRAGMA journal_mode={'WAL' if journal == 'wal' else 'DELETE'}")
             self._db.execute("PRAGMA synchronous=FULL")
-            version = self._db.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise TemplateError(
-                    f"snapshot store {self.path} has schema {version}, newer than this tavernbox ({SCHEMA_VERSION})",
-                    code="SNAPSHOT_STORE_UNAVAILABLE",
-                )
-            if version < SCHEMA_VERSION:
-                self._db.execute("BEGIN IMMEDIATE")
-                for statement in _SCHEMA:
-                    self._db.execute(statement)
-                self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-                self._db.execute("COMMIT")
+            migrate_sqlite(self._db, str(self.path))
         except TemplateError:
             self._db.close()
             raise
@@ -248,6 +229,133 @@ class SQLiteSnapshotStore:
             self._db.close()
 
     def __enter__(self) -> SQLiteSnapshotStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class SQLiteLibrary:
+    """An :class:`~tavernbox.store.library.AssetLibrary` in one SQLite file (the snapshot store's file).
+
+    Every write is one ``BEGIN IMMEDIATE`` transaction: the condition check, the new revision's
+    row and the asset's pointer commit together or not at all, and SQLite's write lock makes the
+    check exclusive across threads and processes sharing the file. History is kept in full
+    (assembly records name the revisions they used).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, journal: Literal["wal", "rollback"] = "wal",
+                 timeout: float = 10.0) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        try:
+            self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise _unavailable(exc, f"opening {self.path}") from None
+        try:
+            self._db.execute(f"PRAGMA journal_mode={'WAL' if journal == 'wal' else 'DELETE'}")
+            self._db.execute("PRAGMA synchronous=FULL")
+            migrate_sqlite(self._db, str(self.path))
+        except TemplateError:
+            self._db.close()
+            raise
+        except sqlite3.Error as exc:
+            self._db.close()
+            raise _unavailable(exc, f"opening {self.path}") from None
+
+    def get(self, kind: str, asset_id: str, revision: int | None = None) -> AssetEntry:
+        """The current revision (or ``revision`` from the history)."""
+        check_name(kind, asset_id)
+        with self._lock:
+            try:
+                self._db.execute("BEGIN")
+                try:
+                    if revision is None:
+                        head = self._db.execute("SELECT revision, deleted FROM assets WHERE kind = ? AND id = ?",
+                                                (kind, asset_id)).fetchone()
+                        if head is None or head[1]:
+                            raise not_found(kind, asset_id)
+                        number = head[0]
+                    else:
+                        number = revision
+                    row = self._db.execute(
+                        "SELECT body, digest, updated_at FROM asset_revisions WHERE kind = ? AND id = ? AND revision = ?",
+                        (kind, asset_id, number)).fetchone()
+                finally:
+                    self._db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise _unavailable(exc, "library read") from None
+        if row is None or row[0] is None:
+            raise not_found(kind, asset_id, revision)
+        data = decode_value(row[0], row[1], f"{kind}/{asset_id}@{number}")
+        return AssetEntry(kind, asset_id, number, row[1], row[2], False, data)
+
+    def _write(self, kind: str, asset_id: str, encoded: tuple[str, str] | None, if_match: int | None,
+               if_absent: bool) -> AssetEntry:
+        stamp = now_iso()
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    head = self._db.execute("SELECT revision, deleted FROM assets WHERE kind = ? AND id = ?",
+                                            (kind, asset_id)).fetchone()
+                    current, deleted = (head[0], bool(head[1])) if head else (0, False)
+                    if encoded is None and (current == 0 or deleted):
+                        raise not_found(kind, asset_id)
+                    check_write(kind, asset_id, current, deleted, if_match, if_absent)
+                    new = current + 1
+                    body, digest = encoded if encoded is not None else (None, None)
+                    self._db.execute(
+                        "INSERT INTO asset_revisions (kind, id, revision, body, digest, updated_at) "
+                        "VALUES (?, ?, ?, ?, ?, ?)", (kind, asset_id, new, body, digest, stamp))
+                    self._db.execute(
+                        "INSERT INTO assets (kind, id, revision, deleted, updated_at) VALUES (?, ?, ?, ?, ?) "
+                        "ON CONFLICT (kind, id) DO UPDATE SET revision = excluded.revision, "
+                        "deleted = excluded.deleted, updated_at = excluded.updated_at",
+                        (kind, asset_id, new, int(encoded is None), stamp))
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+                self._db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise _unavailable(exc, "library write") from None
+        return AssetEntry(kind, asset_id, new, digest, stamp, encoded is None)
+
+    def put(self, kind: str, asset_id: str, data: Any, *, if_match: int | None = None,
+            if_absent: bool = False) -> AssetEntry:
+        """Write the next revision in one transaction (conditional with ``if_match``/``if_absent``)."""
+        check_name(kind, asset_id)
+        encoded = encode_value(data)
+        entry = self._write(kind, asset_id, encoded, if_match, if_absent)
+        return AssetEntry(kind, asset_id, entry.revision, entry.digest, entry.updated_at, False,
+                          decode_value(*encoded, f"{kind}/{asset_id}"))
+
+    def delete(self, kind: str, asset_id: str, *, if_match: int | None = None) -> AssetEntry:
+        """Write a tombstone revision."""
+        check_name(kind, asset_id)
+        return self._write(kind, asset_id, None, if_match, False)
+
+    def list(self, kind: str, *, after: str | None = None, limit: int = MAX_LIST) -> list[AssetEntry]:
+        """Live assets of ``kind`` by id, without data."""
+        check_kind(kind)
+        limit = max(1, min(int(limit), MAX_LIST))
+        with self._lock:
+            try:
+                rows = self._db.execute(
+                    "SELECT a.id, a.revision, r.digest, a.updated_at FROM assets a JOIN asset_revisions r "
+                    "ON r.kind = a.kind AND r.id = a.id AND r.revision = a.revision "
+                    "WHERE a.kind = ? AND a.deleted = 0 AND a.id > ? ORDER BY a.id LIMIT ?",
+                    (kind, after or "", limit)).fetchall()
+            except sqlite3.Error as exc:
+                raise _unavailable(exc, "library list") from None
+        return [AssetEntry(kind, i, rev, digest, stamp) for i, rev, digest, stamp in rows]
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> SQLiteLibrary:
         return self
 
     def __exit__(self, *exc: object) -> None:
