@@ -144,3 +144,17 @@ def test_a_raw_10000_entry_book_is_scanned_in_bounded_time() -> None:
         activate_world_info(book, chat, SETTINGS)
         times.append(time.process_time() - start)
     assert min(times) < 0.25  # target 50 ms (bench_worldinfo.py); it was 285 ms before the cache
+
+
+def test_a_long_chat_is_indexed_only_as_deep_as_any_scan_looks() -> None:
+    """The chat index covers the deepest scan (global or an entry's own depth), not the whole buffer;
+    matches beyond it never counted anyway, so outcomes are unchanged."""
+    from tavernbox.worldinfo import activate_world_info
+
+    chat = [{"role": "user", "content": f"filler {i}"} for i in range(3000)]
+    chat[2995]["content"] = "the dragon sleeps"        # 5th newest: beyond depth 2, within an entry's depth 6
+    book = {"entries": {"0": {"uid": 0, "key": ["dragon"], "content": "NEAR", "position": 0},
+                        "1": {"uid": 1, "key": ["dragon"], "content": "FAR", "position": 0, "scanDepth": 6}}}
+    result = activate_world_info(book, chat, {"world_info_depth": 2})
+    fired = {a.entry.uid for a in result.activated}
+    assert fired == {1}

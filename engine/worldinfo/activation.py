@@ -447,9 +447,13 @@ class _Run:
         }
         self.buffer = ScanBuffer(messages, base_depth=settings.depth, context=extras,
                                  injections=context.injections)
+        # the deepest any scan looks: the global depth and every entry's own scan depth, unless the
+        # minimum-activations rule may walk further back
+        reach = None if settings.min_activations > 0 else max(
+            [settings.depth, *(e.scan_depth for e in entries if isinstance(e.scan_depth, int))])
         self.matcher = KeyMatcher(self.buffer, case_sensitive=settings.case_sensitive,
                                   whole_words=settings.match_whole_words, regex_timeout=regex_timeout,
-                                  diagnostics=diagnostics, needles=prepared.needles)
+                                  diagnostics=diagnostics, needles=prepared.needles, reach=reach)
         n = len(entries)
         self.decisions: list[_Decision] = [_NOT_SCANNED] * n
         self.ids = prepared.ids

@@ -213,8 +213,12 @@ class KeyMatcher:
     def __init__(self, buffer: ScanBuffer, *, case_sensitive: bool, whole_words: bool,
                  regex_timeout: float = DEFAULT_TIMEOUT,
                  diagnostics: list[Diagnostic] | None = None,
-                 needles: dict[tuple[str, bool, bool], Needle] | None = None) -> None:
+                 needles: dict[tuple[str, bool, bool], Needle] | None = None,
+                 reach: int | None = None) -> None:
         self.buffer = buffer
+        #: how many of the newest messages any scan of this request can look at (``None``: all the
+        #: buffer holds); the chat index covers only those, so a long chat costs what is scanned
+        self.reach = reach
         self.case_sensitive = case_sensitive
         self.whole_words = whole_words
         self.regex_timeout = regex_timeout
@@ -249,7 +253,8 @@ class KeyMatcher:
     def _chat_index(self, cs: bool) -> _ChatIndex:
         index = self._chat.get(cs)
         if index is None:
-            messages = self.buffer.messages if cs else [m.lower() for m in self.buffer.messages]
+            scanned = self.buffer.messages if self.reach is None else self.buffer.messages[:self.reach]
+            messages = scanned if cs else [m.lower() for m in scanned]
             index = self._chat[cs] = _ChatIndex(messages)
         return index
 
