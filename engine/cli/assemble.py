@@ -27,7 +27,7 @@ import click
 
 from ..errors import TemplateError
 from ..strict_json import check_json_source, check_output
-from .output import read_json_arg, surrogate_error
+from .output import read_json_arg, stderr, surrogate_error
 
 __all__ = ["command", "emit_error", "json_guard"]
 
@@ -182,9 +182,6 @@ def _print_readable(messages: list[dict[str, Any]]) -> None:
         content = m.get("content")
         click.echo(content if isinstance(content, str) else json.dumps(content, ensure_ascii=False, indent=2))
     click.echo(f"--- {len(messages)} messages, {sum(len(str(m.get('content') or '')) for m in messages)} characters ---")
-
-
-from .output import stderr  # noqa: E402
 
 
 def _warn(diagnostics: list[Any]) -> None:

@@ -278,30 +278,6 @@ def _card_as_sillytavern_reads_it(card: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-#: chat messages kept beyond what the budget could hold at the least cost a message can have
-_PRE_CUT_MARGIN = 64
-
-
-def _older_than_any_budget(history: list[dict[str, Any]], budget: int) -> tuple[list[dict[str, Any]], int]:
-    """The history without the messages no budget of this size could reach, and how many were cut.
-
-    Every sent message costs at least 3 tokens (SillyTavern's per-message overhead) and the history
-    is filled newest first, stopping at the first message that does not fit; so beyond ``budget / 3``
-    messages with content (empty ones cost nothing and are never sent) nothing older can be sent,
-    whatever the tokenizer. Cutting them before placement keeps a 100,000-message chat from being
-    placed whole to send its last few hundred; the budget pass still decides, and reports, every cut.
-    """
-    reach = budget // 3 + _PRE_CUT_MARGIN
-    if len(history) > reach:
-        counted = 0
-        for i in range(len(history) - 1, -1, -1):
-            if history[i].get("content"):
-                counted += 1
-                if counted > reach:
-                    return history[i + 1:], i + 1
-    return history, 0
-
-
 def _beyond_the_budget(history: list[dict[str, Any]], budget: int, tokenizer: str) -> tuple[list[dict[str, Any]], int]:
     """The history without the messages that could not be sent even if the whole budget were theirs.
 
@@ -326,10 +302,6 @@ def _beyond_the_budget(history: list[dict[str, Any]], budget: int, tokenizer: st
         if left < 0:
             return history[i:], i
     return history, 0
-
-
-def persona_text_of(req: StRequest) -> str:
-    return req.user.persona.description.strip().replace("\r", "")
 
 
 def _expand_chat_macros(history: list[dict[str, Any]], context: dict[str, Any]) -> None:
@@ -437,7 +409,7 @@ def _fit(logical: list[dict[str, Any]], kinds: list[MessageKind], block_of: Mapp
 _counters: dict[str, Any] = {}
 
 
-def _has_chat_history(preset: Mapping[str, Any], gen: str, persona: Any) -> bool:
+def _has_chat_history(preset: Mapping[str, Any], gen: str) -> bool:
     from ..assets.presets import parse_preset as parse_st_preset
     from .sillytavern import prompt_sequence
     from .st_cache import derived  # once per cached preset
@@ -491,6 +463,8 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
     preset = with_st_defaults(inputs.preset)
     card = inputs.card or {}
     user = req.user.name
+    # the persona as SillyTavern reads it (``baseChatReplace(persona_description.trim())``)
+    persona_text = req.user.persona.description.strip().replace("\r", "")
     char = str(card.get("name") or "Assistant")
     behavior = req.options.names_behavior if req.options.names_behavior is not None else int(preset["names_behavior"])
     group = req.group is not None
@@ -506,7 +480,7 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
         chat = chat[:-1]  # the message being replaced is not part of the prompt
     history = history_messages(chat, behavior=behavior, user=user, char=char, group=group)
     _expand_chat_macros(history, {
-        "user": user, "char": char, "persona": persona_text_of(req),
+        "user": user, "char": char, "persona": persona_text,
         "character": {k: v for k, v in card.items() if k != "extensions"},
         "chat": [{"role": m["role"], "name": m.get("name") or "", "content": m["content"]} for m in chat],
         "seed": req.options.seed, **({"now": req.options.now} if req.options.now else {}),
@@ -524,7 +498,7 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
         "st_preset": preset,
         "st_preset_name": inputs.preset_name,
         "user": user,
-        "persona": {"name": user, "description": persona.description.strip().replace("\r", ""),
+        "persona": {"name": user, "description": persona_text,
                     "position": _PERSONA_POSITIONS[persona.position], "depth": persona.depth, "role": persona.role},
         "prefer_character_prompt": req.options.prefer_character_prompt,
         "prefer_character_jailbreak": req.options.prefer_character_jailbreak,
@@ -577,16 +551,14 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
         macro_extra["now"] = req.options.now
     if macro_extra:
         assets["macro_context"] = macro_extra
-    if not _has_chat_history(preset, gen, persona):
+    if not _has_chat_history(preset, gen):
         # no chat-history marker: SillyTavern sends no history, and so none of the in-chat prompts
         # that would have been spliced into it (``populateChatHistory`` returns at once)
         history = []
         assets["no_chat_history"] = True
     max_context = req.budget.max_context or int(preset["openai_max_context"])
     max_tokens = req.budget.max_tokens if req.budget.max_tokens is not None else int(preset["openai_max_tokens"])
-    history, pre_cut = _older_than_any_budget(history, max_context - max_tokens)
-    history, more = _beyond_the_budget(history, max_context - max_tokens, req.budget.tokenizer)
-    pre_cut += more
+    history, pre_cut = _beyond_the_budget(history, max_context - max_tokens, req.budget.tokenizer)
     if pre_cut:
         # macros still see the whole chat (``{{lastMessageId}}`` and the like count it all)
         assets["macro_context"] = {**assets.get("macro_context", {}), "chat": [
@@ -662,12 +634,11 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
             text = item["content"] if isinstance(item["content"], str) else ""
             span_source.append((m["id"], text, _with_entry_spans(text, spans_of.get(m["id"], []), entries_by_key)))
     kind = req.options.post_processing
+    names = PromptNames(char=char, user=user, group=tuple(req.group.members) if req.group else ())
     if kind not in ("", "none"):
-        final = post_process(final, kind, PromptNames(char=char, user=user,
-                                                      group=tuple(req.group.members) if req.group else ()))
+        final = post_process(final, kind, names)
     fields: dict[str, Any] = {"custom_prompt_post_processing": "" if kind == "none" else kind, "char_name": char,
                               "user_name": user}
-    names = PromptNames(char=char, user=user, group=tuple(req.group.members) if req.group else ())
     use_sysprompt = req.options.use_sysprompt if req.options.use_sysprompt is not None else \
         bool(preset.get("use_sysprompt", False))
     if req.options.target == "claude":

@@ -62,7 +62,6 @@ class BudgetReport:
     dropped_injections: int = 0
     dropped_dialogues: list[int] = field(default_factory=list)
     dropped_tokens: int = 0
-    phantom_tokens: int = 0
 
     @property
     def left(self) -> int:
@@ -72,8 +71,7 @@ class BudgetReport:
         return {"tokenizer": self.tokenizer, "max_context": self.max_context, "max_tokens": self.max_tokens,
                 "budget": self.budget, "used": self.used, "left": self.left, "collections": dict(self.collections),
                 "dropped": {"chat_messages": list(self.dropped_messages), "injections": self.dropped_injections,
-                            "dialogues": list(self.dropped_dialogues), "tokens": self.dropped_tokens},
-                "empty_prompt_tokens": self.phantom_tokens}
+                            "dialogues": list(self.dropped_dialogues), "tokens": self.dropped_tokens}}
 
 
 def fit(
@@ -84,16 +82,14 @@ def fit(
     max_context: int,
     max_tokens: int,
     pin_examples: bool,
-    phantom: int = 0,
 ) -> tuple[list[int], BudgetReport]:
     """The indexes of ``messages`` that fit, in order, and the report.
 
-    ``phantom`` is what prompt-manager entries without text cost (SillyTavern still pays their
-    empty messages). Raises ``ST_CONTEXT_TOO_SMALL`` when the prompts that must go in do not fit.
+    Raises ``ST_CONTEXT_TOO_SMALL`` when the prompts that must go in do not fit.
     """
     budget = max_context - max_tokens
-    report = BudgetReport(counter.tokenizer.name, max_context, max_tokens, budget, phantom_tokens=phantom)
-    remaining = budget - PRIMING - phantom
+    report = BudgetReport(counter.tokenizer.name, max_context, max_tokens, budget)
+    remaining = budget - PRIMING
     report.collections["priming"] = PRIMING
     cost = [0] * len(messages)
 

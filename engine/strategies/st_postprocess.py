@@ -134,12 +134,8 @@ def _merge(messages: list[dict[str, Any]], names: PromptNames, *, strict: bool, 
     for m in messages:
         content = _flatten(m.get("content")) if m.get("content") else ""
         role, name = m.get("role"), m.get("name")
-        if role == "system" and name == "example_assistant":
-            if names.char and not content.startswith(f"{names.char}: ") and not names.starts_with_group_name(content):
-                content = f"{names.char}: {content}"
-        if role == "system" and name == "example_user":
-            if names.user and not content.startswith(f"{names.user}: "):
-                content = f"{names.user}: {content}"
+        if role == "system":
+            content = _example_prefix(m, content, names)
         if name and role != "system" and not content.startswith(f"{name}: "):
             content = f"{name}: {content}"
         if role == "tool" and not tools:
