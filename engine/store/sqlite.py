@@ -36,6 +36,28 @@ def _unavailable(exc: BaseException, what: str) -> TemplateError:
     )
     return TemplateError(f"snapshot store: {what} failed ({exc})", code=code)
 
+def _open(path: Path, journal: str, timeout: float) -> sqlite3.Connection:
+    """The database file opened for autocommit use from any thread, journalled as asked, migrated.
+
+    The snapshot store and the asset library share one file and open it the same way.
+    """
+    try:
+        db = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise _unavailable(exc, f"opening {path}") from None
+    try:
+        db.execute(f"PRAGMA journal_mode={'WAL' if journal == 'wal' else 'DELETE'}")
+        db.execute("PRAGMA synchronous=FULL")
+        migrate_sqlite(db, str(path))
+    except TemplateError:
+        db.close()
+        raise
+    except sqlite3.Error as exc:
+        db.close()
+        raise _unavailable(exc, f"opening {path}") from None
+    return db
+
+
 
 class SQLiteSnapshotStore:
     """A :class:`~tavernbox.store.SnapshotStore` in one SQLite file.
@@ -60,20 +82,7 @@ class SQLiteSnapshotStore:
         self.path = Path(path)
         self.keep = keep
         self._lock = threading.Lock()
-        try:
-            self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
-        except sqlite3.Error as exc:
-            raise _unavailable(exc, f"opening {self.path}") from None
-        try:
-            self._db.execute(f"PRAGMA journal_mode={'WAL' if journal == 'wal' else 'DELETE'}")
-            self._db.execute("PRAGMA synchronous=FULL")
-            migrate_sqlite(self._db, str(self.path))
-        except TemplateError:
-            self._db.close()
-            raise
-        except sqlite3.Error as exc:
-            self._db.close()
-            raise _unavailable(exc, f"opening {self.path}") from None
+        self._db = _open(self.path, journal, timeout)
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -248,20 +257,7 @@ class SQLiteLibrary:
                  timeout: float = 10.0) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
-        try:
-            self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
-        except sqlite3.Error as exc:
-            raise _unavailable(exc, f"opening {self.path}") from None
-        try:
-            self._db.execute(f"PRAGMA journal_mode={'WAL' if journal == 'wal' else 'DELETE'}")
-            self._db.execute("PRAGMA synchronous=FULL")
-            migrate_sqlite(self._db, str(self.path))
-        except TemplateError:
-            self._db.close()
-            raise
-        except sqlite3.Error as exc:
-            self._db.close()
-            raise _unavailable(exc, f"opening {self.path}") from None
+        self._db = _open(self.path, journal, timeout)
 
     def get(self, kind: str, asset_id: str, revision: int | None = None) -> AssetEntry:
         """The current revision (or ``revision`` from the history)."""
