@@ -19,6 +19,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import TemplateError
@@ -88,6 +89,16 @@ class AssetLibrary(Protocol):
 
     def list(self, kind: str, *, after: str | None = None, limit: int = MAX_LIST) -> list[AssetEntry]:
         """The live assets of ``kind`` sorted by id (without data), those after ``after`` first."""
+        ...
+
+    def heads(self, items: Sequence[tuple[str, str, int | None]]) -> list[tuple[int, str | None] | None]:
+        """What the library holds now for each ``(kind, id, revision)``, read in one transaction.
+
+        With ``revision`` ``None``: ``(revision, digest)`` of the newest live revision, ``None`` when
+        the asset is deleted or absent. With a revision: that pair if the revision is kept (and is
+        no tombstone), else ``None``. This is what a lease on a stored asset is checked against:
+        no document is read or decoded.
+        """
         ...
 
     def close(self) -> None:

@@ -292,6 +292,23 @@ class PostgresLibrary:
                 (kind, after or "", limit)).fetchall()
         return [AssetEntry(kind, i, rev, digest, stamp) for i, rev, digest, stamp in rows]
 
+    def heads(self, items: Sequence[tuple[str, str, int | None]]) -> list[tuple[int, str | None] | None]:
+        """The current (or kept) revision and digest of each item: one query, one round trip, no bodies read."""
+        if not items:
+            return []
+        kinds = [k for k, _, _ in items]
+        ids = [i for _, i, _ in items]
+        revisions = [r for _, _, r in items]
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                "SELECT q.ord, r.revision, r.digest FROM unnest(%s::text[], %s::text[], %s::bigint[]) "
+                "WITH ORDINALITY AS q(kind, id, rev, ord) "
+                "LEFT JOIN assets a ON a.kind = q.kind AND a.id = q.id "
+                "LEFT JOIN asset_revisions r ON r.kind = q.kind AND r.id = q.id "
+                "AND r.revision = COALESCE(q.rev, a.revision) AND r.body IS NOT NULL "
+                "ORDER BY q.ord", (kinds, ids, revisions)).fetchall()
+        return [(int(rev), digest) if rev is not None else None for _, rev, digest in rows]
+
     def close(self) -> None:
         """Close the pool when this library opened it."""
         if self._owns:

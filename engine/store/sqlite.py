@@ -346,6 +346,30 @@ class SQLiteLibrary:
                 raise _unavailable(exc, "library list") from None
         return [AssetEntry(kind, i, rev, digest, stamp) for i, rev, digest, stamp in rows]
 
+    def heads(self, items: Sequence[tuple[str, str, int | None]]) -> list[tuple[int, str | None] | None]:
+        """The current (or kept) revision and digest of each item, in one read transaction (no bodies read)."""
+        out: list[tuple[int, str | None] | None] = []
+        with self._lock:
+            try:
+                self._db.execute("BEGIN")
+                try:
+                    for kind, asset_id, revision in items:
+                        if revision is None:
+                            row = self._db.execute(
+                                "SELECT a.revision, r.digest FROM assets a JOIN asset_revisions r ON r.kind = a.kind "
+                                "AND r.id = a.id AND r.revision = a.revision WHERE a.kind = ? AND a.id = ? "
+                                "AND a.deleted = 0", (kind, asset_id)).fetchone()
+                        else:
+                            row = self._db.execute(
+                                "SELECT revision, digest FROM asset_revisions WHERE kind = ? AND id = ? "
+                                "AND revision = ? AND body IS NOT NULL", (kind, asset_id, revision)).fetchone()
+                        out.append((int(row[0]), row[1]) if row is not None else None)
+                finally:
+                    self._db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise _unavailable(exc, "library read") from None
+        return out
+
     def close(self) -> None:
         """Close the connection."""
         with self._lock:
