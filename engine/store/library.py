@@ -29,6 +29,7 @@ __all__ = [
     "MAX_LIST",
     "AssetEntry",
     "AssetLibrary",
+    "Heads",
     "check_kind",
     "check_name",
     "decode_value",
@@ -42,6 +43,8 @@ KINDS = ("presets", "cards", "books", "templates", "chats", "personas", "mvu", "
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 #: The most entries one list call returns (page with ``after``).
 MAX_LIST = 1000
+#: What :meth:`AssetLibrary.heads` answers: per item ``(revision, digest)`` or ``None``.
+Heads = list[tuple[int, str | None] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +94,7 @@ class AssetLibrary(Protocol):
         """The live assets of ``kind`` sorted by id (without data), those after ``after`` first."""
         ...
 
-    def heads(self, items: Sequence[tuple[str, str, int | None]]) -> list[tuple[int, str | None] | None]:
+    def heads(self, items: Sequence[tuple[str, str, int | None]]) -> Heads:
         """What the library holds now for each ``(kind, id, revision)``, read in one transaction.
 
         With ``revision`` ``None``: ``(revision, digest)`` of the newest live revision, ``None`` when

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..errors import TemplateError
 from .base import SnapshotSet, check_session_id, decode_record, encode_records, set_digest
-from .library import MAX_LIST, AssetEntry, check_kind, check_name, check_write, decode_value, encode_value, not_found, now_iso
+from .library import MAX_LIST, AssetEntry, Heads, check_kind, check_name, check_write, decode_value, encode_value, not_found, now_iso
 from .migrations import migrate_postgres
 
 __all__ = ["PostgresDatabase", "PostgresLibrary", "PostgresSnapshotStore", "is_postgres_url"]
@@ -292,7 +292,7 @@ class PostgresLibrary:
                 (kind, after or "", limit)).fetchall()
         return [AssetEntry(kind, i, rev, digest, stamp) for i, rev, digest, stamp in rows]
 
-    def heads(self, items: Sequence[tuple[str, str, int | None]]) -> list[tuple[int, str | None] | None]:
+    def heads(self, items: Sequence[tuple[str, str, int | None]]) -> Heads:
         """The current (or kept) revision and digest of each item: one query, one round trip, no bodies read."""
         if not items:
             return []

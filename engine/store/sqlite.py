@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from ..errors import TemplateError
 from .base import SnapshotSet, SnapshotStore, check_session_id, decode_record, encode_records, set_digest
-from .library import MAX_LIST, AssetEntry, check_kind, check_name, check_write, decode_value, encode_value, not_found, now_iso
+from .library import MAX_LIST, AssetEntry, Heads, check_kind, check_name, check_write, decode_value, encode_value, not_found, now_iso
 from .memory import MemorySnapshotStore
 from .migrations import SCHEMA_VERSION, migrate_sqlite
 
@@ -346,9 +346,9 @@ class SQLiteLibrary:
                 raise _unavailable(exc, "library list") from None
         return [AssetEntry(kind, i, rev, digest, stamp) for i, rev, digest, stamp in rows]
 
-    def heads(self, items: Sequence[tuple[str, str, int | None]]) -> list[tuple[int, str | None] | None]:
+    def heads(self, items: Sequence[tuple[str, str, int | None]]) -> Heads:
         """The current (or kept) revision and digest of each item, in one read transaction (no bodies read)."""
-        out: list[tuple[int, str | None] | None] = []
+        out: Heads = []
         with self._lock:
             try:
                 self._db.execute("BEGIN")
