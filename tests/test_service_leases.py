@@ -214,6 +214,45 @@ def test_an_assembly_whose_stored_preset_changes_mid_render_fails_and_saves_noth
     assert other.load("chat-1").revision == 0
 
 
+BOOK = {"name": "Lore", "entries": {"0": {"uid": 0, "key": ["gull"], "comment": "Gull", "content": "GULL ROCK"}}}
+
+
+@pytest.mark.parametrize("path, content, extra, fields, expected", [
+    ("$.assets.world_books[0]", "<%- getwi('Lore', 'Gull') %>",
+     {"world_books": [BOOK], "world_info": [{"book": "Lore", "uid": 0, "content": "GULL ROCK"}]}, {}, "GULL ROCK"),
+    ("$.assets.mvu", "HP <%= getvar('stat_data.hp') %>", {"mvu": {"name": "hero", "stat_data": {"hp": 7}}},
+     {"variable_resource_id": "mvu:hero"}, "HP 7"),
+    ("$.assets.character", "<%- getchar() %>", {"character": CARD}, {}, CARD.get("data", CARD)["description"]),
+])
+def test_getwi_getvar_and_getchar_hold_the_lease_of_the_stored_asset_they_read(path: str, content: str,
+                                                                               extra: dict[str, Any],
+                                                                               fields: dict[str, Any],
+                                                                               expected: str) -> None:
+    def run(head: Head, store: MemorySnapshotStore) -> Any:
+        body = rules_request([{**reads_preset(), "content": content, **fields}])
+        body["assets"].update(extra)
+        leases = InputLeases()
+        leases.add(path, "asset@1", AssetLease("books", "x", 1, "sha256:one", probe=head.probe).check_current)
+        return Assembler(st_registry(), store=store).assemble(body, leases=leases)
+
+    calm = run(Head(), MemorySnapshotStore())
+    assert calm.messages[0]["content"] == f"S\n\n{expected}"
+    bumped = Head()
+    original = bumped.probe
+
+    def bump_on_first_read() -> tuple[int, str | None] | None:
+        bumped.now = (2, "sha256:two")
+        return original()
+
+    bumped.probe = bump_on_first_read  # type: ignore[method-assign]
+    store = MemorySnapshotStore()
+    with pytest.raises(LeaseError) as err:
+        run(bumped, store)
+    assert err.value.code == "SOURCE_CONTENT_CHANGED" and "after a lookup was resolved" in err.value.message
+    assert "books/x was read at revision 1; the library now holds revision 2" in err.value.message
+    assert store.load("chat-1").revision == 0
+
+
 def test_a_change_seen_only_at_the_commit_check_still_fails_and_saves_nothing() -> None:
     head = Head()
 
@@ -235,11 +274,14 @@ class BumpingLibrary:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.bump: tuple[str, str, Any] | None = None
+        self.down = False
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
     def heads(self, items: Any) -> Any:
+        if self.down:
+            raise TemplateError("the database cannot be read", code="SNAPSHOT_STORE_UNAVAILABLE")
         if self.bump is not None:
             kind, asset_id, data = self.bump
             self.bump = None
@@ -282,6 +324,17 @@ def test_assemble_fails_when_a_ref_changes_mid_request_and_stores_nothing(served
     assert {(r["id"], r["revision"]) for r in calm.json()["refs"]} == {("p", 2), ("c", 1)}
     assert any("edited meanwhile" in m["content"] for m in calm.json()["messages"])  # the new revision, read anew
     assert client.get("/v1/library/records/r").json()["data"]["refs"] == calm.json()["refs"]
+
+
+def test_a_library_that_cannot_be_read_at_the_commit_check_is_its_own_error_not_a_stale_lease(served: Any) -> None:
+    client, library = served
+    client.put("/v1/library/presets/p", json=PRESET)
+    client.put("/v1/library/cards/c", json=CARD)
+    library.down = True
+    answer = client.post("/v1/assemble", json=assemble_body(store=True, record_id="r"))
+    assert answer.status_code == 503 and answer.json()["error"]["code"] == "SNAPSHOT_STORE_UNAVAILABLE"
+    library.down = False
+    assert client.get("/v1/library/records/r").status_code == 404
 
 
 def test_a_pinned_ref_reads_its_revision_and_stays_current_after_newer_writes(served: Any) -> None:

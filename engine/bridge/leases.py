@@ -228,7 +228,8 @@ class InputLeases:
     ``$.card``...). The whole set guards the result (:meth:`check` before anything is committed);
     :meth:`covering` gives the leases of one input, for a source whose lookups answer from it.
     ``refresh`` (optional) is called before :meth:`check` with ``fresh=True``: a host that caches
-    its probes between the bridge's frequent mid-render checks reads the library anew there.
+    its probes between the bridge's frequent mid-render checks reads the library anew there (and
+    an error it raises, a database that cannot be read, propagates as it is).
     """
 
     def __init__(self, refresh: Callable[[], None] | None = None) -> None:

@@ -72,9 +72,17 @@ class LibraryLeases:
         return len(self._items)
 
     def refresh(self) -> None:
-        """Forget the last library read: the next check reads the library again."""
+        """Read the library now (the commit checks do, through ``InputLeases.check(fresh=True)``).
+
+        Called outside the lease itself, so a database failure surfaces with the store's own code
+        (``SNAPSHOT_STORE_UNAVAILABLE``...) rather than as a revoked lease.
+        """
+        if not self._items:
+            return
         with self._lock:
-            self._answers = None
+            self._answers = self.library.heads(self._items)
+            self._read_at = time.monotonic()
+            self.reads += 1
 
     def _probe(self, index: int) -> tuple[int, str | None] | None:
         with self._lock:
