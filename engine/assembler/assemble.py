@@ -119,7 +119,7 @@ class Assembler:
             raise bad_request(f"assets must be JSON data ({exc})", "$.assets") from None
         except RecursionError:
             raise bad_request("assets are nested too deeply", "$.assets") from None
-        return FrozenMap({
+        context = {
             "session_id": req.session_id,
             "turn": None if req.preview else req.turn,
             "step": None if req.preview else req.step,
@@ -129,8 +129,10 @@ class Assembler:
             "native_messages": native,
             "input_ids": list(input_ids),
             "token": token,
-            "input_leases": leases,
-        })
+        }
+        if leases is not None:  # host objects, only when the caller holds leases on its inputs
+            context["input_leases"] = leases
+        return FrozenMap(context)
 
     def assemble(self, request: AssemblyRequest | Mapping[str, Any], token: CancellationToken | None = None, *,
                  leases: InputLeases | None = None) -> AssemblyResult:
