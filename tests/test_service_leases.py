@@ -16,6 +16,7 @@ show the same across processes (on PostgreSQL: test_service_postgres.py).
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -428,3 +429,19 @@ def test_another_process_write_makes_a_replay_stale_on_sqlite(tmp_path: Path) ->
     with RunningService(database) as a, RunningService(database) as b:
         assert a.client is not None and b.client is not None
         two_processes_make_a_replay_stale(a.client, b.client)
+
+
+def test_bench_leases_runs_and_reports_every_figure() -> None:
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_leases.py"
+    done = subprocess.run([sys.executable, str(script), "--rounds", "3", "--json"], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr
+    figures = json.loads(done.stdout)
+    assert figures["database"] == "sqlite" and figures["job_steps"] >= 1800
+    assert 1 <= figures["mid_render_library_reads"] < figures["job_steps"] / 10  # the probe cache bounds the reads
+    assert figures["commit_check_vs_resolve"] > 0 and figures["render_library_vs_in_memory_leases"] > 0
+    refused = subprocess.run([sys.executable, str(script), "--refs", "65"], capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "--refs is 1 to 64" in refused.stderr

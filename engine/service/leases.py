@@ -40,7 +40,7 @@ from ..store import AssetLibrary
 __all__ = ["MAX_AGE_S", "LibraryLeases", "recorded_refs"]
 
 #: The longest a library read answers the bridge's mid-render lease checks (seconds).
-MAX_AGE_S = 0.005
+MAX_AGE_S = 0.02
 
 
 class LibraryLeases:
