@@ -119,7 +119,7 @@ class Assembler:
             raise bad_request(f"assets must be JSON data ({exc})", "$.assets") from None
         except RecursionError:
             raise bad_request("assets are nested too deeply", "$.assets") from None
-        context = {
+        context: dict[str, Any] = {
             "session_id": req.session_id,
             "turn": None if req.preview else req.turn,
             "step": None if req.preview else req.step,
