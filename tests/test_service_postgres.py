@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from lease_support import two_processes_make_a_replay_stale
 from postgres_support import fresh_database
 from service_support import RunningService
 
@@ -70,3 +71,10 @@ def test_the_library_and_records_survive_a_restart_on_postgres(database: str) ->
         assert second.client is not None
         answer = second.client.post("/v1/render", json={"template": {"ref": "templates/t"}})
         assert answer.json()["text"] == "2" and answer.json()["refs"][0]["revision"] == 1
+
+
+def test_another_process_write_makes_a_replay_stale_on_postgres(database: str) -> None:
+    """Library revisions are leases across processes: B's write makes A's replay of its record stale."""
+    with RunningService(database) as a, RunningService(database) as b:
+        assert a.client is not None and b.client is not None
+        two_processes_make_a_replay_stale(a.client, b.client)

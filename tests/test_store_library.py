@@ -82,6 +82,19 @@ def test_delete_is_a_tombstone_revision(lib: Any) -> None:
     assert lib.get("chats", "x", revision=1).data == {"messages": []}
 
 
+def test_heads_answer_what_a_lease_is_checked_against(lib: Any) -> None:
+    """heads(): the newest live (revision, digest), or a kept revision's; None for gone, absent or tombstones."""
+    one = lib.put("presets", "p", {"v": 1})
+    two = lib.put("presets", "p", {"v": 2})
+    lib.put("cards", "gone", {"v": 1})
+    tomb = lib.delete("cards", "gone")
+    items = [("presets", "p", None), ("presets", "p", 1), ("presets", "p", 2), ("presets", "p", 3),
+             ("cards", "gone", None), ("cards", "gone", 1), ("cards", "gone", tomb.revision), ("books", "never", None)]
+    assert lib.heads(items) == [(2, two.digest), (1, one.digest), (2, two.digest), None, None,
+                                (1, lib.get("cards", "gone", revision=1).digest), None, None]
+    assert lib.heads([]) == []
+
+
 def test_listing_is_sorted_paged_and_skips_deleted(lib: Any) -> None:
     for name in ("b", "a", "c", "A"):
         lib.put("personas", name, {"name": name})

@@ -10,6 +10,13 @@ and everything needed to reproduce the messages without calling a source again i
 
 Preview and actual requests go through the same function; a preview leaves out the unsent input
 and reports the system-update capability as unverified.
+
+A caller whose inputs came from a store (the service's library refs) passes their leases
+(``leases``, a :class:`~tavernbox.bridge.InputLeases`): the prompt-template source holds them for
+the lookups that read those inputs, and the assembler checks all of them after every source
+resolved and once more, read fresh, right before the session's snapshots are saved and the
+result is returned. A stale one fails the assembly with ``SOURCE_CONTENT_CHANGED`` and nothing
+is saved.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from .render import RenderOutput, RenderState
 from .snapshots import validate_records
 
 if TYPE_CHECKING:
+    from ..bridge.leases import InputLeases
     from ..store import SnapshotStore
 
 __all__ = ["Assembler"]
@@ -97,7 +105,8 @@ class Assembler:
         jobs, diags = build_jobs(req.preset, self.registry.capture())
         return req, jobs, native, diags, input_ids
 
-    def _context(self, req: AssemblyRequest, native: list[dict[str, Any]], input_ids: tuple[str, ...], token: CancellationToken) -> Any:
+    def _context(self, req: AssemblyRequest, native: list[dict[str, Any]], input_ids: tuple[str, ...],
+                 token: CancellationToken, leases: InputLeases | None = None) -> Any:
         """The frozen request context handed to every resolver.
 
         The assets are detached from the caller through JSON (which also checks they are JSON
@@ -110,7 +119,7 @@ class Assembler:
             raise bad_request(f"assets must be JSON data ({exc})", "$.assets") from None
         except RecursionError:
             raise bad_request("assets are nested too deeply", "$.assets") from None
-        return FrozenMap({
+        context: dict[str, Any] = {
             "session_id": req.session_id,
             "turn": None if req.preview else req.turn,
             "step": None if req.preview else req.step,
@@ -120,28 +129,40 @@ class Assembler:
             "native_messages": native,
             "input_ids": list(input_ids),
             "token": token,
-        })
+        }
+        if leases is not None:  # host objects, only when the caller holds leases on its inputs
+            context["input_leases"] = leases
+        return FrozenMap(context)
 
-    def assemble(self, request: AssemblyRequest | Mapping[str, Any], token: CancellationToken | None = None) -> AssemblyResult:
+    def assemble(self, request: AssemblyRequest | Mapping[str, Any], token: CancellationToken | None = None, *,
+                 leases: InputLeases | None = None) -> AssemblyResult:
         """Assemble one request synchronously (asynchronous sources need :meth:`assemble_async`).
 
         The cyclic garbage collector is paused meanwhile (``bulk_allocation``): an assembly builds
         thousands of small acyclic dicts and tuples, and each allocation burst would otherwise walk
-        every live object again (a tenth of the time with a large preset cached)."""
+        every live object again (a tenth of the time with a large preset cached).
+
+        ``leases``: the leases on stored inputs (see the module docstring)."""
         token = token or CancellationToken()
         with bulk_allocation():
             req, jobs, native, diags, input_ids = self._prepare(request)
-            entries = resolve_jobs(jobs, self._context(req, native, input_ids, token), token, req.preset)
-            return self._finish(req, entries, native, input_ids, diags, token)
+            entries = resolve_jobs(jobs, self._context(req, native, input_ids, token, leases), token, req.preset)
+            if leases is not None:
+                leases.check("after every source resolved")
+            return self._finish(req, entries, native, input_ids, diags, token, leases)
 
     async def assemble_async(
-        self, request: AssemblyRequest | Mapping[str, Any], token: CancellationToken | None = None
+        self, request: AssemblyRequest | Mapping[str, Any], token: CancellationToken | None = None, *,
+        leases: InputLeases | None = None,
     ) -> AssemblyResult:
-        """Assemble one request, awaiting asynchronous resolvers in job order."""
+        """Assemble one request, awaiting asynchronous resolvers in job order (``leases`` as in :meth:`assemble`)."""
         token = token or CancellationToken()
         req, jobs, native, diags, input_ids = self._prepare(request)
-        entries = await resolve_jobs_async(jobs, self._context(req, native, input_ids, token), token, req.preset)
-        return self._finish(req, entries, native, input_ids, diags, token)
+        entries = await resolve_jobs_async(jobs, self._context(req, native, input_ids, token, leases), token,
+                                           req.preset)
+        if leases is not None:
+            leases.check("after every source resolved")
+        return self._finish(req, entries, native, input_ids, diags, token, leases)
 
     def _finish(
         self,
@@ -151,6 +172,7 @@ class Assembler:
         input_ids: tuple[str, ...],
         diags: list[Diagnostic],
         token: CancellationToken,
+        leases: InputLeases | None = None,
     ) -> AssemblyResult:
         loaded_revision: int | None = None
         prior = req.snapshots
@@ -194,6 +216,8 @@ class Assembler:
         result.record = build_record(
             req, entries, native, input_ids, diags, renders, list(state.notices), result, snapshots=prior_records
         )
+        if leases is not None:  # the commit point: nothing is saved or returned on a stale input
+            leases.check("before the result was committed", fresh=True)
         if self.store is not None and req.session_id is not None and not req.preview:
             self.store.save(req.session_id, result.snapshots, expected_revision=loaded_revision)
         return result

@@ -33,6 +33,13 @@ whose MVU state or usage policy lives outside the request (a store, a manager) r
 :func:`prompt_template_source` instead, binding its live :class:`~tavernbox.bridge.MvuSource`
 objects and :class:`~tavernbox.bridge.Management`; then a change made while the request is being
 assembled is exactly what the leases catch.
+
+Inputs read from a store (the service's library refs) carry leases in the request context
+(``input_leases``, a :class:`~tavernbox.bridge.InputLeases` keyed by JSON path): a template read
+from ``assets.prompt_templates[i]`` holds the leases of that entry from the start, and a lookup
+holds those of the asset it answers from (``getpreset``: ``assets.st_preset``; ``getchar``:
+``assets.character``; ``getwi``: that book of ``assets.world_books``; ``getvar`` over MVU:
+``assets.mvu``). The bridge then re-checks the library revisions at each of its check points.
 """
 
 from __future__ import annotations
@@ -45,7 +52,7 @@ from .identity import content_hash
 from .registry import thaw
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..bridge import Management, MvuSource
+    from ..bridge import InputLeases, Management, MvuSource
     from .registry import SourceDescriptor
 
 Resolver = Callable[[Mapping[str, Any], Mapping[str, Any]], dict[str, Any]]
@@ -82,8 +89,25 @@ def _resources(raw: Any) -> list[Any]:
     return out
 
 
+def _stored_leases(leases: InputLeases | None, assets: Mapping[str, Any]) -> dict[str, list[Any]]:
+    """The lookups' stored-asset leases: ``preset``, ``character``, ``variables``, ``world-book:<name>``."""
+    if not leases:
+        return {}
+    out = {key: [check for _, check in leases.covering(f"$.assets.{field}")]
+           for key, field in (("preset", "st_preset"), ("character", "character"), ("variables", "mvu"))}
+    books = assets.get("world_books")
+    if isinstance(books, (list, tuple)):
+        for i, book in enumerate(books):
+            name = book.get("name") if isinstance(book, Mapping) else None
+            if isinstance(name, str) and name:
+                out.setdefault(f"world-book:{name}", []).extend(
+                    check for _, check in leases.covering(f"$.assets.world_books[{i}]"))
+    return {key: checks for key, checks in out.items() if checks}
+
+
 def _bridge_inputs(assets: Mapping[str, Any], live_mvu: Mapping[str, MvuSource] | None = None,
-                   management: Management | None = None) -> tuple[Any, dict[str, Any]]:
+                   management: Management | None = None,
+                   leases: InputLeases | None = None) -> tuple[Any, dict[str, Any]]:
     """The bridge's sources for this request and the MVU resources by id (``live_mvu`` wins over assets)."""
     from ..bridge import MvuSource, sources_from_inputs
 
@@ -106,6 +130,7 @@ def _bridge_inputs(assets: Mapping[str, Any], live_mvu: Mapping[str, MvuSource] 
         card=thaw(card) if isinstance(card, Mapping) and card else None,
         management=management,
     )
+    sources.input_leases = _stored_leases(leases, assets)
     if live_mvu:
         mvu.update(live_mvu)
     return sources, mvu
@@ -165,14 +190,20 @@ def _resolve(context: Mapping[str, Any], live_mvu: Mapping[str, MvuSource] | Non
         return {"blocks": [], "diagnostics": [{
             "code": "TEMPLATE_SESSION_REQUIRED", "severity": "info",
             "message": "prompt templates run only for a session; this request has none, so they give no output"}]}
-    from ..bridge import expand_prompt_template
+    from ..bridge import LeaseSet, expand_prompt_template
 
-    sources, mvu = _bridge_inputs(assets, live_mvu, management)
+    leases: InputLeases | None = context.get("input_leases")
+    sources, mvu = _bridge_inputs(assets, live_mvu, management, leases)
     blocks: list[dict[str, Any]] = []
     diagnostics: list[dict[str, Any]] = []
     expansions = []
-    for resource in resources:
-        expansion = expand_prompt_template(resource, session_id=session, sources=sources, mvu=mvu)
+    for index, resource in enumerate(resources):
+        own = None
+        if leases:  # the template's definition read from a store: its leases are held from the start
+            own = LeaseSet()
+            for label, check in leases.covering(f"{_PATH}[{index}]"):
+                own.add(f"template {resource.id} ({label})", check)
+        expansion = expand_prompt_template(resource, session_id=session, sources=sources, mvu=mvu, leases=own)
         for d in expansion.diagnostics:
             diagnostics.append({"code": d.code, "message": d.message, "severity": d.severity,
                                 "data": {"resource_id": resource.id}})

@@ -11,7 +11,7 @@ the whole assembly (:meth:`BridgeResult.check_leases`).
 from __future__ import annotations
 
 from .character import CharacterSource
-from .leases import LeaseCheck, LeaseError, LeaseSet, Resolution, Revocable
+from .leases import AssetLease, InputLeases, LeaseCheck, LeaseError, LeaseSet, Resolution, Revocable, StaleLease
 from .management import Management, TemplateSkipped, UsageDecision, UsageRequest
 from .metadata import Decorator, TemplateMetadata, inspect_template_metadata
 from .mvu import MvuSource, expand_mvu_macros
@@ -26,11 +26,13 @@ from .mvu_update import MvuUpdate, apply_mvu_reply
 __all__ = [
     "KINDS",
     "ActivationRecord",
+    "AssetLease",
     "BridgeResult",
     "CharacterSource",
     "Decorator",
     "DependencyRead",
     "DependencyResolver",
+    "InputLeases",
     "LeaseCheck",
     "LeaseError",
     "LeaseSet",
@@ -41,6 +43,7 @@ __all__ = [
     "PromptTemplateResource",
     "Resolution",
     "Revocable",
+    "StaleLease",
     "StaticVariables",
     "TemplateExpansion",
     "TemplateMetadata",

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..errors import TemplateError
-from .leases import CheckCurrent, LeaseCheck, lease_state
+from .leases import CheckCurrent, LeaseCheck, StaleLease, lease_answer
 
 __all__ = ["Management", "TemplateSkipped", "UsageDecision", "UsageHandler", "UsageRequest"]
 
@@ -171,11 +171,11 @@ class Management:
 def combine(checks: list[CheckCurrent]) -> CheckCurrent:
     """One lease that is current only while every lease in ``checks`` is."""
 
-    def check() -> LeaseCheck:
+    def check() -> LeaseCheck | StaleLease:
         for c in checks:
-            state = lease_state(c)
+            state, detail = lease_answer(c)
             if state != "current":
-                return state
+                return StaleLease(state, detail) if detail else state
         return "current"
 
     return check

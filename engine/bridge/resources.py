@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import Diagnostic, TemplateError
 from .leases import LeaseSet
-from .management import Management, TemplateSkipped
+from .management import Management, TemplateSkipped, combine
 from .metadata import inspect_template_metadata
 from .mvu import MvuSource, expand_mvu_macros
 from .replay import DependencyRead, render_with_dependencies
@@ -146,11 +146,14 @@ def expand_prompt_template(
     management: Management | None = None,
     limits: Limits | None = None,
     cancel: CancelToken | None = None,
+    leases: LeaseSet | None = None,
 ) -> TemplateExpansion:
     """Expand one resource for one request (``before_model_request``).
 
     ``sources`` supplies world books, preset and character; the resource's own variables (static,
-    or ``mvu:<id>`` looked up lazily in ``mvu``) replace ``sources.variables``. Returns a
+    or ``mvu:<id>`` looked up lazily in ``mvu``) replace ``sources.variables``. ``leases`` are
+    leases on the resource itself (its definition read from a library): held from the start
+    and checked with the dependencies' at every check point. Returns a
     ``TemplateExpansion`` with ``text=None`` when the template does not run (no session, not
     bound, disabled, or skipped by a usage decision); raises ``TemplateError`` when it fails.
     """
@@ -164,6 +167,8 @@ def expand_prompt_template(
     manager = management if management is not None else (sources.management if sources is not None else Management())
     scope = {"sessionId": session_id}
     held = LeaseSet()
+    if leases is not None:
+        held.extend(leases)
     try:
         for check in manager.authorize_template(resource.id, scope):
             held.add(f"template {resource.id}", check)
@@ -179,14 +184,17 @@ def expand_prompt_template(
     base_sources = sources if sources is not None else TemplateSources(management=manager)
     resolver = TemplateSources(variables=variables, world_books=base_sources.world_books, preset=base_sources.preset,
                                character=base_sources.character, management=manager,
-                               consumer={"adapterId": ADAPTER_ID, "id": resource.id}, scope=scope)
+                               consumer={"adapterId": ADAPTER_ID, "id": resource.id}, scope=scope,
+                               input_leases=base_sources.input_leases)
     result = render_with_dependencies(resource.content, resolver, limits=limits, cancel=cancel, leases=held)
     text, reads = result.text, list(result.reads)
     mvu_source = (mvu or {}).get(resource.variable_resource_id or "")
     if mvu_source is not None:
         text, resolution = expand_mvu_macros(text, mvu_source)
         if resolution is not None:
-            held.add(f"{resolution.id} (MVU macros)", resolution.check_current)
+            check = resolution.check_current
+            stored = base_sources.input_leases.get("variables", ())
+            held.add(f"{resolution.id} (MVU macros)", combine([check, *stored]) if check and stored else check)
             reads.append(DependencyRead("mvu-macro", "format_message_variable", resolution.id, resolution.adapter_id,
                                         resolution.revision))
     held.check("when the template completed")

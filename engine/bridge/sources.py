@@ -5,18 +5,24 @@ consumer template may use that resource (``TEMPLATE_DEPENDENCY_DENIED`` otherwis
 resolution whose lease is current only while the source's lease *and* every permission are.
 A missing source answers like an empty one (no variables, no books, an empty preset/character),
 which is what a template sees in SillyTavern when nothing is loaded.
+
+``input_leases`` binds the leases of stored inputs to the lookups that answer from them: a
+preset, card, book or MVU state the host read from its library (``{"ref": ...}``) is held under
+an :class:`~tavernbox.bridge.leases.AssetLease`, and every resolution of ``getpreset``,
+``getchar``, ``getwi``/the catalog of that book, or ``getvar`` over MVU carries it, so the bridge
+re-checks the library revision at each of its check points.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from ..errors import TemplateError
 from .character import CharacterSource
-from .leases import Resolution, Revocable
+from .leases import CheckCurrent, Resolution, Revocable
 from .management import Management, combine
 from .mvu import MvuSource
 from .preset import PresetSource
@@ -54,7 +60,9 @@ class TemplateSources:
     """A ``DependencyResolver`` over the sources selected for one request.
 
     ``consumer`` is the template reading (``{"adapterId", "id"}``): context for usage handlers,
-    never a permission of its own.
+    never a permission of its own. ``input_leases`` maps ``"preset"``, ``"character"``,
+    ``"variables"`` and ``"world-book:<name>"`` to the leases of the stored assets those lookups
+    read (see the module docstring).
     """
 
     def __init__(
@@ -67,6 +75,7 @@ class TemplateSources:
         management: Management | None = None,
         consumer: Mapping[str, Any] | None = None,
         scope: Mapping[str, Any] | None = None,
+        input_leases: Mapping[str, Sequence[CheckCurrent]] | None = None,
     ) -> None:
         self.variables = variables
         self.world_books = world_books
@@ -75,12 +84,24 @@ class TemplateSources:
         self.management = management if management is not None else Management()
         self.consumer = dict(consumer or {"adapterId": "tavern.prompt-templates", "id": "prompt-template:inline"})
         self.scope = dict(scope or {})
+        self.input_leases = {key: tuple(checks) for key, checks in (input_leases or {}).items() if checks}
+
+    def _input_checks(self, kind: str, resource: str) -> list[CheckCurrent]:
+        """The stored-asset leases a lookup of ``kind`` answered from ``resource`` depends on."""
+        if not self.input_leases or kind == "variables" and isinstance(self.variables, StaticVariables):
+            return []  # a resource's own static variables are part of the template (leased with it)
+        if kind in ("worldbook-catalog", "worldbook-entry"):
+            keys = [k for k in self.input_leases if k.startswith("world-book:")] if resource == "world-book:*" \
+                else [resource]
+        else:
+            keys = [{"variables": "variables", "preset-prompt": "preset"}.get(kind, "character")]
+        return [check for key in keys for check in self.input_leases.get(key, ())]
 
     def for_consumer(self, consumer: Mapping[str, Any], scope: Mapping[str, Any] | None = None) -> TemplateSources:
         """The same sources read on behalf of another template."""
         return TemplateSources(variables=self.variables, world_books=self.world_books, preset=self.preset,
                                character=self.character, management=self.management, consumer=consumer,
-                               scope=scope if scope is not None else self.scope)
+                               scope=scope if scope is not None else self.scope, input_leases=self.input_leases)
 
     def resolve(self, request: LookupRequest) -> Resolution:
         kind, args = request.kind, request.args
@@ -106,6 +127,9 @@ class TemplateSources:
                           Resolution("character:none", CharacterSource.adapter_id, "", revision_of(""), None,
                                      lambda: "current"))
         resource = resolution.id.split("#", 1)[0]
+        stored = self._input_checks(kind, resource)
+        if stored and resolution.check_current is not None:
+            resolution = replace(resolution, check_current=combine([resolution.check_current, *stored]))
         if isinstance(self.variables, StaticVariables) and kind == "variables" or resource.endswith(":none"):
             # A resource's own static variables are part of the template, and an absent source
             # holds nothing to protect: neither is a dependency to authorise.
@@ -162,23 +186,29 @@ def sources_from_inputs(
 
 
 def render_with_sources(source: str, sources: TemplateSources, *, limits: Any = None, cancel: Any = None,
-                        now: Any = None) -> Any:
+                        now: Any = None, leases: Any = None) -> Any:
     """Render ``source`` through the bridge, then the MVU macros of its output (if MVU is a source).
 
     ``{{format_message_variable::…}}``/``{{get_message_variable::…}}`` read the MVU state only
     when the output holds one of them; that read is reported and leased like any other.
+    ``leases`` (a :class:`~tavernbox.bridge.LeaseSet`) are held from the start, checked with the
+    dependencies' at every check point and once more after the MVU macros (the template's own
+    source and inputs read from a library, for instance).
     """
     from dataclasses import replace as _replace
 
     from .mvu import expand_mvu_macros
     from .replay import DependencyRead, render_with_dependencies
 
-    result = render_with_dependencies(source, sources, limits=limits, cancel=cancel, now=now)
+    result = render_with_dependencies(source, sources, limits=limits, cancel=cancel, now=now, leases=leases)
     if isinstance(sources.variables, MvuSource):
         text, resolution = expand_mvu_macros(result.text, sources.variables)
         if resolution is not None:
-            result.leases.add(f"{resolution.id} (MVU macros)", resolution.check_current)
+            check = resolution.check_current
+            stored = sources.input_leases.get("variables", ())
+            result.leases.add(f"{resolution.id} (MVU macros)", combine([check, *stored]) if check and stored else check)
             read = DependencyRead("mvu-macro", "format_message_variable", resolution.id, resolution.adapter_id,
                                   resolution.revision)
             result = _replace(result, text=text, reads=(*result.reads, read))
+            result.leases.check("after the MVU macros")
     return result

@@ -14,7 +14,16 @@
   also stored in the library (``?id=`` or a slug of its name) and ``stored`` names the revision.
 
 Any body field may be a library ref (``{"ref": "cards/alice"}``); the answer then lists the
-revisions used in ``refs``. Every engine call runs in the thread pool.
+revisions used in ``refs``. They are the request's leases (:mod:`.leases`): a render through the
+bridge holds them at every check point, and every route reads them again before it answers; an
+asset that moved on meanwhile fails the request with ``SOURCE_CONTENT_CHANGED``.
+
+Replaying a stored record (or an assemble answer with ``refs``) checks the revisions it names
+against the library: by default each must still be the asset's newest (``"revisions":
+"current"``), so a record whose assets were edited since fails with ``SOURCE_CONTENT_CHANGED``
+naming the asset and both revisions; ``"revisions": "recorded"`` replays against exactly the
+recorded revisions, which must still be kept with their digests. Every engine call runs in the
+thread pool.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ from starlette.responses import JSONResponse
 
 from ..errors import TemplateError
 from .answers import json_answer, read_json
+from .leases import LibraryLeases, recorded_refs
 from .library import resolve_refs
 
 __all__ = ["router"]
@@ -40,11 +50,12 @@ _JSON_BODY = {"requestBody": {"required": True, "content": {"application/json": 
 _LIBRARY_KIND = {"card": "cards", "world_book": "books", "preset": "presets", "mvu": "mvu"}
 
 
-async def _body(request: Request) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The JSON object body with library refs resolved (in the thread pool: database reads)."""
+async def _body(request: Request) -> tuple[dict[str, Any], list[dict[str, Any]], LibraryLeases]:
+    """The JSON object body with library refs resolved (in the thread pool: database reads), and their leases."""
     data = await read_json(request)
     library = request.app.state.service.storage.library
-    return await run_in_threadpool(resolve_refs, library, data)
+    body, refs = await run_in_threadpool(resolve_refs, library, data)
+    return body, refs, LibraryLeases(library, refs)
 
 
 def _with_refs(answer: dict[str, Any], refs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -99,8 +110,14 @@ def _macros(body: dict[str, Any]) -> dict[str, Any]:
 
 @router.post("/macros", summary="Expand SillyTavern macros (tavernbox macros --json)", openapi_extra=_JSON_BODY)
 async def macros(request: Request) -> JSONResponse:
-    body, refs = await _body(request)
-    return json_answer(_with_refs(await run_in_threadpool(_macros, body), refs))
+    body, refs, leases = await _body(request)
+
+    def work() -> dict[str, Any]:
+        answer = _macros(body)
+        leases.check("before the answer was sent")
+        return answer
+
+    return json_answer(_with_refs(await run_in_threadpool(work), refs))
 
 
 #: The render fields that go through the dependency bridge (as in ``render --jsonl`` lines).
@@ -118,7 +135,20 @@ def _usage_dict(usage: Any) -> dict[str, Any] | None:
             if hasattr(usage, name)}
 
 
-def _render(body: dict[str, Any]) -> tuple[dict[str, Any], int]:
+def _render(body: dict[str, Any], leases: LibraryLeases | None = None) -> tuple[dict[str, Any], int]:
+    """One render; ``leases`` (the body's library refs) are held by the bridge and checked before answering."""
+    try:
+        answer, status = _render_once(body, leases)
+        if leases is not None and status == 200:
+            leases.check("before the answer was sent")
+    except TemplateError as exc:
+        if exc.code not in ("SOURCE_CONTENT_CHANGED", "SOURCE_POLICY_CHANGED"):
+            raise
+        return {"text": None, "error": _error_object(exc), "usage": None}, 422
+    return answer, status
+
+
+def _render_once(body: dict[str, Any], leases: LibraryLeases | None) -> tuple[dict[str, Any], int]:
     from ..ejs import render_template
 
     _check_fields(body, {"template", "variables", *_BRIDGE_FIELDS})
@@ -131,7 +161,8 @@ def _render(body: dict[str, Any]) -> tuple[dict[str, Any], int]:
             sources = sources_from_inputs(variables=body.get("variables"), mvu=body.get("mvu"),
                                           world_books=body.get("world_books"), activated=body.get("activated"),
                                           preset=body.get("preset"), card=body.get("card"))
-            bridged = render_with_sources(body["template"], sources)
+            held = leases.leases.lease_set() if leases is not None and len(leases) else None
+            bridged = render_with_sources(body["template"], sources, leases=held)
         except TemplateError as exc:
             return {"text": None, "error": _error_object(exc), "usage": None, "reads": []}, 422
         return {"text": bridged.text, "error": None, "usage": _usage_dict(bridged.usage),
@@ -146,8 +177,8 @@ def _render(body: dict[str, Any]) -> tuple[dict[str, Any], int]:
 @router.post("/render", summary="Render an EJS template in the sandbox (tavernbox render --json)",
              openapi_extra=_JSON_BODY)
 async def render(request: Request) -> JSONResponse:
-    body, refs = await _body(request)
-    answer, status = await run_in_threadpool(_render, body)
+    body, refs, leases = await _body(request)
+    answer, status = await run_in_threadpool(_render, body, leases)
     return json_answer(_with_refs(answer, refs), status=status)
 
 
@@ -196,8 +227,14 @@ def _activate(body: dict[str, Any]) -> dict[str, Any]:
 @router.post("/activate", summary="Activate world info for a chat (tavernbox activate --json)",
              openapi_extra=_JSON_BODY)
 async def activate(request: Request) -> JSONResponse:
-    body, refs = await _body(request)
-    answer = await run_in_threadpool(_activate, body)
+    body, refs, leases = await _body(request)
+
+    def work() -> dict[str, Any]:
+        answer = _activate(body)
+        leases.check("before the answer was sent")
+        return answer
+
+    answer = await run_in_threadpool(work)
     status = 200
     if "error" in answer and isinstance(answer["error"], dict):
         from .answers import status_for
@@ -206,18 +243,39 @@ async def activate(request: Request) -> JSONResponse:
     return json_answer(_with_refs(answer, refs), status=status)
 
 
-def _replay(body: dict[str, Any]) -> dict[str, Any]:
+#: ``/v1/replay``'s ``revisions``: check the recorded revisions against the newest ("current", the
+#: default) or replay against exactly those revisions ("recorded": each must still be kept).
+REPLAY_REVISIONS = ("current", "recorded")
+
+
+def _replay(request: Request, body: dict[str, Any], leases: LibraryLeases) -> dict[str, Any]:
+    """Replay a record: the revisions it names are leases, checked (see the module docstring) before the answer."""
     from ..assembler import replay
 
-    record = body["record"] if isinstance(body.get("record"), dict) else body
-    return replay(record).to_dict()
+    mode = body.get("revisions", "current")
+    if mode not in REPLAY_REVISIONS:
+        raise TemplateError(f"'revisions' is one of {', '.join(REPLAY_REVISIONS)}", code="SERVICE_REQUEST_INVALID",
+                            path="$.revisions")
+    holder, where = body, "$"
+    if isinstance(body.get("record"), dict):
+        if isinstance(body["record"].get("record"), dict):  # {"record": <a stored record or an assemble answer>}
+            holder, where = body["record"], "$.record"
+        record = holder["record"]
+    else:  # the bare record (its own ``refs``, if any, are not the service's)
+        record = {k: v for k, v in body.items() if k != "revisions"}
+    named = recorded_refs(holder.get("refs"), f"{where}.refs") if holder.get("record") is record else []
+    library = request.app.state.service.storage.library
+    LibraryLeases(library, named, pinned_all=mode == "recorded").check("when the record was replayed")
+    answer = replay(record).to_dict()
+    leases.check("before the answer was sent")
+    return answer
 
 
 @router.post("/replay", summary="Rebuild recorded messages without calling any source (tavernbox replay --json)",
              openapi_extra=_JSON_BODY)
 async def replay_route(request: Request) -> JSONResponse:
-    body, refs = await _body(request)
-    return json_answer(_with_refs(await run_in_threadpool(_replay, body), refs))
+    body, refs, leases = await _body(request)
+    return json_answer(_with_refs(await run_in_threadpool(_replay, request, body, leases), refs))
 
 
 def _slug(name: str | None) -> str | None:

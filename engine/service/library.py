@@ -12,6 +12,7 @@ stored, so a stored asset always loads.
 A request may name a stored asset instead of embedding it: any object whose only key is
 ``"ref"``, ``{"ref": "presets/my-preset"}`` (or ``"presets/my-preset@3"`` for a revision), is
 replaced by the stored document (:func:`resolve_refs`), and the revisions used are reported.
+Those revisions are the request's leases (:mod:`.leases`): checked again before it commits.
 """
 
 from __future__ import annotations

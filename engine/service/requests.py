@@ -6,7 +6,10 @@ books, chat, user, author_note, world_info, group, options) and answers what ``a
 asks for SillyTavern's dry run (``options.dry_run``); ``"store": true`` also keeps the answer's
 record in the library as ``records/<id>`` (``"record_id"`` or the request id), so ``/v1/replay``
 with ``{"ref": "records/<id>"}`` rebuilds it after a restart. Any asset may be a library ref;
-the revisions used are listed in ``refs`` and stored with the record.
+the revisions used are listed in ``refs`` and stored with the record. They are the request's
+leases (:mod:`.leases`): read again right before the record is stored and the answer sent, and a
+ref whose asset moved on meanwhile fails the request with ``SOURCE_CONTENT_CHANGED`` (nothing
+stored). ``/v1/chat/completions`` checks them before it forwards anything upstream.
 
 ``/v1/chat/completions`` takes an ordinary OpenAI chat-completion request whose ``messages`` are
 the chat, plus a ``tavernbox`` object naming the preset, card, books, user... (refs or inline;
@@ -29,6 +32,7 @@ from starlette.responses import Response
 
 from ..errors import TemplateError
 from .answers import json_answer, read_json, request_id_of
+from .leases import LibraryLeases
 from .library import resolve_refs
 
 __all__ = ["router", "chat_from_openai"]
@@ -98,6 +102,7 @@ async def assemble(request: Request) -> Response:
         resolved, refs = resolve_refs(library, body)
         prepared, store, record_id = _prepare(resolved)
         answer = _assemble(prepared).to_dict()
+        LibraryLeases(library, refs).check("before the assembly was committed")
         if refs:
             answer["refs"] = refs
         if store:
@@ -171,6 +176,7 @@ async def chat_completions(request: Request) -> Response:
         assembly_request = {**resolved, "chat": chat_from_openai(body.get("messages"))}
         _refuse_paths(assembly_request, "$.tavernbox")
         assembled = _assemble(assembly_request)
+        LibraryLeases(library, refs).check("before the request was forwarded upstream")
         outgoing = {k: v for k, v in body.items() if k != "tavernbox"}
         outgoing["messages"] = assembled.messages
         return outgoing, refs

@@ -11,6 +11,11 @@ assemble --strategy FILE`` builds it: ``preset`` (a rule file, a built-in id, or
 ``messages``, ``input_ids``, ``assets``, ``preview``, ``system_prompt_update``, ``seed``,
 ``session_id``; the answer is what ``assemble --json`` prints.
 
+Library refs in the body are leases (:mod:`.leases`): the assembler holds them (prompt templates'
+``getpreset``/``getchar``/``getwi`` over stored assets hold the asset's lease in the bridge),
+checks them after every source and, read fresh, before it saves the session's snapshots; a stale
+one fails with ``SOURCE_CONTENT_CHANGED`` and nothing is saved.
+
 ``GET /v1/sessions/{id}/snapshots`` answers the session's stored records and revision;
 ``DELETE /v1/sessions/{id}`` forgets them.
 """
@@ -26,6 +31,7 @@ from starlette.responses import JSONResponse
 
 from ..errors import TemplateError
 from .answers import json_answer, read_json
+from .leases import LibraryLeases
 from .library import resolve_refs
 
 __all__ = ["router"]
@@ -55,7 +61,9 @@ async def assemble_rules(request: Request) -> JSONResponse:
                                     "builtin-st requests go to /v1/assemble", code="ASSEMBLY_STRATEGY_UNKNOWN",
                                     path="$.preset")
             resolved = {**resolved, "preset": builtin_strategy(preset)}
-        result = Assembler(st_registry(), store=storage.snapshots).assemble(AssemblyRequest.from_dict(resolved))
+        leases = LibraryLeases(storage.library, refs)
+        result = Assembler(st_registry(), store=storage.snapshots).assemble(
+            AssemblyRequest.from_dict(resolved), leases=leases.leases if len(leases) else None)
         answer = result.to_dict()
         if refs:
             answer["refs"] = refs

@@ -19,6 +19,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import TemplateError
@@ -28,6 +29,7 @@ __all__ = [
     "MAX_LIST",
     "AssetEntry",
     "AssetLibrary",
+    "Heads",
     "check_kind",
     "check_name",
     "decode_value",
@@ -41,6 +43,8 @@ KINDS = ("presets", "cards", "books", "templates", "chats", "personas", "mvu", "
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 #: The most entries one list call returns (page with ``after``).
 MAX_LIST = 1000
+#: What :meth:`AssetLibrary.heads` answers: per item ``(revision, digest)`` or ``None``.
+Heads = list[tuple[int, str | None] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +92,16 @@ class AssetLibrary(Protocol):
 
     def list(self, kind: str, *, after: str | None = None, limit: int = MAX_LIST) -> list[AssetEntry]:
         """The live assets of ``kind`` sorted by id (without data), those after ``after`` first."""
+        ...
+
+    def heads(self, items: Sequence[tuple[str, str, int | None]]) -> Heads:
+        """What the library holds now for each ``(kind, id, revision)``, read in one transaction.
+
+        With ``revision`` ``None``: ``(revision, digest)`` of the newest live revision, ``None`` when
+        the asset is deleted or absent. With a revision: that pair if the revision is kept (and is
+        no tombstone), else ``None``. This is what a lease on a stored asset is checked against:
+        no document is read or decoded.
+        """
         ...
 
     def close(self) -> None:

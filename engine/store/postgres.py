@@ -21,7 +21,7 @@ from typing import Any
 
 from ..errors import TemplateError
 from .base import SnapshotSet, check_session_id, decode_record, encode_records, set_digest
-from .library import MAX_LIST, AssetEntry, check_kind, check_name, check_write, decode_value, encode_value, not_found, now_iso
+from .library import MAX_LIST, AssetEntry, Heads, check_kind, check_name, check_write, decode_value, encode_value, not_found, now_iso
 from .migrations import migrate_postgres
 
 __all__ = ["PostgresDatabase", "PostgresLibrary", "PostgresSnapshotStore", "is_postgres_url"]
@@ -291,6 +291,23 @@ class PostgresLibrary:
                 'WHERE a.kind = %s AND NOT a.deleted AND a.id COLLATE "C" > %s ORDER BY a.id COLLATE "C" LIMIT %s',
                 (kind, after or "", limit)).fetchall()
         return [AssetEntry(kind, i, rev, digest, stamp) for i, rev, digest, stamp in rows]
+
+    def heads(self, items: Sequence[tuple[str, str, int | None]]) -> Heads:
+        """The current (or kept) revision and digest of each item: one query, one round trip, no bodies read."""
+        if not items:
+            return []
+        kinds = [k for k, _, _ in items]
+        ids = [i for _, i, _ in items]
+        revisions = [r for _, _, r in items]
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                "SELECT q.ord, r.revision, r.digest FROM unnest(%s::text[], %s::text[], %s::bigint[]) "
+                "WITH ORDINALITY AS q(kind, id, rev, ord) "
+                "LEFT JOIN assets a ON a.kind = q.kind AND a.id = q.id "
+                "LEFT JOIN asset_revisions r ON r.kind = q.kind AND r.id = q.id "
+                "AND r.revision = COALESCE(q.rev, a.revision) AND r.body IS NOT NULL "
+                "ORDER BY q.ord", (kinds, ids, revisions)).fetchall()
+        return [(int(rev), digest) if rev is not None else None for _, rev, digest in rows]
 
     def close(self) -> None:
         """Close the pool when this library opened it."""

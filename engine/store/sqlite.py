@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from ..errors import TemplateError
 from .base import SnapshotSet, SnapshotStore, check_session_id, decode_record, encode_records, set_digest
-from .library import MAX_LIST, AssetEntry, check_kind, check_name, check_write, decode_value, encode_value, not_found, now_iso
+from .library import MAX_LIST, AssetEntry, Heads, check_kind, check_name, check_write, decode_value, encode_value, not_found, now_iso
 from .memory import MemorySnapshotStore
 from .migrations import SCHEMA_VERSION, migrate_sqlite
 
@@ -345,6 +345,30 @@ class SQLiteLibrary:
             except sqlite3.Error as exc:
                 raise _unavailable(exc, "library list") from None
         return [AssetEntry(kind, i, rev, digest, stamp) for i, rev, digest, stamp in rows]
+
+    def heads(self, items: Sequence[tuple[str, str, int | None]]) -> Heads:
+        """The current (or kept) revision and digest of each item, in one read transaction (no bodies read)."""
+        out: Heads = []
+        with self._lock:
+            try:
+                self._db.execute("BEGIN")
+                try:
+                    for kind, asset_id, revision in items:
+                        if revision is None:
+                            row = self._db.execute(
+                                "SELECT a.revision, r.digest FROM assets a JOIN asset_revisions r ON r.kind = a.kind "
+                                "AND r.id = a.id AND r.revision = a.revision WHERE a.kind = ? AND a.id = ? "
+                                "AND a.deleted = 0", (kind, asset_id)).fetchone()
+                        else:
+                            row = self._db.execute(
+                                "SELECT revision, digest FROM asset_revisions WHERE kind = ? AND id = ? "
+                                "AND revision = ? AND body IS NOT NULL", (kind, asset_id, revision)).fetchone()
+                        out.append((int(row[0]), row[1]) if row is not None else None)
+                finally:
+                    self._db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise _unavailable(exc, "library read") from None
+        return out
 
     def close(self) -> None:
         """Close the connection."""
