@@ -306,6 +306,7 @@ function show(model, mode, answer) {
   drawDiagnostics(model.diagnostics || []);
   select(null);
   drawDiff();
+  document.body.dataset.runs = String(Number(document.body.dataset.runs || 0) + 1);  // for tests and tools
   const n = (model.diagnostics || []).length;
   const what = model.table ? `${model.size.fired} of ${model.size.entries} entries fired` :
     `${model.size.chars ?? 0} characters`;
