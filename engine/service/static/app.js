@@ -433,14 +433,30 @@ function drawDiff() {
   }
   const ul = el("ul", { class: "diff-summary" });
   for (const s of result.summary) {
-    ul.append(el("li", {}, el("span", { class: "added", text: `+${s.added}` }), " ",
-      el("span", { class: "removed", text: `−${s.removed}` }), ` words: ${s.label}`));
+    if (s.was !== null) {
+      ul.append(el("li", {}, el("span", { class: "relabelled", text: `${s.relabelled}` }),
+        ` words now from ${s.label} (were from ${s.was})`));
+    } else {
+      ul.append(el("li", {}, el("span", { class: "added", text: `+${s.added}` }), " ",
+        el("span", { class: "removed", text: `−${s.removed}` }), ` words: ${s.label}`));
+    }
   }
   box.append(ul);
   const flow = el("div", { class: "diff-flow" });
-  for (const r of result.runs) {
-    if (r.op === "same") flow.append(el("span", { class: "same", text: r.text }));
-    else {
+  const runs = [];
+  for (const r of result.runs) {  // unchanged text is one stretch, whatever its sources
+    const last = runs[runs.length - 1];
+    if (r.op === "same" && last && last.op === "same") last.text += r.text;
+    else runs.push({ ...r });
+  }
+  for (const r of runs) {
+    if (r.op === "same") {
+      // long unchanged stretches are folded so the changes stay in view
+      const fold = r.text.length > 240 ? `${r.text.slice(0, 100)} … ${r.text.length - 200} unchanged characters … ${r.text.slice(-100)}` : r.text;
+      flow.append(el("span", { class: "same", text: fold, title: r.text.length > 240 ? "unchanged (folded)" : "unchanged" }));
+    } else if (r.op === "relabel") {
+      flow.append(el("span", { class: "relabel piece-" + r.cls, title: `now from ${r.label}, was from ${r.was}`, text: r.text }));
+    } else {
       const tag = r.op === "add" ? "ins" : "del";
       flow.append(el(tag, { class: "piece-" + r.cls, title: (r.op === "add" ? "added, from " : "removed, was from ") + r.label, text: r.text }));
     }

@@ -75,11 +75,23 @@ export class Editor {
 
   reveal(offset) {
     const text = this.area.value;
-    const line = text.slice(0, offset).split("\n").length;
-    const lineHeight = parseFloat(getComputedStyle(this.area).lineHeight) || 18;
+    const before = text.slice(0, offset);
+    const line = before.split("\n").length;
+    const style = getComputedStyle(this.area);
+    const lineHeight = parseFloat(style.lineHeight) || 18;
     const top = (line - 1) * lineHeight;
     if (top < this.area.scrollTop || top > this.area.scrollTop + this.area.clientHeight - lineHeight * 2) {
       this.area.scrollTop = Math.max(0, top - this.area.clientHeight / 3);
+    }
+    // lines do not wrap: bring the column into view too (monospace: one advance per character)
+    if (!Editor.advance) {
+      const probe = document.createElement("canvas").getContext("2d");
+      probe.font = `${style.fontSize} ${style.fontFamily}`;
+      Editor.advance = probe.measureText("0000000000").width / 10 || 8;
+    }
+    const left = (offset - (before.lastIndexOf("\n") + 1)) * Editor.advance;
+    if (left < this.area.scrollLeft || left > this.area.scrollLeft + this.area.clientWidth - 4 * Editor.advance) {
+      this.area.scrollLeft = Math.max(0, left - this.area.clientWidth / 3);
     }
     this.syncScroll();
   }
