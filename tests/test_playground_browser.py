@@ -365,3 +365,22 @@ def test_an_assembled_request_can_use_library_refs_and_be_exported(page: Any, se
     direct = service.client.post("/v1/assemble", json=request).json()
     assert exported == direct["body"]
     assert httpx.get(service.base + "/v1/library/cards").status_code == 401  # the page never made the API public
+
+
+def test_assemble_saves_a_request_part_and_picks_it_back_as_a_ref(page: Any, service: RunningService) -> None:
+    set_mode(page, "assemble")
+    assert page.input_value("[data-testid=lib-target]") == "inputs"
+    page.select_option("[data-testid=lib-kind]", "cards")
+    page.fill("[data-testid=lib-id]", "mira-card")
+    page.click("[data-testid=lib-save]")
+    wait_lib(page, "Saved")
+    assert service.client is not None
+    stored = service.client.get("/v1/library/cards/mira-card").json()["data"]
+    assert stored == json.loads(page.input_value("[data-testid=inputs]"))["card"]
+    before = runs(page)
+    page.click("[data-testid=lib-load]")
+    wait_lib(page, "ref")
+    wait_runs(page, before + 1)
+    assert json.loads(page.input_value("[data-testid=inputs]"))["card"] == {"ref": "cards/mira-card"}
+    assert "refs cards/mira-card@1" in page.inner_text("[data-testid=stats]")
+    assert "Mira keeps the lighthouse" in page.inner_text("[data-testid=output]")

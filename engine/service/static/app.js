@@ -46,8 +46,10 @@ const MODES = {
     source: "Send box: the user's new message (empty: none)",
     sourceHelp: "What is typed in SillyTavern's send box; sent as generation.input.",
     inputs: "Request JSON: preset, card, books, user, chat, author_note, world_info, options",
-    inputsHelp: "The request file of tavernbox assemble --request. Any asset may be a library ref: {\"ref\": \"presets/my-preset\"}.",
+    inputsHelp: "The request file of tavernbox assemble --request. Any asset may be a library ref: {\"ref\": \"presets/my-preset\"}; " +
+      "the library panel saves the request's preset, card, first book, chat or persona, and loading one puts its ref in place.",
     libKind: { source: "templates", inputs: "presets" },
+    libTarget: "inputs",
   },
 };
 
@@ -81,6 +83,7 @@ function setMode(mode, keepText) {
   $("source-help").textContent = m.sourceHelp;
   $("inputs-label").textContent = m.inputs;
   $("inputs-help").textContent = m.inputsHelp;
+  $("lib-target").value = m.libTarget || "source";
   $("lib-kind").value = m.libKind[$("lib-target").value];
   document.body.dataset.mode = mode;
   if (!keepText) loadDraft(mode);
@@ -202,6 +205,7 @@ async function run() {
     model = assembleModel(data, given, parsedInputs.ranges, inp, src);
   }
   model.ms = answer.ms;
+  model.refs = data && data.refs;
   show(model, mode, answer);
 }
 
@@ -230,6 +234,7 @@ function drawStats(model) {
     const limit = b.limit ?? b.budget ?? b.max;
     parts.push(used !== undefined && limit !== undefined ? `budget ${used} of ${limit} tokens` : "budget " + JSON.stringify(b));
   }
+  if (model.refs && model.refs.length) parts.push("refs " + model.refs.map((r) => `${r.kind}/${r.id}@${r.revision}`).join(", "));
   $("stats").textContent = parts.join(" · ");
 }
 
@@ -478,13 +483,53 @@ async function refreshIds() {
   } catch { /* the list is a convenience */ }
 }
 
+// In assemble mode the library works on the request's parts: the preset, card, first book,
+// chat or persona is what is saved, and loading one puts a ref to it in its place.
+const PARTS = { presets: "preset", cards: "card", books: "books", chats: "chat", personas: "persona" };
+
+function requestPart(kind) {
+  if (state.mode !== "assemble" || $("lib-target").value !== "inputs" || !(kind in PARTS)) return null;
+  let request;
+  try { request = parseWithPositions(inputs.value).value; } catch { return { error: "the request is not JSON" }; }
+  if (!request || typeof request !== "object" || Array.isArray(request)) return { error: "the request is not an object" };
+  return { request, part: PARTS[kind] };
+}
+
+function partValue(request, part) {
+  if (part === "books") {
+    const first = Array.isArray(request.books) ? request.books[0] : undefined;
+    return first && first.book && !first.entries ? first.book : first;
+  }
+  if (part === "persona") return request.user && request.user.persona;
+  return request[part];
+}
+
+function setPart(request, part, value) {
+  if (part === "books") {
+    const books = Array.isArray(request.books) ? request.books : [];
+    request.books = [value, ...books.slice(1)];
+  } else if (part === "persona") {
+    request.user = { ...(request.user || {}), persona: value };
+  } else {
+    request[part] = value;
+  }
+}
+
 async function librarySave() {
   const target = $("lib-target").value;
   const kind = $("lib-kind").value;
   const id = $("lib-id").value.trim();
   const ed = editorOf(target);
   let doc;
-  if (kind === "templates") doc = ed.value;
+  const part = requestPart(kind);
+  if (part && part.error) { libStatus(`Not saved: ${part.error}.`); return; }
+  if (part) {
+    doc = partValue(part.request, part.part);
+    if (doc === undefined || doc === null || (typeof doc === "object" && Object.keys(doc).length === 1 && "ref" in doc)) {
+      libStatus(`Not saved: the request has no inline ${part.part} to save.`);
+      return;
+    }
+  } else if (kind === "templates") doc = ed.value;
   else {
     try { doc = parseWithPositions(ed.value).value; } catch (err) {
       libStatus(`Not saved: the ${target} is not JSON (${err.message}).`);
@@ -516,6 +561,14 @@ async function libraryLoad() {
       return;
     }
     const data = answer.body.data;
+    const part = requestPart(kind);
+    if (part && !part.error) {
+      setPart(part.request, part.part, { ref: `${kind}/${id}` });
+      inputs.value = pretty(part.request);
+      libStatus(`The request's ${part.part} is now the ref ${kind}/${id} (revision ${answer.body.revision} today).`);
+      schedule();
+      return;
+    }
     editorOf(target).value = typeof data === "string" ? data : pretty(data);
     libStatus(`Loaded ${kind}/${id} revision ${answer.body.revision} into the ${target}.`);
     schedule();
