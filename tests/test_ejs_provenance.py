@@ -88,3 +88,12 @@ def test_the_unmarked_program_is_unchanged_by_marking() -> None:
     assert plain.marks == () and "\ufdd0" not in plain.program
     assert len(marked.marks) == 6 and marked.program != plain.program
     assert marked.line_map.columns != () and len(marked.line_map.columns) == marked.program.count("\n") + 1
+
+
+def test_a_marked_render_over_the_output_limit_withholds_the_spans_in_bounded_time() -> None:
+    # 524,000 bytes in 40 appends fit the 512 KiB (524,288-byte) output limit; the marks (9 bytes
+    # each, two per iteration) push the marked render past it: the text stands, the spans are withheld.
+    source = "<% const s = 'x'.repeat(13100); for (let i = 0; i < 40; i++) { %><%= s %><% } %>"
+    result, provenance = render_with_provenance(source)
+    assert len(result.text) == 524_000
+    assert provenance.spans is None and "TEMPLATE_OUTPUT_LIMIT" in (provenance.reason or "")
