@@ -384,3 +384,14 @@ def test_assemble_saves_a_request_part_and_picks_it_back_as_a_ref(page: Any, ser
     assert json.loads(page.input_value("[data-testid=inputs]"))["card"] == {"ref": "cards/mira-card"}
     assert "refs cards/mira-card@1" in page.inner_text("[data-testid=stats]")
     assert "Mira keeps the lighthouse" in page.inner_text("[data-testid=output]")
+
+
+def test_the_budget_used_is_shown(page: Any, service: RunningService) -> None:
+    set_mode(page, "assemble")
+    assert "budget: everything fits" in page.inner_text("[data-testid=stats]")
+    request = json.loads(page.input_value("[data-testid=inputs]"))
+    request["budget"] = {"max_context": 400, "max_tokens": 100}
+    fill(page, "inputs", json.dumps(request, indent=2))
+    assert service.client is not None
+    budget = service.client.post("/v1/assemble", json=request).json()["budget"]
+    assert f"budget {budget['used']} of 300 tokens (o200k" in page.inner_text("[data-testid=stats]")

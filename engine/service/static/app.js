@@ -230,9 +230,10 @@ function drawStats(model) {
   if (s.entries !== undefined) parts.push(`${s.fired} of ${s.entries} entries fired`);
   if (model.budget) {
     const b = model.budget;
-    const used = b.used ?? b.tokens ?? b.prompt_tokens;
-    const limit = b.limit ?? b.budget ?? b.max;
-    parts.push(used !== undefined && limit !== undefined ? `budget ${used} of ${limit} tokens` : "budget " + JSON.stringify(b));
+    const dropped = b.dropped && b.dropped.tokens ? `, ${b.dropped.tokens} dropped` : "";
+    parts.push(`budget ${b.used} of ${b.budget} tokens (${b.tokenizer}${dropped})`);
+  } else if (model.budget === null) {
+    parts.push("budget: everything fits (not counted)");
   }
   if (model.refs && model.refs.length) parts.push("refs " + model.refs.map((r) => `${r.kind}/${r.id}@${r.revision}`).join(", "));
   $("stats").textContent = parts.join(" · ");
