@@ -122,9 +122,14 @@ function placePath(path) {
   return r ? { editor: "inputs", start: r.keyStart ?? r.start, end: r.end } : null;
 }
 
-function errorModel(error) {
+function errorModel(error, mode) {
   const d = { code: error.code, message: error.message, severity: "error", path: error.path };
-  if (error.line) Object.assign(d, { editor: "source", line: error.line, column: error.column, width: 1 });
+  // a JSON path places it in the inputs (or the book); a line and column are the template's
+  if (!error.path && error.line && (mode === "macros" || mode === "ejs")) {
+    Object.assign(d, { editor: "source", line: error.line, column: error.column, width: 1 });
+  } else if (!error.path && error.line) {
+    d.message += ` (at ${error.line}:${error.column} of the text it concerns)`;
+  }
   return { blocks: [], diagnostics: [d], exportable: { error }, size: {} };
 }
 
@@ -184,14 +189,14 @@ async function run() {
   } catch (err) {
     if (seq !== state.seq) return;
     if (err instanceof ApiError && err.status === 401) askToken("The service refused the token: paste the one it printed.");
-    show(errorModel(err.error || { code: "NETWORK", message: String(err) }), mode, null);
+    show(errorModel(err.error || { code: "NETWORK", message: String(err) }, mode), mode, null);
     return;
   }
   if (seq !== state.seq || mode !== state.mode) return;
   const data = answer.body;
   let model;
   if (data && data.error && !("text" in data)) {
-    model = errorModel(data.error);
+    model = errorModel(data.error, mode);
   } else if (mode === "macros") {
     model = macrosModel(data, src);
   } else if (mode === "ejs") {
