@@ -143,6 +143,7 @@ def test_a_template_error_shows_its_code_and_position_and_moves_the_caret(page: 
     assert (found[0]["line"], found[0]["column"]) == (str(expected["line"]), str(expected["column"]))
     assert f"{expected['line']}:{expected['column']}" in found[0]["text"]
     assert "^" in page.inner_text("[data-testid=diagnostics] .snippet")
+    assert page.inner_text("[data-testid=output]") == "No output: see the diagnostics."
     page.click("[data-testid=diagnostics] li.diagnostic button")
     lines = template.split("\n")
     offset = sum(len(line) + 1 for line in lines[: expected["line"] - 1]) + expected["column"] - 1

@@ -303,7 +303,10 @@ function show(model, mode, answer) {
   if (model.note) out.append(el("p", { class: "help", text: model.note }));
   if (model.table) out.append(traceTable(model));
   out.append(...pieceNodes(model));
-  if (!model.blocks.length && !model.table) out.append(el("p", { class: "help", text: "No output." }));
+  if (!model.blocks.length && !model.table) {
+    const failed = (model.diagnostics || []).some((d) => d.severity === "error");
+    out.append(el("p", { class: "help", text: failed ? "No output: see the diagnostics." : "No output (the result is empty)." }));
+  }
   if (model.reads && model.reads.length) {
     out.append(el("details", {}, el("summary", { text: `Reads (${model.reads.length})` }),
       el("ul", {}, ...model.reads.map((r) => el("li", { text: r })))));

@@ -54,7 +54,7 @@ export function macrosModel(answer, source) {
     code: d.code, message: d.message, severity: d.severity || "warning", editor: "source",
     line: d.line, column: d.column, width: (d.end ?? d.start + 1) - d.start,
   }));
-  return { blocks: [{ title: null, pieces }], diagnostics, exportable: answer,
+  return { blocks: pieces.length ? [{ title: null, pieces }] : [], diagnostics, exportable: answer,
     size: { chars: text.length }, variables: answer.variables };
 }
 
@@ -91,8 +91,8 @@ export function ejsModel(answer, source) {
       { note: answer.provenance && answer.provenance.reason ? answer.provenance.reason : "no per-tag provenance" }));
   }
   const reads = (answer.reads || []).map((r) => Object.entries(r).map(([k, v]) => `${k}: ${typeof v === "string" ? v : JSON.stringify(v)}`).join(", "));
-  return { blocks: [{ title: null, pieces }], diagnostics, exportable: answer, size: { chars: text.length },
-    usage: answer.usage, reads };
+  return { blocks: pieces.length ? [{ title: null, pieces }] : [], diagnostics, exportable: answer,
+    size: { chars: text.length }, usage: answer.usage, reads };
 }
 
 // --- world info --------------------------------------------------------------------------------
