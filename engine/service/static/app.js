@@ -262,7 +262,7 @@ function pieceNodes(model) {
     if (block.title) box.append(el("div", { class: "block-title", text: block.title }));
     const body = el("div", { class: "block-text" });
     block.pieces.forEach((p, k) => {
-      const span = el("span", { class: "piece piece-" + p.cls, text: p.text, tabindex: first ? "0" : "-1",
+      const span = el("span", { class: "piece piece-" + p.cls, text: p.text, tabindex: first ? "0" : "-1", role: "button",
         "data-block": String(b), "data-piece": String(k), "aria-label": p.label + ": " + p.text.slice(0, 80) });
       first = false;
       span._piece = p;
