@@ -6,7 +6,8 @@
                     [--workers N]
 
 Binds to loopback by default. On start it prints the URL with a login token (``TAVERNBOX_TOKEN``,
-or a fresh random one), as Jupyter does; API clients send ``Authorization: Bearer <token>``.
+or a fresh random one), as Jupyter does: ``/?token=...`` opens the web playground, ``/docs?token=...``
+the API docs; API clients send ``Authorization: Bearer <token>``.
 ``--port 0`` takes a free port (the URL printed names it). The database is an SQLite file
 (default ``tavernbox.db`` in the current directory) or a PostgreSQL URL; ``--upstream`` is the
 OpenAI-compatible server ``/v1/chat/completions`` forwards to (its key, if it needs one, from
@@ -95,9 +96,11 @@ def command(host: str, port: int, database: str, upstream: str | None, workers: 
             base = f"http://{shown}:{bound}"
             click.echo(f"tavernbox serve: listening on {base}/ (database: {storage.backend} {storage.where})")
             if os.environ.get("TAVERNBOX_TOKEN"):
-                click.echo(f"    {base}/docs  (token from TAVERNBOX_TOKEN)")
+                click.echo(f"    playground: {base}/?token=<TAVERNBOX_TOKEN>  (or open {base}/ and paste it)")
+                click.echo(f"    API docs:   {base}/docs  (token from TAVERNBOX_TOKEN)")
             else:
-                click.echo(f"    {base}/docs?token={token}")
+                click.echo(f"    playground: {base}/?token={token}")
+                click.echo(f"    API docs:   {base}/docs?token={token}")
                 click.echo(f"    API clients: Authorization: Bearer {token}")
             if not loopback:
                 stderr.print(f"[yellow]warning[/] bound to {host}: reachable from other machines; the token is "

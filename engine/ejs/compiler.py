@@ -39,7 +39,18 @@ from ..spans import line_col
 from .nodes import CLOSERS, OPENERS
 from .parser import ParsedTemplate
 
-__all__ = ["CompiledTemplate", "LineMap", "compile_template", "strip_trailing_semicolon"]
+__all__ = ["MARK_END", "MARK_START", "CompiledTemplate", "LineMap", "compile_template", "mark_label",
+           "strip_trailing_semicolon"]
+
+#: Provenance marks (``compile_template(..., marks=True)``): ``MARK_START``, the mark's index in
+#: hex digits U+FDE0..U+FDEF, ``MARK_END``. Unicode noncharacters, reserved for process-internal
+#: use, as the assembler's own markers are (:mod:`tavernbox.assembler.render`).
+MARK_START, MARK_END = "\ufdd0", "\ufdd1"
+
+
+def mark_label(index: int) -> str:
+    """The text of mark ``index`` in a marked program's output."""
+    return MARK_START + "".join(chr(0xFDE0 + int(d, 16)) for d in f"{index:x}") + MARK_END
 
 #: Line terminators as QuickJS counts them for error positions (CRLF is one line break).
 _JS_LINE_BREAK = re.compile("\r\n|[\r\n\u2028\u2029]")
@@ -127,6 +138,9 @@ class CompiledTemplate:
     source: str
     program: str
     line_map: LineMap
+    #: with ``marks=True``: per mark index, ``(kind, template start, template end)``; kind is
+    #: ``text``, ``escaped`` (``<%=``), ``raw`` (``<%-``) or ``eval`` (``<%``: what it prints)
+    marks: tuple[tuple[str, int, int], ...] = ()
 
     def position(self, js_line: int | None, js_column: int | None) -> tuple[int, int] | None:
         """Template ``(line, column)`` for a position in ``program``, or ``None`` when unknown."""
@@ -144,8 +158,13 @@ class CompiledTemplate:
 class _Generator:
     """ejs's code generator as a mode machine over the token stream of the nodes."""
 
-    def __init__(self) -> None:
+    def __init__(self, marks: bool = False) -> None:
         self.chunks: list[str] = [_PROLOGUE]
+        # provenance marks (see compile_template): one per output token, and the tag being read
+        self.marking = marks
+        self.marks: list[tuple[str, int, int]] = []
+        self.tag_start = -1
+        self.tag_mark = -1
         self.columns: list[int] = [-1] * _PROLOGUE_LINES
         self.offsets: list[int] = [-1] * _PROLOGUE_LINES
         self.mode: str | None = None
@@ -156,8 +175,19 @@ class _Generator:
         self.pending: list[str] = []
         self.pending_offset = -1
 
+    def _mark(self, kind: str, start: int, end: int) -> str:
+        """A new mark's append statement (``""`` when not marking)."""
+        if not self.marking:
+            return ""
+        self.marks.append((kind, start, end))
+        return "; __append(" + _js_string(mark_label(len(self.marks) - 1)) + ") "
+
     def _append(self, text: str, offset: int) -> None:
         """Queue literal output (merged with its neighbours until the next code token)."""
+        if self.marking:  # each piece is its own mark: no merging
+            self._line("    " + self._mark("text", offset, offset + len(text)) + "; __append(" + _js_string(text) + ")",
+                       offset)
+            return
         if not self.pending:
             self.pending_offset = offset
         self.pending.append(text)
@@ -207,6 +237,7 @@ class _Generator:
     def token(self, value: str, offset: int, is_tag: bool) -> None:
         if is_tag and value in OPENERS:
             self.mode = OPENERS[value]
+            self.tag_start, self.tag_mark = offset, -1
         elif is_tag and value == "<%%":
             self.mode = "literal"
             self._append("<%", offset)
@@ -216,17 +247,24 @@ class _Generator:
         elif is_tag and value in CLOSERS:
             if self.mode == "literal":
                 self._output(value, offset)
+            if self.tag_mark >= 0:  # the mark covers the whole tag, closer included
+                kind, start, _ = self.marks[self.tag_mark]
+                self.marks[self.tag_mark] = (kind, start, offset + len(value))
+                self.tag_mark = -1
             self.mode = None
             self.truncate = value[0] in "-_"
         elif self.mode in ("eval", "escaped", "raw"):
             # A trailing line comment would swallow the closing parenthesis: ejs adds a newline.
             if value.rfind("//") > value.rfind("\n"):
                 value += "\n"
+            mark = self._mark(self.mode, self.tag_start, offset + len(value))
+            if mark:
+                self.tag_mark = len(self.marks) - 1
             if self.mode == "eval":
-                self._code("    ; ", value, "", offset)
+                self._code("    " + mark + "; ", value, "", offset)
             else:
                 escaped = self.mode == "escaped"
-                self._code("    ; __append(escapeFn(" if escaped else "    ; __append(",
+                self._code("    " + mark + ("; __append(escapeFn(" if escaped else "; __append("),
                            strip_trailing_semicolon(value), "))" if escaped else ")", offset)
         elif self.mode == "comment":
             pass
@@ -234,9 +272,16 @@ class _Generator:
             self._output(value, offset)
 
 
-def compile_template(parsed: ParsedTemplate) -> CompiledTemplate:
-    """Compile parsed nodes into the program the sandbox runs, with its line map."""
-    gen = _Generator()
+def compile_template(parsed: ParsedTemplate, *, marks: bool = False) -> CompiledTemplate:
+    """Compile parsed nodes into the program the sandbox runs, with its line map.
+
+    ``marks=True`` compiles the provenance variant (:mod:`.provenance`): before each text piece,
+    output tag and code tag the program appends :func:`mark_label` of a new mark, so everything
+    appended after it (up to the next mark) came from that token. A code tag's mark goes before
+    its code, so output printed inside a loop body still follows the mark of the token that
+    printed it. Marked programs are never cached or used for the text itself.
+    """
+    gen = _Generator(marks)
     for node in parsed.nodes:
         for value, offset, is_tag in node.tokens():
             gen.token(value, offset, is_tag)
@@ -247,4 +292,4 @@ def compile_template(parsed: ParsedTemplate) -> CompiledTemplate:
     # A syntax error found in the epilogue is an unclosed construct: point after the last code.
     columns = tuple(gen.columns) + (-1,) * extra
     offsets = tuple(gen.offsets) + (gen.last_code_end,) * extra
-    return CompiledTemplate(parsed.source, program, LineMap(columns, offsets))
+    return CompiledTemplate(parsed.source, program, LineMap(columns, offsets), tuple(gen.marks))

@@ -3,7 +3,8 @@
 The guard (:class:`Guard`, a plain ASGI middleware, outermost after Starlette's own error
 middleware) runs before any route: it gives the request its id (``X-Request-Id``, kept from the
 client when it is a short safe string, else generated), refuses cross-origin browser requests
-(:mod:`.auth`), checks the bearer token (all routes but ``GET /healthz``), refuses a declared
+(:mod:`.auth`), checks the bearer token (all routes but ``GET /healthz`` and the playground's page and
+static files, :mod:`.playground`, which hold no data), refuses a declared
 body over the limit and counts an undeclared one (:mod:`.limits`), and turns any exception a route
 lets escape into the error envelope (:mod:`.answers`) logged with the request id. Each request
 is logged once: id, method, path, status, milliseconds.
@@ -35,6 +36,7 @@ from ..store import Storage
 from .answers import error_response, json_answer, request_id_of
 from .auth import COOKIE, Access
 from .limits import MAX_BODY_BYTES, BodyTooLarge, declared_length, limited_receive, too_large
+from .playground import is_public
 
 __all__ = ["Guard", "ServiceConfig", "app_from_environment", "create_app", "warm_engines"]
 
@@ -95,7 +97,13 @@ class Guard:
             try:
                 if not (scope["method"] == "GET" and scope["path"] == "/healthz"):
                     self.access.check_origin(headers, scope.get("scheme", "http"))
-                    state["cookie"] = self.access.check_token(headers, scope.get("query_string", b"").decode("latin-1"))
+                    query = scope.get("query_string", b"").decode("latin-1")
+                    if is_public(scope["method"], scope["path"]):
+                        # the playground's page and files hold no data: no token needed, but a
+                        # right one in the login URL still sets the cookie (for /docs)
+                        state["cookie"] = self.access.token_in_query(query)
+                    else:
+                        state["cookie"] = self.access.check_token(headers, query)
                 length = declared_length(headers)
                 if length is not None and length > self.limit:
                     raise too_large(self.limit, length)
@@ -150,7 +158,7 @@ def warm_engines() -> None:
 
 def create_app(config: ServiceConfig) -> Any:
     """The ASGI application for ``config`` (the FastAPI app wrapped in :class:`Guard`)."""
-    from . import engines, library, lint, requests, sessions
+    from . import engines, library, lint, playground, requests, sessions
 
     warm_engines()
 
@@ -196,6 +204,7 @@ def create_app(config: ServiceConfig) -> Any:
     app.include_router(library.router)
     app.include_router(requests.router)
     app.include_router(sessions.router)
+    app.include_router(playground.router)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:

@@ -3,8 +3,9 @@
 Why a token on loopback too: any local process, and any web page the user opens, can reach
 127.0.0.1. The token (``TAVERNBOX_TOKEN`` or 32 random bytes printed once at start, as Jupyter
 does) is required on every route but ``GET /healthz``, as ``Authorization: Bearer <token>``.
-A browser opening the printed URL (``/docs?token=...``) gets the token as a ``SameSite=Strict``
-cookie, so the docs page works without copying the token into it.
+A browser opening the printed URL (``/?token=...``, the playground, or ``/docs?token=...``) gets the
+token as a ``SameSite=Strict`` cookie, so the docs page works without copying the token into it;
+the playground page keeps it in ``sessionStorage`` and sends it as a bearer token.
 
 Why the origin check besides: a web page from another origin must not drive the service even if
 it learned the token. A request whose ``Origin`` is not the service's own, or which a browser
@@ -67,6 +68,13 @@ class Access:
     def _matches(self, candidate: str | None) -> bool:
         return candidate is not None and hmac.compare_digest(candidate.encode("utf-8", "surrogatepass"), self._token)
 
+    def token_in_query(self, query: str) -> str | None:
+        """The token when the query string carries this service's (``?token=``), else ``None``."""
+        for token in parse_qs(query).get("token", []):
+            if self._matches(token):
+                return token
+        return None
+
     def check_token(self, headers: dict[str, str], query: str) -> str | None:
         """Accept the request or raise 401 ``SERVICE_UNAUTHORIZED``.
 
@@ -78,9 +86,9 @@ class Access:
             if scheme.lower() == "bearer" and self._matches(value.strip()):
                 return None
             raise TemplateError("the bearer token is not this service's", code="SERVICE_UNAUTHORIZED")
-        for token in parse_qs(query).get("token", []):
-            if self._matches(token):
-                return token
+        token = self.token_in_query(query)
+        if token is not None:
+            return token
         for part in headers.get("cookie", "").split(";"):
             name, _, value = part.strip().partition("=")
             if name == COOKIE and self._matches(value):

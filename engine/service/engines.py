@@ -5,7 +5,10 @@
 - ``POST /v1/render``: one ``tavernbox render --jsonl`` job (``template``, ``variables``, and the
   bridge fields ``mvu``, ``world_books``, ``activated``, ``preset``, ``card``) -> what ``render
   --json`` prints, ``{"text", "error", "usage"}`` (plus ``reads`` through the bridge); a failed
-  render is answered 422 with the same object.
+  render is answered 422 with the same object. ``"provenance": true`` (opt-in) adds ``provenance``:
+  ``{"spans": [{"start", "end", "kind", "source_start", "source_end", "line", "column"}]}``, which
+  template token (text, ``<%=``, ``<%-``, or a ``<%`` code tag that printed) produced each output
+  range (:mod:`tavernbox.ejs.provenance`), or ``{"spans": null, "reason"}`` when it cannot be told.
 - ``POST /v1/activate``: one ``tavernbox activate --jsonl`` scenario -> the ``--json`` object
   (``"macros": true`` expands keys and contents, as the CLI does outside ``--jsonl``).
 - ``POST /v1/replay``: a record (or a whole ``assemble --json`` answer) -> ``replay --json``.
@@ -149,11 +152,22 @@ def _render(body: dict[str, Any], leases: LibraryLeases | None = None) -> tuple[
 
 
 def _render_once(body: dict[str, Any], leases: LibraryLeases | None) -> tuple[dict[str, Any], int]:
-    from ..ejs import render_template
-
-    _check_fields(body, {"template", "variables", *_BRIDGE_FIELDS})
+    _check_fields(body, {"template", "variables", "provenance", *_BRIDGE_FIELDS})
     if not isinstance(body.get("template"), str):
         raise TemplateError("'template' must be a string", code="SERVICE_REQUEST_INVALID", path="$.template")
+    want = body.pop("provenance", False)
+    if not isinstance(want, bool):
+        raise TemplateError("'provenance' must be true or false", code="SERVICE_REQUEST_INVALID", path="$.provenance")
+    answer, status = _render_answer(body, want, leases)
+    if want and "provenance" not in answer:
+        answer["provenance"] = None  # the render failed: there is no output to explain
+    return answer, status
+
+
+def _render_answer(body: dict[str, Any], want_provenance: bool,
+                   leases: LibraryLeases | None) -> tuple[dict[str, Any], int]:
+    from ..ejs import render_template
+
     if any(key in body for key in _BRIDGE_FIELDS):
         from ..bridge import render_with_sources, sources_from_inputs
 
@@ -165,13 +179,25 @@ def _render_once(body: dict[str, Any], leases: LibraryLeases | None) -> tuple[di
             bridged = render_with_sources(body["template"], sources, leases=held)
         except TemplateError as exc:
             return {"text": None, "error": _error_object(exc), "usage": None, "reads": []}, 422
-        return {"text": bridged.text, "error": None, "usage": _usage_dict(bridged.usage),
-                "reads": [r.to_dict() for r in bridged.reads]}, 200
+        answer = {"text": bridged.text, "error": None, "usage": _usage_dict(bridged.usage),
+                  "reads": [r.to_dict() for r in bridged.reads]}
+        if want_provenance:
+            answer["provenance"] = {"spans": None, "reason": "per-tag provenance is not available with the bridge "
+                                                             "fields (mvu, world_books, activated, preset, card)"}
+        return answer, 200
     try:
-        result = render_template(body["template"], body.get("variables"))
+        if want_provenance:
+            from ..ejs.provenance import render_with_provenance
+
+            result, provenance = render_with_provenance(body["template"], body.get("variables"))
+        else:
+            result = render_template(body["template"], body.get("variables"))
     except TemplateError as exc:
         return {"text": None, "error": _error_object(exc), "usage": None}, 422
-    return {"text": result.text, "error": None, "usage": _usage_dict(result.usage)}, 200
+    answer = {"text": result.text, "error": None, "usage": _usage_dict(result.usage)}
+    if want_provenance:
+        answer["provenance"] = provenance.to_dict()
+    return answer, 200
 
 
 @router.post("/render", summary="Render an EJS template in the sandbox (tavernbox render --json)",
