@@ -59,6 +59,13 @@ def _text(card: Mapping[str, Any], key: str) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _transform(text: str, display: str, user: str, char: str, *, trim: bool) -> str:
+    """A prefix, suffix or field value for one member: ``<FIELDNAME>`` first, then (values only) trimmed,
+    then the member's names (``customTransform``)."""
+    text = _FIELDNAME.sub(display, text)
+    return member_names_text(text.strip() if trim else text, user, char)
+
+
 def joined_card(card: Mapping[str, Any], members: Sequence[tuple[str, Mapping[str, Any] | None]], *, mode: str,
                 prefix: str, suffix: str, disabled: Sequence[str], speaker: str, user: str) -> dict[str, Any]:
     """The speaking member's ``card`` with the four joined fields of a join mode.
@@ -78,14 +85,9 @@ def joined_card(card: Mapping[str, Any], members: Sequence[tuple[str, Mapping[st
                 continue
             if key == "mes_example" and not value.startswith("<START>"):
                 value = "<START>\n" + value
-
-            def transform(text: str, trim: bool, name: str = name) -> str:
-                text = _FIELDNAME.sub(display, text)
-                return member_names_text(text.strip() if trim else text, user, name)
-
-            head = transform(prefix, False) if prefix else ""
-            tail = transform(suffix, False) if suffix else ""
-            parts.append(head + transform(value, True) + tail)
+            head = _transform(prefix, display, user, name, trim=False) if prefix else ""
+            tail = _transform(suffix, display, user, name, trim=False) if suffix else ""
+            parts.append(head + _transform(value, display, user, name, trim=True) + tail)
         out[key] = "\n".join(p for p in parts if p)
     return out
 

@@ -22,6 +22,7 @@ Scenario fields (besides the oracle's `preset`, `chat`, `user_name`, `persona_de
   disabled          member indexes that are muted (disabled_members)
   worlds            {name: book}: world files written before the cards are imported (a card links one through
                     data.extensions.world)
+  global_worlds     names among worlds selected as global world info (`/world`)
 """
 from __future__ import annotations
 
@@ -155,9 +156,25 @@ def scenarios() -> Iterator[dict]:
                "book (getCharacterLore)", generation_mode=0, speaker=0, worlds=lore,
                members=[with_world(MIRA, "oracle-g-mira-lore"), with_world(BO, "oracle-g-bo-lore"), CASS])
 
+    macros = ms.corpus("presets/st-default-openai.json", prompts_patch={"main": {"content": (
+        "Write {{char}}'s next reply. Group: {{group}}. Not muted: {{groupNotMuted}}. Others: {{notChar}}. "
+        "If not group: {{charIfNotGroup}}.")}})
+    yield base("group-name-macros", "{{group}}, {{groupNotMuted}}, {{notChar}} and {{charIfNotGroup}} in a group "
+               "with a muted member (MacroEnvBuilder getGroupValue)", preset=macros, disabled=[2], speaker=1)
+    common = {"oracle-g-common": ms.book(ms.wi_entry(
+        0, ["smuggler"], "[Common lore: the coastguard pays well for the names of smugglers.]",
+        matchCharacterDescription=True))}
+    yield base("group-append-wi-description", "append mode, a global entry that matches character descriptions: the "
+               "joined description is scanned, so a key only in another member's description fires "
+               "(globalScanData.characterDescription from getCharacterCardFields)",
+               generation_mode=1, speaker=0, worlds=common, global_worlds=["oracle-g-common"])
+    yield base("group-swap-wi-description", "swap mode, the same entry: only the replying member's description is "
+               "scanned, the entry stays out", generation_mode=0, speaker=0, worlds=common,
+               global_worlds=["oracle-g-common"])
+
 
 FIELDS = ("preset", "members", "speaker", "generation_mode", "join_prefix", "join_suffix", "disabled", "worlds",
-          "chat", "user_name", "persona_description")
+          "global_worlds", "chat", "user_name", "persona_description")
 
 
 def stored(sc: dict) -> dict:
@@ -232,6 +249,9 @@ async def run_case(oracle: Any, browser: Any, sc: dict, workdir: str) -> dict:
                 const W = await import('/scripts/world-info.js');
                 await W.updateWorldInfoList();
             }""", [wname, wbook])
+        for wname in sc.get("global_worlds") or []:
+            await page.evaluate("""async (name) => { await SillyTavern.getContext()
+                .executeSlashCommandsWithOptions('/world silent=true "' + name + '"'); }""", wname)
         avatars = []
         for i, card in enumerate(sc["members"]):
             file_name = await page.evaluate("""async ([cardJson, fname]) => {
