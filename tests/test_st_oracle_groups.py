@@ -38,14 +38,19 @@ def group_request(case: dict[str, Any], resolve: Any) -> dict[str, Any]:
         "chat": {"messages": sc["chat"]},
         "user": {"name": sc["user_name"], "persona": {"description": sc["persona_description"]}},
         # the driver presses generate with an empty send box; time macros read the recording time
-        "generation": {"type": "normal", "input": ""},
+        "generation": {"type": sc.get("generation_type") or "normal", "input": ""},
         "options": {"now": case["recorded_at"]},
         "group": {"members": names, "cards": cards, "generation_mode": MODES[sc["generation_mode"]],
                   "join_prefix": sc["join_prefix"], "join_suffix": sc["join_suffix"],
                   "disabled_members": [names[i] for i in sc["disabled"]]},
     }
-    if sc.get("worlds"):  # every member's lorebook is given; which are read is the rule under test
-        request["books"] = [{**book, "name": name} for name, book in sc["worlds"].items()]
+    # every member's lorebook is given; which are read is the rule under test
+    books = [{**book, "name": name} for name, book in (sc.get("worlds") or {}).items()]
+    if any(((c.get("data") or c).get("extensions") or {}).get("world") == "Eldoria" for c in cards):
+        # SillyTavern ships the world Eldoria (the corpus copy), so a card linking it finds it
+        books.append({**resolve({"corpus": "worldbooks/st-default-eldoria.json"}), "name": "Eldoria"})
+    if books:
+        request["books"] = books
     return request
 
 

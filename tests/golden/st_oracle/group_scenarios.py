@@ -23,6 +23,7 @@ Scenario fields (besides the oracle's `preset`, `chat`, `user_name`, `persona_de
   worlds            {name: book}: world files written before the cards are imported (a card links one through
                     data.extensions.world)
   global_worlds     names among worlds selected as global world info (`/world`)
+  generation_type   normal (default) or another type generate() takes (impersonate, ...)
 """
 from __future__ import annotations
 
@@ -172,9 +173,26 @@ def scenarios() -> Iterator[dict]:
                "scanned, the entry stays out", generation_mode=0, speaker=0, worlds=common,
                global_worlds=["oracle-g-common"])
 
+    sera_chat = [a(ms.greeting(ms.SERA), name="Seraphina"), u("Is it safe in this forest, Seraphina?"),
+                 a("*Mira shrugs from the doorway.* \"Safer than the sea tonight.\"", name="Mira"),
+                 u("Then we wait out the storm here, in your forest.")]
+    yield base("group-append-corpus-card", "append mode with a corpus card (Seraphina, linking SillyTavern's shipped "
+               "world Eldoria) replying: her long description joined with the others, her world scanned "
+               "(getGroupCharacterCardsLazy, getCharacterLore)", members=[ms.SERA, MIRA, BO], speaker=0,
+               generation_mode=1, join_prefix=PREFIX, join_suffix=SUFFIX, chat=sera_chat)
+    yield base("group-append-corpus-card-other", "the same group with Mira replying: Seraphina's fields are joined, "
+               "her world Eldoria is not scanned (getCharacterLore reads the replying member only)",
+               members=[ms.SERA, MIRA, BO], speaker=1, generation_mode=1, join_prefix=PREFIX, join_suffix=SUFFIX,
+               chat=sera_chat)
+    yield base("group-swap-names-completion", "swap mode with names_behavior 1 (completion): every chat message "
+               "carries its speaker's name field (setOpenAIMessages)",
+               preset=ms.corpus("presets/st-default-openai.json", patch={"names_behavior": 1}))
+    yield base("group-swap-impersonate", "swap mode, impersonation: no group nudge (populateChatHistory "
+               "noGroupNudgeTypes)", generation_type="impersonate")
+
 
 FIELDS = ("preset", "members", "speaker", "generation_mode", "join_prefix", "join_suffix", "disabled", "worlds",
-          "global_worlds", "chat", "user_name", "persona_description")
+          "global_worlds", "chat", "user_name", "persona_description", "generation_type")
 
 
 def stored(sc: dict) -> dict:
@@ -289,10 +307,10 @@ async def run_case(oracle: Any, browser: Any, sc: dict, workdir: str) -> dict:
                      x.generation_mode_join_prefix, generation_mode_join_suffix: x.generation_mode_join_suffix }; }""",
                                                 gid)
         oracle.http("POST", oracle.STUB_URL + "/_clear", {})
-        await page.evaluate("""(av) => { const c = SillyTavern.getContext();
+        await page.evaluate("""([av, t]) => { const c = SillyTavern.getContext();
             const chid = c.characters.findIndex(x => x.avatar === av);
-            window.__oracleGen = c.generate('normal', { force_chid: chid }).then(() => 'done', e => 'error: ' + e);
-            return 1; }""", avatars[int(sc["speaker"])])
+            window.__oracleGen = c.generate(t, { force_chid: chid }).then(() => 'done', e => 'error: ' + e);
+            return 1; }""", [avatars[int(sc["speaker"])], sc.get("generation_type") or "normal"])
         t0 = time.time()
         reqs: list = []
         while time.time() - t0 < 60:
