@@ -225,3 +225,12 @@ def test_join_modes_scan_the_joined_description() -> None:
     assert "The cellar floods." not in texts(assemble_request(request))
     request["group"]["generation_mode"] = "append"
     assert texts(assemble_request(request))[0] == "The cellar floods."
+
+
+def test_the_request_body_names_the_group() -> None:
+    """``createGenerationParameters`` sends ``group_names`` (every member) with ``char_name`` and ``user_name``;
+    the server's post-processing reads them."""
+    result = run(disabled_members=["Cass"])
+    assert result.request_fields["group_names"] == ["Mira", "Bo", "Cass"]
+    alone = assemble_request({"preset": CARDS_ONLY, "card": MIRA, "chat": CHAT})
+    assert alone.request_fields["group_names"] == []

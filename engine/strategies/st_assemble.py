@@ -675,7 +675,7 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
     if kind not in ("", "none"):
         final = post_process(final, kind, names)
     fields: dict[str, Any] = {"custom_prompt_post_processing": "" if kind == "none" else kind, "char_name": char,
-                              "user_name": user}
+                              "user_name": user, "group_names": list(names.group)}
     use_sysprompt = req.options.use_sysprompt if req.options.use_sysprompt is not None else \
         bool(preset.get("use_sysprompt", False))
     if req.options.target == "claude":
