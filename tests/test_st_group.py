@@ -234,3 +234,51 @@ def test_the_request_body_names_the_group() -> None:
     assert result.request_fields["group_names"] == ["Mira", "Bo", "Cass"]
     alone = assemble_request({"preset": CARDS_ONLY, "card": MIRA, "chat": CHAT})
     assert alone.request_fields["group_names"] == []
+
+
+# -- limits ----------------------------------------------------------------------------------------------
+
+
+def test_a_join_prefix_repeated_over_many_members_trips_the_limit() -> None:
+    """The prefix is written once per member and field: 900 members x a 10 KB prefix would pass the macro
+    output limit, so the request is refused before any of it is built."""
+    names = [f"M{i}" for i in range(900)]
+    cards = [card(n, "x") for n in names]
+    with pytest.raises(TemplateError) as err:
+        assemble_request({"preset": CARDS_ONLY, "card": cards[0], "chat": CHAT, "group": {
+            "members": names, "cards": cards, "generation_mode": "append", "join_prefix": "p" * 10_000}})
+    assert (err.value.code, err.value.path) == ("ST_GROUP_JOIN_LIMIT", "$.group")
+
+
+def test_names_substituted_into_a_prefix_are_counted_before_they_are_written() -> None:
+    """100,000 ``{{char}}`` in the prefix and a 1,000-character member name: 10^8 characters, refused at once."""
+    long_name = "N" * 1000
+    with pytest.raises(TemplateError) as err:
+        assemble_request({"preset": CARDS_ONLY, "card": card(long_name, "x"), "chat": CHAT, "group": {
+            "members": [long_name], "generation_mode": "append", "join_prefix": "{{char}}" * 100_000}})
+    assert err.value.code == "ST_GROUP_JOIN_LIMIT"
+
+
+def test_depth_prompts_are_bounded_too() -> None:
+    long_name = "N" * 1000
+    dp = {"prompt": "{{char}}" * 100_000, "depth": 0, "role": "system"}
+    with pytest.raises(TemplateError) as err:
+        assemble_request({"preset": CARDS_ONLY, "card": card(long_name, "x", depth_prompt=dp), "chat": CHAT,
+                          "group": {"members": [long_name], "generation_mode": "append"}})
+    assert err.value.code == "ST_GROUP_JOIN_LIMIT"
+
+
+def test_a_joined_field_just_under_the_limit_is_built() -> None:
+    """The limit counts what is written: 8 members' 1 MiB descriptions (8 Mi characters with the newlines
+    less 1) are joined; one character more each is refused."""
+    from tavernbox.strategies.st_group import MAX_JOINED_CHARS, joined_card
+
+    names = [f"M{i}" for i in range(8)]
+    each = (MAX_JOINED_CHARS - 7) // 8
+    members = [(n, {"description": "d" * each}) for n in names]
+    out = joined_card({"name": "M0"}, members, mode="append", prefix="", suffix="", disabled=(), speaker="M0",
+                      user="U")
+    assert len(out["description"]) == 8 * each + 7 <= MAX_JOINED_CHARS
+    with pytest.raises(TemplateError):
+        joined_card({"name": "M0"}, [(n, {"description": "d" * (each + 2)}) for n in names], mode="append",
+                    prefix="", suffix="", disabled=(), speaker="M0", user="U")

@@ -168,13 +168,14 @@ def load_inputs(request: StRequest, base_dir: Path | None = None) -> LoadedInput
     else:
         chat = parse_chat(chat_value, path="$.chat")
     members: dict[str, dict[str, Any]] = {}
+    member_names = set(request.group.members) if request.group is not None else set()
     for i, value in enumerate(request.group.cards if request.group is not None else ()):
         where = f"$.group.cards[{i}]"
         model, _ = _load("card", value, base_dir, where)
         dumped = model.model_dump(mode="json")
         data = dumped.get("data", dumped)
         name = str(data.get("name") or "")
-        if name not in request.group.members:  # type: ignore[union-attr]
+        if name not in member_names:
             raise TemplateError(f"{where}: the card of {name!r} is not a member of the group ($.group.members)",
                                 code="REQUEST_INVALID", path=where)
         if name in members:

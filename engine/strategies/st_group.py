@@ -24,15 +24,19 @@ request builder sees an ordinary card and an ordinary list of in-chat prompts.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from ..errors import Diagnostic, TemplateError
+from ..macros.evaluator import MAX_OUTPUT_CHARS
 
-__all__ = ["JOIN_MODES", "group_depth_prompts", "join_group_cards", "joined_card", "member_names_text"]
+__all__ = ["JOIN_MODES", "MAX_JOINED_CHARS", "group_depth_prompts", "join_group_cards", "joined_card", "member_names_text"]
 
 #: the generation modes that join the members' cards (SillyTavern's APPEND and APPEND_DISABLED)
 JOIN_MODES = ("append", "append_disabled")
+#: the longest joined field (and all depth prompts together): what one macro may expand to, since
+#: the joined text is sent through ``{{description}}`` and its kin
+MAX_JOINED_CHARS = MAX_OUTPUT_CHARS
 
 #: (card field, the display name ``<FIELDNAME>`` stands for)
 _JOINED_FIELDS = (("description", "Description"), ("personality", "Personality"), ("scenario", "Scenario"),
@@ -50,7 +54,7 @@ def member_names_text(value: str, user: str, char: str) -> str:
     return _NAMES.sub(lambda m: user if (m.group(1) or m.group(2)).lower() == "user" else char, value)
 
 
-def _included(name: str, mode: str, disabled: Sequence[str], speaker: str) -> bool:
+def _included(name: str, mode: str, disabled: Collection[str], speaker: str) -> bool:
     return name == speaker or name not in disabled or mode == "append_disabled"
 
 
@@ -59,11 +63,38 @@ def _text(card: Mapping[str, Any], key: str) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _transform(text: str, display: str, user: str, char: str, *, trim: bool) -> str:
-    """A prefix, suffix or field value for one member: ``<FIELDNAME>`` first, then (values only) trimmed,
-    then the member's names (``customTransform``)."""
-    text = _FIELDNAME.sub(display, text)
-    return member_names_text(text.strip() if trim else text, user, char)
+class _Affix:
+    """A join prefix or suffix for one field, ``<FIELDNAME>`` replaced, with its name macros counted
+    once, so the size it takes for each member is known before it is written."""
+
+    __slots__ = ("text", "fixed", "users", "chars")
+
+    def __init__(self, text: str, display: str) -> None:
+        self.text = _FIELDNAME.sub(display, text) if text else ""
+        self.fixed, self.users, self.chars = len(self.text), 0, 0
+        for m in _NAMES.finditer(self.text):
+            self.fixed -= m.end() - m.start()
+            if (m.group(1) or m.group(2)).lower() == "user":
+                self.users += 1
+            else:
+                self.chars += 1
+
+    def size(self, user: str, char: str) -> int:
+        return self.fixed + self.users * len(user) + self.chars * len(char)
+
+
+def _names_size(text: str, user: str, char: str) -> int:
+    """The length of :func:`member_names_text` of ``text``, without building it."""
+    size = len(text)
+    for m in _NAMES.finditer(text):
+        size += len(user if (m.group(1) or m.group(2)).lower() == "user" else char) - (m.end() - m.start())
+    return size
+
+
+def _too_long(what: str) -> TemplateError:
+    return TemplateError(f"the group's joined {what} would pass {MAX_JOINED_CHARS:,} characters (the macro output "
+                         "limit); shorten the join prefix, suffix or member names", code="ST_GROUP_JOIN_LIMIT",
+                         path="$.group")
 
 
 def joined_card(card: Mapping[str, Any], members: Sequence[tuple[str, Mapping[str, Any] | None]], *, mode: str,
@@ -75,19 +106,26 @@ def joined_card(card: Mapping[str, Any], members: Sequence[tuple[str, Mapping[st
     not trimmed again (a suffix that ends in a newline is sent).
     """
     out = dict(card)
+    muted = frozenset(disabled)
     for key, display in _JOINED_FIELDS:
+        head, tail = _Affix(prefix, display), _Affix(suffix, display)
         parts: list[str] = []
+        size = 0
         for name, member in members:
-            if member is None or not _included(name, mode, disabled, speaker):
+            if member is None or not _included(name, mode, muted, speaker):
                 continue
             value = _text(member, key).strip()
             if not value:
                 continue
             if key == "mes_example" and not value.startswith("<START>"):
                 value = "<START>\n" + value
-            head = _transform(prefix, display, user, name, trim=False) if prefix else ""
-            tail = _transform(suffix, display, user, name, trim=False) if suffix else ""
-            parts.append(head + _transform(value, display, user, name, trim=True) + tail)
+            value = _FIELDNAME.sub(display, value).strip()
+            # sized before it is built: the affixes repeat for every member, and names can be long
+            size += head.size(user, name) + _names_size(value, user, name) + tail.size(user, name) + 1
+            if size > MAX_JOINED_CHARS + 1:
+                raise _too_long(display.lower())
+            parts.append(member_names_text(head.text, user, name) + member_names_text(value, user, name)
+                         + member_names_text(tail.text, user, name))
         out[key] = "\n".join(p for p in parts if p)
     return out
 
@@ -100,14 +138,20 @@ def group_depth_prompts(members: Sequence[tuple[str, Mapping[str, Any] | None]],
     prompt adds nothing. Depth 4 and role system when the card does not say.
     """
     out: list[dict[str, Any]] = []
+    muted = frozenset(disabled)
+    size = 0
     for name, member in members:
-        if member is None or (name in disabled and name != speaker):
+        if member is None or (name in muted and name != speaker):
             continue
         ext = member.get("extensions")
         dp = ext.get("depth_prompt") if isinstance(ext, Mapping) else None
         if not isinstance(dp, Mapping):
             continue
-        text = member_names_text(_text(dp, "prompt").strip(), user, name)
+        text = _text(dp, "prompt").strip()
+        size += _names_size(text, user, name) + 1
+        if size > MAX_JOINED_CHARS + 1:
+            raise _too_long("depth prompts")
+        text = member_names_text(text, user, name)
         if not text:
             continue
         depth = dp.get("depth")

@@ -57,7 +57,8 @@ def _not_char(call: MacroCall) -> str:
     ctx = call.ctx
     if not ctx.group:
         return ctx.user
-    return ", ".join(n for n in ctx.group if n != ctx.char and n not in ctx.muted)
+    muted = set(ctx.muted)
+    return ", ".join(n for n in ctx.group if n != ctx.char and n not in muted)
 
 
 def _trim(call: MacroCall) -> str:
