@@ -282,3 +282,36 @@ def test_a_joined_field_just_under_the_limit_is_built() -> None:
     with pytest.raises(TemplateError):
         joined_card({"name": "M0"}, [(n, {"description": "d" * (each + 2)}) for n in names], mode="append",
                     prefix="", suffix="", disabled=(), speaker="M0", user="U")
+
+
+# -- the chat's scenario and example overrides -------------------------------------------------------
+
+
+def test_chat_overrides_replace_the_card_fields_in_a_one_character_chat() -> None:
+    """``getCharacterCardFieldsLazy``: ``chat_metadata.scenario || character.scenario``, then trimmed."""
+    chat = {**CHAT, "scenario": " After the storm, {{char}} sweeps glass. ", "mes_example": "{{char}}: Mind the glass."}
+    result = assemble_request({"preset": CARDS_ONLY, "card": MIRA, "chat": chat, "user": {"name": "Ash"}})
+    assert texts(result)[:4] == ["Mira keeps the lamp.", "Patient.", "After the storm, Mira sweeps glass.",
+                                 "Mind the glass."]
+    blank = assemble_request({"preset": CARDS_ONLY, "card": MIRA, "chat": {**CHAT, "scenario": "  "}})
+    assert "A storm at Mira's lighthouse." not in texts(blank)  # a blank override wins, and sends nothing
+
+
+def test_a_blank_override_leaves_the_joined_field_in_a_join_mode() -> None:
+    """``getGroupCharacterCardsLazy``: ``baseChatReplace(override.trim()) || collectField(...)``."""
+    result = assemble_request({"preset": CARDS_ONLY, "card": MIRA, "chat": {**CHAT, "scenario": "  "},
+                               "group": {"members": ["Mira", "Bo"], "cards": [BO], "generation_mode": "append"}})
+    assert texts(result)[2] == "A storm at Mira's lighthouse.\nBo's cellar."
+
+
+def test_chat_override_fields_are_checked_and_read_from_an_export() -> None:
+    from tavernbox.strategies.st_chat import parse_chat, parse_chat_jsonl
+
+    with pytest.raises(TemplateError) as err:
+        parse_chat({"messages": [], "scenario": 3}, path="$.chat")
+    assert (err.value.code, err.value.path) == ("REQUEST_INVALID", "$.chat.scenario")
+    head = {"user_name": "Ash", "character_name": "Mira",
+            "chat_metadata": {"scenario": "Calm sea.", "mes_example": "<START>\n{{char}}: Hm."}}
+    line = {"name": "Ash", "is_user": True, "is_system": False, "mes": "Hi", "extra": {}}
+    chat = parse_chat_jsonl(json.dumps(head) + "\n" + json.dumps(line) + "\n")
+    assert (chat.scenario, chat.mes_example) == ("Calm sea.", "<START>\n{{char}}: Hm.")

@@ -35,7 +35,8 @@ def group_request(case: dict[str, Any], resolve: Any) -> dict[str, Any]:
     request: dict[str, Any] = {
         "preset": resolve(sc["preset"]),
         "card": cards[sc["speaker"]],
-        "chat": {"messages": sc["chat"]},
+        "chat": {"messages": sc["chat"], "scenario": sc.get("chat_scenario") or "",
+                 "mes_example": sc.get("chat_mes_example") or ""},
         "user": {"name": sc["user_name"], "persona": {"description": sc["persona_description"]}},
         # the driver presses generate with an empty send box; time macros read the recording time
         "generation": {"type": sc.get("generation_type") or "normal", "input": ""},

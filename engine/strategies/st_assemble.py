@@ -496,10 +496,14 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
     read_card = _card_as_sillytavern_reads_it(card) if inputs.card is not None else None
     group_prompts: list[dict[str, Any]] = []
     join = req.group is not None and req.group.generation_mode in JOIN_MODES
+    overrides = {"scenario": inputs.chat.scenario, "mes_example": inputs.chat.mes_example}
     if join:  # the members' cards joined into the replying member's (``getGroupCharacterCardsLazy``)
         read_card, group_prompts, group_diags = join_group_cards(read_card, inputs.members, req.group, user,
-                                                                 _card_as_sillytavern_reads_it)
+                                                                 _card_as_sillytavern_reads_it, overrides)
         warnings.extend(group_diags)
+    elif read_card is not None:
+        # the chat's overrides, when set, replace the card's fields (``getCharacterCardFieldsLazy``)
+        read_card.update({k: v.strip().replace("\r", "") for k, v in overrides.items() if v})
     muted = {"muted": list(req.group.disabled_members)} if req.group is not None and req.group.disabled_members else {}
     chat = [m.to_dict() for m in inputs.chat.messages]
     gen = req.generation.type
@@ -568,8 +572,8 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
                       "name": m.get("name") or {"user": user, "system": "System"}.get(m["role"], char),
                       "content": m["content"]} for m in chat]
         dp = card.get("extensions", {}).get("depth_prompt") if isinstance(card.get("extensions"), Mapping) else None
-        # a join mode scans the joined fields (SillyTavern's scan data is the card fields it sends)
-        fields = read_card if join and read_card is not None else card
+        # the scan reads the card fields as sent: joined in a join mode, overridden by the chat
+        fields = read_card if read_card is not None else card
         context = ScanContext(
             persona_description=persona.description,
             character_description=str(fields.get("description") or ""),

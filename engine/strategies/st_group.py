@@ -161,11 +161,14 @@ def group_depth_prompts(members: Sequence[tuple[str, Mapping[str, Any] | None]],
 
 
 def join_group_cards(card: Mapping[str, Any] | None, members: Mapping[str, Mapping[str, Any]], group: Any, user: str,
-                     read: Any) -> tuple[dict[str, Any], list[dict[str, Any]], list[Diagnostic]]:
+                     read: Any, overrides: Mapping[str, str] | None = None,
+                     ) -> tuple[dict[str, Any], list[dict[str, Any]], list[Diagnostic]]:
     """The replying member's card as a join mode builds it, the members' depth prompts, and warnings.
 
     ``card`` is the request's card (as SillyTavern reads it), ``members`` the group's cards by name
-    (raw; ``read`` gives them SillyTavern's reading), ``group`` the request's :class:`GroupChat`.
+    (raw; ``read`` gives them SillyTavern's reading), ``group`` the request's :class:`GroupChat`,
+    ``overrides`` the chat's ``scenario`` / ``mes_example``: one that is not blank after trimming
+    replaces the joined field.
     The replying member must be a member; a member whose card is not given is skipped with a
     warning naming it (``ST_GROUP_CARD_MISSING``), never silently.
     """
@@ -191,5 +194,8 @@ def join_group_cards(card: Mapping[str, Any] | None, members: Mapping[str, Mappi
                         "fields and depth prompt are not joined", path="$.group.cards") for name in missing]
     joined = joined_card(card, listed, mode=group.generation_mode, prefix=group.join_prefix,
                          suffix=group.join_suffix, disabled=group.disabled_members, speaker=speaker, user=user)
+    for key, value in (overrides or {}).items():
+        if value.strip():
+            joined[key] = value.strip().replace("\r", "")
     prompts = group_depth_prompts(listed, disabled=group.disabled_members, speaker=speaker, user=user)
     return joined, prompts, diags

@@ -24,6 +24,8 @@ Scenario fields (besides the oracle's `preset`, `chat`, `user_name`, `persona_de
                     data.extensions.world)
   global_worlds     names among worlds selected as global world info (`/world`)
   generation_type   normal (default) or another type generate() takes (impersonate, ...)
+  chat_scenario / chat_mes_example   the chat's overrides (chat_metadata.scenario / mes_example, what a group's
+                    "scenario override" writes), set on the opened chat before generating
 """
 from __future__ import annotations
 
@@ -190,9 +192,24 @@ def scenarios() -> Iterator[dict]:
     yield base("group-swap-impersonate", "swap mode, impersonation: no group nudge (populateChatHistory "
                "noGroupNudgeTypes)", generation_type="impersonate")
 
+    overrides = {"chat_scenario": "The storm has passed; {{char}} counts the broken panes.",
+                 "chat_mes_example": "{{user}}: Well?\n{{char}}: \"Well.\""}
+    yield base("group-append-chat-overrides", "append mode with the chat's scenario and example overrides: they "
+               "replace the joined fields, {{char}} the replying member (getGroupCharacterCardsLazy "
+               "scenarioOverride / mesExamplesOverride)", generation_mode=1, join_prefix=PREFIX, join_suffix=SUFFIX,
+               speaker=0, **overrides)
+    yield base("group-swap-chat-overrides", "swap mode with the same overrides: they replace the replying member's "
+               "fields (getCharacterCardFieldsLazy chat_metadata.scenario || character.scenario)", speaker=1,
+               **overrides)
+    yield base("group-append-blank-override", "append mode with a scenario override of spaces: trimmed to nothing, "
+               "so the joined scenario is sent", generation_mode=1, speaker=0, chat_scenario="   ")
+    yield base("group-swap-blank-override", "swap mode with a scenario override of spaces: it wins over the card "
+               "and is trimmed to nothing, so no scenario is sent", speaker=1, chat_scenario="   ")
+
 
 FIELDS = ("preset", "members", "speaker", "generation_mode", "join_prefix", "join_suffix", "disabled", "worlds",
-          "global_worlds", "chat", "user_name", "persona_description", "generation_type")
+          "global_worlds", "chat", "user_name", "persona_description", "generation_type", "chat_scenario",
+          "chat_mes_example")
 
 
 def stored(sc: dict) -> dict:
@@ -298,10 +315,16 @@ async def run_case(oracle: Any, browser: Any, sc: dict, workdir: str) -> dict:
         await page.wait_for_function("(n) => SillyTavern.getContext().chat.length === n", arg=len(sc["chat"]),
                                      timeout=30000)
         await asyncio.sleep(0.5)
+        if sc.get("chat_scenario") is not None or sc.get("chat_mes_example") is not None:
+            await page.evaluate("""async ([s, e]) => { const c = SillyTavern.getContext();
+                if (s !== null) c.chatMetadata.scenario = s;
+                if (e !== null) c.chatMetadata.mes_example = e;
+                await c.saveMetadata(); }""", [sc.get("chat_scenario"), sc.get("chat_mes_example")])
         snapshot = await page.evaluate(oracle.SNAPSHOT_JS)
         snapshot["group"] = await page.evaluate("""(g) => { const c = SillyTavern.getContext();
             const x = c.groups.find(y => y.id === g);
-            return { members: x.members.map(av => c.characters.find(ch => ch.avatar === av)?.name),
+            return { chat_scenario: c.chatMetadata.scenario ?? null, chat_mes_example: c.chatMetadata.mes_example ?? null,
+                     members: x.members.map(av => c.characters.find(ch => ch.avatar === av)?.name),
                      generation_mode: x.generation_mode, disabled_members: x.disabled_members.map(av =>
                      c.characters.find(ch => ch.avatar === av)?.name), generation_mode_join_prefix:
                      x.generation_mode_join_prefix, generation_mode_join_suffix: x.generation_mode_join_suffix }; }""",
