@@ -315,3 +315,19 @@ def test_chat_override_fields_are_checked_and_read_from_an_export() -> None:
     line = {"name": "Ash", "is_user": True, "is_system": False, "mes": "Hi", "extra": {}}
     chat = parse_chat_jsonl(json.dumps(head) + "\n" + json.dumps(line) + "\n")
     assert (chat.scenario, chat.mes_example) == ("Calm sea.", "<START>\n{{char}}: Hm.")
+
+
+def test_an_exports_overrides_survive_standard_input(tmp_path: Path) -> None:
+    """``--chat -`` reads the export the same as a file: its ``chat_metadata.scenario`` is kept."""
+    from click.testing import CliRunner
+
+    from tavernbox.cli.main import main as cli
+
+    (tmp_path / "p.json").write_text(json.dumps(CARDS_ONLY))
+    (tmp_path / "c.json").write_text(json.dumps(MIRA))
+    head = {"user_name": "Ash", "character_name": "Mira", "chat_metadata": {"scenario": "Calm sea at {{char}}'s."}}
+    export = json.dumps(head) + "\n" + json.dumps({"name": "Ash", "is_user": True, "mes": "Hi", "extra": {}}) + "\n"
+    res = CliRunner().invoke(cli, ["assemble", "--preset", str(tmp_path / "p.json"), "--card", str(tmp_path / "c.json"),
+                                   "--chat", "-", "--messages"], input=export)
+    assert res.exit_code == 0, res.output
+    assert "Calm sea at Mira's." in [m["content"] for m in json.loads(res.stdout)]
