@@ -192,6 +192,10 @@ def scenarios() -> Iterator[dict]:
     yield base("group-swap-impersonate", "swap mode, impersonation: no group nudge (populateChatHistory "
                "noGroupNudgeTypes)", generation_type="impersonate")
 
+    yield base("group-append-continue", "append mode, continuing the replying member's last message: the group nudge, "
+               "then the continued message, then the continue nudge (populateChatHistory, continue in a group)", generation_mode=1,
+               speaker=1, generation_type="continue",
+               chat=group_chat() + [a("*Bo glances at the cellar door.* \"Nothing. Just", name="Bo")])
     overrides = {"chat_scenario": "The storm has passed; {{char}} counts the broken panes.",
                  "chat_mes_example": "{{user}}: Well?\n{{char}}: \"Well.\""}
     yield base("group-append-chat-overrides", "append mode with the chat's scenario and example overrides: they "
