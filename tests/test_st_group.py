@@ -331,3 +331,11 @@ def test_an_exports_overrides_survive_standard_input(tmp_path: Path) -> None:
                                    "--chat", "-", "--messages"], input=export)
     assert res.exit_code == 0, res.output
     assert "Calm sea at Mira's." in [m["content"] for m in json.loads(res.stdout)]
+
+
+def test_macros_in_the_chat_read_the_joined_card() -> None:
+    """``populateChatHistory`` expands chat messages with the same card fields (``getCharacterCardFieldsLazy``)."""
+    chat = {"messages": [{"role": "user", "content": "Recap: {{personality}}"}]}
+    result = assemble_request({"preset": preset(marker("chatHistory")), "card": MIRA, "chat": chat, "group": {
+        "members": ["Mira", "Bo", "Cass"], "cards": [BO, CASS], "generation_mode": "append"}})
+    assert texts(result) == ["Recap: Patient.\nCurious."]

@@ -518,7 +518,7 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
     history = history_messages(chat, behavior=behavior, user=user, char=char, group=group)
     _expand_chat_macros(history, {
         "user": user, "char": char, "persona": persona_text,
-        "character": {k: v for k, v in (read_card if join and read_card else card).items() if k != "extensions"},
+        "character": {k: v for k, v in (read_card if read_card is not None else card).items() if k != "extensions"},
         "chat": [{"role": m["role"], "name": m.get("name") or "", "content": m["content"]} for m in chat],
         "seed": req.options.seed, **({"now": req.options.now} if req.options.now else {}),
         **({"group": list(req.group.members)} if req.group else {}), **muted})
@@ -573,13 +573,13 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
                       "content": m["content"]} for m in chat]
         dp = card.get("extensions", {}).get("depth_prompt") if isinstance(card.get("extensions"), Mapping) else None
         # the scan reads the card fields as sent: joined in a join mode, overridden by the chat
-        fields = read_card if read_card is not None else card
+        sent = read_card if read_card is not None else card
         context = ScanContext(
             persona_description=persona.description,
-            character_description=str(fields.get("description") or ""),
-            character_personality=str(fields.get("personality") or ""),
+            character_description=str(sent.get("description") or ""),
+            character_personality=str(sent.get("personality") or ""),
             character_depth_prompt=str(dp.get("prompt") or "") if isinstance(dp, Mapping) else "",
-            scenario=str(fields.get("scenario") or ""),
+            scenario=str(sent.get("scenario") or ""),
             creator_notes=str(card.get("creator_notes") or ""),
         )
         activation = activate_world_info(scan_books(books), scan_chat, wi, seed=req.options.seed, context=context,
