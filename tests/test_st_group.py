@@ -339,3 +339,20 @@ def test_macros_in_the_chat_read_the_joined_card() -> None:
     result = assemble_request({"preset": preset(marker("chatHistory")), "card": MIRA, "chat": chat, "group": {
         "members": ["Mira", "Bo", "Cass"], "cards": [BO, CASS], "generation_mode": "append"}})
     assert texts(result) == ["Recap: Patient.\nCurious."]
+
+
+def test_the_sample_group_request_joins_both_cards() -> None:
+    """``corpora/sample-group-request.json``, the README's group example, assembles from the CLI."""
+    from click.testing import CliRunner
+
+    from tavernbox.cli.main import main as cli
+
+    root = Path(__file__).resolve().parents[1]
+    res = CliRunner().invoke(cli, ["assemble", "--request", str(root / "corpora" / "sample-group-request.json"),
+                                   "--messages"])
+    assert res.exit_code == 0, res.output
+    contents = [m["content"] for m in json.loads(res.stdout)]
+    assert "[Mira's Description]\nMira keeps the lighthouse" in contents[3]
+    assert "\n[Tobin's Description]\nTobin runs the ferry to Gull Rock" in contents[3]
+    assert "Tobin keeps glancing at the harbour." in "\n".join(contents)
+    assert contents[-2] == "[Write the next reply only as Mira.]"
