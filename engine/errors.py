@@ -95,6 +95,10 @@ CODES: dict[str, str] = {
                        "or an unknown field",
     "ST_LINKED_WORLD_MISSING": "the card links a world book that is not among the given books; it is not scanned",
     "ST_LOREBOOK_MISSING": "the chat or persona lorebook named is not among the given books; it is not scanned",
+    "ST_GROUP_CARD_MISSING": "a group joining its cards has a member whose card is not given; the member is skipped",
+    "ST_GROUP_JOIN_LIMIT": "a group's joined card field or depth prompts would pass the macro output limit (8 Mi "
+                           "characters)",
+    "ST_GROUP_LOREBOOK_NOT_READ": "a book another group member links is not scanned: only the replying member's is",
     "ST_CONTEXT_TOO_SMALL": "the prompts that must be sent do not fit into max_context - max_tokens (SillyTavern "
                             "refuses to send too); raise budget.max_context",
     "ASSEMBLY_SOURCE_INVALID": "a source descriptor is malformed or its id is already registered",

@@ -441,7 +441,7 @@ def test_host_state_macros_read_the_context() -> None:
         "{{group}}|{{groupNotMuted}}|{{notChar}}|{{hasExtension::vectors}}|{{outlet::lore}}|{{maxPrompt}}|"
         "{{instructInput}}|{{instructFirstOutputPrefix}}|{{model}}|{{input}}|{{isMobile}}",
         **ctx,
-    ) == "Character, Zed, Quiet|Character, Zed|Zed, Quiet, User|true|OUT|4096|<|user|>|<|bot|>|m-1|typed|true"
+    ) == "Character, Zed, Quiet|Character, Zed|Zed|true|OUT|4096|<|user|>|<|bot|>|m-1|typed|true"
     assert text("{{mesExamples}}", **ctx) == "<START>\nA: hi\n<START>\nB: yo\n"
 
 

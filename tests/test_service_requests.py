@@ -174,6 +174,7 @@ def test_a_stored_record_replays_after_a_restart(tmp_path: Path) -> None:
 @pytest.mark.parametrize("field, value, path", [
     ("preset", "/etc/passwd", "$.preset"), ("card", "sample-card.json", "$.card"), ("chat", "chat.jsonl", "$.chat"),
     ("books", ["book.json"], "$.books[0]"), ("books", [{"book": "b.json", "source": "global"}], "$.books[0]"),
+    ("group", {"members": ["Mira"], "cards": ["/etc/passwd"]}, "$.group.cards[0]"),
 ])
 def test_paths_are_refused_the_service_reads_no_server_files(client: httpx.Client, field: str, value: Any,
                                                              path: str) -> None:

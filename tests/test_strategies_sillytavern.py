@@ -246,7 +246,8 @@ def test_examples_split_on_start_case_insensitive_with_names() -> None:
 def test_example_lines_before_any_speaker_join_the_first_message() -> None:
     """``parseExampleIntoIndividual`` keeps every line; only the first ``Name:`` is removed."""
     assert split_examples("<START>\nnarration\nAnn: q", "Ann", "S") == [[("example_user", "narration\n q")]]
-    assert split_examples("<START>\nnote\n", "Ann", "S") == []
+    # no speaker lines: an empty dialogue, whose separator SillyTavern still sends (populateDialogueExamples)
+    assert split_examples("<START>\nnote\n", "Ann", "S") == [[]]
 
 
 def test_dialogue_examples_become_named_system_messages_after_the_separator() -> None:

@@ -171,7 +171,9 @@ def _stdin_chat() -> Any:
     from .output import read_text_arg
 
     chat = parse_chat_text(read_text_arg("-"))
-    return {"messages": [m.to_dict() for m in chat.messages], **({"lorebook": chat.lorebook} if chat.lorebook else {})}
+    extra = {k: v for k, v in (("lorebook", chat.lorebook), ("scenario", chat.scenario),
+                                ("mes_example", chat.mes_example)) if v}
+    return {"messages": [m.to_dict() for m in chat.messages], **extra}
 
 
 def _print_readable(messages: list[dict[str, Any]]) -> None:

@@ -63,6 +63,13 @@ def _refuse_paths(request: dict[str, Any], prefix: str = "$") -> None:
             if isinstance(inner, str):
                 raise TemplateError(f"{prefix}.books[{i}] is a path; {hint}", code="SERVICE_REQUEST_INVALID",
                                     path=f"{prefix}.books[{i}]")
+    group = request.get("group")
+    cards = group.get("cards") if isinstance(group, dict) else None
+    if isinstance(cards, list):  # a group's member cards are assets too
+        for i, card in enumerate(cards):
+            if isinstance(card, str):
+                raise TemplateError(f"{prefix}.group.cards[{i}] is a path; {hint}", code="SERVICE_REQUEST_INVALID",
+                                    path=f"{prefix}.group.cards[{i}]")
 
 
 def _assemble(request: dict[str, Any]) -> Any:

@@ -262,7 +262,8 @@ _USER_MACRO = re.compile(r"\{\{user\}\}", re.I)
 _CHAR_MACRO = re.compile(r"\{\{char\}\}", re.I)
 
 
-def split_examples(text: str, user: str, char: str, group: Sequence[str] = ()) -> list[list[tuple[str, str]]]:
+def split_examples(text: str, user: str, char: str, group: Sequence[str] = (),
+                   name_prefix: bool = False) -> list[list[tuple[str, str]]]:
     """``mes_example`` as SillyTavern's chat completion sees it: dialogues of ``(speaker, content)``.
 
     SillyTavern's two steps (``parseMesExamples``, ``parseExampleIntoIndividual``), names first
@@ -274,10 +275,14 @@ def split_examples(text: str, user: str, char: str, group: Sequence[str] = ()) -
       member's name) a character message; every line, including lines before the first speaker,
       joins the current message, which ends when the other speaker starts;
     * a message is its lines joined by newlines, with the first ``Name:`` anywhere in it removed,
-      trimmed. A dialogue without speaker lines sends nothing.
+      trimmed. A dialogue without speaker lines is an empty dialogue: SillyTavern still sends its
+      separator (``populateDialogueExamples`` inserts one per dialogue, messages or not).
+    * ``name_prefix`` (a group chat): each message then starts with its speaker's name and ``: ``
+      (the user's, or the member whose line opened it), as ``parseExampleIntoIndividual`` writes
+      examples for a group.
     """
     text = _CHAR_MACRO.sub(lambda _m: char, _USER_MACRO.sub(lambda _m: user, text))
-    if not text or text == "<START>":
+    if not text.strip() or text == "<START>":  # a card field arrives trimmed; so does nothing here
         return []
     if not text.startswith("<START>"):
         text = "<START>\n" + text.strip()
@@ -292,7 +297,7 @@ def split_examples(text: str, user: str, char: str, group: Sequence[str] = ()) -
 
         def add(name: str, speaker: str) -> None:
             joined = "\n".join(lines).replace(f"{name}:", "", 1).strip()
-            messages.append((speaker, joined))
+            messages.append((speaker, f"{name}: {joined}" if name_prefix else joined))
             lines.clear()
 
         for line in block.split("\n")[1:]:
@@ -311,8 +316,7 @@ def split_examples(text: str, user: str, char: str, group: Sequence[str] = ()) -
             add(user, "example_user")
         elif in_bot:
             add(bot_name, "example_assistant")
-        if messages:
-            dialogues.append(messages)
+        dialogues.append(messages)
     return dialogues
 
 
@@ -489,7 +493,8 @@ def _preset_source(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[
             if modules:
                 blocks.append(text_block("preset:dialogueExamples", "{{mesExamples}}", p.role, p.name or ident, ident))
                 continue
-            blocks.extend(_example_blocks(st, card, entries, user, char, resource))
+            blocks.extend(_example_blocks(st, card, entries, user, char, resource,
+                                          group=[str(g) for g in assets.get("group") or ()]))
         elif ident == "chatHistory":
             # in a group: the group's new-chat prompt, and the group nudge after the history
             # (``populateChatHistory``; no nudge when impersonating)
@@ -649,7 +654,12 @@ def _extension_injections(
         depth = d if isinstance(d := note.get("depth"), int) else 4
         found.setdefault((depth, _role(note.get("role"))), []).append(("2_floating_prompt", text, "authorsNote"))
     dp = (card.get("extensions") or {}).get("depth_prompt") if isinstance(card.get("extensions"), Mapping) else None
-    if isinstance(dp, Mapping) and isinstance(dp.get("prompt"), str) and dp["prompt"].strip():
+    members_dp = assets.get("group_depth_prompts")
+    if members_dp:  # a group joining its cards: every member's depth prompt, keyed by its place in the list
+        for i, item in enumerate(members_dp):
+            found.setdefault((item["depth"], _role(item.get("role"))), []).append(
+                (f"DEPTH_PROMPT_{i}", item["text"], "depthPrompt"))
+    elif isinstance(dp, Mapping) and isinstance(dp.get("prompt"), str) and dp["prompt"].strip():
         depth = d if isinstance(d := dp.get("depth"), int) else 4
         found.setdefault((depth, _role(dp.get("role"))), []).append(("DEPTH_PROMPT", dp["prompt"], "depthPrompt"))
     if persona_text and persona_position == PERSONA_AT_DEPTH:
@@ -661,13 +671,19 @@ def _extension_injections(
         text = "\n".join(str(by_id[b]["content"]) for b in ids)
         found.setdefault((depth, role), []).append((f"customDepthWI-{depth}-{role}", text, "worldInfoDepth"))
     for (depth, role), items in found.items():
-        for _key, text, ident in sorted(items, key=lambda t: EXTENSION_ORDER.index(t[0].split("-")[0])):
+        # SillyTavern joins one depth's extension prompts in the sorted order of their keys
+        # (``getExtensionPrompt``): EXTENSION_ORDER, and DEPTH_PROMPT_10 before DEPTH_PROMPT_2
+        for _key, text, ident in sorted(items, key=lambda t: t[0]):
             injections.append((depth, EXTENSION_ORDER_GROUP, role, text, [ident]))
 
 
 def _example_blocks(st: Any, card: Mapping[str, Any], entries: list[Mapping[str, Any]], user: str, char: str,
-                    resource: str) -> list[dict[str, Any]]:
-    """The dialogue-example messages: one separator plus system messages named by speaker, per dialogue."""
+                    resource: str, group: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """The dialogue-example messages: one separator plus system messages named by speaker, per dialogue.
+
+    In a group chat (``group``: the members' names) a line may open with any member's name, and each
+    message carries its speaker's name in front (``parseExampleIntoIndividual``).
+    """
     # SillyTavern unshifts each top entry's dialogues in turn and pushes the bottom ones
     texts = list(reversed([str(e["content"]) for e in entries if _wi_slot(e) == "em_top"]))
     if isinstance(card.get("mes_example"), str):
@@ -679,7 +695,7 @@ def _example_blocks(st: Any, card: Mapping[str, Any], entries: list[Mapping[str,
     blocks: list[dict[str, Any]] = []
     n = 0
     for text in texts:
-        for dialogue in split_examples(text, user, char):
+        for dialogue in split_examples(text, user, char, group, name_prefix=bool(group)):
             if st.new_example_chat_prompt:
                 blocks.append({"type": "text", "id": f"preset:dialogueExamples:{n}:newChat", "role": "system",
                                "text": st.new_example_chat_prompt, "name": "Example separator",

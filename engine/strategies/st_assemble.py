@@ -23,6 +23,7 @@ from ..errors import Diagnostic, TemplateError
 from .st_chat import StChat, parse_chat, parse_chat_text
 from .st_postprocess import PromptNames, history_messages, post_process, to_claude, to_google
 from .st_budget import MessageKind, fit, fits_without_counting
+from .st_group import JOIN_MODES, join_group_cards
 from .st_request import StRequest, parse_request
 
 __all__ = ["LoadedInputs", "StAssembly", "assemble_request", "load_inputs", "world_info_books"]
@@ -95,6 +96,8 @@ class LoadedInputs:
     books: list[tuple[Any, str | None, str]]  # (assets WorldBook, explicit source, where)
     chat: StChat
     diagnostics: list[Diagnostic]
+    #: a group's member cards by member name (``group.cards``), as read like ``card``
+    members: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def _resolve(value: Any, base_dir: Path | None) -> Any:
@@ -164,7 +167,21 @@ def load_inputs(request: StRequest, base_dir: Path | None = None) -> LoadedInput
         chat = parse_chat_text(text, hint=chat_value.name)
     else:
         chat = parse_chat(chat_value, path="$.chat")
-    return LoadedInputs(preset, preset_name, card, card_model, books, chat, diags)
+    members: dict[str, dict[str, Any]] = {}
+    member_names = set(request.group.members) if request.group is not None else set()
+    for i, value in enumerate(request.group.cards if request.group is not None else ()):
+        where = f"$.group.cards[{i}]"
+        model, _ = _load("card", value, base_dir, where)
+        dumped = model.model_dump(mode="json")
+        data = dumped.get("data", dumped)
+        name = str(data.get("name") or "")
+        if name not in member_names:
+            raise TemplateError(f"{where}: the card of {name!r} is not a member of the group ($.group.members)",
+                                code="REQUEST_INVALID", path=where)
+        if name in members:
+            raise TemplateError(f"{where}: a second card for the member {name!r}", code="REQUEST_INVALID", path=where)
+        members[name] = {k: v for k, v in data.items() if k != "character_book"}
+    return LoadedInputs(preset, preset_name, card, card_model, books, chat, diags, members)
 
 
 def world_info_books(inputs: LoadedInputs, request: StRequest) -> tuple[list[dict[str, Any]], list[Diagnostic]]:
@@ -188,9 +205,17 @@ def world_info_books(inputs: LoadedInputs, request: StRequest) -> tuple[list[dic
     ext = card.get("extensions") if isinstance(card.get("extensions"), Mapping) else {}
     linked = ext.get("world") if isinstance(ext.get("world"), str) and ext.get("world") else None
     names = {getattr(m, "name", None) for m, _s, _w in inputs.books}
+    # in a group only the replying member's lorebook is read (``getCharacterLore`` reads the current
+    # character): a book another member links is theirs, not a global one
+    others = {str(w) for n, m in inputs.members.items() if n != card.get("name") and isinstance(
+        m.get("extensions"), Mapping) and isinstance(w := m["extensions"].get("world"), str) and w}
     out: list[dict[str, Any]] = []
     for model, source, _where in inputs.books:
         name = getattr(model, "name", None) or "book"
+        if source is None and name in others and name not in (chat_book, persona_book, linked):
+            diags.append(Diagnostic("ST_GROUP_LOREBOOK_NOT_READ", f"the book {name!r} is another group member's "
+                                    "lorebook; SillyTavern reads only the replying member's", severity="info"))
+            continue
         if source is None:
             if name == chat_book:
                 source = "chat"
@@ -468,6 +493,18 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
     char = str(card.get("name") or "Assistant")
     behavior = req.options.names_behavior if req.options.names_behavior is not None else int(preset["names_behavior"])
     group = req.group is not None
+    read_card = _card_as_sillytavern_reads_it(card) if inputs.card is not None else None
+    group_prompts: list[dict[str, Any]] = []
+    join = req.group is not None and req.group.generation_mode in JOIN_MODES
+    overrides = {"scenario": inputs.chat.scenario, "mes_example": inputs.chat.mes_example}
+    if join:  # the members' cards joined into the replying member's (``getGroupCharacterCardsLazy``)
+        read_card, group_prompts, group_diags = join_group_cards(read_card, inputs.members, req.group, user,
+                                                                 _card_as_sillytavern_reads_it, overrides)
+        warnings.extend(group_diags)
+    elif read_card is not None:
+        # the chat's overrides, when set, replace the card's fields (``getCharacterCardFieldsLazy``)
+        read_card.update({k: v.strip().replace("\r", "") for k, v in overrides.items() if v})
+    muted = {"muted": list(req.group.disabled_members)} if req.group is not None and req.group.disabled_members else {}
     chat = [m.to_dict() for m in inputs.chat.messages]
     gen = req.generation.type
     typed = req.generation.input
@@ -481,10 +518,10 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
     history = history_messages(chat, behavior=behavior, user=user, char=char, group=group)
     _expand_chat_macros(history, {
         "user": user, "char": char, "persona": persona_text,
-        "character": {k: v for k, v in card.items() if k != "extensions"},
+        "character": {k: v for k, v in (read_card if read_card is not None else card).items() if k != "extensions"},
         "chat": [{"role": m["role"], "name": m.get("name") or "", "content": m["content"]} for m in chat],
         "seed": req.options.seed, **({"now": req.options.now} if req.options.now else {}),
-        **({"group": list(req.group.members)} if req.group else {})})
+        **({"group": list(req.group.members)} if req.group else {}), **muted})
     continued: dict[str, Any] | None = None
     continued_text = ""
     if gen == "continue" and history:
@@ -507,8 +544,10 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
         "continue_prefill": prefill_mode,
         "last_chat_role": history[-1]["role"] if history else None,
     }
-    if inputs.card is not None:
-        assets["character"] = _card_as_sillytavern_reads_it(card)
+    if read_card is not None:
+        assets["character"] = read_card
+    if group_prompts:
+        assets["group_depth_prompts"] = group_prompts
     note = req.author_note
     note_active = _author_note_active(note.interval, chat)
     assets["author_note"] = {"content": note.content if note_active else "", "depth": note.depth,
@@ -516,6 +555,7 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
     macro_extra: dict[str, Any] = {}
     if group and req.group is not None:
         macro_extra["group"] = list(req.group.members)
+        macro_extra.update(muted)
         assets["group"] = list(req.group.members)
     books, book_diags = world_info_books(inputs, req)
     warnings.extend(book_diags)
@@ -532,12 +572,14 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
                       "name": m.get("name") or {"user": user, "system": "System"}.get(m["role"], char),
                       "content": m["content"]} for m in chat]
         dp = card.get("extensions", {}).get("depth_prompt") if isinstance(card.get("extensions"), Mapping) else None
+        # the scan reads the card fields as sent: joined in a join mode, overridden by the chat
+        sent = read_card if read_card is not None else card
         context = ScanContext(
             persona_description=persona.description,
-            character_description=str(card.get("description") or ""),
-            character_personality=str(card.get("personality") or ""),
+            character_description=str(sent.get("description") or ""),
+            character_personality=str(sent.get("personality") or ""),
             character_depth_prompt=str(dp.get("prompt") or "") if isinstance(dp, Mapping) else "",
-            scenario=str(card.get("scenario") or ""),
+            scenario=str(sent.get("scenario") or ""),
             creator_notes=str(card.get("creator_notes") or ""),
         )
         activation = activate_world_info(scan_books(books), scan_chat, wi, seed=req.options.seed, context=context,
@@ -638,7 +680,7 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
     if kind not in ("", "none"):
         final = post_process(final, kind, names)
     fields: dict[str, Any] = {"custom_prompt_post_processing": "" if kind == "none" else kind, "char_name": char,
-                              "user_name": user}
+                              "user_name": user, "group_names": list(names.group)}
     use_sysprompt = req.options.use_sysprompt if req.options.use_sysprompt is not None else \
         bool(preset.get("use_sysprompt", False))
     if req.options.target == "claude":

@@ -70,6 +70,10 @@ class StChat:
     character_name: str | None = None
     hidden: int = 0
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: the chat's scenario and example-message overrides (``chat_metadata.scenario`` /
+    #: ``mes_example``, the "scenario override" of a chat or group), which win over the card's
+    scenario: str = ""
+    mes_example: str = ""
 
 
 def _bad(message: str, path: str) -> TemplateError:
@@ -104,22 +108,31 @@ def _message(raw: Any, path: str) -> ChatMessage:
 
 
 def parse_chat(data: Any, *, path: str = "$") -> StChat:
-    """The JSON form: ``{"messages": [...], "lorebook"?: str}`` or a bare list of messages."""
+    """The JSON form: ``{"messages": [...], "lorebook"?: str, "scenario"?: str, "mes_example"?: str}`` or a
+    bare list of messages."""
     lorebook = None
+    overrides = {"scenario": "", "mes_example": ""}
     if isinstance(data, Mapping):
-        unknown = sorted(set(data) - {"messages", "lorebook"})
+        unknown = sorted(set(data) - {"messages", "lorebook", *overrides})
         if unknown:
-            raise _bad(f"unknown chat field {unknown[0]!r} (known: messages, lorebook)", f"{path}.{unknown[0]}")
+            raise _bad(f"unknown chat field {unknown[0]!r} (known: messages, lorebook, scenario, mes_example)",
+                       f"{path}.{unknown[0]}")
         lorebook = data.get("lorebook")
         if lorebook is not None and not isinstance(lorebook, str):
             raise _bad("lorebook must be a book name", f"{path}.lorebook")
+        for key in overrides:
+            value = data.get(key, "")
+            if not isinstance(value, str):
+                raise _bad(f"{key} must be a string", f"{path}.{key}")
+            overrides[key] = value
         messages = data.get("messages")
         path = f"{path}.messages"
     else:
         messages = data
     if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
         raise _bad("a chat is {\"messages\": [...]} or a list of messages", path)
-    return StChat(tuple(_message(m, f"{path}[{i}]") for i, m in enumerate(messages)), lorebook=lorebook)
+    return StChat(tuple(_message(m, f"{path}[{i}]") for i, m in enumerate(messages)), lorebook=lorebook,
+                  **overrides)
 
 
 def parse_chat_jsonl(text: str) -> StChat:
@@ -171,7 +184,9 @@ def parse_chat_jsonl(text: str) -> StChat:
     return StChat(tuple(out), lorebook=lorebook,
                   user_name=meta.get("user_name") if isinstance(meta.get("user_name"), str) else None,
                   character_name=meta.get("character_name") if isinstance(meta.get("character_name"), str) else None,
-                  hidden=hidden, metadata=meta)
+                  hidden=hidden, metadata=meta,
+                  scenario=chat_meta["scenario"] if isinstance(chat_meta.get("scenario"), str) else "",
+                  mes_example=chat_meta["mes_example"] if isinstance(chat_meta.get("mes_example"), str) else "")
 
 
 def parse_chat_text(text: str, *, hint: str = "") -> StChat:

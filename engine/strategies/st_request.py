@@ -11,7 +11,8 @@ the same object. Every asset field is an object or a path (relative to the reque
       "user": {"name": "User", "persona": {"description", "position", "depth", "role", "lorebook"?}},
       "author_note": {"content", "interval", "depth", "position": "chat" | "before" | "after", "role"},
       "world_info": {SillyTavern's world-info setting names},
-      "group": {"members": [names], "name"?},
+      "group": {"members": [names], "name"?, "cards"?: [<card>], "generation_mode"?: "swap" | "append" |
+                "append_disabled", "join_prefix"?, "join_suffix"?, "disabled_members"?: [names]},
       "options": {"post_processing", "names_behavior", "squash_system_messages", "seed", ...}
     }
 
@@ -136,10 +137,28 @@ class Options(_Strict):
 
 
 class GroupChat(_Strict):
-    """A group chat: the members' names (the card is the member speaking now)."""
+    """A group chat: its members, and how SillyTavern builds the card of the member replying now.
 
+    The request's ``card`` is the member asked to reply. ``generation_mode`` is the group's
+    "Group generation handling mode": ``swap`` (SillyTavern's default) sends that member's card
+    alone; ``append`` ("join character cards") joins the enabled members' descriptions,
+    personalities, scenarios and example messages and sends their depth prompts; ``append_disabled``
+    joins the muted members' fields too. The join modes read the members' ``cards``.
+    """
+
+    #: the members' names, in the group's order
     members: list[str] = Field(min_length=1)
     name: str | None = None
+    #: the members' cards (each an object or a path, like ``card``), matched to ``members`` by name;
+    #: the request's ``card`` counts as the replying member's
+    cards: list[Any] = Field(default_factory=list)
+    generation_mode: Literal["swap", "append", "append_disabled"] = "swap"
+    #: written before and after each member's field in the join modes: ``<FIELDNAME>`` is the
+    #: field's name (Description, Personality, Scenario, Example Messages), ``{{char}}`` the member
+    join_prefix: str = ""
+    join_suffix: str = ""
+    #: muted members (names among ``members``)
+    disabled_members: list[str] = Field(default_factory=list)
 
 
 class Generation(_Strict):
@@ -238,7 +257,28 @@ def parse_request(data: Any, *, base_dir: str | Path | None = None) -> StRequest
         elif not isinstance(book, (str, Mapping)):
             raise TemplateError("a book is an object, a path, or {\"book\", \"source\"}", code="REQUEST_INVALID",
                                 path=f"$.books[{i}]")
+    if request.group is not None:
+        _check_group(request.group)
     return request
+
+
+def _check_group(group: GroupChat) -> None:
+    """Member names are unique; muted members are members; member cards are objects or paths."""
+    seen: set[str] = set()
+    for i, name in enumerate(group.members):
+        if name in seen:
+            raise TemplateError(f"the member {name!r} is listed twice at $.group.members[{i}]",
+                                code="REQUEST_INVALID", path=f"$.group.members[{i}]")
+        seen.add(name)
+    for i, name in enumerate(group.disabled_members):
+        if name not in seen:
+            raise TemplateError(f"the muted member {name!r} is not among $.group.members at "
+                                f"$.group.disabled_members[{i}]", code="REQUEST_INVALID",
+                                path=f"$.group.disabled_members[{i}]")
+    for i, card in enumerate(group.cards):
+        if not isinstance(card, (str, Mapping)):
+            raise TemplateError(f"a member card is an object or a path at $.group.cards[{i}]",
+                                code="REQUEST_INVALID", path=f"$.group.cards[{i}]")
 
 
 def read_request_text(text: str, *, where: str = "request") -> Any:

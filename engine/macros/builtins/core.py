@@ -52,10 +52,13 @@ def _group_not_muted(call: MacroCall) -> str:
 
 
 def _not_char(call: MacroCall) -> str:
+    """Everyone but the speaker: the user in a one-character chat; in a group, the members neither
+    muted nor speaking (SillyTavern 1.18's ``getGroupValue`` leaves the user and the muted out there)."""
     ctx = call.ctx
     if not ctx.group:
         return ctx.user
-    return ", ".join([*(n for n in ctx.group if n != ctx.char), ctx.user])
+    muted = set(ctx.muted)
+    return ", ".join(n for n in ctx.group if n != ctx.char and n not in muted)
 
 
 def _trim(call: MacroCall) -> str:
