@@ -28,7 +28,7 @@ from typing import Any
 from ..errors import TemplateError
 from ..tokenizers import MessageCounter
 
-__all__ = ["BudgetReport", "MessageKind", "fit"]
+__all__ = ["BudgetReport", "MessageKind", "byte_bound", "fit", "fits_without_counting"]
 
 #: the priming SillyTavern reserves for every reply (``<|start|>assistant<|message|>``)
 PRIMING = 3
@@ -163,10 +163,16 @@ def fits_without_counting(messages: Sequence[Mapping[str, Any]], budget: int) ->
     """
     total = PRIMING
     for m in messages:
-        content = m.get("content")
-        text = content if isinstance(content, str) else str(content or "")
-        total += len(text.encode("utf-8", "surrogatepass")) + len(str(m.get("role") or "")) + 4 \
-            + (len(str(m.get("name") or "").encode("utf-8", "surrogatepass")) + 1 if m.get("name") else 0)
+        total += byte_bound(m)
         if total > budget:
             return False
     return True
+
+
+def byte_bound(message: Mapping[str, Any]) -> int:
+    """At least as many as the message's tokens by any tokenizer (:func:`fits_without_counting`)."""
+    content = message.get("content")
+    text = content if isinstance(content, str) else str(content or "")
+    name = message.get("name")
+    return len(text.encode("utf-8", "surrogatepass")) + len(str(message.get("role") or "")) + 4 \
+        + (len(str(name).encode("utf-8", "surrogatepass")) + 1 if name else 0)
