@@ -480,7 +480,7 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
     if gen in ("regenerate", "swipe") and chat and chat[-1].role == "assistant":
         chat.pop()  # the message being replaced is not part of the prompt
     roles = [m.role for m in chat]
-    history = ChatHistory(chat, behavior=behavior, user=user, char=char, group=group, expand=_chat_macro_expander(
+    chat_history = ChatHistory(chat, behavior=behavior, user=user, char=char, group=group, expand=_chat_macro_expander(
         chat, roles, {"user": user, "char": char, "persona": persona_text,
                       "character": {k: v for k, v in card.items() if k != "extensions"},
                       "seed": req.options.seed, **({"now": req.options.now} if req.options.now else {}),
@@ -489,7 +489,7 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
     continued: dict[str, Any] | None = None
     continued_text = ""
     if gen == "continue" and chat:
-        continued = history.item(len(chat) - 1)
+        continued = chat_history.item(len(chat) - 1)
         # ``{{lastChatMessage}}`` is the message as written, without the name prefix names_behavior adds
         continued_text = chat[-1].content.replace("\r", "")
         if prefill_mode:  # taken out before the in-chat injections, sent last (``continuePrefill``)
@@ -563,9 +563,9 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
         assets["no_chat_history"] = True
     max_context = req.budget.max_context or int(preset["openai_max_context"])
     max_tokens = req.budget.max_tokens if req.budget.max_tokens is not None else int(preset["openai_max_tokens"])
-    pre_cut = reachable_start(history, history_end, max_context - max_tokens, lambda: _counter(req.budget.tokenizer))
-    sent_history = history.items(pre_cut, history_end)
-    input_ids = [sent_history[-1]["id"]] if sent_history and sent_history[-1]["role"] == "user" else []
+    pre_cut = reachable_start(chat_history, history_end, max_context - max_tokens, lambda: _counter(req.budget.tokenizer))
+    history = chat_history.items(pre_cut, history_end)
+    input_ids = [history[-1]["id"]] if history and history[-1]["role"] == "user" else []
     if pre_cut:
         # the macros read the history the assembler is given, and count it all: ``{{lastMessageId}}``
         # is the whole history's; the older messages they read (``{{lastCharMessage}}`` far back)
@@ -576,9 +576,8 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
         macro_chat: dict[str, Any] = {"chat_omitted": tail}
         if tail < pre_cut:
             macro_chat["chat"] = [{"role": m["role"], "name": m.get("name", ""), "content": m["content"]}
-                                  for m in history.items(tail, seen)]
+                                  for m in chat_history.items(tail, seen)]
         assets["macro_context"] = {**assets.get("macro_context", {}), **macro_chat}
-    history = sent_history
     result = Assembler(st_registry()).assemble(AssemblyRequest.from_dict({
         "preset": builtin_strategy("builtin-st"), "messages": history, "input_ids": input_ids, "assets": assets,
         "preview": req.options.dry_run, "system_prompt_update": "in-history", "seed": req.options.seed}))
@@ -622,6 +621,9 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
         logical = [logical[i] for i in kept]
         if pre_cut:
             budget_report.dropped_messages = list(range(pre_cut)) + budget_report.dropped_messages
+            counter = _counter(req.budget.tokenizer)
+            # built and counted only when asked for (as the budget pass prices them: empty ones too)
+            budget_report.unplaced_tokens = lambda: sum(map(counter.message, chat_history.items(0, pre_cut)))
     else:
         budget_report = None
     spans_of: dict[str, Any] = {m["id"]: sp for m, sp in zip(result.logical_messages, result.logical_spans)}
