@@ -21,7 +21,7 @@ from typing import Any
 
 from ..errors import Diagnostic, TemplateError
 from .st_chat import ChatMessage, StChat, parse_chat, parse_chat_text
-from .st_history import ChatHistory, macro_tail_start, reachable_start
+from .st_history import PRE_CUT_MIN, ChatHistory, macro_tail_start, reachable_start
 from .st_postprocess import PromptNames, post_process, to_claude, to_google
 from .st_budget import MessageKind, fit, fits_without_counting
 from .st_request import StRequest, parse_request
@@ -566,18 +566,16 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
     pre_cut = reachable_start(chat_history, history_end, max_context - max_tokens, lambda: _counter(req.budget.tokenizer))
     history = chat_history.items(pre_cut, history_end)
     input_ids = [history[-1]["id"]] if history and history[-1]["role"] == "user" else []
-    if pre_cut:
-        # the macros read the history the assembler is given, and count it all: ``{{lastMessageId}}``
-        # is the whole history's; the older messages they read (``{{lastCharMessage}}`` far back)
-        # are given too, the rest only counted (a preview leaves the unsent input out, as the
-        # assembler does)
+    if history_end > PRE_CUT_MIN:
+        # the macros read the history the assembler is given (a preview leaves the unsent input
+        # out), counted whole: ``{{lastMessageId}}`` is the whole history's. A long one is handed
+        # over as the newest messages they can read (``{{lastCharMessage}}`` may be far older than
+        # what is sent) and the count of the rest, not read whole into the macro context.
         seen = history_end - (1 if req.options.dry_run and input_ids else 0)
-        tail = min(macro_tail_start(roles[:seen]), pre_cut)
-        macro_chat: dict[str, Any] = {"chat_omitted": tail}
-        if tail < pre_cut:
-            macro_chat["chat"] = [{"role": m["role"], "name": m.get("name", ""), "content": m["content"]}
-                                  for m in chat_history.items(tail, seen)]
-        assets["macro_context"] = {**assets.get("macro_context", {}), **macro_chat}
+        tail = macro_tail_start(roles[:seen])
+        assets["macro_context"] = {**assets.get("macro_context", {}), "chat_omitted": tail, "chat": [
+            {"role": m["role"], "name": m.get("name", ""), "content": m["content"]}
+            for m in chat_history.items(tail, seen)]}
     result = Assembler(st_registry()).assemble(AssemblyRequest.from_dict({
         "preset": builtin_strategy("builtin-st"), "messages": history, "input_ids": input_ids, "assets": assets,
         "preview": req.options.dry_run, "system_prompt_update": "in-history", "seed": req.options.seed}))
