@@ -30,6 +30,7 @@ from functools import partial
 from itertools import repeat
 from typing import Any, NamedTuple
 
+from ..collector import bulk_allocation
 from ..errors import TemplateError
 from ..strict_json import loads
 
@@ -169,9 +170,10 @@ def parse_chat(data: Any, *, path: str = "$") -> StChat:
         messages = data
     if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
         raise _bad("a chat is {\"messages\": [...]} or a list of messages", path)
-    read = _checked_in_bulk(messages) if type(messages) is list else None
-    if read is None:
-        read = tuple(_message(m, f"{path}[{i}]") for i, m in enumerate(messages))
+    with bulk_allocation():  # one tuple per message, all kept: no collection walking them meanwhile
+        read = _checked_in_bulk(messages) if type(messages) is list else None
+        if read is None:
+            read = tuple(_message(m, f"{path}[{i}]") for i, m in enumerate(messages))
     return StChat(read, lorebook=lorebook)
 
 
@@ -228,7 +230,15 @@ def parse_chat_jsonl(text: str) -> StChat:
 
 
 def parse_chat_text(text: str, *, hint: str = "") -> StChat:
-    """A chat file's text in either format: ``.jsonl`` by name, else by content."""
+    """A chat file's text in either format: ``.jsonl`` by name, else by content.
+
+    The cyclic garbage collector is paused meanwhile (:func:`bulk_allocation`): a chat of 100,000
+    messages is as many dicts, all kept, which repeated collections would walk again and again."""
+    with bulk_allocation():
+        return _parse_chat_text(text, hint)
+
+
+def _parse_chat_text(text: str, hint: str) -> StChat:
     stripped = text.lstrip()
     if hint.endswith(".jsonl") or (stripped.startswith("{") and "\n" in stripped.strip() and _looks_jsonl(stripped)):
         return parse_chat_jsonl(text)
