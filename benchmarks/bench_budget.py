@@ -11,7 +11,13 @@ object each call, as a host sends one). Two shapes:
   is the cost of trimming itself (target <= 2x).
 
 ``counting``: the per-message token counter's misses when one message is added to a counted chat
-(growth in new text only: 1 expected).
+(growth in new text only: 2 expected, the new message and the preset's prompt that quotes it
+through ``{{lastUserMessage}}``).
+
+What keeps the 5,000-message chat near the 200-message one (``strategies/st_history.py``): the
+chat is read in one C-speed pass, only the history the budget can reach is built, expanded and
+counted, the chat macros get the newest messages they read plus ``chat_omitted``, and world info a
+``ChatTail`` as deep as its deepest scan.
 
 Run: ``python benchmarks/bench_budget.py [REPEAT] [--sizes 200,5000] [--json]``.
 """
@@ -100,7 +106,8 @@ def main() -> None:
               f"{r['ratio']:.2f}x" + (f"; target <= {TARGET_X:.0f}x: {'met' if r['ratio'] <= TARGET_X else 'MISSED'}"
                                       if shape == "long" else ""))
     if "counting" in res:
-        print(f"counting: one new message costs {res['counting']['new_counts_for_one_new_message']} new count(s)")
+        print(f"counting: one new message costs {res['counting']['new_counts_for_one_new_message']} new count(s) "
+              "(2 expected: the message and the preset prompt quoting it)")
 
 
 if __name__ == "__main__":
