@@ -304,3 +304,15 @@ def test_a_bad_message_deep_in_a_long_chat_is_named_by_its_path() -> None:
     with pytest.raises(TemplateError) as err:
         assemble_request({"preset": preset(), "chat": {"messages": messages}})
     assert err.value.code == "REQUEST_INVALID" and err.value.path == "$.chat.messages[4321].content"
+
+
+def test_a_plain_chat_takes_the_bulk_path_with_every_field() -> None:
+    messages = [{"role": "user", "content": "a"}, {"role": "assistant", "content": None, "name": "Mira"},
+                {"role": "system", "id": "n1", "force_avatar": True}, {"role": "user", "content": "b", "name": None}]
+    read = st_chat._checked_in_bulk(messages)
+    assert read == (ChatMessage("user", "a"), ChatMessage("assistant", "", "Mira"),
+                    ChatMessage("system", "", None, True, "n1"), ChatMessage("user", "b"))
+    assert read == _one_by_one(messages)
+    for bad in ({"role": "user", "content": 1}, {"role": "user", "id": ""}, {"role": "bot"}, {"content": "x"},
+                {"role": "user", "extra": 1}, {"role": ["user"]}, {"role": "user", "force_avatar": 1}):
+        assert st_chat._checked_in_bulk([*messages, bad]) is None

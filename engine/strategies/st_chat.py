@@ -24,10 +24,11 @@ assembled request match.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import repeat
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 from ..collector import bulk_allocation
@@ -115,42 +116,53 @@ _NEW_MESSAGE = partial(tuple.__new__, ChatMessage)
 _STR_OR_NONE = {str, type(None)}
 
 
-def _checked_in_bulk(messages: Sequence[Any]) -> tuple[ChatMessage, ...] | None:
+def _checked_in_bulk(messages: list[Any]) -> tuple[ChatMessage, ...] | None:
     """The messages read field by field over the whole list at C speed, or ``None`` when any is
     not plainly valid (then :func:`_message` reads each in turn and names the first problem).
 
     Accepts exactly what :func:`_message` accepts for plain ``dict`` messages with ``str`` texts
     (anything else, a ``str`` subclass or another mapping included, takes the per-message path),
-    and gives the same messages.
+    and gives the same messages. A field no message has is not looked up at all.
     """
     n = len(messages)
     if not n:
         return ()
-    if set(map(type, messages)) != {dict} or not all(map(_MESSAGE_KEYS.issuperset, messages)):
+    if set(map(type, messages)) != {dict}:
         return None
-    get = dict.get
-    roles = list(map(get, messages, repeat("role", n)))
+    keys = set().union(*messages)
+    if not _MESSAGE_KEYS.issuperset(keys) or "role" not in keys:
+        return None
+
+    def column(key: str, default: Any) -> Iterable[Any]:
+        if key not in keys:
+            return repeat(default, n)
+        try:
+            return list(map(itemgetter(key), messages))
+        except KeyError:  # some messages leave it out
+            return list(map(dict.get, messages, repeat(key, n), repeat(default, n)))
+
+    roles = column("role", None)
     try:
         if not _ROLE_SET.issuperset(roles):
             return None
     except TypeError:  # an unhashable role
         return None
-    contents = list(map(get, messages, repeat("content", n), repeat("", n)))
-    kinds = set(map(type, contents))
-    if kinds != {str}:
-        if not kinds <= _STR_OR_NONE:
+    contents, names, forces, ids = (column("content", ""), column("name", None), column("force_avatar", False),
+                                    column("id", None))
+    if "content" in keys:
+        kinds = set(map(type, contents))
+        if kinds != {str}:
+            if not kinds <= _STR_OR_NONE:
+                return None
+            contents = ["" if c is None else c for c in contents]
+    if "name" in keys and not set(map(type, names)) <= _STR_OR_NONE:
+        return None
+    if "force_avatar" in keys and set(map(type, forces)) != {bool}:
+        return None
+    if "id" in keys:
+        id_kinds = set(map(type, ids))
+        if not id_kinds <= _STR_OR_NONE or (str in id_kinds and "" in ids):
             return None
-        contents = ["" if c is None else c for c in contents]
-    names = list(map(get, messages, repeat("name", n)))
-    if not set(map(type, names)) <= _STR_OR_NONE:
-        return None
-    forces = list(map(get, messages, repeat("force_avatar", n), repeat(False, n)))
-    if set(map(type, forces)) != {bool}:
-        return None
-    ids = list(map(get, messages, repeat("id", n)))
-    id_kinds = set(map(type, ids))
-    if not id_kinds <= _STR_OR_NONE or (str in id_kinds and "" in ids):
-        return None
     return tuple(map(_NEW_MESSAGE, zip(roles, contents, names, forces, ids)))
 
 
