@@ -316,3 +316,46 @@ def test_a_plain_chat_takes_the_bulk_path_with_every_field() -> None:
     for bad in ({"role": "user", "content": 1}, {"role": "user", "id": ""}, {"role": "bot"}, {"content": "x"},
                 {"role": "user", "extra": 1}, {"role": ["user"]}, {"role": "user", "force_avatar": 1}):
         assert st_chat._checked_in_bulk([*messages, bad]) is None
+
+
+LINES = st.sampled_from([
+    '{"user_name": "Ann", "character_name": "Mira", "chat_metadata": {"world_info": "Lore"}}',
+    '{"name": "Ann", "is_user": true, "mes": "hi", "extra": {}, "swipes": ["hi"], "swipe_id": 0}',
+    '{"name": "Mira", "is_user": false, "mes": "hello \\u00e9", "extra": {"api": "x", "temp": 0.7}}',
+    '{"name": "Mira", "is_user": false, "mes": "\\ud83d\\ude00 a pair"}',
+    '{"name": "X", "mes": "lone \\ud800"}',
+    '{"name": "N", "mes": "narrates", "extra": {"type": "narrator"}}',
+    '{"name": "H", "mes": "hidden", "is_system": true}',
+    '{"mes": "big", "extra": {"n": 1e999}}',
+    '{"mes": "nan", "extra": {"n": NaN}}',
+    '{"mes": "broken"', '{"mes": 5}', '[1, 2]', '"text"', '{"mes": "a"} {"mes": "b"}', '   ', '',
+    '{"mes": "trailing"}   ', '\t{"mes": "leading tab"}', '[' * 3000 + ']' * 3000,
+])
+
+
+def _strictly(text: str) -> Any:
+    try:
+        return st_chat.parse_chat_jsonl(text)
+    except TemplateError as exc:
+        return (exc.code, exc.path, exc.line, exc.column, exc.message)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(LINES, min_size=1, max_size=6))
+def test_an_export_read_through_one_decoder_reads_as_line_by_line(lines: list[str]) -> None:
+    text = "\n".join(lines)
+    fast = _strictly(text)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(st_chat, "_lines_in_bulk", lambda text, lines: None)
+        slow = _strictly(text)
+    assert fast == slow
+
+
+def test_a_plain_export_takes_the_one_decoder_path() -> None:
+    text = '{"user_name": "Ann"}\n{"name": "Ann", "is_user": true, "mes": "hi", "extra": {"t": 0.5}}\n'
+    lines = [(1, '{"user_name": "Ann"}'), (2, text.splitlines()[1])]
+    assert st_chat._lines_in_bulk(text, lines) == [(1, {"user_name": "Ann"}),
+                                                   (2, {"name": "Ann", "is_user": True, "mes": "hi",
+                                                        "extra": {"t": 0.5}})]
+    for bad in ('{"n": NaN}', '{"n": 1e999}', '{"s": "\\udc00"}', '{"a": 1} 2'):
+        assert st_chat._lines_in_bulk(bad, [(1, bad)]) is None

@@ -24,6 +24,7 @@ assembled request match.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -194,17 +195,9 @@ def parse_chat_jsonl(text: str) -> StChat:
     lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
     if not lines:
         raise TemplateError("the chat export is empty", code="REQUEST_INVALID", line=1, column=1)
-    rows: list[tuple[int, Any]] = []
-    for n, line in lines:
-        try:
-            rows.append((n, loads(line, what=f"chat export line {n}", code="REQUEST_INVALID",
-                                  base_path=f"$[line {n}]")))
-        except json.JSONDecodeError as exc:
-            raise TemplateError(f"chat export line {n} is not JSON: {exc.msg}", code="REQUEST_INVALID",
-                                line=n, column=exc.colno) from None
-        except RecursionError:
-            raise TemplateError(f"chat export line {n} is nested too deeply", code="REQUEST_INVALID",
-                                line=n, column=1) from None
+    rows = _lines_in_bulk(text, lines)
+    if rows is None:
+        rows = [(n, _strict_line(n, line)) for n, line in lines]
     head_line, head = rows[0]
     meta: dict[str, Any] = {}
     if isinstance(head, Mapping) and "mes" not in head:
@@ -239,6 +232,54 @@ def parse_chat_jsonl(text: str) -> StChat:
                   user_name=meta.get("user_name") if isinstance(meta.get("user_name"), str) else None,
                   character_name=meta.get("character_name") if isinstance(meta.get("character_name"), str) else None,
                   hidden=hidden, metadata=meta)
+
+
+class _NotPlain(ValueError):
+    """A line the fast reader leaves to :func:`~tavernbox.strict_json.loads` (which words the refusal)."""
+
+
+def _refuse_constant(token: str) -> Any:
+    raise _NotPlain(token)
+
+
+def _finite_float(token: str) -> float:
+    value = float(token)
+    if value in (float("inf"), float("-inf")):
+        raise _NotPlain(token)
+    return value
+
+
+#: one decoder for every line (``json.loads`` with hooks builds a decoder per call, which is most of
+#: the cost of a 5,000-line export); what it leaves to the strict reader raises
+_LINE_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
+#: an escape that may spell a lone surrogate: such an export is read by the strict reader
+_SURROGATE_ESCAPE = re.compile(r"\\(?:u|U0000)[dD][89a-fA-F]")
+
+
+def _strict_line(n: int, line: str) -> Any:
+    """Line ``n`` read by the strict reader; a refusal names the line and column."""
+    try:
+        return loads(line, what=f"chat export line {n}", code="REQUEST_INVALID", base_path=f"$[line {n}]")
+    except json.JSONDecodeError as exc:
+        raise TemplateError(f"chat export line {n} is not JSON: {exc.msg}", code="REQUEST_INVALID",
+                            line=n, column=exc.colno) from None
+    except RecursionError:
+        raise TemplateError(f"chat export line {n} is nested too deeply", code="REQUEST_INVALID",
+                            line=n, column=1) from None
+
+
+def _lines_in_bulk(text: str, lines: list[tuple[int, str]]) -> list[tuple[int, Any]] | None:
+    """Each line's value as :func:`~tavernbox.strict_json.loads` gives it, through one reused
+    decoder; ``None`` when any line is not plain JSON (a syntax error, ``NaN``, a number beyond a
+    double, an escape that may be a lone surrogate, nesting too deep): the strict reader then reads
+    every line and words the first refusal with its line and column."""
+    if _SURROGATE_ESCAPE.search(text):
+        return None
+    decode = _LINE_DECODER.decode
+    try:
+        return [(n, decode(line)) for n, line in lines]
+    except (ValueError, RecursionError):  # JSONDecodeError and _NotPlain are ValueErrors
+        return None
 
 
 def parse_chat_text(text: str, *, hint: str = "") -> StChat:
