@@ -432,18 +432,14 @@ def _wi_counter(books: list[dict[str, Any]], chat: Sequence[ChatMessage], settin
         if total >= budget:
             break
     for book in books:
-        if total >= budget:
-            break
         entries = book.get("entries") or {}
         for entry in entries.values() if isinstance(entries, Mapping) else entries:
             if isinstance(entry, Mapping):
                 total += len(str(entry.get("content") or "").encode("utf-8", "surrogatepass")) + 1
             if total >= budget:
-                break
-    if total >= budget:
-        from .st_cache import memo_count  # counts of the same entries, kept between requests
+                from .st_cache import memo_count  # counts of the same entries, kept between requests
 
-        return memo_count(get_tokenizer(tokenizer).count)
+                return memo_count(get_tokenizer(tokenizer).count)
     return lambda text: len(text.encode("utf-8", "surrogatepass"))
 
 
