@@ -16,7 +16,7 @@ through ``{{lastUserMessage}}``).
 
 What keeps the 5,000-message chat near the 200-message one (``strategies/st_history.py``): the
 chat is read in one C-speed pass, only the history the budget can reach is built, expanded and
-counted, the chat macros get the newest messages they read plus ``chat_omitted``, and world info a
+counted, the chat macros get the few messages they read plus ``chat_omitted``, and world info a
 ``ChatTail`` as deep as its deepest scan.
 
 Run: ``python benchmarks/bench_budget.py [REPEAT] [--sizes 200,5000] [--json]``.

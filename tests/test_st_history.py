@@ -2,7 +2,7 @@
 
 A chat of thousands of messages is read in one C-speed pass (``parse_chat``), its history is built
 newest first only as deep as the budget reaches (``st_history``), the chat macros see only the
-newest messages they can read plus the count of the rest (``chat_omitted``), and world info gets a
+few messages they read plus the count of the others (``chat_omitted``), and world info gets a
 ``ChatTail`` built as deep as its deepest scan. Each test here runs the shortcut against the plain
 path (the whole chat built, expanded and scanned) and asserts the same request, or pins that the
 shortcut really leaves the unreachable part alone.
@@ -24,7 +24,7 @@ from tavernbox.errors import TemplateError
 from tavernbox.macros import MacroContext, expand_macros
 from tavernbox.strategies import st_assemble, st_chat, st_history
 from tavernbox.strategies.st_chat import ChatMessage, parse_chat
-from tavernbox.strategies.st_history import macro_tail_start
+from tavernbox.strategies.st_history import macro_messages
 from tavernbox.worldinfo import ChatTail, activate_world_info
 
 CHAT_MACROS = ("id={{lastMessageId}} range={{allChatRange}} first={{firstDisplayedMessageId}} last=[{{lastMessage}}] "
@@ -80,7 +80,7 @@ def plain(monkeypatch: pytest.MonkeyPatch) -> None:
     contexts, the whole chat scanned."""
     monkeypatch.setattr(st_history, "PRE_CUT_MIN", 10**9)
     monkeypatch.setattr(st_assemble, "PRE_CUT_MIN", 10**9)
-    monkeypatch.setattr(st_assemble, "macro_tail_start", lambda roles: 0)
+    monkeypatch.setattr(st_assemble, "macro_messages", lambda roles: list(range(len(roles))))
     monkeypatch.setattr(worldinfo, "ChatTail", lambda length, newest: list(newest(length)))
 
 
@@ -179,29 +179,33 @@ def test_only_the_reachable_part_of_a_long_chat_is_built(monkeypatch: pytest.Mon
     assert result.budget.dropped_messages[:10] == list(range(10))
     assert 0 < len(seen["history"]) < 300 and min(seen["history"]) > 4700
     assert seen["scan"] and max(seen["scan"]) <= 31  # the deepest scan (30) and the one a swipe drops
-    assert seen["macro_chat"] and max(seen["macro_chat"]) < 300
+    assert seen["macro_chat"] and max(seen["macro_chat"]) <= 4
 
 
-def test_a_chat_with_no_reply_gives_the_macros_only_its_newest_messages(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_chat_with_no_reply_or_one_far_back_gives_the_macros_a_few_messages(monkeypatch: pytest.MonkeyPatch) -> None:
     seen = _spy(monkeypatch)
     assemble_request(request([message(i, "user") for i in range(5000)]))
-    assert seen["macro_chat"] and max(seen["macro_chat"]) < 300
+    assert seen["macro_chat"] and max(seen["macro_chat"]) <= 4
+    seen["macro_chat"].clear()
+    assemble_request(request(users_after_one_reply(5000)))  # the reply 4,997 messages back
+    assert seen["macro_chat"] and max(seen["macro_chat"]) <= 4 and len(seen["history"]) < 600
 
 
 # -- the pieces ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("roles", "start"), [
-    ([], 0),
-    (["user"], 0),
-    (["assistant", "user", "assistant", "user"], 1),  # the reply at 2, the users at 3 and 1
-    (["user", "user", "assistant", "user", "user"], 2),
-    (["user", "assistant", "system", "system"], 0),
-    (["assistant"] * 5, 4),
-    (["system", "assistant", "user", "system"], 1),
+@pytest.mark.parametrize(("roles", "picks"), [
+    ([], []),
+    (["user"], [0]),
+    (["assistant", "user", "assistant", "user"], [1, 2, 3]),  # the reply at 2, the users at 3 and 1
+    (["user", "user", "assistant", "user", "user"], [2, 3, 4]),
+    (["user", "assistant", "system", "system"], [0, 1, 3]),
+    (["assistant"] * 5, [4]),
+    (["system", "assistant", "user", "system"], [1, 2, 3]),
+    (["assistant", *["user"] * 5000], [0, 4999, 5000]),  # a reply far back costs one message
 ])
-def test_macro_tail_start(roles: list[str], start: int) -> None:
-    assert macro_tail_start(roles) == start
+def test_macro_messages(roles: list[str], picks: list[int]) -> None:
+    assert macro_messages(roles) == picks
 
 
 MACROS = CHAT_MACROS + " {{firstIncludedMessageId}}"
@@ -209,15 +213,16 @@ ROLE = st.sampled_from(["user", "assistant", "system"])
 DATE = st.sampled_from([None, "2024-05-01T10:00:00Z", "June 19, 2023 2:20pm", "bad date"])
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(ROLE, st.text(alphabet="ab ", max_size=3), DATE), max_size=12))
-def test_the_macro_tail_reads_as_the_whole_chat(rows: list[tuple[str, str, str | None]]) -> None:
+def test_the_picked_messages_read_as_the_whole_chat(rows: list[tuple[str, str, str | None]]) -> None:
     chat = [{"role": r, "content": f"{i}:{t}", "name": f"n{i}", **({"send_date": d} if d else {})}
             for i, (r, t, d) in enumerate(rows)]
     now = "2024-05-02T10:00:00Z"
     whole = expand_macros(MACROS, {"chat": chat, "now": now}).text
-    tail = macro_tail_start([m["role"] for m in chat])
-    cut = expand_macros(MACROS, {"chat": chat[tail:], "chat_omitted": tail, "now": now}).text
+    picks = macro_messages([m["role"] for m in chat])
+    cut = expand_macros(MACROS, {"chat": [chat[i] for i in picks], "chat_omitted": len(chat) - len(picks),
+                                 "now": now}).text
     assert cut == whole
 
 

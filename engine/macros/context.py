@@ -108,9 +108,10 @@ class MacroContext:
     persona: str = ""
     character: Mapping[str, Any] = field(default_factory=dict)
     chat: tuple[ChatMessage, ...] = ()
-    #: how many older messages precede ``chat``: a host with a long chat may send only its newest
-    #: part (enough to hold the messages the chat macros read) and still have ``{{lastMessageId}}``
-    #: and ``{{allChatRange}}`` count the whole chat
+    #: how many messages of the whole chat ``chat`` leaves out: a host with a long chat may send
+    #: only the messages the chat macros read (the last one, the last user and character messages,
+    #: the user message before the last: ``chat`` keeps their order) and still have
+    #: ``{{lastMessageId}}`` and ``{{allChatRange}}`` count the whole chat
     chat_omitted: int = 0
     chat_id_hash: int | str | None = None
     pick_reroll_seed: str | None = None
@@ -136,7 +137,7 @@ class MacroContext:
 
     @property
     def chat_length(self) -> int:
-        """How many messages the whole chat has (the given ones and the omitted older ones)."""
+        """How many messages the whole chat has (the given ones and the omitted ones)."""
         return self.chat_omitted + len(self.chat)
 
     def card(self, name: str) -> str:

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..errors import Diagnostic, TemplateError
 from .st_chat import ChatMessage, StChat, parse_chat, parse_chat_text
-from .st_history import PRE_CUT_MIN, ChatHistory, macro_tail_start, reachable_start
+from .st_history import PRE_CUT_MIN, ChatHistory, macro_messages, reachable_start
 from .st_postprocess import PromptNames, post_process, to_claude, to_google
 from .st_budget import MessageKind, fit, fits_without_counting
 from .st_request import StRequest, parse_request
@@ -294,9 +294,9 @@ def _chat_macro_expander(chat: Sequence[ChatMessage], roles: Sequence[str],
     """Expands a chat message's macros, as SillyTavern prepares each history message
     (``populateChatHistory`` passes every one through ``preparePrompt``).
 
-    The macro context is built once, on the first message that has a macro, from the chat's
-    newest messages the chat macros can read (:func:`macro_tail_start`) and the count of the rest,
-    so a long chat is not read whole for it.
+    The macro context is built once, on the first message that has a macro, from the messages the
+    chat macros read (:func:`macro_messages`) and the count of the others, so a long chat is not
+    read whole for it.
     """
     from ..macros import MacroContext, expand_macros
 
@@ -304,9 +304,9 @@ def _chat_macro_expander(chat: Sequence[ChatMessage], roles: Sequence[str],
 
     def expand(text: str) -> str:
         if not built:
-            tail = macro_tail_start(roles)
-            built.append(MacroContext.from_dict({**context, "chat_omitted": tail, "chat": [
-                {"role": m.role, "name": m.name or "", "content": m.content} for m in chat[tail:]]}))
+            picks = macro_messages(roles)
+            built.append(MacroContext.from_dict({**context, "chat_omitted": len(chat) - len(picks), "chat": [
+                {"role": chat[i].role, "name": chat[i].name or "", "content": chat[i].content} for i in picks]}))
         return expand_macros(text, built[0], seed=context.get("seed", 0)).text
 
     return expand
@@ -565,13 +565,13 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
     if history_end > PRE_CUT_MIN:
         # the macros read the history the assembler is given (a preview leaves the unsent input
         # out), counted whole: ``{{lastMessageId}}`` is the whole history's. A long one is handed
-        # over as the newest messages they can read (``{{lastCharMessage}}`` may be far older than
-        # what is sent) and the count of the rest, not read whole into the macro context.
+        # over as the messages they read (``{{lastCharMessage}}`` may be far older than what is
+        # sent) and the count of the others, not read whole into the macro context.
         seen = history_end - (1 if req.options.dry_run and input_ids else 0)
-        tail = macro_tail_start(roles[:seen])
-        assets["macro_context"] = {**assets.get("macro_context", {}), "chat_omitted": tail, "chat": [
+        picks = macro_messages(roles[:seen])
+        assets["macro_context"] = {**assets.get("macro_context", {}), "chat_omitted": seen - len(picks), "chat": [
             {"role": m["role"], "name": m.get("name", ""), "content": m["content"]}
-            for m in chat_history.items(tail, seen)]}
+            for m in map(chat_history.item, picks)]}
     result = Assembler(st_registry()).assemble(AssemblyRequest.from_dict({
         "preset": builtin_strategy("builtin-st"), "messages": history, "input_ids": input_ids, "assets": assets,
         "preview": req.options.dry_run, "system_prompt_update": "in-history", "seed": req.options.seed}))

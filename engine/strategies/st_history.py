@@ -13,10 +13,10 @@ counting the others is work that grows with the chat and changes nothing. Issue 
   does not fit, so everything older is cut before placement. Nothing is counted while the byte
   bound (a token is at least one byte) says everything fits, and a chat of at most
   :data:`PRE_CUT_MIN` messages is never cut here.
-* :func:`macro_tail_start` says how many of the newest messages the chat macros can read
-  (``{{lastMessage}}``, ``{{lastUserMessage}}``, ``{{lastCharMessage}}``, ``{{idleDuration}}``);
-  the macros get only those plus the count of the older ones (``chat_omitted``), so
-  ``{{lastMessageId}}`` still counts the whole chat.
+* :func:`macro_messages` picks the at most four messages the chat macros read (``{{lastMessage}}``,
+  ``{{lastUserMessage}}``, ``{{lastCharMessage}}``, ``{{idleDuration}}``); the macros get only
+  those plus the count of the others (``chat_omitted``), so ``{{lastMessageId}}`` still counts the
+  whole chat, and a reply thousands of messages back costs nothing more.
 
 Every shortcut gives what the whole chat gives (``tests/test_st_history.py`` compares them).
 """
@@ -31,7 +31,7 @@ from .st_budget import PRIMING, byte_bound
 from .st_chat import ChatMessage
 from .st_postprocess import history_item
 
-__all__ = ["PRE_CUT_MIN", "ChatHistory", "macro_tail_start", "reachable_start"]
+__all__ = ["PRE_CUT_MIN", "ChatHistory", "macro_messages", "reachable_start"]
 
 #: a history of at most this many messages is never cut before placement (the budget pass's
 #: own walk is as cheap)
@@ -105,19 +105,21 @@ def reachable_start(history: ChatHistory, end: int, budget: int, counter: Callab
     return 0
 
 
-def macro_tail_start(roles: Sequence[str]) -> int:
-    """The index from which ``roles`` (a chat's, oldest first) holds every message a chat macro reads.
+def macro_messages(roles: Sequence[str]) -> list[int]:
+    """The indexes (oldest first) of the messages of a chat with ``roles`` that a chat macro reads.
 
-    The chat macros read the chat newest first and stop early: ``{{lastMessage}}`` the last message,
-    ``{{lastUserMessage}}`` the last user message, ``{{lastCharMessage}}`` the last assistant
-    message, ``{{idleDuration}}`` the newest non-system message and the user message before it (at
-    worst the second-to-last user message). A role the chat does not have asks for nothing.
+    The chat macros read the chat newest first and stop early: ``{{lastMessage}}`` (and the swipe
+    ids) the last message, ``{{lastUserMessage}}`` the last user message, ``{{lastCharMessage}}``
+    the last assistant message, ``{{idleDuration}}`` the newest non-system message and the user
+    message before it (at worst the second-to-last user message). Those at most four messages, in
+    order, read as the whole chat does; the count of the others goes in ``chat_omitted``. A role
+    the chat does not have asks for nothing.
     """
     n = len(roles)
     if not n:
-        return 0
+        return []
     newest_first = list(reversed(roles))
-    back = 0  # how far back from the newest message the reads go
+    picks = {n - 1}
     for role, needed in (("assistant", 1), ("user", 2)):
         at = -1
         for _ in range(needed):
@@ -125,5 +127,5 @@ def macro_tail_start(roles: Sequence[str]) -> int:
                 at = newest_first.index(role, at + 1)
             except ValueError:
                 break
-            back = max(back, at)
-    return n - 1 - back
+            picks.add(n - 1 - at)
+    return sorted(picks)
