@@ -182,6 +182,17 @@ def test_only_the_reachable_part_of_a_long_chat_is_built(monkeypatch: pytest.Mon
     assert seen["macro_chat"] and max(seen["macro_chat"]) <= 4
 
 
+def test_empty_messages_count_in_the_reach(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The budget pass prices an empty message (its role and overhead), so thousands of them are cut
+    before placement like any other."""
+    seen = _spy(monkeypatch)
+    messages = [{"role": "user" if i % 2 else "assistant", "content": ""} for i in range(20_000)]
+    messages[-1]["content"] = "the last word"
+    result = assemble_request(request(messages))
+    assert [m["content"] for m in result.messages[-2:]] == ["the last word", "JB the last word"]
+    assert len(seen["history"]) < 1000 and result.budget.dropped_messages[:3] == [0, 1, 2]
+
+
 def test_a_chat_with_no_reply_or_one_far_back_gives_the_macros_a_few_messages(monkeypatch: pytest.MonkeyPatch) -> None:
     seen = _spy(monkeypatch)
     assemble_request(request([message(i, "user") for i in range(5000)]))

@@ -96,10 +96,7 @@ def reachable_start(history: ChatHistory, end: int, budget: int, counter: Callab
     count = counter().message
     left = budget
     for i in range(end - 1, -1, -1):
-        m = history.item(i)
-        if not m["content"]:
-            continue
-        left -= count(m)
+        left -= count(history.item(i))  # an empty message too: the budget pass prices it
         if left < 0:
             return i
     return 0
