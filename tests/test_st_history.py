@@ -281,6 +281,30 @@ def test_a_chat_tail_scans_as_the_whole_chat(words: list[str], depth: int, min_a
         assert asked and max(asked) <= max(depth, 6) + 1
 
 
+def test_minimum_activations_on_a_long_chat_read_only_the_buffer() -> None:
+    """Minimum activations walk back one message a pass until the chat's length; the scan buffer
+    keeps the newest 1,000 messages, so a ``ChatTail`` is built that deep and no deeper."""
+    chat = [{"role": "user", "name": "P", "content": f"m{i} {'far' if i == 300 else 'near' if i == 700 else 'x'}"}
+            for i in range(1500)]
+    books = {"entries": [{"uid": 1, "key": ["far"], "content": "FAR"}, {"uid": 2, "key": ["near"], "content": "NEAR"},
+                         {"uid": 3, "key": ["m1499"], "content": "LAST"}]}
+    for depth_max in (0, 400):
+        conf = {"world_info_depth": 2, "world_info_min_activations": 3, "world_info_budget": 100,
+                "max_context": 100_000, "world_info_min_activations_depth_max": depth_max}
+        asked: list[int] = []
+
+        def newest(n: int) -> list[dict[str, Any]]:
+            asked.append(n)
+            return chat[len(chat) - n:]
+
+        whole = activate_world_info(books, chat, conf)
+        tail = activate_world_info(books, ChatTail(len(chat), newest), conf)
+        assert worldinfo.to_json(tail) == worldinfo.to_json(whole)
+        assert asked == [1001]
+        contents = {a.content for a in whole.activated}
+        assert "LAST" in contents and "FAR" not in contents and ("NEAR" in contents) == (depth_max == 0)
+
+
 # -- reading the chat --------------------------------------------------------------------------------
 
 FIELD = st.one_of(st.none(), st.booleans(), st.integers(-1, 2), st.sampled_from(["", "user", "assistant", "system",

@@ -431,10 +431,13 @@ class _Run:
     def __init__(self, prepared: _Prepared, messages: list[str], settings: WorldInfoSettings,
                  context: ScanContext, timed: TimedEffects, *, generation_type: str, expand: Expand | None,
                  token_counter: Callable[[str], int], additive_tokens: bool, rng: Callable[[], float],
-                 forced: set[str], regex_timeout: float, diagnostics: list[Diagnostic]) -> None:
+                 forced: set[str], regex_timeout: float, diagnostics: list[Diagnostic],
+                 chat_length: int | None = None) -> None:
         entries = self.entries = prepared.entries
         self.prepared = prepared
         self.messages = messages
+        #: the whole chat's scanned messages (``messages`` may be only its newest ones: ``ChatTail``)
+        self.chat_length = len(messages) if chat_length is None else chat_length
         self.settings = settings
         self.context = context
         self.timed = timed
@@ -1071,7 +1074,7 @@ class _Run:
             if next_state == ScanState.NONE and not overflowed and s.min_activations > 0 and len(self.activated) < s.min_activations:
                 depth = self.buffer.depth()
                 over = (s.min_activations_depth_max > 0 and s.min_activations_depth_max < depth) or (
-                    depth > len(self.messages))
+                    depth > self.chat_length)
                 if not over:
                     next_state = ScanState.MIN_ACTIVATIONS
                     self.buffer.advance()
@@ -1180,7 +1183,9 @@ def _activate(books: Any, chat: Any, settings: Mapping[str, Any] | WorldInfoSett
     if isinstance(chat, ChatTail):
         # only the newest messages any scan reads are built (a swipe drops the newest one first)
         reach = scan_reach(conf, entries)
-        want = chat.length if reach is None else min(chat.length, max(1, min(reach, MAX_SCAN_DEPTH)) + 1)
+        # the buffer keeps the newest MAX_SCAN_DEPTH messages whatever the depth (minimum activations
+        # too: they stop at the chat's length, which is passed on)
+        want = min(chat.length, (MAX_SCAN_DEPTH if reach is None else max(1, min(reach, MAX_SCAN_DEPTH))) + 1)
         newest = chat.newest(want)
         all_messages = chat_scan_messages(newest, include_names=conf.include_names, generation_type=generation_type)
         chat_length = chat.length - len(newest) + len(all_messages)
@@ -1194,7 +1199,8 @@ def _activate(books: Any, chat: Any, settings: Mapping[str, Any] | WorldInfoSett
     generator = random.Random(seed)
     run = _Run(prepared, all_messages, conf, scan_context, timed, generation_type=generation_type, expand=expand,
                token_counter=counter, additive_tokens=additive, rng=rng or generator.random,
-               forced={_js_key(b, u) for b, u in forced}, regex_timeout=regex_timeout, diagnostics=diagnostics)
+               forced={_js_key(b, u) for b, u in forced}, regex_timeout=regex_timeout, diagnostics=diagnostics,
+               chat_length=chat_length)
     run.run()
     contents, steps = run.activated_content, run.activated_step
     activated = [ActivatedEntry(entries[i], contents[i], steps[i]) for i in run.activated.values()]

@@ -104,8 +104,8 @@ class ChatTail(NamedTuple):
     newest ``n`` messages (oldest first, in :func:`chat_scan_messages`' forms) and ``length`` is
     how many messages the chat has, every one of them scanned (a narrator message passed as its
     speaker's, as SillyTavern scans it; a hidden one left out of both). The activation asks for
-    what its deepest scan reaches (the whole chat under minimum activations, which walks back
-    until the chat ends), so the result is the one the whole chat gives.
+    what its deepest scan reaches (the buffer's :data:`MAX_SCAN_DEPTH` under minimum activations,
+    which walk back until the chat's length), so the result is the one the whole chat gives.
     """
 
     length: int
