@@ -293,7 +293,7 @@ def test_minimum_activations_on_a_long_chat_read_only_the_buffer() -> None:
                 "max_context": 100_000, "world_info_min_activations_depth_max": depth_max}
         asked: list[int] = []
 
-        def newest(n: int) -> list[dict[str, Any]]:
+        def newest(n: int, asked: list[int] = asked) -> list[dict[str, Any]]:
             asked.append(n)
             return chat[len(chat) - n:]
 
