@@ -249,9 +249,6 @@ def _finite_float(token: str) -> float:
     return value
 
 
-#: one decoder for every line (``json.loads`` with hooks builds a decoder per call, which is most of
-#: the cost of a 5,000-line export); what it leaves to the strict reader raises
-_LINE_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
 #: an escape that may spell a lone surrogate: such an export is read by the strict reader
 _SURROGATE_ESCAPE = re.compile(r"\\(?:u|U0000)[dD][89a-fA-F]")
 
@@ -275,7 +272,9 @@ def _lines_in_bulk(text: str, lines: list[tuple[int, str]]) -> list[tuple[int, A
     every line and words the first refusal with its line and column."""
     if _SURROGATE_ESCAPE.search(text):
         return None
-    decode = _LINE_DECODER.decode
+    # one decoder for the whole export (``json.loads`` with hooks builds one per call, most of the
+    # cost of a 5,000-line export); what it leaves to the strict reader raises
+    decode = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float).decode
     try:
         return [(n, decode(line)) for n, line in lines]
     except (ValueError, RecursionError):  # JSONDecodeError and _NotPlain are ValueErrors
