@@ -399,3 +399,24 @@ def test_a_plain_export_takes_the_one_decoder_path() -> None:
                                                         "extra": {"t": 0.5}})]
     for bad in ('{"n": NaN}', '{"n": 1e999}', '{"s": "\\udc00"}', '{"a": 1} 2'):
         assert st_chat._lines_in_bulk(bad, [(1, bad)]) is None
+
+
+def test_the_budget_benchmark_runs_and_reports_the_ratio() -> None:
+    """``benchmarks/bench_budget.py`` (issue 12's figure), at small sizes: both shapes, the ratio, and
+    one new message costing the two counts its text needs."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_budget.py"
+    out = subprocess.run([sys.executable, str(script), "1", "--sizes=20,400", "--json"], capture_output=True,
+                         text=True, check=True, timeout=600).stdout
+    if out.startswith("skipped"):
+        pytest.skip(out)
+    report = json.loads(out)
+    for shape in ("short", "long"):
+        row = report[shape]
+        assert row["20_cpu_ms"] > 0 and row["400_cpu_ms"] > 0 and row["ratio"] > 0
+        assert row["dropped"][1] > 0 or shape == "short"
+    assert report["long"]["sent"][1] < 400 and report["counting"]["new_counts_for_one_new_message"] == 2
