@@ -34,7 +34,7 @@ CARD_FIELDS = (
 
 #: The top-level keys of the context JSON (the last two are read by macros from ``extras``).
 CONTEXT_KEYS = frozenset({
-    "user", "char", "persona", "character", "chat", "chat_id_hash", "pick_reroll_seed", "variables",
+    "user", "char", "persona", "character", "chat", "chat_omitted", "chat_id_hash", "pick_reroll_seed", "variables",
     "seed", "now", "original", "model", "input", "group", "muted", "is_mobile", "extensions",
     "outlets", "limits", "instruct", "system_prompt", "example_separator", "chat_start",
     "last_generation_type", "first_included_message_id", "_banned_words",
@@ -108,6 +108,11 @@ class MacroContext:
     persona: str = ""
     character: Mapping[str, Any] = field(default_factory=dict)
     chat: tuple[ChatMessage, ...] = ()
+    #: how many messages of the whole chat ``chat`` leaves out: a host with a long chat may send
+    #: only the messages the chat macros read (the last one, the last user and character messages,
+    #: the user message before the last: ``chat`` keeps their order) and still have
+    #: ``{{lastMessageId}}`` and ``{{allChatRange}}`` count the whole chat
+    chat_omitted: int = 0
     chat_id_hash: int | str | None = None
     pick_reroll_seed: str | None = None
     local_variables: Mapping[str, Any] = field(default_factory=dict)
@@ -129,6 +134,11 @@ class MacroContext:
     chat_start: str = ""
     last_generation_type: str = ""
     extras: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def chat_length(self) -> int:
+        """How many messages the whole chat has (the given ones and the omitted ones)."""
+        return self.chat_omitted + len(self.chat)
 
     def card(self, name: str) -> str:
         """A card field as text (``''`` when absent)."""
@@ -184,6 +194,10 @@ class MacroContext:
                     send_date=msg.get("send_date"),
                 )
             )
+        omitted = data.get("chat_omitted") or 0
+        if not isinstance(omitted, int) or isinstance(omitted, bool) or omitted < 0:
+            raise TemplateError("$.chat_omitted must be a whole number of messages (0 or more)",
+                                code="INPUT_INVALID", path="$.chat_omitted")
         variables = data.get("variables") or {}
         if not isinstance(variables, Mapping):
             raise TemplateError("$.variables must be an object", code="INPUT_INVALID", path="$.variables")
@@ -210,6 +224,7 @@ class MacroContext:
             persona=_str(data.get("persona"), "$.persona"),
             character=dict(character),
             chat=tuple(chat),
+            chat_omitted=omitted,
             chat_id_hash=data.get("chat_id_hash"),
             pick_reroll_seed=data.get("pick_reroll_seed"),
             local_variables=dict(local),

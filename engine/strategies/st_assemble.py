@@ -14,14 +14,15 @@ lorebook, the Author's Note), the request names it; the defaults are SillyTavern
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import Diagnostic, TemplateError
-from .st_chat import StChat, parse_chat, parse_chat_text
-from .st_postprocess import PromptNames, history_messages, post_process, to_claude, to_google
+from .st_chat import ChatMessage, StChat, parse_chat, parse_chat_text
+from .st_history import PRE_CUT_MIN, ChatHistory, macro_messages, reachable_start
+from .st_postprocess import PromptNames, post_process, to_claude, to_google
 from .st_budget import MessageKind, fit, fits_without_counting
 from .st_group import JOIN_MODES, join_group_cards
 from .st_request import StRequest, parse_request
@@ -303,48 +304,43 @@ def _card_as_sillytavern_reads_it(card: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _beyond_the_budget(history: list[dict[str, Any]], budget: int, tokenizer: str) -> tuple[list[dict[str, Any]], int]:
-    """The history without the messages that could not be sent even if the whole budget were theirs.
-
-    The budget pass fills the history newest first with what the prompts leave, and stops at the
-    first message that does not fit; walking the newest messages with the *whole* budget finds a
-    message at or before which that stop must come, so everything older can be cut before placement.
-    The counts are the budget pass's own (one cached counter), so the walk costs the new messages only.
-    """
-    if len(history) <= 200 or fits_without_counting(history, budget):
-        return history, 0
+def _counter(tokenizer: str) -> Any:
+    """The budget pass's message counter for ``tokenizer``, kept between requests (counts cached by content)."""
     from ..tokenizers import MessageCounter, get_tokenizer
 
     counter = _counters.get(tokenizer)
     if counter is None:
         counter = _counters[tokenizer] = MessageCounter(get_tokenizer(tokenizer))
-    left = budget
-    for i in range(len(history) - 1, -1, -1):
-        m = history[i]
-        if not m.get("content"):
-            continue
-        left -= counter.message(m)
-        if left < 0:
-            return history[i:], i
-    return history, 0
+    return counter
 
 
-def _expand_chat_macros(history: list[dict[str, Any]], context: dict[str, Any]) -> None:
-    """Chat messages with their macros expanded, as SillyTavern prepares each history message
-    (``populateChatHistory`` passes every one through ``preparePrompt``)."""
-    from ..macros import expand_macros
+def _chat_macro_expander(chat: Sequence[ChatMessage], roles: Sequence[str],
+                         context: dict[str, Any]) -> Callable[[str], str]:
+    """Expands a chat message's macros, as SillyTavern prepares each history message
+    (``populateChatHistory`` passes every one through ``preparePrompt``).
 
-    for m in history:
-        content = m.get("content")
-        if isinstance(content, str) and "{{" in content:
-            m["content"] = expand_macros(content, context, seed=context.get("seed", 0)).text
+    The macro context is built once, on the first message that has a macro, from the messages the
+    chat macros read (:func:`macro_messages`) and the count of the others, so a long chat is not
+    read whole for it.
+    """
+    from ..macros import MacroContext, expand_macros
+
+    built: list[MacroContext] = []
+
+    def expand(text: str) -> str:
+        if not built:
+            picks = macro_messages(roles)
+            built.append(MacroContext.from_dict({**context, "chat_omitted": len(chat) - len(picks), "chat": [
+                {"role": chat[i].role, "name": chat[i].name or "", "content": chat[i].content} for i in picks]}))
+        return expand_macros(text, built[0], seed=context.get("seed", 0)).text
+
+    return expand
 
 
-def _author_note_active(interval: int, chat: Sequence[Mapping[str, Any]]) -> bool:
-    """SillyTavern's interval rule (``setFloatingPrompt``): counted in user messages of the chat."""
+def _author_note_active(interval: int, users: int) -> bool:
+    """SillyTavern's interval rule (``setFloatingPrompt``): counted in the chat's ``users`` user messages."""
     if interval == 1:
         return True
-    users = sum(1 for m in chat if m["role"] == "user")
     if users <= 0 or interval <= 0:
         return False
     left = users % interval if users >= interval else interval - users
@@ -416,15 +412,11 @@ def _kind(block_id: str, chat_index: int | None) -> MessageKind:
 def _fit(logical: list[dict[str, Any]], kinds: list[MessageKind], block_of: Mapping[str, str],
          preset: Mapping[str, Any], req: StRequest, max_context: int, max_tokens: int) -> Any:
     """The budget pass: ``(kept indexes, report)``, or ``None`` when surely everything fits uncounted."""
-    from ..tokenizers import MessageCounter, get_tokenizer
-
     budget = max_context - max_tokens
     name = req.budget.tokenizer
     if name in ("o200k", "cl100k", "words") and fits_without_counting(logical, budget):
         return None
-    counter = _counters.get(name)
-    if counter is None:
-        counter = _counters[name] = MessageCounter(get_tokenizer(name))
+    counter = _counter(name)
     # a prompt without text costs nothing: SillyTavern counts a message's tokens only when it has
     # content (``Message.createAsync``)
     return fit(logical, kinds, counter, max_context=max_context, max_tokens=max_tokens,
@@ -446,7 +438,7 @@ def _has_chat_history(preset: Mapping[str, Any], gen: str) -> bool:
 _LAST_CHAT_MESSAGE = re.compile(r"\{\{\s*lastChatMessage\s*\}\}", re.I)
 
 
-def _wi_counter(books: list[dict[str, Any]], chat: list[dict[str, Any]], settings: Mapping[str, Any],
+def _wi_counter(books: list[dict[str, Any]], chat: Sequence[ChatMessage], settings: Mapping[str, Any],
                 tokenizer: str) -> Any:
     """The world-info budget's counter: the request's tokenizer, as SillyTavern counts world info.
 
@@ -459,7 +451,11 @@ def _wi_counter(books: list[dict[str, Any]], chat: list[dict[str, Any]], setting
     from ..worldinfo.settings import budget_tokens
 
     budget = budget_tokens(WorldInfoSettings.from_mapping(settings))
-    total = sum(len(str(m.get("content") or "").encode("utf-8", "surrogatepass")) for m in chat)
+    total = 0
+    for m in reversed(chat):  # a long chat passes the budget in its newest messages
+        total += len(m.content.encode("utf-8", "surrogatepass"))
+        if total >= budget:
+            break
     for book in books:
         entries = book.get("entries") or {}
         for entry in entries.values() if isinstance(entries, Mapping) else entries:
@@ -476,7 +472,7 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
     """Assemble what SillyTavern sends for ``request`` (a request-file object, see :mod:`.st_request`)."""
     from ..assembler import Assembler, AssemblyRequest
     from ..assembler.sources import world_info_from_activation
-    from ..worldinfo import ScanContext, activate_world_info
+    from ..worldinfo import ChatTail, ScanContext, activate_world_info
     from .builtin import builtin_strategy
     from .sillytavern import squash_system_messages, st_registry
     from .st_cache import scan_books
@@ -505,31 +501,33 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
         # the chat's overrides, when set, replace the card's fields (``getCharacterCardFieldsLazy``)
         read_card.update({k: v.strip().replace("\r", "") for k, v in overrides.items() if v})
     muted = {"muted": list(req.group.disabled_members)} if req.group is not None and req.group.disabled_members else {}
-    chat = [m.to_dict() for m in inputs.chat.messages]
+    # the chat stays as parsed messages: only what the budget can reach becomes history (st_history)
+    chat: list[ChatMessage] = list(inputs.chat.messages)
     gen = req.generation.type
     typed = req.generation.input
     if typed and gen != "quiet":  # what the user typed is sent as a message before generating
-        chat.append({"role": "user", "content": typed})
+        chat.append(ChatMessage("user", typed))
     elif typed == "" and gen == "normal" and str(preset.get("send_if_empty") or "").strip():
-        chat.append({"role": "user", "content": str(preset["send_if_empty"]).strip()})
+        chat.append(ChatMessage("user", str(preset["send_if_empty"]).strip()))
     prefill_mode = gen == "continue" and bool(preset.get("continue_prefill"))
-    if gen in ("regenerate", "swipe") and chat and chat[-1]["role"] == "assistant":
-        chat = chat[:-1]  # the message being replaced is not part of the prompt
-    history = history_messages(chat, behavior=behavior, user=user, char=char, group=group)
-    _expand_chat_macros(history, {
-        "user": user, "char": char, "persona": persona_text,
-        "character": {k: v for k, v in (read_card if read_card is not None else card).items() if k != "extensions"},
-        "chat": [{"role": m["role"], "name": m.get("name") or "", "content": m["content"]} for m in chat],
-        "seed": req.options.seed, **({"now": req.options.now} if req.options.now else {}),
-        **({"group": list(req.group.members)} if req.group else {}), **muted})
+    if gen in ("regenerate", "swipe") and chat and chat[-1].role == "assistant":
+        chat.pop()  # the message being replaced is not part of the prompt
+    roles = [m.role for m in chat]
+    chat_history = ChatHistory(chat, behavior=behavior, user=user, char=char, group=group, expand=_chat_macro_expander(
+        chat, roles, {"user": user, "char": char, "persona": persona_text,
+                      "character": {k: v for k, v in (read_card if read_card is not None else card).items()
+                                     if k != "extensions"},
+                      "seed": req.options.seed, **({"now": req.options.now} if req.options.now else {}),
+                      **({"group": list(req.group.members)} if req.group else {}), **muted}))
+    history_end = len(chat)  # the history is chat messages [0, history_end)
     continued: dict[str, Any] | None = None
     continued_text = ""
-    if gen == "continue" and history:
-        continued = history[-1]
+    if gen == "continue" and chat:
+        continued = chat_history.item(len(chat) - 1)
         # ``{{lastChatMessage}}`` is the message as written, without the name prefix names_behavior adds
-        continued_text = str(chat[-1].get("content") or "").replace("\r", "")
+        continued_text = chat[-1].content.replace("\r", "")
         if prefill_mode:  # taken out before the in-chat injections, sent last (``continuePrefill``)
-            history = history[:-1]
+            history_end -= 1
     persona = req.user.persona
     assets: dict[str, Any] = {
         "st_preset": preset,
@@ -542,14 +540,14 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
         "generation_type": gen,
         "quiet_prompt": req.generation.quiet_prompt,
         "continue_prefill": prefill_mode,
-        "last_chat_role": history[-1]["role"] if history else None,
+        "last_chat_role": roles[history_end - 1] if history_end else None,
     }
     if read_card is not None:
         assets["character"] = read_card
     if group_prompts:
         assets["group_depth_prompts"] = group_prompts
     note = req.author_note
-    note_active = _author_note_active(note.interval, chat)
+    note_active = _author_note_active(note.interval, roles.count("user"))
     assets["author_note"] = {"content": note.content if note_active else "", "depth": note.depth,
                              "role": note.role, "position": note.position, "active": note_active}
     macro_extra: dict[str, Any] = {}
@@ -567,10 +565,13 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
         wi["max_context"] = (req.budget.max_context or int(preset["openai_max_context"])) - \
             (req.budget.max_tokens if req.budget.max_tokens is not None else int(preset["openai_max_tokens"]))
         # a narrator message is part of the chat SillyTavern scans (only hidden ones are not), so it
-        # goes in as a message of its speaker ("System" unless named)
-        scan_chat = [{"role": "assistant" if m["role"] == "system" else m["role"],
-                      "name": m.get("name") or {"user": user, "system": "System"}.get(m["role"], char),
-                      "content": m["content"]} for m in chat]
+        # goes in as a message of its speaker ("System" unless named); only the newest messages any
+        # scan reads are built (``ChatTail``)
+        speakers = {"user": user, "system": "System", "assistant": char}
+
+        def newest(n: int) -> list[dict[str, Any]]:
+            return [{"role": "assistant" if m.role == "system" else m.role, "name": m.name or speakers[m.role],
+                     "content": m.content} for m in chat[max(0, len(chat) - n):]]
         dp = card.get("extensions", {}).get("depth_prompt") if isinstance(card.get("extensions"), Mapping) else None
         # the scan reads the card fields as sent: joined in a join mode, overridden by the chat
         sent = read_card if read_card is not None else card
@@ -582,8 +583,9 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
             scenario=str(sent.get("scenario") or ""),
             creator_notes=str(card.get("creator_notes") or ""),
         )
-        activation = activate_world_info(scan_books(books), scan_chat, wi, seed=req.options.seed, context=context,
-                                         token_counter=_wi_counter(books, scan_chat, wi, req.budget.tokenizer))
+        activation = activate_world_info(scan_books(books), ChatTail(len(chat), newest), wi, seed=req.options.seed,
+                                         context=context,
+                                         token_counter=_wi_counter(books, chat, wi, req.budget.tokenizer))
         warnings.extend(d for d in activation.diagnostics if d.severity != "info")
         assets["world_info"] = world_info_from_activation(activation)
         outlets = {name: activation.by_position.outlet_text(name) for name in activation.by_position.outlets}
@@ -596,16 +598,23 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
     if not _has_chat_history(preset, gen):
         # no chat-history marker: SillyTavern sends no history, and so none of the in-chat prompts
         # that would have been spliced into it (``populateChatHistory`` returns at once)
-        history = []
+        history_end = 0
         assets["no_chat_history"] = True
     max_context = req.budget.max_context or int(preset["openai_max_context"])
     max_tokens = req.budget.max_tokens if req.budget.max_tokens is not None else int(preset["openai_max_tokens"])
-    history, pre_cut = _beyond_the_budget(history, max_context - max_tokens, req.budget.tokenizer)
-    if pre_cut:
-        # macros still see the whole chat (``{{lastMessageId}}`` and the like count it all)
-        assets["macro_context"] = {**assets.get("macro_context", {}), "chat": [
-            {"role": m["role"], "name": m.get("name") or "", "content": m["content"]} for m in chat]}
+    pre_cut = reachable_start(chat_history, history_end, max_context - max_tokens, lambda: _counter(req.budget.tokenizer))
+    history = chat_history.items(pre_cut, history_end)
     input_ids = [history[-1]["id"]] if history and history[-1]["role"] == "user" else []
+    if history_end > PRE_CUT_MIN:
+        # the macros read the history the assembler is given (a preview leaves the unsent input
+        # out), counted whole: ``{{lastMessageId}}`` is the whole history's. A long one is handed
+        # over as the messages they read (``{{lastCharMessage}}`` may be far older than what is
+        # sent) and the count of the others, not read whole into the macro context.
+        seen = history_end - (1 if req.options.dry_run and input_ids else 0)
+        picks = macro_messages(roles[:seen])
+        assets["macro_context"] = {**assets.get("macro_context", {}), "chat_omitted": seen - len(picks), "chat": [
+            {"role": m["role"], "name": m.get("name", ""), "content": m["content"]}
+            for m in map(chat_history.item, picks)]}
     result = Assembler(st_registry()).assemble(AssemblyRequest.from_dict({
         "preset": builtin_strategy("builtin-st"), "messages": history, "input_ids": input_ids, "assets": assets,
         "preview": req.options.dry_run, "system_prompt_update": "in-history", "seed": req.options.seed}))
@@ -649,6 +658,9 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
         logical = [logical[i] for i in kept]
         if pre_cut:
             budget_report.dropped_messages = list(range(pre_cut)) + budget_report.dropped_messages
+            counter = _counter(req.budget.tokenizer)
+            # built and counted only when asked for (as the budget pass prices them: empty ones too)
+            budget_report.unplaced_tokens = lambda: sum(map(counter.message, chat_history.items(0, pre_cut)))
     else:
         budget_report = None
     spans_of: dict[str, Any] = {m["id"]: sp for m, sp in zip(result.logical_messages, result.logical_spans)}

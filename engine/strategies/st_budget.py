@@ -21,14 +21,14 @@ cut: which chat messages and which dialogues were left out, and the tokens of ea
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import TemplateError
 from ..tokenizers import MessageCounter
 
-__all__ = ["BudgetReport", "MessageKind", "fit"]
+__all__ = ["BudgetReport", "MessageKind", "byte_bound", "fit", "fits_without_counting"]
 
 #: the priming SillyTavern reserves for every reply (``<|start|>assistant<|message|>``)
 PRIMING = 3
@@ -61,11 +61,23 @@ class BudgetReport:
     dropped_messages: list[int] = field(default_factory=list)
     dropped_injections: int = 0
     dropped_dialogues: list[int] = field(default_factory=list)
-    dropped_tokens: int = 0
+    #: tokens of what the budget pass weighed and left out
+    weighed_dropped_tokens: int = 0
+    #: counts the chat messages cut before placement, which no budget could reach (the first time
+    #: :attr:`dropped_tokens` is read: a host that never reads it never builds them)
+    unplaced_tokens: Callable[[], int] | None = field(default=None, repr=False, compare=False)
 
     @property
     def left(self) -> int:
         return self.budget - self.used
+
+    @property
+    def dropped_tokens(self) -> int:
+        """Tokens of everything left out, the chat messages cut before placement included."""
+        if self.unplaced_tokens is not None:
+            count, self.unplaced_tokens = self.unplaced_tokens, None
+            self.weighed_dropped_tokens += count()
+        return self.weighed_dropped_tokens
 
     def to_dict(self) -> dict[str, Any]:
         return {"tokenizer": self.tokenizer, "max_context": self.max_context, "max_tokens": self.max_tokens,
@@ -127,7 +139,7 @@ def fit(
             else:
                 stopped = True
                 report.dropped_dialogues.append(number)
-                report.dropped_tokens += total
+                report.weighed_dropped_tokens += total
 
     def add_history() -> None:
         nonlocal remaining
@@ -139,7 +151,7 @@ def fit(
                 report.collections["chat_history"] = report.collections.get("chat_history", 0) + price(i)
             else:
                 stopped = True
-                report.dropped_tokens += price(i)
+                report.weighed_dropped_tokens += price(i)
                 if kinds[i].chat_index is None:
                     report.dropped_injections += 1
                 else:
@@ -163,10 +175,16 @@ def fits_without_counting(messages: Sequence[Mapping[str, Any]], budget: int) ->
     """
     total = PRIMING
     for m in messages:
-        content = m.get("content")
-        text = content if isinstance(content, str) else str(content or "")
-        total += len(text.encode("utf-8", "surrogatepass")) + len(str(m.get("role") or "")) + 4 \
-            + (len(str(m.get("name") or "").encode("utf-8", "surrogatepass")) + 1 if m.get("name") else 0)
+        total += byte_bound(m)
         if total > budget:
             return False
     return True
+
+
+def byte_bound(message: Mapping[str, Any]) -> int:
+    """At least as many as the message's tokens by any tokenizer (:func:`fits_without_counting`)."""
+    content = message.get("content")
+    text = content if isinstance(content, str) else str(content or "")
+    name = message.get("name")
+    return len(text.encode("utf-8", "surrogatepass")) + len(str(message.get("role") or "")) + 4 \
+        + (len(str(name).encode("utf-8", "surrogatepass")) + 1 if name else 0)

@@ -24,10 +24,15 @@ assembled request match.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from itertools import repeat
+from operator import itemgetter
+from typing import Any, NamedTuple
 
+from ..collector import bulk_allocation
 from ..errors import TemplateError
 from ..strict_json import loads
 
@@ -37,9 +42,13 @@ _ROLES = ("user", "assistant", "system")
 _MESSAGE_KEYS = {"id", "role", "content", "name", "force_avatar"}
 
 
-@dataclass(frozen=True, slots=True)
-class ChatMessage:
-    """One chat message as the prompt sees it (``role`` system is a narrator message)."""
+class ChatMessage(NamedTuple):
+    """One chat message as the prompt sees it (``role`` system is a narrator message).
+
+    A named tuple (immutable, like the frozen dataclass it was) because a chat of thousands of
+    messages is read into thousands of them: a tuple is built in C (:func:`parse_chat`'s fast
+    path), a frozen dataclass pays a Python ``__init__`` per message.
+    """
 
     role: str
     content: str
@@ -107,6 +116,61 @@ def _message(raw: Any, path: str) -> ChatMessage:
     return ChatMessage(role, content, name, force, mid)
 
 
+_ROLE_SET = frozenset(_ROLES)
+_NEW_MESSAGE = partial(tuple.__new__, ChatMessage)
+_STR_OR_NONE = {str, type(None)}
+
+
+def _checked_in_bulk(messages: list[Any]) -> tuple[ChatMessage, ...] | None:
+    """The messages read field by field over the whole list at C speed, or ``None`` when any is
+    not plainly valid (then :func:`_message` reads each in turn and names the first problem).
+
+    Accepts exactly what :func:`_message` accepts for plain ``dict`` messages with ``str`` texts
+    (anything else, a ``str`` subclass or another mapping included, takes the per-message path),
+    and gives the same messages. A field no message has is not looked up at all.
+    """
+    n = len(messages)
+    if not n:
+        return ()
+    if set(map(type, messages)) != {dict}:
+        return None
+    keys = set().union(*messages)
+    if not _MESSAGE_KEYS.issuperset(keys) or "role" not in keys:
+        return None
+
+    def column(key: str, default: Any) -> Iterable[Any]:
+        if key not in keys:
+            return repeat(default, n)
+        try:
+            return list(map(itemgetter(key), messages))
+        except KeyError:  # some messages leave it out
+            return list(map(dict.get, messages, repeat(key, n), repeat(default, n)))
+
+    roles = column("role", None)
+    try:
+        if not _ROLE_SET.issuperset(roles):
+            return None
+    except TypeError:  # an unhashable role
+        return None
+    contents, names, forces, ids = (column("content", ""), column("name", None), column("force_avatar", False),
+                                    column("id", None))
+    if "content" in keys:
+        kinds = set(map(type, contents))
+        if kinds != {str}:
+            if not kinds <= _STR_OR_NONE:
+                return None
+            contents = ["" if c is None else c for c in contents]
+    if "name" in keys and not set(map(type, names)) <= _STR_OR_NONE:
+        return None
+    if "force_avatar" in keys and set(map(type, forces)) != {bool}:
+        return None
+    if "id" in keys:
+        id_kinds = set(map(type, ids))
+        if not id_kinds <= _STR_OR_NONE or (str in id_kinds and "" in ids):
+            return None
+    return tuple(map(_NEW_MESSAGE, zip(roles, contents, names, forces, ids)))
+
+
 def parse_chat(data: Any, *, path: str = "$") -> StChat:
     """The JSON form: ``{"messages": [...], "lorebook"?: str, "scenario"?: str, "mes_example"?: str}`` or a
     bare list of messages."""
@@ -131,8 +195,11 @@ def parse_chat(data: Any, *, path: str = "$") -> StChat:
         messages = data
     if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
         raise _bad("a chat is {\"messages\": [...]} or a list of messages", path)
-    return StChat(tuple(_message(m, f"{path}[{i}]") for i, m in enumerate(messages)), lorebook=lorebook,
-                  **overrides)
+    with bulk_allocation():  # one tuple per message, all kept: no collection walking them meanwhile
+        read = _checked_in_bulk(messages) if type(messages) is list else None
+        if read is None:
+            read = tuple(_message(m, f"{path}[{i}]") for i, m in enumerate(messages))
+    return StChat(read, lorebook=lorebook, **overrides)
 
 
 def parse_chat_jsonl(text: str) -> StChat:
@@ -140,17 +207,9 @@ def parse_chat_jsonl(text: str) -> StChat:
     lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
     if not lines:
         raise TemplateError("the chat export is empty", code="REQUEST_INVALID", line=1, column=1)
-    rows: list[tuple[int, Any]] = []
-    for n, line in lines:
-        try:
-            rows.append((n, loads(line, what=f"chat export line {n}", code="REQUEST_INVALID",
-                                  base_path=f"$[line {n}]")))
-        except json.JSONDecodeError as exc:
-            raise TemplateError(f"chat export line {n} is not JSON: {exc.msg}", code="REQUEST_INVALID",
-                                line=n, column=exc.colno) from None
-        except RecursionError:
-            raise TemplateError(f"chat export line {n} is nested too deeply", code="REQUEST_INVALID",
-                                line=n, column=1) from None
+    rows = _lines_in_bulk(text, lines)
+    if rows is None:
+        rows = [(n, _strict_line(n, line)) for n, line in lines]
     head_line, head = rows[0]
     meta: dict[str, Any] = {}
     if isinstance(head, Mapping) and "mes" not in head:
@@ -189,8 +248,63 @@ def parse_chat_jsonl(text: str) -> StChat:
                   mes_example=chat_meta["mes_example"] if isinstance(chat_meta.get("mes_example"), str) else "")
 
 
+class _NotPlain(ValueError):
+    """A line the fast reader leaves to :func:`~tavernbox.strict_json.loads` (which words the refusal)."""
+
+
+def _refuse_constant(token: str) -> Any:
+    raise _NotPlain(token)
+
+
+def _finite_float(token: str) -> float:
+    value = float(token)
+    if value in (float("inf"), float("-inf")):
+        raise _NotPlain(token)
+    return value
+
+
+#: an escape that may spell a lone surrogate: such an export is read by the strict reader
+_SURROGATE_ESCAPE = re.compile(r"\\(?:u|U0000)[dD][89a-fA-F]")
+
+
+def _strict_line(n: int, line: str) -> Any:
+    """Line ``n`` read by the strict reader; a refusal names the line and column."""
+    try:
+        return loads(line, what=f"chat export line {n}", code="REQUEST_INVALID", base_path=f"$[line {n}]")
+    except json.JSONDecodeError as exc:
+        raise TemplateError(f"chat export line {n} is not JSON: {exc.msg}", code="REQUEST_INVALID",
+                            line=n, column=exc.colno) from None
+    except RecursionError:
+        raise TemplateError(f"chat export line {n} is nested too deeply", code="REQUEST_INVALID",
+                            line=n, column=1) from None
+
+
+def _lines_in_bulk(text: str, lines: list[tuple[int, str]]) -> list[tuple[int, Any]] | None:
+    """Each line's value as :func:`~tavernbox.strict_json.loads` gives it, through one reused
+    decoder; ``None`` when any line is not plain JSON (a syntax error, ``NaN``, a number beyond a
+    double, an escape that may be a lone surrogate, nesting too deep): the strict reader then reads
+    every line and words the first refusal with its line and column."""
+    if _SURROGATE_ESCAPE.search(text):
+        return None
+    # one decoder for the whole export (``json.loads`` with hooks builds one per call, most of the
+    # cost of a 5,000-line export); what it leaves to the strict reader raises
+    decode = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float).decode
+    try:
+        return [(n, decode(line)) for n, line in lines]
+    except (ValueError, RecursionError):  # JSONDecodeError and _NotPlain are ValueErrors
+        return None
+
+
 def parse_chat_text(text: str, *, hint: str = "") -> StChat:
-    """A chat file's text in either format: ``.jsonl`` by name, else by content."""
+    """A chat file's text in either format: ``.jsonl`` by name, else by content.
+
+    The cyclic garbage collector is paused meanwhile (:func:`bulk_allocation`): a chat of 100,000
+    messages is as many dicts, all kept, which repeated collections would walk again and again."""
+    with bulk_allocation():
+        return _parse_chat_text(text, hint)
+
+
+def _parse_chat_text(text: str, hint: str) -> StChat:
     stripped = text.lstrip()
     if hint.endswith(".jsonl") or (stripped.startswith("{") and "\n" in stripped.strip() and _looks_jsonl(stripped)):
         return parse_chat_jsonl(text)

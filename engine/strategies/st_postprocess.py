@@ -33,6 +33,7 @@ from typing import Any
 __all__ = [
     "PLACEHOLDER",
     "PromptNames",
+    "history_item",
     "history_messages",
     "is_valid_name",
     "post_process",
@@ -82,23 +83,28 @@ def history_messages(
     Each input message has ``role`` (``system`` is a narrator message), ``content``, optional
     ``name`` (the speaker; default the user's or character's name) and ``force_avatar``.
     """
-    out: list[dict[str, Any]] = []
-    for i, m in enumerate(chat):
-        role = m["role"]
-        narrator = role == "system"
-        speaker = m.get("name") or (user if role == "user" else ("System" if narrator else char))
-        content = m.get("content") or ""
-        if behavior == 0:
-            if (group and speaker != user) or (m.get("force_avatar") and speaker != user and not narrator):
-                content = f"{speaker}: {content}"
-        elif behavior == 2 and not narrator:
+    return [history_item(i, m["role"], m.get("content") or "", m.get("name"), bool(m.get("force_avatar")), m.get("id"),
+                         behavior=behavior, user=user, char=char, group=group) for i, m in enumerate(chat)]
+
+
+def history_item(index: int, role: str, content: str, name: str | None, force_avatar: bool, mid: str | None, *,
+                 behavior: int, user: str, char: str, group: bool) -> dict[str, Any]:
+    """One chat message (the ``index``-th, oldest first) as :func:`history_messages` gives it.
+
+    Apart so that a long chat's history can be built message by message, newest first, only as
+    far back as its budget can reach."""
+    narrator = role == "system"
+    speaker = name or (user if role == "user" else ("System" if narrator else char))
+    if behavior == 0:
+        if (group and speaker != user) or (force_avatar and speaker != user and not narrator):
             content = f"{speaker}: {content}"
-        content = content.replace("\r", "")
-        item: dict[str, Any] = {"id": m.get("id") or f"chat-{i}", "role": role, "content": content}
-        if behavior == 1 and speaker:
-            item["name"] = speaker if is_valid_name(speaker) else sanitize_name(speaker)
-        out.append(item)
-    return out
+    elif behavior == 2 and not narrator:
+        content = f"{speaker}: {content}"
+    content = content.replace("\r", "")
+    item: dict[str, Any] = {"id": mid or f"chat-{index}", "role": role, "content": content}
+    if behavior == 1 and speaker:
+        item["name"] = speaker if is_valid_name(speaker) else sanitize_name(speaker)
+    return item
 
 
 @dataclass(frozen=True, slots=True)

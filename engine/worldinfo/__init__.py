@@ -10,6 +10,7 @@ from __future__ import annotations
 from .activation import Activation, ScanContext, activate_world_info, sort_entries, to_json
 from .entries import CharacterFilter, Entry, Position, WorldBook, normalize_book, normalize_books
 from .output import ActivatedEntry, DepthGroup, Positions
+from .scan import ChatTail
 from .settings import WorldInfoSettings
 from .trace import REASONS, Draw, StepRecord, Trace, TraceRecord
 
@@ -18,6 +19,7 @@ __all__ = [
     "ActivatedEntry",
     "Activation",
     "CharacterFilter",
+    "ChatTail",
     "DepthGroup",
     "Draw",
     "Entry",

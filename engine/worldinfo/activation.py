@@ -28,7 +28,7 @@ from .matching import (_WORD_RUN, INDEX_DIRTY, INDEX_EMPTY_INVALID, INDEX_OTHER,
                        Needle, gram_of, is_word_gram, text_windows)
 from .output import ActivatedEntry, Positions, build_positions
 from .regexes import DEFAULT_TIMEOUT, JsRegex, fold_for_literal
-from .scan import Haystack, ScanBuffer, ScanState, chat_scan_messages, js_trim
+from .scan import MAX_SCAN_DEPTH, ChatTail, Haystack, ScanBuffer, ScanState, chat_scan_messages, js_trim
 from .settings import WorldInfoSettings, budget_tokens, count_words, resolve_token_counter
 from .timed import TimedEffects
 from .trace import Draw, StepRecord, Trace, TraceRecord, trace_dicts, trace_records
@@ -417,16 +417,27 @@ _NO_MATCH_FIRST: _Decision = ("skipped", "no_match", "no primary key matched", 1
                               None, None, None)
 
 
+def scan_reach(settings: WorldInfoSettings, entries: Sequence[Entry]) -> int | None:
+    """The deepest any scan of ``entries`` looks: the global depth and every entry's own scan
+    depth; ``None`` (the whole chat) when the minimum-activations rule may walk further back."""
+    if settings.min_activations > 0:
+        return None
+    return max([settings.depth, *(e.scan_depth for e in entries if isinstance(e.scan_depth, int))])
+
+
 class _Run:
     """One scan's mutable working state (the loop is long; splitting it keeps each rule readable)."""
 
     def __init__(self, prepared: _Prepared, messages: list[str], settings: WorldInfoSettings,
                  context: ScanContext, timed: TimedEffects, *, generation_type: str, expand: Expand | None,
                  token_counter: Callable[[str], int], additive_tokens: bool, rng: Callable[[], float],
-                 forced: set[str], regex_timeout: float, diagnostics: list[Diagnostic]) -> None:
+                 forced: set[str], regex_timeout: float, diagnostics: list[Diagnostic],
+                 chat_length: int | None = None) -> None:
         entries = self.entries = prepared.entries
         self.prepared = prepared
         self.messages = messages
+        #: the whole chat's scanned messages (``messages`` may be only its newest ones: ``ChatTail``)
+        self.chat_length = len(messages) if chat_length is None else chat_length
         self.settings = settings
         self.context = context
         self.timed = timed
@@ -449,8 +460,7 @@ class _Run:
                                  injections=context.injections)
         # the deepest any scan looks: the global depth and every entry's own scan depth, unless the
         # minimum-activations rule may walk further back
-        reach = None if settings.min_activations > 0 else max(
-            [settings.depth, *(e.scan_depth for e in entries if isinstance(e.scan_depth, int))])
+        reach = scan_reach(settings, entries)
         self.matcher = KeyMatcher(self.buffer, case_sensitive=settings.case_sensitive,
                                   whole_words=settings.match_whole_words, regex_timeout=regex_timeout,
                                   diagnostics=diagnostics, needles=prepared.needles, reach=reach)
@@ -1064,7 +1074,7 @@ class _Run:
             if next_state == ScanState.NONE and not overflowed and s.min_activations > 0 and len(self.activated) < s.min_activations:
                 depth = self.buffer.depth()
                 over = (s.min_activations_depth_max > 0 and s.min_activations_depth_max < depth) or (
-                    depth > len(self.messages))
+                    depth > self.chat_length)
                 if not over:
                     next_state = ScanState.MIN_ACTIVATIONS
                     self.buffer.advance()
@@ -1123,7 +1133,8 @@ def activate_world_info(
 
     ``books``: one book (``{"entries": {...}}`` or a list of entries), a list of books (each may
     carry ``name`` and ``source``: global, character, chat, persona), or a mapping of name to book.
-    ``chat``: messages oldest first, strings or ``{"role", "name", "content"}``. ``settings``:
+    ``chat``: messages oldest first, strings or ``{"role", "name", "content"}`` (or a long chat's
+    :class:`~tavernbox.worldinfo.scan.ChatTail`, built only as deep as the scan reads). ``settings``:
     SillyTavern's names (see :class:`WorldInfoSettings`). ``state``: the timed-effects state from
     the previous scan (returned as ``Activation.state``). ``seed`` drives probability and group
     rolls unless ``rng`` (a ``random()``-like callable) is given. ``expand`` macro-expands keys and
@@ -1169,15 +1180,27 @@ def _activate(books: Any, chat: Any, settings: Mapping[str, Any] | WorldInfoSett
     if _duplicate_names(world_books):
         diagnostics.extend(sort_entries(world_books, conf.character_strategy)[1])
     entries = prepared.entries
-    all_messages = chat_scan_messages(chat, include_names=conf.include_names, generation_type=generation_type)
+    if isinstance(chat, ChatTail):
+        # only the newest messages any scan reads are built (a swipe drops the newest one first)
+        reach = scan_reach(conf, entries)
+        # the buffer keeps the newest MAX_SCAN_DEPTH messages whatever the depth (minimum activations
+        # too: they stop at the chat's length, which is passed on)
+        want = min(chat.length, (MAX_SCAN_DEPTH if reach is None else max(1, min(reach, MAX_SCAN_DEPTH))) + 1)
+        newest = chat.newest(want)
+        all_messages = chat_scan_messages(newest, include_names=conf.include_names, generation_type=generation_type)
+        chat_length = chat.length - len(newest) + len(all_messages)
+    else:
+        all_messages = chat_scan_messages(chat, include_names=conf.include_names, generation_type=generation_type)
+        chat_length = len(all_messages)
     # only entries with a timed field can be held by an effect or own a record
-    timed = TimedEffects(state, [entries[i] for i in prepared.timed], len(all_messages), dry_run=dry_run)
+    timed = TimedEffects(state, [entries[i] for i in prepared.timed], chat_length, dry_run=dry_run)
     counter = resolve_token_counter(conf, token_counter)
     additive = token_counter is None and conf.tokenizer == "words"
     generator = random.Random(seed)
     run = _Run(prepared, all_messages, conf, scan_context, timed, generation_type=generation_type, expand=expand,
                token_counter=counter, additive_tokens=additive, rng=rng or generator.random,
-               forced={_js_key(b, u) for b, u in forced}, regex_timeout=regex_timeout, diagnostics=diagnostics)
+               forced={_js_key(b, u) for b, u in forced}, regex_timeout=regex_timeout, diagnostics=diagnostics,
+               chat_length=chat_length)
     run.run()
     contents, steps = run.activated_content, run.activated_step
     activated = [ActivatedEntry(entries[i], contents[i], steps[i]) for i in run.activated.values()]

@@ -12,13 +12,14 @@ can straddle pieces or anchor on ``$``, get the assembled string (:meth:`ScanBuf
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from ..errors import TemplateError
 from .entries import Entry
 
-__all__ = ["EXTRA_SOURCES", "MAX_SCAN_DEPTH", "MATCHER", "JOINER", "ScanBuffer", "ScanState", "chat_scan_messages",
-           "js_trim"]
+__all__ = ["EXTRA_SOURCES", "MAX_SCAN_DEPTH", "MATCHER", "JOINER", "ChatTail", "ScanBuffer", "ScanState",
+           "chat_scan_messages", "js_trim"]
 
 MAX_SCAN_DEPTH = 1000
 MATCHER = "\x01"
@@ -92,6 +93,23 @@ def chat_scan_messages(chat: Any, *, include_names: bool, generation_type: str =
         out.pop()
     out.reverse()
     return [js_trim(m) for m in out]
+
+
+class ChatTail(NamedTuple):
+    """A long chat handed to the scan by its newest part, built only as deep as the scan reads.
+
+    A scan reads at most the newest :data:`MAX_SCAN_DEPTH` messages (usually far fewer: the
+    deepest scan depth in play), but the timed effects need the chat's length. A caller holding a
+    chat of thousands of messages passes ``ChatTail(length, newest)``: ``newest(n)`` returns the
+    newest ``n`` messages (oldest first, in :func:`chat_scan_messages`' forms) and ``length`` is
+    how many messages the chat has, every one of them scanned (a narrator message passed as its
+    speaker's, as SillyTavern scans it; a hidden one left out of both). The activation asks for
+    what its deepest scan reaches (the buffer's :data:`MAX_SCAN_DEPTH` under minimum activations,
+    which walk back until the chat's length), so the result is the one the whole chat gives.
+    """
+
+    length: int
+    newest: Callable[[int], Sequence[Any]]
 
 
 class Haystack(NamedTuple):

@@ -50,12 +50,12 @@ _last_char = context_handler(_last_char_of)
 
 
 def _last_id(call: MacroCall) -> str:
-    n = len(call.ctx.chat)
+    n = call.ctx.chat_length  # the omitted older messages count too
     return str(n - 1) if n else ""
 
 
 def _first_displayed(call: MacroCall) -> str:
-    return "0" if call.ctx.chat else ""
+    return "0" if call.ctx.chat_length else ""
 
 
 def _last_swipe_id(call: MacroCall) -> str:
@@ -74,7 +74,7 @@ def _current_swipe_id(call: MacroCall) -> str:
 
 
 def _all_range(call: MacroCall) -> str:
-    n = len(call.ctx.chat)
+    n = call.ctx.chat_length
     return f"0-{n - 1}" if n else ""
 
 
