@@ -18,7 +18,7 @@ from st_support import marker, order, prompt
 from tavernbox import assemble_request, parse_request
 from tavernbox.cli.main import main as cli
 from tavernbox.errors import TemplateError
-from tavernbox.strategies.st_chat import parse_chat_jsonl, parse_chat_text
+from tavernbox.strategies.st_chat import parse_chat, parse_chat_jsonl, parse_chat_text
 from tavernbox.strategies.st_postprocess import PLACEHOLDER, PromptNames, history_messages, post_process, sanitize_name
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -331,6 +331,33 @@ def test_sillytavern_chat_export_reads_hidden_narrator_and_lorebook() -> None:
                                                             ("user", "Hi.\r\n")]
     assert (chat.lorebook, chat.hidden, chat.user_name) == ("ChatBook", 1, "Ash")
     assert parse_chat_text(EXPORT, hint="chat.jsonl").messages == chat.messages
+
+
+def test_sillytavern_stored_messages_in_a_json_array_read_as_the_export_does(tmp_path: Path) -> None:
+    """A chat saved as one JSON array of SillyTavern's stored messages (``mes``, ``is_user``, the
+    metadata object first, as the export's lines) is read as the ``.jsonl`` export, not refused."""
+    rows = [json.loads(line) for line in EXPORT.splitlines()]
+    export = parse_chat_jsonl(EXPORT)
+    for data in (rows, {"messages": rows}):
+        chat = parse_chat(data)
+        assert chat.messages == export.messages
+        assert (chat.lorebook, chat.hidden, chat.user_name) == ("ChatBook", 1, "Ash")
+    without_meta = parse_chat(rows[1:])
+    assert without_meta.messages == export.messages and without_meta.lorebook is None
+    # and the request sends them as the export's reading does
+    a = assemble_request({"preset": BASIC, "card": CARD, "chat": rows})
+    (tmp_path / "chat.jsonl").write_text(EXPORT)
+    b = assemble_request({"preset": BASIC, "card": CARD, "chat": str(tmp_path / "chat.jsonl")})
+    assert a.messages == b.messages
+
+
+def test_a_chat_mixing_stored_and_documented_messages_is_refused_with_its_path() -> None:
+    with pytest.raises(TemplateError) as err:
+        parse_chat([{"is_user": True, "mes": "Hi."}, {"role": "user", "content": "x"}])
+    assert (err.value.code, err.value.path) == ("REQUEST_INVALID", "$[1].role")
+    with pytest.raises(TemplateError) as err:
+        parse_chat({"messages": [{"is_user": True, "mes": 3}]})
+    assert (err.value.code, err.value.path) == ("REQUEST_INVALID", "$.messages[0].mes")
 
 
 def test_a_broken_export_line_reports_its_line() -> None:

@@ -9,7 +9,9 @@ Both read into the same list of chat messages, oldest first::
   the user's name for user messages, the character's for assistant ones); ``force_avatar`` marks
   a message sent as another character (SillyTavern's ``/sendas``), which the default
   ``names_behavior`` prefixes with its speaker's name. ``id`` is optional: ids are assigned in
-  order when missing. Unknown keys are refused, so a typo never silently drops a field.
+  order when missing. Unknown keys are refused, so a typo never silently drops a field. A list of
+  SillyTavern's stored messages (``mes``, ``is_user``, ...; e.g. an export's lines saved as one
+  JSON array, its metadata object first) is read as the export is.
 * **SillyTavern export** (``.jsonl``): the first line is the chat's metadata (``user_name``,
   ``character_name``, ``chat_metadata``), every later line one message with ``name``,
   ``is_user``, ``is_system``, ``mes``, ``extra`` and ``swipes``. As SillyTavern builds a prompt,
@@ -195,6 +197,8 @@ def parse_chat(data: Any, *, path: str = "$") -> StChat:
         messages = data
     if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
         raise _bad("a chat is {\"messages\": [...]} or a list of messages", path)
+    if _is_st_shaped(messages):
+        return _parse_st_shaped(messages, path, lorebook, overrides)
     with bulk_allocation():  # one tuple per message, all kept: no collection walking them meanwhile
         read = _checked_in_bulk(messages) if type(messages) is list else None
         if read is None:
@@ -220,32 +224,79 @@ def parse_chat_jsonl(text: str) -> StChat:
     out: list[ChatMessage] = []
     hidden = 0
     for n, row in rows:
-        where = f"$[line {n}]"
-        if not isinstance(row, Mapping):
-            raise TemplateError(f"chat export line {n} is not a message object", code="REQUEST_INVALID",
-                                path=where, line=n, column=1)
-        mes = row.get("mes", "")
-        if not isinstance(mes, str):
-            raise TemplateError(f"chat export line {n}: mes must be a string", code="REQUEST_INVALID",
-                                path=f"{where}.mes", line=n, column=1)
-        if row.get("is_system") is True:
-            hidden += 1  # hidden from the prompt, as SillyTavern's context never includes it
-            continue
-        extra = row.get("extra") if isinstance(row.get("extra"), Mapping) else {}
-        if extra.get("type") == "narrator":
-            role = "system"
-        elif row.get("is_user") is True:
-            role = "user"
+        read = _st_message(row, f"$[line {n}]", f"chat export line {n}", n)
+        if read is None:
+            hidden += 1
         else:
-            role = "assistant"
-        name = row.get("name") if isinstance(row.get("name"), str) else None
-        out.append(ChatMessage(role, mes, name, bool(row.get("force_avatar")), None))
+            out.append(read)
     return StChat(tuple(out), lorebook=lorebook,
                   user_name=meta.get("user_name") if isinstance(meta.get("user_name"), str) else None,
                   character_name=meta.get("character_name") if isinstance(meta.get("character_name"), str) else None,
                   hidden=hidden, metadata=meta,
                   scenario=chat_meta["scenario"] if isinstance(chat_meta.get("scenario"), str) else "",
                   mes_example=chat_meta["mes_example"] if isinstance(chat_meta.get("mes_example"), str) else "")
+
+
+def _st_message(row: Any, where: str, what: str, line: int | None = None) -> ChatMessage | None:
+    """One message as SillyTavern stores it (``name``, ``is_user``, ``is_system``, ``mes``, ``extra``),
+    or ``None`` for a hidden one (``is_system``: SillyTavern's context never includes it). A
+    narrator message (``extra.type == "narrator"``) is sent with the system role."""
+    at = {"line": line, "column": 1} if line is not None else {}
+    if not isinstance(row, Mapping):
+        raise TemplateError(f"{what} is not a message object", code="REQUEST_INVALID", path=where, **at)
+    mes = row.get("mes", "")
+    if not isinstance(mes, str):
+        raise TemplateError(f"{what}: mes must be a string", code="REQUEST_INVALID", path=f"{where}.mes", **at)
+    if row.get("is_system") is True:
+        return None
+    extra = row.get("extra") if isinstance(row.get("extra"), Mapping) else {}
+    if extra.get("type") == "narrator":
+        role = "system"
+    elif row.get("is_user") is True:
+        role = "user"
+    else:
+        role = "assistant"
+    name = row.get("name") if isinstance(row.get("name"), str) else None
+    return ChatMessage(role, mes, name, bool(row.get("force_avatar")), None)
+
+
+def _is_st_shaped(messages: Sequence[Any]) -> bool:
+    """Whether a JSON chat holds SillyTavern's stored messages (``mes``, ``is_user``) rather than
+    the documented ``role``/``content`` form: a user who saved SillyTavern's chat array as JSON (or
+    turned an export's lines into one array) gets it read as the export is, not refused."""
+    return any(isinstance(m, Mapping) and "role" not in m and ("mes" in m or "is_user" in m) for m in messages)
+
+
+def _parse_st_shaped(messages: Sequence[Any], path: str, lorebook: str | None,
+                     overrides: dict[str, str]) -> StChat:
+    """SillyTavern's stored messages in a JSON array; a leading object without ``mes`` is the
+    export's metadata line (``user_name``, ``character_name``, ``chat_metadata``)."""
+    rows = list(enumerate(messages))
+    meta: dict[str, Any] = {}
+    if rows and isinstance(rows[0][1], Mapping) and "mes" not in rows[0][1] and "is_user" not in rows[0][1]:
+        meta = dict(rows[0][1])
+        rows = rows[1:]
+    chat_meta = meta.get("chat_metadata") if isinstance(meta.get("chat_metadata"), Mapping) else {}
+    if lorebook is None and isinstance(chat_meta.get("world_info"), str):
+        lorebook = chat_meta["world_info"]
+    for key in overrides:
+        if not overrides[key] and isinstance(chat_meta.get(key), str):
+            overrides[key] = chat_meta[key]
+    out: list[ChatMessage] = []
+    hidden = 0
+    for i, row in rows:
+        if isinstance(row, Mapping) and ("role" in row or "content" in row):
+            raise _bad("this chat mixes SillyTavern's stored messages (mes, is_user) with role/content ones; "
+                       "use one form", f"{path}[{i}].{'role' if 'role' in row else 'content'}")
+        read = _st_message(row, f"{path}[{i}]", f"chat message {i}")
+        if read is None:
+            hidden += 1
+        else:
+            out.append(read)
+    return StChat(tuple(out), lorebook=lorebook,
+                  user_name=meta.get("user_name") if isinstance(meta.get("user_name"), str) else None,
+                  character_name=meta.get("character_name") if isinstance(meta.get("character_name"), str) else None,
+                  hidden=hidden, metadata=meta, **overrides)
 
 
 class _NotPlain(ValueError):
