@@ -351,6 +351,16 @@ def test_sillytavern_stored_messages_in_a_json_array_read_as_the_export_does(tmp
     assert a.messages == b.messages
 
 
+def test_a_request_with_nothing_to_send_is_refused_saying_why() -> None:
+    """SillyTavern would send ``"messages": []`` here; the refusal names what would fill the request."""
+    empty = preset(prompt("main", "Write."), new_chat_prompt="")
+    empty["prompt_order"][0]["order"][0]["enabled"] = False
+    with pytest.raises(TemplateError) as err:
+        assemble_request({"preset": empty, "card": {"name": "Mira"}, "chat": CHAT})
+    assert err.value.code == "ASSEMBLY_EMPTY"
+    assert "empty messages array" in str(err.value) and "chatHistory" in str(err.value)
+
+
 def test_a_chat_mixing_stored_and_documented_messages_is_refused_with_its_path() -> None:
     with pytest.raises(TemplateError) as err:
         parse_chat([{"is_user": True, "mes": "Hi."}, {"role": "user", "content": "x"}])

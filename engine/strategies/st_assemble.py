@@ -470,6 +470,20 @@ def _wi_counter(books: list[dict[str, Any]], chat: Sequence[ChatMessage], settin
 
 def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | Path | None = None) -> StAssembly:
     """Assemble what SillyTavern sends for ``request`` (a request-file object, see :mod:`.st_request`)."""
+    try:
+        return _assemble_request(request, base_dir=base_dir)
+    except TemplateError as exc:
+        if exc.code != "ASSEMBLY_EMPTY":
+            raise
+        # SillyTavern would send ``"messages": []``, which chat-completion APIs refuse: say why it is empty
+        raise TemplateError(
+            "nothing to send: the preset's enabled prompts, the card and the world info give no text, and no chat "
+            "history is sent (SillyTavern would send an empty messages array, which chat-completion APIs refuse); "
+            "enable a prompt with content or a chatHistory marker in the preset's prompt_order, or use a card with "
+            "a description", code="ASSEMBLY_EMPTY") from None
+
+
+def _assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | Path | None = None) -> StAssembly:
     from ..assembler import Assembler, AssemblyRequest
     from ..assembler.sources import world_info_from_activation
     from ..worldinfo import ChatTail, ScanContext, activate_world_info
