@@ -185,3 +185,71 @@ def test_large_texts_pause_the_collector_and_restore_it() -> None:
         expand_macros("{{user}}" * (_BULK_CHARS // 8 + 10), {"user": "x" * 1024})
     assert getattr(info.value, "code", None) == "MACRO_OUTPUT_LIMIT"
     assert gc.isenabled()
+
+
+# ---- the depth-limited lexer (issue 14: too-deep regions cut out while lexing) ------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from tavernbox.macros.lexer import T, tokenize, tokenize_limited  # noqa: E402
+
+
+def _depth_limited_reference(hi: int, toks: list, limit: int) -> tuple[list, list[tuple[int, int]]]:
+    """The former two-pass rule: lex everything, then cut each top-level region from a depth-1
+    ``{{`` to the first token back at depth 0 (or the end) that went deeper than ``limit``."""
+    if not toks or max(t.depth for t in toks) <= limit:
+        return toks, []
+    keep: list = []
+    holes: list[tuple[int, int]] = []
+    i, n = 0, len(toks)
+    while i < n:
+        tok = toks[i]
+        if tok.type != T.START or tok.depth != 1:
+            keep.append(tok)
+            i += 1
+            continue
+        j, deepest = i, 0
+        while j < n:
+            deepest = max(deepest, toks[j].depth)
+            if toks[j].depth == 0:
+                break
+            j += 1
+        if deepest > limit:
+            holes.append((tok.start, toks[j].end if j < n else hi))
+        else:
+            keep.extend(toks[i : j + 1])
+        i = j + 1
+    return keep, holes
+
+
+_FRAGMENTS = st.sampled_from(
+    ["{{", "}}", "{", "}", "getvar::", "a", " ", "::", ":", "|", "\\|", "{{.x=", "{{$y ", "++", "{{//", "x}", "~", "=",
+     "\n", "{{a}", "{{if 1}}", "{{/if}}", "é", "}}}"]
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_FRAGMENTS, max_size=60).map("".join), st.integers(min_value=0, max_value=4))
+def test_depth_limited_lexing_cuts_the_same_regions_as_lexing_everything_first(text: str, limit: int) -> None:
+    errors_a: list[int] = []
+    errors_b: list[int] = []
+    expected = _depth_limited_reference(len(text), tokenize(text, 0, len(text), errors_a), limit)
+    got = tokenize_limited(text, 0, len(text), errors_b, limit)
+    assert got == expected
+    if not expected[1]:  # with no hole the dropped characters matter (they make the parse unclean)
+        assert errors_b == errors_a
+
+
+def test_a_deep_region_without_enough_closers_runs_to_the_end_without_lexing_it() -> None:
+    # 65 open frames and only 3 "}}" left: the region cannot close, the rest is one hole
+    text = "a " + "{{getvar::" * 100 + "}}" * 3 + "{{user}}" * 10
+    toks, holes = tokenize_limited(text, 0, len(text), [], 64)
+    assert holes == [(2, len(text))]
+    assert [t.type for t in toks] == [T.PLAINTEXT]
+    # with enough closers the region ends where the lexer is back in plain text
+    text = "{{getvar::" * 70 + "}}" * 70 + " tail {{user}}"
+    toks, holes = tokenize_limited(text, 0, len(text), [], 64)
+    region = 70 * len("{{getvar::") + 70 * len("}}")
+    assert holes == [(0, region)]
+    assert expand_macros(text, {"user": "Ash"}).text == text[:region] + " tail Ash"

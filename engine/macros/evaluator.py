@@ -69,6 +69,9 @@ _TRIM_FIND = re.compile(r"\{\{trim\}\}", re.IGNORECASE)
 _TRIM_MATCH = _TRIM_FIND.match
 _TRIM_TAIL = re.compile(r"\{\{trim\}\}(?:\r?\n)*", re.IGNORECASE).match
 _UNESCAPE = re.compile(r"\\([{}])")
+#: braces probed one by one for a ``{{trim}}`` before one regex search takes over (a text of
+#: 400,000 braces cost 400,000 anchored matches; a search costs ~3 ms per MB)
+_BRACE_PROBES = 64
 _INDENT = re.compile(r"^[ \t]*")
 
 
@@ -130,9 +133,14 @@ def first_trim_mark(text: str, start: int = 0) -> int:
     match = _TRIM_MATCH
     find = text.find
     i = find("{", start)
+    misses = 0
     while i >= 0:
         if match(text, i) is not None:
             return i
+        misses += 1
+        if misses > _BRACE_PROBES:  # a brace-dense text: one search beats a match per brace
+            found = _TRIM_FIND.search(text, i + 1)
+            return -1 if found is None else found.start()
         i = find("{", i + 1)
     return -1
 
@@ -149,11 +157,18 @@ def _remove_trim_marks(text: str, first: int = 0) -> str:
     prev = 0
     find = text.find
     tail = _TRIM_TAIL
+    search = _TRIM_FIND.search
+    misses = 0
     i = find("{", first)
     while i >= 0:
         m = tail(text, i)
         if m is None:
-            i = find("{", i + 1)
+            misses += 1
+            if misses > _BRACE_PROBES:  # see first_trim_mark
+                found = search(text, i + 1)
+                i = -1 if found is None else found.start()
+            else:
+                i = find("{", i + 1)
             continue
         start = i
         while start > prev and text[start - 1] == "\n":

@@ -24,7 +24,6 @@ complete macros nested inside it (SillyTavern's walker does the same).
 from __future__ import annotations
 
 import threading
-from operator import itemgetter
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -33,7 +32,7 @@ from ..errors import Diagnostic
 from ..spans import Span
 import re
 
-from .lexer import PLAIN, WS_CHARS, T, Tok, _MODES, tokenize, tokenize_macro
+from .lexer import PLAIN, WS_CHARS, T, Tok, _MODES, tokenize, tokenize_limited, tokenize_macro
 
 __all__ = [
     "MAX_NESTING",
@@ -601,45 +600,6 @@ def _flatten(node: MacroNode, out: list) -> None:
             stack.extend(reversed(part.parts))
 
 
-_DEPTH = itemgetter(3)  # Tok.depth
-
-
-def _depth_limited(hi: int, toks: list[Tok], limit: int) -> tuple[list[Tok], list[tuple[int, int]]]:
-    """Replace top-level macro regions nested deeper than ``limit`` by holes (left as written).
-
-    A region runs from a ``{{`` opened at depth 1 to the token that brings the lexer back to
-    depth 0 (or the end of input). Tokens carry the lexer's own depth, so ``{{`` fragments the
-    lexer abandoned never count.
-    """
-    if not toks or max(map(_DEPTH, toks)) <= limit:
-        return toks, []
-    keep: list[Tok] = []
-    holes: list[tuple[int, int]] = []
-    i = 0
-    n = len(toks)
-    while i < n:
-        tok = toks[i]
-        if tok.type != T.START or tok.depth != 1:
-            keep.append(tok)
-            i += 1
-            continue
-        j = i
-        deepest = 0
-        while j < n:
-            if toks[j].depth > deepest:
-                deepest = toks[j].depth
-            if toks[j].depth == 0:
-                break
-            j += 1
-        region_end = toks[j].end if j < n else hi
-        if deepest > limit:
-            holes.append((tok.start, region_end))
-        else:
-            keep.extend(toks[i : j + 1])
-        i = j + 1
-    return keep, holes
-
-
 # ---- simple macros read off one regex match (see _region_items) ----------------------------
 #
 # A macro is "simple" when its token stream has a fixed shape the grammar can only parse one
@@ -820,9 +780,8 @@ def document_items(
     if fast is not None:
         return fast, [], True
     lex_errors: list[int] = []
-    toks = tokenize(text, lo, hi, lex_errors)
+    toks, holes = tokenize_limited(text, lo, hi, lex_errors, max_nesting)
     diagnostics: list[Diagnostic] = []
-    toks, holes = _depth_limited(hi, toks, max_nesting)
     for start, end in holes:
         diagnostics.append(
             Diagnostic(
