@@ -16,8 +16,13 @@ import sys
 
 import pytest
 
+from pathlib import Path
+
 from tavernbox.macros import expand_macros
 from tavernbox.macros.evaluator import MAX_DIAGNOSTIC_CHARS, MAX_DIAGNOSTICS
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from bench_macros import ASSEMBLE_PROBE  # noqa: E402
 
 _PROBE = r"""
 import json, resource, sys, time
@@ -37,6 +42,11 @@ print(json.dumps({"cpu": cpu, "growth_kib": peak - base, "diagnostics": [d.to_di
 """
 
 
+def _probe_script(script: str, unit: str, count: int) -> dict:
+    done = subprocess.run([sys.executable, "-c", script, unit, str(count)], capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
+
+
 def _probe(unit: str, count: int) -> dict:
     done = subprocess.run([sys.executable, "-c", _PROBE, unit, str(count)], capture_output=True, text=True, check=True)
     return json.loads(done.stdout)
@@ -48,6 +58,15 @@ def test_200000_repeated_fragments_cost_bounded_time_and_memory(unit: str) -> No
     assert got["cpu"] < 5.0, got["cpu"]  # target 1 s
     assert got["growth_kib"] < 500 * 1024, got["growth_kib"]  # target 100 MB
     assert len(got["diagnostics"]) <= MAX_DIAGNOSTICS + 1
+
+
+def test_a_320kb_preset_prompt_of_wrong_calls_assembles_in_bounded_time_and_memory() -> None:
+    # issue 14: "{{if 1}}" x 40,000 as a preset's main prompt cost assemble 2.2 s and 346 MB
+    got = _probe_script(ASSEMBLE_PROBE, "{{if 1}}", 40_000)
+    assert got["exit"] == 0 and got["stdout"] >= 320_000  # every macro left as written, in the system message
+    assert got["summary"] and got["warnings"] <= MAX_DIAGNOSTICS + 1  # the warnings are capped too
+    assert got["cpu_s"] < 5.0, got["cpu_s"]  # target 1 s
+    assert got["growth_mb"] < 500, got["growth_mb"]  # target 100 MB
 
 
 def test_diagnostics_are_capped_with_a_summary_of_what_was_left_out() -> None:

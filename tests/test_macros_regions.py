@@ -109,3 +109,24 @@ def test_regions_equal_the_whole_document_on_macro_templates(text: str, data: st
     lo = data.draw(st.integers(0, len(text)))
     hi = data.draw(st.integers(lo, len(text)))
     _same(text, lo, hi)
+
+
+def test_repeated_simple_macros_built_from_their_shape_equal_the_whole_document() -> None:
+    # the second and later copies of a source are built from the first one's shape (issue 14)
+    from tavernbox.macros.parser import _from_shape, _shape
+
+    once = [
+        "{{user}}", "{{/if}}", "{{!user}}", "{{a::}}", "{{a:: x ::y }}", "{{a::\u00a0x\u3000}}", "{{a b}}", "{{if 1}}",
+        "{{// note }}", "{{a  }}", "{{#a b c}}", "{{a::x{{b}}y}}", "{{.x = 1}}", "{{$x--}}", "{{a::::b}}", "{{a:b}}",
+    ]
+    text = "".join(f"{piece} . {piece}{piece}\n" for piece in once) * 3
+    assert _same(text)
+    shaped = 0
+    for piece in once:
+        node = document_items(piece)[0][0]
+        shape = _shape(node)
+        if shape is not None:
+            shaped += 1
+            moved = document_items("pad " + piece)[0][1]
+            assert _deep(_from_shape(shape, 4, 4 + len(piece))) == _deep(moved)
+    assert shaped >= 10  # nested macros and variables are the ones built from the match every time
