@@ -130,3 +130,29 @@ def test_repeated_simple_macros_built_from_their_shape_equal_the_whole_document(
             moved = document_items("pad " + piece)[0][1]
             assert _deep(_from_shape(shape, 4, 4 + len(piece))) == _deep(moved)
     assert shaped >= 10  # nested macros and variables are the ones built from the match every time
+
+
+def _whole_equals_resumed(text: str, lo: int = 0, hi: int | None = None) -> None:
+    end = len(text) if hi is None else hi
+    resumed = document_items(text, lo, end)
+    whole = document_items(text, lo, end, _regions=False)
+    assert _deep(resumed[0]) == _deep(whole[0]), (text, lo, end)
+    assert resumed[1:] == whole[1:], (text, lo, end)
+
+
+def test_a_malformed_region_resumes_the_whole_document_path_there() -> None:
+    # valid regions first, then one the grammar rejects, a dropped character, too-deep nesting
+    for text in ["{{user}} a {{if 1}} {{!a", "{{user}}{{a::b}} {{user{{pick::a}}", "x {{a}} {{b::c|}} {{d}}",
+                 "{{user}} {{.}} {{user}}", "{{a}} " + "{{b::" * 70 + "}}" * 70 + " {{c}}", "{{a}}{{.x++ 1}}{{b}}",
+                 "{{a}} {{#}} {{b}} {{/if}}", "{{user}}\n{{// x}}{{a:b|c}}{{"]:
+        _whole_equals_resumed(text)
+        for lo in range(0, len(text), 3):
+            _whole_equals_resumed(text, lo)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(macro_templates(), st.data())
+def test_resuming_after_the_regions_equals_the_whole_document_path(text: str, data: st.DataObject) -> None:
+    _whole_equals_resumed(text)
+    lo = data.draw(st.integers(0, len(text)))
+    _whole_equals_resumed(text, lo, data.draw(st.integers(lo, len(text))))

@@ -801,16 +801,27 @@ def _from_shape(shape: tuple, pos: int, end: int) -> MacroNode:
 
 
 def _region_items(text: str, lo: int, hi: int, max_nesting: int) -> list | None:
-    """The LALR parse of ``text[lo:hi]``, built one top-level region at a time.
+    """The LALR parse of ``text[lo:hi]`` by :func:`_region_prefix`, or ``None`` when a region stopped it."""
+    items, stop, _ = _region_prefix(text, lo, hi, max_nesting)
+    return items if stop == hi else None
+
+
+def _region_prefix(text: str, lo: int, hi: int, max_nesting: int) -> tuple[list, int, bool]:
+    """The LALR parse of ``text[lo:hi]``, built one top-level region at a time, as far as it goes.
 
     Lexing plain text and parsing a document token by token cost ~15 us a macro, most of it
     Python overhead per token. The document rule is a sequence of independent items, and the
     lexer is back in plain mode with an empty stack after each top-level macro, so the
     document is cut there: plain text comes from the plain-mode rule (the lexer's own regex), a
     simple macro (:data:`_SIMPLE_MACRO`) from one match, any other region from the lexer and
-    the LALR table on that region alone. The items are those of the whole-document parse;
-    ``None`` (a dropped character, nesting past the limit, or a region the grammar rejects)
-    sends the caller to the whole-document path, which owns diagnostics and recovery.
+    the LALR table on that region alone. The items are those of the whole-document parse.
+
+    Returns ``(items, stop, rejected)``: the items of ``text[lo:stop]``, where ``stop`` is ``hi``
+    or the start of the first region this path cannot answer (a dropped character, nesting past
+    the limit, or a region the grammar rejects: then ``rejected``). The whole-document path owns
+    diagnostics and recovery; the lexer and SillyTavern's parser are both back at the start of a
+    document item at a region's start, so the caller runs that path on ``text[stop:hi]`` only, and
+    skips its LALR attempt when the grammar already rejected a region of it.
     """
     plain_re, plain_table = _MODES[PLAIN]
     simple = _SIMPLE_MACRO.match
@@ -825,7 +836,7 @@ def _region_items(text: str, lo: int, hi: int, max_nesting: int) -> list | None:
         if not (starts("{{", pos, hi) and not starts("{", pos + 2, hi)):
             m = plain_re.match(text, pos, hi)
             if m is None:  # pragma: no cover - the plain mode accepts every character
-                return None
+                return items, pos, False
             if plain_table[m.lastindex][0] != T.START:  # type: ignore[index]
                 end = m.end()
                 append(_tnew(Plain, (pos, end)))
@@ -852,14 +863,14 @@ def _region_items(text: str, lo: int, hi: int, max_nesting: int) -> list | None:
             continue
         region = tokenize_macro(text, pos, hi, max_nesting)
         if region is None:  # a dropped character, or nesting past the limit
-            return None
+            return items, pos, False
         toks, end = region
         parsed = lalr_items(text, toks)
         if parsed is None:
-            return None
+            return items, pos, True
         items.extend(parsed)
         pos = end
-    return items
+    return items, hi, False
 
 
 def document_items(
@@ -873,9 +884,13 @@ def document_items(
     """
     if hi is None:
         hi = len(text)
-    fast = _region_items(text, lo, hi, max_nesting) if _regions else None
-    if fast is not None:
-        return fast, [], True
+    prefix: list = []
+    rejected = False
+    if _regions:
+        prefix, stop, rejected = _region_prefix(text, lo, hi, max_nesting)
+        if stop == hi:
+            return prefix, [], True
+        lo = stop  # the prefix is the whole-document parse up to there (see _region_prefix)
     lex_errors: list[int] = []
     toks, holes = tokenize_limited(text, lo, hi, lex_errors, max_nesting)
     diagnostics: list[Diagnostic] = []
@@ -887,7 +902,7 @@ def document_items(
                 Span(start, end),
             )
         )
-    lalr = lalr_items(text, toks)
+    lalr = None if rejected and not holes else lalr_items(text, toks)
     if lalr is not None:  # well-formed: the LALR grammar's parse
         raw_items = lalr
         clean = not lex_errors and not holes
@@ -897,7 +912,7 @@ def document_items(
         clean = parser.anomalies == 0 and not lex_errors and not holes
     items: list = []
     for item in raw_items:
-        if isinstance(item, MacroNode) and not item.complete:
+        if type(item) is MacroNode and not item.complete:
             _flatten(item, items)
         else:
             items.append(item)
@@ -905,6 +920,9 @@ def document_items(
         items.append(Plain(start, end))
     if holes or not clean:
         items.sort(key=lambda i: (i.start, i.end))
+    if prefix:
+        prefix.extend(items)
+        return prefix, diagnostics, clean
     return items, diagnostics, clean
 
 
