@@ -121,6 +121,11 @@ def test_repeated_simple_macros_built_from_their_shape_equal_the_whole_document(
     ]
     text = "".join(f"{piece} . {piece}{piece}\n" for piece in once) * 3
     assert _same(text)
+    # a copy followed by what would extend or break it is read by the match, not by the last copy
+    for tricky in ("{{if 1}}{{if 1}}}}", "{{a b}}{{a b}}{{a bc}}", "{{x}}{{x}}{{{x}}}", "{{a::b}}{{a::b}}{{a::b|c}}",
+                   "{{a::b}}{{a::b}}{{", "{{a::b}}{{a::b}}\\|{{a::b}}"):
+        _same(tricky)
+        _whole_equals_resumed(tricky)
     shaped = 0
     for piece in once:
         node = document_items(piece)[0][0]

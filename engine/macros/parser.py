@@ -788,7 +788,11 @@ def _from_shape(shape: tuple, pos: int, end: int) -> MacroNode:
     """The node of :func:`_shape`'s macro at ``pos``."""
     flags, name, rel, key, closing = shape
     args: tuple = ()
-    if rel:
+    if len(rel) == 1 and rel[0] is not None:  # the common case: one literal argument
+        r = rel[0]
+        span = _tnew(Plain, (pos + r[0], pos + r[1]))
+        args = (_tnew(ArgNode, (span, (span,))),)
+    elif rel:
         built = []
         for r in rel:
             if r is None:
@@ -830,8 +834,18 @@ def _region_prefix(text: str, lo: int, hi: int, max_nesting: int) -> tuple[list,
     append = items.append
     #: source of a simple macro -> its shape (see _shape), or None when it has none
     shapes: dict[str, tuple | None] = {}
+    #: the source and shape of the last simple macro built from a shape: a text repeating it
+    #: is checked with one ``startswith`` (the match is decided by the characters it spans)
+    last_source = ""
+    last_shape: tuple | None = None
     pos = lo
     while pos < hi:
+        if last_shape is not None and starts(last_source, pos, hi):
+            end = pos + len(last_source)
+            node = _from_shape(last_shape, pos, end)
+            append(node)
+            pos = node[1]
+            continue
         # "{{" not followed by a third "{" is a START token (the plain rule's third branch)
         if not (starts("{{", pos, hi) and not starts("{", pos + 2, hi)):
             m = plain_re.match(text, pos, hi)
@@ -858,6 +872,7 @@ def _region_prefix(text: str, lo: int, hi: int, max_nesting: int) -> tuple[list,
                     node = _simple_node(text, sm, _RICH_ARG_RE, pos)
                 else:
                     node = _from_shape(shape, pos, end)
+                    last_source, last_shape = source, shape
             append(node)
             pos = node[1]  # the node's own end: the next item starts with the same int
             continue
