@@ -7,7 +7,7 @@ proportion to the machine. Rows:
 
 * ``hypothesis only``: every input drawn through Hypothesis (the campaign before issue 14);
 * ``fast``: the campaign as ``tavernbox fuzz`` runs it (inputs from ``MacroTextGenerator``, a
-  twentieth of the time in Hypothesis batches);
+  fiftieth of the time in Hypothesis batches, the context read once);
 * ``generate`` / ``check``: the two halves of one fast input, measured apart.
 
 Run: ``python benchmarks/bench_fuzz.py [--seconds S] [--inputs N] [--json]``.

@@ -167,3 +167,28 @@ def test_bench_fuzz_reports_its_figures() -> None:
     figures = json.loads(done.stdout)
     assert figures["fast"]["per_cpu_s"] > figures["hypothesis_only"]["per_cpu_s"]
     assert figures["generate_us"] > 0 and figures["check_us"] > 0
+
+
+def test_the_macro_target_still_catches_a_mutated_context_in_either_form(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the context is read once (a MacroContext) for most inputs and passed as a dict for one in
+    # DETERMINISM_EVERY: an engine that mutates what it is given is caught on both paths
+    import tavernbox.macros as macros
+
+    real = macros.expand_macros
+
+    def mutating(text: str, context: object, **kwargs: object) -> object:
+        result = real(text, context, **kwargs)  # type: ignore[arg-type]
+        character = context["character"] if isinstance(context, dict) else context.character  # type: ignore[attr-defined]
+        character["description"] = "changed"
+        return result
+
+    monkeypatch.setattr(macros, "expand_macros", mutating)
+    target = fuzz.macro_target()
+    kinds = set()
+    for i in range(fuzz.DETERMINISM_EVERY * 2):
+        problem = target.check(f"{{{{user}}}} {i}")
+        assert problem is not None and problem.signature == "invariant:context-mutated"
+        kinds.add(problem.message)
+    assert kinds == {"the context dict was mutated", "the context was mutated"}
+    monkeypatch.setattr(macros, "expand_macros", real)
+    assert fuzz.macro_target().check("{{user}}") is None

@@ -16,8 +16,13 @@ import sys
 
 import pytest
 
+from pathlib import Path
+
 from tavernbox.macros import expand_macros
 from tavernbox.macros.evaluator import MAX_DIAGNOSTIC_CHARS, MAX_DIAGNOSTICS
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from bench_macros import ASSEMBLE_PROBE  # noqa: E402
 
 _PROBE = r"""
 import json, resource, sys, time
@@ -37,6 +42,11 @@ print(json.dumps({"cpu": cpu, "growth_kib": peak - base, "diagnostics": [d.to_di
 """
 
 
+def _probe_script(script: str, unit: str, count: int) -> dict:
+    done = subprocess.run([sys.executable, "-c", script, unit, str(count)], capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
+
+
 def _probe(unit: str, count: int) -> dict:
     done = subprocess.run([sys.executable, "-c", _PROBE, unit, str(count)], capture_output=True, text=True, check=True)
     return json.loads(done.stdout)
@@ -48,6 +58,15 @@ def test_200000_repeated_fragments_cost_bounded_time_and_memory(unit: str) -> No
     assert got["cpu"] < 5.0, got["cpu"]  # target 1 s
     assert got["growth_kib"] < 500 * 1024, got["growth_kib"]  # target 100 MB
     assert len(got["diagnostics"]) <= MAX_DIAGNOSTICS + 1
+
+
+def test_a_320kb_preset_prompt_of_wrong_calls_assembles_in_bounded_time_and_memory() -> None:
+    # issue 14: "{{if 1}}" x 40,000 as a preset's main prompt cost assemble 2.2 s and 346 MB
+    got = _probe_script(ASSEMBLE_PROBE, "{{if 1}}", 40_000)
+    assert got["exit"] == 0 and got["stdout"] >= 320_000  # every macro left as written, in the system message
+    assert got["summary"] and got["warnings"] <= MAX_DIAGNOSTICS + 1  # the warnings are capped too
+    assert got["cpu_s"] < 5.0, got["cpu_s"]  # target 1 s
+    assert got["growth_mb"] < 500, got["growth_mb"]  # target 100 MB
 
 
 def test_diagnostics_are_capped_with_a_summary_of_what_was_left_out() -> None:
@@ -185,3 +204,71 @@ def test_large_texts_pause_the_collector_and_restore_it() -> None:
         expand_macros("{{user}}" * (_BULK_CHARS // 8 + 10), {"user": "x" * 1024})
     assert getattr(info.value, "code", None) == "MACRO_OUTPUT_LIMIT"
     assert gc.isenabled()
+
+
+# ---- the depth-limited lexer (issue 14: too-deep regions cut out while lexing) ------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from tavernbox.macros.lexer import T, tokenize, tokenize_limited  # noqa: E402
+
+
+def _depth_limited_reference(hi: int, toks: list, limit: int) -> tuple[list, list[tuple[int, int]]]:
+    """The former two-pass rule: lex everything, then cut each top-level region from a depth-1
+    ``{{`` to the first token back at depth 0 (or the end) that went deeper than ``limit``."""
+    if not toks or max(t.depth for t in toks) <= limit:
+        return toks, []
+    keep: list = []
+    holes: list[tuple[int, int]] = []
+    i, n = 0, len(toks)
+    while i < n:
+        tok = toks[i]
+        if tok.type != T.START or tok.depth != 1:
+            keep.append(tok)
+            i += 1
+            continue
+        j, deepest = i, 0
+        while j < n:
+            deepest = max(deepest, toks[j].depth)
+            if toks[j].depth == 0:
+                break
+            j += 1
+        if deepest > limit:
+            holes.append((tok.start, toks[j].end if j < n else hi))
+        else:
+            keep.extend(toks[i : j + 1])
+        i = j + 1
+    return keep, holes
+
+
+_FRAGMENTS = st.sampled_from(
+    ["{{", "}}", "{", "}", "getvar::", "a", " ", "::", ":", "|", "\\|", "{{.x=", "{{$y ", "++", "{{//", "x}", "~", "=",
+     "\n", "{{a}", "{{if 1}}", "{{/if}}", "é", "}}}"]
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_FRAGMENTS, max_size=60).map("".join), st.integers(min_value=0, max_value=4))
+def test_depth_limited_lexing_cuts_the_same_regions_as_lexing_everything_first(text: str, limit: int) -> None:
+    errors_a: list[int] = []
+    errors_b: list[int] = []
+    expected = _depth_limited_reference(len(text), tokenize(text, 0, len(text), errors_a), limit)
+    got = tokenize_limited(text, 0, len(text), errors_b, limit)
+    assert got == expected
+    if not expected[1]:  # with no hole the dropped characters matter (they make the parse unclean)
+        assert errors_b == errors_a
+
+
+def test_a_deep_region_without_enough_closers_runs_to_the_end_without_lexing_it() -> None:
+    # 65 open frames and only 3 "}}" left: the region cannot close, the rest is one hole
+    text = "a " + "{{getvar::" * 100 + "}}" * 3 + "{{user}}" * 10
+    toks, holes = tokenize_limited(text, 0, len(text), [], 64)
+    assert holes == [(2, len(text))]
+    assert [t.type for t in toks] == [T.PLAINTEXT]
+    # with enough closers the region ends where the lexer is back in plain text
+    text = "{{getvar::" * 70 + "}}" * 70 + " tail {{user}}"
+    toks, holes = tokenize_limited(text, 0, len(text), [], 64)
+    region = 70 * len("{{getvar::") + 70 * len("}}")
+    assert holes == [(0, region)]
+    assert expand_macros(text, {"user": "Ash"}).text == text[:region] + " tail Ash"

@@ -109,3 +109,55 @@ def test_regions_equal_the_whole_document_on_macro_templates(text: str, data: st
     lo = data.draw(st.integers(0, len(text)))
     hi = data.draw(st.integers(lo, len(text)))
     _same(text, lo, hi)
+
+
+def test_repeated_simple_macros_built_from_their_shape_equal_the_whole_document() -> None:
+    # the second and later copies of a source are built from the first one's shape (issue 14)
+    from tavernbox.macros.parser import _from_shape, _shape
+
+    once = [
+        "{{user}}", "{{/if}}", "{{!user}}", "{{a::}}", "{{a:: x ::y }}", "{{a::\u00a0x\u3000}}", "{{a b}}", "{{if 1}}",
+        "{{// note }}", "{{a  }}", "{{#a b c}}", "{{a::x{{b}}y}}", "{{.x = 1}}", "{{$x--}}", "{{a::::b}}", "{{a:b}}",
+    ]
+    text = "".join(f"{piece} . {piece}{piece}\n" for piece in once) * 3
+    assert _same(text)
+    # a copy followed by what would extend or break it is read by the match, not by the last copy
+    for tricky in ("{{if 1}}{{if 1}}}}", "{{a b}}{{a b}}{{a bc}}", "{{x}}{{x}}{{{x}}}", "{{a::b}}{{a::b}}{{a::b|c}}",
+                   "{{a::b}}{{a::b}}{{", "{{a::b}}{{a::b}}\\|{{a::b}}"):
+        _same(tricky)
+        _whole_equals_resumed(tricky)
+    shaped = 0
+    for piece in once:
+        node = document_items(piece)[0][0]
+        shape = _shape(node)
+        if shape is not None:
+            shaped += 1
+            moved = document_items("pad " + piece)[0][1]
+            assert _deep(_from_shape(shape, 4, 4 + len(piece))) == _deep(moved)
+    assert shaped >= 10  # nested macros and variables are the ones built from the match every time
+
+
+def _whole_equals_resumed(text: str, lo: int = 0, hi: int | None = None) -> None:
+    end = len(text) if hi is None else hi
+    resumed = document_items(text, lo, end)
+    whole = document_items(text, lo, end, _regions=False)
+    assert _deep(resumed[0]) == _deep(whole[0]), (text, lo, end)
+    assert resumed[1:] == whole[1:], (text, lo, end)
+
+
+def test_a_malformed_region_resumes_the_whole_document_path_there() -> None:
+    # valid regions first, then one the grammar rejects, a dropped character, too-deep nesting
+    for text in ["{{user}} a {{if 1}} {{!a", "{{user}}{{a::b}} {{user{{pick::a}}", "x {{a}} {{b::c|}} {{d}}",
+                 "{{user}} {{.}} {{user}}", "{{a}} " + "{{b::" * 70 + "}}" * 70 + " {{c}}", "{{a}}{{.x++ 1}}{{b}}",
+                 "{{a}} {{#}} {{b}} {{/if}}", "{{user}}\n{{// x}}{{a:b|c}}{{"]:
+        _whole_equals_resumed(text)
+        for lo in range(0, len(text), 3):
+            _whole_equals_resumed(text, lo)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(macro_templates(), st.data())
+def test_resuming_after_the_regions_equals_the_whole_document_path(text: str, data: st.DataObject) -> None:
+    _whole_equals_resumed(text)
+    lo = data.draw(st.integers(0, len(text)))
+    _whole_equals_resumed(text, lo, data.draw(st.integers(lo, len(text))))

@@ -69,6 +69,11 @@ _TRIM_FIND = re.compile(r"\{\{trim\}\}", re.IGNORECASE)
 _TRIM_MATCH = _TRIM_FIND.match
 _TRIM_TAIL = re.compile(r"\{\{trim\}\}(?:\r?\n)*", re.IGNORECASE).match
 _UNESCAPE = re.compile(r"\\([{}])")
+#: braces probed one by one for a ``{{trim}}`` before one regex search takes over (a text of
+#: 400,000 braces cost 400,000 anchored matches; a search costs ~3 ms per MB)
+_BRACE_PROBES = 64
+#: output pieces of one level joined at a time (see RenderState._evaluate_inline)
+_CHUNK = 4096
 _INDENT = re.compile(r"^[ \t]*")
 
 
@@ -130,9 +135,14 @@ def first_trim_mark(text: str, start: int = 0) -> int:
     match = _TRIM_MATCH
     find = text.find
     i = find("{", start)
+    misses = 0
     while i >= 0:
         if match(text, i) is not None:
             return i
+        misses += 1
+        if misses > _BRACE_PROBES:  # a brace-dense text: one search beats a match per brace
+            found = _TRIM_FIND.search(text, i + 1)
+            return -1 if found is None else found.start()
         i = find("{", i + 1)
     return -1
 
@@ -149,11 +159,18 @@ def _remove_trim_marks(text: str, first: int = 0) -> str:
     prev = 0
     find = text.find
     tail = _TRIM_TAIL
+    search = _TRIM_FIND.search
+    misses = 0
     i = find("{", first)
     while i >= 0:
         m = tail(text, i)
         if m is None:
-            i = find("{", i + 1)
+            misses += 1
+            if misses > _BRACE_PROBES:  # see first_trim_mark
+                found = search(text, i + 1)
+                i = -1 if found is None else found.start()
+            else:
+                i = find("{", i + 1)
             continue
         start = i
         while start > prev and text[start - 1] == "\n":
@@ -491,6 +508,9 @@ class RenderState:
         max_output = self.max_output
         eval_macro = self.eval_macro
         marks: list[tuple[int, Any, int, int]] | None = [] if depth == 0 and self.segments is not None else None
+        #: without marks (which index ``out``), every _CHUNK pieces are joined: 200,000 small
+        #: pieces cost ~12 MB of string objects until the end, one joined chunk costs its text
+        chunks: list[str] | None = None if marks is not None else []
         for item in items:
             if item.start > cursor:
                 append(src[cursor : item.start])
@@ -510,10 +530,16 @@ class RenderState:
                     source=self.source,
                 )
             append(piece)
+            if len(out) >= _CHUNK and chunks is not None:
+                chunks.append("".join(out))
+                out.clear()
         if cursor < hi:
             append(src[cursor:hi])
         if marks:
             self._record_segments(out, marks)
+        if chunks:
+            chunks.append("".join(out))
+            return "".join(chunks)
         return "".join(out)
 
     def _record_segments(self, out: list[str], marks: list[tuple[int, Any, int, int]]) -> None:
@@ -678,26 +704,40 @@ class RenderState:
             # the common case: no arguments, no body (nothing to evaluate first)
             if definition is None:
                 self.diag("MACRO_UNKNOWN", f"unknown macro {{{{{m.name}}}}}; left as written", m.start, m.end, name=m.name)
-                return "{{" + self.source[m.inner_start : m.inner_end] + "}}"
+                return self.source[m.start : m.end]  # "{{" + inner + "}}": a complete macro's source
             if definition.min_args:
-                self.diag("MACRO_ARITY", self._arity_message(definition, 0), m.start, m.end)
+                self._arity_diag(definition, 0, m.start, m.end)
                 if definition.strict:
-                    return "{{" + self.source[m.inner_start : m.inner_end] + "}}"
+                    return self.source[m.start : m.end]
             return self._call(definition, MacroCall(m.name, [], m.flags, False, m.start, m, self, depth, [], []), m, (), m.end)
         src = self.source
         delay = registered is not None and registered.delay_args and key not in dynamic
+        if (
+            scoped is None
+            and definition is not None
+            and definition.strict
+            and not definition.accepts(len(m.args))
+            and (delay or self._literal_args(m, clean, depth))
+        ):
+            # a wrong call whose arguments are their own text: evaluating them (no effects) and
+            # writing the macro back from them gives its source (hostile texts repeat this)
+            self._arity_diag(definition, len(m.args), m.start, m.end)
+            return src[m.start : m.end]
         values: list[str] = []
         spans: list[tuple[int, int] | None] = []
         known: list[Sequence[Any] | None] = []  # each argument's parse, when already known
         entries: list[tuple[int, int, str]] = []  # evaluated pieces for the raw fall-back
+        #: every argument is its own text: the macro "as written" is then its source slice
+        literal = True
         for arg in m.args:
-            known.append(arg.items if clean else None)
-            if arg.span is None:
+            items = arg.items
+            known.append(items if clean else None)
+            span = arg.span
+            if span is None:
                 values.append("")
                 spans.append(None)
                 continue
-            a, b = arg.span
-            items = arg.items
+            a, b = span
             if delay:
                 value = src[a:b]
             elif (
@@ -707,8 +747,9 @@ class RenderState:
                 value = src[a:b]  # a literal argument is its own text
             else:
                 value = self.evaluate(a, b, depth + 1, items if clean else None)
+                literal = False
             values.append(value)
-            spans.append((a, b))
+            spans.append(span)
             entries.append((a, b, value))
         body_value: str | None = None
         if scoped is not None:
@@ -744,12 +785,12 @@ class RenderState:
                 parts.append(body_value or "")
                 parts.append(src[scoped[1] : scoped[2]])
                 return "".join(parts)
-            return self._raw(m, entries)
+            return src[m.start : m.end] if literal else self._raw(m, entries)
         end = scoped[2] if scoped else m.end
         if not definition.accepts(len(values)):
-            self.diag("MACRO_ARITY", self._arity_message(definition, len(values)), m.start, end)
+            self._arity_diag(definition, len(values), m.start, end)
             if definition.strict:
-                return self._raw(m, entries)
+                return src[m.start : m.end] if literal and scoped is None else self._raw(m, entries)
         elif definition.strict and definition.arg_types:
             bad = definition.type_error(values)
             if bad is not None:
@@ -802,6 +843,28 @@ class RenderState:
                 code="MACRO_OUTPUT_LIMIT",
             )
         return text
+
+    def _literal_args(self, m: MacroNode, clean: bool, depth: int) -> bool:
+        """Whether each argument of ``m`` evaluates to its own text (as :meth:`eval_macro` reads them)."""
+        literal_ok = clean and self.reuse_parse and depth < MAX_SCOPE_DEPTH
+        for arg in m.args:
+            if arg.span is None:
+                continue
+            items = arg.items
+            if not literal_ok or items is None or len(items) != 1 or type(items[0]) is not Plain:
+                return False
+        return True
+
+    def _arity_diag(self, definition: MacroDef, count: int, start: int, end: int) -> None:
+        """``MACRO_ARITY``, its message written only while diagnostics are still kept (a text of
+        200,000 wrong calls counts the rest, as :meth:`diag` does)."""
+        if len(self.diagnostics) < MAX_DIAGNOSTICS:
+            self.diag("MACRO_ARITY", self._arity_message(definition, count), start, end)
+            return
+        omitted = self.omitted
+        if omitted is None:
+            omitted = self.omitted = {}
+        omitted["MACRO_ARITY"] = omitted.get("MACRO_ARITY", 0) + 1
 
     @staticmethod
     def _arity_message(definition: MacroDef, count: int) -> str:

@@ -24,8 +24,8 @@ complete macros nested inside it (SillyTavern's walker does the same).
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from operator import itemgetter
-from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 
@@ -33,7 +33,7 @@ from ..errors import Diagnostic
 from ..spans import Span
 import re
 
-from .lexer import PLAIN, WS_CHARS, T, Tok, _MODES, tokenize, tokenize_macro
+from .lexer import PLAIN, WS_CHARS, T, Tok, _MODES, tokenize, tokenize_limited, tokenize_macro
 
 __all__ = [
     "MAX_NESTING",
@@ -75,25 +75,75 @@ _AFTER_VALUE_MACRO = _VALUE_TOKENS | {T.END}
 _AFTER_VARNAME = _OPS | {T.END}
 
 
-@dataclass(frozen=True, slots=True)
-class Plain:
+# ---- nodes ---------------------------------------------------------------------------------
+#
+# Plain spans, arguments and macros are tuple subclasses read through C-level field getters:
+# building one is a single ``tuple.__new__`` (a frozen slotted dataclass cost one guarded
+# descriptor call per field: 1.2 us a macro, a fifth of parsing ``{{if 1}}`` x 200,000), and a
+# field read costs what a slot read costs. They stay immutable and hashable; a macro keeps no
+# offsets it can derive (``inner_start``/``inner_end``), and a literal argument's span *is* its
+# one plain item, which saves ~150 bytes a macro on texts of a few hundred thousand macros.
+
+try:  # the getter namedtuple uses (CPython); a property over itemgetter elsewhere
+    from collections import _tuplegetter  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover
+    def _tuplegetter(index: int, doc: str) -> property:  # type: ignore[misc]
+        return property(itemgetter(index), doc=doc)
+
+_tnew = tuple.__new__
+
+
+class Plain(tuple):
     """Text to copy verbatim: plain text, or a fragment that did not form a macro."""
 
-    start: int
-    end: int
+    __slots__ = ()
+    start: int = _tuplegetter(0, "offset of the first character")  # type: ignore[assignment]
+    end: int = _tuplegetter(1, "offset after the last character")  # type: ignore[assignment]
+
+    def __new__(cls, start: int, end: int) -> Plain:
+        return _tnew(cls, (start, end))
+
+    def __getnewargs__(self) -> tuple[int, int]:
+        return (self[0], self[1])
+
+    def __repr__(self) -> str:
+        return f"Plain(start={self[0]!r}, end={self[1]!r})"
 
 
-@dataclass(frozen=True, slots=True)
-class ArgNode:
+class ArgNode(tuple):
     """One argument: the span of its source (first to last token; ``None`` when empty).
 
     ``items`` are the argument's own document items when re-parsing its text would give
     exactly them (no recovery inside, no ``{`` glued before a nested ``{{``); the evaluator
     then skips the re-parse SillyTavern performs. ``None`` means "re-parse the span".
+    Equality and hashing read the span only (the items are a cache of its parse).
     """
 
-    span: tuple[int, int] | None
-    items: tuple | None = field(default=None, compare=False, repr=False)
+    __slots__ = ()
+    span: tuple[int, int] | None = _tuplegetter(0, "(first, last) offsets, or None")  # type: ignore[assignment]
+    items: tuple | None = _tuplegetter(1, "the span's items when known")  # type: ignore[assignment]
+
+    def __new__(cls, span: tuple[int, int] | None, items: tuple | None = None) -> ArgNode:
+        return _tnew(cls, (span, items))
+
+    def __getnewargs__(self) -> tuple:
+        return (self[0], self[1])
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not ArgNode:
+            return NotImplemented
+        return self[0] == other[0]  # type: ignore[index]
+
+    def __ne__(self, other: object) -> bool:
+        if type(other) is not ArgNode:
+            return NotImplemented
+        return self[0] != other[0]  # type: ignore[index]
+
+    def __hash__(self) -> int:
+        return hash(self[0])
+
+    def __repr__(self) -> str:
+        return f"ArgNode(span={self[0]!r})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,77 +157,68 @@ class VarNode:
     value_macros: tuple[MacroNode, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class MacroNode:
+class MacroNode(tuple):
     """A macro as parsed. ``complete`` is false when it never got its own ``}}``.
 
     ``parts`` keeps the consumed tokens and nested macros in order, so an incomplete macro can
-    be shown as text around its complete nested macros.
+    be shown as text around its complete nested macros. ``key`` (the case-insensitive lookup
+    key of the name) and ``closing`` (a ``{{/name}}`` closer) derive from ``name``/``flags``;
+    they are stored because pairing reads them for every macro.
     """
 
-    start: int
-    end: int
-    complete: bool
-    flags: str
-    name: str
-    args: tuple[ArgNode, ...]
-    var: VarNode | None
-    inner_start: int
-    inner_end: int
-    parts: tuple[tuple[int, int] | MacroNode, ...]
-    #: the case-insensitive lookup key of the name, and whether this is a ``{{/name}}`` closer
-    #: (derived from ``name``/``flags``; stored because pairing reads them for every macro)
-    key: str = field(init=False, compare=False, repr=False)
-    closing: bool = field(init=False, compare=False, repr=False)
+    __slots__ = ()
+    start: int = _tuplegetter(0, "offset of the opening {{")  # type: ignore[assignment]
+    end: int = _tuplegetter(1, "offset after the closing }} (or the last token)")  # type: ignore[assignment]
+    complete: bool = _tuplegetter(2, "whether the macro got its own }}")  # type: ignore[assignment]
+    flags: str = _tuplegetter(3, "the flag characters")  # type: ignore[assignment]
+    name: str = _tuplegetter(4, "the name as written")  # type: ignore[assignment]
+    args: tuple[ArgNode, ...] = _tuplegetter(5, "the arguments")  # type: ignore[assignment]
+    var: VarNode | None = _tuplegetter(6, "the variable shorthand, if it is one")  # type: ignore[assignment]
+    parts: tuple = _tuplegetter(7, "an incomplete macro's tokens and nested macros")  # type: ignore[assignment]
+    key: str = _tuplegetter(8, "the lower-cased name")  # type: ignore[assignment]
+    closing: bool = _tuplegetter(9, "whether this is a {{/name}} closer")  # type: ignore[assignment]
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "key", self.name.lower())
-        object.__setattr__(self, "closing", "/" in self.flags)
+    def __new__(
+        cls,
+        start: int,
+        end: int,
+        complete: bool,
+        flags: str,
+        name: str,
+        args: tuple[ArgNode, ...],
+        var: VarNode | None,
+        parts: tuple = (),
+    ) -> MacroNode:
+        return _tnew(cls, (start, end, complete, flags, name, args, var, parts, name.lower(), "/" in flags))
+
+    def __getnewargs__(self) -> tuple:
+        return tuple(self[:8])
+
+    @property
+    def inner_start(self) -> int:
+        """Offset after the opening ``{{``."""
+        return self[0] + 2  # type: ignore[no-any-return]
+
+    @property
+    def inner_end(self) -> int:
+        """Offset of the closing ``}}`` (the end, for an incomplete macro)."""
+        return self[1] - 2 if self[2] else self[1]  # type: ignore[no-any-return]
+
+    def __repr__(self) -> str:
+        return (
+            f"MacroNode(start={self[0]!r}, end={self[1]!r}, complete={self[2]!r}, flags={self[3]!r}, "
+            f"name={self[4]!r}, args={self[5]!r}, var={self[6]!r}, parts={self[7]!r})"
+        )
 
 
-_new = object.__new__
-# the slot descriptors themselves: calling them skips object.__setattr__'s lookup by name
-(
-    _m_start, _m_end, _m_complete, _m_flags, _m_name, _m_args, _m_var, _m_inner_start, _m_inner_end, _m_parts,
-    _m_key, _m_closing,
-) = (
-    MacroNode.__dict__[f].__set__
-    for f in (
-        "start", "end", "complete", "flags", "name", "args", "var", "inner_start", "inner_end", "parts", "key",
-        "closing",
-    )
-)
-_p_start, _p_end = Plain.__dict__["start"].__set__, Plain.__dict__["end"].__set__
-_a_span, _a_items = ArgNode.__dict__["span"].__set__, ArgNode.__dict__["items"].__set__
-
-
-def _macro_node(
-    start: int, end: int, flags: str, name: str, args: tuple, var: VarNode | None, inner_start: int, inner_end: int
-) -> MacroNode:
-    """A complete :class:`MacroNode`, built without the dataclass ``__init__``.
-
-    The frozen ``__init__`` (keyword binding, one guarded ``setattr`` per field, then
-    ``__post_init__``) cost ~5 us a node, a fifth of a cold parse; the node is the same.
-    """
-    node = _new(MacroNode)
+def _macro_node(start: int, end: int, flags: str, name: str, args: tuple, var: VarNode | None) -> MacroNode:
+    """A complete :class:`MacroNode` whose name strings are shared with every node of that name."""
     names = _NAMES.get(name)
     if names is None:
         names = (name, name.lower())
         if len(_NAMES) < 4096:
             _NAMES[name] = names
-    _m_start(node, start)
-    _m_end(node, end)
-    _m_complete(node, True)
-    _m_flags(node, flags)
-    _m_name(node, names[0])
-    _m_args(node, args)
-    _m_var(node, var)
-    _m_inner_start(node, inner_start)
-    _m_inner_end(node, inner_end)
-    _m_parts(node, ())
-    _m_key(node, names[1])
-    _m_closing(node, "/" in flags)
-    return node
+    return _tnew(MacroNode, (start, end, True, flags, names[0], args, var, (), names[1], "/" in flags))
 
 
 #: name -> (the name, its lookup key), shared by every node of that name: a text repeating one
@@ -187,11 +228,8 @@ _NAMES: dict[str, tuple[str, str]] = {}
 
 
 def _plain(start: int, end: int) -> Plain:
-    """A :class:`Plain`, built without the dataclass ``__init__`` (see :func:`_macro_node`)."""
-    node = _new(Plain)
-    _p_start(node, start)
-    _p_end(node, end)
-    return node
+    """A :class:`Plain` without the call through ``Plain.__new__``."""
+    return _tnew(Plain, (start, end))
 
 
 class _Recognition(Exception):
@@ -344,8 +382,6 @@ class _Parser:
         complete = b.end_tok is not None
         start = b.start if b.start >= 0 else (b.start_tok.start if b.start_tok else 0)
         end = b.end if b.end >= 0 else start
-        inner_start = b.start_tok.end if b.start_tok else start
-        inner_end = b.end_tok.start if b.end_tok else end
         args = tuple(ArgNode(None if a.start < 0 else (a.start, a.end), self._arg_items(a)) for a in b.args)
         var = None
         if b.var:
@@ -354,20 +390,12 @@ class _Parser:
             vmacros: tuple[MacroNode, ...] = ()
             if vb is not None and vb.start >= 0:
                 vspan = (vb.start, vb.end)
-                vmacros = tuple(p for p in vb.parts if isinstance(p, MacroNode))
+                vmacros = tuple(p for p in vb.parts if type(p) is MacroNode)
             var = VarNode(scope, name, op, vspan, vmacros)
-        return MacroNode(
-            start=start,
-            end=end,
-            complete=complete,
-            flags="".join(b.flags),
-            name=b.name,
-            args=args,
-            var=var,
-            inner_start=inner_start,
-            inner_end=inner_end,
-            parts=() if complete else tuple(b.parts),
-        )
+        # the derived inner offsets (MacroNode.inner_start/inner_end) are these tokens' edges
+        assert b.start_tok is not None and b.start_tok.start == start
+        assert not complete or b.end_tok.end == end  # type: ignore[union-attr]
+        return MacroNode(start, end, complete, "".join(b.flags), b.name, args, var, () if complete else tuple(b.parts))
 
     def _arg_items(self, ab: _Builder) -> tuple | None:
         """The document items the argument's text would re-parse into, when that is certain."""
@@ -590,7 +618,7 @@ def _flatten(node: MacroNode, out: list) -> None:
     stack: list = list(reversed(node.parts))
     while stack:
         part = stack.pop()
-        if isinstance(part, tuple):
+        if type(part) is tuple:
             out.append(Plain(part[0], part[1]))
         elif isinstance(part, MacroNode):
             if part.complete:
@@ -599,45 +627,6 @@ def _flatten(node: MacroNode, out: list) -> None:
                 stack.extend(reversed(part.parts))
         elif isinstance(part, _Group):
             stack.extend(reversed(part.parts))
-
-
-_DEPTH = itemgetter(3)  # Tok.depth
-
-
-def _depth_limited(hi: int, toks: list[Tok], limit: int) -> tuple[list[Tok], list[tuple[int, int]]]:
-    """Replace top-level macro regions nested deeper than ``limit`` by holes (left as written).
-
-    A region runs from a ``{{`` opened at depth 1 to the token that brings the lexer back to
-    depth 0 (or the end of input). Tokens carry the lexer's own depth, so ``{{`` fragments the
-    lexer abandoned never count.
-    """
-    if not toks or max(map(_DEPTH, toks)) <= limit:
-        return toks, []
-    keep: list[Tok] = []
-    holes: list[tuple[int, int]] = []
-    i = 0
-    n = len(toks)
-    while i < n:
-        tok = toks[i]
-        if tok.type != T.START or tok.depth != 1:
-            keep.append(tok)
-            i += 1
-            continue
-        j = i
-        deepest = 0
-        while j < n:
-            if toks[j].depth > deepest:
-                deepest = toks[j].depth
-            if toks[j].depth == 0:
-                break
-            j += 1
-        region_end = toks[j].end if j < n else hi
-        if deepest > limit:
-            holes.append((tok.start, region_end))
-        else:
-            keep.extend(toks[i : j + 1])
-        i = j + 1
-    return keep, holes
 
 
 # ---- simple macros read off one regex match (see _region_items) ----------------------------
@@ -685,22 +674,19 @@ _FLAT_ARG_RE = re.compile(_FLAT_ARG)
 _EMPTY_ARG = ArgNode(None, ())
 
 
-def _arg_node(span: tuple[int, int] | None, items: tuple | None) -> ArgNode:
-    """An :class:`ArgNode`, built without the dataclass ``__init__`` (see :func:`_macro_node`)."""
-    node = _new(ArgNode)
-    _a_span(node, span)
-    _a_items(node, items)
-    return node
+def _trimmed(text: str, lo: int, hi: int) -> Plain | None:
+    """``(first, last)`` token bounds of ``text[lo:hi]``: the span minus JavaScript whitespace.
 
-
-def _trimmed(text: str, lo: int, hi: int) -> tuple[int, int] | None:
-    """``(first, last)`` token bounds of ``text[lo:hi]``: the span minus JavaScript whitespace."""
+    A :class:`Plain` (a pair), so a literal argument can hold its span as its one item.
+    """
     piece = text[lo:hi]
     stripped = piece.lstrip(WS_CHARS)
     if not stripped:
         return None
+    if len(stripped) == len(piece) and stripped[-1] not in WS_CHARS:
+        return _tnew(Plain, (lo, hi))
     a = lo + (len(piece) - len(stripped))
-    return a, a + len(stripped.rstrip(WS_CHARS))
+    return _tnew(Plain, (a, a + len(stripped.rstrip(WS_CHARS))))
 
 
 def _inner_items(text: str, a: int, b: int) -> list:
@@ -708,10 +694,12 @@ def _inner_items(text: str, a: int, b: int) -> list:
     out: list = []
     cursor = a
     for fm in _FLAT_SIMPLE.finditer(text, a, b):
-        if fm.start() > cursor:
-            out.append(_plain(cursor, fm.start()))
-        out.append(_simple_node(text, fm, _FLAT_ARG_RE))
-        cursor = fm.end()
+        start = fm.start()
+        if start > cursor:
+            out.append(_plain(cursor, start))
+        node = _simple_node(text, fm, _FLAT_ARG_RE, start)
+        out.append(node)
+        cursor = node.end
     if cursor < b:
         out.append(_plain(cursor, b))
     return out
@@ -723,13 +711,17 @@ def _text_arg(text: str, lo: int, hi: int) -> ArgNode:
     if span is None:
         return _EMPTY_ARG
     if text.find("{", span[0], span[1]) < 0:
-        return _arg_node(span, (_plain(span[0], span[1]),))
-    return _arg_node(span, tuple(_inner_items(text, span[0], span[1])))
+        return _tnew(ArgNode, (span, (span,)))  # the span is the argument's one plain item
+    return _tnew(ArgNode, (span, tuple(_inner_items(text, span[0], span[1]))))
 
 
-def _simple_node(text: str, sm: re.Match[str], arg_re: re.Pattern[str]) -> MacroNode:
-    """The node the grammar builds for a :data:`_SIMPLE_MACRO`/:data:`_FLAT_SIMPLE` match."""
-    pos, end = sm.span()
+def _simple_node(text: str, sm: re.Match[str], arg_re: re.Pattern[str], pos: int) -> MacroNode:
+    """The node the grammar builds for a :data:`_SIMPLE_MACRO`/:data:`_FLAT_SIMPLE` match at ``pos``.
+
+    ``pos`` is the caller's own int for ``sm.start()``: the end of one item is the next one's
+    start, and sharing the object saves one int per macro.
+    """
+    end = sm.end()
     flag, name, dcolon, spaced, comment, scope, varname, step, valop, value = sm.groups()
     if scope is not None:
         if valop is None:
@@ -742,7 +734,7 @@ def _simple_node(text: str, sm: re.Match[str], arg_re: re.Pattern[str]) -> Macro
             else:
                 macros = tuple(i for i in _inner_items(text, span[0], span[1]) if type(i) is MacroNode)
                 var = VarNode(scope, varname, valop, span, macros)
-        return _macro_node(pos, end, flag or "", "", (), var, pos + 2, end - 2)
+        return _macro_node(pos, end, flag or "", "", (), var)
     args: tuple = ()
     if dcolon:
         built = []
@@ -760,49 +752,140 @@ def _simple_node(text: str, sm: re.Match[str], arg_re: re.Pattern[str]) -> Macro
         arg = _text_arg(text, sm.start(which), sm.end(which))
         if arg is not _EMPTY_ARG:
             args = (arg,)
-    return _macro_node(pos, end, flag or "", "//" if name is None else name, args, None, pos + 2, end - 2)
+    return _macro_node(pos, end, flag or "", "//" if name is None else name, args, None)
+
+
+#: simple macros up to this long are parsed once per text and distinct source (see _shape)
+_SHAPE_CHARS = 96
+#: distinct simple macros remembered per parse (a text of 200,000 distinct ones stops adding)
+_SHAPES = 4096
+
+
+def _shape(node: MacroNode) -> tuple | None:
+    """What a simple macro's node is, relative to its start; ``None`` unless every argument is literal.
+
+    A prompt repeats the same few macros (``{{user}}``, ``{{char}}``; a hostile text one macro
+    200,000 times): the node of a repeated source differs only by its offset, so it is built
+    from this instead of from the regex match (one lookup instead of reading groups, trimming
+    and scanning each argument).
+    """
+    if node.var is not None:
+        return None
+    start = node[0]
+    rel: list = []
+    for arg in node.args:
+        span = arg.span
+        if span is None:
+            rel.append(None)
+        elif arg.items == (span,):
+            rel.append((span[0] - start, span[1] - start))
+        else:
+            return None  # nested macros: their nodes would need shifting too
+    return node.flags, node.name, tuple(rel), node.key, node.closing
+
+
+def _from_shape(shape: tuple, pos: int, end: int) -> MacroNode:
+    """The node of :func:`_shape`'s macro at ``pos``."""
+    flags, name, rel, key, closing = shape
+    args: tuple = ()
+    if len(rel) == 1 and rel[0] is not None:  # the common case: one literal argument
+        r = rel[0]
+        span = _tnew(Plain, (pos + r[0], pos + r[1]))
+        args = (_tnew(ArgNode, (span, (span,))),)
+    elif rel:
+        built = []
+        for r in rel:
+            if r is None:
+                built.append(_EMPTY_ARG)
+            else:
+                span = _tnew(Plain, (pos + r[0], pos + r[1]))
+                built.append(_tnew(ArgNode, (span, (span,))))
+        args = tuple(built)
+    return _tnew(MacroNode, (pos, end, True, flags, name, args, None, (), key, closing))
 
 
 def _region_items(text: str, lo: int, hi: int, max_nesting: int) -> list | None:
-    """The LALR parse of ``text[lo:hi]``, built one top-level region at a time.
+    """The LALR parse of ``text[lo:hi]`` by :func:`_region_prefix`, or ``None`` when a region stopped it."""
+    items, stop, _ = _region_prefix(text, lo, hi, max_nesting)
+    return items if stop == hi else None
+
+
+def _region_prefix(text: str, lo: int, hi: int, max_nesting: int) -> tuple[list, int, bool]:
+    """The LALR parse of ``text[lo:hi]``, built one top-level region at a time, as far as it goes.
 
     Lexing plain text and parsing a document token by token cost ~15 us a macro, most of it
     Python overhead per token. The document rule is a sequence of independent items, and the
     lexer is back in plain mode with an empty stack after each top-level macro, so the
     document is cut there: plain text comes from the plain-mode rule (the lexer's own regex), a
     simple macro (:data:`_SIMPLE_MACRO`) from one match, any other region from the lexer and
-    the LALR table on that region alone. The items are those of the whole-document parse;
-    ``None`` (a dropped character, nesting past the limit, or a region the grammar rejects)
-    sends the caller to the whole-document path, which owns diagnostics and recovery.
+    the LALR table on that region alone. The items are those of the whole-document parse.
+
+    Returns ``(items, stop, rejected)``: the items of ``text[lo:stop]``, where ``stop`` is ``hi``
+    or the start of the first region this path cannot answer (a dropped character, nesting past
+    the limit, or a region the grammar rejects: then ``rejected``). The whole-document path owns
+    diagnostics and recovery; the lexer and SillyTavern's parser are both back at the start of a
+    document item at a region's start, so the caller runs that path on ``text[stop:hi]`` only, and
+    skips its LALR attempt when the grammar already rejected a region of it.
     """
     plain_re, plain_table = _MODES[PLAIN]
     simple = _SIMPLE_MACRO.match
+    starts = text.startswith
     items: list = []
     append = items.append
+    #: source of a simple macro -> its shape (see _shape), or None when it has none
+    shapes: dict[str, tuple | None] = {}
+    #: the source and shape of the last simple macro built from a shape: a text repeating it
+    #: is checked with one ``startswith`` (the match is decided by the characters it spans)
+    last_source = ""
+    last_shape: tuple | None = None
     pos = lo
     while pos < hi:
-        m = plain_re.match(text, pos, hi)
-        if m is None:  # pragma: no cover - the plain mode accepts every character
-            return None
-        if plain_table[m.lastindex][0] != T.START:  # type: ignore[index]
-            append(_plain(pos, m.end()))
-            pos = m.end()
+        if last_shape is not None and starts(last_source, pos, hi):
+            end = pos + len(last_source)
+            node = _from_shape(last_shape, pos, end)
+            append(node)
+            pos = node[1]
             continue
+        # "{{" not followed by a third "{" is a START token (the plain rule's third branch)
+        if not (starts("{{", pos, hi) and not starts("{", pos + 2, hi)):
+            m = plain_re.match(text, pos, hi)
+            if m is None:  # pragma: no cover - the plain mode accepts every character
+                return items, pos, False
+            if plain_table[m.lastindex][0] != T.START:  # type: ignore[index]
+                end = m.end()
+                append(_tnew(Plain, (pos, end)))
+                pos = end
+                continue
         sm = simple(text, pos, hi)
         if sm is not None:
-            append(_simple_node(text, sm, _RICH_ARG_RE))
-            pos = sm.end()
+            end = sm.end()
+            if end - pos > _SHAPE_CHARS:
+                node = _simple_node(text, sm, _RICH_ARG_RE, pos)
+            else:
+                source = text[pos:end]
+                shape = shapes.get(source, False)
+                if shape is False:
+                    node = _simple_node(text, sm, _RICH_ARG_RE, pos)
+                    if len(shapes) < _SHAPES:
+                        shapes[source] = _shape(node)
+                elif shape is None:
+                    node = _simple_node(text, sm, _RICH_ARG_RE, pos)
+                else:
+                    node = _from_shape(shape, pos, end)
+                    last_source, last_shape = source, shape
+            append(node)
+            pos = node[1]  # the node's own end: the next item starts with the same int
             continue
         region = tokenize_macro(text, pos, hi, max_nesting)
         if region is None:  # a dropped character, or nesting past the limit
-            return None
+            return items, pos, False
         toks, end = region
         parsed = lalr_items(text, toks)
         if parsed is None:
-            return None
+            return items, pos, True
         items.extend(parsed)
         pos = end
-    return items
+    return items, hi, False
 
 
 def document_items(
@@ -816,13 +899,16 @@ def document_items(
     """
     if hi is None:
         hi = len(text)
-    fast = _region_items(text, lo, hi, max_nesting) if _regions else None
-    if fast is not None:
-        return fast, [], True
+    prefix: list = []
+    rejected = False
+    if _regions:
+        prefix, stop, rejected = _region_prefix(text, lo, hi, max_nesting)
+        if stop == hi:
+            return prefix, [], True
+        lo = stop  # the prefix is the whole-document parse up to there (see _region_prefix)
     lex_errors: list[int] = []
-    toks = tokenize(text, lo, hi, lex_errors)
+    toks, holes = tokenize_limited(text, lo, hi, lex_errors, max_nesting)
     diagnostics: list[Diagnostic] = []
-    toks, holes = _depth_limited(hi, toks, max_nesting)
     for start, end in holes:
         diagnostics.append(
             Diagnostic(
@@ -831,7 +917,7 @@ def document_items(
                 Span(start, end),
             )
         )
-    lalr = lalr_items(text, toks)
+    lalr = None if rejected and not holes else lalr_items(text, toks)
     if lalr is not None:  # well-formed: the LALR grammar's parse
         raw_items = lalr
         clean = not lex_errors and not holes
@@ -841,7 +927,7 @@ def document_items(
         clean = parser.anomalies == 0 and not lex_errors and not holes
     items: list = []
     for item in raw_items:
-        if isinstance(item, MacroNode) and not item.complete:
+        if type(item) is MacroNode and not item.complete:
             _flatten(item, items)
         else:
             items.append(item)
@@ -849,6 +935,9 @@ def document_items(
         items.append(Plain(start, end))
     if holes or not clean:
         items.sort(key=lambda i: (i.start, i.end))
+    if prefix:
+        prefix.extend(items)
+        return prefix, diagnostics, clean
     return items, diagnostics, clean
 
 
@@ -963,7 +1052,7 @@ class _Reducer:
     def macro(self, c: list) -> MacroNode:
         start_tok, flags, body, end_tok = c
         name, args, var = body
-        return _macro_node(start_tok[1], end_tok[2], flags, name, tuple(args), var, start_tok[2], end_tok[1])
+        return _macro_node(start_tok[1], end_tok[2], flags, name, tuple(args), var)
 
 
 _RULE_ACTIONS = {

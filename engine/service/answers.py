@@ -4,6 +4,11 @@ Every failure, whatever raised it, leaves the service as ``{"error": {"code", "m
 "path"?, "line"?, "column"?, "request_id"}}`` with a stable code from :data:`tavernbox.errors.CODES`
 and an HTTP status chosen from that code; a Python traceback never reaches a client (an
 unexpected exception is logged with its request id and answered as ``INTERNAL_ERROR``).
+
+The project's lone-surrogate rule (:mod:`tavernbox.strict_json`) holds here as at the CLI: a request
+body whose JSON spells a lone surrogate (``"\\ud800"``) is refused with ``TEXT_SURROGATE`` and the
+JSON path of the string or key holding it, and an answer an engine built with one (a template that
+cuts a JavaScript string inside a pair) is refused the same way instead of failing to encode.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from ..errors import TemplateError
+from ..strict_json import check_json_text, refuse_surrogates
 
 __all__ = ["STATUS", "error_body", "error_response", "json_answer", "read_json", "status_for"]
 
@@ -49,11 +55,21 @@ def request_id_of(request: Request) -> str | None:
     return request.scope.get("state", {}).get("request_id")
 
 
+def _writable(text: str) -> str:
+    """``text``, with any lone surrogate written as its ``\\udXXX`` escape: an error message may
+    quote the input that caused it, and the envelope itself must always encode."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
 def error_body(error: TemplateError, request_id: str | None = None) -> dict[str, Any]:
     """``{"error": {...}}`` for a :class:`TemplateError` (position fields only when known)."""
-    out: dict[str, Any] = {"code": error.code, "message": error.message}
+    out: dict[str, Any] = {"code": error.code, "message": _writable(error.message)}
     if error.path:
-        out["path"] = error.path
+        out["path"] = _writable(error.path)
     if error.line is not None:
         out["line"], out["column"] = error.line, error.column
     if request_id:
@@ -68,8 +84,13 @@ def error_response(error: TemplateError, request_id: str | None = None, *, statu
 
 
 def json_answer(value: Any, status: int = 200, headers: dict[str, str] | None = None) -> JSONResponse:
-    """A JSON answer (non-ASCII kept, as the CLI prints it)."""
-    return JSONResponse(value, status_code=status, headers=headers)
+    """A JSON answer (non-ASCII kept, as the CLI prints it); ``TEXT_SURROGATE`` with the path of a
+    lone surrogate an engine put in it (UTF-8 cannot carry one)."""
+    try:
+        return JSONResponse(value, status_code=status, headers=headers)
+    except UnicodeEncodeError:
+        refuse_surrogates(value, what="the answer")
+        raise  # pragma: no cover - a failed encode always has a lone surrogate to name
 
 
 async def read_json(request: Request, *, want: type | tuple[type, ...] = dict) -> Any:
@@ -92,6 +113,7 @@ async def read_json(request: Request, *, want: type | tuple[type, ...] = dict) -
                             line=exc.lineno, column=exc.colno) from None
     except RecursionError:
         raise TemplateError("the request body is nested too deeply", code="SERVICE_REQUEST_INVALID") from None
+    check_json_text(text, value, what="the request body")  # TEXT_SURROGATE with its JSON path
     if not isinstance(value, want):
         words = {"dict": "an object", "list": "an array", "str": "a string"}
         kind = " or ".join(words.get(t.__name__, t.__name__) for t in (want if isinstance(want, tuple) else (want,)))
