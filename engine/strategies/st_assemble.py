@@ -421,30 +421,19 @@ def _has_chat_history(preset: Mapping[str, Any], gen: str) -> bool:
 _LAST_CHAT_MESSAGE = re.compile(r"\{\{\s*lastChatMessage\s*\}\}", re.I)
 
 
-def _wi_counter(books: list[dict[str, Any]], chat: list[dict[str, Any]], settings: Mapping[str, Any],
-                tokenizer: str) -> Any:
+def _wi_counter(tokenizer: str) -> Any:
     """The world-info budget's counter: the request's tokenizer, as SillyTavern counts world info.
 
-    When every entry and the whole chat together hold fewer UTF-8 bytes than the budget has tokens,
-    no entry can be cut whatever the count (a token is at least a byte), so bytes stand in and the
-    tokenizer is not loaded.
+    Its counts are remembered between requests (the same entries are counted request after
+    request), and it carries the tokenizer's promise that no count exceeds the text's UTF-8 bytes
+    (:data:`tavernbox.tokenizers.AT_MOST_UTF8_BYTES`): the activation then counts only once the
+    activated entries' bytes could reach the budget, so a budget far from full never loads the
+    tokenizer (building the o200k encoding is most of a fresh process's first request).
     """
     from ..tokenizers import get_tokenizer
-    from ..worldinfo import WorldInfoSettings
-    from ..worldinfo.settings import budget_tokens
+    from .st_cache import memo_count  # counts of the same entries, kept between requests
 
-    budget = budget_tokens(WorldInfoSettings.from_mapping(settings))
-    total = sum(len(str(m.get("content") or "").encode("utf-8", "surrogatepass")) for m in chat)
-    for book in books:
-        entries = book.get("entries") or {}
-        for entry in entries.values() if isinstance(entries, Mapping) else entries:
-            if isinstance(entry, Mapping):
-                total += len(str(entry.get("content") or "").encode("utf-8", "surrogatepass")) + 1
-            if total >= budget:
-                from .st_cache import memo_count  # counts of the same entries, kept between requests
-
-                return memo_count(get_tokenizer(tokenizer).count)
-    return lambda text: len(text.encode("utf-8", "surrogatepass"))
+    return memo_count(get_tokenizer(tokenizer).count)
 
 
 def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | Path | None = None) -> StAssembly:
@@ -541,7 +530,7 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
             creator_notes=str(card.get("creator_notes") or ""),
         )
         activation = activate_world_info(scan_books(books), scan_chat, wi, seed=req.options.seed, context=context,
-                                         token_counter=_wi_counter(books, scan_chat, wi, req.budget.tokenizer))
+                                         token_counter=_wi_counter(req.budget.tokenizer))
         warnings.extend(d for d in activation.diagnostics if d.severity != "info")
         assets["world_info"] = world_info_from_activation(activation)
         outlets = {name: activation.by_position.outlet_text(name) for name in activation.by_position.outlets}

@@ -100,7 +100,11 @@ class _CountMemo:
     """A tokenizer's counts by text (bounded by characters kept; cleared when full)."""
 
     def __init__(self, count: Callable[[str], int], max_chars: int = 16 * 1024 * 1024) -> None:
+        from ..tokenizers import at_most_utf8_bytes
+
         self.count, self.max_chars = count, max_chars
+        #: the tokenizer's promise (counts never above UTF-8 bytes) passed on to the budget
+        self.at_most_utf8_bytes = at_most_utf8_bytes(getattr(count, "__self__", None))
         self.counts: dict[str, int] = {}
         self.chars = 0
 

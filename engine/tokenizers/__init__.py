@@ -36,8 +36,10 @@ from typing import Any, Protocol, runtime_checkable
 from ..errors import TemplateError
 
 __all__ = [
+    "AT_MOST_UTF8_BYTES",
     "MessageCounter",
     "Tokenizer",
+    "at_most_utf8_bytes",
     "get_tokenizer",
     "register_tokenizer",
     "tokenizer_for_model",
@@ -60,8 +62,23 @@ class Tokenizer(Protocol):
         ...
 
 
+#: A tokenizer may set ``at_most_utf8_bytes = True`` to promise it never counts more tokens than its
+#: text has UTF-8 bytes. Budgets use the promise to skip counting (and loading the tokenizer) while
+#: the bytes alone cannot reach the budget: the decisions are the ones exact counts give. The
+#: shipped ones keep it: a byte-level BPE token is at least one byte, a word too, and the
+#: estimate is ``ceil(characters / 3.35)``. A registered tokenizer without the attribute is
+#: always counted.
+AT_MOST_UTF8_BYTES = "at_most_utf8_bytes"
+
+
+def at_most_utf8_bytes(tokenizer: Any) -> bool:
+    """Whether ``tokenizer`` promises counts no larger than its texts' UTF-8 lengths."""
+    return getattr(tokenizer, AT_MOST_UTF8_BYTES, False) is True
+
+
 class _Estimate:
     name = "estimate"
+    at_most_utf8_bytes = True
 
     def count(self, text: str) -> int:
         return math.ceil(len(text) / CHARS_PER_TOKEN)
@@ -73,6 +90,7 @@ _WORDS = re.compile("[^\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u2
 
 class _Words:
     name = "words"
+    at_most_utf8_bytes = True
 
     def count(self, text: str) -> int:
         return len(_WORDS.findall(text))
@@ -120,6 +138,8 @@ def _ranks(raw: bytes) -> dict[bytes, int]:
 
 class _Tiktoken:
     """An OpenAI encoding, loaded from the shipped file on first use."""
+
+    at_most_utf8_bytes = True
 
     def __init__(self, name: str) -> None:
         self.name = name
