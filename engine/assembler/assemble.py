@@ -21,7 +21,7 @@ from ..collector import bulk_allocation
 from ..errors import Diagnostic
 from .compose import AssemblyRequest, AssemblyResult, bad_request, compose, json_copy
 from .identity import content_hash
-from .record import build_record, diagnostic_dict
+from .record import assembled_messages, build_record, diagnostic_dict
 from .registry import (
     CancellationToken,
     FrozenMap,
@@ -191,8 +191,11 @@ class Assembler:
             snapshots=prior_records,
         )
         result.draws = [{"key": r["key"], "draws": r["draws"]} for r in renders if r["draws"]]
-        result.record = build_record(
-            req, entries, native, input_ids, diags, renders, list(state.notices), result, snapshots=prior_records
+        # the record is built when read; what it describes is taken now (the messages as assembled:
+        # the dicts belong to the caller once returned)
+        sent, notices, early = assembled_messages(result.messages), list(state.notices), list(diags)
+        result.record_builder = lambda: build_record(
+            req, entries, native, input_ids, early, renders, notices, sent, snapshots=prior_records
         )
         if self.store is not None and req.session_id is not None and not req.preview:
             self.store.save(req.session_id, result.snapshots, expected_revision=loaded_revision)

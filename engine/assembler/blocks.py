@@ -81,7 +81,14 @@ class SourceOutput:
     blocks: tuple[Block, ...]
     macros: MappingProxyType[str, str]
     diagnostics: tuple[Diagnostic, ...]
-    raw: dict[str, Any] = field(repr=False, default_factory=dict)
+    #: the output's compact JSON text, as validated
+    raw_text: str = field(repr=False, default="{}")
+
+    @property
+    def raw(self) -> dict[str, Any]:
+        """The output's JSON form, a fresh copy on every read (parsed when the record asks for
+        it: most assemblies never read their record)."""
+        return json.loads(self.raw_text)  # type: ignore[no-any-return]
 
     def block(self, block_id: str) -> Block | None:
         """The block with this id, if the output has it."""
@@ -256,7 +263,6 @@ def validate_output(output: Any, source_id: str, dependencies: tuple[str, ...]) 
     """
     try:
         text = _json_text(output)
-        data = json.loads(text)
     except (TypeError, ValueError) as exc:
         raise _invalid(source_id, f"not JSON data ({exc})", "$") from None
     except RecursionError:
@@ -264,7 +270,14 @@ def validate_output(output: Any, source_id: str, dependencies: tuple[str, ...]) 
     key = (source_id, tuple(dependencies), text)
     seen_before = VALIDATED_OUTPUTS.get(key)
     if seen_before is not None:
-        return SourceOutput(seen_before.blocks, seen_before.macros, seen_before.diagnostics, data)
+        # the same JSON text was validated before: its blocks stand, and the text is the record's
+        return SourceOutput(seen_before.blocks, seen_before.macros, seen_before.diagnostics, text)
+    try:
+        data = json.loads(text)
+    except (TypeError, ValueError) as exc:  # NaN and the like: the text is not JSON after all
+        raise _invalid(source_id, f"not JSON data ({exc})", "$") from None
+    except RecursionError:
+        raise _invalid(source_id, "output nested too deeply", "$") from None
     size = len(text.encode("utf-8", "surrogatepass"))
     if not isinstance(data, dict) or not isinstance(data.get("blocks"), list):
         raise _invalid(source_id, "expected an object {blocks: [...], macros?, diagnostics?}", "$")
@@ -311,6 +324,6 @@ def validate_output(output: Any, source_id: str, dependencies: tuple[str, ...]) 
                 data={"source_id": source_id, **(d.get("data") if isinstance(d.get("data"), dict) else {})},
             )
         )
-    validated = SourceOutput(tuple(blocks), MappingProxyType(dict(macros)), tuple(diags), data)
+    validated = SourceOutput(tuple(blocks), MappingProxyType(dict(macros)), tuple(diags), text)
     VALIDATED_OUTPUTS.put(key, validated)
     return validated
