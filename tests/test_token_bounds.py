@@ -99,3 +99,24 @@ def test_a_registered_tokenizer_without_the_promise_is_always_counted() -> None:
     books = [{"name": "b", "entries": [{"uid": 1, "key": ["king"], "content": "king " * 10}]}]
     a = activate_world_info(books, ["king"], {"world_info_budget": 100, "max_context": 80}, token_counter=counter)
     assert calls and a.uids == []  # 100 "tokens" reach 80, though the text has only 50 bytes
+
+
+def _fits_by_bytes(messages: list[dict[str, Any]], budget: int) -> bool:
+    """The plain rule: every message's UTF-8 bytes, role, 4 and its name's bytes + 1, plus 3."""
+    total = 3
+    for m in messages:
+        total += len(str(m.get("content") or "").encode("utf-8", "surrogatepass")) + len(m["role"]) + 4
+        if m.get("name"):
+            total += len(m["name"].encode("utf-8", "surrogatepass")) + 1
+    return total <= budget
+
+
+@pytest.mark.parametrize("text", ["plain ascii", "Tiếng Việt có dấu", "龍が空を飛ぶ", "🐉 astral 🐉", "\ud800x"])
+def test_fits_without_counting_equals_the_byte_rule_at_every_budget(text: str) -> None:
+    from tavernbox.strategies.st_budget import fits_without_counting
+
+    messages = [{"role": "system", "content": text * 3}, {"role": "user", "content": text, "name": text[:4]},
+                {"role": "assistant", "content": ""}, {"role": "user", "content": None}]
+    limit = 3 + sum(4 * len(str(m.get("content") or "")) + len(m["role"]) + 4 for m in messages) + 40
+    for budget in range(0, limit):
+        assert fits_without_counting(messages, budget) == _fits_by_bytes(messages, budget), budget

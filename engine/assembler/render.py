@@ -33,6 +33,7 @@ from functools import lru_cache
 from typing import Any, Protocol
 
 from ..errors import Diagnostic
+from .text_memo import TextMemo
 
 __all__ = [
     "COMPILED_TEMPLATES",
@@ -54,6 +55,21 @@ _RESERVED = re.compile("[\ufdd0-\ufdef]")
 SOURCE_MACRO = re.compile(r"\{\{\s*([^{}:\s]+)\s*\}\}")
 #: ``{{ name }}`` where the name may hold ``::`` (``format_message_variable::stat_data``): a literal macro
 LITERAL_MACRO = re.compile(r"\{\{\s*([^{}]+?)\s*\}\}")
+
+
+def _no_reserved_chars(text: str) -> bool:
+    return not _RESERVED.search(text)
+
+
+_NO_RESERVED_LONG = TextMemo(_no_reserved_chars)
+
+
+def _no_reserved(text: str) -> bool:
+    """Whether ``text`` holds none of the reserved noncharacters (asked of every rendered text
+    each request; a long non-ASCII one, a card description, is searched once per text object)."""
+    if text.isascii():  # constant time: CPython keeps the flag
+        return True
+    return _NO_RESERVED_LONG(text) if len(text) > 1024 else not _RESERVED.search(text)
 
 
 def _hex(n: int) -> str:
@@ -559,7 +575,7 @@ def compose_text(
     ``macros`` are ``(start, end, name, inlined_text_or_None, info)`` in text order (``None``
     expands to nothing). ``render`` is the owning source's renderer bound to the request state.
     """
-    if not macros and not literals and (text.isascii() or not _RESERVED.search(text)):
+    if not macros and not literals and _no_reserved(text):
         # the common case (a prompt with no source or literal macro): nothing to mark or restore
         out = render(text)
         rendered = out.text
@@ -570,7 +586,7 @@ def compose_text(
             seen = _PARTITIONS.get(id(segments))
             if seen is not None and seen[0] is segments and seen[1] is rendered and seen[2] is trim:
                 return Rendered(seen[3], seen[4], tuple(out.draws), tuple(out.diagnostics))
-        if rendered.isascii() or not _RESERVED.search(rendered):
+        if _no_reserved(rendered):
             final = rendered.strip() if trim else rendered
             if segments:
                 spans = _partition(len(final), _shifted(segments, rendered, final, trim))
@@ -581,7 +597,7 @@ def compose_text(
                 spans = ((0, len(final), {}),) if final else ()
             return Rendered(final, spans, tuple(out.draws), tuple(out.diagnostics))
         return _untangle(rendered, [], [], out, trim)
-    if not text.isascii() and _RESERVED.search(text):
+    if not _no_reserved(text):
         # noncharacters carry no meaning in text; dropping them keeps the markers unambiguous
         macros = _shift_macros(text, macros)
         text = _RESERVED.sub("", text)
@@ -610,7 +626,7 @@ def compose_text(
         composed = LITERAL_MACRO.sub(swap, composed)
     out = render(composed)
     rendered = out.text
-    if not infos and not lit_values and (rendered.isascii() or not _RESERVED.search(rendered)):
+    if not infos and not lit_values and _no_reserved(rendered):
         # no marker to remove: the renderer's text is the block's own text (and its macros')
         final = rendered.strip() if trim else rendered
         segs = _shifted(out.segments, rendered, final, trim) if out.segments else []

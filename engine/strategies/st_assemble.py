@@ -443,7 +443,7 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
     from ..worldinfo import ScanContext, activate_world_info
     from .builtin import builtin_strategy
     from .sillytavern import squash_system_messages, st_registry
-    from .st_cache import scan_books
+    from .st_cache import scan_books, shared_frozen
 
     req = parse_request(request)
     base = Path(base_dir) if base_dir is not None else None
@@ -532,7 +532,8 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
         activation = activate_world_info(scan_books(books), scan_chat, wi, seed=req.options.seed, context=context,
                                          token_counter=_wi_counter(req.budget.tokenizer))
         warnings.extend(d for d in activation.diagnostics if d.severity != "info")
-        assets["world_info"] = world_info_from_activation(activation)
+        # the same activated entries give the same frozen value, which the assembler takes as it is
+        assets["world_info"] = shared_frozen(world_info_from_activation(activation))
         outlets = {name: activation.by_position.outlet_text(name) for name in activation.by_position.outlets}
         if outlets:
             macro_extra["outlets"] = outlets

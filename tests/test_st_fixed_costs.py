@@ -1,0 +1,73 @@
+"""The request path's shared caches change nothing: a warm assembly equals a cold one, byte for byte."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tavernbox import assemble_request
+from tavernbox.strategies.st_cache import clear_scan_books, shared_frozen
+
+CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
+PRESET = CORPORA / "presets" / "hoxilo-it-takes-two-v5.2.vi.json"
+CARD = CORPORA / "cards" / "de-quoc-la-ma-than-thanh.vi.v3.json"
+BOOK = CORPORA / "worldbooks" / "prolix-zzz-lorebook-vector.json"
+
+
+def _clear_everything() -> None:
+    from tavernbox.assembler.blocks import VALIDATED_OUTPUTS
+    from tavernbox.assembler.render import COMPILED_TEMPLATES
+
+    clear_scan_books()
+    COMPILED_TEMPLATES.clear()
+    VALIDATED_OUTPUTS.clear()
+
+
+def _request(n: int, budget: dict[str, Any] | None = None) -> dict[str, Any]:
+    messages = [{"role": "user" if (n - i) % 2 else "assistant",
+                 "content": f"Message {i}: the king walks to the city gate and talks about the war."} for i in range(n)]
+    req: dict[str, Any] = {"preset": str(PRESET), "card": str(CARD), "books": [str(BOOK)], "chat": {"messages": messages}}
+    if budget:
+        req["budget"] = budget
+    return req
+
+
+@pytest.mark.skipif(not PRESET.exists(), reason="the corpora live in ../shared beside the repository")
+@pytest.mark.parametrize("budget", [None, {"max_context": 120_000, "max_tokens": 300},
+                                    {"max_context": 60_000, "max_tokens": 300}])
+def test_the_corpus_request_is_the_same_cold_and_warm(budget: dict[str, Any] | None) -> None:
+    # the default budget fits everything uncounted; the smaller ones make world info and the
+    # chat history count and cut near their limits
+    _clear_everything()
+    cold = json.dumps(assemble_request(_request(200, budget)).to_dict(), ensure_ascii=False, sort_keys=True)
+    warm = [json.dumps(assemble_request(_request(200, budget)).to_dict(), ensure_ascii=False, sort_keys=True)
+            for _ in range(3)]
+    assert warm == [cold] * 3
+
+
+def test_shared_frozen_values_are_one_object_per_content() -> None:
+    a = shared_frozen([{"uid": 1, "content": "x", "order": 1.0}])
+    assert shared_frozen([{"uid": 1, "content": "x", "order": 1.0}]) is a
+    assert shared_frozen([{"uid": 1, "content": "x", "order": 1}]) is not a  # 1.0 and 1 differ in JSON
+    assert shared_frozen([{"uid": True, "content": "x", "order": 1.0}]) is not a
+    assert json.loads(json.dumps(list(map(dict, a)))) == [{"uid": 1, "content": "x", "order": 1.0}]
+
+
+@pytest.mark.skipif(not PRESET.exists(), reason="the corpora live in ../shared beside the repository")
+@pytest.mark.parametrize("max_context", [120_000, 690_000, 700_000, 2_000_000])
+def test_world_info_bounded_by_bytes_equals_counting_every_time(max_context: int,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_wi_counter``'s promise (counts never above bytes) changes no decision, near the budget
+    or far from it: the same request with a counter that counts every text gives the same result."""
+    import tavernbox.strategies.st_assemble as st
+    from tavernbox.tokenizers import get_tokenizer
+
+    budget = {"max_context": max_context, "max_tokens": 300}
+    bounded = json.dumps(assemble_request(_request(20, budget)).to_dict(), ensure_ascii=False, sort_keys=True)
+    count = get_tokenizer("o200k").count
+    monkeypatch.setattr(st, "_wi_counter", lambda name: (lambda text: count(text)))
+    counted = json.dumps(assemble_request(_request(20, budget)).to_dict(), ensure_ascii=False, sort_keys=True)
+    assert bounded == counted
