@@ -91,3 +91,19 @@ def test_a_json_request_far_from_its_budget_imports_no_tokenizer_yaml_or_regex_e
     done = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent)], capture_output=True, text=True,
                           timeout=120, check=True)
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+
+
+@pytest.mark.skipif(not PRESET.exists(), reason="the corpora live in ../shared beside the repository")
+def test_the_cached_preset_is_read_not_changed() -> None:
+    """The chat-history check parses the cached preset's own plain data (no copy): it must only read it."""
+    from tavernbox.assets.cache import load_cached
+    from tavernbox.assets.frozen import json_text
+
+    _clear_everything()
+    cached = load_cached(PRESET, kind="preset").model_dump(mode="json", exclude_none=True)
+    before = json_text(cached)
+    for gen in ("normal", "impersonate", "continue", "quiet"):
+        req = _request(6)
+        req["generation"] = {"type": gen, **({"quiet_prompt": "q"} if gen == "quiet" else {})}
+        assemble_request(req)
+    assert json_text(load_cached(PRESET, kind="preset").model_dump(mode="json", exclude_none=True)) == before

@@ -19,10 +19,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+# every stage of the request path is imported with this module, not inside the first request:
+# a server's first request then costs what a later one does, its one-time work aside
+from ..assembler import Assembler, AssemblyRequest
+from ..assembler.sources import world_info_from_activation
+from ..assets.cache import load_cached, parse_cached  # read-only views of validated assets, cached
+from ..assets.frozen import plain_data
+from ..assets.presets import parse_preset as parse_st_preset
 from ..errors import Diagnostic, TemplateError
+from ..macros import expand_macros
+from ..tokenizers import MessageCounter, get_tokenizer
+from ..worldinfo import ScanContext, activate_world_info, to_json
+from .builtin import builtin_strategy
+from .sillytavern import prompt_sequence, squash_system_messages, st_registry
+from .st_budget import MessageKind, fit, fits_without_counting
+from .st_cache import derived, memo_count, scan_books, shared_frozen
 from .st_chat import StChat, parse_chat, parse_chat_text
 from .st_postprocess import PromptNames, history_messages, post_process, to_claude, to_google
-from .st_budget import MessageKind, fit, fits_without_counting
 from .st_request import StRequest, parse_request
 
 __all__ = ["LoadedInputs", "StAssembly", "assemble_request", "load_inputs", "world_info_books"]
@@ -79,8 +92,6 @@ class StAssembly:
 def _wi_trace(activation: Any) -> Any:
     if activation is None:
         return None
-    from ..worldinfo import to_json
-
     return to_json(activation).get("trace")
 
 
@@ -108,8 +119,6 @@ def _resolve(value: Any, base_dir: Path | None) -> Any:
 
 def _load(kind: str, value: Any, base_dir: Path | None, where: str) -> tuple[Any, str]:
     """An asset model from an object or a path; errors keep their code and gain the request path."""
-    from ..assets.cache import load_cached, parse_cached  # read-only views of validated assets, cached
-
     value = _resolve(value, base_dir)
     try:
         if isinstance(value, Path):
@@ -288,8 +297,6 @@ def _beyond_the_budget(history: list[dict[str, Any]], budget: int, tokenizer: st
     """
     if len(history) <= 200 or fits_without_counting(history, budget):
         return history, 0
-    from ..tokenizers import MessageCounter, get_tokenizer
-
     counter = _counters.get(tokenizer)
     if counter is None:
         counter = _counters[tokenizer] = MessageCounter(get_tokenizer(tokenizer))
@@ -307,8 +314,6 @@ def _beyond_the_budget(history: list[dict[str, Any]], budget: int, tokenizer: st
 def _expand_chat_macros(history: list[dict[str, Any]], context: dict[str, Any]) -> None:
     """Chat messages with their macros expanded, as SillyTavern prepares each history message
     (``populateChatHistory`` passes every one through ``preparePrompt``)."""
-    from ..macros import expand_macros
-
     for m in history:
         content = m.get("content")
         if isinstance(content, str) and "{{" in content:
@@ -391,8 +396,6 @@ def _kind(block_id: str, chat_index: int | None) -> MessageKind:
 def _fit(logical: list[dict[str, Any]], kinds: list[MessageKind], block_of: Mapping[str, str],
          preset: Mapping[str, Any], req: StRequest, max_context: int, max_tokens: int) -> Any:
     """The budget pass: ``(kept indexes, report)``, or ``None`` when surely everything fits uncounted."""
-    from ..tokenizers import MessageCounter, get_tokenizer
-
     budget = max_context - max_tokens
     name = req.budget.tokenizer
     if name in ("o200k", "cl100k", "words") and fits_without_counting(logical, budget):
@@ -410,12 +413,12 @@ _counters: dict[str, Any] = {}
 
 
 def _has_chat_history(preset: Mapping[str, Any], gen: str) -> bool:
-    from ..assets.presets import parse_preset as parse_st_preset
-    from .sillytavern import prompt_sequence
-    from .st_cache import derived  # once per cached preset
-
+    """Whether the preset's prompt sequence for ``gen`` holds the chat-history marker (once per
+    cached preset). The parser only reads, so it gets the cached plain data itself, not a copy
+    (a JSON round trip of the whole preset, a fifth of a fresh process's first request)."""
     return derived(("has_chat_history", gen), preset, lambda: any(
-        p.identifier == "chatHistory" for p in prompt_sequence(parse_st_preset(dict(preset)), gen)[0]))
+        p.identifier == "chatHistory"
+        for p in prompt_sequence(parse_st_preset({k: plain_data(v) for k, v in preset.items()}), gen)[0]))
 
 
 _LAST_CHAT_MESSAGE = re.compile(r"\{\{\s*lastChatMessage\s*\}\}", re.I)
@@ -430,21 +433,11 @@ def _wi_counter(tokenizer: str) -> Any:
     activated entries' bytes could reach the budget, so a budget far from full never loads the
     tokenizer (building the o200k encoding is most of a fresh process's first request).
     """
-    from ..tokenizers import get_tokenizer
-    from .st_cache import memo_count  # counts of the same entries, kept between requests
-
     return memo_count(get_tokenizer(tokenizer).count)
 
 
 def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | Path | None = None) -> StAssembly:
     """Assemble what SillyTavern sends for ``request`` (a request-file object, see :mod:`.st_request`)."""
-    from ..assembler import Assembler, AssemblyRequest
-    from ..assembler.sources import world_info_from_activation
-    from ..worldinfo import ScanContext, activate_world_info
-    from .builtin import builtin_strategy
-    from .sillytavern import squash_system_messages, st_registry
-    from .st_cache import scan_books, shared_frozen
-
     req = parse_request(request)
     base = Path(base_dir) if base_dir is not None else None
     inputs = load_inputs(req, base)
