@@ -107,3 +107,28 @@ def test_the_cached_preset_is_read_not_changed() -> None:
         req["generation"] = {"type": gen, **({"quiet_prompt": "q"} if gen == "quiet" else {})}
         assemble_request(req)
     assert json_text(load_cached(PRESET, kind="preset").model_dump(mode="json", exclude_none=True)) == before
+
+
+@pytest.mark.parametrize("mode", [[], ["--messages"], ["--messages", "--target", "claude"], ["--json"]])
+def test_the_cli_checks_what_it_prints_for_lone_surrogates(tmp_path: Path, mode: list[str]) -> None:
+    """Each output mode refuses a lone surrogate in what it would print, printing nothing first
+    (the readable and ``--messages`` modes check the messages and warnings they print, not the
+    whole result)."""
+    from click.testing import CliRunner
+
+    from tavernbox.cli.main import main
+
+    lone = "x\ud800y"
+    chat = tmp_path / "chat.json"
+    chat.write_text(json.dumps({"messages": [{"role": "user", "content": lone}]}), encoding="utf-8")
+    preset = tmp_path / "p.json"
+    preset.write_text(json.dumps({
+        "prompts": [{"identifier": "main", "name": "Main", "system_prompt": True, "role": "system", "content": "M"},
+                    {"identifier": "chatHistory", "name": "Chat History", "marker": True, "system_prompt": True}],
+        "prompt_order": [{"character_id": 100001, "order": [{"identifier": "main", "enabled": True},
+                                                            {"identifier": "chatHistory", "enabled": True}]}]}),
+        encoding="utf-8")
+    result = CliRunner().invoke(main, ["assemble", "--chat", str(chat), "--preset", str(preset), *mode])
+    assert result.exit_code == 1
+    lines = [line for line in result.stdout.splitlines() if line.strip()]
+    assert len(lines) == 1 and json.loads(lines[0])["error"]["code"] == "TEXT_SURROGATE"
