@@ -61,3 +61,46 @@ def test_a_source_outputs_json_form_is_a_fresh_copy_each_read() -> None:
     assert first.raw is not first.raw
     first.raw["blocks"].clear()
     assert second.raw == output
+
+
+@pytest.mark.parametrize("a, b", [
+    (1, 1.0), (1, True), (0.0, -0.0), ("1", 1), (None, "null"), ({"a": 1}, {"a": "1"}), ([1, 2], [2, 1]),
+    ({"a": 1, "b": 2}, {"b": 2, "a": 1}), ([[]], [{}]),
+])
+def test_outputs_with_different_json_have_different_shapes(a: Any, b: Any) -> None:
+    from tavernbox.assembler.blocks import _json_text, _shape
+
+    assert _json_text(a) != _json_text(b)
+    assert _shape(a) != _shape(b)
+
+
+def test_outputs_with_the_same_json_may_share_a_shape() -> None:
+    from types import MappingProxyType
+
+    from tavernbox.assembler.blocks import _json_text, _shape
+
+    same = [({"a": [1, "x"]}, MappingProxyType({"a": (1, "x")})), ([1.5, None], (1.5, None))]
+    for a, b in same:
+        assert _json_text(a) == _json_text(b) and _shape(a) == _shape(b)
+
+
+def test_a_rebuilt_output_is_recognised_without_serialising_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tavernbox.assembler.blocks as blocks
+
+    def build() -> dict[str, Any]:
+        return {"blocks": [{"type": "text", "id": "b", "text": "x" * 1000, "order": 1.0}], "macros": {"m": "b"}}
+
+    first = validate_output(build(), "example.shape", ())
+    written: list[Any] = []
+    real = blocks._json_text
+    monkeypatch.setattr(blocks, "_json_text", lambda o: written.append(o) or real(o))
+    again = validate_output(build(), "example.shape", ())
+    assert written == [] and again.blocks == first.blocks and again.raw == first.raw
+    changed = build()
+    changed["blocks"][0]["order"] = 1  # 1 and 1.0 differ in JSON: validated as a new output
+    assert validate_output(changed, "example.shape", ()).raw["blocks"][0]["order"] == 1
+    assert len(written) == 1
+    with pytest.raises(Exception) as bad:
+        validate_output({"blocks": [{"type": "text", "id": "b", "text": "x", "order": float("nan")}]},
+                        "example.shape", ())
+    assert getattr(bad.value, "code", None) == "ASSEMBLY_SOURCE_OUTPUT_INVALID"
