@@ -421,6 +421,17 @@ def _has_chat_history(preset: Mapping[str, Any], gen: str) -> bool:
         for p in prompt_sequence(parse_st_preset({k: plain_data(v) for k, v in preset.items()}), gen)[0]))
 
 
+_REGISTRY: list[Any] = []
+
+
+def _registry() -> Any:
+    """The sources the request path assembles with (built-ins and the preset source): built once,
+    as nothing registers into it (each assembly works on its own capture of the registrations)."""
+    if not _REGISTRY:
+        _REGISTRY.append(st_registry())
+    return _REGISTRY[0]
+
+
 _LAST_CHAT_MESSAGE = re.compile(r"\{\{\s*lastChatMessage\s*\}\}", re.I)
 
 
@@ -547,7 +558,7 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
         assets["macro_context"] = {**assets.get("macro_context", {}), "chat": [
             {"role": m["role"], "name": m.get("name") or "", "content": m["content"]} for m in chat]}
     input_ids = [history[-1]["id"]] if history and history[-1]["role"] == "user" else []
-    result = Assembler(st_registry()).assemble(AssemblyRequest.from_dict({
+    result = Assembler(_registry()).assemble(AssemblyRequest.from_dict({
         "preset": builtin_strategy("builtin-st"), "messages": history, "input_ids": input_ids, "assets": assets,
         "preview": req.options.dry_run, "system_prompt_update": "in-history", "seed": req.options.seed}))
     warnings.extend(d for d in result.diagnostics if d.severity in ("warning", "error"))
