@@ -18,12 +18,16 @@ BOOK = CORPORA / "worldbooks" / "prolix-zzz-lorebook-vector.json"
 
 
 def _clear_everything() -> None:
+    from tavernbox.assembler import registry
     from tavernbox.assembler.blocks import VALIDATED_OUTPUTS
     from tavernbox.assembler.render import COMPILED_TEMPLATES
 
     clear_scan_books()
     COMPILED_TEMPLATES.clear()
     VALIDATED_OUTPUTS.clear()
+    registry.ASSET_CACHE.clear()  # the frozen assets, and what sources keep on them
+    with registry._VIEW_LOCK:
+        registry._VIEW_CACHE.clear()
 
 
 def _request(n: int, budget: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -132,3 +136,21 @@ def test_the_cli_checks_what_it_prints_for_lone_surrogates(tmp_path: Path, mode:
     assert result.exit_code == 1
     lines = [line for line in result.stdout.splitlines() if line.strip()]
     assert len(lines) == 1 and json.loads(lines[0])["error"]["code"] == "TEXT_SURROGATE"
+
+
+@pytest.mark.skipif(not PRESET.exists(), reason="the corpora live in ../shared beside the repository")
+def test_each_generation_type_is_the_same_cold_and_after_the_others() -> None:
+    """What the preset source keeps per preset (its parse, its prompt sequence per generation
+    type) gives every generation type its own answer, whatever ran before."""
+    def run(gen: str) -> str:
+        req = _request(12)
+        req["generation"] = {"type": gen, **({"quiet_prompt": "Say hi."} if gen == "quiet" else {})}
+        return json.dumps(assemble_request(req).to_dict(), ensure_ascii=False, sort_keys=True)
+
+    gens = ["normal", "impersonate", "continue", "quiet", "swipe"]
+    cold = {}
+    for gen in gens:
+        _clear_everything()
+        cold[gen] = run(gen)
+    for gen in [*gens, *reversed(gens)]:
+        assert run(gen) == cold[gen], gen
