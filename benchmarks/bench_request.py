@@ -13,9 +13,11 @@ slows both sides):
   every call, as in a real conversation (nothing can be answered from the previous result).
 - ``first`` / ``warm`` in a fresh process (<= 2x): the first assembly pays every one-time cost that
   is not an import (reading the assets, compiling grammars and regexes, first-call caches). The
-  import itself (``import_ms``) is measured separately, as are the 2nd and 3rd assemblies; a
-  second set of processes builds the budget's o200k tokenizer before the first assembly and
-  reports that cost apart (``fresh_tokenizer_preloaded``), since it dominates the first call.
+  import itself (``import_ms``, which includes every stage of the request path: ``st_assemble``
+  imports them) is measured separately, as are the 2nd and 3rd assemblies. A second set of
+  processes builds the o200k tokenizer before the first assembly and reports that cost apart
+  (``fresh_tokenizer_preloaded``): this request's budget is far from full, so it never counts
+  (the bytes bound the tokens), but a request near its budget pays that build once per process.
 - ``cli``: the whole ``tavernbox assemble --preset P --card C --book B --chat CHAT`` command,
   against ``python -c "import json; json.load(open(P))"`` on the same preset (<= 6x).
 - ``help``: ``tavernbox --help`` against a bare ``python -c pass`` (within 40 ms).

@@ -170,6 +170,7 @@ def _spy(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[int]]:
     monkeypatch.setattr(st_history, "history_item", item)
     monkeypatch.setattr(MacroContext, "from_dict", classmethod(from_dict))
     monkeypatch.setattr(worldinfo, "ChatTail", tail)
+    monkeypatch.setattr(st_assemble, "ChatTail", tail)  # imported with the module (issue 11's first-request cost)
     return seen
 
 

@@ -28,7 +28,7 @@ from ..collector import bulk_allocation
 from ..errors import Diagnostic
 from .compose import AssemblyRequest, AssemblyResult, bad_request, compose, json_copy
 from .identity import content_hash
-from .record import build_record, diagnostic_dict
+from .record import assembled_messages, build_record, diagnostic_dict
 from .registry import (
     CancellationToken,
     FrozenMap,
@@ -213,8 +213,11 @@ class Assembler:
             snapshots=prior_records,
         )
         result.draws = [{"key": r["key"], "draws": r["draws"]} for r in renders if r["draws"]]
-        result.record = build_record(
-            req, entries, native, input_ids, diags, renders, list(state.notices), result, snapshots=prior_records
+        # the record is built when read; what it describes is taken now (the messages as assembled:
+        # the dicts belong to the caller once returned)
+        sent, notices, early = assembled_messages(result.messages), list(state.notices), list(diags)
+        result.record_builder = lambda: build_record(
+            req, entries, native, input_ids, early, renders, notices, sent, snapshots=prior_records
         )
         if leases is not None:  # the commit point: nothing is saved or returned on a stale input
             leases.check("before the result was committed", fresh=True)

@@ -81,7 +81,14 @@ class SourceOutput:
     blocks: tuple[Block, ...]
     macros: MappingProxyType[str, str]
     diagnostics: tuple[Diagnostic, ...]
-    raw: dict[str, Any] = field(repr=False, default_factory=dict)
+    #: the output's compact JSON text, as validated
+    raw_text: str = field(repr=False, default="{}")
+
+    @property
+    def raw(self) -> dict[str, Any]:
+        """The output's JSON form, a fresh copy on every read (parsed when the record asks for
+        it: most assemblies never read their record)."""
+        return json.loads(self.raw_text)  # type: ignore[no-any-return]
 
     def block(self, block_id: str) -> Block | None:
         """The block with this id, if the output has it."""
@@ -127,7 +134,32 @@ class _ValidatedCache:
         self.max_entries, self.max_chars = max_entries, max_chars
         self._items: OrderedDict[tuple[str, tuple[str, ...], str], SourceOutput] = OrderedDict()
         self._chars = 0
+        #: the same outputs by source, dependencies and :func:`_shape`: an output built again from
+        #: the same parts (a preset's prompts, a card's fields, hundreds of KiB) is recognised
+        #: without serialising it; its record text is the one validated then
+        self._shapes: OrderedDict[Any, SourceOutput] = OrderedDict()
+        self._shape_chars = 0
         self._lock = threading.Lock()
+
+    def by_shape(self, key: Any) -> SourceOutput | None:
+        with self._lock:
+            hit = self._shapes.get(key)
+            if hit is not None:
+                self._shapes.move_to_end(key)
+            return hit
+
+    def put_shape(self, key: Any, value: SourceOutput) -> None:
+        size = len(value.raw_text)
+        if size > self.max_chars // 4:
+            return
+        with self._lock:
+            if key in self._shapes:
+                return
+            self._shapes[key] = value
+            self._shape_chars += size
+            while len(self._shapes) > self.max_entries or self._shape_chars > self.max_chars:
+                _, old = self._shapes.popitem(last=False)
+                self._shape_chars -= len(old.raw_text)
 
     def get(self, key: tuple[str, tuple[str, ...], str]) -> SourceOutput | None:
         with self._lock:
@@ -152,10 +184,37 @@ class _ValidatedCache:
         with self._lock:
             self._items.clear()
             self._chars = 0
+            self._shapes.clear()
+            self._shape_chars = 0
 
 
 #: outputs validated before (see :class:`_ValidatedCache`)
 VALIDATED_OUTPUTS = _ValidatedCache()
+
+
+def _shape(value: Any) -> Any:
+    """A key that two outputs share only when their JSON texts are equal, built without writing
+    the text: strings stand for themselves (their hash is kept on the string, and an unchanged
+    source hands back the same strings), numbers and booleans are tagged by type (``1``, ``1.0``
+    and ``True`` are equal in Python, not in JSON; floats by ``repr``, so ``-0.0`` is not
+    ``0.0``), containers as their JSON form reads them. Raises ``TypeError`` for anything
+    else (the JSON path then reports it)."""
+    kind = type(value)
+    if kind is str or value is None:
+        return value
+    if kind is dict or isinstance(value, Mapping):
+        return ("d", tuple([(k if type(k) is str else ("k", repr(k)), _shape(v)) for k, v in value.items()]))
+    if kind is list or kind is tuple or isinstance(value, (list, tuple, frozenset)):
+        return ("l", tuple([_shape(v) for v in value]))
+    if kind is bool:
+        return ("b", value)
+    if kind is int:
+        return ("i", value)
+    if kind is float:
+        return ("f", repr(value))
+    raise TypeError(f"{kind.__name__} is not JSON data")
+
+
 
 
 def _invalid(source_id: str, message: str, path: str) -> TemplateError:
@@ -255,8 +314,15 @@ def validate_output(output: Any, source_id: str, dependencies: tuple[str, ...]) 
     needs, which is what makes the job order and the record's provenance trustworthy.
     """
     try:
+        shape: Any = (source_id, tuple(dependencies), _shape(output))
+    except (TypeError, RecursionError):
+        shape = None  # not plain JSON data, or deep: the text decides (and reports what is wrong)
+    if shape is not None:
+        known = VALIDATED_OUTPUTS.by_shape(shape)
+        if known is not None:
+            return known
+    try:
         text = _json_text(output)
-        data = json.loads(text)
     except (TypeError, ValueError) as exc:
         raise _invalid(source_id, f"not JSON data ({exc})", "$") from None
     except RecursionError:
@@ -264,7 +330,17 @@ def validate_output(output: Any, source_id: str, dependencies: tuple[str, ...]) 
     key = (source_id, tuple(dependencies), text)
     seen_before = VALIDATED_OUTPUTS.get(key)
     if seen_before is not None:
-        return SourceOutput(seen_before.blocks, seen_before.macros, seen_before.diagnostics, data)
+        # the same JSON text was validated before: its blocks stand, and the text is the record's
+        found = SourceOutput(seen_before.blocks, seen_before.macros, seen_before.diagnostics, text)
+        if shape is not None:
+            VALIDATED_OUTPUTS.put_shape(shape, found)
+        return found
+    try:
+        data = json.loads(text)
+    except (TypeError, ValueError) as exc:  # NaN and the like: the text is not JSON after all
+        raise _invalid(source_id, f"not JSON data ({exc})", "$") from None
+    except RecursionError:
+        raise _invalid(source_id, "output nested too deeply", "$") from None
     size = len(text.encode("utf-8", "surrogatepass"))
     if not isinstance(data, dict) or not isinstance(data.get("blocks"), list):
         raise _invalid(source_id, "expected an object {blocks: [...], macros?, diagnostics?}", "$")
@@ -311,6 +387,8 @@ def validate_output(output: Any, source_id: str, dependencies: tuple[str, ...]) 
                 data={"source_id": source_id, **(d.get("data") if isinstance(d.get("data"), dict) else {})},
             )
         )
-    validated = SourceOutput(tuple(blocks), MappingProxyType(dict(macros)), tuple(diags), data)
+    validated = SourceOutput(tuple(blocks), MappingProxyType(dict(macros)), tuple(diags), text)
     VALIDATED_OUTPUTS.put(key, validated)
+    if shape is not None:
+        VALIDATED_OUTPUTS.put_shape(shape, validated)
     return validated

@@ -186,7 +186,6 @@ class AssemblyResult:
     diagnostics: list[Diagnostic]
     sources: list[dict[str, Any]]
     draws: list[dict[str, Any]]
-    record: dict[str, Any]
     #: the array before system projection (contributions still separate), for inspection
     logical_messages: list[dict[str, Any]] = field(default_factory=list)
     #: retained snapshot records to hand to the next request (see :mod:`.snapshots`)
@@ -199,6 +198,23 @@ class AssemblyResult:
     #: the character ranges of each of :attr:`logical_messages` (before projection), for callers
     #: that send the logical array themselves (SillyTavern's request) and need its provenance
     logical_spans: list[Any] = field(default_factory=list, repr=False, compare=False)
+    _record: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    #: builds :attr:`record` on first read (set by the assembler; see :attr:`record`)
+    record_builder: Callable[[], dict[str, Any]] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def record(self) -> dict[str, Any]:
+        """The replay record (:mod:`.record`): built on first read from what the assembly kept
+        (its messages as they were assembled, the sources' outputs as JSON text), so a host that
+        only sends the messages does not hash them and copy every output; the same dict after."""
+        if self._record is None:
+            builder, self.record_builder = self.record_builder, None
+            self._record = builder() if builder is not None else {}
+        return self._record
+
+    @record.setter
+    def record(self, value: dict[str, Any]) -> None:
+        self._record, self.record_builder = value, None
 
     @property
     def provenance(self) -> list[dict[str, Any]]:
@@ -421,7 +437,6 @@ def compose(
         diagnostics=diagnostics,
         sources=[e.descriptor.to_dict() for e in entries],
         draws=[],
-        record={},
         logical_messages=logical_messages,
         snapshots=retention.records,
         span_source=span_source,

@@ -12,6 +12,7 @@ import hashlib
 from typing import Any
 
 from .limits import dumps, messages_json
+from .text_memo import TextMemo
 
 __all__ = ["content_hash", "derived_id", "messages_hash", "text_hash", "text_identity"]
 
@@ -59,6 +60,8 @@ def derived_id(*parts: Any) -> str:
 
 
 _TEXT_IDS: dict[tuple[str, str, str], tuple[str, str]] = {}
+#: per long text object: ``(key, role) -> (hash, id)``
+_LONG_TEXT_IDS: TextMemo[dict[tuple[str, str], tuple[str, str]]] = TextMemo(lambda _text: {})
 _TEXT_IDS_MAX = 16384
 _TEXT_IDS_MAX_TEXT = 4096  # longer texts are hashed every time (at most 64 MiB of keys held)
 
@@ -68,9 +71,15 @@ def text_identity(key: str, role: str, text: str) -> tuple[str, str]:
 
     Both are pure functions of their inputs and an unchanged prompt asks for the same pair every
     request, so they are remembered (a bounded table, emptied when full)."""
-    if len(text) > _TEXT_IDS_MAX_TEXT:  # hashing is cheap next to a long text's size: keep memory bounded
-        digest = text_hash(text, role)
-        return digest, derived_id("text", key, digest)
+    if len(text) > _TEXT_IDS_MAX_TEXT:
+        # a long text is not keyed by value (each lookup would hash it all) but by its object:
+        # an unchanged long prompt comes back from the render caches as the same string
+        pairs = _LONG_TEXT_IDS(text)
+        found = pairs.get((key, role))
+        if found is None:
+            digest = text_hash(text, role)
+            found = pairs[(key, role)] = (digest, derived_id("text", key, digest))
+        return found
     found = _TEXT_IDS.get((key, role, text))
     if found is None:
         digest = text_hash(text, role)

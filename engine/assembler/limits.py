@@ -23,6 +23,7 @@ from json.encoder import c_make_encoder, encode_basestring
 from typing import Any
 
 from ..errors import TemplateError
+from .text_memo import TextMemo
 
 __all__ = [
     "DEFAULT_PROFILE_BYTES",
@@ -138,11 +139,14 @@ def message_json(message: Any) -> tuple[str, int]:
 
 
 _STRING_SIZES: dict[str, int] = {}
+_LONG_STRING_SIZES: TextMemo[int] = TextMemo(json_size)
 
 
 def string_json_size(text: str) -> int:
     """``json_size(text)`` of one string, remembered (bounded like :func:`message_json`): a
     prompt's text is measured again by every request that projects it."""
+    if len(text) > 4096:  # by object, not by value (see :mod:`.text_memo`)
+        return _LONG_STRING_SIZES(text)
     size = _STRING_SIZES.get(text)
     if size is None:
         size = json_size(text)

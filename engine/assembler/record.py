@@ -24,7 +24,7 @@ from .registry import ResolvedEntry, SourceDescriptor
 from .render import RenderOutput
 from .rules import Rule, parse_preset
 
-__all__ = ["RECORD_FORMAT", "build_record", "diagnostic_dict", "replay"]
+__all__ = ["RECORD_FORMAT", "assembled_messages", "build_record", "diagnostic_dict", "replay"]
 
 RECORD_FORMAT = "tavernbox-assembly-record"
 RECORD_VERSION = 1
@@ -42,10 +42,12 @@ def build_record(
     diagnostics: list[Diagnostic],
     renders: list[dict[str, Any]],
     notices: list[Diagnostic],
-    result: AssemblyResult,
+    result: AssemblyResult | list[dict[str, Any]],
     snapshots: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The JSON-ready record of one assembly (see the module docstring)."""
+    """The JSON-ready record of one assembly (see the module docstring); ``result`` is the
+    assembly's result or its messages."""
+    messages = result.messages if isinstance(result, AssemblyResult) else result
     return {
         "format": RECORD_FORMAT,
         "version": RECORD_VERSION,
@@ -73,8 +75,20 @@ def build_record(
         "diagnostics": [diagnostic_dict(d) for d in diagnostics],
         "renders": renders,
         "notices": [diagnostic_dict(d) for d in notices],
-        "messages_hash": messages_hash(result.messages),
+        "messages_hash": messages_hash(messages),
     }
+
+
+def assembled_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages as they are now, for a record built later: each dict copied (their strings
+    are immutable), a message holding other containers (tool calls, content parts) deeply."""
+    import copy
+
+    out = []
+    for m in messages:
+        flat = type(m) is dict and all(v is None or type(v) is str for v in m.values())
+        out.append(dict(m) if flat else copy.deepcopy(m))
+    return out
 
 
 def diagnostic_dict(d: Diagnostic) -> dict[str, Any]:

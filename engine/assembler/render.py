@@ -33,6 +33,7 @@ from functools import lru_cache
 from typing import Any, Protocol
 
 from ..errors import Diagnostic
+from .text_memo import TextMemo
 
 __all__ = [
     "COMPILED_TEMPLATES",
@@ -54,6 +55,21 @@ _RESERVED = re.compile("[\ufdd0-\ufdef]")
 SOURCE_MACRO = re.compile(r"\{\{\s*([^{}:\s]+)\s*\}\}")
 #: ``{{ name }}`` where the name may hold ``::`` (``format_message_variable::stat_data``): a literal macro
 LITERAL_MACRO = re.compile(r"\{\{\s*([^{}]+?)\s*\}\}")
+
+
+def _no_reserved_chars(text: str) -> bool:
+    return not _RESERVED.search(text)
+
+
+_NO_RESERVED_LONG = TextMemo(_no_reserved_chars)
+
+
+def _no_reserved(text: str) -> bool:
+    """Whether ``text`` holds none of the reserved noncharacters (asked of every rendered text
+    each request; a long non-ASCII one, a card description, is searched once per text object)."""
+    if text.isascii():  # constant time: CPython keeps the flag
+        return True
+    return _NO_RESERVED_LONG(text) if len(text) > 1024 else not _RESERVED.search(text)
 
 
 def _hex(n: int) -> str:
@@ -153,6 +169,24 @@ class RenderState:
     #: the macro engine's entry points, looked up once per request
     engine: Any = None
     _static_key: str | None = None
+    #: ``(the local-variables dict, its token)``: :meth:`locals_token`'s answer for that very dict
+    _locals_token: tuple[Any, bytes | None] | None = None
+
+    def locals_token(self) -> bytes | None:
+        """A digest naming the request-local variables as they are now (``None``: values other
+        than strings, numbers, booleans and null, which are not keyed).
+
+        Computed when the variables are a new dict (a render changed them), else remembered: a
+        render served from :attr:`_Template.pure_renders` hands over the token of the variables
+        it leaves, so a chain of ``{{setvar}}`` prompts costs no digest at all.
+        """
+        local = self.local_variables
+        kept = self._locals_token
+        if kept is not None and kept[0] is local:
+            return kept[1]
+        token = _variables_token(local)
+        self._locals_token = (local, token)
+        return token
 
     def static_key(self) -> str:
         """A digest of everything in the macro context but the chat (computed once per request):
@@ -168,6 +202,16 @@ class RenderState:
         if code not in self._noted:
             self._noted.add(code)
             self.notices.append(Diagnostic(code, message, severity="info"))
+
+
+def _variables_token(variables: dict[str, Any]) -> bytes | None:
+    """A digest of flat variables (names and values, in order, types told apart by ``repr``)."""
+    import hashlib
+
+    for value in variables.values():
+        if value is not None and value.__class__ not in (str, int, float, bool):
+            return None
+    return hashlib.blake2b(repr(list(variables.items())).encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 class _Identity:
@@ -270,18 +314,54 @@ STATIC_MACROS = frozenset({
 })
 
 
+#: Macros whose value and effects are a function of the static context (:data:`STATIC_MACROS`)
+#: and the request-local variables alone: the local-variable family, comments, ``trim``, ``noop``,
+#: ``newline``. None reads the chat, a global variable, the clock or the random stream.
+PURE_MACROS = frozenset({
+    *(name.lower() for name in STATIC_MACROS),
+    "setvar", "addvar", "incvar", "decvar", "getvar", "hasvar", "varexists", "deletevar", "flushvar",
+    "//", "comment", "trim", "noop", "newline",
+})
+
+#: where a macro can start (``{{``) and the name that follows it, as written
+_MACRO_START = re.compile(r"\{\{\s*(//|[A-Za-z_][\w-]*)?")
+
+
+def _pure_text(text: str) -> bool:
+    """Whether every ``{{`` of ``text`` (nested ones too) opens a macro of :data:`PURE_MACROS`.
+
+    Read from the text itself, not the parse, so it holds whatever shape the parser gives the
+    macros: a flag, a variable shorthand (``{{.x}}``), a closer or any name outside the set makes
+    the answer False, which only means "evaluate every time".
+    """
+    for match in _MACRO_START.finditer(text):
+        name = match.group(1)
+        if name is None or name.lower() not in PURE_MACROS:
+            return False
+    return True
+
+
 class _Template:
     """A compiled template plus, when it reads only :data:`STATIC_MACROS`, its rendered text per
-    static context (the few last ones), so an unchanged prompt is not evaluated every request."""
+    static context (the few last ones), so an unchanged prompt is not evaluated every request.
 
-    __slots__ = ("_input_hash", "compiled", "renders", "static")
+    A template of :data:`PURE_MACROS` (``{{setvar}}`` and ``{{getvar}}`` prompts, which presets
+    chain by the dozen) keeps its renders per static context *and* local variables before it:
+    the text, its segments, and the variables it leaves.
+    """
+
+    __slots__ = ("_input_hash", "compiled", "pure", "pure_renders", "renders", "static")
     MAX_RENDERS = 4
 
-    def __init__(self, compiled: Any) -> None:
+    def __init__(self, compiled: Any, text: str = "") -> None:
         self.compiled = compiled
         self.static = _reads_static_only(compiled)
         #: static context key -> (rendered text, its macro segments)
         self.renders: OrderedDict[str, tuple[str, tuple[tuple[int, int, dict[str, Any]], ...]]] = OrderedDict()
+        self.pure = not self.static and bool(text) and _pure_text(text)
+        #: (static key, variables token) -> (text, segments, variables after or None when
+        #: unchanged, their token)
+        self.pure_renders: OrderedDict[tuple[str, bytes], tuple[Any, ...]] = OrderedDict()
         self._input_hash: str | None = None
 
     def input_hash(self, text: str) -> str:
@@ -299,6 +379,24 @@ class _Template:
         self.renders[static_key] = (text, segments)
         while len(self.renders) > self.MAX_RENDERS:
             delta -= len(self.renders.popitem(last=False)[1][0])
+        return delta
+
+    def remember_pure(self, key: tuple[str, bytes], text: str, segments: tuple[tuple[int, int, dict[str, Any]], ...],
+                      after: dict[str, Any] | None, after_token: bytes | None) -> int:
+        """Keep a pure render under ``key``; returns the change in characters held (its text and
+        the variables it keeps, counted by their text)."""
+
+        def size(entry: tuple[Any, ...] | None) -> int:
+            if entry is None:
+                return 0
+            kept = entry[2]
+            return len(entry[0]) + (sum(len(k) + len(str(v)) for k, v in kept.items()) if kept else 0)
+
+        entry = (text, segments, after, after_token)
+        delta = size(entry) - size(self.pure_renders.get(key))
+        self.pure_renders[key] = entry
+        while len(self.pure_renders) > self.MAX_RENDERS:
+            delta -= size(self.pure_renders.popitem(last=False)[1])
         return delta
 
 
@@ -387,27 +485,39 @@ class _Tavern:
             )
             return RenderOutput(text)
         template = None
+        pure_key: tuple[str, bytes] | None = None
         if compile_fn is not None and isinstance(text, str):
-            template = COMPILED_TEMPLATES.get(compile_fn, text, _Template)
+            template = COMPILED_TEMPLATES.get(compile_fn, text, lambda compiled: _Template(compiled, text))
             if template.static:
                 seen = template.renders.get(state.static_key())
                 if seen is not None:
                     return RenderOutput(seen[0], input_hash=template.input_hash(text), segments=seen[1])
+            elif template.pure:
+                token = state.locals_token()
+                if token is not None:
+                    pure_key = (state.static_key(), token)
+                    hit = template.pure_renders.get(pure_key)
+                    if hit is not None:
+                        if hit[2] is not None:  # the variables it left (a copy: the kept dict is shared)
+                            state.local_variables = dict(hit[2])
+                            state._locals_token = (state.local_variables, hit[3])
+                        return RenderOutput(hit[0], input_hash=template.input_hash(text), segments=hit[1])
         ctx = self._context(state, context_cls)
         # our own engine traces (which macro produced which range, for span provenance); a
         # replaced ``expand_macros`` is called as it was given
         result = template.compiled.expand(ctx, trace=True) if template is not None else expand(text, ctx)
         after = getattr(result, "variables", None)
         local = after.get("local") if isinstance(after, dict) else getattr(after, "local", None)
-        changed = isinstance(local, dict) and local != state.local_variables
+        changed = local_changed = isinstance(local, dict) and local != state.local_variables
         if changed:
             state.local_variables = dict(local)
         glob = after.get("global") if isinstance(after, dict) else None
         ctx_globals = getattr(ctx, "global_variables", None)
         before = state.global_variables if state.global_variables is not None else ctx_globals
+        globals_changed = False
         if isinstance(glob, dict) and glob != (before if before is not None else {}):
             state.global_variables = dict(glob)
-            changed = True
+            changed = globals_changed = True
         diags = [d for d in getattr(result, "diagnostics", ()) if isinstance(d, Diagnostic)]
         draws = [_jsonable(d) for d in getattr(result, "draws", ())] if getattr(result, "draws", None) else []
         out = str(result.text)
@@ -415,6 +525,12 @@ class _Tavern:
         segments = tuple((s.start, s.end, macro_segment_info(s)) for s in found) if found else ()
         if template is not None and template.static and not diags and not draws and not changed:
             COMPILED_TEMPLATES.charge(compile_fn, text, template.remember(state.static_key(), out, segments))
+        elif pure_key is not None and template is not None and not diags and not draws and not globals_changed:
+            after = dict(state.local_variables) if local_changed else None
+            after_token = state.locals_token() if local_changed else None
+            if not local_changed or after_token is not None:
+                COMPILED_TEMPLATES.charge(compile_fn, text,
+                                          template.remember_pure(pure_key, out, segments, after, after_token))
         return RenderOutput(out, draws, diags, template.input_hash(text) if template is not None else None, segments)
 
 
@@ -459,7 +575,7 @@ def compose_text(
     ``macros`` are ``(start, end, name, inlined_text_or_None, info)`` in text order (``None``
     expands to nothing). ``render`` is the owning source's renderer bound to the request state.
     """
-    if not macros and not literals and (text.isascii() or not _RESERVED.search(text)):
+    if not macros and not literals and _no_reserved(text):
         # the common case (a prompt with no source or literal macro): nothing to mark or restore
         out = render(text)
         rendered = out.text
@@ -470,7 +586,7 @@ def compose_text(
             seen = _PARTITIONS.get(id(segments))
             if seen is not None and seen[0] is segments and seen[1] is rendered and seen[2] is trim:
                 return Rendered(seen[3], seen[4], tuple(out.draws), tuple(out.diagnostics))
-        if rendered.isascii() or not _RESERVED.search(rendered):
+        if _no_reserved(rendered):
             final = rendered.strip() if trim else rendered
             if segments:
                 spans = _partition(len(final), _shifted(segments, rendered, final, trim))
@@ -481,7 +597,7 @@ def compose_text(
                 spans = ((0, len(final), {}),) if final else ()
             return Rendered(final, spans, tuple(out.draws), tuple(out.diagnostics))
         return _untangle(rendered, [], [], out, trim)
-    if not text.isascii() and _RESERVED.search(text):
+    if not _no_reserved(text):
         # noncharacters carry no meaning in text; dropping them keeps the markers unambiguous
         macros = _shift_macros(text, macros)
         text = _RESERVED.sub("", text)
@@ -510,7 +626,7 @@ def compose_text(
         composed = LITERAL_MACRO.sub(swap, composed)
     out = render(composed)
     rendered = out.text
-    if not infos and not lit_values and (rendered.isascii() or not _RESERVED.search(rendered)):
+    if not infos and not lit_values and _no_reserved(rendered):
         # no marker to remove: the renderer's text is the block's own text (and its macros')
         final = rendered.strip() if trim else rendered
         segs = _shifted(out.segments, rendered, final, trim) if out.segments else []

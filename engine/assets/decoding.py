@@ -10,12 +10,14 @@ single-line card is unreadable without one.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
+if TYPE_CHECKING:
+    import yaml
 
 from ..errors import Diagnostic, TemplateError
 from ..spans import Span, line_col
@@ -256,74 +258,84 @@ def parse_json5_text(text: str) -> Any:
     return value
 
 
-class _Yaml12Loader(yaml.SafeLoader):
-    """A safe YAML loader with YAML 1.2 core-schema scalars.
+@functools.lru_cache(maxsize=1)
+def _yaml12_loader() -> type[yaml.SafeLoader]:
+    """The YAML 1.2 loader class, built on first use: YAML is read only for YAML files (MVU
+    variables), so the JSON assets of a request never pay for importing PyYAML."""
+    import yaml
 
-    PyYAML implements YAML 1.1, where ``15:44`` is the integer 944, ``no`` is false and
-    ``2024-04-08`` is a date. MVU files are read by JavaScript's ``yaml`` package (1.2 core schema), in
-    which all three are strings; real initvars contain such times, so 1.1 rules would corrupt them.
-    """
+    class _Yaml12Loader(yaml.SafeLoader):
+        """A safe YAML loader with YAML 1.2 core-schema scalars.
 
-
-def _scan_anchor(self: yaml.SafeLoader, token_class: type) -> yaml.Token:
-    """Scan ``&name``/``*name`` with YAML 1.2 anchor characters (anything but spaces and flow indicators).
-
-    PyYAML accepts only ASCII letters, digits, ``-`` and ``_``; real tavern_sync files use CJK anchor
-    names such as ``&分隔符``, which JavaScript's ``yaml`` reads fine.
-    """
-    start_mark = self.get_mark()
-    kind = "alias" if self.peek() == "*" else "anchor"
-    self.forward()
-    length = 0
-    while self.peek(length) not in "\0 \t\r\n\x85\u2028\u2029\ufeff,[]{}":
-        length += 1
-    if not length:
-        raise yaml.scanner.ScannerError(
-            f"while scanning an {kind}", start_mark, "expected an anchor name", self.get_mark()
-        )
-    value = self.prefix(length)
-    self.forward(length)
-    return token_class(value, start_mark, self.get_mark())
+        PyYAML implements YAML 1.1, where ``15:44`` is the integer 944, ``no`` is false and
+        ``2024-04-08`` is a date. MVU files are read by JavaScript's ``yaml`` package (1.2 core schema), in
+        which all three are strings; real initvars contain such times, so 1.1 rules would corrupt them.
+        """
 
 
-_Yaml12Loader.scan_anchor = _scan_anchor  # type: ignore[method-assign]
-_Yaml12Loader.yaml_implicit_resolvers = {}
-_Yaml12Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:null", re.compile(r"^(?:~|null|Null|NULL|)$"), ["~", "n", "N", ""]
-)
-_Yaml12Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
-)
-_Yaml12Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:int", re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"), list("-+0123456789")
-)
-_Yaml12Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(
-        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
-    ),
-    list("-+0123456789."),
-)
+    def _scan_anchor(self: yaml.SafeLoader, token_class: type) -> yaml.Token:
+        """Scan ``&name``/``*name`` with YAML 1.2 anchor characters (anything but spaces and flow indicators).
+
+        PyYAML accepts only ASCII letters, digits, ``-`` and ``_``; real tavern_sync files use CJK anchor
+        names such as ``&分隔符``, which JavaScript's ``yaml`` reads fine.
+        """
+        start_mark = self.get_mark()
+        kind = "alias" if self.peek() == "*" else "anchor"
+        self.forward()
+        length = 0
+        while self.peek(length) not in "\0 \t\r\n\x85\u2028\u2029\ufeff,[]{}":
+            length += 1
+        if not length:
+            raise yaml.scanner.ScannerError(
+                f"while scanning an {kind}", start_mark, "expected an anchor name", self.get_mark()
+            )
+        value = self.prefix(length)
+        self.forward(length)
+        return token_class(value, start_mark, self.get_mark())
 
 
-def _construct_int12(loader: yaml.SafeLoader, node: yaml.Node) -> int:
-    value = str(loader.construct_scalar(node))  # type: ignore[arg-type]
-    if len(value) > MAX_INT_DIGITS:
-        _parse_int(value)  # raises the clear error
-    if value.startswith("0o"):
-        return int(value[2:], 8)
-    if value.startswith("0x"):
-        return int(value[2:], 16)
-    return int(value)
+    _Yaml12Loader.scan_anchor = _scan_anchor  # type: ignore[method-assign]
+    _Yaml12Loader.yaml_implicit_resolvers = {}
+    _Yaml12Loader.add_implicit_resolver(
+        "tag:yaml.org,2002:null", re.compile(r"^(?:~|null|Null|NULL|)$"), ["~", "n", "N", ""]
+    )
+    _Yaml12Loader.add_implicit_resolver(
+        "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+    )
+    _Yaml12Loader.add_implicit_resolver(
+        "tag:yaml.org,2002:int", re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"), list("-+0123456789")
+    )
+    _Yaml12Loader.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(
+            r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+        ),
+        list("-+0123456789."),
+    )
 
 
-_Yaml12Loader.add_constructor("tag:yaml.org,2002:int", _construct_int12)
+    def _construct_int12(loader: yaml.SafeLoader, node: yaml.Node) -> int:
+        value = str(loader.construct_scalar(node))  # type: ignore[arg-type]
+        if len(value) > MAX_INT_DIGITS:
+            _parse_int(value)  # raises the clear error
+        if value.startswith("0o"):
+            return int(value[2:], 8)
+        if value.startswith("0x"):
+            return int(value[2:], 16)
+        return int(value)
+
+
+    _Yaml12Loader.add_constructor("tag:yaml.org,2002:int", _construct_int12)
+
+    return _Yaml12Loader
 
 
 def parse_yaml_text(text: str) -> Any:
     """Parse one YAML document with 1.2 core scalars; errors become ``ASSET_JSON`` at line:col."""
+    import yaml
+
     try:
-        value = _expand_yaml(yaml.load(text, Loader=_Yaml12Loader))  # noqa: S506 - a SafeLoader subclass
+        value = _expand_yaml(yaml.load(text, Loader=_yaml12_loader()))  # noqa: S506 - a SafeLoader subclass
     except RecursionError:
         raise _too_deep() from None
     except yaml.MarkedYAMLError as exc:

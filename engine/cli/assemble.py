@@ -271,10 +271,16 @@ def command(
             "target": target, "generation_type": generation_type, "quiet_prompt": quiet_prompt,
             "max_context": max_context, "max_tokens": max_tokens, "tokenizer": tokenizer})
         result = assemble_request(data, base_dir=base)
-        check_output(result.to_dict())  # the lone-surrogate rule (tavernbox.strict_json), before anything is printed
+        # the lone-surrogate rule (tavernbox.strict_json) on exactly what is printed, before any
+        # of it is: the whole result with --json (built once), else the messages and warnings
         if as_json:
-            click.echo(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
+            whole = result.to_dict()
+            check_output(whole)
+            click.echo(json.dumps(whole, ensure_ascii=False, indent=2))
             return
+        sent = result.messages if not as_messages or ("messages" in result.body and len(result.body) == 1) \
+            else result.body
+        check_output({"messages": sent, "warnings": [d.to_dict() for d in result.warnings]})
         _warn(result.warnings)
         if result.budget is not None and (result.budget.dropped_messages or result.budget.dropped_dialogues
                                           or result.budget.dropped_injections):
@@ -283,7 +289,6 @@ def command(
                          f"chat message(s), {b.dropped_injections} in-chat prompt(s), {len(b.dropped_dialogues)} "
                          f"example dialogue(s), {b.dropped_tokens} tokens")
         if as_messages:
-            sent = result.messages if "messages" in result.body and len(result.body) == 1 else result.body
             click.echo(json.dumps(sent, ensure_ascii=False, indent=2))
         else:
             _print_readable(result.messages)

@@ -7,55 +7,23 @@ Commands live one per module in this package and are imported only when invoked,
 from __future__ import annotations
 
 import importlib
-import importlib.util
 
 import click
 
 from .. import __version__
 
-#: command name -> "module:attribute" (relative to ``tavernbox.cli``)
-COMMANDS: dict[str, str] = {
-    "macros": "macros:command",
-    "render": "render:command",
-    "inspect": "inspect:command",
-    "activate": "activate:command",
-    "import": "importer:command",
-    "fuzz": "fuzz:command",
-    "assemble": "assemble:command",
-    "replay": "replay:command",
-    "lint": "lint:command",
-    "cache-report": "cache_report:command",
-    "serve": "serve:command",
-}
+# the command table and the summaries live in the package (``tavernbox.cli``), where the console
+# script's ``--help`` reads them without importing click (:mod:`.launch`)
+from . import COMMANDS, GROUP_HELP, SUMMARIES, available_commands
 
-
-#: each command's one-line summary (the first paragraph of its help), so ``tavernbox --help`` lists
-#: the commands without importing them; a test checks they match the commands' own help
-SUMMARIES: dict[str, str] = {
-    "macros": "Expand SillyTavern macros in TEXT_FILE (or stdin) with SillyTavern 1.18's semantics.",
-    "render": "Render an EJS TEMPLATE_FILE (ST-Prompt-Template dialect) in the sandbox.",
-    "inspect": "Show the metadata (title tags, @@ decorators) and diagnostics of a template.",
-    "activate": "Activate world-info entries for a chat, the way SillyTavern 1.18 does, and explain each one.",
-    "import": "Detect each FILE's kind (card, world book, preset, MVU variables), validate it and summarise it.",
-    "fuzz": "Fuzz the macro engine or the EJS renderer; save shrunk failing inputs to --out.",
-    "assemble": "Assemble the chat-completion messages for one request (by default exactly what SillyTavern sends).",
-    "replay": "Rebuild the messages of a recorded assembly without resolving any source.",
-    "lint": "Check presets, cards, world books, templates and MVU files without rendering them.",
-    "cache-report": "Report how much of the prompt stays byte-identical between turns, and what breaks it.",
-    "serve": "Serve the engines, an asset library and an OpenAI-compatible endpoint over HTTP.",
-}
+__all__ = ["COMMANDS", "SUMMARIES", "LazyGroup", "main"]
 
 
 class LazyGroup(click.Group):
     """A click group that imports each command's module only when that command is used."""
 
     def _available(self) -> dict[str, str]:
-        out = {}
-        for name, target in COMMANDS.items():
-            module = target.split(":", 1)[0]
-            if importlib.util.find_spec(f"{__package__}.{module}") is not None:
-                out[name] = target
-        return out
+        return available_commands()
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(self._available())
@@ -83,10 +51,10 @@ class LazyGroup(click.Group):
                 formatter.write_dl(rows)
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, help=GROUP_HELP, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="tavernbox")
 def main() -> None:
-    """Render SillyTavern-style prompt material safely, exactly and reproducibly."""
+    """The group: its help is :data:`tavernbox.cli.GROUP_HELP` (shared with the fast ``--help``)."""
 
 
 if __name__ == "__main__":  # pragma: no cover

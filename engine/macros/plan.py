@@ -205,6 +205,13 @@ class LevelPlan:
             "        cap = MAX_PRODUCED - base",
         ]
         order: list[str] = []
+        # the rare exits to ``_checked`` hand over the pieces so far: gathered from the function's
+        # locals by position (``_done(locals(), n)``) rather than listed in each exit's source,
+        # which made the generated code (and its compiling) grow with the square of the parts
+        names["_done"] = _pieces_so_far(order, names)
+
+        def gathered() -> str:
+            return f"_done(locals(), {len(order)})"
 
         def over(p: str, indent: str) -> list[str]:
             # ``acc`` passed ``cap``: the evaluator's checks, in its order
@@ -213,7 +220,7 @@ class LevelPlan:
                 f"{indent}    state.produced = base + acc",
                 f"{indent}    if base + acc > MAX_PRODUCED or len({p}) > max_output:",
                 f"{indent}        _too_much(state)",
-                f"{indent}    return _checked(state, depth, [{', '.join(order)}])",
+                f"{indent}    return _checked(state, depth, {gathered()})",
             ]
 
         def called(p: str, call: str, indent: str) -> list[str]:
@@ -225,7 +232,7 @@ class LevelPlan:
                 f"{indent}base = state.produced",
                 f"{indent}acc = 0",
                 f"{indent}if size > slack:",
-                f"{indent}    return _checked(state, depth, [{', '.join(order)}])",
+                f"{indent}    return _checked(state, depth, {gathered()})",
                 f"{indent}cap = MAX_PRODUCED - base",
                 f"{indent}if slack - size < cap:",
                 f"{indent}    cap = slack - size",
@@ -363,6 +370,17 @@ class LevelPlan:
                 if size > limit:
                     _too_long(state, info)
         return "".join(out)
+
+
+def _pieces_so_far(order: list[str], names: dict[str, Any]) -> Callable[[dict[str, Any], int], list[str]]:
+    """For a generated plan function: its first ``n`` pieces, in order, from its ``locals()``
+    (calls' outputs ``p3``) and its globals (literals ``l2``). ``order`` is the plan's list of
+    piece names, complete by the time the function runs."""
+
+    def done(local: dict[str, Any], n: int) -> list[str]:
+        return [local[name] if name[0] == "p" else names[name] for name in order[:n]]
+
+    return done
 
 
 def _too_long(state: RenderState, item: Any) -> None:

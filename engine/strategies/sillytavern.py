@@ -391,13 +391,16 @@ def _preset_source(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[
     card = _card(context)
     user, char = _names(context)
     persona_text, persona_position, _persona_data = _persona(context)
+    gen = str(assets.get("generation_type") or "normal")
+    # a pure function of the parsed preset and these arguments: once per frozen preset, as the parse
     if placement == "st":
-        prompts, order_diags = prompt_sequence(st, str(assets.get("generation_type") or "normal"),
-                                               persona_in_prompt=bool(persona_text) and
-                                               persona_position == PERSONA_IN_PROMPT)
+        in_prompt = bool(persona_text) and persona_position == PERSONA_IN_PROMPT
+        prompts, order_diags = memoized(raw, f"tavernbox.strategies.sillytavern:st_sequence:{gen}:{in_prompt}",
+                                        lambda: prompt_sequence(st, gen, persona_in_prompt=in_prompt))
     else:  # the rule-file strategies keep the DSH reading of a preset
-        prompts, order_diags = dsh_prompt_sequence(st, str(assets.get("generation_type") or "normal"))
-    diags.extend(order_diags)
+        prompts, order_diags = memoized(raw, f"tavernbox.strategies.sillytavern:dsh_sequence:{gen}",
+                                        lambda: dsh_prompt_sequence(st, gen))
+    diags.extend(dict(d) for d in order_diags)  # copies: the kept sequence is shared by later requests
     entries = _wi_entries(context) if wi_on and not modules else []
     resource = st.name or str(assets.get("st_preset_name") or "preset")
     blocks: list[dict[str, Any]] = []

@@ -19,7 +19,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+# every stage of the request path is imported with this module, not inside the first request:
+# a server's first request then costs what a later one does, its one-time work aside
+from ..assembler import Assembler, AssemblyRequest
+from ..assembler.sources import world_info_from_activation
+from ..assets.cache import load_cached, parse_cached  # read-only views of validated assets, cached
+from ..assets.frozen import plain_data
+from ..assets.presets import parse_preset as parse_st_preset
 from ..errors import Diagnostic, TemplateError
+from ..macros import MacroContext, expand_macros
+from ..tokenizers import MessageCounter, get_tokenizer
+from ..worldinfo import ChatTail, ScanContext, activate_world_info, to_json
+from .builtin import builtin_strategy
+from .sillytavern import prompt_sequence, squash_system_messages, st_registry
+from .st_cache import derived, memo_count, scan_books, shared_frozen
 from .st_chat import ChatMessage, StChat, parse_chat, parse_chat_text
 from .st_history import PRE_CUT_MIN, ChatHistory, macro_messages, reachable_start
 from .st_postprocess import PromptNames, post_process, to_claude, to_google
@@ -81,8 +94,6 @@ class StAssembly:
 def _wi_trace(activation: Any) -> Any:
     if activation is None:
         return None
-    from ..worldinfo import to_json
-
     return to_json(activation).get("trace")
 
 
@@ -112,8 +123,6 @@ def _resolve(value: Any, base_dir: Path | None) -> Any:
 
 def _load(kind: str, value: Any, base_dir: Path | None, where: str) -> tuple[Any, str]:
     """An asset model from an object or a path; errors keep their code and gain the request path."""
-    from ..assets.cache import load_cached, parse_cached  # read-only views of validated assets, cached
-
     value = _resolve(value, base_dir)
     try:
         if isinstance(value, Path):
@@ -306,8 +315,6 @@ def _card_as_sillytavern_reads_it(card: Mapping[str, Any]) -> dict[str, Any]:
 
 def _counter(tokenizer: str) -> Any:
     """The budget pass's message counter for ``tokenizer``, kept between requests (counts cached by content)."""
-    from ..tokenizers import MessageCounter, get_tokenizer
-
     counter = _counters.get(tokenizer)
     if counter is None:
         counter = _counters[tokenizer] = MessageCounter(get_tokenizer(tokenizer))
@@ -323,8 +330,6 @@ def _chat_macro_expander(chat: Sequence[ChatMessage], roles: Sequence[str],
     chat macros read (:func:`macro_messages`) and the count of the others, so a long chat is not
     read whole for it.
     """
-    from ..macros import MacroContext, expand_macros
-
     built: list[MacroContext] = []
 
     def expand(text: str) -> str:
@@ -427,45 +432,38 @@ _counters: dict[str, Any] = {}
 
 
 def _has_chat_history(preset: Mapping[str, Any], gen: str) -> bool:
-    from ..assets.presets import parse_preset as parse_st_preset
-    from .sillytavern import prompt_sequence
-    from .st_cache import derived  # once per cached preset
-
+    """Whether the preset's prompt sequence for ``gen`` holds the chat-history marker (once per
+    cached preset). The parser only reads, so it gets the cached plain data itself, not a copy
+    (a JSON round trip of the whole preset, a fifth of a fresh process's first request)."""
     return derived(("has_chat_history", gen), preset, lambda: any(
-        p.identifier == "chatHistory" for p in prompt_sequence(parse_st_preset(dict(preset)), gen)[0]))
+        p.identifier == "chatHistory"
+        for p in prompt_sequence(parse_st_preset({k: plain_data(v) for k, v in preset.items()}), gen)[0]))
+
+
+_REGISTRY: list[Any] = []
+
+
+def _registry() -> Any:
+    """The sources the request path assembles with (built-ins and the preset source): built once,
+    as nothing registers into it (each assembly works on its own capture of the registrations)."""
+    if not _REGISTRY:
+        _REGISTRY.append(st_registry())
+    return _REGISTRY[0]
 
 
 _LAST_CHAT_MESSAGE = re.compile(r"\{\{\s*lastChatMessage\s*\}\}", re.I)
 
 
-def _wi_counter(books: list[dict[str, Any]], chat: Sequence[ChatMessage], settings: Mapping[str, Any],
-                tokenizer: str) -> Any:
+def _wi_counter(tokenizer: str) -> Any:
     """The world-info budget's counter: the request's tokenizer, as SillyTavern counts world info.
 
-    When every entry and the whole chat together hold fewer UTF-8 bytes than the budget has tokens,
-    no entry can be cut whatever the count (a token is at least a byte), so bytes stand in and the
-    tokenizer is not loaded.
+    Its counts are remembered between requests (the same entries are counted request after
+    request), and it carries the tokenizer's promise that no count exceeds the text's UTF-8 bytes
+    (:data:`tavernbox.tokenizers.AT_MOST_UTF8_BYTES`): the activation then counts only once the
+    activated entries' bytes could reach the budget, so a budget far from full never loads the
+    tokenizer (building the o200k encoding is most of a fresh process's first request).
     """
-    from ..tokenizers import get_tokenizer
-    from ..worldinfo import WorldInfoSettings
-    from ..worldinfo.settings import budget_tokens
-
-    budget = budget_tokens(WorldInfoSettings.from_mapping(settings))
-    total = 0
-    for m in reversed(chat):  # a long chat passes the budget in its newest messages
-        total += len(m.content.encode("utf-8", "surrogatepass"))
-        if total >= budget:
-            break
-    for book in books:
-        entries = book.get("entries") or {}
-        for entry in entries.values() if isinstance(entries, Mapping) else entries:
-            if isinstance(entry, Mapping):
-                total += len(str(entry.get("content") or "").encode("utf-8", "surrogatepass")) + 1
-            if total >= budget:
-                from .st_cache import memo_count  # counts of the same entries, kept between requests
-
-                return memo_count(get_tokenizer(tokenizer).count)
-    return lambda text: len(text.encode("utf-8", "surrogatepass"))
+    return memo_count(get_tokenizer(tokenizer).count)
 
 
 def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | Path | None = None) -> StAssembly:
@@ -484,13 +482,6 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
 
 
 def _assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | Path | None = None) -> StAssembly:
-    from ..assembler import Assembler, AssemblyRequest
-    from ..assembler.sources import world_info_from_activation
-    from ..worldinfo import ChatTail, ScanContext, activate_world_info
-    from .builtin import builtin_strategy
-    from .sillytavern import squash_system_messages, st_registry
-    from .st_cache import scan_books
-
     req = parse_request(request)
     base = Path(base_dir) if base_dir is not None else None
     inputs = load_inputs(req, base)
@@ -599,9 +590,10 @@ def _assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str |
         )
         activation = activate_world_info(scan_books(books), ChatTail(len(chat), newest), wi, seed=req.options.seed,
                                          context=context,
-                                         token_counter=_wi_counter(books, chat, wi, req.budget.tokenizer))
+                                         token_counter=_wi_counter(req.budget.tokenizer))
         warnings.extend(d for d in activation.diagnostics if d.severity != "info")
-        assets["world_info"] = world_info_from_activation(activation)
+        # the same activated entries give the same frozen value, which the assembler takes as it is
+        assets["world_info"] = shared_frozen(world_info_from_activation(activation))
         outlets = {name: activation.by_position.outlet_text(name) for name in activation.by_position.outlets}
         if outlets:
             macro_extra["outlets"] = outlets
@@ -629,7 +621,7 @@ def _assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str |
         assets["macro_context"] = {**assets.get("macro_context", {}), "chat_omitted": seen - len(picks), "chat": [
             {"role": m["role"], "name": m.get("name", ""), "content": m["content"]}
             for m in map(chat_history.item, picks)]}
-    result = Assembler(st_registry()).assemble(AssemblyRequest.from_dict({
+    result = Assembler(_registry()).assemble(AssemblyRequest.from_dict({
         "preset": builtin_strategy("builtin-st"), "messages": history, "input_ids": input_ids, "assets": assets,
         "preview": req.options.dry_run, "system_prompt_update": "in-history", "seed": req.options.seed}))
     warnings.extend(d for d in result.diagnostics if d.severity in ("warning", "error"))

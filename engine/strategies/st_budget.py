@@ -171,8 +171,20 @@ def fit(
 def fits_without_counting(messages: Sequence[Mapping[str, Any]], budget: int) -> bool:
     """Whether everything surely fits: a token is at least one UTF-8 byte, so bytes bound tokens.
 
-    Lets a request far below its budget skip loading a tokenizer at all.
+    Lets a request far below its budget skip loading a tokenizer at all. A first pass bounds
+    the bytes by the characters (at most 4 UTF-8 bytes each, without encoding anything); only
+    when that bound is over the budget are the bytes counted.
     """
+    bound = PRIMING
+    for m in messages:
+        content = m.get("content")
+        name = m.get("name")
+        bound += 4 * (len(content) if isinstance(content, str) else len(str(content or ""))) \
+            + len(str(m.get("role") or "")) + 4 + (4 * len(str(name)) + 1 if name else 0)
+        if bound > budget:
+            break
+    else:
+        return True
     total = PRIMING
     for m in messages:
         total += byte_bound(m)

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["clear_scan_books", "derived", "memo_count", "scan_books"]
+__all__ = ["clear_scan_books", "derived", "memo_count", "scan_books", "shared_frozen"]
 
 _BOOKS: OrderedDict[Any, Any] = OrderedDict()
 _BOOKS_SIZE = 16
@@ -96,11 +96,47 @@ def derived(tag: Any, value: Any, compute: Callable[[], T]) -> T:
     return out
 
 
+_SHARED: OrderedDict[Any, Any] = OrderedDict()
+_SHARED_SIZE = 32
+
+
+def shared_frozen(value: Any) -> Any:
+    """A frozen copy of plain JSON data (:mod:`tavernbox.assets.frozen`), the same object for
+    equal data (keyed by :func:`~tavernbox.assets.frozen.fingerprint`).
+
+    For assets the request path rebuilds each time from cached parts (the activated world-info
+    entries): the assembler detaches plain assets through their JSON text (hundreds of KiB for a
+    large book's activated entries, escaped and hashed every request), but recognises a frozen
+    value it has seen by identity. The fingerprint walks the plain data without serialising it.
+    """
+    from ..assets.frozen import fingerprint, freeze_json
+
+    try:
+        key = fingerprint(value)
+        with _LOCK:
+            hit = _SHARED.get(key)
+            if hit is not None:
+                _SHARED.move_to_end(key)
+                return hit
+    except TypeError:  # not JSON data: the assembler reports it as usual
+        return value
+    frozen = freeze_json(value)
+    with _LOCK:
+        _SHARED[key] = frozen
+        while len(_SHARED) > _SHARED_SIZE:
+            _SHARED.popitem(last=False)
+    return frozen
+
+
 class _CountMemo:
     """A tokenizer's counts by text (bounded by characters kept; cleared when full)."""
 
     def __init__(self, count: Callable[[str], int], max_chars: int = 16 * 1024 * 1024) -> None:
+        from ..tokenizers import at_most_utf8_bytes
+
         self.count, self.max_chars = count, max_chars
+        #: the tokenizer's promise (counts never above UTF-8 bytes) passed on to the budget
+        self.at_most_utf8_bytes = at_most_utf8_bytes(getattr(count, "__self__", None))
         self.counts: dict[str, int] = {}
         self.chars = 0
 
@@ -142,3 +178,4 @@ def clear_scan_books() -> None:
         _BOOKS.clear()
         _DERIVED.clear()
         _COUNTERS.clear()
+        _SHARED.clear()

@@ -36,8 +36,10 @@ from typing import Any, Protocol, runtime_checkable
 from ..errors import TemplateError
 
 __all__ = [
+    "AT_MOST_UTF8_BYTES",
     "MessageCounter",
     "Tokenizer",
+    "at_most_utf8_bytes",
     "get_tokenizer",
     "register_tokenizer",
     "tokenizer_for_model",
@@ -60,8 +62,23 @@ class Tokenizer(Protocol):
         ...
 
 
+#: A tokenizer may set ``at_most_utf8_bytes = True`` to promise it never counts more tokens than its
+#: text has UTF-8 bytes. Budgets use the promise to skip counting (and loading the tokenizer) while
+#: the bytes alone cannot reach the budget: the decisions are the ones exact counts give. The
+#: shipped ones keep it: a byte-level BPE token is at least one byte, a word too, and the
+#: estimate is ``ceil(characters / 3.35)``. A registered tokenizer without the attribute is
+#: always counted.
+AT_MOST_UTF8_BYTES = "at_most_utf8_bytes"
+
+
+def at_most_utf8_bytes(tokenizer: Any) -> bool:
+    """Whether ``tokenizer`` promises counts no larger than its texts' UTF-8 lengths."""
+    return getattr(tokenizer, AT_MOST_UTF8_BYTES, False) is True
+
+
 class _Estimate:
     name = "estimate"
+    at_most_utf8_bytes = True
 
     def count(self, text: str) -> int:
         return math.ceil(len(text) / CHARS_PER_TOKEN)
@@ -73,6 +90,7 @@ _WORDS = re.compile("[^\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u2
 
 class _Words:
     name = "words"
+    at_most_utf8_bytes = True
 
     def count(self, text: str) -> int:
         return len(_WORDS.findall(text))
@@ -105,21 +123,29 @@ _ENCODINGS: dict[str, tuple[str, str, str, dict[str, int]]] = {
 }
 
 
-def _ranks(raw: bytes) -> dict[bytes, int]:
+def _ranks(raw: bytes, *, in_order: bool = False) -> dict[bytes, int]:
     """The ``token rank`` lines of an encoding file as ``{token bytes: rank}``.
 
     Read in C loops (one split, ``map`` over the halves): the per-line Python loop took longer
     than building the encoding itself, and this runs on the first request of every process that
     counts tokens. A test checks it against the line-by-line reading for the shipped files.
+
+    ``in_order``: the ranks are known to be 0, 1, 2... in line order (true of both shipped files,
+    whose contents are pinned by their digests; a test checks it), so they are not parsed.
     """
     fields = raw.split()
     if len(fields) % 2:
         raise TemplateError("an encoding file has a line without a rank", code="INTERNAL_ERROR")
-    return dict(zip(map(binascii.a2b_base64, fields[0::2]), map(int, fields[1::2])))
+    tokens = map(binascii.a2b_base64, fields[0::2])
+    if in_order:
+        return dict(zip(tokens, range(len(fields) // 2)))
+    return dict(zip(tokens, map(int, fields[1::2])))
 
 
 class _Tiktoken:
     """An OpenAI encoding, loaded from the shipped file on first use."""
+
+    at_most_utf8_bytes = True
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -136,7 +162,7 @@ class _Tiktoken:
                 if hashlib.sha256(raw).hexdigest() != digest:
                     raise TemplateError(f"the shipped {file} encoding file is damaged (hash mismatch)",
                                         code="INTERNAL_ERROR")
-                ranks = _ranks(raw)
+                ranks = _ranks(raw, in_order=True)  # the digest above pins a file whose ranks are in order
                 self._encoding = tiktoken.Encoding(f"tavernbox-{file}", pat_str=pattern, mergeable_ranks=ranks,
                                                    special_tokens=special)
         return self._encoding

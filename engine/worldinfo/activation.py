@@ -445,6 +445,9 @@ class _Run:
         self.expand = expand
         self.count_tokens = token_counter
         self.additive_tokens = additive_tokens
+        #: the counter promises never to count more tokens than the text has UTF-8 bytes (see
+        #: :data:`AT_MOST_UTF8_BYTES`): while the bytes stay under the budget, no count is needed
+        self.bytes_bound = not additive_tokens and getattr(token_counter, AT_MOST_UTF8_BYTES, False) is True
         self.rng = rng
         self.forced = forced
         self.diagnostics = diagnostics
@@ -918,6 +921,8 @@ class _Run:
         overflowed = False
         all_text = ""  # the recursion text so far, newest first, as SillyTavern counts it for the budget
         all_tokens = 0  # its word count, kept as a running sum when words are counted (additive)
+        all_bytes = 0  # its UTF-8 length (a bound on its tokens when the counter promises one)
+        bytes_bound = self.bytes_bound
         previous: tuple[int, float, int] | None = None
         last_candidates: list[int] = []
         seen_pieces = 0
@@ -1008,7 +1013,10 @@ class _Run:
             if self.any_sticky:
                 candidates.sort(key=lambda i: 0 if self.sticky[i] else 1)
             considered = list(candidates)
-            base_tokens = all_tokens if self.additive_tokens else self.count_tokens(all_text)
+            # with a byte bound the exact count waits until the bytes could reach the budget
+            base_tokens: int | None = all_tokens if self.additive_tokens else \
+                None if bytes_bound else self.count_tokens(all_text)
+            new_bytes = 0
             candidates = self.filter_groups(candidates, state, step)
             new_content = ""
             new_tokens = 0
@@ -1049,12 +1057,23 @@ class _Run:
                             words = counts[i] = count_words(content)
                     pass_counts[i] = words
                     new_tokens += words
+                    total = base_tokens + new_tokens  # type: ignore[operator]
                 else:
                     new_content += content + "\n"
-                    new_tokens = self.count_tokens(new_content)
-                if not entry.ignore_budget and base_tokens + new_tokens >= budget:
+                    if bytes_bound:
+                        new_bytes += _utf8_len(content) + 1
+                    if bytes_bound and all_bytes + new_bytes < budget:
+                        # tokens <= bytes < budget: the exact counts cannot reach the budget either,
+                        # so the decision is the one counting would give, without the tokenizer
+                        total = 0
+                    else:
+                        if base_tokens is None:
+                            base_tokens = self.count_tokens(all_text)
+                        new_tokens = self.count_tokens(new_content)
+                        total = base_tokens + new_tokens
+                if not entry.ignore_budget and total >= budget:
                     overflowed = True
-                    self.decide(i, "skipped", "budget", f"{base_tokens + new_tokens} tokens would reach the "
+                    self.decide(i, "skipped", "budget", f"{total} tokens would reach the "
                                 f"budget of {budget}", step, state)
                     continue
                 activated_ids[ids[i]] = i
@@ -1093,6 +1112,20 @@ class _Run:
                                           for i in for_recursion)
                     else:
                         all_text = text + "\n" + all_text
+                        if bytes_bound:
+                            all_bytes += _utf8_len(text) + 1
+
+
+#: the attribute a token counter sets (to ``True``) to promise that it never counts more tokens than
+#: its text has UTF-8 bytes (byte-level BPE such as tiktoken's, where every token is at least one
+#: byte; word counts; SillyTavern's characters/3.35 estimate). The budget check then counts only
+#: once the activated text's bytes could reach the budget, and gives the same decisions.
+AT_MOST_UTF8_BYTES = "at_most_utf8_bytes"
+
+
+def _utf8_len(text: str) -> int:
+    """The UTF-8 length of ``text`` (a lone surrogate as the 3 bytes it would take)."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 def _expand_or_keep(expand: Expand | None, text: str, diagnostics: list[Diagnostic]) -> str:

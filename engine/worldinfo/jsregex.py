@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import re
 import threading
+from typing import TYPE_CHECKING
 
-import quickjs
+if TYPE_CHECKING:
+    import quickjs
 
 __all__ = ["JsRegexError", "js_compile_error", "js_search"]
 
@@ -70,6 +72,8 @@ class _Engine(threading.local):
 
     def ready(self, timeout: float) -> quickjs.Object:
         if self.search is None:
+            import quickjs  # on the first regex key: most books have none
+
             context = quickjs.Context()
             context.set_memory_limit(MEMORY_LIMIT)
             self.context = context
@@ -94,6 +98,8 @@ def js_compile_error(pattern: str, flags: str) -> str | None:
         pattern = _SURROGATE.sub("\ufffd", pattern)
     _engine.ready(COMPILE_TIMEOUT)
     assert _engine.check is not None
+    import quickjs
+
     try:
         found = _engine.check(pattern, flags)
     except quickjs.JSException as exc:
@@ -117,6 +123,8 @@ def js_search(pattern: str, flags: str, text: str, pos: int, timeout: float) -> 
         if pos:
             pos += len(_ASTRAL.findall(text, 0, pos))  # JavaScript indexes UTF-16 code units
     search = _engine.ready(timeout)
+    import quickjs
+
     try:
         return bool(search(pattern, flags, text, pos))
     except quickjs.JSException as exc:

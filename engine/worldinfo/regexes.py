@@ -21,9 +21,10 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import regex
+if TYPE_CHECKING:
+    import regex
 
 from .jsregex import JsRegexError, js_compile_error, js_search
 
@@ -115,7 +116,7 @@ def parse_js_regex(key: str) -> JsRegex | None:
     else:
         try:
             compiled = _compile(translated, flags)
-        except (regex.error, OverflowError, RecursionError, ValueError) as exc:
+        except (_rx().error, OverflowError, RecursionError, ValueError) as exc:
             return JsRegex(key, pattern, flags, "invalid", reason=str(exc))
     resumable = "y" not in flags and not any(t in translated for t in ("(?=", "(?!", "\\Z"))
     found = _required_run(pattern)
@@ -231,8 +232,17 @@ def fold_for_literal(text: str) -> str:
     return text.translate(_FOLD_TO_ASCII).lower()
 
 
+def _rx() -> Any:
+    """The ``regex`` package, imported when a book first has a regex key (most have none, and
+    importing it is a tenth of a command's start-up)."""
+    import regex
+
+    return regex
+
+
 def _compile(translated: str, flags: str) -> regex.Pattern[str]:
-    return regex.compile(translated, regex.VERSION0 | (regex.IGNORECASE if "i" in flags else 0))
+    rx = _rx()
+    return rx.compile(translated, rx.VERSION0 | (rx.IGNORECASE if "i" in flags else 0))  # type: ignore[no-any-return]
 
 
 def _compiled(rx: JsRegex) -> regex.Pattern[str]:
@@ -300,7 +310,7 @@ def js_regex_search(rx: JsRegex, text: str, timeout: float = DEFAULT_TIMEOUT, po
 
 def _lit(ch: str) -> str:
     """One literal character in pattern syntax."""
-    return regex.escape(ch, special_only=False) if not ch.isalnum() else ch
+    return _rx().escape(ch, special_only=False) if not ch.isalnum() else ch  # type: ignore[no-any-return]
 
 
 def _class_lit(ch: str) -> str:
