@@ -104,6 +104,7 @@ def test_each_mode_renders(page: Any) -> None:
     assert page.input_value("[data-testid=mode]") == "macros"
     output = page.inner_text("[data-testid=output]")
     assert "You are Mira, talking with Ash." in output and "{{char}}" not in output
+    assert "(service peak)" in page.inner_text("[data-testid=stats]")  # memory used, measured by the service
     set_mode(page, "ejs")
     assert "Hello Ash, welcome to Gull Rock." in page.inner_text("[data-testid=output]")
     assert "render" in page.inner_text("[data-testid=stats]") and "memory" in page.inner_text("[data-testid=stats]")
@@ -118,6 +119,7 @@ def test_each_mode_renders(page: Any) -> None:
     assert "Write Mira's next reply in this roleplay with Ash." in output
     assert page.locator("[data-testid=output] .block").count() == 17
     assert "17 messages" in page.inner_text("[data-testid=stats]")
+    assert "(service peak)" in page.inner_text("[data-testid=stats]")
 
 
 def test_results_update_as_you_type(page: Any) -> None:

@@ -114,3 +114,22 @@ def test_render_provenance_reasons_and_errors(service: RunningService) -> None:
     assert failed.json()["error"]["code"] == "TEMPLATE_SYNTAX" and failed.json()["error"]["line"] == 1
     bad = service.client.post("/v1/render", json={"template": "x", "provenance": "yes"})
     assert bad.status_code == 400 and bad.json()["error"]["path"] == "$.provenance"
+
+
+def test_a_measured_request_reports_the_service_peak_memory(service: RunningService) -> None:
+    """The playground's "memory used" for the modes that run in the service's process: asked for by
+    a header, answered in headers, the body unchanged; without the token the header is no way in."""
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    small = {"template": "{{user}}", "context": {"user": "Ash"}}
+    large = {"template": "{{char}} " * 20_000, "context": {"char": "Mira"}}
+    plain = httpx.post(service.base + "/v1/macros", json=small, headers=auth)
+    assert "x-tavernbox-peak-bytes" not in plain.headers
+    measured = [httpx.post(service.base + "/v1/macros", json=body, headers={**auth, "X-Tavernbox-Measure": "memory"})
+                for body in (small, large)]
+    assert measured[0].json() == plain.json()
+    peaks = [int(m.headers["x-tavernbox-peak-bytes"]) for m in measured]
+    assert 0 < peaks[0] < peaks[1]  # a 180 KB template costs more than an 8-byte one
+    assert peaks[1] > len(large["template"])  # at least its own text and output
+    assert float(measured[1].headers["x-tavernbox-server-ms"]) > 0
+    refused = httpx.post(service.base + "/v1/macros", json=small, headers={"X-Tavernbox-Measure": "memory"})
+    assert refused.status_code == 401 and "x-tavernbox-peak-bytes" not in refused.headers

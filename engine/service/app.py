@@ -16,10 +16,12 @@ pool, whose hard per-render deadline bounds what a hostile template can take.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import secrets
 import time
+import tracemalloc
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,6 +45,15 @@ __all__ = ["Guard", "ServiceConfig", "app_from_environment", "create_app", "warm
 log = logging.getLogger("tavernbox.service")
 
 _CLIENT_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+
+#: A request carrying this header (value ``memory``) is answered with ``X-Tavernbox-Peak-Bytes``:
+#: the peak of the Python heap allocated while it was served (``tracemalloc``), and
+#: ``X-Tavernbox-Server-Ms``. For the playground's "memory used" figure of macros, world info and
+#: assemble, which run in the service's own process (an EJS render reports its sandbox's heap in
+#: its ``usage``). Tracing costs time, so it is asked for, never on by default; measured requests
+#: are served one at a time (the tracer is process-wide), and a figure taken while unmeasured
+#: requests run alongside includes their allocations too.
+MEASURE_HEADER = "x-tavernbox-measure"
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 ASGIApp = Callable[[Scope, Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]], Awaitable[None]]
@@ -69,6 +80,7 @@ class Guard:
         self.app = app
         self.access = Access(config.token, loopback_only=config.loopback_only)
         self.limit = config.max_body
+        self._measuring = asyncio.Lock()
 
     async def __call__(self, scope: Scope, receive: Callable[[], Awaitable[Message]],
                        send: Callable[[Message], Awaitable[None]]) -> None:
@@ -77,6 +89,47 @@ class Guard:
             return
         raw_headers = scope.get("headers") or []
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in raw_headers}
+        if headers.get(MEASURE_HEADER) == "memory" and self._may_measure(scope, headers):
+            async with self._measuring:
+                await self._measured(scope, receive, send, headers)
+            return
+        await self._guarded(scope, receive, send, headers)
+
+    def _may_measure(self, scope: Scope, headers: dict[str, str]) -> bool:
+        """Only a caller with the token may queue on the measuring lock (an unmeasured request never waits)."""
+        try:
+            self.access.check_token(headers, scope.get("query_string", b"").decode("latin-1"))
+        except TemplateError:
+            return False
+        return True
+
+    async def _measured(self, scope: Scope, receive: Callable[[], Awaitable[Message]],
+                        send: Callable[[Message], Awaitable[None]], headers: dict[str, str]) -> None:
+        """Serve one request under ``tracemalloc`` and answer its peak (see :data:`MEASURE_HEADER`)."""
+        already = tracemalloc.is_tracing()
+        if not already:
+            tracemalloc.start()
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        started = time.perf_counter()
+
+        async def send_measured(message: Message) -> None:
+            if message["type"] == "http.response.start":  # the work is done when the answer starts
+                peak = max(0, tracemalloc.get_traced_memory()[1] - base)
+                took = (time.perf_counter() - started) * 1000
+                message["headers"] = list(message.get("headers", [])) + [
+                    (b"x-tavernbox-peak-bytes", str(peak).encode()),
+                    (b"x-tavernbox-server-ms", f"{took:.1f}".encode())]
+            await send(message)
+
+        try:
+            await self._guarded(scope, receive, send_measured, headers)
+        finally:
+            if not already:
+                tracemalloc.stop()
+
+    async def _guarded(self, scope: Scope, receive: Callable[[], Awaitable[Message]],
+                       send: Callable[[Message], Awaitable[None]], headers: dict[str, str]) -> None:
         client_id = headers.get("x-request-id", "")
         rid = client_id if _CLIENT_ID.fullmatch(client_id) else "req_" + secrets.token_hex(8)
         scope.setdefault("state", {})["request_id"] = rid

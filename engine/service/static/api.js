@@ -58,5 +58,7 @@ export async function call(method, path, body, headers) {
   }
   const ms = performance.now() - started;
   if (answer.status === 401) throw new ApiError(401, data.error);
-  return { status: answer.status, body: data, ms, etag: answer.headers.get("ETag") };
+  const peak = answer.headers.get("X-Tavernbox-Peak-Bytes");
+  return { status: answer.status, body: data, ms, etag: answer.headers.get("ETag"),
+           peakBytes: peak === null ? undefined : Number(peak) };
 }

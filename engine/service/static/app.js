@@ -185,7 +185,10 @@ async function run() {
   setStatus("Running…");
   let answer;
   try {
-    answer = await call("POST", route, body);
+    // the service's own memory figure (macros, world info, assemble run in its process; an EJS
+    // render reports its sandbox's heap in its usage)
+    const measure = $("measure").checked && mode !== "ejs" ? { "X-Tavernbox-Measure": "memory" } : undefined;
+    answer = await call("POST", route, body, measure);
   } catch (err) {
     if (seq !== state.seq) return;
     if (err instanceof ApiError && err.status === 401) askToken("The service refused the token: paste the one it printed.");
@@ -210,6 +213,7 @@ async function run() {
     model = assembleModel(data, given, parsedInputs.ranges, inp, src);
   }
   model.ms = answer.ms;
+  model.peakBytes = answer.peakBytes;
   model.refs = data && data.refs;
   show(model, mode, answer);
 }
@@ -229,6 +233,7 @@ function drawStats(model) {
     if (model.usage.time_ms !== undefined) parts.push(`render ${model.usage.time_ms} ms`);
     if (model.usage.memory_bytes !== undefined) parts.push(`memory ${fmtBytes(model.usage.memory_bytes)}`);
   }
+  if (model.peakBytes !== undefined) parts.push(`memory ${fmtBytes(model.peakBytes)} (service peak)`);
   const s = model.size || {};
   if (s.chars !== undefined) parts.push(`${s.chars} characters`);
   if (s.messages !== undefined) parts.push(`${s.messages} messages`);
