@@ -54,6 +54,25 @@ def test_a_dry_run_reads_the_chat_without_the_unsent_input(n: int) -> None:
     assert sent == f"LM=[typed] LU=[typed] LC=[m{n - 1} {{{{char}}}}] ID=[{n}] R=[0-{n}]"
 
 
+def test_a_dry_run_sends_the_stored_chat_whole() -> None:
+    """A dry run leaves out only what was typed: a stored last user message is sent and read, and
+    ``send_if_empty`` (which ``Generate`` would store first) is sent only where ``populateChatHistory``
+    adds it, after an assistant message, and never read by the macros."""
+    base = {"preset": preset(send_if_empty="[Go on.]"), "options": {"dry_run": True}}
+    ends_user = {"messages": [{"role": "assistant", "content": "hi"}, {"role": "user", "content": "stored"}]}
+    ends_reply = {"messages": [{"role": "assistant", "content": "hi"}]}
+    start = "LM=[{}] LU=[{}] LC=[hi] ID=[{}] R=[0-{}]"
+
+    def sent(chat: dict[str, Any], typed: str) -> list[str]:
+        got = assemble_request({"card": CARD, **base, "chat": chat, "generation": {"type": "normal", "input": typed}})
+        return [m["content"] for m in got.messages]
+
+    for typed in ("", "typed"):
+        assert sent(ends_user, typed) == [start.format("stored", "stored", 1, 1), "[Start]", "hi", "stored"]
+    assert sent(ends_reply, "") == [start.format("hi", "", 0, 0), "[Start]", "hi", "[Go on.]"]
+    assert sent(ends_reply, "typed") == [start.format("hi", "", 0, 0), "[Start]", "hi"]
+
+
 @pytest.mark.parametrize("n", [6, 600])
 def test_a_swipe_keeps_the_swiped_message_counted_but_unread(n: int) -> None:
     """The swiped message stays in ``chat`` with an unfinished swipe: ``getLastMessageId`` skips it,

@@ -530,10 +530,13 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
     chat: list[ChatMessage] = list(inputs.chat.messages)
     gen = req.generation.type
     typed = req.generation.input
+    appended = ""  # what generating adds to the chat first: "input" or "send_if_empty"
     if typed and gen != "quiet":  # what the user typed is sent as a message before generating
         chat.append(ChatMessage("user", typed))
+        appended = "input"
     elif typed == "" and gen == "normal" and str(preset.get("send_if_empty") or "").strip():
         chat.append(ChatMessage("user", str(preset["send_if_empty"]).strip()))
+        appended = "send_if_empty"
     prefill_mode = gen == "continue" and bool(preset.get("continue_prefill"))
     swiped: ChatMessage | None = None
     if gen in ("regenerate", "swipe") and chat and chat[-1].role == "assistant":
@@ -542,8 +545,9 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
         replaced = chat.pop()
         swiped = replaced if gen == "swipe" else None
     roles = [m.role for m in chat]
-    # a dry run sends nothing, so the typed input is not in SillyTavern's chat yet
-    unsent = 1 if req.options.dry_run and typed and gen != "quiet" else 0
+    # a dry run sends nothing, so neither the typed input nor ``send_if_empty`` is in SillyTavern's
+    # chat yet (``Generate`` adds them only when not ``dryRun``)
+    unsent = 1 if req.options.dry_run and appended else 0
     macro_chat, has_first = _macro_chat(chat[:len(chat) - unsent], roles[:len(roles) - unsent], swiped)
     macro_base = {"user": user, "char": char, "persona": persona_text,
                   "character": {k: v for k, v in (read_card if read_card is not None else card).items()
@@ -650,6 +654,13 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
     pre_cut = reachable_start(chat_history, history_end, max_context - max_tokens, lambda: _counter(req.budget.tokenizer))
     history = chat_history.items(pre_cut, history_end)
     input_ids = [history[-1]["id"]] if history and history[-1]["role"] == "user" else []
+    if req.options.dry_run:
+        # SillyTavern's dry run adds nothing to the chat first (what was typed stays unsent) and
+        # builds the prompt from the stored chat whole; ``populateChatHistory`` then adds
+        # ``send_if_empty`` after an assistant message, so only there is that one sent
+        after_reply = appended == "send_if_empty" and len(chat) > 1 and chat[-2].role == "assistant"
+        if not appended or after_reply:
+            input_ids = []
     # the prompts' chat macros read the chat as stored, whatever part of it is sent (``_macro_chat``)
     assets["macro_context"] = {**assets.get("macro_context", {}), **macro_chat}
     result = Assembler(st_registry()).assemble(AssemblyRequest.from_dict({
