@@ -539,11 +539,11 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
         appended = "send_if_empty"
     prefill_mode = gen == "continue" and bool(preset.get("continue_prefill"))
     swiped: ChatMessage | None = None
-    if gen in ("regenerate", "swipe") and chat and chat[-1].role == "assistant":
-        # the message being replaced is not part of the prompt; a swiped one stays in the chat
-        # the macros read
-        replaced = chat.pop()
-        swiped = replaced if gen == "swipe" else None
+    if gen == "regenerate" and chat and chat[-1].role != "user":
+        chat.pop()  # ``Generate`` deletes the last message unless it is the user's, a narrator's too
+    elif gen == "swipe" and chat and chat[-1].role == "assistant":
+        # the message being replaced is not part of the prompt; it stays in the chat the macros read
+        swiped = chat.pop()
     roles = [m.role for m in chat]
     # a dry run sends nothing, so neither the typed input nor ``send_if_empty`` is in SillyTavern's
     # chat yet (``Generate`` adds them only when not ``dryRun``)
@@ -561,8 +561,8 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
 
         first["content"] = expand_macros(first["content"], {**macro_base, **macro_chat},
                                          seed=macro_base.get("seed", 0)).text
-    chat_history = ChatHistory(chat, behavior=behavior, user=user, char=char, group=group,
-                               expand=_chat_macro_expander({**macro_base, **macro_chat}))
+    expand_chat_macros = _chat_macro_expander({**macro_base, **macro_chat})
+    chat_history = ChatHistory(chat, behavior=behavior, user=user, char=char, group=group, expand=expand_chat_macros)
     history_end = len(chat)  # the history is chat messages [0, history_end)
     continued: dict[str, Any] | None = None
     continued_text = ""
@@ -587,7 +587,10 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
         "prefer_character_prompt": req.options.prefer_character_prompt,
         "prefer_character_jailbreak": req.options.prefer_character_jailbreak,
         "generation_type": gen,
-        "quiet_prompt": req.generation.quiet_prompt,
+        # ``Generate`` substitutes the quiet prompt's macros before the prompt is prepared, which
+        # substitutes them again: a macro's value holding a macro is expanded too
+        "quiet_prompt": expand_chat_macros(req.generation.quiet_prompt)
+        if gen == "quiet" and "{{" in req.generation.quiet_prompt else req.generation.quiet_prompt,
         "continue_prefill": prefill_mode,
         "last_chat_role": roles[history_end - 1] if history_end else None,
     }

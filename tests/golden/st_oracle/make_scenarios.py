@@ -540,14 +540,20 @@ def scenarios() -> Iterator[dict]:
     why = {"swipe": "the message being swiped holds an unfinished swipe, which getLastMessageId skips; "
                     "chat.length still counts it",
            "regenerate": "the replaced message is deleted before Generate reads the chat",
-           "impersonate": "the chat is left as it is"}
-    for gt in ("swipe", "regenerate", "impersonate"):
+           "impersonate": "the chat is left as it is", "quiet": "the chat is left as it is"}
+    for gt in ("swipe", "regenerate", "impersonate", "quiet"):
         yield probe_case(f"chat-macros-preset-{gt}", "B", f"the chat macros in a preset prompt on {gt}: {why[gt]}",
-                   preset=probe_preset, chat=macro_ends_assistant, generation_type=gt)
+                   preset=probe_preset, chat=macro_ends_assistant, generation_type=gt,
+                   **({"quiet_prompt": "Summarize {{lastMessage}} in one line."} if gt == "quiet" else {}))
     yield probe_case("chat-macros-preset-first-message", "B", "the chat macros in a preset prompt when the chat's "
                      "first message holds macros: Generate substitutes chat[0].mes in place before building the "
                      "prompts, the others stay as stored", preset=probe_preset,
                      chat=[u("Hi {{char}}, I am {{user}}."), a("Welcome, {{user}}. I am {{char}}.")])
+    yield probe_case("chat-macros-preset-regenerate-narrator", "B", "regenerate when the chat ends with a narrator "
+                     "message: Generate deletes the last message unless it is the user's, so the narrator message is "
+                     "neither sent nor read", preset=probe_preset,
+                     chat=macro_chat + [s("The wind rises over {{char}}'s glade.", name="Narrator")],
+                     generation_type="regenerate")
     yield probe_case("chat-macros-preset-narrator", "B", "the chat macros in a preset prompt when the chat ends with a "
                "narrator message (is_user and is_system false: a character message to getLastCharMessage)",
                preset=probe_preset, chat=macro_chat + [s("The wind rises over {{char}}'s glade.", name="Narrator")])
