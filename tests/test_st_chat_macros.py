@@ -5,8 +5,8 @@ SillyTavern 1.18's ``{{lastMessage}}``, ``{{lastUserMessage}}`` and ``{{lastChar
 ``names_behavior`` prefix, macros inside left as written), read from the whole ``chat`` array
 whatever part of it is sent. The recorded requests ``chat-macros-preset-*`` in
 ``golden/st_oracle/requests.jsonl`` pin the short-chat cases against SillyTavern itself; these
-tests pin what the oracle cannot drive (a dry run) and the long-chat path, where the macros get only
-the messages they read plus the count of the others.
+tests pin what the oracle cannot drive (a dry run) and long chats, whose history is cut before
+placement (the macros get, for any chat, only the messages they read plus the count of the others).
 """
 
 from __future__ import annotations
