@@ -79,7 +79,6 @@ def plain(monkeypatch: pytest.MonkeyPatch) -> None:
     """Turn every shortcut off: the whole history built and placed, the whole chat in the macro
     contexts, the whole chat scanned."""
     monkeypatch.setattr(st_history, "PRE_CUT_MIN", 10**9)
-    monkeypatch.setattr(st_assemble, "PRE_CUT_MIN", 10**9)
     monkeypatch.setattr(st_assemble, "macro_messages", lambda roles: list(range(len(roles))))
     monkeypatch.setattr(worldinfo, "ChatTail", lambda length, newest: list(newest(length)))
 

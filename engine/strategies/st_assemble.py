@@ -34,8 +34,8 @@ from .builtin import builtin_strategy
 from .sillytavern import prompt_sequence, squash_system_messages, st_registry
 from .st_cache import derived, memo_count, scan_books, shared_frozen
 from .st_chat import ChatMessage, StChat, parse_chat, parse_chat_text
-from .st_history import PRE_CUT_MIN, ChatHistory, macro_messages, reachable_start
-from .st_postprocess import PromptNames, post_process, to_claude, to_google
+from .st_history import ChatHistory, macro_messages, reachable_start
+from .st_postprocess import PromptNames, history_item, post_process, to_claude, to_google
 from .st_budget import MessageKind, fit, fits_without_counting
 from .st_group import JOIN_MODES, join_group_cards
 from .st_request import StRequest, parse_request
@@ -321,22 +321,48 @@ def _counter(tokenizer: str) -> Any:
     return counter
 
 
-def _chat_macro_expander(chat: Sequence[ChatMessage], roles: Sequence[str],
-                         context: dict[str, Any]) -> Callable[[str], str]:
+def _macro_chat(chat: Sequence[ChatMessage], roles: Sequence[str],
+                swiped: ChatMessage | None) -> tuple[dict[str, Any], bool]:
+    """The chat the chat macros read (``{{lastMessage}}``, ``{{lastMessageId}}``...): SillyTavern's
+    ``chat`` array while the prompts are built, as stored, not the history messages as sent.
+
+    Its chat macros return ``chat[i].mes`` (``getLastMessage`` and friends in ``chat-macros.js``):
+    the stored text, without the ``Name: `` prefix ``names_behavior`` adds to the history and with
+    the macros inside it unexpanded (in the experimental engine, SillyTavern's default, a macro's
+    value is not scanned again). That array still holds the continued message in prefill mode and
+    is read whether or not the preset has a chat-history marker. ``chat`` is the chat as generation
+    sees it (typed input added, the regenerated message removed); ``swiped`` is the message a swipe
+    replaces, which stays in SillyTavern's chat with an unfinished swipe (``swipe_id`` one past its
+    swipes) that ``getLastMessageId`` skips while ``{{allChatRange}}`` still counts it. A narrator
+    message is neither the user's nor hidden (``is_user`` and ``is_system`` false), so the macros
+    take it for a character message. Only the few messages the macros read are handed over
+    (:func:`macro_messages`) with the count of the others: the macros read the same, and a macro
+    context of a 200-message chat costs milliseconds to build and copy where four messages cost
+    microseconds. Returns that context part and whether its first message is the chat's first.
+    """
+    as_read = [r if r != "system" else "assistant" for r in roles]
+    n = len(chat)
+    picks = macro_messages(as_read)
+    items: list[dict[str, Any]] = [{"role": as_read[i], "name": chat[i].name or "", "content": chat[i].content}
+                                   for i in picks]
+    if swiped is not None:
+        items.append({"role": "assistant", "name": swiped.name or "", "content": swiped.content,
+                      "swipes": [swiped.content], "swipe_id": 1})
+    return {"chat": items, "chat_omitted": n - len(picks)}, bool(picks) and picks[0] == 0
+
+
+def _chat_macro_expander(context: dict[str, Any]) -> Callable[[str], str]:
     """Expands a chat message's macros, as SillyTavern prepares each history message
     (``populateChatHistory`` passes every one through ``preparePrompt``).
 
-    The macro context is built once, on the first message that has a macro, from the messages the
-    chat macros read (:func:`macro_messages`) and the count of the others, so a long chat is not
-    read whole for it.
+    The macro context (with the chat of :func:`_macro_chat`) is built once, on the first message
+    that has a macro.
     """
     built: list[MacroContext] = []
 
     def expand(text: str) -> str:
         if not built:
-            picks = macro_messages(roles)
-            built.append(MacroContext.from_dict({**context, "chat_omitted": len(chat) - len(picks), "chat": [
-                {"role": chat[i].role, "name": chat[i].name or "", "content": chat[i].content} for i in picks]}))
+            built.append(MacroContext.from_dict(context))
         return expand_macros(text, built[0], seed=context.get("seed", 0)).text
 
     return expand
@@ -510,29 +536,51 @@ def _assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str |
     chat: list[ChatMessage] = list(inputs.chat.messages)
     gen = req.generation.type
     typed = req.generation.input
+    appended = ""  # what generating adds to the chat first: "input" or "send_if_empty"
     if typed and gen != "quiet":  # what the user typed is sent as a message before generating
         chat.append(ChatMessage("user", typed))
+        appended = "input"
     elif typed == "" and gen == "normal" and str(preset.get("send_if_empty") or "").strip():
         chat.append(ChatMessage("user", str(preset["send_if_empty"]).strip()))
+        appended = "send_if_empty"
     prefill_mode = gen == "continue" and bool(preset.get("continue_prefill"))
-    if gen in ("regenerate", "swipe") and chat and chat[-1].role == "assistant":
-        chat.pop()  # the message being replaced is not part of the prompt
+    swiped: ChatMessage | None = None
+    if gen == "regenerate" and chat and chat[-1].role != "user":
+        chat.pop()  # ``Generate`` deletes the last message unless it is the user's, a narrator's too
+    elif gen == "swipe" and chat and chat[-1].role == "assistant":
+        # the message being replaced is not part of the prompt; it stays in the chat the macros read
+        swiped = chat.pop()
     roles = [m.role for m in chat]
-    chat_history = ChatHistory(chat, behavior=behavior, user=user, char=char, group=group, expand=_chat_macro_expander(
-        chat, roles, {"user": user, "char": char, "persona": persona_text,
-                      "character": {k: v for k, v in (read_card if read_card is not None else card).items()
-                                     if k != "extensions"},
-                      "seed": req.options.seed, **({"now": req.options.now} if req.options.now else {}),
-                      **({"group": list(req.group.members)} if req.group else {}), **muted}))
+    # a dry run sends nothing, so neither the typed input nor ``send_if_empty`` is in SillyTavern's
+    # chat yet (``Generate`` adds them only when not ``dryRun``)
+    unsent = 1 if req.options.dry_run and appended else 0
+    macro_chat, has_first = _macro_chat(chat[:len(chat) - unsent], roles[:len(roles) - unsent], swiped)
+    macro_base = {"user": user, "char": char, "persona": persona_text,
+                  "character": {k: v for k, v in (read_card if read_card is not None else card).items()
+                                if k != "extensions"},
+                  "seed": req.options.seed, **({"now": req.options.now} if req.options.now else {}),
+                  **({"group": list(req.group.members)} if req.group else {}), **muted}
+    first = macro_chat["chat"][0] if has_first else None
+    if first is not None and "{{" in first["content"]:
+        # ``Generate`` substitutes the first message's macros in place before the prompts are built
+        first["content"] = expand_macros(first["content"], {**macro_base, **macro_chat},
+                                         seed=macro_base.get("seed", 0)).text
+    expand_chat_macros = _chat_macro_expander({**macro_base, **macro_chat})
+    chat_history = ChatHistory(chat, behavior=behavior, user=user, char=char, group=group, expand=expand_chat_macros)
     history_end = len(chat)  # the history is chat messages [0, history_end)
     continued: dict[str, Any] | None = None
     continued_text = ""
     if gen == "continue" and chat:
-        continued = chat_history.item(len(chat) - 1)
+        continued = None if prefill_mode else chat_history.item(len(chat) - 1)
         # ``{{lastChatMessage}}`` is the message as written, without the name prefix names_behavior adds
         continued_text = chat[-1].content.replace("\r", "")
         if prefill_mode:  # taken out before the in-chat injections, sent last (``continuePrefill``)
             history_end -= 1
+            # made from the history message before ``populateChatHistory`` prepares it: its
+            # macros are sent as written
+            m = chat[-1]
+            continued = history_item(len(chat) - 1, m.role, m.content or "", m.name, m.force_avatar, m.id,
+                                     behavior=behavior, user=user, char=char, group=group)
     persona = req.user.persona
     assets: dict[str, Any] = {
         "st_preset": preset,
@@ -543,7 +591,10 @@ def _assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str |
         "prefer_character_prompt": req.options.prefer_character_prompt,
         "prefer_character_jailbreak": req.options.prefer_character_jailbreak,
         "generation_type": gen,
-        "quiet_prompt": req.generation.quiet_prompt,
+        # ``Generate`` substitutes the quiet prompt's macros before the prompt is prepared, which
+        # substitutes them again: a macro's value holding a macro is expanded too
+        "quiet_prompt": expand_chat_macros(req.generation.quiet_prompt)
+        if gen == "quiet" and "{{" in req.generation.quiet_prompt else req.generation.quiet_prompt,
         "continue_prefill": prefill_mode,
         "last_chat_role": roles[history_end - 1] if history_end else None,
     }
@@ -611,16 +662,15 @@ def _assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str |
     pre_cut = reachable_start(chat_history, history_end, max_context - max_tokens, lambda: _counter(req.budget.tokenizer))
     history = chat_history.items(pre_cut, history_end)
     input_ids = [history[-1]["id"]] if history and history[-1]["role"] == "user" else []
-    if history_end > PRE_CUT_MIN:
-        # the macros read the history the assembler is given (a preview leaves the unsent input
-        # out), counted whole: ``{{lastMessageId}}`` is the whole history's. A long one is handed
-        # over as the messages they read (``{{lastCharMessage}}`` may be far older than what is
-        # sent) and the count of the others, not read whole into the macro context.
-        seen = history_end - (1 if req.options.dry_run and input_ids else 0)
-        picks = macro_messages(roles[:seen])
-        assets["macro_context"] = {**assets.get("macro_context", {}), "chat_omitted": seen - len(picks), "chat": [
-            {"role": m["role"], "name": m.get("name", ""), "content": m["content"]}
-            for m in map(chat_history.item, picks)]}
+    if req.options.dry_run:
+        # SillyTavern's dry run adds nothing to the chat first (what was typed stays unsent) and
+        # builds the prompt from the stored chat whole; ``populateChatHistory`` then adds
+        # ``send_if_empty`` after an assistant message, so only there is that one sent
+        after_reply = appended == "send_if_empty" and len(chat) > 1 and chat[-2].role == "assistant"
+        if not appended or after_reply:
+            input_ids = []
+    # the prompts' chat macros read the chat as stored, whatever part of it is sent (``_macro_chat``)
+    assets["macro_context"] = {**assets.get("macro_context", {}), **macro_chat}
     result = Assembler(_registry()).assemble(AssemblyRequest.from_dict({
         "preset": builtin_strategy("builtin-st"), "messages": history, "input_ids": input_ids, "assets": assets,
         "preview": req.options.dry_run, "system_prompt_update": "in-history", "seed": req.options.seed}))

@@ -50,7 +50,14 @@ _last_char = context_handler(_last_char_of)
 
 
 def _last_id(call: MacroCall) -> str:
-    n = call.ctx.chat_length  # the omitted older messages count too
+    """The index of the last message, skipping one whose swipe is still being generated, as
+    SillyTavern's ``getLastMessageId`` does; the omitted older messages count too (the given
+    messages end the chat, so the newest ones are consecutive)."""
+    n = call.ctx.chat_length
+    for msg in reversed(call.ctx.chat):
+        if _visible(msg):
+            return str(n - 1)
+        n -= 1
     return str(n - 1) if n else ""
 
 

@@ -24,10 +24,12 @@ Asset references in a stored scenario (resolved by `inline`):
   {"corpus": "presets/x.json", "prompts_patch": {IDENT: {...}}, "add_prompts": [{prompt, "order_after": IDENT}]}
                                                           preset prompt fields replaced / prompts added to
                                                           `prompts` and to every `prompt_order` list
+  {"corpus": "presets/x.json", "disable_prompts": [IDENT]}  those prompts disabled in every `prompt_order` list
 """
 from __future__ import annotations
 
 import copy
+import functools
 import datetime as dt
 import json
 import os
@@ -101,6 +103,11 @@ def resolve(ref: Any) -> Any:
             raise SystemExit(f"prompts_patch: no prompt {ident} in {ref['corpus']}")
         for p in hits:
             p.update(fields)
+    for ident in ref.get("disable_prompts") or []:
+        for po in obj.get("prompt_order") or []:
+            for o in po["order"]:
+                if o["identifier"] == ident:
+                    o["enabled"] = False
     for add in ref.get("add_prompts") or []:
         prompt = dict(add["prompt"])
         obj["prompts"].append(prompt)
@@ -505,6 +512,51 @@ def scenarios() -> Iterator[dict]:
     yield base("chat-macros", "B", "macros inside chat messages are substituted in the request ({{char}}, {{user}})",
                chat=[a(greeting(SERA)), u("My name is {{user}}, and you are {{char}}?"),
                      a("\"Yes, {{user}}, I am {{char}}.\""), u("Nice to meet you.")])
+
+    # B: the chat macros in a preset prompt read the chat as stored (chat-macros.js getLastMessage...:
+    # chat[mid].mes), not the history messages as sent (names, expanded macros, the continued message)
+    probe = {"identifier": "chatProbe", "name": "Chat macro probe", "role": "system", "system_prompt": False,
+             "marker": False, "content": "LM=[{{lastMessage}}] LU=[{{lastUserMessage}}] LC=[{{lastCharMessage}}] "
+                                         "ID=[{{lastMessageId}}] R=[{{allChatRange}}]"}
+    probe_preset = corpus("presets/st-default-openai.json", add_prompts=[{"order_after": "main", "prompt": probe}])
+    macro_chat = [a(greeting(SERA)), u("Where am I, {{char}}?"),
+                  a("*Seraphina smiles.* \"You are in my glade, {{user}}.\""), u("Thank you, {{char}}. Who are you?")]
+    macro_ends_assistant = macro_chat[:3]
+    probe_case = functools.partial(base, card=SERA_NOWORLD)  # no linked world: only the macros differ
+    for nb in (0, 1, 2):
+        yield probe_case(f"chat-macros-preset-names{nb}", "B", f"{{{{lastMessage}}}}, {{{{lastUserMessage}}}}, "
+                   f"{{{{lastCharMessage}}}}, {{{{lastMessageId}}}}, {{{{allChatRange}}}} in a preset prompt under "
+                   f"names_behavior {nb}, stored messages holding {{{{char}}}} / {{{{user}}}}: the stored text, no "
+                   "name prefix, macros inside left as stored (chat-macros.js getLastMessage: chat[mid].mes)",
+                   preset=probe_preset, chat=macro_chat, st_overrides={"oai_settings": {"names_behavior": nb}})
+    yield probe_case("chat-macros-preset-continue-prefill", "B", "the chat macros in a preset prompt on continue with "
+               "continue_prefill: the continued message is still the chat's last (Generate leaves chat whole)",
+               preset=probe_preset, chat=macro_ends_assistant, generation_type="continue",
+               st_overrides={"oai_settings": {"continue_prefill": True, "names_behavior": 2}})
+    yield probe_case("chat-macros-preset-no-history", "B", "the chat macros in a preset prompt when chatHistory is "
+               "disabled: no history is sent but the macros still read the chat",
+               preset=corpus("presets/st-default-openai.json", add_prompts=[{"order_after": "main", "prompt": probe}],
+                             disable_prompts=["chatHistory"]), chat=macro_chat)
+    why = {"swipe": "the message being swiped holds an unfinished swipe, which getLastMessageId skips; "
+                    "chat.length still counts it",
+           "regenerate": "the replaced message is deleted before Generate reads the chat",
+           "impersonate": "the chat is left as it is", "quiet": "the chat is left as it is"}
+    for gt in ("swipe", "regenerate", "impersonate", "quiet"):
+        yield probe_case(f"chat-macros-preset-{gt}", "B", f"the chat macros in a preset prompt on {gt}: {why[gt]}",
+                   preset=probe_preset, chat=macro_ends_assistant, generation_type=gt,
+                   **({"quiet_prompt": "Summarize {{lastMessage}} in one line."} if gt == "quiet" else {}))
+    yield probe_case("chat-macros-preset-first-message", "B", "the chat macros in a preset prompt when the chat's "
+                     "first message holds macros: Generate substitutes chat[0].mes in place before building the "
+                     "prompts, the others stay as stored", preset=probe_preset,
+                     chat=[u("Hi {{char}}, I am {{user}}."), a("Welcome, {{user}}. I am {{char}}.")])
+    yield probe_case("chat-macros-preset-regenerate-narrator", "B", "regenerate when the chat ends with a narrator "
+                     "message: Generate deletes the last message unless it is the user's, so the narrator message is "
+                     "neither sent nor read", preset=probe_preset,
+                     chat=macro_chat + [s("The wind rises over {{char}}'s glade.", name="Narrator")],
+                     generation_type="regenerate")
+    yield probe_case("chat-macros-preset-narrator", "B", "the chat macros in a preset prompt when the chat ends with a "
+               "narrator message (is_user and is_system false: a character message to getLastCharMessage)",
+               preset=probe_preset, chat=macro_chat + [s("The wind rises over {{char}}'s glade.", name="Narrator")])
 
 
 # ---------------------------------------------------------------- running
