@@ -186,6 +186,28 @@ def _print_readable(messages: list[dict[str, Any]]) -> None:
     click.echo(f"--- {len(messages)} messages, {sum(len(str(m.get('content') or '')) for m in messages)} characters ---")
 
 
+def _echo_json(value: Any) -> None:
+    """``value`` as indented JSON on standard output, written in pieces of about 64 KiB.
+
+    ``json.dumps(indent=2)`` runs the pure-Python encoder and joins its millions of small chunks
+    at the end: a 20 MB answer (a prompt of 40,000 macros, one provenance span each) held ~100 MB
+    of chunk strings at once. The pieces are the same characters, so the output is identical.
+    """
+    out = sys.stdout  # what click.echo writes to (and what CliRunner captures)
+    pending: list[str] = []
+    size = 0
+    for chunk in json.JSONEncoder(ensure_ascii=False, indent=2).iterencode(value):
+        pending.append(chunk)
+        size += len(chunk)
+        if size >= 1 << 16:
+            out.write("".join(pending))
+            pending.clear()
+            size = 0
+    pending.append("\n")
+    out.write("".join(pending))
+    out.flush()
+
+
 def _warn(diagnostics: list[Any]) -> None:
     from .output import print_diagnostics
 
@@ -271,10 +293,16 @@ def command(
             "target": target, "generation_type": generation_type, "quiet_prompt": quiet_prompt,
             "max_context": max_context, "max_tokens": max_tokens, "tokenizer": tokenizer})
         result = assemble_request(data, base_dir=base)
-        check_output(result.to_dict())  # the lone-surrogate rule (tavernbox.strict_json), before anything is printed
+        # the lone-surrogate rule (tavernbox.strict_json) on what is printed, before anything is
         if as_json:
-            click.echo(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
+            answer = result.to_dict()
+            check_output(answer)
+            _echo_json(answer)
             return
+        # without --json only the messages (or the body) and the warnings are printed: the JSON form
+        # (provenance: a dict per span; the record) is not built for a check of what is never shown
+        check_output({"messages": result.messages, "body": result.body,
+                      "warnings": [d.to_dict() for d in result.warnings]})
         _warn(result.warnings)
         if result.budget is not None and (result.budget.dropped_messages or result.budget.dropped_dialogues
                                           or result.budget.dropped_injections):
