@@ -192,3 +192,39 @@ def test_the_macro_target_still_catches_a_mutated_context_in_either_form(monkeyp
     assert kinds == {"the context dict was mutated", "the context was mutated"}
     monkeypatch.setattr(macros, "expand_macros", real)
     assert fuzz.macro_target().check("{{user}}") is None
+
+
+def test_the_determinism_re_render_catches_a_different_result_and_a_mutation(monkeypatch: pytest.MonkeyPatch) -> None:
+    # one input in DETERMINISM_EVERY is rendered twice (first from the context dict, then from the
+    # context read once): a result that changes between the two is a finding, and so is a second
+    # render that mutates the context it was given
+    import tavernbox.macros as macros
+
+    real = macros.expand_macros
+    calls = [0]
+
+    def drifting(text: str, context: object, **kwargs: object) -> object:
+        calls[0] += 1
+        return real(f"{text}{calls[0]}", context, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(macros, "expand_macros", drifting)
+    target = fuzz.macro_target()
+    found = [target.check(f"{{{{user}}}} {i}") for i in range(fuzz.DETERMINISM_EVERY)]
+    assert [p.signature if p else None for p in found] == [None] * (fuzz.DETERMINISM_EVERY - 1) + [
+        "invariant:nondeterministic"]
+    assert target.recheck is not None and target.recheck("{{user}}") is not None  # the shrinker's check too
+
+    seen: set[str] = set()
+
+    def mutating_second(text: str, context: object, **kwargs: object) -> object:
+        result = real(text, context, **kwargs)  # type: ignore[arg-type]
+        if text in seen and not isinstance(context, dict):  # the re-render, from the read context
+            context.character["description"] = "changed"  # type: ignore[attr-defined]
+        seen.add(text)
+        return result
+
+    monkeypatch.setattr(macros, "expand_macros", mutating_second)
+    target = fuzz.macro_target()
+    problems = [target.check(f"{{{{user}}}} {i}") for i in range(fuzz.DETERMINISM_EVERY)]
+    assert problems[:-1] == [None] * (fuzz.DETERMINISM_EVERY - 1)
+    assert problems[-1] is not None and problems[-1].signature == "invariant:context-mutated"

@@ -263,6 +263,8 @@ _WHOLE: dict[str, tuple[list[tuple[int, int, dict[str, Any]]], tuple[dict[str, A
 _WHOLE_MIN = 32
 _WHOLE_MAX = 256
 _WHOLE_HELD_MAX = 16 << 20
+#: bytes one kept span dict costs (a dict of 4-9 keys, its two offsets): what ``_WHOLE_HELD_MAX`` counts
+_SPAN_DICT_BYTES = 320
 _whole_held = 0
 _third = itemgetter(2)
 _RECORD_ORDER = itemgetter("start", "id")
@@ -276,7 +278,11 @@ def _remember_whole(text: str, spans: Sequence[tuple[int, int, dict[str, Any]]],
     distinct = {id(info): info for info in infos}.values()
     if not all(type(info) is FrozenInfo and "reads" not in info for info in distinct):
         return
-    held = len(text) + 8 * len(built)  # characters of text, and (about) the dicts' share
+    held = len(text) + _SPAN_DICT_BYTES * len(built)  # characters of text, and the copied dicts
+    if held > _WHOLE_HELD_MAX // 4:
+        # one message of tens of thousands of spans (a hostile prompt of repeated macros): a copy
+        # would double the provenance's memory for a build that is linear anyway
+        return
     if len(_WHOLE) >= _WHOLE_MAX or _whole_held + held > _WHOLE_HELD_MAX:
         _WHOLE.clear()
         _whole_held = 0

@@ -186,6 +186,28 @@ def _print_readable(messages: list[dict[str, Any]]) -> None:
     click.echo(f"--- {len(messages)} messages, {sum(len(str(m.get('content') or '')) for m in messages)} characters ---")
 
 
+def _echo_json(value: Any) -> None:
+    """``value`` as indented JSON on standard output, written in pieces of about 64 KiB.
+
+    ``json.dumps(indent=2)`` runs the pure-Python encoder and joins its millions of small chunks
+    at the end: a 20 MB answer (a prompt of 40,000 macros, one provenance span each) held ~100 MB
+    of chunk strings at once. The pieces are the same characters, so the output is identical.
+    """
+    out = sys.stdout  # what click.echo writes to (and what CliRunner captures)
+    pending: list[str] = []
+    size = 0
+    for chunk in json.JSONEncoder(ensure_ascii=False, indent=2).iterencode(value):
+        pending.append(chunk)
+        size += len(chunk)
+        if size >= 1 << 16:
+            out.write("".join(pending))
+            pending.clear()
+            size = 0
+    pending.append("\n")
+    out.write("".join(pending))
+    out.flush()
+
+
 def _warn(diagnostics: list[Any]) -> None:
     from .output import print_diagnostics
 
@@ -271,12 +293,14 @@ def command(
             "target": target, "generation_type": generation_type, "quiet_prompt": quiet_prompt,
             "max_context": max_context, "max_tokens": max_tokens, "tokenizer": tokenizer})
         result = assemble_request(data, base_dir=base)
-        # the lone-surrogate rule (tavernbox.strict_json) on exactly what is printed, before any
-        # of it is: the whole result with --json (built once), else the messages and warnings
+        # the lone-surrogate rule (tavernbox.strict_json) on exactly what is printed, before any of it
+        # is: the whole result with --json (built once, written in pieces), else the messages (or the
+        # body) and warnings; the JSON form (provenance: a dict per span; the record) is not built
+        # for a check of what is never shown
         if as_json:
-            whole = result.to_dict()
-            check_output(whole)
-            click.echo(json.dumps(whole, ensure_ascii=False, indent=2))
+            answer = result.to_dict()
+            check_output(answer)
+            _echo_json(answer)
             return
         sent = result.messages if not as_messages or ("messages" in result.body and len(result.body) == 1) \
             else result.body

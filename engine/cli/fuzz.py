@@ -180,9 +180,15 @@ def macro_target(*, time_bound: float = 2.0) -> FuzzTarget:
                 return Problem("invariant", f"invariant:span:{d.code}", f"{d.code} span {d.span} outside the text")
         if not determinism:
             return None
-        again = expand_macros(text, ctx, seed=1)
+        # the second render reads the context already read (a dict is read afresh each time, a
+        # tenth of a render): the same seed must give the same result whichever form it was
+        # given in, and this render must not mutate what it was given either
+        again = expand_macros(text, ctx_read, seed=1)
         if again.text != result.text or again.draws != result.draws:
             return Problem("invariant", "invariant:nondeterministic", "the same seed gave a different result")
+        if ctx_read != pristine_read:
+            ctx_read = MacroContext.from_dict(copy.deepcopy(context))
+            return Problem("invariant", "invariant:context-mutated", "the context was mutated")
         return None
 
     return FuzzTarget(

@@ -810,7 +810,7 @@ def _region_items(text: str, lo: int, hi: int, max_nesting: int) -> list | None:
     return items if stop == hi else None
 
 
-def _region_prefix(text: str, lo: int, hi: int, max_nesting: int) -> tuple[list, int, bool]:
+def _region_prefix(text: str, lo: int, hi: int, max_nesting: int) -> tuple[list, int, tuple[list[Tok], int] | bool]:
     """The LALR parse of ``text[lo:hi]``, built one top-level region at a time, as far as it goes.
 
     Lexing plain text and parsing a document token by token cost ~15 us a macro, most of it
@@ -822,7 +822,8 @@ def _region_prefix(text: str, lo: int, hi: int, max_nesting: int) -> tuple[list,
 
     Returns ``(items, stop, rejected)``: the items of ``text[lo:stop]``, where ``stop`` is ``hi``
     or the start of the first region this path cannot answer (a dropped character, nesting past
-    the limit, or a region the grammar rejects: then ``rejected``). The whole-document path owns
+    the limit, or a region the grammar rejects: then ``rejected`` is that region's tokens and
+    end, which the whole-document lexer would produce first from ``stop``). The whole-document path owns
     diagnostics and recovery; the lexer and SillyTavern's parser are both back at the start of a
     document item at a region's start, so the caller runs that path on ``text[stop:hi]`` only, and
     skips its LALR attempt when the grammar already rejected a region of it.
@@ -882,7 +883,7 @@ def _region_prefix(text: str, lo: int, hi: int, max_nesting: int) -> tuple[list,
         toks, end = region
         parsed = lalr_items(text, toks)
         if parsed is None:
-            return items, pos, True
+            return items, pos, (toks, end)
         items.extend(parsed)
         pos = end
     return items, hi, False
@@ -907,7 +908,15 @@ def document_items(
             return prefix, [], True
         lo = stop  # the prefix is the whole-document parse up to there (see _region_prefix)
     lex_errors: list[int] = []
-    toks, holes = tokenize_limited(text, lo, hi, lex_errors, max_nesting)
+    if rejected:
+        # the rejected region was lexed completely (no dropped character, within the nesting
+        # limit) and the lexer is back in plain text after it: its tokens are the ones
+        # ``tokenize_limited`` would make first, so lexing resumes at its end
+        head, resume = rejected  # type: ignore[misc]
+        toks, holes = tokenize_limited(text, resume, hi, lex_errors, max_nesting)
+        toks = head + toks
+    else:
+        toks, holes = tokenize_limited(text, lo, hi, lex_errors, max_nesting)
     diagnostics: list[Diagnostic] = []
     for start, end in holes:
         diagnostics.append(

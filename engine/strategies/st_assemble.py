@@ -63,30 +63,39 @@ class StAssembly:
     provenance_source: list[Any] = field(default_factory=list, repr=False)
     #: what the provenance describes: the messages, or (with post-processing) the messages before it
     provenance_of: str = "messages"
+    _provenance: list[dict[str, Any]] | None = field(default=None, repr=False, compare=False)
 
     @property
     def provenance(self) -> list[dict[str, Any]]:
         """Span provenance of each sent message: which prompt, card field, world-info entry (book and
-        uid), macro or chat message produced each range (UTF-16 offsets, as JavaScript counts)."""
-        from ..assembler.compose import build_provenance
+        uid), macro or chat message produced each range (UTF-16 offsets, as JavaScript counts).
 
-        return build_provenance(self.provenance_source)
+        Built on first access, the same list after: one dict per span is the largest part of a
+        request with many macros (40,000 spans: ~10 MB), so ``to_dict`` twice must not build it twice.
+        """
+        if self._provenance is None:
+            from ..assembler.compose import build_provenance
+
+            self._provenance = build_provenance(self.provenance_source)
+        return self._provenance
 
     def to_dict(self) -> dict[str, Any]:
         """The CLI's ``--json`` form: messages, warnings, nodes, provenance, trace and record."""
-        full = self.result.to_dict()
+        # the assembler's fields read one by one: its ``to_dict`` would also build the provenance of
+        # the logical messages, which this form does not include
+        inner = self.result
         out: dict[str, Any] = {
             "messages": self.messages,
             "body": self.body,
             "request_fields": self.request_fields,
             "budget": self.budget.to_dict() if self.budget is not None else None,
             "warnings": [d.to_dict() for d in self.warnings],
-            "logical_messages": full.get("logical_messages"),
-            "nodes": full.get("nodes"),
+            "logical_messages": inner.logical_messages,
+            "nodes": inner.nodes,
             "provenance": self.provenance,
             "provenance_of": self.provenance_of,
             "trace": {"world_info": _wi_trace(self.world_info)},
-            "record": full.get("record"),
+            "record": inner.record,
         }
         return out
 

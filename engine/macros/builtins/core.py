@@ -119,7 +119,18 @@ def _split_else(
     """
     if items is not None:
         return _split_memo(call.state, lo, hi, items)
-    parsed, _, clean = document_items(call.state.source, lo, hi)
+    state = call.state
+    cache = state.parse_cache
+    seen = cache.get((lo, hi)) if cache is not None else None
+    if seen is not None and not seen[2]:
+        parsed, clean = seen[0], False
+    else:
+        parsed, diags, clean = document_items(state.source, lo, hi)
+        if not clean and cache is not None:
+            # an unclean content without an ``{{else}}`` is evaluated as one level, and that
+            # level re-parses exactly this span: the evaluator's memo hands it this parse (a
+            # clean parse is not shared: its slices would change which levels get plans)
+            cache[(lo, hi)] = (tuple(parsed), tuple(diags), clean)
     then, other = _split_known(lo, hi, parsed)
     if clean:
         return then, other
