@@ -221,20 +221,20 @@ def parse_chat_jsonl(text: str) -> StChat:
         rows = rows[1:]
     chat_meta = meta.get("chat_metadata") if isinstance(meta.get("chat_metadata"), Mapping) else {}
     lorebook = chat_meta.get("world_info") if isinstance(chat_meta.get("world_info"), str) else None
-    out: list[ChatMessage] = []
-    hidden = 0
-    for n, row in rows:
-        read = _st_message(row, f"$[line {n}]", f"chat export line {n}", n)
-        if read is None:
-            hidden += 1
-        else:
-            out.append(read)
-    return StChat(tuple(out), lorebook=lorebook,
+    read = [_st_message(row, f"$[line {n}]", f"chat export line {n}", n) for n, row in rows]
+    return _stored_chat(read, meta, lorebook,
+                        {key: chat_meta[key] if isinstance(chat_meta.get(key), str) else ""
+                         for key in ("scenario", "mes_example")})
+
+
+def _stored_chat(read: list[ChatMessage | None], meta: dict[str, Any], lorebook: str | None,
+                 overrides: dict[str, str]) -> StChat:
+    """The chat of SillyTavern's stored messages (``None``: a hidden one) and the export's metadata."""
+    out = tuple(m for m in read if m is not None)
+    return StChat(out, lorebook=lorebook,
                   user_name=meta.get("user_name") if isinstance(meta.get("user_name"), str) else None,
                   character_name=meta.get("character_name") if isinstance(meta.get("character_name"), str) else None,
-                  hidden=hidden, metadata=meta,
-                  scenario=chat_meta["scenario"] if isinstance(chat_meta.get("scenario"), str) else "",
-                  mes_example=chat_meta["mes_example"] if isinstance(chat_meta.get("mes_example"), str) else "")
+                  hidden=len(read) - len(out), metadata=meta, **overrides)
 
 
 def _st_message(row: Any, where: str, what: str, line: int | None = None) -> ChatMessage | None:
@@ -282,21 +282,13 @@ def _parse_st_shaped(messages: Sequence[Any], path: str, lorebook: str | None,
     for key in overrides:
         if not overrides[key] and isinstance(chat_meta.get(key), str):
             overrides[key] = chat_meta[key]
-    out: list[ChatMessage] = []
-    hidden = 0
+    read: list[ChatMessage | None] = []
     for i, row in rows:
         if isinstance(row, Mapping) and ("role" in row or "content" in row):
             raise _bad("this chat mixes SillyTavern's stored messages (mes, is_user) with role/content ones; "
                        "use one form", f"{path}[{i}].{'role' if 'role' in row else 'content'}")
-        read = _st_message(row, f"{path}[{i}]", f"chat message {i}")
-        if read is None:
-            hidden += 1
-        else:
-            out.append(read)
-    return StChat(tuple(out), lorebook=lorebook,
-                  user_name=meta.get("user_name") if isinstance(meta.get("user_name"), str) else None,
-                  character_name=meta.get("character_name") if isinstance(meta.get("character_name"), str) else None,
-                  hidden=hidden, metadata=meta, **overrides)
+        read.append(_st_message(row, f"{path}[{i}]", f"chat message {i}"))
+    return _stored_chat(read, meta, lorebook, overrides)
 
 
 class _NotPlain(ValueError):
