@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import Diagnostic
 from ..macros import MAX_INPUT_CHARS
-from ..macros.evaluator import RenderState
+from ..macros.evaluator import RenderState, arity_message
 from ..macros.parser import MacroNode, Plain, document_items
 from ..macros.registry import MacroDef, MacroRegistry, check_type
 from ..spans import Span
@@ -166,7 +166,7 @@ class _Walker:
                 self.add("MACRO_UNCLOSED_SCOPE", f"{{{{{m.name}}}}} has no {{{{/{m.name}}}}}; it is left as written",
                          m.start, f"close it with {{{{/{m.name}}}}}")
             else:
-                self.add("MACRO_ARITY", _arity_message(definition, count), m.start, "check the macro's arguments")
+                self.add("MACRO_ARITY", arity_message(definition, count), m.start, "check the macro's arguments")
         elif definition.strict and definition.arg_types:
             for i, arg in enumerate(m.args):
                 if arg.span is None or i >= len(definition.arg_types):
@@ -191,16 +191,6 @@ class _Walker:
                     self.facts.read(scope, name, self.prompt, m.start)
                 if sets:
                     self.facts.set(scope, name, self.prompt, m.start)
-
-
-def _arity_message(definition: MacroDef, count: int) -> str:
-    if definition.max_args is None:
-        want = f"at least {definition.min_args}"
-    elif definition.min_args == definition.max_args:
-        want = str(definition.min_args)
-    else:
-        want = f"{definition.min_args} to {definition.max_args}"
-    return f"{{{{{definition.name}}}}} takes {want} argument(s), got {count}; left as written"
 
 
 def lint_macros(prompt: Prompt, facts: Facts, registry: MacroRegistry | None = None) -> list[Finding]:

@@ -859,22 +859,23 @@ class RenderState:
         """``MACRO_ARITY``, its message written only while diagnostics are still kept (a text of
         200,000 wrong calls counts the rest, as :meth:`diag` does)."""
         if len(self.diagnostics) < MAX_DIAGNOSTICS:
-            self.diag("MACRO_ARITY", self._arity_message(definition, count), start, end)
+            self.diag("MACRO_ARITY", arity_message(definition, count), start, end)
             return
         omitted = self.omitted
         if omitted is None:
             omitted = self.omitted = {}
         omitted["MACRO_ARITY"] = omitted.get("MACRO_ARITY", 0) + 1
 
-    @staticmethod
-    def _arity_message(definition: MacroDef, count: int) -> str:
-        if definition.max_args is None:
-            want = f"at least {definition.min_args}"
-        elif definition.min_args == definition.max_args:
-            want = str(definition.min_args)
-        else:
-            want = f"{definition.min_args} to {definition.max_args}"
-        return f"{{{{{definition.name}}}}} takes {want} argument(s), got {count}; left as written"
+
+def arity_message(definition: MacroDef, count: int) -> str:
+    """The ``MACRO_ARITY`` message (the evaluator's and the linter's: one wording)."""
+    if definition.max_args is None:
+        want = f"at least {definition.min_args}"
+    elif definition.min_args == definition.max_args:
+        want = str(definition.min_args)
+    else:
+        want = f"{definition.min_args} to {definition.max_args}"
+    return f"{{{{{definition.name}}}}} takes {want} argument(s), got {count}; left as written"
 
 
 def capped_diagnostics(diagnostics: Sequence[Diagnostic], omitted: dict[str, int] | None) -> list[Diagnostic]:

@@ -1201,7 +1201,6 @@ def lalr_items(text: str, toks: list[Tok]) -> list | None:
     push_state = state_stack.append
     value_stack: list = []
     push_value = value_stack.append
-    pop_value = value_stack.pop
     n = len(toks)
     i = 0
     tok = toks[0] if n else None

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter
@@ -111,16 +112,18 @@ def _macros(body: dict[str, Any]) -> dict[str, Any]:
     return result.to_dict(template)
 
 
+def _leased(engine: Callable[[dict[str, Any]], dict[str, Any]], body: dict[str, Any],
+            leases: LibraryLeases) -> dict[str, Any]:
+    """``engine``'s answer to ``body``, given only while the library assets it read are still current."""
+    answer = engine(body)
+    leases.check("before the answer was sent")
+    return answer
+
+
 @router.post("/macros", summary="Expand SillyTavern macros (tavernbox macros --json)", openapi_extra=_JSON_BODY)
 async def macros(request: Request) -> JSONResponse:
     body, refs, leases = await _body(request)
-
-    def work() -> dict[str, Any]:
-        answer = _macros(body)
-        leases.check("before the answer was sent")
-        return answer
-
-    return json_answer(_with_refs(await run_in_threadpool(work), refs))
+    return json_answer(_with_refs(await run_in_threadpool(_leased, _macros, body, leases), refs))
 
 
 #: The render fields that go through the dependency bridge (as in ``render --jsonl`` lines).
@@ -254,13 +257,7 @@ def _activate(body: dict[str, Any]) -> dict[str, Any]:
              openapi_extra=_JSON_BODY)
 async def activate(request: Request) -> JSONResponse:
     body, refs, leases = await _body(request)
-
-    def work() -> dict[str, Any]:
-        answer = _activate(body)
-        leases.check("before the answer was sent")
-        return answer
-
-    answer = await run_in_threadpool(work)
+    answer = await run_in_threadpool(_leased, _activate, body, leases)
     status = 200
     if "error" in answer and isinstance(answer["error"], dict):
         from .answers import status_for

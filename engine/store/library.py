@@ -181,3 +181,29 @@ def check_write(kind: str, asset_id: str, current: int, deleted: bool, if_match:
         raise conflict(kind, asset_id, current, None, deleted)
     if if_match is not None and (not live or if_match != current):
         raise conflict(kind, asset_id, current, if_match, deleted)
+
+
+class RevisionWrites:
+    """``put`` and ``delete`` of a library, over its one conditional write.
+
+    Both stores keep the same contract (a write is the next revision, a delete its tombstone, both
+    conditional), so only ``_write`` — one transaction in the store's own database — differs.
+    """
+
+    def _write(self, kind: str, asset_id: str, encoded: tuple[str, str] | None, if_match: int | None,
+               if_absent: bool) -> AssetEntry:
+        raise NotImplementedError
+
+    def put(self, kind: str, asset_id: str, data: Any, *, if_match: int | None = None,
+            if_absent: bool = False) -> AssetEntry:
+        """Write the next revision in one transaction (conditional with ``if_match``/``if_absent``)."""
+        check_name(kind, asset_id)
+        encoded = encode_value(data)
+        entry = self._write(kind, asset_id, encoded, if_match, if_absent)
+        return AssetEntry(kind, asset_id, entry.revision, entry.digest, entry.updated_at, False,
+                          decode_value(*encoded, f"{kind}/{asset_id}"))
+
+    def delete(self, kind: str, asset_id: str, *, if_match: int | None = None) -> AssetEntry:
+        """Write a tombstone revision."""
+        check_name(kind, asset_id)
+        return self._write(kind, asset_id, None, if_match, False)

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from ..errors import TemplateError
 from .base import SnapshotSet, SnapshotStore, check_session_id, decode_record, encode_records, set_digest
-from .library import MAX_LIST, AssetEntry, Heads, check_kind, check_name, check_write, decode_value, encode_value, not_found, now_iso
+from .library import MAX_LIST, AssetEntry, Heads, RevisionWrites, check_kind, check_name, check_write, decode_value, not_found, now_iso
 from .memory import MemorySnapshotStore
 from .migrations import SCHEMA_VERSION, migrate_sqlite
 
@@ -244,7 +244,7 @@ class SQLiteSnapshotStore:
         self.close()
 
 
-class SQLiteLibrary:
+class SQLiteLibrary(RevisionWrites):
     """An :class:`~tavernbox.store.library.AssetLibrary` in one SQLite file (the snapshot store's file).
 
     Every write is one ``BEGIN IMMEDIATE`` transaction: the condition check, the new revision's
@@ -316,20 +316,6 @@ class SQLiteLibrary:
             except sqlite3.Error as exc:
                 raise _unavailable(exc, "library write") from None
         return AssetEntry(kind, asset_id, new, digest, stamp, encoded is None)
-
-    def put(self, kind: str, asset_id: str, data: Any, *, if_match: int | None = None,
-            if_absent: bool = False) -> AssetEntry:
-        """Write the next revision in one transaction (conditional with ``if_match``/``if_absent``)."""
-        check_name(kind, asset_id)
-        encoded = encode_value(data)
-        entry = self._write(kind, asset_id, encoded, if_match, if_absent)
-        return AssetEntry(kind, asset_id, entry.revision, entry.digest, entry.updated_at, False,
-                          decode_value(*encoded, f"{kind}/{asset_id}"))
-
-    def delete(self, kind: str, asset_id: str, *, if_match: int | None = None) -> AssetEntry:
-        """Write a tombstone revision."""
-        check_name(kind, asset_id)
-        return self._write(kind, asset_id, None, if_match, False)
 
     def list(self, kind: str, *, after: str | None = None, limit: int = MAX_LIST) -> list[AssetEntry]:
         """Live assets of ``kind`` by id, without data."""
