@@ -264,7 +264,10 @@ def _is_st_shaped(messages: Sequence[Any]) -> bool:
     """Whether a JSON chat holds SillyTavern's stored messages (``mes``, ``is_user``) rather than
     the documented ``role``/``content`` form: a user who saved SillyTavern's chat array as JSON (or
     turned an export's lines into one array) gets it read as the export is, not refused."""
-    return any(isinstance(m, Mapping) and "role" not in m and ("mes" in m or "is_user" in m) for m in messages)
+    # the first two suffice (an export's metadata object may come first): a later stored message
+    # among documented ones is refused by the documented reader as an unknown field, and a long
+    # documented chat is not walked an extra time
+    return any(isinstance(m, Mapping) and "role" not in m and ("mes" in m or "is_user" in m) for m in messages[:2])
 
 
 def _parse_st_shaped(messages: Sequence[Any], path: str, lorebook: str | None,
