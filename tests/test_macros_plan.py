@@ -110,6 +110,31 @@ def test_a_repeated_template_runs_from_plans() -> None:
     assert first.text == "Hi User and Character: 1 yes User"
 
 
+def test_a_plan_loops_until_its_second_run_and_only_then_compiles(monkeypatch: pytest.MonkeyPatch) -> None:
+    # generating and compiling a level's function costs ~0.5 ms: a template rendered twice (a
+    # fuzz check's determinism re-render, one CLI request) must not pay it
+    compiled: list[LevelPlan] = []
+    real = LevelPlan._straight
+
+    def counting(self: LevelPlan) -> Any:
+        compiled.append(self)
+        return real(self)
+
+    monkeypatch.setattr(LevelPlan, "_straight", counting)
+    text = "{{setvar::a::1}}{{getvar::a}} {{roll::1d6}} {{if {{getvar::a}}}}yes{{/if}}"
+    template = compile_macros(text)
+    ctx = MacroContext.from_dict(CONTEXT)
+    first = template.expand(ctx)
+    assert template.expand(ctx) == first
+    assert _plans(template) and not compiled  # planned, looping
+    assert template.expand(ctx) == first
+    assert compiled  # the second run of a plan compiles it for the next ones
+    count = len(compiled)
+    for _ in range(3):
+        assert template.expand(ctx) == first
+    assert len(compiled) == count  # compiled once
+
+
 def test_a_registry_change_between_renders_is_seen_by_plans() -> None:
     registry = MacroRegistry.default()
     registry.register("shout", lambda call: "A", min_args=1, max_args=1)

@@ -39,6 +39,11 @@ Part = Callable[[RenderState, int], str]
 
 #: plans with at most this many parts run as one generated function (larger ones loop)
 _STRAIGHT_PARTS = 400
+#: runs of a plan through the loop before it is compiled into one generated function: compiling
+#: costs ~0.5 ms (several hundred runs of a small level), which only a level rendered again and
+#: again pays back; a template rendered twice (a fuzz check's determinism re-render, a one-off
+#: CLI request) never compiles anything
+_STRAIGHT_AFTER = 2
 
 
 class LevelPlan:
@@ -62,7 +67,32 @@ class LevelPlan:
             # (compiling one took 150 ms for a 14 KB prompt of prose with {{user}} and {{char}})
             self.run = self._memoised(self._looped(), fields)
         else:
-            self.run = self._straight() if len(parts) <= _STRAIGHT_PARTS else self._looped()
+            self.run = self._warming() if len(parts) <= _STRAIGHT_PARTS else self._looped()
+
+    def _warming(self) -> Callable[[RenderState, int], str]:
+        """The loop for the first :data:`_STRAIGHT_AFTER` runs, then :meth:`_straight` in its place.
+
+        Both give the same output (see :meth:`_straight`); the switch only moves the cost of
+        generating and compiling the function to the level's third run. Callers read ``run``
+        afresh each time; one that kept this function (an enclosing plan's bound call) is passed
+        on to the compiled one, which is built once.
+        """
+        looped = self._looped()
+        if _STRAIGHT_AFTER <= 0:
+            return self._straight()
+        runs = [0]
+        straight: list[Callable[[RenderState, int], str]] = []
+
+        def warming(state: RenderState, depth: int) -> str:
+            if straight:  # a caller that kept this function (an enclosing plan's bound call)
+                return straight[0](state, depth)
+            runs[0] += 1
+            if runs[0] >= _STRAIGHT_AFTER:
+                straight.append(self._straight())
+                self.run = straight[0]
+            return looped(state, depth)
+
+        return warming
 
     def _context_fields(self) -> tuple[str, ...] | None:
         """The context fields the plan reads, when it is made of literals and such reads only."""
