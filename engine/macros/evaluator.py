@@ -427,7 +427,7 @@ class RenderState:
                 # plans pay off from the second evaluation of the same level on
                 self.closer_memo[plan_key] = (items, reg, reg._version, None)  # type: ignore[index]
         if not has_closer:
-            return self._evaluate_inline(lo, hi, depth, items, clean)
+            return self._evaluate_inline(lo, hi, depth, items)
         # a level's pairing depends on its items, the depth and the registry (which definitions
         # may take a body): memoised per registry version, unless it warned
         memo_key = (id(items), depth)
@@ -473,7 +473,7 @@ class RenderState:
                     body_items = items[idx + 1 : scoped[3]]
                 if marks is not None:
                     mark = (item, scoped[2] if scoped is not None else item.end, len(self.reads or ()))
-                piece = self.eval_macro(item, scoped, depth, clean, body_items)
+                piece = self.eval_macro(item, scoped, depth, body_items)
                 if scoped is not None:
                     cursor = scoped[2]
                     idx = scoped[3] + 1
@@ -498,7 +498,7 @@ class RenderState:
             self._record_segments(out, marks)
         return "".join(out)
 
-    def _evaluate_inline(self, lo: int, hi: int, depth: int, items: Sequence[Any], clean: bool) -> str:
+    def _evaluate_inline(self, lo: int, hi: int, depth: int, items: Sequence[Any]) -> str:
         """:meth:`evaluate` for a level without closers: no pairs, nothing kept raw."""
         src = self.source
         out: list[str] = []
@@ -519,7 +519,7 @@ class RenderState:
             else:
                 if marks is not None:
                     marks.append((len(out), item, item.end, len(self.reads or ())))  # the piece's index
-                piece = eval_macro(item, None, depth, clean, None)
+                piece = eval_macro(item, None, depth, None)
             cursor = item.end
             size += len(piece)
             if size > max_output:
@@ -684,13 +684,13 @@ class RenderState:
         m: MacroNode,
         scoped: tuple[int, int, int, int] | None,
         depth: int,
-        clean: bool = False,
         body_items: Sequence[Any] | None = None,
     ) -> str:
         """Evaluate one complete macro (with its scoped body when paired).
 
-        ``clean`` says the macro comes from a well-formed parse, so its arguments' items can be
-        reused instead of re-parsing their text.
+        An argument whose items the parse knows (:attr:`.ArgNode.items`, set only when a re-parse
+        of its text would find exactly them, even in a document that needed recovery elsewhere)
+        is evaluated from them instead of re-parsing its text; ``body_items`` likewise.
         """
         if m.var is not None:
             return self._account(eval_shorthand(self, m, depth))
@@ -717,7 +717,7 @@ class RenderState:
             and definition is not None
             and definition.strict
             and not definition.accepts(len(m.args))
-            and (delay or self._literal_args(m, clean, depth))
+            and (delay or self._literal_args(m, depth))
         ):
             # a wrong call whose arguments are their own text: evaluating them (no effects) and
             # writing the macro back from them gives its source (hostile texts repeat this)
@@ -731,7 +731,7 @@ class RenderState:
         literal = True
         for arg in m.args:
             items = arg.items
-            known.append(items if clean else None)
+            known.append(items)
             span = arg.span
             if span is None:
                 values.append("")
@@ -741,12 +741,12 @@ class RenderState:
             if delay:
                 value = src[a:b]
             elif (
-                clean and items is not None and len(items) == 1 and type(items[0]) is Plain
+                items is not None and len(items) == 1 and type(items[0]) is Plain
                 and self.reuse_parse and depth < MAX_SCOPE_DEPTH
             ):
                 value = src[a:b]  # a literal argument is its own text
             else:
-                value = self.evaluate(a, b, depth + 1, items if clean else None)
+                value = self.evaluate(a, b, depth + 1, items)
                 literal = False
             values.append(value)
             spans.append(span)
@@ -844,9 +844,9 @@ class RenderState:
             )
         return text
 
-    def _literal_args(self, m: MacroNode, clean: bool, depth: int) -> bool:
+    def _literal_args(self, m: MacroNode, depth: int) -> bool:
         """Whether each argument of ``m`` evaluates to its own text (as :meth:`eval_macro` reads them)."""
-        literal_ok = clean and self.reuse_parse and depth < MAX_SCOPE_DEPTH
+        literal_ok = self.reuse_parse and depth < MAX_SCOPE_DEPTH
         for arg in m.args:
             if arg.span is None:
                 continue

@@ -24,6 +24,7 @@ complete macros nested inside it (SillyTavern's walker does the same).
 from __future__ import annotations
 
 import threading
+from bisect import bisect_left
 from dataclasses import dataclass
 from operator import itemgetter
 from functools import lru_cache
@@ -243,6 +244,8 @@ class _Builder:
     parts: list
     start: int = -1
     end: int = -1
+    #: no recovery happened while this argument was parsed (see :meth:`_Parser._arg_rule`)
+    clean: bool = True
 
     def tok(self, tok: Tok) -> None:
         self.parts.append((tok.start, tok.end))
@@ -273,8 +276,11 @@ class _MacroB(_Builder):
 class _Parser:
     """Recursive descent over SillyTavern's token stream, with Chevrotain's recovery."""
 
-    def __init__(self, text: str, toks: list[Tok], hi: int) -> None:
+    def __init__(self, text: str, toks: list[Tok], hi: int, dropped: list[int] | None = None) -> None:
         self.text = text
+        #: where the lexer dropped characters (ascending): an argument spanning one keeps no
+        #: items, as its text re-lexed on its own may not drop it
+        self.dropped = dropped or []
         self.toks = toks
         self.n = len(toks)
         self.p = 0
@@ -382,7 +388,14 @@ class _Parser:
         complete = b.end_tok is not None
         start = b.start if b.start >= 0 else (b.start_tok.start if b.start_tok else 0)
         end = b.end if b.end >= 0 else start
-        args = tuple(ArgNode(None if a.start < 0 else (a.start, a.end), self._arg_items(a)) for a in b.args)
+        dropped = self.dropped
+        args = tuple(
+            ArgNode(
+                None if a.start < 0 else (a.start, a.end),
+                self._arg_items(a) if a.clean and not (dropped and _drops_in(dropped, a.start, a.end)) else None,
+            )
+            for a in b.args
+        )
         var = None
         if b.var:
             scope, name, op, vb = b.var
@@ -398,7 +411,14 @@ class _Parser:
         return MacroNode(start, end, complete, "".join(b.flags), b.name, args, var, () if complete else tuple(b.parts))
 
     def _arg_items(self, ab: _Builder) -> tuple | None:
-        """The document items the argument's text would re-parse into, when that is certain."""
+        """The document items the argument's text would re-parse into, when that is certain.
+
+        The argument itself parsed without recovery (``ab.clean``: no token inserted, deleted or
+        skipped while its rule ran, which covers its nested macros), so it holds exactly the
+        items a re-parse of its span finds, wherever else the document needed recovery; what
+        is left to check is lexical: a nested macro that stayed incomplete, or a ``{`` glued
+        before a nested ``{{`` (an opening brace in plain text, an unknown character here).
+        """
         if ab.start < 0:
             return ()
         text = self.text
@@ -490,10 +510,12 @@ class _Parser:
     def _arg_rule(self, b: _MacroB, rule, own_follow: frozenset[int]) -> None:  # type: ignore[no-untyped-def]
         ab = _Builder([])
         b.args.append(ab)  # attached even when partial (Chevrotain keeps partial CSTs)
+        anomalies = self.anomalies
         self.follow.append(own_follow)
         try:
             rule(ab)
         except _Recognition:
+            ab.clean = False
             recovered = self.rule_catch(own_follow)
             self.follow.pop()
             self._absorb(b, ab)
@@ -501,6 +523,7 @@ class _Parser:
                 return
             raise
         self.follow.pop()
+        ab.clean = self.anomalies == anomalies
         self._absorb(b, ab)
 
     @staticmethod
@@ -596,6 +619,12 @@ class _Parser:
                 self.p += 1
             else:
                 return
+
+
+def _drops_in(dropped: list[int], start: int, end: int) -> bool:
+    """Whether a dropped character (a run of them starts at each position) lies in ``[start, end)``."""
+    i = bisect_left(dropped, start)
+    return i < len(dropped) and dropped[i] < end
 
 
 @dataclass(frozen=True, slots=True)
@@ -926,12 +955,14 @@ def document_items(
                 Span(start, end),
             )
         )
-    lalr = None if rejected and not holes else lalr_items(text, toks)
+    # a dropped character: the fallback builds the nodes, and an argument holding one keeps no
+    # items (its text re-lexed on its own may not drop it), so the evaluator re-parses it
+    lalr = None if (rejected and not holes) or lex_errors else lalr_items(text, toks)
     if lalr is not None:  # well-formed: the LALR grammar's parse
         raw_items = lalr
-        clean = not lex_errors and not holes
+        clean = not holes
     else:  # a malformed macro somewhere: SillyTavern's recovery decides what stays text
-        parser = _Parser(text, toks, hi)
+        parser = _Parser(text, toks, hi, lex_errors)
         raw_items = parser.document()
         clean = parser.anomalies == 0 and not lex_errors and not holes
     items: list = []

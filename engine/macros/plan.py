@@ -482,7 +482,7 @@ def build_plan(
 
 def _generic(m: MacroNode) -> Part:
     def part(state: RenderState, depth: int) -> str:
-        return state.eval_macro(m, None, depth, True, None)
+        return state.eval_macro(m, None, depth, None)
 
     return part
 
@@ -490,7 +490,7 @@ def _generic(m: MacroNode) -> Part:
 def _paired(m: MacroNode, scoped: tuple[int, int, int, int], body_items: tuple) -> Part:
     # the body's items are sliced once, so the body level keeps its identity (and its plan)
     def part(state: RenderState, depth: int) -> str:
-        return state.eval_macro(m, scoped, depth, True, body_items)
+        return state.eval_macro(m, scoped, depth, body_items)
 
     return part
 
@@ -516,7 +516,7 @@ def _bind(state: RenderState, m: MacroNode, depth: int) -> Part:
                 try:
                     value = fast(state.ctx)
                 except Exception:  # reported exactly as the evaluator reports it
-                    return state.eval_macro(m, None, depth, True, None)
+                    return state.eval_macro(m, None, depth, None)
                 if type(value) is not str:
                     value = js_string(value)
                 produced = state.produced + len(value)
@@ -635,7 +635,7 @@ def _var_get(m: MacroNode, scope: str, name: str) -> Part:
         try:
             text = js_string((state.local if local else state.glob).get(name))
         except Exception:  # reported exactly as the evaluator reports it (reading changes nothing)
-            return state.eval_macro(m, None, depth, True, None)
+            return state.eval_macro(m, None, depth, None)
         return _emit(state, text)
 
     get.variable_name = name  # type: ignore[attr-defined]  # inlined by LevelPlan._straight
