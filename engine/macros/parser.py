@@ -663,7 +663,8 @@ def _flatten(node: MacroNode, out: list) -> None:
 # A macro is "simple" when its token stream has a fixed shape the grammar can only parse one
 # way: ``{{``, at most one flag, then a name with no arguments, ``::`` arguments or one legacy
 # whitespace argument; or ``//`` and a comment; or the variable shorthand ``.name``/``$name``
-# with ``++``/``--`` or an operator and a value; then ``}}``. Argument text excludes whatever
+# with ``++``/``--`` or an operator and a value; then ``}}``. Whitespace may come before and
+# after the flag and after the scope (the lexer skips it there: ``{{ user }}``, ``{{ . x}}``). Argument text excludes whatever
 # switches the lexer's mode or splits (``{ } | \\ :``), a value excludes braces; both may hold
 # simple macros (one level). Every part is possessive or atomic, as each token of the lexer
 # is matched on its own (and no input can make the regex backtrack quadratically).
@@ -680,11 +681,13 @@ _FLAT_VALUE = r"[^{}]*+"
 
 def _macro_pattern(arg: str, value: str, capture: bool) -> str:
     g = (lambda body: f"({body})") if capture else (lambda body: f"(?:{body})")
+    # whitespace the lexer skips (before and after the flag, after the scope of a variable)
+    ws = _WS_CLASS + "*+"
     return (
-        r"\{\{" + g(_FLAG) + "?(?:"
+        r"\{\{" + ws + "(?:" + g(_FLAG) + ws + ")?(?:"
         + g(_NAME) + "(?:" + g(f"(?:::{arg})++") + "|" + _WS_CLASS + "++" + g(arg) + ")?"
         + "|//" + g(arg)
-        + "|" + g("[.$]") + g(_VARNAME) + _WS_CLASS + "*+"
+        + "|" + g("[.$]") + ws + g(_VARNAME) + _WS_CLASS + "*+"
         + "(?:" + g(_STEP) + _WS_CLASS + "*+|" + g(_VALOP) + g(value) + ")?"
         + r")\}\}"
     )
