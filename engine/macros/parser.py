@@ -661,8 +661,8 @@ def _flatten(node: MacroNode, out: list) -> None:
 # ---- simple macros read off one regex match (see _region_items) ----------------------------
 #
 # A macro is "simple" when its token stream has a fixed shape the grammar can only parse one
-# way: ``{{``, at most one flag, then a name with no arguments, ``::`` arguments or one legacy
-# whitespace argument; or ``//`` and a comment; or the variable shorthand ``.name``/``$name``
+# way: ``{{``, at most one flag, then a name with no arguments, ``::`` arguments, the one
+# argument after a single ``:`` or one legacy whitespace argument; or ``//`` and a comment; or the variable shorthand ``.name``/``$name``
 # with ``++``/``--`` or an operator and a value; then ``}}``. Whitespace may come before and
 # after the flag and after the scope (the lexer skips it there: ``{{ user }}``, ``{{ . x}}``). Argument text excludes whatever
 # switches the lexer's mode or splits (``{ } | \\ :``), a value excludes braces; both may hold
@@ -676,16 +676,20 @@ _VARNAME = r"(?>[a-zA-Z](?:[a-zA-Z0-9_-]*[a-zA-Z0-9_])?)"
 _STEP = r"(?>\+\+|--)"  # checked before the operators, as the lexer orders them
 _VALOP = r"(?>\?\?=|\?\?|\|\|=|\|\||-=|==|!=|>=|>|<=|<|\+=|=)"
 _FLAT_ARG = r"[^{}|\\:]*+"
+#: the one argument after a single ``:`` (``{{roll:1d6}}``), where ``::`` and ``:`` are its text
+_FLAT_COLON_ARG = r"[^{}|\\]*+"
 _FLAT_VALUE = r"[^{}]*+"
+#: a single ``:`` followed by at least one token (``{{a:}}`` is malformed: the grammar wants one)
+_COLON = ":(?!:)(?=" + _WS_CLASS + "*+[^}" + re.escape(WS_CHARS) + "])"
 
 
-def _macro_pattern(arg: str, value: str, capture: bool) -> str:
+def _macro_pattern(arg: str, colon_arg: str, value: str, capture: bool) -> str:
     g = (lambda body: f"({body})") if capture else (lambda body: f"(?:{body})")
     # whitespace the lexer skips (before and after the flag, after the scope of a variable)
     ws = _WS_CLASS + "*+"
     return (
         r"\{\{" + ws + "(?:" + g(_FLAG) + ws + ")?(?:"
-        + g(_NAME) + "(?:" + g(f"(?:::{arg})++") + "|" + _WS_CLASS + "++" + g(arg) + ")?"
+        + g(_NAME) + "(?:" + g(f"(?:::{arg})++") + "|" + _WS_CLASS + "++" + g(arg) + "|" + _COLON + g(colon_arg) + ")?"
         + "|//" + g(arg)
         + "|" + g("[.$]") + ws + g(_VARNAME) + _WS_CLASS + "*+"
         + "(?:" + g(_STEP) + _WS_CLASS + "*+|" + g(_VALOP) + g(value) + ")?"
@@ -693,13 +697,14 @@ def _macro_pattern(arg: str, value: str, capture: bool) -> str:
     )
 
 
-_FLAT_MACRO = _macro_pattern(_FLAT_ARG, _FLAT_VALUE, capture=False)
+_FLAT_MACRO = _macro_pattern(_FLAT_ARG, _FLAT_COLON_ARG, _FLAT_VALUE, capture=False)
 _RICH_ARG = r"(?:[^{}|\\:]++|" + _FLAT_MACRO + ")*+"
+_RICH_COLON_ARG = r"(?:[^{}|\\]++|" + _FLAT_MACRO + ")*+"
 _RICH_VALUE = r"(?:[^{}]++|" + _FLAT_MACRO + ")*+"
 #: a simple macro whose arguments and value may hold flat simple macros (at the top level)
-_SIMPLE_MACRO = re.compile(_macro_pattern(_RICH_ARG, _RICH_VALUE, capture=True))
+_SIMPLE_MACRO = re.compile(_macro_pattern(_RICH_ARG, _RICH_COLON_ARG, _RICH_VALUE, capture=True))
 #: a simple macro without nested macros (inside an argument or value of the one above)
-_FLAT_SIMPLE = re.compile(_macro_pattern(_FLAT_ARG, _FLAT_VALUE, capture=True))
+_FLAT_SIMPLE = re.compile(_macro_pattern(_FLAT_ARG, _FLAT_COLON_ARG, _FLAT_VALUE, capture=True))
 _RICH_ARG_RE = re.compile(_RICH_ARG)
 _FLAT_ARG_RE = re.compile(_FLAT_ARG)
 
@@ -754,13 +759,13 @@ def _simple_node(text: str, sm: re.Match[str], arg_re: re.Pattern[str], pos: int
     start, and sharing the object saves one int per macro.
     """
     end = sm.end()
-    flag, name, dcolon, spaced, comment, scope, varname, step, valop, value = sm.groups()
+    flag, name, dcolon, spaced, colon, comment, scope, varname, step, valop, value = sm.groups()
     if scope is not None:
         if valop is None:
             var = VarNode(scope, varname, step, None, ())
         else:
-            vstart = sm.start(10)
-            span = _trimmed(text, vstart, sm.end(10))
+            vstart = sm.start(11)
+            span = _trimmed(text, vstart, sm.end(11))
             if span is None:
                 var = VarNode(scope, varname, valop, None, ())
             else:
@@ -780,10 +785,12 @@ def _simple_node(text: str, sm: re.Match[str], arg_re: re.Pattern[str], pos: int
         args = tuple(built)
     elif spaced or comment:
         # one whitespace-form argument; only whitespace means none (name_only)
-        which = 4 if spaced is not None else 5
+        which = 4 if spaced is not None else 6
         arg = _text_arg(text, sm.start(which), sm.end(which))
         if arg is not _EMPTY_ARG:
             args = (arg,)
+    elif colon is not None:
+        args = (_text_arg(text, sm.start(5), sm.end(5)),)  # never empty (see _COLON)
     return _macro_node(pos, end, flag or "", "//" if name is None else name, args, None)
 
 
