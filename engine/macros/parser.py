@@ -233,6 +233,10 @@ def _plain(start: int, end: int) -> Plain:
     return _tnew(Plain, (start, end))
 
 
+#: the type :meth:`_Parser.la_type` gives two tokens past a region that plain text follows
+_PLAIN_NEXT = -2
+
+
 class _Recognition(Exception):
     """A recognition error travelling up the rule stack (Chevrotain's RecognitionException)."""
 
@@ -276,8 +280,16 @@ class _MacroB(_Builder):
 class _Parser:
     """Recursive descent over SillyTavern's token stream, with Chevrotain's recovery."""
 
-    def __init__(self, text: str, toks: list[Tok], hi: int, dropped: list[int] | None = None) -> None:
+    def __init__(
+        self, text: str, toks: list[Tok], hi: int, dropped: list[int] | None = None, *, next_type: int = T.EOF
+    ) -> None:
         self.text = text
+        #: the type of the token after ``toks`` when they are one top-level region of a longer
+        #: document (see :func:`_recover_region`; ``EOF`` otherwise): a rule may read that type,
+        #: whatever reads further (or that token's offsets) sets :attr:`spilled`
+        self.next_type = next_type
+        self.bounded = next_type != T.EOF
+        self.spilled = False
         #: where the lexer dropped characters (ascending): an argument spanning one keeps no
         #: items, as its text re-lexed on its own may not drop it
         self.dropped = dropped or []
@@ -293,11 +305,26 @@ class _Parser:
     # ---- token access --------------------------------------------------------------------
     def la(self, k: int = 1) -> Tok:
         i = self.p + k - 1
-        return self.toks[i] if i < self.n else self.eof
+        if i < self.n:
+            return self.toks[i]
+        if self.bounded and len(self.follow) > 1:
+            self.spilled = True  # a rule took a token past the region
+        return self.eof
 
     def la_type(self, k: int = 1) -> int:
         i = self.p + k - 1
-        return self.toks[i].type if i < self.n else T.EOF
+        if i < self.n:
+            return self.toks[i].type
+        if self.bounded and len(self.follow) > 1:
+            # inside a rule: the next region's first token is known by type; past it, nothing
+            if i == self.n:
+                return self.next_type
+            if i == self.n + 1 and self.next_type != T.START:
+                # after plain text or "{": "{{" or the end, no token a macro rule is looking for
+                # (a second lookahead only asks for "}}" or a variable name)
+                return _PLAIN_NEXT
+            self.spilled = True
+        return T.EOF  # at the document level the region ends like a document
 
     def resync_type(self) -> int:
         """The type of the first upcoming token in any follow set of the rule stack."""
@@ -309,6 +336,10 @@ class _Parser:
             if self.toks[i].type in union:
                 return self.toks[i].type
             i += 1
+        if self.bounded:
+            if self.next_type in union:
+                return self.next_type  # resync_to stops at the region's end, before that token
+            self.spilled = True  # the re-sync point lies further on, if anywhere
         return T.EOF
 
     def resync_to(self, ttype: int) -> None:
@@ -344,6 +375,7 @@ class _Parser:
         except _Partial as partial:  # the document rule re-syncs to EOF
             items.append(partial.node)
             self.p = self.n
+            self.spilled = self.bounded  # ... of the whole document, not of the region
         self.follow.pop()
         return items
 
@@ -849,7 +881,9 @@ def _region_items(text: str, lo: int, hi: int, max_nesting: int) -> list | None:
     return items if stop == hi else None
 
 
-def _region_prefix(text: str, lo: int, hi: int, max_nesting: int) -> tuple[list, int, tuple[list[Tok], int] | bool]:
+def _region_prefix(
+    text: str, lo: int, hi: int, max_nesting: int, recovered: list[tuple[int, int]] | None = None
+) -> tuple[list, int, tuple[list[Tok], int] | bool]:
     """The LALR parse of ``text[lo:hi]``, built one top-level region at a time, as far as it goes.
 
     Lexing plain text and parsing a document token by token cost ~15 us a macro, most of it
@@ -866,6 +900,11 @@ def _region_prefix(text: str, lo: int, hi: int, max_nesting: int) -> tuple[list,
     diagnostics and recovery; the lexer and SillyTavern's parser are both back at the start of a
     document item at a region's start, so the caller runs that path on ``text[stop:hi]`` only, and
     skips its LALR attempt when the grammar already rejected a region of it.
+
+    With ``recovered`` (a list), a region the grammar rejects is first recovered on its own
+    (:func:`_recover_region`): when SillyTavern's recovery of it never looks past its last
+    token, its items are the whole-document path's, the region's ``(start, end)`` is appended
+    to ``recovered`` (the parse is then not clean) and the regions after it go on as before.
     """
     plain_re, plain_table = _MODES[PLAIN]
     simple = _SIMPLE_MACRO.match
@@ -922,10 +961,49 @@ def _region_prefix(text: str, lo: int, hi: int, max_nesting: int) -> tuple[list,
         toks, end = region
         parsed = lalr_items(text, toks)
         if parsed is None:
-            return items, pos, (toks, end)
+            if recovered is None:
+                return items, pos, (toks, end)
+            parsed = _recover_region(text, toks, end, hi)
+            if parsed is None:
+                return items, pos, (toks, end)
+            recovered.append((pos, end))
         items.extend(parsed)
         pos = end
     return items, hi, False
+
+
+def _first_type(text: str, pos: int, hi: int) -> int:
+    """The type of the token the lexer makes first at ``pos`` in plain text (``EOF`` at ``hi``)."""
+    if pos >= hi:
+        return T.EOF
+    if not text.startswith("{{", pos, hi):
+        return T.PLAINTEXT  # a run of text, or a lone "{"
+    return T.OPENBRACE if text.startswith("{", pos + 2, hi) else T.START
+
+
+def _recover_region(text: str, toks: list[Tok], end: int, hi: int) -> list | None:
+    """The whole-document path's items for one malformed top-level region, or ``None``.
+
+    The region's tokens are what the whole-document lexer makes there (the lexer is in plain
+    text before and after it). SillyTavern's parser is at the start of a document item before
+    it; if its recovery reads no further than the type of the next region's first token
+    (which re-syncs and inserted ``}}`` may depend on) and no macro swallows the rest of the
+    document, it is back at the start of a document item after the region, and what it built
+    is what the whole-document parse builds: the regions after it parse on their own. ``None``
+    when it read further (the caller then runs the whole-document path from the region).
+    """
+    parser = _Parser(text, toks, end, next_type=_first_type(text, end, hi))
+    raw = parser.document()
+    if parser.spilled:
+        return None
+    items: list = []
+    for item in raw:
+        if type(item) is MacroNode and not item.complete:
+            _flatten(item, items)
+        else:
+            items.append(item)
+    items.sort(key=lambda i: (i.start, i.end))
+    return items
 
 
 def document_items(
@@ -942,9 +1020,10 @@ def document_items(
     prefix: list = []
     rejected = False
     if _regions:
-        prefix, stop, rejected = _region_prefix(text, lo, hi, max_nesting)
+        recovered: list[tuple[int, int]] = []
+        prefix, stop, rejected = _region_prefix(text, lo, hi, max_nesting, recovered)
         if stop == hi:
-            return prefix, [], True
+            return prefix, [], not recovered
         lo = stop  # the prefix is the whole-document parse up to there (see _region_prefix)
     lex_errors: list[int] = []
     if rejected:
