@@ -228,3 +228,20 @@ def test_the_determinism_re_render_catches_a_different_result_and_a_mutation(mon
     problems = [target.check(f"{{{{user}}}} {i}") for i in range(fuzz.DETERMINISM_EVERY)]
     assert problems[:-1] == [None] * (fuzz.DETERMINISM_EVERY - 1)
     assert problems[-1] is not None and problems[-1].signature == "invariant:context-mutated"
+
+
+def test_a_campaign_collects_young_garbage_less_often_and_restores_the_collector() -> None:
+    import gc
+
+    seen: list[tuple[int, ...]] = []
+
+    def check(text: str) -> fuzz.Problem | None:
+        seen.append(gc.get_threshold())
+        return None
+
+    target = fuzz.FuzzTarget("macros", st.just("x"), check, text_of=lambda t: t,
+                             fast=lambda rng: MacroTextGenerator(rng).text)
+    before, frozen = gc.get_threshold(), gc.get_freeze_count()
+    fuzz.run_campaign(target, seconds=0.2, seed=1)
+    assert seen and all(t[0] >= fuzz._CAMPAIGN_GC_THRESHOLD for t in seen)  # inside the campaign
+    assert gc.get_threshold() == before and gc.get_freeze_count() == frozen  # restored after it
