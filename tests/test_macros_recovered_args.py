@@ -77,3 +77,31 @@ def test_malformed_fuzzing_texts_render_as_a_full_re_parse_does() -> None:
         for _ in range(3):  # evaluated, planned, run from plans
             assert _outcome(lambda: template.expand(ctx, seed=1)) == fresh, text
     assert malformed > 400
+
+
+def test_the_parse_names_the_ranges_that_needed_recovery() -> None:
+    from tavernbox.macros.parser import document_parse
+
+    assert document_parse("{{user}} {{if 1}}a{{/if}}")[2:] == (True, ())
+    # a region recovered on its own: only it
+    assert document_parse("{{a::b}} {{ }} {{user}}")[2:] == (False, ((9, 14),))
+    # a dropped character sends the rest the whole-document way: all of it from there
+    text = "{{a::b}} {{user{{pick::a}} {{char}}"
+    assert document_parse(text)[2:] == (False, ((9, len(text)),))
+
+
+def test_a_body_that_recovery_did_not_touch_is_not_parsed_again() -> None:
+    ctx = MacroContext.from_dict(CONTEXT)
+    # the malformed "{{ }}" lies outside the body: the body keeps its items
+    text = "{{ }} {{if 1}}a {{user}} b{{else}}c{{/if}}"
+    template = compile_macros(text)
+    result = template.expand(ctx, seed=1)
+    assert result.text == "{{ }} a User b"
+    assert result == expand_macros(text, ctx, seed=1, _reuse_parse=False)
+    assert list(template._parse_cache) == [(0, len(text))]  # the top level, nothing else
+    # inside the body, it is re-parsed (as SillyTavern re-parses every body)
+    text = "{{if 1}}a {{ }} {{user}}{{else}}c{{/if}}"
+    template = compile_macros(text)
+    result = template.expand(ctx, seed=1)
+    assert result == expand_macros(text, ctx, seed=1, _reuse_parse=False)
+    assert len(template._parse_cache) > 1

@@ -21,7 +21,7 @@ from .context import ChatMessage, MacroContext
 from . import evaluator as _evaluator
 from .evaluator import MAX_OUTPUT_CHARS, Draw, MacroCall, RenderState, capped_diagnostics, post_process
 from .evaluator import new_state as _new_state
-from .parser import ArgNode, MacroNode, Plain, VarNode, document_items, parse_macros
+from .parser import ArgNode, MacroNode, Plain, VarNode, document_parse, parse_macros
 from .plan import build_plan
 from .registry import MacroDef, MacroRegistry, dynamic_table, use_catalogue
 from .trace import MacroSegment, TracingStore, post_process_traced, run_traced, segment_kind
@@ -210,7 +210,7 @@ class CompiledMacros:
             )
         self.text = text
         # sub-parses (arguments and bodies parsed at evaluation) kept for every later render
-        self._parse_cache: dict[tuple[int, int], tuple[tuple, tuple, bool]] = {}
+        self._parse_cache: dict[tuple[int, int], tuple[tuple, tuple, bool, tuple[tuple[int, int], ...]]] = {}
         self._closer_memo: dict[Any, Any] = {}  # RenderState.closer_memo: keyed by id(items) and tuples
         pre, omap = _preprocess(text)
         self.source = pre
@@ -218,16 +218,16 @@ class CompiledMacros:
         if pre and "{{" in pre:
             if len(pre) >= _BULK_CHARS:
                 with bulk_allocation():  # see _BULK_CHARS
-                    items, diags, clean = document_items(pre)
+                    items, diags, clean, untrusted = document_parse(pre)
             else:
-                items, diags, clean = document_items(pre)
+                items, diags, clean, untrusted = document_parse(pre)
             # an unclean parse is redone by the evaluator (it decides per level what to trust)
             self._items: tuple | None = tuple(items) if clean else None
             self._diagnostics: tuple[Diagnostic, ...] = tuple(diags) if clean else ()
             if not clean:
                 # ... from this very parse: the evaluator's parse of the whole span is the same
                 # call, so it finds it in the cache instead of lexing the text a second time
-                self._parse_cache[(0, len(pre))] = (tuple(items), tuple(diags), clean)
+                self._parse_cache[(0, len(pre))] = (tuple(items), tuple(diags), clean, untrusted)
         else:
             self._items = (Plain(0, len(pre)),) if pre else ()
             self._diagnostics = ()

@@ -28,7 +28,7 @@ from typing import Any
 from ..errors import Diagnostic, TemplateError
 from ..spans import Span
 from .context import MacroContext
-from .parser import MacroNode, Plain, VarNode, document_items
+from .parser import MacroNode, Plain, VarNode, document_parse
 from .prng import SeedRandom, SeedStream, seed_stream
 from .registry import MacroDef, MacroRegistry
 from .variables import JS_WHITESPACE, VariableStore, is_falsy_text, js_number, js_string, js_trim
@@ -228,6 +228,11 @@ def post_process(text: str) -> str:
     return text
 
 
+def overlaps(ranges: Sequence[tuple[int, int]], lo: int, hi: int) -> bool:
+    """Whether any ``(start, end)`` of ``ranges`` shares a character with ``[lo, hi)``."""
+    return any(start < hi and lo < end for start, end in ranges)
+
+
 @dataclass(slots=True)
 class RenderState:
     """Per-render mutable state: variables, draws, diagnostics and the output budget.
@@ -253,10 +258,11 @@ class RenderState:
     #: reuse a well-formed parent's parse of arguments/bodies instead of re-parsing their text
     #: (an optimisation; tests switch it off to prove both give the same output)
     reuse_parse: bool = True
-    #: ``(lo, hi) -> (items, diagnostics, clean)``: the parse of every span evaluated so far.
-    #: A compiled template hands the same dict to each render, so repeated renders parse nothing
-    #: (a span's parse depends on the source text only). ``None``: parse every time.
-    parse_cache: dict[tuple[int, int], tuple[tuple, tuple, bool]] | None = None
+    #: ``(lo, hi) -> (items, diagnostics, clean, untrusted ranges)``: the parse of every span
+    #: evaluated so far (:func:`.parser.document_parse`). A compiled template hands the same dict
+    #: to each render, so repeated renders parse nothing (a span's parse depends on the source
+    #: text only). ``None``: parse every time.
+    parse_cache: dict[tuple[int, int], tuple[tuple, tuple, bool, tuple[tuple[int, int], ...]]] | None = None
     #: ``id(items) -> (items, holds a macro, holds a closer)`` and ``(id(items), depth) -> (items, registry,
     #: registry version, pairs)``, shared like ``parse_cache`` (each entry keeps the sequence
     #: alive, so its id cannot be reused while it is memoised)
@@ -284,15 +290,15 @@ class RenderState:
         found = self.dynamic.get(key)
         return found if found is not None else self.registry.get(key)
 
-    def parse(self, lo: int, hi: int) -> tuple[Sequence[Any], Sequence[Diagnostic], bool]:
-        """``document_items`` of ``source[lo:hi]``, memoised in :attr:`parse_cache`."""
+    def parse(self, lo: int, hi: int) -> tuple[Sequence[Any], Sequence[Diagnostic], bool, tuple[tuple[int, int], ...]]:
+        """``document_parse`` of ``source[lo:hi]``, memoised in :attr:`parse_cache`."""
         cache = self.parse_cache
         if cache is None:
-            return document_items(self.source, lo, hi)
+            return document_parse(self.source, lo, hi)
         hit = cache.get((lo, hi))
         if hit is None:
-            items, diags, clean = document_items(self.source, lo, hi)
-            hit = cache[(lo, hi)] = (tuple(items), tuple(diags), clean)
+            items, diags, clean, untrusted = document_parse(self.source, lo, hi)
+            hit = cache[(lo, hi)] = (tuple(items), tuple(diags), clean, untrusted)
         return hit
 
     def diag(self, code: str, message: str, start: int, end: int, **data: Any) -> None:
@@ -377,11 +383,11 @@ class RenderState:
         if items is None:
             if src.find("{{", lo, hi) < 0:
                 return src[lo:hi]
-            items, diags, clean = self.parse(lo, hi)
+            items, diags, clean, untrusted = self.parse(lo, hi)
             if diags:
                 self.diagnostics.extend(diags)
         else:
-            clean = True
+            clean, untrusted = True, ()
         memo = self.closer_memo.get(id(items))
         if memo is None or memo[0] is not items:
             has_macro = False
@@ -469,7 +475,8 @@ class RenderState:
             else:
                 scoped = pairs.get(idx)
                 body_items = None
-                if scoped is not None and clean:
+                if scoped is not None and (clean or not overlaps(untrusted, scoped[0], scoped[1])):
+                    # the body's items, unless recovery touched it (then it is re-parsed)
                     body_items = items[idx + 1 : scoped[3]]
                 if marks is not None:
                     mark = (item, scoped[2] if scoped is not None else item.end, len(self.reads or ()))
@@ -928,7 +935,7 @@ def new_state(
     glob: VariableStore,
     rng_seed: str,
     diagnostics: list[Diagnostic],
-    parse_cache: dict[tuple[int, int], tuple[tuple, tuple, bool]],
+    parse_cache: dict[tuple[int, int], tuple[tuple, tuple, bool, tuple[tuple[int, int], ...]]],
     closer_memo: dict[int, tuple[Any, bool]],
 ) -> RenderState:
     """A :class:`RenderState` for a compiled template's render: no dynamic macros, parses reused,

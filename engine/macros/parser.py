@@ -43,6 +43,7 @@ __all__ = [
     "Plain",
     "VarNode",
     "document_items",
+    "document_parse",
     "parse_macros",
     "validate_macro",
 ]
@@ -1015,15 +1016,31 @@ def document_items(
     the gaps between items verbatim, as SillyTavern does). Offsets are absolute in ``text``.
     The flag is true when nothing needed recovery (then argument items can be trusted).
     """
+    items, diagnostics, clean, _untrusted = document_parse(text, lo, hi, max_nesting, _regions=_regions)
+    return items, diagnostics, clean
+
+
+def document_parse(
+    text: str, lo: int = 0, hi: int | None = None, max_nesting: int = MAX_NESTING, *, _regions: bool = True
+) -> tuple[list, list[Diagnostic], bool, tuple[tuple[int, int], ...]]:
+    """:func:`document_items`, and the ranges of ``text`` where the parse needed recovery.
+
+    Outside those ranges the items are what a parse of any span made of whole items finds (the
+    lexer and the parser are at the start of a document item between two top-level items), so
+    the evaluator can hand a scoped macro's body its items instead of re-parsing its text. The
+    ranges are the regions recovered on their own and, when the whole-document path ran and
+    needed recovery (or cut too-deep regions out), everything from where it started; empty
+    when the flag is true.
+    """
     if hi is None:
         hi = len(text)
     prefix: list = []
     rejected = False
+    recovered: list[tuple[int, int]] = []
     if _regions:
-        recovered: list[tuple[int, int]] = []
         prefix, stop, rejected = _region_prefix(text, lo, hi, max_nesting, recovered)
         if stop == hi:
-            return prefix, [], not recovered
+            return prefix, [], not recovered, tuple(recovered)
         lo = stop  # the prefix is the whole-document parse up to there (see _region_prefix)
     lex_errors: list[int] = []
     if rejected:
@@ -1064,10 +1081,12 @@ def document_items(
         items.append(Plain(start, end))
     if holes or not clean:
         items.sort(key=lambda i: (i.start, i.end))
+        recovered.append((lo, hi))
+    clean = not recovered  # nothing here needed recovery, nor did a region before
     if prefix:
         prefix.extend(items)
-        return prefix, diagnostics, clean
-    return items, diagnostics, clean
+        return prefix, diagnostics, clean, tuple(recovered)
+    return items, diagnostics, clean, tuple(recovered)
 
 
 def parse_macros(text: str) -> tuple[Plain | MacroNode, ...]:

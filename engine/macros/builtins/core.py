@@ -8,8 +8,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...errors import TemplateError
-from ..evaluator import ELSE_MARKER, MacroCall, RenderState, dedent_trim, post_process
-from ..parser import MacroNode, document_items
+from ..evaluator import ELSE_MARKER, MacroCall, RenderState, dedent_trim, overlaps, post_process
+from ..parser import MacroNode, document_parse
 from ..plan import level_runner
 from ..registry import MacroRegistry, args_only, context_handler
 from ..variables import JS_WHITESPACE, is_falsy_text, js_string
@@ -123,19 +123,27 @@ def _split_else(
     cache = state.parse_cache
     seen = cache.get((lo, hi)) if cache is not None else None
     if seen is not None and not seen[2]:
-        parsed, clean = seen[0], False
+        parsed, clean, untrusted = seen[0], False, seen[3]
     else:
-        parsed, diags, clean = document_items(state.source, lo, hi)
+        parsed, diags, clean, untrusted = document_parse(state.source, lo, hi)
         if not clean and cache is not None:
             # an unclean content without an ``{{else}}`` is evaluated as one level, and that
             # level re-parses exactly this span: the evaluator's memo hands it this parse (a
             # clean parse is not shared: its slices would change which levels get plans)
-            cache[(lo, hi)] = (tuple(parsed), tuple(diags), clean)
+            cache[(lo, hi)] = (tuple(parsed), tuple(diags), clean, untrusted)
     then, other = _split_known(lo, hi, parsed)
     if clean:
         return then, other
-    # an unclean parse finds the separator but its slices are not trusted: evaluation re-parses
-    return (then[0], then[1], None), (other[0], other[1], None) if other is not None else None
+    # an unclean parse finds the separator; a branch that recovery touched is re-parsed when
+    # evaluated, any other keeps its slice (it is what a parse of the branch alone finds)
+    return _unless_recovered(then, untrusted), _unless_recovered(other, untrusted) if other is not None else None
+
+
+def _unless_recovered(
+    branch: tuple[int, int, Sequence[Any] | None], untrusted: Sequence[tuple[int, int]]
+) -> tuple[int, int, Sequence[Any] | None]:
+    """``branch`` with its items dropped when one of the ``untrusted`` ranges touches it."""
+    return (branch[0], branch[1], None) if overlaps(untrusted, branch[0], branch[1]) else branch
 
 
 def _split_memo(
