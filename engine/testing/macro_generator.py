@@ -14,8 +14,8 @@ pass in :mod:`tavernbox.cli.fuzz`; the Hypothesis strategies remain the public, 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable
+from math import floor
 
 from .macro_strategies import _FLAGS, _OPERATORS, _VAR_NAMES, MACRO_NAMES
 
@@ -41,144 +41,227 @@ _SCOPED_CONDITIONS = ("1", "0", "!x", ".x", "$flag", "description", "")
 _IF_CONDITIONS = ("1", "0", "!0", "false", "yes", ".flag", "$flag", "user", "noop", "")
 
 
+_SCOPED_WITH_VAR = frozenset(("setvar", "setglobalvar"))
+#: whether each of ``_OPERATORS`` takes a value after it
+_OPERATOR_TAKES_VALUE = tuple(op not in ("", "++", "--") for op in _OPERATORS)
+
+# Lengths as floats: ``random() * 30.0`` is the same product as ``random() * 30`` (the int converts
+# exactly) without the conversion.
+_N_NAMES = float(len(MACRO_NAMES))
+_N_PLAIN = float(len(_PLAIN_ALPHABET))
+_N_MEANINGFUL = float(len(_MEANINGFUL))
+_N_BROKEN = float(len(_BROKEN))
+_N_VAR_NAMES = float(len(_VAR_NAMES))
+_N_OPERATORS = float(len(_OPERATORS))
+_N_SCOPED = float(len(_SCOPED))
+_N_SCOPED_CONDITIONS = float(len(_SCOPED_CONDITIONS))
+_N_IF_CONDITIONS = float(len(_IF_CONDITIONS))
+_N_FLAGS = float(len(_FLAGS))
+
+# Random casing of a name, one ``random() < 0.5`` per character (upper when true), drawn in one
+# ``getrandbits`` call. CPython's ``random()`` is ``((w0 >> 5) * 2**26 + (w1 >> 6)) / 2**53`` over the
+# next two 32-bit Mersenne Twister words, so it is below 0.5 exactly when bit 31 of ``w0`` is clear;
+# ``getrandbits(64 * n)`` consumes the same ``2 * n`` words in the same order, least significant
+# word first, so byte ``8 * i + 3`` of its little-endian bytes holds that bit of draw ``i``. The
+# top bit is turned into the ASCII case bit (0x20) by a table, kept on letters only, and set over
+# the upper-case name. Only for a plain :class:`random.Random` (a subclass may draw differently).
+_TOP_BIT_TO_CASE_BIT = bytes(0x20 if b & 0x80 else 0 for b in range(256))
+
+
+def _case_table(names: tuple[str, ...]) -> dict[str, tuple[int, int, int, int]]:
+    """Per name: its length, the 64-bit-per-draw width, the case bits it may take, its upper case."""
+    table = {}
+    for name in names:
+        assert name.isascii(), name
+        letters = bytes(0x20 if c.isalpha() else 0 for c in name)
+        table[name] = (len(name), 64 * len(name), int.from_bytes(letters, "big"),
+                       int.from_bytes(name.upper().encode(), "big"))
+    return table
+
+
+_CASES = _case_table(MACRO_NAMES + _SCOPED)
+
+
+def _is_plain_random(rng: random.Random) -> bool:
+    cls = type(rng)
+    return cls.random is random.Random.random and cls.getrandbits is random.Random.getrandbits
+
+
+def _casing(rng: random.Random) -> Callable[[str], str]:
+    """A function casing each character of a name at random, drawing as ``random() < 0.5`` each."""
+    rnd = rng.random
+    if not _is_plain_random(rng):
+        def by_draws(name: str) -> str:
+            return "".join([c.upper() if rnd() < 0.5 else c.lower() for c in name])
+        return by_draws
+    bits = rng.getrandbits
+    cases = _CASES
+    from_bytes = int.from_bytes
+    table = _TOP_BIT_TO_CASE_BIT
+
+    def by_bits(name: str) -> str:
+        size, width, letters, upper = cases[name]
+        lower_bits = from_bytes(bits(width).to_bytes(size * 8, "little")[3::8].translate(table), "big")
+        return ((lower_bits & letters) | upper).to_bytes(size, "big").decode("ascii")
+    return by_bits
+
+
 class MacroTextGenerator:
     """Draws macro-heavy texts from a seeded :class:`random.Random` (same seed, same texts).
 
     ``max_leaves`` bounds the nesting and concatenation of one text, as in
     :func:`~tavernbox.testing.macro_strategies.macro_templates`.
+
+    Every choice is one ``random()`` scaled to its range (``Random.choice``/``randrange`` cost ~1 us
+    each in Python; the bias of scaling is below 2**-50). The sequence of draws, and so every text
+    for a seed, is fixed: ``tests/test_macro_generator_speed.py`` holds digests of the outputs, so a
+    faster rewrite cannot change what a campaign fuzzes or replays. The grammar is written as
+    closures over the bound ``random`` (a Python call per choice was most of the time), branches
+    compare the scaled float (``int(x) < k`` is ``x < k`` for ``x >= 0``) and indices use
+    :func:`math.floor` (several times cheaper than ``int()`` on a float, and equal for ``x >= 0``).
     """
 
     def __init__(self, rng: random.Random, max_leaves: int = 12) -> None:
         self.rng = rng
         self.max_leaves = max_leaves
-        self._budget = 0
-        self._random = rng.random
-
-    # ``Random.choice``/``randrange``/``randint`` cost ~1 us each in Python (argument checks and
-    # ``_randbelow``), two thirds of a text's generation; one ``random()`` scaled to the range
-    # draws from the same uniform distribution (the bias is below 2**-50) in a fifth of that
-    def _pick(self, seq: Sequence[str] | Sequence[int]) -> Any:
-        return seq[int(self._random() * len(seq))]
-
-    def _below(self, n: int) -> int:
-        return int(self._random() * n)
-
-    def _int(self, lo: int, hi: int) -> int:
-        return lo + int(self._random() * (hi - lo + 1))
+        self._text, self._fragment = _grammar(rng)
 
     def text(self) -> str:
         """One text: one to five pieces, each a fragment tree or plain text."""
-        rng = self.rng
-        parts = []
-        for _ in range(self._int(1, 5)):
-            self._budget = self._int(1, self.max_leaves)
-            parts.append(self._node() if rng.random() < 0.8 else self._plain())
-        return "".join(parts)
+        return self._text(self.max_leaves)
 
     def fragment(self) -> str:
         """One fragment (for splicing into corpus texts)."""
-        self._budget = self._int(1, 4)
-        return self._node()
+        return self._fragment()
 
-    # ---- pieces ---------------------------------------------------------------------------
-    def _plain(self) -> str:
-        rnd = self._random
-        return "".join([_PLAIN_ALPHABET[int(rnd() * _PLAIN_LEN)] for _ in range(self._int(0, 12))])
 
-    def _name(self) -> str:
-        name = self._pick(MACRO_NAMES)
-        rnd = self._random
-        return "".join([c.upper() if rnd() < 0.5 else c.lower() for c in name])
+def _grammar(rng: random.Random) -> tuple[Callable[[int], str], Callable[[], str]]:
+    """The grammar's pieces as closures over ``rng``; returns ``(text(max_leaves), fragment())``.
 
-    def _flags(self) -> str:
-        return "".join([self._pick(_FLAGS) for _ in range(self._pick((0, 0, 0, 1, 2)))])
+    The order of draws in each piece is the contract (see :class:`MacroTextGenerator`).
+    """
+    rnd = rng.random
+    case = _casing(rng)
+    budget = 0
 
-    def _child(self) -> str:
+    def plain() -> str:
+        n = floor(rnd() * 13.0)
+        if n:
+            return "".join([_PLAIN_ALPHABET[floor(rnd() * _N_PLAIN)] for _ in range(n)])
+        return ""
+
+    def child() -> str:
         """A nested piece while the budget lasts, else a leaf."""
-        if self._budget <= 0:
-            return self._leaf()
-        self._budget -= 1
-        return self._node()
+        nonlocal budget
+        if budget <= 0:
+            return leaf()
+        budget -= 1
+        return node()
 
-    def _leaf(self) -> str:
-        pick = self._below(4)
-        if pick == 0:
-            return self._plain()
-        if pick == 1:
-            return self._pick(_BROKEN)
-        if pick == 2:
-            return self._inline(leaf=True)
-        return self._shorthand(leaf=True)
+    def leaf() -> str:
+        x = rnd() * 4.0
+        if x < 1.0:
+            return plain()
+        if x < 2.0:
+            return _BROKEN[floor(rnd() * _N_BROKEN)]
+        if x < 3.0:
+            return inline(True)
+        return shorthand(True)
 
-    def _node(self) -> str:
-        pick = self._below(8)
-        if pick <= 1:
-            return self._inline()
-        if pick == 2:
-            return self._scoped()
-        if pick == 3:
-            return self._if_else()
-        if pick == 4:
-            return self._shorthand()
-        if pick == 5:
-            return self._pick(_BROKEN)
-        if pick == 6:
-            return "".join(self._child() for _ in range(self._int(2, 4)))
-        return self._plain()
+    def node() -> str:
+        x = rnd() * 8.0
+        if x < 2.0:
+            return inline(False)
+        if x < 3.0:
+            return scoped()
+        if x < 4.0:
+            return if_else()
+        if x < 5.0:
+            return shorthand(False)
+        if x < 6.0:
+            return _BROKEN[floor(rnd() * _N_BROKEN)]
+        if x < 7.0:
+            out = ""
+            for _ in range(2 + floor(rnd() * 3.0)):
+                out += child()
+            return out
+        return plain()
 
-    def _arg(self, leaf: bool = False) -> str:
-        pick = self._below(3)
-        if pick == 0:
-            return self._plain()
-        if pick == 1 or leaf:
-            return self._pick(_MEANINGFUL)
-        return self._child()
+    def arg(leaf: bool) -> str:
+        x = rnd() * 3.0
+        if x < 1.0:
+            return plain()
+        if x < 2.0 or leaf:
+            return _MEANINGFUL[floor(rnd() * _N_MEANINGFUL)]
+        return child()
 
-    def _inline(self, leaf: bool = False) -> str:
-        form = self._below(4)
-        if form == 0:
+    def inline(leaf: bool) -> str:
+        x = rnd() * 4.0
+        if x < 1.0:
             tail = ""
-        elif form == 1:
-            tail = "".join(
-                "::" + self._pick(_PADDING) + self._arg(leaf) + self._pick(_PADDING) for _ in range(self._int(1, 3))
-            )
-        elif form == 2:
-            tail = ":" + self._arg(leaf)
+        elif x < 2.0:
+            tail = ""
+            for _ in range(1 + floor(rnd() * 3.0)):
+                tail += "::" + _PADDING[floor(rnd() * 6.0)] + arg(leaf) + _PADDING[floor(rnd() * 6.0)]
+        elif x < 3.0:
+            tail = ":" + arg(leaf)
         else:
-            tail = " " + self._arg(leaf)
-        return "{{" + self._pick(_PADDING) + self._flags() + self._name() + tail + self._pick(_PADDING) + "}}"
+            tail = " " + arg(leaf)
+        head = "{{" + _PADDING[floor(rnd() * 6.0)]
+        x = rnd() * 5.0  # how many flags: (0, 0, 0, 1, 2)
+        if x >= 3.0:
+            head += _FLAGS[floor(rnd() * _N_FLAGS)]
+            if x >= 4.0:
+                head += _FLAGS[floor(rnd() * _N_FLAGS)]
+        return head + case(MACRO_NAMES[floor(rnd() * _N_NAMES)]) + tail + _PADDING[floor(rnd() * 6.0)] + "}}"
 
-    def _scoped(self) -> str:
-        rng = self.rng
-        name = self._pick(_SCOPED)
-        opener_args = ""
-        if name in ("setvar", "setglobalvar"):
-            opener_args = "::" + self._pick(_VAR_NAMES)
+    def scoped() -> str:
+        name = _SCOPED[floor(rnd() * _N_SCOPED)]
+        if name in _SCOPED_WITH_VAR:
+            opener_args = "::" + _VAR_NAMES[floor(rnd() * _N_VAR_NAMES)]
         elif name == "if":
-            opener_args = " " + (self._pick(_SCOPED_CONDITIONS) if rng.random() < 0.7 else self._child())
-        flag = self._pick(("", "", "#"))
-        body = "".join(self._plain() if rng.random() < 0.5 else self._child() for _ in range(self._int(0, 3)))
-        closer = self._pick((name, name.upper(), name, "other"))
-        closing = "" if self._below(10) == 0 else "{{/" + closer + "}}"
-        cased = "".join(c.upper() if rng.random() < 0.5 else c.lower() for c in name)
-        return "{{" + flag + cased + opener_args + "}}" + body + closing
+            if rnd() < 0.7:
+                opener_args = " " + _SCOPED_CONDITIONS[floor(rnd() * _N_SCOPED_CONDITIONS)]
+            else:
+                opener_args = " " + child()
+        else:
+            opener_args = ""
+        flag = "#" if rnd() * 3.0 >= 2.0 else ""  # ("", "", "#")
+        body = ""
+        for _ in range(floor(rnd() * 4.0)):
+            body += plain() if rnd() < 0.5 else child()
+        x = rnd() * 4.0  # the closer: (name, name.upper(), name, "other")
+        closer = name if x < 1.0 else name.upper() if x < 2.0 else name if x < 3.0 else "other"
+        closing = "" if rnd() * 10.0 < 1.0 else "{{/" + closer + "}}"
+        return "{{" + flag + case(name) + opener_args + "}}" + body + closing
 
-    def _if_else(self) -> str:
-        rng = self.rng
-        cond = self._pick(_IF_CONDITIONS) if rng.random() < 0.7 else self._child()
-        parts = ["{{if " + cond + "}}", self._plain() if rng.random() < 0.5 else self._child()]
-        for _ in range(self._int(0, 2)):
-            parts += ["{{else}}", self._plain() if rng.random() < 0.5 else self._child()]
-        if self._below(10):
-            parts.append("{{/if}}")
-        return "".join(parts)
+    def if_else() -> str:
+        cond = _IF_CONDITIONS[floor(rnd() * _N_IF_CONDITIONS)] if rnd() < 0.7 else child()
+        out = "{{if " + cond + "}}" + (plain() if rnd() < 0.5 else child())
+        for _ in range(floor(rnd() * 3.0)):
+            out += "{{else}}" + (plain() if rnd() < 0.5 else child())
+        if rnd() * 10.0 >= 1.0:
+            out += "{{/if}}"
+        return out
 
-    def _shorthand(self, leaf: bool = False) -> str:
-        op = self._pick(_OPERATORS)
-        value = ""
-        if op not in ("", "++", "--"):
-            value = self._arg(leaf)
-        return (
-            "{{" + self._pick(_PADDING) + self._pick(".$") + self._pick(_VAR_NAMES) + self._pick(_PADDING) + op
-            + self._pick(_PADDING) + value + "}}"
-        )
+    def shorthand(leaf: bool) -> str:
+        i = floor(rnd() * _N_OPERATORS)
+        value = arg(leaf) if _OPERATOR_TAKES_VALUE[i] else ""
+        return ("{{" + _PADDING[floor(rnd() * 6.0)] + ("." if rnd() < 0.5 else "$")
+                + _VAR_NAMES[floor(rnd() * _N_VAR_NAMES)] + _PADDING[floor(rnd() * 6.0)] + _OPERATORS[i]
+                + _PADDING[floor(rnd() * 6.0)] + value + "}}")
+
+    def text(max_leaves: int) -> str:
+        nonlocal budget
+        out = ""
+        for _ in range(1 + floor(rnd() * 5.0)):
+            budget = 1 + floor(rnd() * max_leaves)
+            out += node() if rnd() < 0.8 else plain()
+        return out
+
+    def fragment() -> str:
+        nonlocal budget
+        budget = 1 + floor(rnd() * 4.0)
+        return node()
+
+    return text, fragment
