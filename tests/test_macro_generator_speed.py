@@ -16,6 +16,7 @@ import random
 
 import pytest
 
+from tavernbox.testing import macro_generator
 from tavernbox.testing.macro_generator import MacroTextGenerator
 
 #: seed -> (sha256 of 2,000 ``text()`` then 500 ``fragment()`` then the next ``random()``,
@@ -99,3 +100,27 @@ def test_max_leaves_is_read_when_a_text_is_drawn() -> None:
     gen.max_leaves = 12
     again = MacroTextGenerator(random.Random(3), max_leaves=12)
     assert [gen.text() for _ in range(50)] == [again.text() for _ in range(50)]
+
+
+def test_the_plain_character_table_holds_every_draw_of_its_bin() -> None:
+    # every draw whose first word has top 16 bits ``top`` lies between these two; the character
+    # only grows with the draw, so the table may name one only when both ends agree
+    for top, char in enumerate(macro_generator._PLAIN_BY_TOP_HALF):
+        low = macro_generator._draw_char(top << 37)
+        high = macro_generator._draw_char(((top + 1) << 37) - 1)
+        assert char == (low if low == high else None), top
+    assert macro_generator._PLAIN_BY_TOP_HALF.count(None) < 64
+
+
+def test_split_bins_are_drawn_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the digests above pass through the exact path for draws in a split bin: make sure they do
+    calls = []
+    exact = macro_generator._exact_plain
+
+    def counting(data: bytes, n: int) -> str:
+        calls.append(n)
+        return exact(data, n)
+
+    monkeypatch.setattr(macro_generator, "_exact_plain", counting)
+    assert _sequential(random.Random(5)) == _DIGESTS[5][0]
+    assert len(calls) >= 3

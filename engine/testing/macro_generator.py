@@ -14,8 +14,10 @@ pass in :mod:`tavernbox.cli.fuzz`; the Hypothesis strategies remain the public, 
 from __future__ import annotations
 
 import random
+import struct
 from collections.abc import Callable
 from math import floor
+from operator import itemgetter
 
 from .macro_strategies import _FLAGS, _OPERATORS, _VAR_NAMES, MACRO_NAMES
 
@@ -82,6 +84,46 @@ def _case_table(names: tuple[str, ...]) -> dict[str, tuple[int, int, int, int]]:
 _CASES = _case_table(MACRO_NAMES + _SCOPED)
 
 
+# Plain text from one ``getrandbits`` call. Its characters are ``_PLAIN_ALPHABET[floor(random() * 30)]``
+# and ``random()`` is ``k / 2**53`` with ``k = (w0 >> 5) * 2**26 + (w1 >> 6)``: the top 16 bits of
+# ``w0`` place it in ``[h / 2**16, (h + 1) / 2**16)``, and as the character only grows with the
+# draw, it is the same for every draw in that bin unless a character's boundary falls inside it
+# (28 bins of 65536). ``_PLAIN_BY_TOP_HALF[h]`` is that character, or None for those bins, whose
+# characters are then computed exactly as ``random()`` does (``_exact_plain``).
+_MAX_PLAIN = 12
+_TOP_HALVES = (None,) + tuple(struct.Struct("<" + "2xH4x" * n).unpack for n in range(1, _MAX_PLAIN + 1))
+_WORDS = (None,) + tuple(struct.Struct("<" + "I" * (2 * n)).unpack for n in range(1, _MAX_PLAIN + 1))
+
+
+def _draw_char(k: int) -> str:
+    """The plain character of the draw ``random() == k / 2**53`` (as ``_PLAIN_ALPHABET[int(random() * 30)]``)."""
+    return _PLAIN_ALPHABET[floor(k * (1.0 / 9007199254740992.0) * _N_PLAIN)]
+
+
+def _plain_table() -> tuple[str | None, ...]:
+    """Per value of a draw's top 16 bits, its plain character, or None where that depends on the rest."""
+    size = len(_PLAIN_ALPHABET)
+    table: list[str | None] = []
+    for index, char in enumerate(_PLAIN_ALPHABET):  # bins whose lowest draw is this character
+        table += [char] * (-(-(index + 1) * 65536 // size) - -(-index * 65536 // size))
+    assert len(table) == 65536
+    for top in range(65536):
+        if top == 65535 or table[top] != table[top + 1]:  # the only bins a boundary can fall into
+            if _draw_char(top << 37) != _draw_char(((top + 1) << 37) - 1):
+                table[top] = None
+    return tuple(table)
+
+
+_PLAIN_BY_TOP_HALF = _plain_table()
+
+
+def _exact_plain(data: bytes, n: int) -> str:
+    """The ``n`` plain characters of ``data`` (``getrandbits(64 * n)`` as little-endian bytes), each
+    computed from its two words exactly as CPython's ``random()`` computes its float."""
+    words = _WORDS[n](data)
+    return "".join([_draw_char((words[i] >> 5) * 67108864 + (words[i + 1] >> 6)) for i in range(0, 2 * n, 2)])
+
+
 def _is_plain_random(rng: random.Random) -> bool:
     cls = type(rng)
     return cls.random is random.Random.random and cls.getrandbits is random.Random.getrandbits
@@ -144,11 +186,24 @@ def _grammar(rng: random.Random) -> tuple[Callable[[int], str], Callable[[], str
     case = _casing(rng)
     budget = 0
 
-    def plain() -> str:
-        n = floor(rnd() * 13.0)
-        if n:
-            return "".join([_PLAIN_ALPHABET[floor(rnd() * _N_PLAIN)] for _ in range(n)])
-        return ""
+    if _is_plain_random(rng):
+        bits = rng.getrandbits
+
+        def plain() -> str:
+            n = floor(rnd() * 13.0)
+            if n:
+                data = bits(64 * n).to_bytes(8 * n, "little")
+                try:  # None (a bin split between two characters) cannot be joined
+                    return "".join(itemgetter(*_TOP_HALVES[n](data))(_PLAIN_BY_TOP_HALF))
+                except TypeError:
+                    return _exact_plain(data, n)
+            return ""
+    else:
+        def plain() -> str:
+            n = floor(rnd() * 13.0)
+            if n:
+                return "".join([_PLAIN_ALPHABET[floor(rnd() * _N_PLAIN)] for _ in range(n)])
+            return ""
 
     def child() -> str:
         """A nested piece while the budget lasts, else a leaf."""
