@@ -9,6 +9,12 @@ shapes (known names in random case, the three argument forms, flags, nesting, sc
 ``{{if}}``/``{{else}}``, the variable shorthand with every operator, broken pieces and edge
 characters) in tens of microseconds. Failures found from it are shrunk by a delta-debugging
 pass in :mod:`tavernbox.cli.fuzz`; the Hypothesis strategies remain the public, shrinkable API.
+
+What a seed draws is fixed (campaigns are replayed from their seed): every choice is one
+``random()`` on the given :class:`random.Random`, scaled to its range, in a fixed order, and
+``tests/test_macro_generator_speed.py`` pins digests of the texts. The shortcuts below (a name's
+casing and a run of plain characters each from one ``getrandbits`` call) consume the same
+Mersenne Twister words and give the same characters as those ``random()`` calls would.
 """
 
 from __future__ import annotations
@@ -24,7 +30,6 @@ from .macro_strategies import _FLAGS, _OPERATORS, _VAR_NAMES, MACRO_NAMES
 __all__ = ["MacroTextGenerator"]
 
 _PLAIN_ALPHABET = "abcXYZ 019,-\n\t{}:|\\!#/.$é😀<>\"'"
-_PLAIN_LEN = len(_PLAIN_ALPHABET)
 _PADDING = ("", "", " ", "  ", "\n", " \n ")
 _MEANINGFUL = (
     "1d6", "2d1+3", "1d1-3", "d20", "6", "0d6", "1001d6", "abc", "UTC+2", "UTC-5:30", "UTC+99",
@@ -60,43 +65,45 @@ _N_SCOPED_CONDITIONS = float(len(_SCOPED_CONDITIONS))
 _N_IF_CONDITIONS = float(len(_IF_CONDITIONS))
 _N_FLAGS = float(len(_FLAGS))
 
-# Random casing of a name, one ``random() < 0.5`` per character (upper when true), drawn in one
-# ``getrandbits`` call. CPython's ``random()`` is ``((w0 >> 5) * 2**26 + (w1 >> 6)) / 2**53`` over the
-# next two 32-bit Mersenne Twister words, so it is below 0.5 exactly when bit 31 of ``w0`` is clear;
-# ``getrandbits(64 * n)`` consumes the same ``2 * n`` words in the same order, least significant
-# word first, so byte ``8 * i + 3`` of its little-endian bytes holds that bit of draw ``i``. The
-# top bit is turned into the ASCII case bit (0x20) by a table, kept on letters only, and set over
-# the upper-case name. Only for a plain :class:`random.Random` (a subclass may draw differently).
-_TOP_BIT_TO_CASE_BIT = bytes(0x20 if b & 0x80 else 0 for b in range(256))
+# ---- draws in bulk ------------------------------------------------------------------------------
+# CPython's ``random()`` takes the next two 32-bit Mersenne Twister words ``w0, w1`` and returns
+# ``k / 2**53`` with ``k = (w0 >> 5) * 2**26 + (w1 >> 6)`` (exact in a double). ``getrandbits(64 * n)``
+# takes the same ``2 * n`` words in the same order, the first as the least significant, so draw
+# ``i``'s ``w0`` is bits ``64 * i`` to ``64 * i + 31`` of it. Two runs of draws are read that way,
+# for a plain :class:`random.Random` only (a subclass may draw differently; it is drawn from
+# through its own ``random()``).
 
 
 def _case_table(names: tuple[str, ...]) -> dict[str, tuple[int, int, int, int]]:
-    """Per name: its length, the 64-bit-per-draw width, the case bits it may take, its upper case."""
+    """Per name: the bits for its draws, its bytes at a stride of 8, where its letters' case bit
+    (0x20) sits in that layout, and its upper case in that layout (see ``_grammar``'s ``case``)."""
     table = {}
     for name in names:
         assert name.isascii(), name
-        letters = bytes(0x20 if c.isalpha() else 0 for c in name)
-        table[name] = (len(name), 64 * len(name), int.from_bytes(letters, "big"),
-                       int.from_bytes(name.upper().encode(), "big"))
+        table[name] = (64 * len(name), 8 * len(name),
+                       sum((0x20 if c.isalpha() else 0) << (64 * i) for i, c in enumerate(name)),
+                       sum(ord(c.upper()) << (64 * i) for i, c in enumerate(name)))
     return table
 
 
+# A name's casing is one ``random() < 0.5`` per character (upper when true): true exactly when bit
+# 31 of the draw's ``w0`` is clear. Shifted right by 26, that bit is the ASCII case bit (0x20) of
+# byte ``8 * i`` in the little-endian bytes, so masking it to the letters and setting it over the
+# upper-case name laid out at that stride gives the cased name as every eighth byte.
 _CASES = _case_table(MACRO_NAMES + _SCOPED)
 
-
-# Plain text from one ``getrandbits`` call. Its characters are ``_PLAIN_ALPHABET[floor(random() * 30)]``
-# and ``random()`` is ``k / 2**53`` with ``k = (w0 >> 5) * 2**26 + (w1 >> 6)``: the top 16 bits of
-# ``w0`` place it in ``[h / 2**16, (h + 1) / 2**16)``, and as the character only grows with the
-# draw, it is the same for every draw in that bin unless a character's boundary falls inside it
-# (28 bins of 65536). ``_PLAIN_BY_TOP_HALF[h]`` is that character, or None for those bins, whose
-# characters are then computed exactly as ``random()`` does (``_exact_plain``).
+# A plain character is ``_PLAIN_ALPHABET[floor(random() * 30)]``. The top 16 bits ``h`` of ``w0`` put
+# the draw in ``[h / 2**16, (h + 1) / 2**16)``, and as the character only grows with the draw it is
+# the same for every draw in that bin unless a character's boundary falls inside it (28 bins of
+# 65536): ``_PLAIN_BY_TOP_HALF[h]`` is that character, or None for those bins, whose characters are
+# then computed from both words as ``random()`` computes them (``_exact_plain``).
 _MAX_PLAIN = 12
 _TOP_HALVES = (None,) + tuple(struct.Struct("<" + "2xH4x" * n).unpack for n in range(1, _MAX_PLAIN + 1))
 _WORDS = (None,) + tuple(struct.Struct("<" + "I" * (2 * n)).unpack for n in range(1, _MAX_PLAIN + 1))
 
 
 def _draw_char(k: int) -> str:
-    """The plain character of the draw ``random() == k / 2**53`` (as ``_PLAIN_ALPHABET[int(random() * 30)]``)."""
+    """The plain character of the draw ``random() == k / 2**53``."""
     return _PLAIN_ALPHABET[floor(k * (1.0 / 9007199254740992.0) * _N_PLAIN)]
 
 
@@ -104,7 +111,7 @@ def _plain_table() -> tuple[str | None, ...]:
     """Per value of a draw's top 16 bits, its plain character, or None where that depends on the rest."""
     size = len(_PLAIN_ALPHABET)
     table: list[str | None] = []
-    for index, char in enumerate(_PLAIN_ALPHABET):  # bins whose lowest draw is this character
+    for index, char in enumerate(_PLAIN_ALPHABET):  # the bins whose lowest draw is this character
         table += [char] * (-(-(index + 1) * 65536 // size) - -(-index * 65536 // size))
     assert len(table) == 65536
     for top in range(65536):
@@ -129,38 +136,18 @@ def _is_plain_random(rng: random.Random) -> bool:
     return cls.random is random.Random.random and cls.getrandbits is random.Random.getrandbits
 
 
-def _casing(rng: random.Random) -> Callable[[str], str]:
-    """A function casing each character of a name at random, drawing as ``random() < 0.5`` each."""
-    rnd = rng.random
-    if not _is_plain_random(rng):
-        def by_draws(name: str) -> str:
-            return "".join([c.upper() if rnd() < 0.5 else c.lower() for c in name])
-        return by_draws
-    bits = rng.getrandbits
-    cases = _CASES
-    from_bytes = int.from_bytes
-    table = _TOP_BIT_TO_CASE_BIT
-
-    def by_bits(name: str) -> str:
-        size, width, letters, upper = cases[name]
-        lower_bits = from_bytes(bits(width).to_bytes(size * 8, "little")[3::8].translate(table), "big")
-        return ((lower_bits & letters) | upper).to_bytes(size, "big").decode("ascii")
-    return by_bits
-
-
 class MacroTextGenerator:
     """Draws macro-heavy texts from a seeded :class:`random.Random` (same seed, same texts).
 
     ``max_leaves`` bounds the nesting and concatenation of one text, as in
     :func:`~tavernbox.testing.macro_strategies.macro_templates`.
 
-    Every choice is one ``random()`` scaled to its range (``Random.choice``/``randrange`` cost ~1 us
-    each in Python; the bias of scaling is below 2**-50). The sequence of draws, and so every text
-    for a seed, is fixed: ``tests/test_macro_generator_speed.py`` holds digests of the outputs, so a
-    faster rewrite cannot change what a campaign fuzzes or replays. The grammar is written as
-    closures over the bound ``random`` (a Python call per choice was most of the time), branches
-    compare the scaled float (``int(x) < k`` is ``x < k`` for ``x >= 0``) and indices use
-    :func:`math.floor` (several times cheaper than ``int()`` on a float, and equal for ``x >= 0``).
+    Speed (``benchmarks/bench_fuzz.py``, ``generate``): ``Random.choice``/``randrange`` cost ~1 us
+    each in Python, so every choice is one ``random()`` scaled to its range (the bias is below
+    2**-50). A Python call per choice was then most of the time, so the grammar is closures over
+    the bound ``random``, branches compare the scaled float (``int(x) < k`` is ``x < k`` for
+    ``x >= 0``), indices use :func:`math.floor` (several times cheaper than ``int()`` on a float,
+    and equal for ``x >= 0``), and casing and plain runs are read from one ``getrandbits`` each.
     """
 
     def __init__(self, rng: random.Random, max_leaves: int = 12) -> None:
@@ -180,14 +167,19 @@ class MacroTextGenerator:
 def _grammar(rng: random.Random) -> tuple[Callable[[int], str], Callable[[], str]]:
     """The grammar's pieces as closures over ``rng``; returns ``(text(max_leaves), fragment())``.
 
-    The order of draws in each piece is the contract (see :class:`MacroTextGenerator`).
+    The order of the draws in each piece is the contract (see the module's docstring); a nested
+    piece is drawn while the budget lasts (``budget > 0``, which it spends), else a leaf.
     """
     rnd = rng.random
-    case = _casing(rng)
     budget = 0
 
     if _is_plain_random(rng):
         bits = rng.getrandbits
+        cases = _CASES
+
+        def case(name: str) -> str:
+            width, size, letters, upper = cases[name]
+            return ((bits(width) >> 26 & letters) | upper).to_bytes(size, "little")[::8].decode("ascii")
 
         def plain() -> str:
             n = floor(rnd() * 13.0)
@@ -199,6 +191,9 @@ def _grammar(rng: random.Random) -> tuple[Callable[[int], str], Callable[[], str
                     return _exact_plain(data, n)
             return ""
     else:
+        def case(name: str) -> str:
+            return "".join([c.upper() if rnd() < 0.5 else c.lower() for c in name])
+
         def plain() -> str:
             n = floor(rnd() * 13.0)
             if n:
@@ -206,12 +201,11 @@ def _grammar(rng: random.Random) -> tuple[Callable[[int], str], Callable[[], str
             return ""
 
     def child() -> str:
-        """A nested piece while the budget lasts, else a leaf."""
         nonlocal budget
-        if budget <= 0:
-            return leaf()
-        budget -= 1
-        return node()
+        if budget > 0:
+            budget -= 1
+            return node()
+        return leaf()
 
     def leaf() -> str:
         x = rnd() * 4.0
@@ -224,6 +218,7 @@ def _grammar(rng: random.Random) -> tuple[Callable[[int], str], Callable[[], str
         return shorthand(True)
 
     def node() -> str:
+        nonlocal budget
         x = rnd() * 8.0
         if x < 2.0:
             return inline(False)
@@ -235,33 +230,41 @@ def _grammar(rng: random.Random) -> tuple[Callable[[int], str], Callable[[], str
             return shorthand(False)
         if x < 6.0:
             return _BROKEN[floor(rnd() * _N_BROKEN)]
-        if x < 7.0:
+        if x < 7.0:  # two to four children
             out = ""
             for _ in range(2 + floor(rnd() * 3.0)):
-                out += child()
+                if budget > 0:
+                    budget -= 1
+                    out += node()
+                else:
+                    out += leaf()
             return out
         return plain()
 
-    def arg(leaf: bool) -> str:
+    def arg(leaf_only: bool) -> str:
+        nonlocal budget
         x = rnd() * 3.0
         if x < 1.0:
             return plain()
-        if x < 2.0 or leaf:
+        if x < 2.0 or leaf_only:
             return _MEANINGFUL[floor(rnd() * _N_MEANINGFUL)]
-        return child()
+        if budget > 0:
+            budget -= 1
+            return node()
+        return leaf()
 
-    def inline(leaf: bool) -> str:
-        x = rnd() * 4.0
+    def inline(leaf_only: bool) -> str:
+        x = rnd() * 4.0  # no arguments, ``::`` arguments, ``:`` argument, `` `` argument
         if x < 1.0:
             tail = ""
         elif x < 2.0:
             tail = ""
             for _ in range(1 + floor(rnd() * 3.0)):
-                tail += "::" + _PADDING[floor(rnd() * 6.0)] + arg(leaf) + _PADDING[floor(rnd() * 6.0)]
+                tail += "::" + _PADDING[floor(rnd() * 6.0)] + arg(leaf_only) + _PADDING[floor(rnd() * 6.0)]
         elif x < 3.0:
-            tail = ":" + arg(leaf)
+            tail = ":" + arg(leaf_only)
         else:
-            tail = " " + arg(leaf)
+            tail = " " + arg(leaf_only)
         head = "{{" + _PADDING[floor(rnd() * 6.0)]
         x = rnd() * 5.0  # how many flags: (0, 0, 0, 1, 2)
         if x >= 3.0:
@@ -299,9 +302,9 @@ def _grammar(rng: random.Random) -> tuple[Callable[[int], str], Callable[[], str
             out += "{{/if}}"
         return out
 
-    def shorthand(leaf: bool) -> str:
+    def shorthand(leaf_only: bool) -> str:
         i = floor(rnd() * _N_OPERATORS)
-        value = arg(leaf) if _OPERATOR_TAKES_VALUE[i] else ""
+        value = arg(leaf_only) if _OPERATOR_TAKES_VALUE[i] else ""
         return ("{{" + _PADDING[floor(rnd() * 6.0)] + ("." if rnd() < 0.5 else "$")
                 + _VAR_NAMES[floor(rnd() * _N_VAR_NAMES)] + _PADDING[floor(rnd() * 6.0)] + _OPERATORS[i]
                 + _PADDING[floor(rnd() * 6.0)] + value + "}}")
