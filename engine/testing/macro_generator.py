@@ -253,6 +253,9 @@ def _grammar(rng: random.Random) -> tuple[Callable[[int], str], Callable[[], str
             return node()
         return leaf()
 
+    # Pieces are built by f-strings (one allocation each, where ``+`` makes one per operand); their
+    # fields are evaluated, and so drawn, left to right, and ``{{{{``/``}}}}`` in them is ``{{``/``}}``.
+
     def inline(leaf_only: bool) -> str:
         x = rnd() * 4.0  # no arguments, ``::`` arguments, ``:`` argument, `` `` argument
         if x < 1.0:
@@ -260,18 +263,20 @@ def _grammar(rng: random.Random) -> tuple[Callable[[int], str], Callable[[], str
         elif x < 2.0:
             tail = ""
             for _ in range(1 + floor(rnd() * 3.0)):
-                tail += "::" + _PADDING[floor(rnd() * 6.0)] + arg(leaf_only) + _PADDING[floor(rnd() * 6.0)]
+                tail += f"::{_PADDING[floor(rnd() * 6.0)]}{arg(leaf_only)}{_PADDING[floor(rnd() * 6.0)]}"
         elif x < 3.0:
             tail = ":" + arg(leaf_only)
         else:
             tail = " " + arg(leaf_only)
-        head = "{{" + _PADDING[floor(rnd() * 6.0)]
+        padding = _PADDING[floor(rnd() * 6.0)]
         x = rnd() * 5.0  # how many flags: (0, 0, 0, 1, 2)
-        if x >= 3.0:
-            head += _FLAGS[floor(rnd() * _N_FLAGS)]
-            if x >= 4.0:
-                head += _FLAGS[floor(rnd() * _N_FLAGS)]
-        return head + case(MACRO_NAMES[floor(rnd() * _N_NAMES)]) + tail + _PADDING[floor(rnd() * 6.0)] + "}}"
+        if x < 3.0:
+            flags = ""
+        elif x < 4.0:
+            flags = _FLAGS[floor(rnd() * _N_FLAGS)]
+        else:
+            flags = f"{_FLAGS[floor(rnd() * _N_FLAGS)]}{_FLAGS[floor(rnd() * _N_FLAGS)]}"
+        return f"{{{{{padding}{flags}{case(MACRO_NAMES[floor(rnd() * _N_NAMES)])}{tail}{_PADDING[floor(rnd() * 6.0)]}}}}}"
 
     def scoped() -> str:
         name = _SCOPED[floor(rnd() * _N_SCOPED)]
@@ -290,14 +295,14 @@ def _grammar(rng: random.Random) -> tuple[Callable[[int], str], Callable[[], str
             body += plain() if rnd() < 0.5 else child()
         x = rnd() * 4.0  # the closer: (name, name.upper(), name, "other")
         closer = name if x < 1.0 else name.upper() if x < 2.0 else name if x < 3.0 else "other"
-        closing = "" if rnd() * 10.0 < 1.0 else "{{/" + closer + "}}"
-        return "{{" + flag + case(name) + opener_args + "}}" + body + closing
+        closing = "" if rnd() * 10.0 < 1.0 else f"{{{{/{closer}}}}}"
+        return f"{{{{{flag}{case(name)}{opener_args}}}}}{body}{closing}"
 
     def if_else() -> str:
         cond = _IF_CONDITIONS[floor(rnd() * _N_IF_CONDITIONS)] if rnd() < 0.7 else child()
-        out = "{{if " + cond + "}}" + (plain() if rnd() < 0.5 else child())
+        out = f"{{{{if {cond}}}}}{plain() if rnd() < 0.5 else child()}"
         for _ in range(floor(rnd() * 3.0)):
-            out += "{{else}}" + (plain() if rnd() < 0.5 else child())
+            out += f"{{{{else}}}}{plain() if rnd() < 0.5 else child()}"
         if rnd() * 10.0 >= 1.0:
             out += "{{/if}}"
         return out
@@ -305,9 +310,9 @@ def _grammar(rng: random.Random) -> tuple[Callable[[int], str], Callable[[], str
     def shorthand(leaf_only: bool) -> str:
         i = floor(rnd() * _N_OPERATORS)
         value = arg(leaf_only) if _OPERATOR_TAKES_VALUE[i] else ""
-        return ("{{" + _PADDING[floor(rnd() * 6.0)] + ("." if rnd() < 0.5 else "$")
-                + _VAR_NAMES[floor(rnd() * _N_VAR_NAMES)] + _PADDING[floor(rnd() * 6.0)] + _OPERATORS[i]
-                + _PADDING[floor(rnd() * 6.0)] + value + "}}")
+        return (f"{{{{{_PADDING[floor(rnd() * 6.0)]}{'.' if rnd() < 0.5 else '$'}"
+                f"{_VAR_NAMES[floor(rnd() * _N_VAR_NAMES)]}{_PADDING[floor(rnd() * 6.0)]}{_OPERATORS[i]}"
+                f"{_PADDING[floor(rnd() * 6.0)]}{value}}}}}")
 
     def text(max_leaves: int) -> str:
         nonlocal budget
