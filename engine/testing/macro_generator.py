@@ -114,10 +114,10 @@ def _plain_table() -> tuple[str | None, ...]:
     for index, char in enumerate(_PLAIN_ALPHABET):  # the bins whose lowest draw is this character
         table += [char] * (-(-(index + 1) * 65536 // size) - -(-index * 65536 // size))
     assert len(table) == 65536
-    for top in range(65536):
-        if top == 65535 or table[top] != table[top + 1]:  # the only bins a boundary can fall into
-            if _draw_char(top << 37) != _draw_char(((top + 1) << 37) - 1):
-                table[top] = None
+    for index in range(1, size + 1):  # a boundary can only fall into the last bin of a run
+        top = -(-index * 65536 // size) - 1
+        if _draw_char(top << 37) != _draw_char(((top + 1) << 37) - 1):
+            table[top] = None
     return tuple(table)
 
 
