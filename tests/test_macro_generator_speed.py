@@ -11,7 +11,9 @@ input is measured by ``benchmarks/bench_fuzz.py`` (``generate``), not here.
 
 from __future__ import annotations
 
+import copy
 import hashlib
+import pickle
 import random
 
 import pytest
@@ -124,3 +126,14 @@ def test_split_bins_are_drawn_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(macro_generator, "_exact_plain", counting)
     assert _sequential(random.Random(5)) == _DIGESTS[5][0]
     assert len(calls) >= 3
+
+
+
+def test_a_copied_generator_goes_on_drawing_what_the_original_would() -> None:
+    gen = MacroTextGenerator(random.Random(8), max_leaves=6)
+    gen.text()
+    twins = [pickle.loads(pickle.dumps(gen)), copy.deepcopy(gen)]
+    expected = [gen.text() for _ in range(20)]
+    for twin in twins:
+        assert twin.max_leaves == 6
+        assert [twin.text() for _ in range(20)] == expected

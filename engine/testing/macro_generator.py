@@ -155,6 +155,10 @@ class MacroTextGenerator:
         self.max_leaves = max_leaves
         self._text, self._fragment = _grammar(rng)
 
+    def __reduce__(self) -> tuple[type[MacroTextGenerator], tuple[random.Random, int]]:
+        # the closures cannot be pickled or copied; they are rebuilt over the (copied) rng
+        return (MacroTextGenerator, (self.rng, self.max_leaves))
+
     def text(self) -> str:
         """One text: one to five pieces, each a fragment tree or plain text."""
         return self._text(self.max_leaves)
