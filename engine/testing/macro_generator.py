@@ -223,16 +223,16 @@ def _grammar(rng: random.Random) -> tuple[Callable[[int], str], Callable[[], str
 
     def node() -> str:
         nonlocal budget
-        x = rnd() * 8.0
-        if x < 2.0:
-            return inline(False)
-        if x < 3.0:
-            return scoped()
+        x = rnd() * 8.0  # inline, inline, scoped, if/else, shorthand, broken, concatenation, plain
         if x < 4.0:
+            if x < 2.0:
+                return inline(False)
+            if x < 3.0:
+                return scoped()
             return if_else()
-        if x < 5.0:
-            return shorthand(False)
         if x < 6.0:
+            if x < 5.0:
+                return shorthand(False)
             return _BROKEN[floor(rnd() * _N_BROKEN)]
         if x < 7.0:  # two to four children
             out = ""
