@@ -98,6 +98,7 @@ _CASES = _case_table(MACRO_NAMES + _SCOPED)
 # 65536): ``_PLAIN_BY_TOP_HALF[h]`` is that character, or None for those bins, whose characters are
 # then computed from both words as ``random()`` computes them (``_exact_plain``).
 _MAX_PLAIN = 12
+# per run length n: the top 16 bits of each draw's w0 (bytes 2-3 of its 8), and all its words
 _TOP_HALVES = (None,) + tuple(struct.Struct("<" + "2xH4x" * n).unpack for n in range(1, _MAX_PLAIN + 1))
 _WORDS = (None,) + tuple(struct.Struct("<" + "I" * (2 * n)).unpack for n in range(1, _MAX_PLAIN + 1))
 
