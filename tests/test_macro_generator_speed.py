@@ -97,6 +97,20 @@ def test_a_random_subclass_gets_the_same_texts_by_its_own_draws(seed: int | str)
     assert _interleaved(_CountingRandom(seed)) == _DIGESTS[seed][1]
 
 
+def test_a_random_method_set_on_the_instance_is_the_one_drawn_from() -> None:
+    rng = random.Random(0)
+    draws = []
+    plain = rng.random
+
+    def counted() -> float:
+        draws.append(1)
+        return plain()
+
+    rng.random = counted  # type: ignore[method-assign]
+    assert _sequential(rng) == _DIGESTS[0][0]
+    assert len(draws) > 2500 * 10
+
+
 def test_max_leaves_is_read_when_a_text_is_drawn() -> None:
     gen = MacroTextGenerator(random.Random(3), max_leaves=1)
     gen.max_leaves = 12

@@ -99,8 +99,8 @@ _CASES = _case_table(MACRO_NAMES + _SCOPED)
 # then computed from both words as ``random()`` computes them (``_exact_plain``).
 _MAX_PLAIN = 12
 # per run length n: the top 16 bits of each draw's w0 (bytes 2-3 of its 8), and all its words
-_TOP_HALVES = (None,) + tuple(struct.Struct("<" + "2xH4x" * n).unpack for n in range(1, _MAX_PLAIN + 1))
-_WORDS = (None,) + tuple(struct.Struct("<" + "I" * (2 * n)).unpack for n in range(1, _MAX_PLAIN + 1))
+_TOP_HALVES = tuple(struct.Struct("<" + "2xH4x" * n).unpack for n in range(_MAX_PLAIN + 1))
+_WORDS = tuple(struct.Struct("<" + "I" * (2 * n)).unpack for n in range(_MAX_PLAIN + 1))
 
 
 def _draw_char(k: int) -> str:
@@ -133,8 +133,10 @@ def _exact_plain(data: bytes, n: int) -> str:
 
 
 def _is_plain_random(rng: random.Random) -> bool:
-    cls = type(rng)
-    return cls.random is random.Random.random and cls.getrandbits is random.Random.getrandbits
+    """Whether ``rng`` draws with CPython's own ``random()``/``getrandbits`` (nothing overrides them)."""
+    cls, own = type(rng), getattr(rng, "__dict__", {})
+    return (cls.random is random.Random.random and cls.getrandbits is random.Random.getrandbits
+            and "random" not in own and "getrandbits" not in own)
 
 
 class MacroTextGenerator:
