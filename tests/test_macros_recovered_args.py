@@ -85,9 +85,11 @@ def test_the_parse_names_the_ranges_that_needed_recovery() -> None:
     assert document_parse("{{user}} {{if 1}}a{{/if}}")[2:] == (True, ())
     # a region recovered on its own: only it
     assert document_parse("{{a::b}} {{ }} {{user}}")[2:] == (False, ((9, 14),))
-    # a dropped character sends the rest the whole-document way: all of it from there
-    text = "{{a::b}} {{user{{pick::a}} {{char}}"
-    assert document_parse(text)[2:] == (False, ((9, len(text)),))
+    # a dropped character: that region
+    assert document_parse("{{a::b}} {{user{{pick::a}} {{char}}")[2:] == (False, ((9, 26),))
+    # nesting past the limit sends the rest the whole-document way: all of it from there
+    text = "{{a}} " + "{{b::" * 70 + "}}" * 70 + " {{c}}"
+    assert document_parse(text)[2:] == (False, ((6, len(text)),))
 
 
 def test_a_body_that_recovery_did_not_touch_is_not_parsed_again() -> None:

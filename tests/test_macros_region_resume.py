@@ -80,8 +80,10 @@ def test_regions_after_a_recovered_one_are_read_on_their_own() -> None:
         "x {{.}} y {{if 1}}z{{/if}}": [(2, 7)],
         "{{.1}} {{user}}": [(0, 3)],  # "{{." ends the region; "1}}" is text
         "{{!}} {{.x 1}} {{user}}": [(0, 5), (6, 11)],  # "{{.x " ends the region
-        # a character the lexer drops: the whole-document path from there
-        "{{a::b}} {{user{{pick::a}} {{char}}": [],
+        # the lexer drops the "{" after "user": recovered on its own too
+        "{{a::b}} {{user{{pick::a}} {{char}}": [(9, 26)],
+        # nesting past the limit: the whole-document path from there (it cuts the region out)
+        "{{a}} " + "{{b::" * 70 + "}}" * 70 + " {{c}}": [],
     }
     for text, regions in cases.items():
         recovered: list[tuple[int, int]] = []

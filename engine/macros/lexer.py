@@ -209,13 +209,16 @@ characters is appended to ``errors`` when given.
     return toks
 
 
-def tokenize_macro(text: str, lo: int, hi: int, max_depth: int = 1 << 30) -> tuple[list[Tok], int] | None:
+def tokenize_macro(
+    text: str, lo: int, hi: int, max_depth: int = 1 << 30, dropped: list[int] | None = None
+) -> tuple[list[Tok], int] | None:
     """The tokens of the one top-level ``{{`` at ``lo``, up to where the lexer is back in plain text.
 
     ``tokenize`` from ``lo`` would produce exactly these tokens first (the lexer is in plain
     mode with an empty stack at ``lo`` and again at the returned end), so a document can be
-    lexed region by region. ``None`` when a character had to be dropped (the caller then lexes
-    the whole document, which records where), or as soon as macros nest deeper than
+    lexed region by region. ``None`` when a character had to be dropped and ``dropped`` is not
+    given (with it, the offset of each run of dropped characters is appended there, as
+    :func:`tokenize` does, and lexing goes on), or as soon as macros nest deeper than
     ``max_depth`` (the caller then lexes the whole document, which leaves such regions as
     written: lexing the rest of a 2 MiB region here first would only double that work).
     """
@@ -230,7 +233,13 @@ def tokenize_macro(text: str, lo: int, hi: int, max_depth: int = 1 << 30) -> tup
     while pos < hi:
         m = regex.match(text, pos, hi)
         if m is None:
-            return None
+            if dropped is None:
+                return None
+            dropped.append(pos)
+            pos += 1
+            while pos < hi and regex.match(text, pos, hi) is None:
+                pos += 1
+            continue
         ttype, pops, push = table[m.lastindex]  # type: ignore[index]
         end = m.end()
         if pops:

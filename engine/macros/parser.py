@@ -902,10 +902,12 @@ def _region_prefix(
     document item at a region's start, so the caller runs that path on ``text[stop:hi]`` only, and
     skips its LALR attempt when the grammar already rejected a region of it.
 
-    With ``recovered`` (a list), a region the grammar rejects is first recovered on its own
-    (:func:`_recover_region`): when SillyTavern's recovery of it never looks past its last
-    token, its items are the whole-document path's, the region's ``(start, end)`` is appended
-    to ``recovered`` (the parse is then not clean) and the regions after it go on as before.
+    With ``recovered`` (a list), a region the grammar rejects, or one where the lexer dropped a
+    character, is first recovered on its own (:func:`_recover_region`): when SillyTavern's
+    recovery of it reads no further than the next region's first token type, its items are the
+    whole-document path's, the region's ``(start, end)`` is appended to ``recovered`` (the
+    parse is then not clean) and the regions after it go on as before. Only nesting past the
+    limit, or a recovery that reads further, stops the region path then.
     """
     plain_re, plain_table = _MODES[PLAIN]
     simple = _SIMPLE_MACRO.match
@@ -956,17 +958,20 @@ def _region_prefix(
             append(node)
             pos = node[1]  # the node's own end: the next item starts with the same int
             continue
-        region = tokenize_macro(text, pos, hi, max_nesting)
-        if region is None:  # a dropped character, or nesting past the limit
+        dropped: list[int] | None = [] if recovered is not None else None
+        region = tokenize_macro(text, pos, hi, max_nesting, dropped)
+        if region is None:  # nesting past the limit, or (without ``recovered``) a dropped character
             return items, pos, False
         toks, end = region
-        parsed = lalr_items(text, toks)
+        # a dropped character: as on the whole-document path, the recovery parser builds the
+        # region (an argument spanning it keeps no items) and the parse is not clean
+        parsed = lalr_items(text, toks) if not dropped else None
         if parsed is None:
             if recovered is None:
                 return items, pos, (toks, end)
-            parsed = _recover_region(text, toks, end, hi)
-            if parsed is None:
-                return items, pos, (toks, end)
+            parsed = _recover_region(text, toks, end, hi, dropped)
+            if parsed is None:  # the whole-document path from here (it lexes the region itself
+                return items, pos, (toks, end) if not dropped else False  # when it dropped any)
             recovered.append((pos, end))
         items.extend(parsed)
         pos = end
@@ -982,7 +987,7 @@ def _first_type(text: str, pos: int, hi: int) -> int:
     return T.OPENBRACE if text.startswith("{", pos + 2, hi) else T.START
 
 
-def _recover_region(text: str, toks: list[Tok], end: int, hi: int) -> list | None:
+def _recover_region(text: str, toks: list[Tok], end: int, hi: int, dropped: list[int] | None = None) -> list | None:
     """The whole-document path's items for one malformed top-level region, or ``None``.
 
     The region's tokens are what the whole-document lexer makes there (the lexer is in plain
@@ -993,7 +998,7 @@ def _recover_region(text: str, toks: list[Tok], end: int, hi: int) -> list | Non
     is what the whole-document parse builds: the regions after it parse on their own. ``None``
     when it read further (the caller then runs the whole-document path from the region).
     """
-    parser = _Parser(text, toks, end, next_type=_first_type(text, end, hi))
+    parser = _Parser(text, toks, end, dropped, next_type=_first_type(text, end, hi))
     raw = parser.document()
     if parser.spilled:
         return None
