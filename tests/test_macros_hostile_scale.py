@@ -215,8 +215,10 @@ from tavernbox.macros.lexer import T, tokenize, tokenize_limited  # noqa: E402
 
 
 def _depth_limited_reference(hi: int, toks: list, limit: int) -> tuple[list, list[tuple[int, int]]]:
-    """The former two-pass rule: lex everything, then cut each top-level region from a depth-1
-    ``{{`` to the first token back at depth 0 (or the end) that went deeper than ``limit``."""
+    """The two-pass rule: lex everything, then cut each top-level region that went deeper than
+    ``limit``. A region runs from a depth-1 ``{{`` to where the lexer is back in plain text:
+    through its closing ``}}`` (the token back at depth 0), or up to the plain text or depth-1
+    ``{{`` that follows when a skipped rule got it there without one (``{{.`` then ``{``)."""
     if not toks or max(t.depth for t in toks) <= limit:
         return toks, []
     keep: list = []
@@ -228,17 +230,22 @@ def _depth_limited_reference(hi: int, toks: list, limit: int) -> tuple[list, lis
             keep.append(tok)
             i += 1
             continue
-        j, deepest = i, 0
+        j, deepest, end = i + 1, tok.depth, hi
         while j < n:
-            deepest = max(deepest, toks[j].depth)
-            if toks[j].depth == 0:
+            t = toks[j]
+            if (t.depth == 0 and t.type in (T.PLAINTEXT, T.OPENBRACE)) or (t.type == T.START and t.depth == 1):
+                end = t.start  # back in plain text before this token: it is not the region's
                 break
+            deepest = max(deepest, t.depth)
             j += 1
+            if t.depth == 0:
+                end = t.end  # the closing "}}"
+                break
         if deepest > limit:
-            holes.append((tok.start, toks[j].end if j < n else hi))
+            holes.append((tok.start, end))
         else:
-            keep.extend(toks[i : j + 1])
-        i = j + 1
+            keep.extend(toks[i:j])
+        i = j
     return keep, holes
 
 

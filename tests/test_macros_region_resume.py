@@ -110,3 +110,14 @@ def test_a_recovery_that_would_take_a_token_past_the_region_is_not_kept() -> Non
     unbounded = _Parser(text, toks, 5)
     unbounded.document()
     assert not unbounded.spilled
+
+
+def test_a_region_that_ends_on_a_skipped_rule_is_a_region_of_its_own_for_the_nesting_limit() -> None:
+    # "{{." then "{": no variable name, and the lexer is back in plain text without a "}}"; the
+    # "{{" that follows opens a region of its own, on both paths, so the too-deep region it
+    # starts is cut out from there (the whole-document lexer used to count it from "{{.")
+    text = "x {{.{{a::{{b::{{c::{{d}}}}}}}} y"
+    got = document_items(text, 0, len(text), 3)
+    assert _plain(got) == _plain(document_items(text, 0, len(text), 3, _regions=False))
+    assert [d.code for d in got[1]] == ["MACRO_NESTING_LIMIT"]
+    assert got[1][0].span.start == text.index("{{a")

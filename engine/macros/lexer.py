@@ -349,6 +349,14 @@ def tokenize_limited(
                 append(new(Tok, (ttype, pos, end, depth)))
                 if depth == 0:
                     region_index = -1
+        elif region_index >= 0 and depth == 0:
+            # a skipped rule left the lexer in plain text ("{{." then a character no variable
+            # name starts with): the region ends here, as ``tokenize_macro``'s does, and a "{{"
+            # after it opens a region of its own
+            if hole:
+                holes.append((region_start, end))
+                hole = False
+            region_index = -1
         pos = end
     if hole:
         holes.append((region_start, hi))

@@ -52,6 +52,7 @@ __all__ = [
 MAX_NESTING = 64
 
 _FLAGS = (T.FLAG, T.FILTERFLAG)
+_START, _PLAINTEXT, _OPENBRACE = T.START, T.PLAINTEXT, T.OPENBRACE
 _ARG_TOKENS = frozenset((T.START, T.IDENT, T.UNKNOWN, T.COLON, T.EQUALS, T.QUOTE))
 _ARGC_TOKENS = _ARG_TOKENS | {T.DCOLON}
 _VALUE_TOKENS = frozenset((T.START, T.IDENT, T.UNKNOWN))
@@ -242,22 +243,26 @@ class _Recognition(Exception):
     """A recognition error travelling up the rule stack (Chevrotain's RecognitionException)."""
 
 
-@dataclass
 class _Builder:
-    """A partial CST node: tokens and child nodes consumed so far."""
+    """A partial CST node: tokens and child nodes consumed so far (slotted: one is made per
+    argument and macro the recovery parser reads)."""
 
-    parts: list
-    start: int = -1
-    end: int = -1
-    #: no recovery happened while this argument was parsed (see :meth:`_Parser._arg_rule`)
-    clean: bool = True
+    __slots__ = ("clean", "end", "parts", "start")
+
+    def __init__(self, parts: list) -> None:
+        self.parts = parts
+        self.start = -1
+        self.end = -1
+        #: no recovery happened while this argument was parsed (see :meth:`_Parser._arg_rule`)
+        self.clean = True
 
     def tok(self, tok: Tok) -> None:
-        self.parts.append((tok.start, tok.end))
-        if self.start < 0 or tok.start < self.start:
-            self.start = tok.start
-        if tok.end > self.end:
-            self.end = tok.end
+        start, end = tok[1], tok[2]
+        self.parts.append((start, end))
+        if self.start < 0 or start < self.start:
+            self.start = start
+        if end > self.end:
+            self.end = end
 
     def child(self, start: int, end: int, node: object) -> None:
         self.parts.append(node)
@@ -268,8 +273,13 @@ class _Builder:
 
 
 class _MacroB(_Builder):
+    __slots__ = ("args", "end_tok", "flags", "name", "start_tok", "var")
+
     def __init__(self) -> None:
-        super().__init__([])
+        self.parts = []
+        self.start = -1
+        self.end = -1
+        self.clean = True
         self.flags: list[str] = []
         self.name = ""
         self.args: list[_Builder] = []
@@ -315,7 +325,7 @@ class _Parser:
     def la_type(self, k: int = 1) -> int:
         i = self.p + k - 1
         if i < self.n:
-            return self.toks[i].type
+            return self.toks[i][0]  # type: ignore[no-any-return]
         if self.bounded and len(self.follow) > 1:
             # inside a rule: the next region's first token is known by type; past it, nothing
             if i == self.n:
@@ -381,20 +391,24 @@ class _Parser:
         return items
 
     def _document_many(self, items: list) -> None:
+        # the loops over tokens read them in place (``la_type`` only past the last one): they
+        # run once per token of every malformed region
+        toks, n = self.toks, self.n
         while True:
-            t = self.la_type()
-            if t == T.PLAINTEXT or t == T.OPENBRACE:
-                tok = self.la()
-                items.append(Plain(tok.start, tok.end))
-                self.p += 1
-            elif t == T.START:
+            p = self.p
+            t = toks[p][0] if p < n else self.la_type()
+            if t == _PLAINTEXT or t == _OPENBRACE:
+                tok = toks[p]
+                items.append(_tnew(Plain, (tok[1], tok[2])))
+                self.p = p + 1
+            elif t == _START:
                 if self.la_type(2) in _MACRO_SECOND:
                     node = self.macro(_F_MACRO_IN_DOC, _AFTER_DOC_MACRO)
                     items.append(node)
                 else:
-                    tok = self.la()
-                    items.append(Plain(tok.start, tok.end))
-                    self.p += 1
+                    tok = toks[p]
+                    items.append(_tnew(Plain, (tok[1], tok[2])))
+                    self.p = p + 1
             else:
                 return
 
@@ -422,13 +436,13 @@ class _Parser:
         start = b.start if b.start >= 0 else (b.start_tok.start if b.start_tok else 0)
         end = b.end if b.end >= 0 else start
         dropped = self.dropped
-        args = tuple(
-            ArgNode(
+        args = tuple([
+            _tnew(ArgNode, (
                 None if a.start < 0 else (a.start, a.end),
                 self._arg_items(a) if a.clean and not (dropped and _drops_in(dropped, a.start, a.end)) else None,
-            )
+            ))
             for a in b.args
-        )
+        ])
         var = None
         if b.var:
             scope, name, op, vb = b.var
@@ -441,7 +455,10 @@ class _Parser:
         # the derived inner offsets (MacroNode.inner_start/inner_end) are these tokens' edges
         assert b.start_tok is not None and b.start_tok.start == start
         assert not complete or b.end_tok.end == end  # type: ignore[union-attr]
-        return MacroNode(start, end, complete, "".join(b.flags), b.name, args, var, () if complete else tuple(b.parts))
+        flags = "".join(b.flags)
+        if complete:
+            return _macro_node(start, end, flags, b.name, args, var)
+        return _tnew(MacroNode, (start, end, False, flags, b.name, args, var, tuple(b.parts), b.name.lower(), "/" in flags))
 
     def _arg_items(self, ab: _Builder) -> tuple | None:
         """The document items the argument's text would re-parse into, when that is certain.
@@ -565,26 +582,30 @@ class _Parser:
             b.child(ab.start, ab.end, _Group(tuple(ab.parts)))
 
     def _argument(self, ab: _Builder) -> None:
+        toks, n = self.toks, self.n
         while True:
-            t = self.la_type()
-            if t == T.START:
+            p = self.p
+            t = toks[p][0] if p < n else self.la_type()
+            if t == _START:
                 self._nested(ab, _F_MACRO_IN_ARG, _AFTER_ARG_MACRO)
-            elif t in _ARG_TOKENS:
-                ab.tok(self.la())
-                self.p += 1
+            elif t in _ARG_TOKENS:  # a token of the region (past it only START can be read)
+                ab.tok(toks[p])
+                self.p = p + 1
             else:
                 return
 
     def _argument_colons(self, ab: _Builder) -> None:
         if self.la_type() not in _ARGC_TOKENS:
             raise _Recognition()  # AT_LEAST_ONE: early exit
+        toks, n = self.toks, self.n
         while True:
-            t = self.la_type()
-            if t == T.START:
+            p = self.p
+            t = toks[p][0] if p < n else self.la_type()
+            if t == _START:
                 self._nested(ab, _F_MACRO_IN_ARGC, _AFTER_ARGC_MACRO)
             elif t in _ARGC_TOKENS:
-                ab.tok(self.la())
-                self.p += 1
+                ab.tok(toks[p])
+                self.p = p + 1
             else:
                 return
 
@@ -643,13 +664,15 @@ class _Parser:
                         b.child(vb.start, vb.end, _Group(tuple(vb.parts)))
 
     def _variable_value(self, vb: _Builder) -> None:
+        toks, n = self.toks, self.n
         while True:
-            t = self.la_type()
-            if t == T.START:
+            p = self.p
+            t = toks[p][0] if p < n else self.la_type()
+            if t == _START:
                 self._nested(vb, _F_MACRO_IN_VALUE, _AFTER_VALUE_MACRO)
             elif t in _VALUE_TOKENS:
-                vb.tok(self.la())
-                self.p += 1
+                vb.tok(toks[p])
+                self.p = p + 1
             else:
                 return
 
