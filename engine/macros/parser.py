@@ -717,12 +717,14 @@ def _flatten(node: MacroNode, out: list) -> None:
 # ---- simple macros read off one regex match (see _region_items) ----------------------------
 #
 # A macro is "simple" when its token stream has a fixed shape the grammar can only parse one
-# way: ``{{``, at most one flag, then a name with no arguments, ``::`` arguments, the one
-# argument after a single ``:`` or one legacy whitespace argument; or ``//`` and a comment; or the variable shorthand ``.name``/``$name``
-# with ``++``/``--`` or an operator and a value; then ``}}``. Whitespace may come before and
-# after the flag and after the scope (the lexer skips it there: ``{{ user }}``, ``{{ . x}}``). Argument text excludes whatever
-# switches the lexer's mode or splits (``{ } | \\ :``), a value excludes braces; both may hold
-# simple macros (one level). Every part is possessive or atomic, as each token of the lexer
+# way: ``{{``, flags, then a name with no arguments, ``::`` arguments, the one argument after a
+# single ``:`` or one legacy whitespace argument; or ``//`` and a comment; or the variable
+# shorthand ``.name``/``$name`` with ``++``/``--`` or an operator and a value; then ``}}``.
+# Whitespace may come before, between and after the flags and after the scope (the lexer skips
+# it there: ``{{ user }}``, ``{{ ! # a}}``, ``{{ . x}}``). ``::`` argument text excludes whatever
+# switches the lexer's mode or splits (``{ } | \\ :``); the one argument of the colon,
+# whitespace and comment forms may hold ``:`` and ``::`` but not start with ``:`` (that one
+# is a separator); a value excludes braces; all may hold simple macros (one level). Every part is possessive or atomic, as each token of the lexer
 # is matched on its own (and no input can make the regex backtrack quadratically).
 
 _WS_CLASS = "[" + re.escape(WS_CHARS) + "]"
@@ -741,17 +743,23 @@ _COLON = ":(?!:)(?=" + _WS_CLASS + "*+[^}" + re.escape(WS_CHARS) + "])"
 
 def _macro_pattern(arg: str, colon_arg: str, value: str, capture: bool) -> str:
     g = (lambda body: f"({body})") if capture else (lambda body: f"(?:{body})")
-    # whitespace the lexer skips (before and after the flag, after the scope of a variable)
+    # whitespace the lexer skips (around the flags, after the scope of a variable)
     ws = _WS_CLASS + "*+"
     return (
-        r"\{\{" + ws + "(?:" + g(_FLAG) + ws + ")?(?:"
-        + g(_NAME) + "(?:" + g(f"(?:::{arg})++") + "|" + _WS_CLASS + "++" + g(arg) + "|" + _COLON + g(colon_arg) + ")?"
-        + "|//" + g(arg)
+        r"\{\{" + ws + g("(?:" + _FLAG + ws + ")*+") + "(?:"
+        + g(_NAME) + "(?:" + g(f"(?:::{arg})++") + "|" + _WS_CLASS + "++(?!:)" + g(colon_arg) + "|" + _COLON + g(colon_arg) + ")?"
+        + "|//(?!" + ws + ":)" + g(colon_arg)
         + "|" + g("[.$]") + ws + g(_VARNAME) + _WS_CLASS + "*+"
         + "(?:" + g(_STEP) + _WS_CLASS + "*+|" + g(_VALOP) + g(value) + ")?"
         + r")\}\}"
     )
 
+
+#: ``str.translate`` table deleting JavaScript whitespace
+_NO_WS = dict.fromkeys(map(ord, WS_CHARS))
+#: ``{{`` that the lexer leaves at once (no ``}}``, flag, name, comment or variable after it):
+#: a region of one START token, which the grammar reads as text
+_LONE_START = re.compile(r"\{\{" + _WS_CLASS + r"*+(?!\}\}|[/.$!?~#>a-zA-Z])")
 
 _FLAT_MACRO = _macro_pattern(_FLAT_ARG, _FLAT_COLON_ARG, _FLAT_VALUE, capture=False)
 _RICH_ARG = r"(?:[^{}|\\:]++|" + _FLAT_MACRO + ")*+"
@@ -816,6 +824,8 @@ def _simple_node(text: str, sm: re.Match[str], arg_re: re.Pattern[str], pos: int
     """
     end = sm.end()
     flag, name, dcolon, spaced, colon, comment, scope, varname, step, valop, value = sm.groups()
+    if flag:
+        flag = flag.translate(_NO_WS)  # the flags without the whitespace between them
     if scope is not None:
         if valop is None:
             var = VarNode(scope, varname, step, None, ())
@@ -934,6 +944,7 @@ def _region_prefix(
     """
     plain_re, plain_table = _MODES[PLAIN]
     simple = _SIMPLE_MACRO.match
+    lone = _LONE_START.match
     starts = text.startswith
     items: list = []
     append = items.append
@@ -962,7 +973,14 @@ def _region_prefix(
                 pos = end
                 continue
         sm = simple(text, pos, hi)
-        if sm is not None:
+        if sm is None:
+            lm = lone(text, pos, hi)
+            if lm is not None:
+                # the one token of the region, then the skipped whitespace (a gap) up to its end
+                append(_tnew(Plain, (pos, pos + 2)))
+                pos = lm.end()
+                continue
+        else:
             end = sm.end()
             if end - pos > _SHAPE_CHARS:
                 node = _simple_node(text, sm, _RICH_ARG_RE, pos)
