@@ -121,3 +121,30 @@ def test_a_region_that_ends_on_a_skipped_rule_is_a_region_of_its_own_for_the_nes
     assert _plain(got) == _plain(document_items(text, 0, len(text), 3, _regions=False))
     assert [d.code for d in got[1]] == ["MACRO_NESTING_LIMIT"]
     assert got[1][0].span.start == text.index("{{a")
+
+
+def test_a_repeated_malformed_region_is_recovered_once_and_shifted() -> None:
+    # a repeat is checked without lexing it: its text, what ended it (its "}}", or the
+    # characters a skipped rule stopped at) and the type of the token after it must all match
+    from tavernbox.macros import MacroContext, expand_macros
+
+    ctx = MacroContext.from_dict({"user": "U", "variables": {"local": {"x": "5"}}})
+    texts = [
+        "{{#}}" * 5 + "x",  # the last one is followed by text, the others by "{{"
+        "{{#}}{{#}}{{{#}}",  # ... and by "{{{" (an opening brace first)
+        "{{.1}}{{.x}}{{.1}}{{.}}",  # "{{." ended by "1" repeats, then goes on to a variable name
+        "{{ }x{{ }}{{ }x{{ }",  # a skipped rule ended "{{ " before "}x"; "{{ }}" is a macro
+        "{{a:}}{{a:}} {{if 1}}b{{/if}}{{a:}}",
+        "{{.}}{{.}}{{.x = {{.}}}}",  # one nested in a variable's value
+        "{{user!}}{{user!}}",  # a dropped character
+        "{{$}}" * 3,  # the last one ends at the end of the input
+    ]
+    for text in texts:
+        got = document_items(text)
+        assert _plain(got) == _plain(document_items(text, _regions=False)), text
+        assert expand_macros(text, ctx) == expand_macros(text, ctx, _reuse_parse=False), text
+    gen = MacroTextGenerator(random.Random(33))
+    for _ in range(400):  # generated pieces, each repeated
+        piece = gen.fragment()
+        for text in (piece * 3, piece * 2 + "x" + piece):
+            assert _plain(document_items(text)) == _plain(document_items(text, _regions=False)), text

@@ -24,6 +24,8 @@ complete macros nested inside it (SillyTavern's walker does the same).
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
+from typing import Any
 from bisect import bisect_left
 from dataclasses import dataclass
 from operator import itemgetter
@@ -954,6 +956,13 @@ def _region_prefix(
     #: is checked with one ``startswith`` (the match is decided by the characters it spans)
     last_source = ""
     last_shape: tuple | None = None
+    #: malformed regions recovered so far, by source and the type of the token after them:
+    #: their items relative to the region's start (a hostile text repeating one, "{{#}}" x
+    #: 400,000, cost ~30 us a region to recover, 12 s; a repeat costs a shift)
+    recoveries: dict[tuple[str, int], list] = {}
+    #: the last one: (source, the two characters after it when they decided where it ended,
+    #: the next token's type, relative items); a repeat is checked without lexing it
+    last_recovered: tuple[str, str | None, int, list] | None = None
     pos = lo
     while pos < hi:
         if last_shape is not None and starts(last_source, pos, hi):
@@ -962,6 +971,14 @@ def _region_prefix(
             append(node)
             pos = node[1]
             continue
+        if last_recovered is not None and starts(last_recovered[0], pos, hi):
+            source, tail, next_type, relative = last_recovered
+            end = pos + len(source)
+            if (tail is None or starts(tail, end, hi)) and _first_type(text, end, hi) == next_type:
+                items.extend(_shifted(relative, pos))
+                _add_range(recovered, pos, end)  # type: ignore[arg-type]
+                pos = end
+                continue
         # "{{" not followed by a third "{" is a START token (the plain rule's third branch)
         if not (starts("{{", pos, hi) and not starts("{", pos + 2, hi)):
             m = plain_re.match(text, pos, hi)
@@ -1004,6 +1021,18 @@ def _region_prefix(
         if region is None:  # nesting past the limit, or (without ``recovered``) a dropped character
             return items, pos, False
         toks, end = region
+        key: tuple[str, int] | None = None
+        if recovered is not None and end - pos <= _SHAPE_CHARS:
+            # a region's tokens follow from its text (the lexer starts it in plain text), and
+            # its recovery from them and the type of the token after it
+            key = (text[pos:end], _first_type(text, end, hi))
+            relative = recoveries.get(key)
+            if relative is not None:
+                items.extend(_shifted(relative, pos))
+                _add_range(recovered, pos, end)
+                last_recovered = _repeatable(text, toks, key, end, hi, relative)
+                pos = end
+                continue
         # a dropped character: as on the whole-document path, the recovery parser builds the
         # region (an argument spanning it keeps no items) and the parse is not clean
         parsed = lalr_items(text, toks) if not dropped else None
@@ -1013,10 +1042,68 @@ def _region_prefix(
             parsed = _recover_region(text, toks, end, hi, dropped)
             if parsed is None:  # the whole-document path from here (it lexes the region itself
                 return items, pos, (toks, end) if not dropped else False  # when it dropped any)
-            recovered.append((pos, end))
+            _add_range(recovered, pos, end)
+            if key is not None and len(recoveries) < _SHAPES:
+                relative = recoveries[key] = _shifted(parsed, -pos)
+                last_recovered = _repeatable(text, toks, key, end, hi, relative)
         items.extend(parsed)
         pos = end
     return items, hi, False
+
+
+def _add_range(ranges: list[tuple[int, int]], start: int, end: int) -> None:
+    """Append ``[start, end)`` to sorted, disjoint ``ranges``, joined to the last one it touches."""
+    if ranges and ranges[-1][1] == start:
+        ranges[-1] = (ranges[-1][0], end)
+    else:
+        ranges.append((start, end))
+
+
+def _repeatable(
+    text: str, toks: list[Tok], key: tuple[str, int], end: int, hi: int, relative: list
+) -> tuple[str, str | None, int, list] | None:
+    """:func:`_region_prefix`'s ``last_recovered`` for a region, or ``None`` when its end cannot
+    be checked cheaply (it ends at the end of the input)."""
+    if toks and toks[-1][0] == T.END and toks[-1][2] == end:
+        return key[0], None, key[1], relative  # its "}}" ended it: its text alone decides
+    if end + 2 > hi:
+        return None
+    # a skipped rule ended it: what did not match there (at most "}}") is part of the check
+    return key[0], text[end : end + 2], key[1], relative
+
+
+def _shifted(items: Sequence[Any], delta: int) -> list:
+    """``items`` with every offset moved by ``delta`` (nodes, arguments, spans, parts)."""
+    return [_shift(item, delta) for item in items]
+
+
+def _shift(value: Any, d: int) -> Any:
+    kind = type(value)
+    if kind is Plain:
+        return _tnew(Plain, (value[0] + d, value[1] + d))
+    if kind is tuple:  # a span, or a token in an incomplete macro's parts
+        return (value[0] + d, value[1] + d)
+    if kind is MacroNode:
+        var = value[6]
+        if var is not None and (var.value_span is not None or var.value_macros):
+            var = VarNode(
+                var.scope, var.name, var.op, None if var.value_span is None else _shift(var.value_span, d),
+                tuple(_shift(m, d) for m in var.value_macros),
+            )  # (one without a value holds no offset: it is shared, frozen)
+        args, parts = value[5], value[7]
+        return _tnew(MacroNode, (
+            value[0] + d, value[1] + d, value[2], value[3], value[4],
+            tuple([_shift(a, d) for a in args]) if args else (), var,
+            tuple([_shift(p, d) for p in parts]) if parts else (), value[8], value[9],
+        ))
+    if kind is ArgNode:
+        span, items = value
+        return _tnew(ArgNode, (
+            None if span is None else _shift(span, d), None if items is None else tuple(_shift(i, d) for i in items)
+        ))
+    if kind is _Group:
+        return _Group(tuple(_shift(p, d) for p in value.parts))
+    raise TypeError(f"cannot shift {kind.__name__}")  # pragma: no cover - every node kind is above
 
 
 def _first_type(text: str, pos: int, hi: int) -> int:
@@ -1127,7 +1214,7 @@ def document_parse(
         items.append(Plain(start, end))
     if holes or not clean:
         items.sort(key=lambda i: (i.start, i.end))
-        recovered.append((lo, hi))
+        _add_range(recovered, lo, hi)
     clean = not recovered  # nothing here needed recovery, nor did a region before
     if prefix:
         prefix.extend(items)
