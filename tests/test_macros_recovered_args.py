@@ -72,10 +72,10 @@ def test_malformed_fuzzing_texts_render_as_a_full_re_parse_does() -> None:
         text = gen.text() if n % 3 else gen.fragment() + gen.text()
         if not document_items(text)[2]:
             malformed += 1
-        fresh = _outcome(lambda: expand_macros(text, ctx, seed=1, _reuse_parse=False))
+        fresh = _outcome(lambda text=text: expand_macros(text, ctx, seed=1, _reuse_parse=False))
         template = compile_macros(text)
         for _ in range(3):  # evaluated, planned, run from plans
-            assert _outcome(lambda: template.expand(ctx, seed=1)) == fresh, text
+            assert _outcome(lambda template=template: template.expand(ctx, seed=1)) == fresh, text
     assert malformed > 400
 
 
