@@ -1130,13 +1130,19 @@ def _recover_region(text: str, toks: list[Tok], end: int, hi: int, dropped: list
     raw = parser.document()
     if parser.spilled:
         return None
+    items = _flattened(raw)
+    items.sort(key=lambda i: (i.start, i.end))
+    return items
+
+
+def _flattened(raw: list) -> list:
+    """The recovery parser's items with each incomplete macro flattened (see :func:`_flatten`)."""
     items: list = []
     for item in raw:
         if type(item) is MacroNode and not item.complete:
             _flatten(item, items)
         else:
             items.append(item)
-    items.sort(key=lambda i: (i.start, i.end))
     return items
 
 
@@ -1204,12 +1210,7 @@ def document_parse(
         parser = _Parser(text, toks, hi, lex_errors)
         raw_items = parser.document()
         clean = parser.anomalies == 0 and not lex_errors and not holes
-    items: list = []
-    for item in raw_items:
-        if type(item) is MacroNode and not item.complete:
-            _flatten(item, items)
-        else:
-            items.append(item)
+    items = _flattened(raw_items)
     for start, end in holes:
         items.append(Plain(start, end))
     if holes or not clean:
