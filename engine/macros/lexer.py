@@ -162,6 +162,15 @@ def _compile() -> dict[int, tuple[re.Pattern[str], list[tuple[int | None, int, i
 _MODES = _compile()
 
 
+def _after_dropped(regex: re.Pattern[str], text: str, pos: int, hi: int) -> int:
+    """Where lexing resumes after the character at ``pos`` no rule of the mode accepts: the first
+    position after it where one does (Chevrotain drops the characters in between)."""
+    pos += 1
+    while pos < hi and regex.match(text, pos, hi) is None:
+        pos += 1
+    return pos
+
+
 def tokenize(text: str, lo: int = 0, hi: int | None = None, errors: list[int] | None = None) -> list[Tok]:
     """The token stream SillyTavern's lexer produces for ``text[lo:hi]`` (skipped tokens left out).
 
@@ -187,9 +196,7 @@ characters is appended to ``errors`` when given.
             # lexer error: drop characters until some rule of this mode matches
             if errors is not None:
                 errors.append(pos)
-            pos += 1
-            while pos < n and regex.match(text, pos, n) is None:
-                pos += 1
+            pos = _after_dropped(regex, text, pos, n)
             continue
         ttype, pops, push = table[m.lastindex]  # type: ignore[index]
         end = m.end()
@@ -236,9 +243,7 @@ def tokenize_macro(
             if dropped is None:
                 return None
             dropped.append(pos)
-            pos += 1
-            while pos < hi and regex.match(text, pos, hi) is None:
-                pos += 1
+            pos = _after_dropped(regex, text, pos, hi)
             continue
         ttype, pops, push = table[m.lastindex]  # type: ignore[index]
         end = m.end()
@@ -309,9 +314,7 @@ def tokenize_limited(
         m = regex.match(text, pos, hi)
         if m is None:
             errors.append(pos)
-            pos += 1
-            while pos < hi and regex.match(text, pos, hi) is None:
-                pos += 1
+            pos = _after_dropped(regex, text, pos, hi)
             continue
         ttype, pops, push = table[m.lastindex]  # type: ignore[index]
         end = m.end()

@@ -1022,9 +1022,10 @@ def _region_prefix(
             return items, pos, False
         toks, end = region
         key: tuple[str, int] | None = None
-        if recovered is not None and end - pos <= _SHAPE_CHARS:
+        if recoveries and end - pos <= _SHAPE_CHARS:
             # a region's tokens follow from its text (the lexer starts it in plain text), and
-            # its recovery from them and the type of the token after it
+            # its recovery from them and the type of the token after it (looked up only once a
+            # region was recovered: a well-formed text pays nothing for it)
             key = (text[pos:end], _first_type(text, end, hi))
             relative = recoveries.get(key)
             if relative is not None:
@@ -1043,7 +1044,9 @@ def _region_prefix(
             if parsed is None:  # the whole-document path from here (it lexes the region itself
                 return items, pos, (toks, end) if not dropped else False  # when it dropped any)
             _add_range(recovered, pos, end)
-            if key is not None and len(recoveries) < _SHAPES:
+            if end - pos <= _SHAPE_CHARS and len(recoveries) < _SHAPES:
+                if key is None:
+                    key = (text[pos:end], _first_type(text, end, hi))
                 relative = recoveries[key] = _shifted(parsed, -pos)
                 last_recovered = _repeatable(text, toks, key, end, hi, relative)
         items.extend(parsed)

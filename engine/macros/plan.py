@@ -77,9 +77,9 @@ class LevelPlan:
         afresh each time; one that kept this function (an enclosing plan's bound call) is passed
         on to the compiled one, which is built once.
         """
-        looped = self._looped()
         if _STRAIGHT_AFTER <= 0:
             return self._straight()
+        looped = self._looped()
         runs = [0]
         straight: list[Callable[[RenderState, int], str]] = []
 
