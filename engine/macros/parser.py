@@ -749,8 +749,11 @@ def _macro_pattern(arg: str, colon_arg: str, value: str, capture: bool) -> str:
     ws = _WS_CLASS + "*+"
     return (
         r"\{\{" + ws + g("(?:" + _FLAG + ws + ")*+") + "(?:"
-        + g(_NAME) + "(?:" + g(f"(?:::{arg})++") + "|" + _WS_CLASS + "++(?!:)" + g(colon_arg) + "|" + _COLON + g(colon_arg) + ")?"
-        + "|//(?!" + ws + ":)" + g(colon_arg)
+        # a name or "//", then "::" arguments, or the one argument after whitespace, a single
+        # colon or (a comment) nothing: one group each (every copy of an argument pattern with
+        # its nested macros costs milliseconds to compile at import)
+        + g(_NAME + "|//") + "(?:" + g(f"(?:::{arg})++")
+        + "|(?:" + _WS_CLASS + "++(?!:)|" + _COLON + "|(?<=//)(?!" + ws + ":))" + g(colon_arg) + ")?"
         + "|" + g("[.$]") + ws + g(_VARNAME) + _WS_CLASS + "*+"
         + "(?:" + g(_STEP) + _WS_CLASS + "*+|" + g(_VALOP) + g(value) + ")?"
         + r")\}\}"
@@ -825,15 +828,15 @@ def _simple_node(text: str, sm: re.Match[str], arg_re: re.Pattern[str], pos: int
     start, and sharing the object saves one int per macro.
     """
     end = sm.end()
-    flag, name, dcolon, spaced, colon, comment, scope, varname, step, valop, value = sm.groups()
+    flag, name, dcolon, spaced, scope, varname, step, valop, value = sm.groups()
     if flag:
         flag = flag.translate(_NO_WS)  # the flags without the whitespace between them
     if scope is not None:
         if valop is None:
             var = VarNode(scope, varname, step, None, ())
         else:
-            vstart = sm.start(11)
-            span = _trimmed(text, vstart, sm.end(11))
+            vstart = sm.start(9)
+            span = _trimmed(text, vstart, sm.end(9))
             if span is None:
                 var = VarNode(scope, varname, valop, None, ())
             else:
@@ -851,15 +854,13 @@ def _simple_node(text: str, sm: re.Match[str], arg_re: re.Pattern[str], pos: int
             built.append(_text_arg(text, p, q))
             p = q
         args = tuple(built)
-    elif spaced or comment:
-        # one whitespace-form argument; only whitespace means none (name_only)
-        which = 4 if spaced is not None else 6
-        arg = _text_arg(text, sm.start(which), sm.end(which))
+    elif spaced:
+        # one whitespace-, colon- or comment-form argument; only whitespace means none
+        # (name_only; after a colon there is always a token, see _COLON)
+        arg = _text_arg(text, sm.start(4), sm.end(4))
         if arg is not _EMPTY_ARG:
             args = (arg,)
-    elif colon is not None:
-        args = (_text_arg(text, sm.start(5), sm.end(5)),)  # never empty (see _COLON)
-    return _macro_node(pos, end, flag or "", "//" if name is None else name, args, None)
+    return _macro_node(pos, end, flag or "", name, args, None)
 
 
 #: simple macros up to this long are parsed once per text and distinct source (see _shape)
