@@ -148,3 +148,24 @@ def test_a_repeated_malformed_region_is_recovered_once_and_shifted() -> None:
         piece = gen.fragment()
         for text in (piece * 3, piece * 2 + "x" + piece):
             assert _plain(document_items(text)) == _plain(document_items(text, _regions=False)), text
+
+
+def test_a_repeat_of_a_recovered_region_is_neither_lexed_nor_recovered_again(monkeypatch: Any) -> None:
+    from tavernbox.macros import parser as parser_module
+
+    calls = {"lexed": 0, "recovered": 0}
+    lex, recover = parser_module.tokenize_macro, parser_module._recover_region
+
+    def counting_lex(*args: Any) -> Any:
+        calls["lexed"] += 1
+        return lex(*args)
+
+    def counting_recover(*args: Any) -> Any:
+        calls["recovered"] += 1
+        return recover(*args)
+
+    monkeypatch.setattr(parser_module, "tokenize_macro", counting_lex)
+    monkeypatch.setattr(parser_module, "_recover_region", counting_recover)
+    text = "{{#}}" * 1000 + "{{.1}}" * 1000
+    assert _plain(document_items(text)) == _plain(document_items(text, _regions=False))
+    assert calls == {"lexed": 2, "recovered": 2}  # the first of each run

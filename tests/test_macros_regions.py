@@ -180,3 +180,19 @@ def test_resuming_after_the_regions_equals_the_whole_document_path(text: str, da
     _whole_equals_resumed(text)
     lo = data.draw(st.integers(0, len(text)))
     _whole_equals_resumed(text, lo, data.draw(st.integers(lo, len(text))))
+
+
+def test_common_shapes_are_read_off_one_match() -> None:
+    # issue 14: these went through the lexer and the LALR table region by region (a fuzzing
+    # input is dense with them, and real prompts write "{{ user }}" and "{{roll:1d6}}")
+    from tavernbox.macros.parser import _LONE_START, _SIMPLE_MACRO
+
+    for text in ["{{ user }}", "{{\n\tuser}}", "{{ ! # a}}", "{{/?a::b}}", "{{ . x}}", "{{roll:1d6}}",
+                 "{{a:b::c}}", "{{a x::y}}", "{{// a::b:c}}", "{{//::x}}", "{{a: {{ b }} }}"]:
+        assert _SIMPLE_MACRO.fullmatch(text), text
+    for text in ["{{a :x}}", "{{// :x}}", "{{a:}}", "{{ }}"]:  # a separator first, or no token: the grammar's
+        assert not _SIMPLE_MACRO.fullmatch(text), text
+    for text in ["{{ <x", "{{}x", "{{1}}", "{{"]:
+        assert _LONE_START.match(text), text
+    for text in ["{{ }}", "{{a", "{{.x", "{{/"]:
+        assert not _LONE_START.match(text), text
