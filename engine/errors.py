@@ -35,6 +35,7 @@ CODES: dict[str, str] = {
     "MACRO_ROLL_LIMIT": "a dice roll asks for more dice than the limit",
     "MACRO_REPEAT_LIMIT": "{{newline}} or {{space}} asks for more repetitions than the limit",
     "MACRO_DIAGNOSTICS_LIMIT": "a render raised more diagnostics than it reports; the rest are counted by code",
+    "MACRO_TIME_LIMIT": "rendering the macros used up its CPU time budget",
     # templates (EJS + sandbox)
     "TEMPLATE_SYNTAX": "the template or its JavaScript does not compile",
     "TEMPLATE_TOO_LARGE": "the template is longer than the limit",

@@ -82,7 +82,7 @@ def _row_error(exc: Exception, row: int) -> dict[str, Any]:
     return {"error": out}
 
 
-def _run_jsonl(context: dict[str, Any], seed: int | None) -> None:
+def _run_jsonl(context: dict[str, Any], seed: int | None, time_limit: float | None) -> None:
     from ..macros import MacroContext, expand_macros
 
     MacroContext.from_dict(context)  # a malformed context fails once, before any row
@@ -108,7 +108,7 @@ def _run_jsonl(context: dict[str, Any], seed: int | None) -> None:
                 if not isinstance(value, dict):
                     raise TemplateError(f"'{key}' must be an object", code="INPUT_INVALID", path=f"$.{key}")
             row_ctx = MacroContext.from_dict({**context, "variables": {"local": local, "global": glob}})
-            result = expand_macros(row["template"], row_ctx, seed=seed)
+            result = expand_macros(row["template"], row_ctx, seed=seed, time_limit=time_limit)
             record: dict[str, Any] = {
                 "text": result.text,
                 "vars": result.variables["local"],
@@ -122,13 +122,15 @@ def _run_jsonl(context: dict[str, Any], seed: int | None) -> None:
         out.flush()
 
 
-def _run_single(context: dict[str, Any], seed: int | None, as_json: bool, text_file: str | None, trace: bool = False) -> None:
+def _run_single(
+    context: dict[str, Any], seed: int | None, as_json: bool, text_file: str | None, trace: bool, time_limit: float | None
+) -> None:
     from ..macros import expand_macros
 
     text = read_text_arg(text_file)
     if text.startswith("\ufeff"):
         text = text[1:]
-    result = expand_macros(text, context, seed=seed, trace=trace)
+    result = expand_macros(text, context, seed=seed, trace=trace, time_limit=time_limit)
     label = text_file or "stdin"
     if as_json:
         echo_json(result.to_dict(text))
@@ -146,6 +148,10 @@ def _run_single(context: dict[str, Any], seed: int | None, as_json: bool, text_f
 @click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON.")
 @click.option("--trace", is_flag=True, help="With --json: add 'segments', the output range each top-level macro produced.")
 @click.option("--jsonl", is_flag=True, help="Batch mode: JSON lines {template, vars, globals} on stdin.")
+@click.option(
+    "--time-limit", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
+    help="CPU seconds a text (a row with --jsonl) may take to render before it stops with MACRO_TIME_LIMIT.",
+)
 @click.argument("text_file", required=False)
 def command(
     context_path: str | None,
@@ -154,6 +160,7 @@ def command(
     as_json: bool,
     trace: bool,
     jsonl: bool,
+    time_limit: float,
     text_file: str | None,
 ) -> None:
     """Expand SillyTavern macros in TEXT_FILE (or stdin) with SillyTavern 1.18's semantics."""
@@ -163,8 +170,8 @@ def command(
         if jsonl:
             if text_file is not None:
                 raise TemplateError("--jsonl reads stdin; do not pass TEXT_FILE", code="INPUT_INVALID")
-            _run_jsonl(context, seed)
+            _run_jsonl(context, seed, time_limit)
         else:
-            _run_single(context, seed, as_json, text_file, trace)
+            _run_single(context, seed, as_json, text_file, trace, time_limit)
 
     guarded(body, label="macros")

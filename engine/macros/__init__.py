@@ -17,6 +17,7 @@ from typing import Any
 from ..collector import bulk_allocation
 from ..errors import Diagnostic, TemplateError
 from ..spans import Span
+from .budget import MAX_CPU_SECONDS, cpu_budget
 from .context import ChatMessage, MacroContext
 from . import evaluator as _evaluator
 from .evaluator import MAX_OUTPUT_CHARS, Draw, MacroCall, RenderState, capped_diagnostics, post_process
@@ -41,6 +42,7 @@ _evaluator.use_planner(build_plan)
 use_catalogue(_builtin_catalogue)
 
 __all__ = [
+    "MAX_CPU_SECONDS",
     "MAX_INPUT_CHARS",
     "ArgNode",
     "ChatMessage",
@@ -174,6 +176,13 @@ def _preprocess(text: str) -> tuple[str, _OffsetMap]:
     return "".join(parts), omap
 
 
+def _locate(exc: TemplateError, text: str, omap: _OffsetMap) -> None:
+    """Point an error raised on the pre-processed text at the caller's ``text``."""
+    if exc.span is not None:
+        exc.span = Span(omap.back(exc.span.start), omap.back(exc.span.end))
+    exc.source = text
+
+
 def _remap(diags: list[Diagnostic], omap: _OffsetMap) -> tuple[Diagnostic, ...]:
     if not omap.pre:
         return tuple(diags)
@@ -200,7 +209,9 @@ class CompiledMacros:
 
     __slots__ = ("_closer_memo", "_diagnostics", "_items", "_omap", "_parse_cache", "_static", "_top", "source", "text")
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, *, time_limit: float | None = MAX_CPU_SECONDS) -> None:
+        """Parse ``text`` within ``time_limit`` seconds of CPU (``None``: no budget of its own;
+        see :mod:`.budget`), or raise ``MACRO_TIME_LIMIT``."""
         if not isinstance(text, str):
             raise TemplateError("the macro text must be a string", code="INPUT_INVALID")
         if len(text) > MAX_INPUT_CHARS:
@@ -216,11 +227,16 @@ class CompiledMacros:
         self.source = pre
         self._omap = omap
         if pre and "{{" in pre:
-            if len(pre) >= _BULK_CHARS:
-                with bulk_allocation():  # see _BULK_CHARS
-                    items, diags, clean, untrusted = document_parse(pre)
-            else:
-                items, diags, clean, untrusted = document_parse(pre)
+            try:
+                with cpu_budget(time_limit):
+                    if len(pre) >= _BULK_CHARS:
+                        with bulk_allocation():  # see _BULK_CHARS
+                            items, diags, clean, untrusted = document_parse(pre)
+                    else:
+                        items, diags, clean, untrusted = document_parse(pre)
+            except TemplateError as exc:  # MACRO_TIME_LIMIT: where the parse had got to, in ``text``
+                _locate(exc, text, omap)
+                raise
             # an unclean parse is redone by the evaluator (it decides per level what to trust)
             self._items: tuple | None = tuple(items) if clean else None
             self._diagnostics: tuple[Diagnostic, ...] = tuple(diags) if clean else ()
@@ -247,13 +263,15 @@ class CompiledMacros:
         registry: MacroRegistry | None = None,
         dynamic: Mapping[str, str | Callable[..., Any] | MacroDef] | None = None,
         trace: bool = False,
+        time_limit: float | None = MAX_CPU_SECONDS,
         _reuse_parse: bool = True,
     ) -> MacroResult:
         """Evaluate the parsed text in ``context`` (see :func:`expand_macros`)."""
-        if len(self.source) >= _BULK_CHARS:
-            with bulk_allocation():  # see _BULK_CHARS
-                return self._expand(context, seed, registry, dynamic, trace, _reuse_parse)
-        return self._expand(context, seed, registry, dynamic, trace, _reuse_parse)
+        with cpu_budget(time_limit):
+            if len(self.source) >= _BULK_CHARS:
+                with bulk_allocation():  # see _BULK_CHARS
+                    return self._expand(context, seed, registry, dynamic, trace, _reuse_parse)
+            return self._expand(context, seed, registry, dynamic, trace, _reuse_parse)
 
     def _expand(
         self,
@@ -450,6 +468,7 @@ def expand_macros(
     registry: MacroRegistry | None = None,
     dynamic: Mapping[str, str | Callable[..., Any] | MacroDef] | None = None,
     trace: bool = False,
+    time_limit: float | None = MAX_CPU_SECONDS,
     _reuse_parse: bool = True,
 ) -> MacroResult:
     """Expand SillyTavern macros in ``text``.
@@ -461,8 +480,10 @@ def expand_macros(
     ``trace=True`` also reports which top-level macro or variable read produced each range of
     the text (``MacroResult.segments``); the text is the same either way.
 
-    Raises ``TemplateError`` with ``MACRO_INPUT_LIMIT`` (text over 2 MiB) or
-    ``MACRO_OUTPUT_LIMIT`` (the output would pass 8 MiB). Every other problem is a diagnostic.
+    Raises ``TemplateError`` with ``MACRO_INPUT_LIMIT`` (text over 2 MiB),
+    ``MACRO_OUTPUT_LIMIT`` (the output would pass 8 MiB) or ``MACRO_TIME_LIMIT`` (parse and
+    render together used more than ``time_limit`` seconds of this thread's CPU, 1 s by default;
+    ``None``: no limit). Every other problem is a diagnostic.
 
     The compiled templates of the 512 most recent texts (up to 64 KB each) are kept, so a host
     that expands the same card fields and prompts over and over parses each once.
@@ -470,11 +491,14 @@ def expand_macros(
     if not isinstance(text, str):
         raise TemplateError("the macro text must be a string", code="INPUT_INVALID")
     ctx = context if isinstance(context, MacroContext) else MacroContext.from_dict(context)
-    if _reuse_parse and len(text) <= _CACHED_TEXT_CHARS:
-        template = _compiled(text)
-    else:
-        template = CompiledMacros(text)
-    return template.expand(ctx, seed=seed, registry=registry, dynamic=dynamic, trace=trace, _reuse_parse=_reuse_parse)
+    with cpu_budget(time_limit):  # one budget for the parse and the render
+        if _reuse_parse and len(text) <= _CACHED_TEXT_CHARS:
+            template = _compiled(text)
+        else:
+            template = CompiledMacros(text, time_limit=None)
+        return template.expand(
+            ctx, seed=seed, registry=registry, dynamic=dynamic, trace=trace, time_limit=None, _reuse_parse=_reuse_parse
+        )
 
 
 #: Texts up to this many characters keep their compiled template between calls.
@@ -487,6 +511,7 @@ def _compiled(text: str) -> CompiledMacros:
 
     A prompt assembly expands the same few hundred texts (card fields, preset prompts, world
     info entries) again and again; a template is immutable apart from its parse caches, whose
-    contents depend on the text only, so it can be shared by every call and thread.
+    contents depend on the text only, so it can be shared by every call and thread. Its parse
+    runs under the caller's CPU budget (:func:`expand_macros` opens one).
     """
-    return CompiledMacros(text)
+    return CompiledMacros(text, time_limit=None)

@@ -27,6 +27,7 @@ from typing import Any
 
 from ..errors import Diagnostic, TemplateError
 from ..spans import Span
+from .budget import CHECK_EVERY, check
 from .context import MacroContext
 from .parser import MacroNode, Plain, VarNode, document_parse
 from .prng import SeedRandom, SeedStream, seed_stream
@@ -283,6 +284,8 @@ class RenderState:
     #: the tracing stores log; ``None`` otherwise (then the top level may run from its plan)
     segments: list[tuple[int, int, Any, int, tuple[tuple[str, str], ...]]] | None = None
     reads: list[tuple[str, str]] | None = None
+    #: macros left to evaluate before the CPU budget is checked again (see :mod:`.budget`)
+    _ticks: int = CHECK_EVERY
     #: lower-cased name -> definition of the registry (read once per render)
     _defs: dict[str, MacroDef] = field(init=False, repr=False)
 
@@ -631,7 +634,8 @@ class RenderState:
                 depth = 1
                 deepest = 1
                 found = -1
-                for j in seq[pos + 1 :]:
+                for k in range(pos + 1, len(seq)):  # (a slice copied the rest of seq: quadratic)
+                    j = seq[k]
                     budget -= 1
                     if j in matched:
                         continue
@@ -704,6 +708,10 @@ class RenderState:
         of its text would find exactly them, even in a document that needed recovery elsewhere)
         is evaluated from them instead of re-parsing its text; ``body_items`` likewise.
         """
+        self._ticks -= 1
+        if not self._ticks:
+            self._ticks = CHECK_EVERY
+            check(m.start, self.source)  # the render's CPU budget (see .budget)
         if m.var is not None:
             return self._account(eval_shorthand(self, m, depth))
         key = m.key
@@ -741,7 +749,12 @@ class RenderState:
         entries: list[tuple[int, int, str]] = []  # evaluated pieces for the raw fall-back
         #: every argument is its own text: the macro "as written" is then its source slice
         literal = True
+        ticks = CHECK_EVERY
         for arg in m.args:
+            ticks -= 1
+            if not ticks:
+                ticks = CHECK_EVERY
+                check(m.start, src)  # the render's CPU budget (see .budget)
             items = arg.items
             known.append(items)
             span = arg.span
@@ -975,6 +988,7 @@ def new_state(
     state.omitted = None
     state.segments = None
     state.reads = None
+    state._ticks = CHECK_EVERY
     state._defs = registry._defs
     return state
 

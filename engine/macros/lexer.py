@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+from .budget import CHECK_EVERY, check
+
 __all__ = ["Tok", "tokenize", "tokenize_limited", "tokenize_macro", "T", "WS_CHARS"]
 
 # JavaScript's \s
@@ -190,7 +192,12 @@ characters is appended to ``errors`` when given.
     modes = _MODES
     depth = 0
     regex, table = modes[PLAIN]
+    ticks = CHECK_EVERY
     while pos < n:
+        ticks -= 1
+        if not ticks:
+            ticks = CHECK_EVERY
+            check(pos, text)  # the render's CPU budget (see .budget)
         m = regex.match(text, pos, n)
         if m is None:
             # lexer error: drop characters until some rule of this mode matches
@@ -237,7 +244,12 @@ def tokenize_macro(
     pos = lo
     depth = 0
     regex, table = modes[PLAIN]
+    ticks = CHECK_EVERY
     while pos < hi:
+        ticks -= 1
+        if not ticks:
+            ticks = CHECK_EVERY
+            check(pos, text)  # the render's CPU budget (see .budget)
         m = regex.match(text, pos, hi)
         if m is None:
             if dropped is None:
@@ -310,7 +322,12 @@ def tokenize_limited(
     region_start = 0
     hole = False  # the current region went too deep: no tokens, only the lexer's state
     next_check = 0  # stack size at which to count the "}}" left again (doubling: linear)
+    ticks = CHECK_EVERY
     while pos < hi:
+        ticks -= 1
+        if not ticks:
+            ticks = CHECK_EVERY
+            check(pos, text)  # the render's CPU budget (see .budget)
         m = regex.match(text, pos, hi)
         if m is None:
             errors.append(pos)

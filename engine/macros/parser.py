@@ -34,6 +34,7 @@ from importlib import resources
 
 from ..errors import Diagnostic
 from ..spans import Span
+from .budget import CHECK_EVERY, check
 import re
 
 from .lexer import PLAIN, WS_CHARS, T, Tok, _MODES, tokenize, tokenize_limited, tokenize_macro
@@ -396,7 +397,12 @@ class _Parser:
         # the loops over tokens read them in place (``la_type`` only past the last one): they
         # run once per token of every malformed region
         toks, n = self.toks, self.n
+        ticks = CHECK_EVERY
         while True:
+            ticks -= 1
+            if not ticks:
+                ticks = CHECK_EVERY
+                check(toks[self.p][1] if self.p < n else self.eof[1], self.text)  # see .budget
             p = self.p
             t = toks[p][0] if p < n else self.la_type()
             if t == _PLAINTEXT or t == _OPENBRACE:
@@ -799,8 +805,13 @@ def _inner_items(text: str, a: int, b: int) -> list:
     """Plain gaps and the (flat) simple macros of an argument's or value's span."""
     out: list = []
     cursor = a
+    ticks = CHECK_EVERY
     for fm in _FLAT_SIMPLE.finditer(text, a, b):
         start = fm.start()
+        ticks -= 1
+        if not ticks:
+            ticks = CHECK_EVERY
+            check(start, text)  # the render's CPU budget (see .budget)
         if start > cursor:
             out.append(_plain(cursor, start))
         node = _simple_node(text, fm, _FLAT_ARG_RE, start)
@@ -848,7 +859,12 @@ def _simple_node(text: str, sm: re.Match[str], arg_re: re.Pattern[str], pos: int
         built = []
         p = sm.start(3)
         stop = sm.end(3)
+        ticks = CHECK_EVERY
         while p < stop:  # at a "::"
+            ticks -= 1
+            if not ticks:
+                ticks = CHECK_EVERY
+                check(p, text)  # the render's CPU budget (see .budget): 700,000 arguments take ~2 s
             p += 2
             q = arg_re.match(text, p, stop).end()  # type: ignore[union-attr]
             built.append(_text_arg(text, p, q))
@@ -961,24 +977,32 @@ def _region_prefix(
     #: their items relative to the region's start (a hostile text repeating one, "{{#}}" x
     #: 400,000, cost ~30 us a region to recover, 12 s; a repeat costs a shift)
     recoveries: dict[tuple[str, int], list] = {}
-    #: the last one: (source, the two characters after it when they decided where it ended,
-    #: the next token's type, relative items); a repeat is checked without lexing it
-    last_recovered: tuple[str, str | None, int, list] | None = None
+    #: the last region lexed and parsed on its own (see :class:`_Repeat`): a repeat of it is
+    #: checked without lexing it, and a run of repeats of a region that is all text at once
+    last_recovered: _Repeat | None = None
     pos = lo
+    ticks = CHECK_EVERY
     while pos < hi:
+        ticks -= 1
+        if not ticks:
+            ticks = CHECK_EVERY
+            check(pos, text)  # the render's CPU budget (see .budget)
         if last_shape is not None and starts(last_source, pos, hi):
             end = pos + len(last_source)
             node = _from_shape(last_shape, pos, end)
             append(node)
             pos = node[1]
             continue
-        if last_recovered is not None and starts(last_recovered[0], pos, hi):
-            source, tail, next_type, relative = last_recovered
-            end = pos + len(source)
-            if (tail is None or starts(tail, end, hi)) and _first_type(text, end, hi) == next_type:
-                items.extend(_shifted(relative, pos))
-                _add_range(recovered, pos, end)  # type: ignore[arg-type]
-                pos = end
+        if last_recovered is not None and starts(last_recovered.source, pos, hi):
+            run_end = last_recovered.repeats(text, pos, hi)
+            if run_end > pos:
+                if last_recovered.text_only:
+                    _put_plain(items, pos, run_end)
+                else:
+                    _put_items(items, last_recovered.at(pos))
+                if last_recovered.recovered:
+                    _add_range(recovered, pos, run_end)  # type: ignore[arg-type]
+                pos = run_end
                 continue
         # "{{" not followed by a third "{" is a START token (the plain rule's third branch)
         if not (starts("{{", pos, hi) and not starts("{", pos + 2, hi)):
@@ -987,7 +1011,10 @@ def _region_prefix(
                 return items, pos, False
             if plain_table[m.lastindex][0] != T.START:  # type: ignore[index]
                 end = m.end()
-                append(_tnew(Plain, (pos, end)))
+                if items and type(items[-1]) is Plain and items[-1][1] == pos:
+                    items[-1] = _tnew(Plain, (items[-1][0], end))  # text runs are one item
+                else:
+                    append(_tnew(Plain, (pos, end)))
                 pos = end
                 continue
         sm = simple(text, pos, hi)
@@ -995,7 +1022,7 @@ def _region_prefix(
             lm = lone(text, pos, hi)
             if lm is not None:
                 # the one token of the region, then the skipped whitespace (a gap) up to its end
-                append(_tnew(Plain, (pos, pos + 2)))
+                _put_plain(items, pos, pos + 2)
                 pos = lm.end()
                 continue
         else:
@@ -1030,9 +1057,9 @@ def _region_prefix(
             key = (text[pos:end], _first_type(text, end, hi))
             relative = recoveries.get(key)
             if relative is not None:
-                items.extend(_shifted(relative, pos))
+                _put_items(items, _shifted(relative, pos))
                 _add_range(recovered, pos, end)
-                last_recovered = _repeatable(text, toks, key, end, hi, relative)
+                last_recovered = _repeatable(text, toks, key, end, hi, relative, 0, True)
                 pos = end
                 continue
         # a dropped character: as on the whole-document path, the recovery parser builds the
@@ -1049,8 +1076,13 @@ def _region_prefix(
                 if key is None:
                     key = (text[pos:end], _first_type(text, end, hi))
                 relative = recoveries[key] = _shifted(parsed, -pos)
-                last_recovered = _repeatable(text, toks, key, end, hi, relative)
-        items.extend(parsed)
+                last_recovered = _repeatable(text, toks, key, end, hi, relative, 0, True)
+        elif end - pos <= _SHAPE_CHARS:
+            # a well-formed region is parsed from its tokens alone (whatever follows it): a
+            # repeat of its text, ended the same way, has the same items ("{{.x}}" x 350,000
+            # lexed and parsed one by one cost ~6 us each)
+            last_recovered = _repeatable(text, toks, (text[pos:end], -1), end, hi, parsed, pos, False)
+        _put_items(items, parsed)
         pos = end
     return items, hi, False
 
@@ -1063,17 +1095,132 @@ def _add_range(ranges: list[tuple[int, int]], start: int, end: int) -> None:
         ranges.append((start, end))
 
 
+class _Repeat:
+    """A region :func:`_region_prefix` lexed and parsed on its own, to check repeats of it cheaply.
+
+    A region's tokens follow from its text and from what ended it: its own ``}}``, or a
+    skipped rule, and then the (at most two) characters after it that did not match there
+    (``tail``). A well-formed region's items follow from its tokens alone; a recovered one's
+    also from the type of the token after it (``next_type``, ``-1`` for a well-formed one).
+    """
+
+    __slots__ = ("source", "tail", "next_type", "_items", "_base", "recovered", "text_only", "_inner")
+
+    def __init__(
+        self, source: str, tail: str | None, next_type: int, items: list, base: int, recovered: bool
+    ) -> None:
+        self.source = source
+        self.tail = tail
+        self.next_type = next_type
+        #: the region's items, whose offsets are ``base`` ahead of relative ones (moved to
+        #: relative offsets at the first repeat: most regions are not repeated)
+        self._items = items
+        self._base = base
+        self.recovered = recovered
+        #: the region is text and nothing else ("{{#}}", "{{!}}x"): one item, so a run of
+        #: repeats is one item too, found at once (400,000 repeats cost ~2 us each one by one)
+        self.text_only = len(items) == 1 and type(items[0]) is Plain and items[0] == (base, base + len(source))
+        #: whether a repeat followed by another repeat passes the end checks (the run's inner ones)
+        self._inner = self._ends_ok(source + source[:3], len(source), len(source) + 3)
+
+    def at(self, pos: int) -> list:
+        """The region's items for a repeat starting at ``pos``."""
+        if self._base:
+            self._items = _shifted(self._items, -self._base)
+            self._base = 0
+        return _shifted(self._items, pos)
+
+    def _ends_ok(self, text: str, end: int, hi: int) -> bool:
+        tail = self.tail
+        if tail is not None and not text.startswith(tail, end, hi):
+            return False
+        return self.next_type < 0 or _first_type(text, end, hi) == self.next_type
+
+    def repeats(self, text: str, pos: int, hi: int) -> int:
+        """Where the repeats of the region starting at ``pos`` end (``pos`` when none passes its
+        end checks); one repeat at a time unless the region is text only."""
+        size = len(self.source)
+        if not self.text_only or not self._inner:
+            return pos + size if self._ends_ok(text, pos + size, hi) else pos
+        end = _run_end(text, self.source, pos, hi)
+        if not self._ends_ok(text, end, hi):
+            end -= size  # the last repeat does not end as the region did; the one before it does
+        return end
+
+
+#: the longest block :func:`_run_end` compares at once
+_RUN_BLOCK = 1 << 16
+
+
+def _run_end(text: str, unit: str, pos: int, hi: int) -> int:
+    """The end of the run of ``unit`` repeated from ``pos`` (which starts with it) in ``text[:hi]``.
+
+    Blocks of repeats double while they match and halve when one does not: a run of ``n``
+    repeats costs ``O(log n)`` comparisons (C speed) instead of ``n`` Python steps.
+    """
+    block = unit
+    while True:
+        if text.startswith(block, pos, hi):
+            pos += len(block)
+            if len(block) < _RUN_BLOCK:
+                block += block
+        elif len(block) == len(unit):
+            return pos
+        else:
+            block = block[: len(block) // len(unit) // 2 * len(unit)]
+
+
+def _put_plain(items: list, start: int, end: int) -> None:
+    """Append text ``[start, end)`` to ``items``, joined to a text item ending at ``start``.
+
+    Contiguous text is one :class:`Plain` on both parse paths: the evaluator copies it the same
+    either way, and a hostile run of flattened macros ("{{.1}}" x 350,000, ~3 text tokens each)
+    no longer holds an item per token (~160 MB).
+    """
+    if items:
+        last = items[-1]
+        if type(last) is Plain and last[1] == start:
+            items[-1] = _tnew(Plain, (last[0], end))
+            return
+    items.append(_tnew(Plain, (start, end)))
+
+
+def _put_items(items: list, more: list) -> None:
+    """``items.extend(more)`` for coalesced ``more``, joining the text where they meet."""
+    if more and items and type(more[0]) is Plain:
+        last = items[-1]
+        if type(last) is Plain and last[1] == more[0][0]:
+            items[-1] = _tnew(Plain, (last[0], more[0][1]))
+            items.extend(more[1:])
+            return
+    items.extend(more)
+
+
+def _coalesced(items: list) -> list:
+    """``items`` (in order) with contiguous text joined (see :func:`_put_plain`)."""
+    out: list = []
+    for item in items:
+        if type(item) is Plain and out:
+            last = out[-1]
+            if type(last) is Plain and last[1] == item[0]:
+                out[-1] = _tnew(Plain, (last[0], item[1]))
+                continue
+        out.append(item)
+    return out
+
+
 def _repeatable(
-    text: str, toks: list[Tok], key: tuple[str, int], end: int, hi: int, relative: list
-) -> tuple[str, str | None, int, list] | None:
-    """:func:`_region_prefix`'s ``last_recovered`` for a region, or ``None`` when its end cannot
-    be checked cheaply (it ends at the end of the input)."""
+    text: str, toks: list[Tok], key: tuple[str, int], end: int, hi: int, items: list, base: int, recovered: bool
+) -> _Repeat | None:
+    """:func:`_region_prefix`'s ``last_recovered`` for a region (its ``items`` are ``base`` ahead of
+    relative offsets), or ``None`` when its end cannot be checked cheaply (it ends at the input's end)."""
     if toks and toks[-1][0] == T.END and toks[-1][2] == end:
-        return key[0], None, key[1], relative  # its "}}" ended it: its text alone decides
+        # its "}}" ended it: its text alone decides
+        return _Repeat(key[0], None, key[1], items, base, recovered)
     if end + 2 > hi:
         return None
     # a skipped rule ended it: what did not match there (at most "}}") is part of the check
-    return key[0], text[end : end + 2], key[1], relative
+    return _Repeat(key[0], text[end : end + 2], key[1], items, base, recovered)
 
 
 def _shifted(items: Sequence[Any], delta: int) -> list:
@@ -1136,7 +1283,7 @@ def _recover_region(text: str, toks: list[Tok], end: int, hi: int, dropped: list
         return None
     items = _flattened(raw)
     items.sort(key=lambda i: (i.start, i.end))
-    return items
+    return _coalesced(items)
 
 
 def _flattened(raw: list) -> list:
@@ -1220,9 +1367,10 @@ def document_parse(
     if holes or not clean:
         items.sort(key=lambda i: (i.start, i.end))
         _add_range(recovered, lo, hi)
+    items = _coalesced(items)
     clean = not recovered  # nothing here needed recovery, nor did a region before
     if prefix:
-        prefix.extend(items)
+        _put_items(prefix, items)
         return prefix, diagnostics, clean, tuple(recovered)
     return items, diagnostics, clean, tuple(recovered)
 
@@ -1482,11 +1630,16 @@ def lalr_items(text: str, toks: list[Tok]) -> list | None:
     i = 0
     tok = toks[0] if n else None
     key = tok[0] if n else -1
+    ticks = CHECK_EVERY
     while True:
         act = actions[state].get(key)
         if act is None:
             return None
         if act >= 0:  # shift
+            ticks -= 1
+            if not ticks:
+                ticks = CHECK_EVERY
+                check(tok[1], text)  # type: ignore[index]  # the render's CPU budget (see .budget)
             state = act
             push_state(state)
             push_value(tok)

@@ -29,6 +29,7 @@ from typing import Any
 
 from ..errors import TemplateError
 from ..spans import Span
+from .budget import CHECK_EVERY, check
 from .evaluator import MAX_PRODUCED_CHARS, MAX_SCOPE_DEPTH, MacroCall, RenderState
 from .parser import MacroNode, Plain
 from .variables import js_string
@@ -173,10 +174,15 @@ class LevelPlan:
             slack = max_output - counted
             size = 0
             ctx = state.ctx
+            ticks = CHECK_EVERY
             for kind, a, part in steps:
                 if kind == 0:
                     append(a)
                     continue
+                ticks -= 1
+                if not ticks:
+                    ticks = CHECK_EVERY
+                    check(0, state.source)  # the CPU budget (see .budget; a part knows no offset)
                 if kind == 1:
                     try:
                         piece = a(ctx)

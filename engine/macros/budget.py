@@ -1,0 +1,79 @@
+"""The CPU budget of one macro render: parse and evaluation stop with ``MACRO_TIME_LIMIT``.
+
+Every stage of the engine is linear in its input, but the constant is Python's: a 2 MiB text
+of distinct malformed macros (``{{a1:}}{{a2:}}...``, each recovered as SillyTavern's parser
+does) costs ~50 us a macro, ~9 s in all, and a text of 130,000 scoped ``{{if}}`` pairs ~3 s. The
+EJS sandbox stops a template at its CPU budget (``TEMPLATE_TIME_LIMIT``); macro rendering runs
+in the caller's process, so it keeps a budget of its own, in the same terms: CPU time of the
+calling thread (``time.thread_time``), so other threads of a server do not count against it.
+
+The budget is a deadline kept per thread. :func:`cpu_budget` opens one for a stage (a parse,
+a render); a stage inside another (a render's sub-parses, a nested render) keeps the earlier
+deadline. The stages' loops call :func:`check` every few hundred steps (a clock read costs
+~0.2 us), so a text past the budget stops within a few milliseconds of it. Nothing of the
+render is kept when it stops: the error carries the offset it had reached.
+
+A render that passes its budget is refused rather than cut, so output never depends on the
+machine's speed: a render either gives SillyTavern's text or an error. The default (1 s) is
+some 100 times what the largest prompt in the corpora costs.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from ..errors import Span, TemplateError
+
+__all__ = ["MAX_CPU_SECONDS", "CHECK_EVERY", "check", "cpu_budget"]
+
+#: CPU seconds one render (parse and evaluation) may use by default.
+MAX_CPU_SECONDS = 1.0
+#: Loop steps between two clock reads in the engine's loops.
+CHECK_EVERY = 256
+
+_now = time.thread_time
+
+
+class _Deadline(threading.local):
+    #: ``thread_time`` past which the current stage stops, or ``None`` (no budget)
+    at: float | None = None
+    #: the budget the deadline was set from, for the message
+    seconds: float = 0.0
+
+
+_deadline = _Deadline()
+
+
+@contextmanager
+def cpu_budget(seconds: float | None) -> Iterator[None]:
+    """Run the block under a budget of ``seconds`` of this thread's CPU (``None``: none of its own).
+
+    An enclosing budget still applies: the earlier of the two deadlines holds.
+    """
+    outer_at, outer_seconds = _deadline.at, _deadline.seconds
+    if seconds is not None:
+        if seconds <= 0:
+            raise ValueError("the CPU budget must be positive seconds, or None")
+        at = _now() + seconds
+        if outer_at is None or at < outer_at:
+            _deadline.at, _deadline.seconds = at, seconds
+    try:
+        yield
+    finally:
+        _deadline.at, _deadline.seconds = outer_at, outer_seconds
+
+
+def check(offset: int, source: str | None = None) -> None:
+    """Raise ``MACRO_TIME_LIMIT`` at ``offset`` when the current budget is spent."""
+    at = _deadline.at
+    if at is not None and _now() > at:
+        raise TemplateError(
+            f"rendering the macros used more than {_deadline.seconds:g} s of CPU time and was stopped here; "
+            "the text is too large or too costly to render (split it, or raise the time limit)",
+            code="MACRO_TIME_LIMIT",
+            span=Span(offset, offset),
+            source=source,
+        )
