@@ -34,6 +34,7 @@ import os
 import random
 import sys
 import time
+from pathlib import Path
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
@@ -267,7 +268,7 @@ HOSTILE_PROBE = (
     "text = sys.argv[1] * int(sys.argv[2])\n"
     "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
     "t0 = time.process_time()\n"
-    "r = expand_macros(text, {})\n"
+    "r = expand_macros(text, {}, time_limit=None)\n"  # the engine's own cost
     "cpu = time.process_time() - t0\n"
     "peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
     "print(json.dumps({'cpu_s': cpu, 'growth_mb': (peak - base) / 1024, 'peak_mb': peak / 1024,\n"
@@ -306,6 +307,78 @@ print(json.dumps({"cpu_s": cpu, "growth_mb": (peak - base) / 1024, "exit": done.
 """
 
 
+#: texts at the 2 MiB input limit where one stage alone costs seconds (issue 14's "any input
+#: within the limits"): each must stop at the render's CPU budget (``MACRO_TIME_LIMIT``)
+_LIMIT = 2 * 1024 * 1024 - 64
+
+
+def _numbered(fmt: str) -> str:
+    """``fmt`` with ``N`` numbered 0, 1, 2... up to about 2 MiB: no two units alike (no repeat shortcut)."""
+    parts, size, i = [], 0, 0
+    while size < _LIMIT:
+        part = fmt.replace("N", str(i))
+        parts.append(part)
+        size += len(part)
+        i += 1
+    return "".join(parts)[:_LIMIT]
+
+
+COSTLY: dict[str, Any] = {
+    # the recovery parser, region by region (~50 us each)
+    "distinct malformed": lambda: _numbered("{{aN:}}"),
+    # the lexer: one region that never closes
+    "one unclosed filter region": lambda: "{{a|" + "x|" * (_LIMIT // 2),
+    # the whole-document recovery parser, token by token
+    "colons": lambda: "{{a:" + ":" * _LIMIT,
+    # one simple macro of 700,000 arguments (the region parse, then the evaluator)
+    "arguments": lambda: "{{a::" + "x::" * (_LIMIT // 3) + "}}",
+    # the LALR parser and nested evaluation
+    "nested arguments": lambda: "{{a::" + "{{b}}::" * (_LIMIT // 7) + "}}",
+    # a variable's value of 400,000 inner macros
+    "value macros": lambda: "{{.x=" + "{{b}}" * (_LIMIT // 5) + "}}",
+    # the evaluator: scoped pairs, all different
+    "scoped pairs": lambda: _numbered("{{if N}}a{{/if}}"),
+    # the evaluator: dice
+    "rolls": lambda: _numbered("{{roll:1dN}}"),
+}
+
+#: one expansion of ``COSTLY[argv[1]]`` in a fresh interpreter, with the default budget unless
+#: ``argv[2]`` is "none": CPU seconds, peak RSS growth and the outcome
+COSTLY_PROBE = (
+    "import json, resource, sys, time\n"
+    "sys.path.insert(0, sys.argv[3])\n"
+    "from bench_macros import COSTLY\n"
+    "from tavernbox.errors import TemplateError\n"
+    "from tavernbox.macros import expand_macros\n"
+    "expand_macros('{{user}} {{getvar::x}} {{if 1}}a{{/if}} {{a}', {})\n"
+    "text = COSTLY[sys.argv[1]]()\n"
+    "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+    "t0 = time.process_time()\n"
+    "try:\n"
+    "    expand_macros(text, {}, **({'time_limit': None} if sys.argv[2] == 'none' else {}))\n"
+    "    outcome = 'rendered'\n"
+    "except TemplateError as exc:\n"
+    "    outcome = exc.code\n"
+    "cpu = time.process_time() - t0\n"
+    "peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+    "print(json.dumps({'cpu_s': cpu, 'growth_mb': (peak - base) / 1024, 'outcome': outcome}))\n"
+)
+
+
+def costly_rows(unlimited: bool = False) -> dict[str, Any]:
+    """Each :data:`COSTLY` text under the default CPU budget (and, with ``unlimited``, without one)."""
+    import subprocess
+
+    here = str(Path(__file__).resolve().parent)
+    out: dict[str, Any] = {}
+    for name in COSTLY:
+        for mode in ("default", "none") if unlimited else ("default",):
+            done = subprocess.run([sys.executable, "-c", COSTLY_PROBE, name, mode, here],
+                                  capture_output=True, text=True, check=True)
+            out[f"costly {name} ({mode})"] = json.loads(done.stdout)
+    return out
+
+
 def _probe(script: str, unit: str, count: int) -> dict[str, Any]:
     import subprocess
 
@@ -322,6 +395,7 @@ def hostile_rows(count: int = 200_000) -> dict[str, Any]:
         out[f"hostile_{label}"] = _probe(HOSTILE_PROBE, unit, count)
         out[f"hostile_{label}_quarter"] = _probe(HOSTILE_PROBE, unit, count // 4)
     out["hostile_assemble_320kb"] = _probe(ASSEMBLE_PROBE, "{{if 1}}", 40_000)
+    out.update(costly_rows())
     return out
 
 
@@ -423,6 +497,14 @@ def report(f: dict[str, Any]) -> str:
                 f"(peak RSS {row['peak_mb']:.0f} MB), "
                 f"{row['diagnostics']} diagnostics ({verdict} the <= 1 s, <= 100 MB target); "
                 f"x50,000: {quarter['cpu_s']:.2f} s (x4 the fragments: {row['cpu_s'] / max(quarter['cpu_s'], 1e-9):.1f}x the time)"
+            )
+    for name in COSTLY:
+        row = f.get(f"costly {name} (default)")
+        if row is not None:
+            verdict = "meets" if row["cpu_s"] <= 1.0 and row["growth_mb"] <= 100 else "misses"
+            lines.append(
+                f"2 MiB of {name}, default budget: {row['outcome']} after {row['cpu_s']:.2f} s CPU, "
+                f"+{row['growth_mb']:.0f} MB ({verdict} the <= 1 s, <= 100 MB target)"
             )
     row = f.get("hostile_assemble_320kb")
     if row is not None:

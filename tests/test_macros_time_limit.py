@@ -11,6 +11,7 @@ budget, at an offset in the text, and leave the next render as it would have bee
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from pathlib import Path
@@ -27,36 +28,8 @@ from tavernbox.macros.parser import document_items
 
 LIMIT = 2 * 1024 * 1024 - 64
 
-
-def _numbered(fmt: str) -> str:
-    """``fmt`` with ``N`` numbered 0, 1, 2... up to about 2 MiB: no two units alike (no repeat shortcut)."""
-    parts, size, i = [], 0, 0
-    while size < LIMIT:
-        part = fmt.replace("N", str(i))
-        parts.append(part)
-        size += len(part)
-        i += 1
-    return "".join(parts)[:LIMIT]
-
-
-COSTLY = {
-    # the recovery parser, region by region (~50 us each)
-    "distinct malformed": lambda: _numbered("{{aN:}}"),
-    # the lexer: one region that never closes
-    "one unclosed filter region": lambda: "{{a|" + "x|" * (LIMIT // 2),
-    # the whole-document recovery parser, token by token
-    "colons": lambda: "{{a:" + ":" * LIMIT,
-    # one simple macro of 700,000 arguments (the region parse, then the evaluator)
-    "arguments": lambda: "{{a::" + "x::" * (LIMIT // 3) + "}}",
-    # the LALR parser and nested evaluation
-    "nested arguments": lambda: "{{a::" + "{{b}}::" * (LIMIT // 7) + "}}",
-    # a variable's value of 400,000 inner macros
-    "value macros": lambda: "{{.x=" + "{{b}}" * (LIMIT // 5) + "}}",
-    # the evaluator: scoped pairs, all different
-    "scoped pairs": lambda: _numbered("{{if N}}a{{/if}}"),
-    # the evaluator: dice
-    "rolls": lambda: _numbered("{{roll:1dN}}"),
-}
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from bench_macros import COSTLY  # noqa: E402  (one definition: the benchmark measures the same texts)
 
 
 def _cpu() -> float:
