@@ -61,6 +61,9 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "MACRO_UNCLOSED_SCOPE": ({"t.txt": "{{if {{char}}}}shown"}, {"t.txt": "{{if {{char}}}}shown{{/if}}"}),
     "MACRO_ELSE_OUTSIDE_IF": ({"t.txt": "a {{else}} b"}, {"t.txt": "{{if {{char}}}}a{{else}}b{{/if}}"}),
     "MACRO_NESTING_LIMIT": ({"t.txt": "{{noop::" * 70 + "}}" * 70}, {"t.txt": "{{noop::" * 5 + "}}" * 5}),
+    # distinct malformed macros up to the input limit: ~9 s to recover, stopped at the budget
+    "MACRO_TIME_LIMIT": ({"t.txt": "".join(f"{{{{a{i}:}}}}" for i in range(170_000))},
+                         {"t.txt": "".join(f"{{{{a{i}:}}}}" for i in range(200))}),
     "MACRO_INPUT_LIMIT": ({"t.txt": "{{user}} " + "a" * (2 * 1024 * 1024)}, {"t.txt": "{{user}} " + "a" * 1000}),
     "MACRO_LEGACY_SYNTAX": ({"t.txt": "Hello <USER>"}, {"t.txt": "Hello {{user}}"}),
     "VARIABLE_NEVER_SET": (

@@ -26,6 +26,7 @@ LIMIT_CODES = {
     "MACRO_ROLL_LIMIT",
     "MACRO_REPEAT_LIMIT",
     "MACRO_NESTING_LIMIT",
+    "MACRO_TIME_LIMIT",
 }
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -134,6 +134,23 @@ def test_a_body_at_the_limit_is_read(client: httpx.Client) -> None:
     assert answer.json().get("error", {}).get("code") != "SERVICE_BODY_TOO_LARGE"
 
 
+def test_a_costly_macro_text_stops_at_the_render_budget_with_its_code_and_position(client: httpx.Client) -> None:
+    # distinct malformed macros (~50 us each to recover): ~9 s unbounded; the render's CPU budget stops it
+    parts, size, i = [], 0, 0
+    while size < 1_900_000:
+        parts.append(f"{{{{a{i}:}}}}")
+        size += len(parts[-1])
+        i += 1
+    started = time.monotonic()
+    answer = client.post("/v1/macros", content=json.dumps({"template": "".join(parts)}))
+    assert time.monotonic() - started < 10  # ~1 s
+    assert answer.status_code == 422
+    error = answer.json()["error"]
+    assert error["code"] == "MACRO_TIME_LIMIT" and error["line"] == 1 and error["column"] > 1
+    # the service goes on as before
+    assert client.post("/v1/macros", json={"template": "x{{newline}}y"}).json()["text"] == "x\ny"
+
+
 def test_request_ids_are_in_answers_errors_and_the_log(service: RunningService, client: httpx.Client) -> None:
     mine = client.post("/v1/macros", json={"template": "x"}, headers={"X-Request-Id": "client-42"})
     assert mine.headers["x-request-id"] == "client-42"

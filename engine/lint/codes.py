@@ -68,6 +68,11 @@ LINT_CODES: dict[str, LintCode] = {
         "a prompt longer than the macro engine's input limit (2 MiB); the render refuses it, and lint "
         "checks no macro in it",
     ),
+    "MACRO_TIME_LIMIT": LintCode(
+        "macros", "error",
+        "a prompt that takes more than the render's CPU budget (1 s) to check; the render refuses it, and lint "
+        "stops checking it there",
+    ),
     "MACRO_LEGACY_SYNTAX": LintCode(
         "macros", "info",
         "legacy-only syntax (<USER>, <BOT>, {{time_UTC+2}}, single-colon arguments such as {{roll:1d6}})",

@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import Diagnostic
-from ..macros import MAX_INPUT_CHARS
+from ..errors import Diagnostic, TemplateError
+from ..macros import MAX_CPU_SECONDS, MAX_INPUT_CHARS
+from ..macros.budget import cpu_budget
 from ..macros.evaluator import RenderState, arity_message
 from ..macros.parser import MacroNode, Plain, document_items
 from ..macros.registry import MacroDef, MacroRegistry, check_type
@@ -213,8 +214,19 @@ def lint_macros(prompt: Prompt, facts: Facts, registry: MacroRegistry | None = N
     parsed = _LEGACY.sub(lambda m: " " * len(m.group(0)) if m.group(0).startswith("{") else m.group(0), text)
     walker = _Walker(prompt, facts, registry or MacroRegistry.default_shared(), out)
     walker.text = parsed
-    items, diagnostics, _ = document_items(parsed)
-    for d in diagnostics:
-        walker.add(d.code, d.message, d.span.start if d.span else 0)
-    walker.level(items, 0, False)
+    try:
+        # the render's own CPU budget: a prompt that costs more than that to check is one the
+        # render refuses (and a hostile one would hold lint for seconds)
+        with cpu_budget(MAX_CPU_SECONDS):
+            items, diagnostics, _ = document_items(parsed)
+            for d in diagnostics:
+                walker.add(d.code, d.message, d.span.start if d.span else 0)
+            walker.level(items, 0, False)
+    except TemplateError as exc:
+        if exc.code != "MACRO_TIME_LIMIT":
+            raise
+        start = exc.span.start if exc.span is not None else 0
+        out.append(prompt.finding("MACRO_TIME_LIMIT", f"checking the macros used more than {MAX_CPU_SECONDS:g} s of "
+                                  "CPU time and stopped here; the render refuses a text this costly", start,
+                                  suggestion="split the text, or remove the repeated or malformed macros"))
     return out

@@ -196,6 +196,14 @@ def _remap(diags: list[Diagnostic], omap: _OffsetMap) -> tuple[Diagnostic, ...]:
     return tuple(out)
 
 
+def _parse(pre: str) -> tuple[list, list[Diagnostic], bool, tuple[tuple[int, int], ...]]:
+    """``document_parse`` of a whole pre-processed text, the collector paused when it is large."""
+    if len(pre) >= _BULK_CHARS:
+        with bulk_allocation():  # see _BULK_CHARS
+            return document_parse(pre)
+    return document_parse(pre)
+
+
 class CompiledMacros:
     """A text parsed once, to expand many times (with different contexts or seeds).
 
@@ -228,12 +236,11 @@ class CompiledMacros:
         self._omap = omap
         if pre and "{{" in pre:
             try:
-                with cpu_budget(time_limit):
-                    if len(pre) >= _BULK_CHARS:
-                        with bulk_allocation():  # see _BULK_CHARS
-                            items, diags, clean, untrusted = document_parse(pre)
-                    else:
-                        items, diags, clean, untrusted = document_parse(pre)
+                if time_limit is None:  # no budget of its own (an enclosing one, as expand_macros opens, holds)
+                    items, diags, clean, untrusted = _parse(pre)
+                else:
+                    with cpu_budget(time_limit):
+                        items, diags, clean, untrusted = _parse(pre)
             except TemplateError as exc:  # MACRO_TIME_LIMIT: where the parse had got to, in ``text``
                 _locate(exc, text, omap)
                 raise
@@ -267,11 +274,25 @@ class CompiledMacros:
         _reuse_parse: bool = True,
     ) -> MacroResult:
         """Evaluate the parsed text in ``context`` (see :func:`expand_macros`)."""
+        if time_limit is None:  # no budget of its own (an enclosing one, as expand_macros opens, holds)
+            return self._expand_sized(context, seed, registry, dynamic, trace, _reuse_parse)
         with cpu_budget(time_limit):
-            if len(self.source) >= _BULK_CHARS:
-                with bulk_allocation():  # see _BULK_CHARS
-                    return self._expand(context, seed, registry, dynamic, trace, _reuse_parse)
-            return self._expand(context, seed, registry, dynamic, trace, _reuse_parse)
+            return self._expand_sized(context, seed, registry, dynamic, trace, _reuse_parse)
+
+    def _expand_sized(
+        self,
+        context: MacroContext | Mapping[str, Any] | None,
+        seed: int | None,
+        registry: MacroRegistry | None,
+        dynamic: Mapping[str, str | Callable[..., Any] | MacroDef] | None,
+        trace: bool,
+        _reuse_parse: bool,
+    ) -> MacroResult:
+        """:meth:`_expand`, with the collector paused for a large text (see _BULK_CHARS)."""
+        if len(self.source) >= _BULK_CHARS:
+            with bulk_allocation():
+                return self._expand(context, seed, registry, dynamic, trace, _reuse_parse)
+        return self._expand(context, seed, registry, dynamic, trace, _reuse_parse)
 
     def _expand(
         self,

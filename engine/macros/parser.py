@@ -712,7 +712,7 @@ def _flatten(node: MacroNode, out: list) -> None:
     while stack:
         part = stack.pop()
         if type(part) is tuple:
-            out.append(Plain(part[0], part[1]))
+            _put_plain(out, part[0], part[1])
         elif isinstance(part, MacroNode):
             if part.complete:
                 out.append(part)
@@ -893,8 +893,9 @@ def _shape(node: MacroNode) -> tuple | None:
     from this instead of from the regex match (one lookup instead of reading groups, trimming
     and scanning each argument).
     """
-    if node.var is not None:
-        return None
+    var = node.var
+    if var is not None and (var.value_span is not None or var.value_macros):
+        return None  # a value holds offsets (a variable without one is frozen: it is shared)
     start = node[0]
     rel: list = []
     for arg in node.args:
@@ -905,12 +906,12 @@ def _shape(node: MacroNode) -> tuple | None:
             rel.append((span[0] - start, span[1] - start))
         else:
             return None  # nested macros: their nodes would need shifting too
-    return node.flags, node.name, tuple(rel), node.key, node.closing
+    return node.flags, node.name, tuple(rel), node.key, node.closing, var
 
 
 def _from_shape(shape: tuple, pos: int, end: int) -> MacroNode:
     """The node of :func:`_shape`'s macro at ``pos``."""
-    flags, name, rel, key, closing = shape
+    flags, name, rel, key, closing, var = shape
     args: tuple = ()
     if len(rel) == 1 and rel[0] is not None:  # the common case: one literal argument
         r = rel[0]
@@ -925,7 +926,7 @@ def _from_shape(shape: tuple, pos: int, end: int) -> MacroNode:
                 span = _tnew(Plain, (pos + r[0], pos + r[1]))
                 built.append(_tnew(ArgNode, (span, (span,))))
         args = tuple(built)
-    return _tnew(MacroNode, (pos, end, True, flags, name, args, None, (), key, closing))
+    return _tnew(MacroNode, (pos, end, True, flags, name, args, var, (), key, closing))
 
 
 def _region_items(text: str, lo: int, hi: int, max_nesting: int) -> list | None:
@@ -973,6 +974,10 @@ def _region_prefix(
     #: is checked with one ``startswith`` (the match is decided by the characters it spans)
     last_source = ""
     last_shape: tuple | None = None
+    #: where the last node built from ``last_shape`` ended: a copy starting there may begin a run
+    shape_end = -1
+    #: the source of the last well-formed region the LALR table parsed
+    last_parsed = ""
     #: malformed regions recovered so far, by source and the type of the token after them:
     #: their items relative to the region's start (a hostile text repeating one, "{{#}}" x
     #: 400,000, cost ~30 us a region to recover, 12 s; a repeat costs a shift)
@@ -988,10 +993,22 @@ def _region_prefix(
             ticks = CHECK_EVERY
             check(pos, text)  # the render's CPU budget (see .budget)
         if last_shape is not None and starts(last_source, pos, hi):
-            end = pos + len(last_source)
-            node = _from_shape(last_shape, pos, end)
-            append(node)
-            pos = node[1]
+            size = len(last_source)
+            end = pos + size
+            if pos != shape_end:  # one copy after other items (a prompt's "{{user}}" between words)
+                append(_from_shape(last_shape, pos, end))
+                pos = shape_end = end
+                continue
+            # a run of the same simple macro ("{{user}}" x 1,000): found at once, built in one loop
+            run_end = _run_end(text, last_source, pos, hi)
+            while pos < run_end:
+                stop = min(run_end, pos + size * ticks)
+                ticks -= (stop - pos) // size
+                items.extend([_from_shape(last_shape, at, at + size) for at in range(pos, stop, size)])
+                pos = stop
+                if ticks <= 0:
+                    ticks = CHECK_EVERY
+                    check(pos, text)
             continue
         if last_recovered is not None and starts(last_recovered.source, pos, hi):
             run_end = last_recovered.repeats(text, pos, hi)
@@ -999,7 +1016,13 @@ def _region_prefix(
                 if last_recovered.text_only:
                     _put_plain(items, pos, run_end)
                 else:
-                    _put_items(items, last_recovered.at(pos))
+                    size = len(last_recovered.source)
+                    for at in range(pos, run_end, size):
+                        ticks -= 1
+                        if not ticks:
+                            ticks = CHECK_EVERY
+                            check(at, text)
+                        _put_items(items, last_recovered.at(at))
                 if last_recovered.recovered:
                     _add_range(recovered, pos, run_end)  # type: ignore[arg-type]
                 pos = run_end
@@ -1040,7 +1063,7 @@ def _region_prefix(
                     node = _simple_node(text, sm, _RICH_ARG_RE, pos)
                 else:
                     node = _from_shape(shape, pos, end)
-                    last_source, last_shape = source, shape
+                    last_source, last_shape, shape_end = source, shape, end
             append(node)
             pos = node[1]  # the node's own end: the next item starts with the same int
             continue
@@ -1078,10 +1101,13 @@ def _region_prefix(
                 relative = recoveries[key] = _shifted(parsed, -pos)
                 last_recovered = _repeatable(text, toks, key, end, hi, relative, 0, True)
         elif end - pos <= _SHAPE_CHARS:
-            # a well-formed region is parsed from its tokens alone (whatever follows it): a
-            # repeat of its text, ended the same way, has the same items ("{{.x}}" x 350,000
-            # lexed and parsed one by one cost ~6 us each)
-            last_recovered = _repeatable(text, toks, (text[pos:end], -1), end, hi, parsed, pos, False)
+            # a well-formed region is parsed from its tokens alone (whatever follows it): from its
+            # second copy on, a repeat of its text, ended the same way, has the same items (a
+            # hostile text of one nested macro x 200,000 lexed and parsed each: ~8 us a copy)
+            source = text[pos:end]
+            if source == last_parsed:
+                last_recovered = _repeatable(text, toks, (source, -1), end, hi, parsed, pos, False)
+            last_parsed = source
         _put_items(items, parsed)
         pos = end
     return items, hi, False
@@ -1104,7 +1130,7 @@ class _Repeat:
     also from the type of the token after it (``next_type``, ``-1`` for a well-formed one).
     """
 
-    __slots__ = ("source", "tail", "next_type", "_items", "_base", "recovered", "text_only", "_inner")
+    __slots__ = ("source", "tail", "next_type", "_items", "_base", "recovered", "_text_only", "_inner")
 
     def __init__(
         self, source: str, tail: str | None, next_type: int, items: list, base: int, recovered: bool
@@ -1117,11 +1143,21 @@ class _Repeat:
         self._items = items
         self._base = base
         self.recovered = recovered
-        #: the region is text and nothing else ("{{#}}", "{{!}}x"): one item, so a run of
-        #: repeats is one item too, found at once (400,000 repeats cost ~2 us each one by one)
-        self.text_only = len(items) == 1 and type(items[0]) is Plain and items[0] == (base, base + len(source))
-        #: whether a repeat followed by another repeat passes the end checks (the run's inner ones)
-        self._inner = self._ends_ok(source + source[:3], len(source), len(source) + 3)
+        #: the region is text and nothing else ("{{.", "{{!}}x"): one item, so a run of repeats is
+        #: one item too (both decided at the first repeat: most regions are not repeated)
+        self._text_only: bool | None = None
+        #: whether a repeat followed by another repeat passes the end checks (a run's inner ones)
+        self._inner: bool | None = None
+
+    @property
+    def text_only(self) -> bool:
+        """Whether the region's items are one text item spanning it (see :meth:`repeats`)."""
+        text_only = self._text_only
+        if text_only is None:
+            items, base = self._items, self._base
+            size = len(self.source)
+            text_only = self._text_only = len(items) == 1 and type(items[0]) is Plain and items[0] == (base, base + size)
+        return text_only
 
     def at(self, pos: int) -> list:
         """The region's items for a repeat starting at ``pos``."""
@@ -1137,12 +1173,17 @@ class _Repeat:
         return self.next_type < 0 or _first_type(text, end, hi) == self.next_type
 
     def repeats(self, text: str, pos: int, hi: int) -> int:
-        """Where the repeats of the region starting at ``pos`` end (``pos`` when none passes its
-        end checks); one repeat at a time unless the region is text only."""
-        size = len(self.source)
-        if not self.text_only or not self._inner:
+        """Where the run of repeats of the region starting at ``pos`` ends (``pos`` when none
+        passes its end checks). Each repeat but the last is followed by another, so only the
+        last one's end is checked against the text; the run is found by doubling comparisons."""
+        source = self.source
+        size = len(source)
+        inner = self._inner
+        if inner is None:
+            inner = self._inner = self._ends_ok(source + source[:3], size, size + 3)
+        if not inner:
             return pos + size if self._ends_ok(text, pos + size, hi) else pos
-        end = _run_end(text, self.source, pos, hi)
+        end = _run_end(text, source, pos, hi)
         if not self._ends_ok(text, end, hi):
             end -= size  # the last repeat does not end as the region did; the one before it does
         return end
@@ -1282,8 +1323,9 @@ def _recover_region(text: str, toks: list[Tok], end: int, hi: int, dropped: list
     if parser.spilled:
         return None
     items = _flattened(raw)
+    before = items[:]
     items.sort(key=lambda i: (i.start, i.end))
-    return _coalesced(items)
+    return _coalesced(items) if items != before else items
 
 
 def _flattened(raw: list) -> list:
@@ -1292,6 +1334,8 @@ def _flattened(raw: list) -> list:
     for item in raw:
         if type(item) is MacroNode and not item.complete:
             _flatten(item, items)
+        elif type(item) is Plain and items and type(items[-1]) is Plain and items[-1][1] == item[0]:
+            items[-1] = _tnew(Plain, (items[-1][0], item[1]))  # contiguous text is one item
         else:
             items.append(item)
     return items
@@ -1365,9 +1409,11 @@ def document_parse(
     for start, end in holes:
         items.append(Plain(start, end))
     if holes or not clean:
+        before = items[:]
         items.sort(key=lambda i: (i.start, i.end))
+        if holes or items != before:
+            items = _coalesced(items)  # text that met only once in order
         _add_range(recovered, lo, hi)
-    items = _coalesced(items)
     clean = not recovered  # nothing here needed recovery, nor did a region before
     if prefix:
         _put_items(prefix, items)
