@@ -13,6 +13,9 @@ reads one ``{"template", "vars", "globals"}`` object per line (``vars``/``global
 context's local/global variables for that row) and writes one line per input, in order:
 ``{"text", "vars", "globals", "diagnostics"}``, or ``{"error": {...}}`` for a row that cannot be
 rendered. A bad row never stops the batch and never shows a traceback.
+
+``--time-limit S`` (default 1) is the CPU seconds a text, or a row, may take to render before it
+stops with ``MACRO_TIME_LIMIT`` (see :mod:`tavernbox.macros.budget`).
 """
 
 from __future__ import annotations
