@@ -236,8 +236,9 @@ class CompiledMacros:
         self._omap = omap
         if pre and "{{" in pre:
             try:
-                if time_limit is None:  # no budget of its own (an enclosing one, as expand_macros opens, holds)
-                    items, diags, clean, untrusted = _parse(pre)
+                if time_limit is None and len(pre) < _BULK_CHARS:
+                    # no budget of its own (an enclosing one, as expand_macros opens, holds)
+                    items, diags, clean, untrusted = document_parse(pre)
                 else:
                     with cpu_budget(time_limit):
                         items, diags, clean, untrusted = _parse(pre)
@@ -274,23 +275,13 @@ class CompiledMacros:
         _reuse_parse: bool = True,
     ) -> MacroResult:
         """Evaluate the parsed text in ``context`` (see :func:`expand_macros`)."""
-        if time_limit is None:  # no budget of its own (an enclosing one, as expand_macros opens, holds)
-            return self._expand_sized(context, seed, registry, dynamic, trace, _reuse_parse)
-        with cpu_budget(time_limit):
-            return self._expand_sized(context, seed, registry, dynamic, trace, _reuse_parse)
-
-    def _expand_sized(
-        self,
-        context: MacroContext | Mapping[str, Any] | None,
-        seed: int | None,
-        registry: MacroRegistry | None,
-        dynamic: Mapping[str, str | Callable[..., Any] | MacroDef] | None,
-        trace: bool,
-        _reuse_parse: bool,
-    ) -> MacroResult:
-        """:meth:`_expand`, with the collector paused for a large text (see _BULK_CHARS)."""
+        if time_limit is not None:
+            with cpu_budget(time_limit):  # then the same call without a budget of its own
+                return self.expand(context, seed=seed, registry=registry, dynamic=dynamic, trace=trace,
+                                   time_limit=None, _reuse_parse=_reuse_parse)
+        # no budget of its own: an enclosing one (expand_macros opens one) holds
         if len(self.source) >= _BULK_CHARS:
-            with bulk_allocation():
+            with bulk_allocation():  # see _BULK_CHARS
                 return self._expand(context, seed, registry, dynamic, trace, _reuse_parse)
         return self._expand(context, seed, registry, dynamic, trace, _reuse_parse)
 

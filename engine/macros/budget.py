@@ -25,12 +25,15 @@ from contextvars import ContextVar, Token
 
 from ..errors import Span, TemplateError
 
-__all__ = ["MAX_CPU_SECONDS", "CHECK_EVERY", "check", "cpu_budget"]
+__all__ = ["MAX_CPU_SECONDS", "CHECK_CHARS", "CHECK_EVERY", "check", "cpu_budget"]
 
 #: CPU seconds one render (parse and evaluation) may use by default.
 MAX_CPU_SECONDS = 1.0
-#: Loop steps between two clock reads in the engine's loops.
+#: Loop steps between two clock reads in the loops that step through nested work (evaluation).
 CHECK_EVERY = 256
+#: Characters of the text between two clock reads in the loops that move forward through it (the
+#: lexers and parsers): one comparison a step instead of a counter
+CHECK_CHARS = 2048
 
 _now = time.thread_time
 

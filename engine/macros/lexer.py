@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from .budget import CHECK_EVERY, check
+from .budget import CHECK_CHARS, check
 
 __all__ = ["Tok", "tokenize", "tokenize_limited", "tokenize_macro", "T", "WS_CHARS"]
 
@@ -192,11 +192,10 @@ characters is appended to ``errors`` when given.
     modes = _MODES
     depth = 0
     regex, table = modes[PLAIN]
-    ticks = CHECK_EVERY
+    check_at = pos + CHECK_CHARS
     while pos < n:
-        ticks -= 1
-        if not ticks:
-            ticks = CHECK_EVERY
+        if pos >= check_at:
+            check_at = pos + CHECK_CHARS
             check(pos, text)  # the render's CPU budget (see .budget)
         m = regex.match(text, pos, n)
         if m is None:
@@ -244,11 +243,10 @@ def tokenize_macro(
     pos = lo
     depth = 0
     regex, table = modes[PLAIN]
-    ticks = CHECK_EVERY
+    check_at = pos + CHECK_CHARS
     while pos < hi:
-        ticks -= 1
-        if not ticks:
-            ticks = CHECK_EVERY
+        if pos >= check_at:
+            check_at = pos + CHECK_CHARS
             check(pos, text)  # the render's CPU budget (see .budget)
         m = regex.match(text, pos, hi)
         if m is None:
@@ -322,11 +320,10 @@ def tokenize_limited(
     region_start = 0
     hole = False  # the current region went too deep: no tokens, only the lexer's state
     next_check = 0  # stack size at which to count the "}}" left again (doubling: linear)
-    ticks = CHECK_EVERY
+    check_at = pos + CHECK_CHARS
     while pos < hi:
-        ticks -= 1
-        if not ticks:
-            ticks = CHECK_EVERY
+        if pos >= check_at:
+            check_at = pos + CHECK_CHARS
             check(pos, text)  # the render's CPU budget (see .budget)
         m = regex.match(text, pos, hi)
         if m is None:

@@ -34,7 +34,7 @@ from importlib import resources
 
 from ..errors import Diagnostic
 from ..spans import Span
-from .budget import CHECK_EVERY, check
+from .budget import CHECK_CHARS, CHECK_EVERY, check
 import re
 
 from .lexer import PLAIN, WS_CHARS, T, Tok, _MODES, tokenize, tokenize_limited, tokenize_macro
@@ -397,13 +397,12 @@ class _Parser:
         # the loops over tokens read them in place (``la_type`` only past the last one): they
         # run once per token of every malformed region
         toks, n = self.toks, self.n
-        ticks = CHECK_EVERY
+        check_at = (toks[self.p][1] if self.p < n else self.eof[1]) + CHECK_CHARS
         while True:
-            ticks -= 1
-            if not ticks:
-                ticks = CHECK_EVERY
-                check(toks[self.p][1] if self.p < n else self.eof[1], self.text)  # see .budget
             p = self.p
+            if p < n and toks[p][1] >= check_at:
+                check_at = toks[p][1] + CHECK_CHARS
+                check(toks[p][1], self.text)  # the render's CPU budget (see .budget)
             t = toks[p][0] if p < n else self.la_type()
             if t == _PLAINTEXT or t == _OPENBRACE:
                 tok = toks[p]
@@ -712,7 +711,10 @@ def _flatten(node: MacroNode, out: list) -> None:
     while stack:
         part = stack.pop()
         if type(part) is tuple:
-            _put_plain(out, part[0], part[1])
+            if out and type(out[-1]) is Plain and out[-1][1] == part[0]:
+                out[-1] = _tnew(Plain, (out[-1][0], part[1]))  # contiguous text is one item
+            else:
+                out.append(_tnew(Plain, (part[0], part[1])))
         elif isinstance(part, MacroNode):
             if part.complete:
                 out.append(part)
@@ -986,11 +988,10 @@ def _region_prefix(
     #: checked without lexing it, and a run of repeats of a region that is all text at once
     last_recovered: _Repeat | None = None
     pos = lo
-    ticks = CHECK_EVERY
+    check_at = pos + CHECK_CHARS
     while pos < hi:
-        ticks -= 1
-        if not ticks:
-            ticks = CHECK_EVERY
+        if pos >= check_at:
+            check_at = pos + CHECK_CHARS
             check(pos, text)  # the render's CPU budget (see .budget)
         if last_shape is not None and starts(last_source, pos, hi):
             size = len(last_source)
@@ -1001,14 +1002,12 @@ def _region_prefix(
                 continue
             # a run of the same simple macro ("{{user}}" x 1,000): found at once, built in one loop
             run_end = _run_end(text, last_source, pos, hi)
+            chunk = size * (CHECK_CHARS // size + 1)
             while pos < run_end:
-                stop = min(run_end, pos + size * ticks)
-                ticks -= (stop - pos) // size
+                stop = min(run_end, pos + chunk)
                 items.extend([_from_shape(last_shape, at, at + size) for at in range(pos, stop, size)])
                 pos = stop
-                if ticks <= 0:
-                    ticks = CHECK_EVERY
-                    check(pos, text)
+                check(pos, text)
             continue
         if last_recovered is not None and starts(last_recovered.source, pos, hi):
             run_end = last_recovered.repeats(text, pos, hi)
@@ -1018,9 +1017,8 @@ def _region_prefix(
                 else:
                     size = len(last_recovered.source)
                     for at in range(pos, run_end, size):
-                        ticks -= 1
-                        if not ticks:
-                            ticks = CHECK_EVERY
+                        if at >= check_at:
+                            check_at = at + CHECK_CHARS
                             check(at, text)
                         _put_items(items, last_recovered.at(at))
                 if last_recovered.recovered:
@@ -1108,7 +1106,10 @@ def _region_prefix(
             if source == last_parsed:
                 last_recovered = _repeatable(text, toks, (source, -1), end, hi, parsed, pos, False)
             last_parsed = source
-        _put_items(items, parsed)
+        if parsed and type(parsed[0]) is Plain:
+            _put_items(items, parsed)
+        else:
+            items.extend(parsed)  # (a region's items start with its macro, mostly)
         pos = end
     return items, hi, False
 
@@ -1676,15 +1677,14 @@ def lalr_items(text: str, toks: list[Tok]) -> list | None:
     i = 0
     tok = toks[0] if n else None
     key = tok[0] if n else -1
-    ticks = CHECK_EVERY
+    check_at = (tok[1] if n else 0) + CHECK_CHARS  # type: ignore[index]
     while True:
         act = actions[state].get(key)
         if act is None:
             return None
         if act >= 0:  # shift
-            ticks -= 1
-            if not ticks:
-                ticks = CHECK_EVERY
+            if key >= 0 and tok[1] >= check_at:  # type: ignore[index]
+                check_at = tok[1] + CHECK_CHARS  # type: ignore[index]
                 check(tok[1], text)  # type: ignore[index]  # the render's CPU budget (see .budget)
             state = act
             push_state(state)
