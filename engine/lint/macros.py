@@ -217,7 +217,7 @@ def lint_macros(prompt: Prompt, facts: Facts, registry: MacroRegistry | None = N
     try:
         # the render's own CPU budget: a prompt that costs more than that to check is one the
         # render refuses (and a hostile one would hold lint for seconds)
-        with cpu_budget(MAX_CPU_SECONDS):
+        with cpu_budget(MAX_CPU_SECONDS, len(parsed)):
             items, diagnostics, _ = document_items(parsed)
             for d in diagnostics:
                 walker.add(d.code, d.message, d.span.start if d.span else 0)

@@ -17,7 +17,7 @@ from typing import Any
 from ..collector import bulk_allocation
 from ..errors import Diagnostic, TemplateError
 from ..spans import Span
-from .budget import MAX_CPU_SECONDS, cpu_budget
+from .budget import MAX_CPU_SECONDS, cpu_budget, enter_budget, leave_budget
 from .context import ChatMessage, MacroContext
 from . import evaluator as _evaluator
 from .evaluator import MAX_OUTPUT_CHARS, Draw, MacroCall, RenderState, capped_diagnostics, post_process
@@ -240,7 +240,7 @@ class CompiledMacros:
                     # no budget of its own (an enclosing one, as expand_macros opens, holds)
                     items, diags, clean, untrusted = document_parse(pre)
                 else:
-                    with cpu_budget(time_limit):
+                    with cpu_budget(time_limit, len(pre)):
                         items, diags, clean, untrusted = _parse(pre)
             except TemplateError as exc:  # MACRO_TIME_LIMIT: where the parse had got to, in ``text``
                 _locate(exc, text, omap)
@@ -275,15 +275,15 @@ class CompiledMacros:
         _reuse_parse: bool = True,
     ) -> MacroResult:
         """Evaluate the parsed text in ``context`` (see :func:`expand_macros`)."""
-        if time_limit is not None:
-            with cpu_budget(time_limit):  # then the same call without a budget of its own
-                return self.expand(context, seed=seed, registry=registry, dynamic=dynamic, trace=trace,
-                                   time_limit=None, _reuse_parse=_reuse_parse)
-        # no budget of its own: an enclosing one (expand_macros opens one) holds
-        if len(self.source) >= _BULK_CHARS:
-            with bulk_allocation():  # see _BULK_CHARS
-                return self._expand(context, seed, registry, dynamic, trace, _reuse_parse)
-        return self._expand(context, seed, registry, dynamic, trace, _reuse_parse)
+        # ``None``: no budget of its own (an enclosing one, as expand_macros opens, holds)
+        token = enter_budget(time_limit, len(self.source))
+        try:
+            if len(self.source) >= _BULK_CHARS:
+                with bulk_allocation():  # see _BULK_CHARS
+                    return self._expand(context, seed, registry, dynamic, trace, _reuse_parse)
+            return self._expand(context, seed, registry, dynamic, trace, _reuse_parse)
+        finally:
+            leave_budget(token)
 
     def _expand(
         self,
@@ -503,7 +503,8 @@ def expand_macros(
     if not isinstance(text, str):
         raise TemplateError("the macro text must be a string", code="INPUT_INVALID")
     ctx = context if isinstance(context, MacroContext) else MacroContext.from_dict(context)
-    with cpu_budget(time_limit):  # one budget for the parse and the render
+    token = enter_budget(time_limit, len(text))  # one budget for the parse and the render
+    try:
         if _reuse_parse and len(text) <= _CACHED_TEXT_CHARS:
             template = _compiled(text)
         else:
@@ -511,6 +512,8 @@ def expand_macros(
         return template.expand(
             ctx, seed=seed, registry=registry, dynamic=dynamic, trace=trace, time_limit=None, _reuse_parse=_reuse_parse
         )
+    finally:
+        leave_budget(token)
 
 
 #: Texts up to this many characters keep their compiled template between calls.

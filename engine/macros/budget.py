@@ -9,8 +9,8 @@ calling thread (``time.thread_time``), so other threads of a server do not count
 
 The budget is a deadline kept per thread. :func:`cpu_budget` opens one for a stage (a parse,
 a render); a stage inside another (a render's sub-parses, a nested render) keeps the earlier
-deadline. The stages' loops call :func:`check` every few hundred steps (a clock read costs
-~0.2 us), so a text past the budget stops within a few milliseconds of it. Nothing of the
+deadline. The stages' loops call :func:`check` every 2,048 characters or 256 macros (a clock
+read costs ~0.4 us), so a text past the budget stops within a few milliseconds of it. Nothing of the
 render is kept when it stops: the error carries the offset it had reached.
 
 A render that passes its budget is refused rather than cut, so output never depends on the
@@ -25,7 +25,7 @@ from contextvars import ContextVar, Token
 
 from ..errors import Span, TemplateError
 
-__all__ = ["MAX_CPU_SECONDS", "CHECK_CHARS", "CHECK_EVERY", "check", "cpu_budget"]
+__all__ = ["MAX_CPU_SECONDS", "CHECK_CHARS", "CHECK_EVERY", "check", "cpu_budget", "enter_budget", "leave_budget"]
 
 #: CPU seconds one render (parse and evaluation) may use by default.
 MAX_CPU_SECONDS = 1.0
@@ -37,10 +37,10 @@ CHECK_CHARS = 2048
 
 _now = time.thread_time
 
-#: ``(thread_time past which the current stage stops, the budget it was set from)``, or
-#: ``None``: no budget. A context variable: per thread, and per task where a host runs renders
-#: in tasks (a render itself never awaits), and ~40 ns to read.
-_DEADLINE: ContextVar[tuple[float, float] | None] = ContextVar("tavernbox_macro_deadline", default=None)
+#: ``[thread_time past which the current stage stops (None until the first check), the budget
+#: in seconds]``, or ``None``: no budget. A context variable: per thread, and per task where a
+#: host runs renders in tasks (a render itself never awaits), and ~40 ns to read.
+_DEADLINE: ContextVar[list | None] = ContextVar("tavernbox_macro_deadline", default=None)
 _get = _DEADLINE.get
 
 
@@ -49,25 +49,25 @@ class cpu_budget:
     thread's CPU (``None``: none of its own). An enclosing budget still applies: the earlier of
     the two deadlines holds.
 
-    A class rather than a generator-based context manager: it is entered on every render, and
-    ``contextlib``'s generator machinery cost ~4.7 us a time against ~2 us (most of it the clock).
+    For a text shorter than :data:`CHECK_CHARS` (``size``) entering reads no clock: the clock
+    starts at the stage's first :func:`check`, after :data:`CHECK_EVERY` macros at most (a few
+    milliseconds). A cached render of a short prompt costs ~10 us, and reading the thread's CPU
+    clock ~0.4 us of it; most never reach a check. A longer text starts the clock at once (its
+    first regex matches may scan far before a loop checks). A class rather than a
+    generator-based context manager for the same reason (``contextlib``'s cost ~4.7 us).
     """
 
-    __slots__ = ("_seconds", "_token")
+    __slots__ = ("_seconds", "_size", "_token")
 
-    def __init__(self, seconds: float | None) -> None:
+    def __init__(self, seconds: float | None, size: int = CHECK_CHARS) -> None:
         if seconds is not None and not seconds > 0:
             raise ValueError("the CPU budget must be positive seconds, or None")
         self._seconds = seconds
-        self._token: Token[tuple[float, float] | None] | None = None
+        self._size = size
+        self._token: Token[list | None] | None = None
 
     def __enter__(self) -> None:
-        seconds = self._seconds
-        if seconds is not None:
-            at = _now() + seconds
-            outer = _get()
-            if outer is None or at < outer[0]:
-                self._token = _DEADLINE.set((at, seconds))
+        self._token = enter_budget(self._seconds, self._size)
 
     def __exit__(self, *exc_info: object) -> None:
         token = self._token
@@ -76,10 +76,39 @@ class cpu_budget:
             _DEADLINE.reset(token)
 
 
+def enter_budget(seconds: float | None, size: int) -> Token[list | None] | None:
+    """:class:`cpu_budget`'s entry as a call, for the per-render paths (then ``leave_budget``)."""
+    if seconds is None:
+        return None
+    outer = _get()
+    if outer is None:
+        return _DEADLINE.set([_now() + seconds if size >= CHECK_CHARS else None, seconds])
+    # a stage inside another: its own budget counts only if it ends first (it started later)
+    if outer[0] is None:
+        if seconds >= outer[1]:
+            return None
+        outer[0] = _now() + outer[1]  # the outer clock starts now too (it may only under-count)
+    at = _now() + seconds
+    return _DEADLINE.set([at, seconds]) if at < outer[0] else None
+
+
+def leave_budget(token: Token[list | None] | None) -> None:
+    """Close what :func:`enter_budget` opened."""
+    if token is not None:
+        _DEADLINE.reset(token)
+
+
 def check(offset: int, source: str | None = None) -> None:
-    """Raise ``MACRO_TIME_LIMIT`` at ``offset`` when the current budget is spent."""
+    """Raise ``MACRO_TIME_LIMIT`` at ``offset`` when the current budget is spent (the first
+    check of a stage starts its clock)."""
     deadline = _get()
-    if deadline is not None and _now() > deadline[0]:
+    if deadline is None:
+        return
+    at = deadline[0]
+    if at is None:
+        deadline[0] = _now() + deadline[1]
+        return
+    if _now() > at:
         raise TemplateError(
             f"rendering the macros used more than {deadline[1]:g} s of CPU time and was stopped here; "
             "the text is too large or too costly to render (split it, or raise the time limit)",
