@@ -4,7 +4,7 @@ Target: importing a world book of N trivial entries (100,000 entries is about 4.
 linear in N, and peak memory of at most 20x the file size plus 100 MB.
 
 Each measurement runs ``load_asset`` plus the import report in a fresh Python process (so its peak
-resident set, ``ru_maxrss``, is that import's alone), for N = 50,000, 100,000 and 200,000. The floor
+resident set, ``VmHWM``, is that import's alone: see :mod:`tavernbox.testing.memory`), for N = 50,000, 100,000 and 200,000. The floor
 measured in the same run is ``json.loads`` of the same file in its own fresh process: the time ratio
 import/floor says how much the importer costs above parsing, the 200k/100k ratio says whether the
 growth is linear (about 2), and memory is printed against its target.
@@ -27,7 +27,8 @@ MEMORY_BASE_MB = 100
 
 #: The child: generate nothing, time one phase, report wall/CPU seconds and the peak RSS in MiB.
 _CHILD = r"""
-import json, resource, sys, time
+import json, sys, time
+from tavernbox.testing.memory import peak_rss_kib
 mode, path = sys.argv[1], sys.argv[2]
 t0, c0 = time.perf_counter(), time.process_time()
 if mode == "floor":
@@ -39,7 +40,7 @@ else:
     assert report["ok"], report
     json.dumps({k: v for k, v in report.items() if k != "_asset"})
 wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-print(json.dumps({"wall": wall, "cpu": cpu, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+print(json.dumps({"wall": wall, "cpu": cpu, "rss_mb": peak_rss_kib() / 1024}))
 """
 
 

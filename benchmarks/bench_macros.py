@@ -262,15 +262,16 @@ HOSTILE = (("if_1", "{{if 1}}"), ("getvar_open", "{{getvar::"), ("half_closed", 
 
 #: one expansion of ``argv[1] * argv[2]`` in a fresh interpreter: CPU seconds and peak RSS growth
 HOSTILE_PROBE = (
-    "import json, resource, sys, time\n"
+    "import json, sys, time\n"
+    "from tavernbox.testing.memory import peak_rss_kib\n"
     "from tavernbox.macros import expand_macros\n"
     "expand_macros('{{user}} {{getvar::x}} {{if 1}}a{{/if}} {{a}', {})\n"
     "text = sys.argv[1] * int(sys.argv[2])\n"
-    "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+    "base = peak_rss_kib()\n"
     "t0 = time.process_time()\n"
     "r = expand_macros(text, {}, time_limit=None)\n"  # the engine's own cost
     "cpu = time.process_time() - t0\n"
-    "peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+    "peak = peak_rss_kib()\n"
     "print(json.dumps({'cpu_s': cpu, 'growth_mb': (peak - base) / 1024, 'peak_mb': peak / 1024,\n"
     "                  'diagnostics': len(r.diagnostics)}))\n"
 )
@@ -279,7 +280,8 @@ HOSTILE_PROBE = (
 #: is ``argv[1] * argv[2]``: CPU seconds and peak RSS growth of that one command (issue 14's
 #: "320 KB preset prompt built this way"); ``tests/test_macros_hostile_scale.py`` runs it too
 ASSEMBLE_PROBE = r"""
-import json, resource, sys, tempfile, time
+import json, sys, tempfile, time
+from tavernbox.testing.memory import peak_rss_kib
 from pathlib import Path
 from click.testing import CliRunner
 from tavernbox.cli.main import main
@@ -297,11 +299,11 @@ tmp = Path(tempfile.mkdtemp())
 (tmp / "big.json").write_text(json.dumps(preset(sys.argv[1] * int(sys.argv[2]))))
 args = ["assemble", "--strategy", "builtin-st", "--chat", str(tmp / "chat.json"), "--preset"]
 assert CliRunner().invoke(main, [*args, str(tmp / "small.json")]).exit_code == 0  # imports and tables warm
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+base = peak_rss_kib()
 t0 = time.process_time()
 done = CliRunner().invoke(main, [*args, str(tmp / "big.json")])
 cpu = time.process_time() - t0
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+peak = peak_rss_kib()
 print(json.dumps({"cpu_s": cpu, "growth_mb": (peak - base) / 1024, "exit": done.exit_code, "stdout": len(done.stdout),
                   "warnings": done.stderr.count("MACRO_ARITY"), "summary": "MACRO_DIAGNOSTICS_LIMIT" in done.stderr}))
 """
@@ -345,14 +347,15 @@ COSTLY: dict[str, Any] = {
 #: one expansion of ``COSTLY[argv[1]]`` in a fresh interpreter, with the default budget unless
 #: ``argv[2]`` is "none": CPU seconds, peak RSS growth and the outcome
 COSTLY_PROBE = (
-    "import json, resource, sys, time\n"
+    "import json, sys, time\n"
+    "from tavernbox.testing.memory import peak_rss_kib\n"
     "sys.path.insert(0, sys.argv[3])\n"
     "from bench_macros import COSTLY\n"
     "from tavernbox.errors import TemplateError\n"
     "from tavernbox.macros import expand_macros\n"
     "expand_macros('{{user}} {{getvar::x}} {{if 1}}a{{/if}} {{a}', {})\n"
     "text = COSTLY[sys.argv[1]]()\n"
-    "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+    "base = peak_rss_kib()\n"
     "t0 = time.process_time()\n"
     "try:\n"
     "    expand_macros(text, {}, **({'time_limit': None} if sys.argv[2] == 'none' else {}))\n"
@@ -360,7 +363,7 @@ COSTLY_PROBE = (
     "except TemplateError as exc:\n"
     "    outcome = exc.code\n"
     "cpu = time.process_time() - t0\n"
-    "peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+    "peak = peak_rss_kib()\n"
     "print(json.dumps({'cpu_s': cpu, 'growth_mb': (peak - base) / 1024, 'outcome': outcome}))\n"
 )
 

@@ -183,7 +183,8 @@ def _trivial_book(path: Path, n: int) -> int:
 
 
 _CHILD = r"""
-import json, resource, sys, time
+import json, sys, time
+from tavernbox.testing.memory import peak_rss_kib
 from click.testing import CliRunner
 start = time.process_time()
 from tavernbox.cli.importer import import_one
@@ -191,7 +192,7 @@ report = import_one(sys.argv[1])
 cpu = time.process_time() - start
 print(json.dumps({"ok": report["ok"], "entries": report["counts"]["entries"],
                   "diagnostics": len(report["diagnostics"]), "cpu": cpu,
-                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "rss_mb": peak_rss_kib() / 1024}))
 """
 
 

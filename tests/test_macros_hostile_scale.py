@@ -25,18 +25,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from bench_macros import ASSEMBLE_PROBE  # noqa: E402
 
 _PROBE = r"""
-import json, resource, sys, time
+import json, sys, time
+from tavernbox.testing.memory import peak_rss_kib
 from tavernbox.macros import expand_macros
 from tavernbox.macros.parser import _driver_table
 _driver_table()
 expand_macros("{{user}} {{getvar::x}} {{if 1}}a{{/if}} {{a}", {})  # tables built, caches warm
 unit, count = sys.argv[1], int(sys.argv[2])
 text = unit * count
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+base = peak_rss_kib()
 t0 = time.process_time()
 result = expand_macros(text, {}, time_limit=None)  # the engine's own cost, not the budget's
 cpu = time.process_time() - t0
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+peak = peak_rss_kib()
 print(json.dumps({"cpu": cpu, "growth_kib": peak - base, "diagnostics": [d.to_dict(text) for d in result.diagnostics],
                   "out": len(result.text)}))
 """

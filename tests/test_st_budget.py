@@ -186,13 +186,14 @@ def test_a_huge_chat_is_cut_before_placement_in_bounded_memory(tmp_path: Any) ->
         {"role": "user" if i % 2 else "assistant", "content": f"Message {i}: the king walks to the gate."}
         for i in range(100_000)]}))
     script = (
-        "import json, resource, sys\n"
+        "import json, sys\n"
+        "from tavernbox.testing.memory import peak_rss_kib\n"
         "from tavernbox import assemble_request\n"
         "p = {'prompts': [{'identifier': 'main', 'system_prompt': True, 'content': 'MAIN'},"
         " {'identifier': 'chatHistory', 'marker': True, 'system_prompt': True}], 'new_chat_prompt': ''}\n"
         "r = assemble_request({'preset': p, 'chat': sys.argv[1]})\n"
         "print(json.dumps({'sent': len(r.messages), 'dropped': len(r.budget.dropped_messages),"
-        " 'last': r.messages[-1]['content'], 'rss': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))\n")
+        " 'last': r.messages[-1]['content'], 'rss': peak_rss_kib() * 1024}))\n")
     out = json.loads(subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True,
                                     check=True, timeout=300).stdout)
     assert out["last"] == "Message 99999: the king walks to the gate."
