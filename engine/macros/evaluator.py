@@ -625,8 +625,13 @@ class RenderState:
                 continue
             accept = {i: self._can_take_body(items[i]) for i in seq if not items[i].closing}
             unmatched = len(closers)
+            ticks = CHECK_EVERY
             for pos, idx in enumerate(seq):
                 item = items[idx]
+                ticks -= 1
+                if not ticks:
+                    ticks = CHECK_EVERY
+                    check(item.start)  # the render's CPU budget (see .budget; the caller names the text)
                 if item.closing or idx in matched:
                     continue
                 if closers[-1] < idx or unmatched == 0:
