@@ -17,7 +17,7 @@ from typing import Any
 from ..collector import bulk_allocation
 from ..errors import Diagnostic, TemplateError
 from ..spans import Span
-from .budget import MAX_CPU_SECONDS, cpu_budget, enter_budget, leave_budget
+from .budget import MAX_CPU_SECONDS, enter_budget, leave_budget
 from .context import ChatMessage, MacroContext
 from . import evaluator as _evaluator
 from .evaluator import MAX_OUTPUT_CHARS, Draw, MacroCall, RenderState, capped_diagnostics, post_process
@@ -196,14 +196,6 @@ def _remap(diags: list[Diagnostic], omap: _OffsetMap) -> tuple[Diagnostic, ...]:
     return tuple(out)
 
 
-def _parse(pre: str) -> tuple[list, list[Diagnostic], bool, tuple[tuple[int, int], ...]]:
-    """``document_parse`` of a whole pre-processed text, the collector paused when it is large."""
-    if len(pre) >= _BULK_CHARS:
-        with bulk_allocation():  # see _BULK_CHARS
-            return document_parse(pre)
-    return document_parse(pre)
-
-
 class CompiledMacros:
     """A text parsed once, to expand many times (with different contexts or seeds).
 
@@ -235,16 +227,19 @@ class CompiledMacros:
         self.source = pre
         self._omap = omap
         if pre and "{{" in pre:
+            # ``None``: no budget of its own (an enclosing one, as expand_macros opens, holds)
+            token = enter_budget(time_limit, len(pre))
             try:
-                if time_limit is None and len(pre) < _BULK_CHARS:
-                    # no budget of its own (an enclosing one, as expand_macros opens, holds)
-                    items, diags, clean, untrusted = document_parse(pre)
+                if len(pre) >= _BULK_CHARS:
+                    with bulk_allocation():  # see _BULK_CHARS
+                        items, diags, clean, untrusted = document_parse(pre)
                 else:
-                    with cpu_budget(time_limit, len(pre)):
-                        items, diags, clean, untrusted = _parse(pre)
+                    items, diags, clean, untrusted = document_parse(pre)
             except TemplateError as exc:  # MACRO_TIME_LIMIT: where the parse had got to, in ``text``
                 _locate(exc, text, omap)
                 raise
+            finally:
+                leave_budget(token)
             # an unclean parse is redone by the evaluator (it decides per level what to trust)
             self._items: tuple | None = tuple(items) if clean else None
             self._diagnostics: tuple[Diagnostic, ...] = tuple(diags) if clean else ()
@@ -359,9 +354,7 @@ class CompiledMacros:
             else:
                 out = state.evaluate(0, len(pre), 0, items)
         except TemplateError as exc:
-            if exc.span is not None:
-                exc.span = Span(omap.back(exc.span.start), omap.back(exc.span.end))
-            exc.source = text
+            _locate(exc, text, omap)
             raise
         segments: tuple[MacroSegment, ...] = ()
         if trace and state.segments:
@@ -420,9 +413,7 @@ class CompiledMacros:
         try:
             out = post_process(plan.run(state, 0))
         except TemplateError as exc:
-            if exc.span is not None:
-                exc.span = Span(omap.back(exc.span.start), omap.back(exc.span.end))
-            exc.source = self.text
+            _locate(exc, self.text, omap)
             raise
         if stream is None and state._stream is not None and effective_seed.__class__ is int:
             _remember_seed(effective_seed, rng_seed, state._stream)
