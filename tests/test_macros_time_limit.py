@@ -130,6 +130,19 @@ def test_the_budget_counts_this_threads_cpu_not_waiting_nor_other_threads() -> N
             pass
 
 
+@pytest.mark.parametrize("limit", [0, -1.0, float("nan")])
+def test_a_time_limit_that_is_not_positive_seconds_is_refused(limit: float) -> None:
+    # a NaN deadline is never passed: it would have switched the budget off without a word
+    for call in (lambda: expand_macros("{{user}}", {}, time_limit=limit),
+                 lambda: CompiledMacros("{{user}}", time_limit=limit),
+                 lambda: CompiledMacros("{{user}}").expand({}, time_limit=limit)):
+        with pytest.raises(ValueError):
+            call()
+    for text in ("nan", "0", "-1"):
+        bad = CliRunner().invoke(main, ["macros", "--time-limit", text], input="{{user}}")
+        assert bad.exit_code == 2 and "--time-limit" in bad.output and "Traceback" not in bad.output
+
+
 def test_the_budget_is_restored_after_a_render_that_stopped() -> None:
     with pytest.raises(TemplateError):
         expand_macros(COSTLY["colons"](), {}, time_limit=0.01)

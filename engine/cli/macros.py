@@ -144,6 +144,13 @@ def _run_single(
     print_diagnostics(result.diagnostics, text, label=label)
 
 
+def _positive_seconds(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
+    """``--time-limit``: positive seconds (``FloatRange`` lets ``nan`` through, which would switch the budget off)."""
+    if not value > 0:
+        raise click.BadParameter(f"{value} is not a positive number of seconds")
+    return value
+
+
 @click.command("macros")
 @click.option("--context", "context_path", type=str, default=None, help="Context JSON (names, card, chat, variables...).")
 @click.option("--card", "card_path", type=str, default=None, help="A chara_card_v2/v3 JSON; fills the card fields and {{char}}.")
@@ -152,7 +159,7 @@ def _run_single(
 @click.option("--trace", is_flag=True, help="With --json: add 'segments', the output range each top-level macro produced.")
 @click.option("--jsonl", is_flag=True, help="Batch mode: JSON lines {template, vars, globals} on stdin.")
 @click.option(
-    "--time-limit", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
+    "--time-limit", type=float, default=1.0, show_default=True, callback=_positive_seconds,
     help="CPU seconds a text (a row with --jsonl) may take to render before it stops with MACRO_TIME_LIMIT.",
 )
 @click.argument("text_file", required=False)

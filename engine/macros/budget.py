@@ -60,8 +60,6 @@ class cpu_budget:
     __slots__ = ("_seconds", "_size", "_token")
 
     def __init__(self, seconds: float | None, size: int = CHECK_CHARS) -> None:
-        if seconds is not None and not seconds > 0:
-            raise ValueError("the CPU budget must be positive seconds, or None")
         self._seconds = seconds
         self._size = size
         self._token: Token[list | None] | None = None
@@ -77,9 +75,15 @@ class cpu_budget:
 
 
 def enter_budget(seconds: float | None, size: int) -> Token[list | None] | None:
-    """:class:`cpu_budget`'s entry as a call, for the per-render paths (then ``leave_budget``)."""
+    """:class:`cpu_budget`'s entry as a call, for the per-render paths (then ``leave_budget``).
+
+    ``ValueError`` unless ``seconds`` is positive (a NaN deadline is never passed, and a
+    negative one would stop a long text at once but a short one only at its first check).
+    """
     if seconds is None:
         return None
+    if not seconds > 0:
+        raise ValueError(f"the CPU time limit must be positive seconds, or None (got {seconds!r})")
     outer = _get()
     if outer is None:
         return _DEADLINE.set([_now() + seconds if size >= CHECK_CHARS else None, seconds])
