@@ -3,7 +3,7 @@
 Covers the asset cache (``assets/cache.py``: files by identity and version, objects by content),
 the frozen JSON views it hands out (``assets/frozen.py``), the assembler's fingerprint path for
 assets holding those views (``freeze_assets``), the normalised world-info books of cached assets
-(``strategies/st_cache.py``), the whole-word key search (``worldinfo/matching._bounded_find``) and
+(``sillytavern/cache.py``), the whole-word key search (``worldinfo/matching._bounded_find``) and
 the ``--help`` command list that imports no command.
 """
 
@@ -26,8 +26,8 @@ from tavernbox.assembler.registry import freeze_assets
 from tavernbox.assets.cache import AssetCache, AssetView, clear_asset_cache
 from tavernbox.assets.frozen import FrozenDict, FrozenList, fingerprint, freeze_json, json_digest, json_text, thaw_json
 from tavernbox.errors import TemplateError
-from tavernbox.strategies import st_assemble
-from tavernbox.strategies.st_cache import clear_scan_books
+from tavernbox.sillytavern import assemble as st_assemble
+from tavernbox.sillytavern.cache import clear_scan_books
 from tavernbox.worldinfo.matching import _bounded, _bounded_find
 
 CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"

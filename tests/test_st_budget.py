@@ -102,7 +102,7 @@ def test_budget_properties(n: int, context: int, pinned: bool) -> None:
 
 
 def test_a_long_chat_is_recounted_only_for_its_new_messages() -> None:
-    from tavernbox.strategies import st_assemble
+    from tavernbox.sillytavern import assemble as st_assemble
 
     run(200, budget={"max_context": 2000, "max_tokens": 100})
     counter = st_assemble._counters["o200k"]

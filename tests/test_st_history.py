@@ -22,9 +22,10 @@ import tavernbox.worldinfo as worldinfo
 from tavernbox import assemble_request
 from tavernbox.errors import TemplateError
 from tavernbox.macros import MacroContext, expand_macros
-from tavernbox.strategies import st_assemble, st_chat, st_history
-from tavernbox.strategies.st_chat import ChatMessage, parse_chat
-from tavernbox.strategies.st_history import macro_messages
+from tavernbox.assets import chats as st_chat
+from tavernbox.sillytavern import assemble as st_assemble, history as st_history
+from tavernbox.assets.chats import ChatMessage, parse_chat
+from tavernbox.sillytavern.history import macro_messages
 from tavernbox.worldinfo import ChatTail, activate_world_info
 
 CHAT_MACROS = ("id={{lastMessageId}} range={{allChatRange}} first={{firstDisplayedMessageId}} last=[{{lastMessage}}] "

@@ -2,7 +2,7 @@
 
 With the default strategy, ``builtin-st``, the answer is exactly what SillyTavern sends for the
 request: ``--request REQ.json`` carries everything (preset, card, books, chat, user and persona,
-Author's Note, world-info settings, options; see :mod:`tavernbox.strategies.st_request`), and the
+Author's Note, world-info settings, options; see :mod:`tavernbox.sillytavern.request`), and the
 flags ``--preset``, ``--card``, ``--book``, ``--chat``, ``--user``, ``--persona``,
 ``--post-processing`` and ``--seed`` are shorthands that fill or override its fields. The messages
 are printed readably, warnings go to stderr; ``--json`` prints the whole result (messages, warnings,
@@ -124,7 +124,7 @@ def _st_request(request_path: str | None, flags: dict[str, Any]) -> tuple[dict[s
     """The request object: the file (if any) with the shorthand flags filled in over it."""
     from pathlib import Path
 
-    from ..strategies.st_assemble import read_request_file
+    from ..sillytavern.assemble import read_request_file
 
     data: dict[str, Any] = {}
     base: Any = Path.cwd()
@@ -167,7 +167,7 @@ def _st_request(request_path: str | None, flags: dict[str, Any]) -> tuple[dict[s
 
 
 def _stdin_chat() -> Any:
-    from ..strategies.st_chat import parse_chat_text
+    from ..assets.chats import parse_chat_text
     from .output import read_text_arg
 
     chat = parse_chat_text(read_text_arg("-"))
@@ -280,7 +280,7 @@ def command(
     """Assemble the chat-completion messages for one request (by default exactly what SillyTavern sends)."""
 
     def st_body() -> None:
-        from ..strategies.st_assemble import assemble_request
+        from ..sillytavern.assemble import assemble_request
 
         for flag, value in (("--mvu", mvu), ("--templates", templates), ("--session", session_id),
                             ("--max-profile-bytes", max_profile_bytes)):

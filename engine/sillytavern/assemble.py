@@ -1,9 +1,9 @@
 """The SillyTavern-exact request: a request file in, the ``messages`` SillyTavern would send out.
 
-:func:`assemble_request` is the product's main job. It reads the request (:mod:`.st_request`), loads
+:func:`assemble_request` is the product's main job. It reads the request (:mod:`.request`), loads
 the assets, gathers every world-info source SillyTavern scans (:func:`world_info_books`), activates
 world info, lets the assembler place the blocks with the ``builtin-st`` strategy, and finishes the
-array as SillyTavern does (:mod:`.st_postprocess`): squashed system messages (outside dry runs),
+array as SillyTavern does (:mod:`.postprocess`): squashed system messages (outside dry runs),
 names, prompt post-processing. The DSH system projection is never applied here: it belongs to the
 strategies that ask for it.
 
@@ -30,15 +30,15 @@ from ..errors import Diagnostic, TemplateError
 from ..macros import MacroContext, expand_macros
 from ..tokenizers import MessageCounter, get_tokenizer
 from ..worldinfo import ChatTail, ScanContext, activate_world_info, to_json
-from .builtin import builtin_strategy
-from .sillytavern import prompt_sequence, squash_system_messages, st_registry
-from .st_cache import derived, memo_count, scan_books, shared_frozen
-from .st_chat import ChatMessage, StChat, parse_chat, parse_chat_text
-from .st_history import ChatHistory, macro_messages, reachable_start
-from .st_postprocess import PromptNames, history_item, post_process, to_claude, to_google
-from .st_budget import MessageKind, fit, fits_without_counting
-from .st_group import JOIN_MODES, join_group_cards
-from .st_request import StRequest, parse_request
+from ..strategies.builtin import builtin_strategy
+from ..strategies.sillytavern import prompt_sequence, squash_system_messages, st_registry
+from .cache import derived, memo_count, scan_books, shared_frozen
+from ..assets.chats import ChatMessage, StChat, parse_chat, parse_chat_text
+from .history import ChatHistory, macro_messages, reachable_start
+from .postprocess import PromptNames, history_item, post_process, to_claude, to_google
+from .budget import MessageKind, fit, fits_without_counting
+from .groups import JOIN_MODES, join_group_cards
+from .request import StRequest, parse_request
 
 __all__ = ["LoadedInputs", "StAssembly", "assemble_request", "load_inputs", "world_info_books"]
 
@@ -502,7 +502,7 @@ def _wi_counter(tokenizer: str) -> Any:
 
 
 def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | Path | None = None) -> StAssembly:
-    """Assemble what SillyTavern sends for ``request`` (a request-file object, see :mod:`.st_request`)."""
+    """Assemble what SillyTavern sends for ``request`` (a request-file object, see :mod:`.request`)."""
     try:
         return _assemble_request(request, base_dir=base_dir)
     except TemplateError as exc:
@@ -541,7 +541,7 @@ def _assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str |
         # the chat's overrides, when set, replace the card's fields (``getCharacterCardFieldsLazy``)
         read_card.update({k: v.strip().replace("\r", "") for k, v in overrides.items() if v})
     muted = {"muted": list(req.group.disabled_members)} if req.group is not None and req.group.disabled_members else {}
-    # the chat stays as parsed messages: only what the budget can reach becomes history (st_history)
+    # the chat stays as parsed messages: only what the budget can reach becomes history (:mod:`.history`)
     chat: list[ChatMessage] = list(inputs.chat.messages)
     gen = req.generation.type
     typed = req.generation.input
@@ -779,7 +779,7 @@ def read_request_file(path: str) -> tuple[Any, Path | None]:
     """A request file's JSON (``-``: standard input) and the folder its relative paths resolve against."""
     import sys
 
-    from .st_request import read_request_text
+    from .request import read_request_text
 
     if path == "-":
         return read_request_text(sys.stdin.read()), Path.cwd()
