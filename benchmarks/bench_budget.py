@@ -67,14 +67,14 @@ def _best_cpu(sizes: tuple[int, int], words: int, repeat: int) -> list[tuple[flo
 
 
 def run(repeat: int, sizes: tuple[int, int] = (200, 5000)) -> dict[str, Any]:
-    from tavernbox.sillytavern import assemble as st_assemble
+    from tavernbox.sillytavern import budget as st_budget
 
     out: dict[str, Any] = {}
     for shape, words in (("short", 1), ("long", 30)):
         small, large = _best_cpu(sizes, words, repeat)
         out[shape] = {f"{sizes[0]}_cpu_ms": small[0], f"{sizes[1]}_cpu_ms": large[0], "sent": [small[1], large[1]],
                       "dropped": [small[2], large[2]], "ratio": large[0] / small[0]}
-    counter = st_assemble._counters.get("o200k")
+    counter = st_budget._counters.get("o200k")
     if counter is not None:
         before = counter.misses
         chat = _chat(sizes[1], 30)

@@ -66,7 +66,7 @@ def test_world_info_bounded_by_bytes_equals_counting_every_time(max_context: int
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """``_wi_counter``'s promise (counts never above bytes) changes no decision, near the budget
     or far from it: the same request with a counter that counts every text gives the same result."""
-    import tavernbox.sillytavern.assemble as st
+    import tavernbox.sillytavern.lore as st
     from tavernbox.tokenizers import get_tokenizer
 
     budget = {"max_context": max_context, "max_tokens": 300}

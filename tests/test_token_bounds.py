@@ -81,7 +81,7 @@ def test_the_shipped_tokenizers_promise_and_keep_it() -> None:
 
 
 def test_a_registered_tokenizer_without_the_promise_is_always_counted() -> None:
-    from tavernbox.sillytavern.assemble import _wi_counter
+    from tavernbox.sillytavern.lore import _wi_counter
     from tavernbox.tokenizers import register_tokenizer
 
     calls: list[str] = []

@@ -124,7 +124,7 @@ def _st_request(request_path: str | None, flags: dict[str, Any]) -> tuple[dict[s
     """The request object: the file (if any) with the shorthand flags filled in over it."""
     from pathlib import Path
 
-    from ..sillytavern.assemble import read_request_file
+    from ..sillytavern.loading import read_request_file
 
     data: dict[str, Any] = {}
     base: Any = Path.cwd()

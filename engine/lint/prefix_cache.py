@@ -525,7 +525,7 @@ def cache_report(request: Mapping[str, Any], *, base_dir: str | Path | None = No
     ``tokenizer`` (a name, see :mod:`tavernbox.tokenizers`), else the request's ``budget.tokenizer``.
     Raises ``TemplateError`` (``REQUEST_INVALID``) for a bad request, or a chat too short for ``turns``.
     """
-    from ..sillytavern.assemble import load_inputs
+    from ..sillytavern.loading import load_inputs
     from ..sillytavern.request import parse_request
 
     if not isinstance(request, Mapping):
