@@ -113,7 +113,7 @@ def _pass_texts(texts: Texts, passes: Sequence[TextPass]) -> None:
     if wants(passes, "persona"):
         texts.persona_text = run_passes(passes, "persona", texts.persona_text)
     prompts = texts.preset.get("prompts")
-    if wants(passes, "preset_prompt") and isinstance(prompts, list):
+    if wants(passes, "preset_prompt") and isinstance(prompts, Sequence) and not isinstance(prompts, str):
         texts.preset = {**texts.preset, "prompts": [
             {**p, "content": run_passes(passes, "preset_prompt", p["content"],
                                         {"identifier": p.get("identifier"), "role": p.get("role")})}
