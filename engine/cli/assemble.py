@@ -167,12 +167,14 @@ def _st_request(request_path: str | None, flags: dict[str, Any]) -> tuple[dict[s
 
 
 def _stdin_chat() -> Any:
-    from ..assets.chats import parse_chat_text
-    from .output import read_text_arg
+    """The chat on standard input (either form, any encoding the chat reader reads) as the request's JSON form."""
+    from ..assets.chats import read_chat_bytes
+    from .output import read_bytes_arg
 
-    chat = parse_chat_text(read_text_arg("-"))
+    chat = read_chat_bytes(read_bytes_arg("-"))
     extra = {k: v for k, v in (("lorebook", chat.lorebook), ("scenario", chat.scenario),
-                                ("mes_example", chat.mes_example)) if v}
+                                ("mes_example", chat.mes_example), ("user_name", chat.user_name),
+                                ("character_name", chat.character_name), ("input_ids", list(chat.input_ids))) if v}
     return {"messages": [m.to_dict() for m in chat.messages], **extra}
 
 

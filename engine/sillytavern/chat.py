@@ -67,7 +67,11 @@ def prepare_chat(texts: Texts) -> PreparedChat:
     loaded = texts.loaded
     req, preset = loaded.req, loaded.preset
     gen = req.generation.type
-    edited = _edit_for_generation(list(loaded.inputs.chat.messages), gen, req.generation.input, preset)
+    stored = list(loaded.inputs.chat.messages)
+    if req.options.dry_run and loaded.inputs.chat.input_ids:
+        # what the user has just sent (the chat's ``input_ids``) is not in SillyTavern's chat on a dry run
+        del stored[len(stored) - len(loaded.inputs.chat.input_ids):]
+    edited = _edit_for_generation(stored, gen, req.generation.input, preset)
     chat = edited.messages
     roles = [m.role for m in chat]
     # a dry run sends nothing, so neither the typed input nor ``send_if_empty`` is in SillyTavern's

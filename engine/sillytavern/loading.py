@@ -9,12 +9,12 @@ every setting it lacks. The result, :class:`Loaded`, is what every later stage s
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ..assets.cache import load_cached, parse_cached  # read-only views of validated assets, cached
-from ..assets.chats import StChat, parse_chat, parse_chat_text
+from ..assets.chats import StChat, parse_chat, read_chat_file
 from ..errors import Diagnostic, TemplateError
 from .passes import TextPass
 from .request import StRequest, parse_request
@@ -92,12 +92,9 @@ def load_inputs(request: StRequest, base_dir: Path | None = None) -> LoadedInput
         books.append((model, source, where))
     chat_value = _resolve(request.chat, base_dir)
     if isinstance(chat_value, Path):
-        try:
-            text = chat_value.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise TemplateError(f"$.chat: cannot read {str(chat_value)!r}: {exc.strerror or exc}",
-                                code="REQUEST_INVALID", path="$.chat") from None
-        chat = parse_chat_text(text, hint=chat_value.name)
+        chat = read_chat_file(chat_value, where="$.chat")
+        # what reading the file went through (the Windows-1252 fallback), said against the request's chat
+        diags.extend(replace(d, path="$.chat") for d in chat.diagnostics if d.severity != "info")
     else:
         chat = parse_chat(chat_value, path="$.chat")
     members: dict[str, dict[str, Any]] = {}

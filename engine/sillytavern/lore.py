@@ -56,6 +56,9 @@ def gather_lore(chat: PreparedChat) -> Lore:
     activation = activate_world_info(scan_books(books), _chat_tail(chat), wi, seed=req.options.seed,
                                      context=_scan_context(chat), token_counter=_wi_counter(req.budget.tokenizer))
     loaded.warnings.extend(d for d in activation.diagnostics if d.severity != "info")
+    cut = _budget_cut(activation, books, req.budget.tokenizer)
+    if cut is not None:
+        loaded.warnings.append(cut)
     lore.activation = activation
     entries = world_info_from_activation(activation)
     outlets = {name: activation.by_position.outlet_text(name) for name in activation.by_position.outlets}
@@ -65,6 +68,30 @@ def gather_lore(chat: PreparedChat) -> Lore:
     lore.world_info = shared_frozen(entries)
     lore.outlets = outlets
     return lore
+
+
+def _budget_cut(activation: Any, books: Sequence[Mapping[str, Any]], tokenizer: str) -> Diagnostic | None:
+    """The entries the world-info budget left out, said in one warning (SillyTavern's overflow alert):
+    how many, the tokens their contents would have taken, and the budget.
+
+    Only a scan whose passes left a candidate out can have cut one, so the trace (built on first
+    read) is read only then."""
+    if not any(len(step.activated) < len(step.candidates) for step in activation.trace.steps):
+        return None
+    cut = [r for r in activation.trace.entries if r.reason == "budget"]
+    if not cut:
+        return None
+    contents = {(str(b.get("name")), str(e.get("uid"))): e.get("content") for b in books
+                for e in (b["entries"].values() if isinstance(b.get("entries"), Mapping) else b.get("entries") or ())
+                if isinstance(e, Mapping)}
+    count = _wi_counter(tokenizer)
+    tokens = sum(count(text) for r in cut if isinstance(text := contents.get((r.book, str(r.uid))), str))
+    n = len(cut)
+    return Diagnostic("ST_WORLD_INFO_BUDGET", f"world info: {n} triggered entr{'y' if n == 1 else 'ies'} "
+                      f"({tokens} tokens) left out: the world-info budget is {activation.budget} tokens "
+                      "(world_info_budget, world_info_budget_cap)", severity="warning", path="$.world_info",
+                      data={"entries": [{"book": r.book, "uid": r.uid} for r in cut], "tokens": tokens,
+                            "budget": activation.budget})
 
 
 def _chat_tail(chat: PreparedChat) -> ChatTail:

@@ -73,6 +73,8 @@ def placement_assets(front: Front) -> dict[str, Any]:
     }
     if texts.read_card is not None:
         assets["character"] = texts.read_card
+    elif texts.char != "Assistant":  # no card: the chat export's character_name is ``{{char}}``
+        assets["character"] = {"name": texts.char}
     if texts.group_prompts:
         assets["group_depth_prompts"] = texts.group_prompts
     assets["author_note"] = author_note_block(req, chat.roles.count("user"), loaded.passes)

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..assets.chats import StChat
 from .groups import JOIN_MODES, join_group_cards
 from .loading import Loaded
 from .passes import TextPass, run_passes, wants
@@ -60,8 +61,10 @@ class Texts:
     """The names and texts the prompt is built from, as SillyTavern reads them."""
 
     loaded: Loaded
+    #: the user's name: the request's, else the chat export's ``user_name``, else "User"
     user: str
-    #: the replying character's name (``{{char}}``): the card's ``name``, else "Assistant"
+    #: the replying character's name (``{{char}}``): the card's ``name``, else the chat export's
+    #: ``character_name``, else "Assistant"
     char: str
     #: the persona description as read (``baseChatReplace(persona_description.trim())``)
     persona_text: str
@@ -83,12 +86,13 @@ def card_texts(loaded: Loaded) -> Texts:
     """Stage 2: the card (joined for a group), the persona and the names, as SillyTavern reads them."""
     req, inputs, preset = loaded.req, loaded.inputs, loaded.preset
     card = inputs.card or {}
+    user = _user_name(req, inputs.chat)
     read_card = _card_as_sillytavern_reads_it(card) if inputs.card is not None else None
     group_prompts: list[dict[str, Any]] = []
     overrides = {"scenario": inputs.chat.scenario, "mes_example": inputs.chat.mes_example}
     if req.group is not None and req.group.generation_mode in JOIN_MODES:
         # the members' cards joined into the replying member's (``getGroupCharacterCardsLazy``)
-        read_card, group_prompts, group_diags = join_group_cards(read_card, inputs.members, req.group, req.user.name,
+        read_card, group_prompts, group_diags = join_group_cards(read_card, inputs.members, req.group, user,
                                                                  _card_as_sillytavern_reads_it, overrides)
         loaded.warnings.extend(group_diags)
     elif read_card is not None:
@@ -96,12 +100,20 @@ def card_texts(loaded: Loaded) -> Texts:
         read_card.update({k: v.strip().replace("\r", "") for k, v in overrides.items() if v})
     muted = {"muted": list(req.group.disabled_members)} if req.group is not None and req.group.disabled_members else {}
     behavior = req.options.names_behavior if req.options.names_behavior is not None else int(preset["names_behavior"])
-    texts = Texts(loaded, req.user.name, str(card.get("name") or "Assistant"),
+    char = str(card.get("name") or inputs.chat.character_name or "Assistant")
+    texts = Texts(loaded, user, char,
                   req.user.persona.description.strip().replace("\r", ""), card, read_card, group_prompts, muted,
                   behavior, preset)
     if loaded.passes:
         _pass_texts(texts, loaded.passes)
     return texts
+
+
+def _user_name(req: StRequest, chat: StChat) -> str:
+    """The user's name: the request's; else the one a chat export records (``user_name``); else "User"."""
+    if "name" in req.user.model_fields_set or not chat.user_name:
+        return req.user.name
+    return chat.user_name
 
 
 def _pass_texts(texts: Texts, passes: Sequence[TextPass]) -> None:
