@@ -148,7 +148,7 @@ def test_an_input_id_that_is_not_a_trailing_user_message_is_refused(tmp_path: Pa
                                                                      words: str) -> None:
     chat = tmp_path / "seeds.json"
     chat.write_text(json.dumps({**SEEDS, "input_ids": ids}), encoding="utf-8")
-    result = assemble("--chat", str(chat))
+    result = assemble("--chat", str(chat), "--json")  # the JSON error object on stdout
     assert result.exit_code == 1
     error = json.loads(result.stdout)["error"]
     assert error["code"] == "REQUEST_INVALID" and error["path"] == path and words in error["message"]
@@ -157,7 +157,7 @@ def test_an_input_id_that_is_not_a_trailing_user_message_is_refused(tmp_path: Pa
 def test_an_input_id_naming_the_assistant_is_refused(tmp_path: Path) -> None:
     chat = tmp_path / "seeds.json"
     chat.write_text(json.dumps({"messages": SEEDS["messages"][:1], "input_ids": ["m1"]}), encoding="utf-8")
-    error = json.loads(assemble("--chat", str(chat)).stdout)["error"]
+    error = json.loads(assemble("--chat", str(chat), "--json").stdout)["error"]
     assert error["path"] == "$.input_ids[0]" and "assistant message" in error["message"]
 
 
