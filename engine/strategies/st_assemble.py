@@ -38,6 +38,7 @@ from .st_history import ChatHistory, macro_messages, reachable_start
 from .st_postprocess import PromptNames, history_item, post_process, to_claude, to_google
 from .st_budget import MessageKind, fit, fits_without_counting
 from .st_group import JOIN_MODES, join_group_cards
+from .st_regex import regex_stage
 from .st_request import StRequest, parse_request
 
 __all__ = ["LoadedInputs", "StAssembly", "assemble_request", "load_inputs", "world_info_books"]
@@ -63,6 +64,8 @@ class StAssembly:
     provenance_source: list[Any] = field(default_factory=list, repr=False)
     #: what the provenance describes: the messages, or (with post-processing) the messages before it
     provenance_of: str = "messages"
+    #: which regex script changed which text (script, its set and asset, the text's kind, label and depth)
+    regex_edits: list[dict[str, Any]] = field(default_factory=list)
     _provenance: list[dict[str, Any]] | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -94,6 +97,7 @@ class StAssembly:
             "nodes": inner.nodes,
             "provenance": self.provenance,
             "provenance_of": self.provenance_of,
+            "regex": self.regex_edits,
             "trace": {"world_info": _wi_trace(self.world_info)},
             "record": inner.record,
         }
@@ -575,6 +579,11 @@ def _assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str |
         first["content"] = expand_macros(first["content"], {**macro_base, **macro_chat},
                                          seed=macro_base.get("seed", 0)).text
     expand_chat_macros = _chat_macro_expander({**macro_base, **macro_chat})
+    # SillyTavern's regex scripts and stored reasoning: the prompt is built from the chat as they leave it
+    regex = regex_stage(req, preset, inputs.preset_name, card if inputs.card is not None else None,
+                        {**macro_base, **macro_chat}, req.options.seed)
+    if regex is not None:
+        chat = regex.chat(chat, continued=gen == "continue")
     chat_history = ChatHistory(chat, behavior=behavior, user=user, char=char, group=group, expand=expand_chat_macros)
     history_end = len(chat)  # the history is chat messages [0, history_end)
     continued: dict[str, Any] | None = None
@@ -652,6 +661,8 @@ def _assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str |
                                          context=context,
                                          token_counter=_wi_counter(req.budget.tokenizer))
         warnings.extend(d for d in activation.diagnostics if d.severity != "info")
+        if regex is not None:
+            activation = regex.world_info(activation)
         # the same activated entries give the same frozen value, which the assembler takes as it is
         assets["world_info"] = shared_frozen(world_info_from_activation(activation))
         outlets = {name: activation.by_position.outlet_text(name) for name in activation.by_position.outlets}
@@ -771,8 +782,11 @@ def _assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str |
     if gen == "impersonate" and req.options.target == "claude":
         fields["assistant_impersonation"] = str(preset.get("assistant_impersonation") or "")
     provenance_of = "messages" if kind in ("", "none") else "messages before post-processing"
+    if regex is not None:
+        warnings.extend(regex.run.diagnostics)
     return StAssembly(final, warnings, result, activation, fields, body, budget_report,
-                      provenance_source=span_source, provenance_of=provenance_of)
+                      provenance_source=span_source, provenance_of=provenance_of,
+                      regex_edits=regex.run.provenance() if regex is not None else [])
 
 
 def read_request_file(path: str) -> tuple[Any, Path | None]:
