@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -22,6 +23,31 @@ REGEX_REQUESTS = GOLDEN / "regex_requests.jsonl"
 
 #: power_user settings that are request options
 _OPTION_OVERRIDES = ("prefer_character_prompt", "prefer_character_jailbreak")
+
+
+MARK = "\u27e6volatile\u27e7"
+_VOLATILE = re.compile(r"\{\{\s*(?:random|roll|pick)\b(?:(?!\{\{|\}\}).)*\}\}", re.I | re.S)
+
+
+def mask_volatile(value: Any) -> Any:
+    """Every random macro in the preset's texts replaced by the marker (innermost first)."""
+    if isinstance(value, str):
+        previous = None
+        while previous != value:
+            previous, value = value, _VOLATILE.sub(MARK, value)
+        return value
+    if isinstance(value, list):
+        return [mask_volatile(v) for v in value]
+    if isinstance(value, dict):
+        return {k: mask_volatile(v) for k, v in value.items()}
+    return value
+
+
+def matches_volatile(got: str, expected: str) -> bool:
+    if MARK not in got:
+        return got == expected
+    pattern = "(?s)" + ".*?".join(re.escape(part) for part in got.split(MARK))
+    return re.fullmatch(pattern, expected) is not None
 
 
 def scenarios_module() -> ModuleType:

@@ -581,7 +581,7 @@ def _assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str |
     expand_chat_macros = _chat_macro_expander({**macro_base, **macro_chat})
     # SillyTavern's regex scripts and stored reasoning: the prompt is built from the chat as they leave it
     regex = regex_stage(req, preset, inputs.preset_name, card if inputs.card is not None else None,
-                        {**macro_base, **macro_chat}, req.options.seed)
+                        {**macro_base, **macro_chat}, req.options.seed, base)
     if regex is not None:
         chat = regex.chat(chat, continued=gen == "continue")
     chat_history = ChatHistory(chat, behavior=behavior, user=user, char=char, group=group, expand=expand_chat_macros)

@@ -20,10 +20,14 @@ allowed.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
+from ..errors import TemplateError
+from ..strict_json import loads
 from ..regexscripts import Placement, RegexRun, RegexScript, macro_substituters, read_scripts
 from ..worldinfo.output import ActivatedEntry, build_positions
 from .st_chat import ChatMessage
@@ -32,11 +36,29 @@ from .st_request import ReasoningOptions, StRequest
 __all__ = ["RegexStage", "regex_stage", "request_scripts"]
 
 
+def _global_scripts(value: Any, base_dir: Path | None) -> Any:
+    """The global scripts as given: objects, or the path of a SillyTavern regex export (relative to the request)."""
+    if not isinstance(value, str):
+        return value
+    path = Path(value) if base_dir is None else base_dir / value
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TemplateError(f"$.extensions.regex.scripts: cannot read {value!r}: {exc}", code="REQUEST_INVALID",
+                            path="$.extensions.regex.scripts") from None
+    try:
+        return loads(text, what=f"the regex export {value!r}", code="REQUEST_INVALID")
+    except json.JSONDecodeError as exc:
+        raise TemplateError(f"the regex export {value!r} is not JSON: {exc.msg}", code="REQUEST_INVALID",
+                            line=exc.lineno, column=exc.colno, path="$.extensions.regex.scripts") from None
+
+
 def request_scripts(request: StRequest, preset: Mapping[str, Any], preset_name: str,
-                    card: Mapping[str, Any] | None) -> list[RegexScript]:
+                    card: Mapping[str, Any] | None, base_dir: Path | None = None) -> list[RegexScript]:
     """The scripts SillyTavern runs for this request, in its order: global, the preset's, the card's."""
     settings = request.extensions.regex
-    scripts = read_scripts(settings.scripts, "global", "request", "$.extensions.regex.scripts")
+    scripts = read_scripts(_global_scripts(settings.scripts, base_dir), "global", "request",
+                           "$.extensions.regex.scripts")
     if settings.preset_scripts:
         ext = preset.get("extensions")
         found = ext.get("regex_scripts") if isinstance(ext, Mapping) else None
@@ -123,9 +145,9 @@ class RegexStage:
 
 
 def regex_stage(request: StRequest, preset: Mapping[str, Any], preset_name: str, card: Mapping[str, Any] | None,
-                macro_context: Mapping[str, Any], seed: int) -> RegexStage | None:
+                macro_context: Mapping[str, Any], seed: int, base_dir: Path | None = None) -> RegexStage | None:
     """The request's regex stage, or ``None`` when no script can apply and no reasoning is added."""
-    scripts = request_scripts(request, preset, preset_name, card)
+    scripts = request_scripts(request, preset, preset_name, card, base_dir)
     reasoning = request.options.reasoning
     if not any(s.prompt_only for s in scripts) and not reasoning.add_to_prompts:
         if request.generation.type != "continue":

@@ -221,6 +221,31 @@ def reasoning_cases() -> Iterator[dict]:
                st_overrides={"power_user": {"reasoning": dict(REASONING_ON, max_additions=5)}})
 
 
+def more_cases() -> Iterator[dict]:
+    yield base("rx-reasoning-add-defaults", "add_to_prompts with SillyTavern's other reasoning defaults (the Think XML "
+               "template: <think>, </think>, a newline separator, max_additions 1)",
+               [script("/apple/g", "PEAR", placement=(6,))], chat=reasoning_chat(),
+               st_overrides={"power_user": {"reasoning": dict(REASONING_ON, name="Think XML", prefix="<think>",
+                                                              suffix="</think>", separator="\n")}})
+    yield base("rx-continue-prefill", "continue with continue_prefill: the continued message, sent as the prefill, "
+               "as the scripts leave it (depth -1)", [script("/(d\\d)/g", "[$1 hit]", placement=(1, 2), maxDepth=0)],
+               chat=chat6()[:-1], generation_type="continue",
+               st_overrides={"oai_settings": {"continue_prefill": True}})
+    yield base("rx-names-behavior-2", "names_behavior 2 (content prefixes): the scripts see the stored text, the "
+               "name prefix comes after", [script("/^d/g", "D", placement=(1, 2))],
+               st_overrides={"oai_settings": {"names_behavior": 2}})
+    chat = chat6()
+    chat[0] = a("d5 greeting for {{user}} from {{char}}.")
+    chat[2] = a("d3 {{user}} again, and {{char}}.")
+    yield base("rx-first-message-macros", "the first message's macros are substituted before the scripts run, the "
+               "others' after", [script("/Ash|Seraphina/g", "<N>", placement=(1, 2))], chat=chat)
+    chat = reasoning_chat()[:-1]
+    chat[-1] = a("", reasoning="r1 thought about apple two.")
+    yield base("rx-reasoning-continue-empty", "continue on a message with reasoning and no text yet: the prefix and "
+               "the reasoning only (prefixIncomplete)", [script("/apple/g", "PEAR", placement=(6,))], chat=chat,
+               generation_type="continue")
+
+
 def corpus_cases() -> Iterator[dict]:
     html = "<!-- HTML_START --><div class='panel'>HP 10</div><!-- HTML_END -->"
     nemo_chat = [a("d9 greeting " + html), u("d8 hello"),
@@ -275,6 +300,7 @@ def scenarios() -> Iterator[dict]:
     yield from flag_cases()
     yield from wi_cases()
     yield from reasoning_cases()
+    yield from more_cases()
     yield from corpus_cases()
 
 
