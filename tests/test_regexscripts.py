@@ -175,3 +175,32 @@ def test_the_budget_is_shared_by_every_text_of_a_request() -> None:
 def test_the_time_limit_must_be_positive() -> None:
     with pytest.raises(ValueError):
         run_of(time_limit=0)
+
+
+# ---------------------------------------------------------------- shortcuts and their plain paths
+
+
+@pytest.mark.parametrize(("find", "subject", "replacement", "trims"), [
+    ("/apple/g", "an apple, apple", "pear", []),
+    ("/(?<k>key)=(?<v>value)/", "key=value", "$<v>=$<k> $&", []),
+    ("/<b>(.*?)<\\/b>/g", "<b>xbolx</b>", "[{{match}}|$1]", ["x"]),
+    ("/(open/", "open", "x", []),
+    ("/(x)/g", "x {{user}} x", "$1", []),
+])
+def test_a_kept_replacement_equals_the_plain_path(find: str, subject: str, replacement: str, trims: list) -> None:
+    from tavernbox.regexscripts import js_replace, js_replace_uncached
+
+    plain = js_replace_uncached(find, subject, replacement, trims, 1.0)
+    assert js_replace(find, subject, replacement, trims, 1.0) == plain
+    assert js_replace(find, subject, replacement, trims, 1.0) == plain  # now from the cache
+
+
+def test_scripts_of_a_frozen_list_are_read_once_and_equal_a_fresh_read() -> None:
+    from tavernbox.assets.frozen import freeze_json
+    from tavernbox.regexscripts import read_scripts_cached
+
+    frozen = freeze_json([script("/a/", "b"), script("/c/", "d", minDepth="2")])
+    first = read_scripts_cached(frozen, "preset", "p", "$.x")
+    assert first == read_scripts(frozen, "preset", "p", "$.x")
+    again = read_scripts_cached(frozen, "preset", "p", "$.x")
+    assert again == first and all(a is b for a, b in zip(again, first))

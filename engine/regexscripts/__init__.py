@@ -8,11 +8,19 @@ patterns and the replacement behave as JavaScript's.
 
 from __future__ import annotations
 
-from .jsreplace import JsReplaceError, js_find_problem, js_matches, js_replace
+from .jsreplace import JsReplaceError, js_find_problem, js_matches, js_replace, js_replace_uncached
 from .run import DEFAULT_TIME_LIMIT, RegexEdit, RegexRun, Substituter, scripts_in_order
-from .script import Placement, RegexScript, ScriptOrigin, ScriptSetKind, Substitution, read_scripts
+from .script import (
+    Placement,
+    RegexScript,
+    ScriptOrigin,
+    ScriptSetKind,
+    Substitution,
+    read_scripts,
+    read_scripts_cached,
+)
 from .substitution import escape_for_pattern, macro_substituters
 
 __all__ = ["DEFAULT_TIME_LIMIT", "JsReplaceError", "Placement", "RegexEdit", "RegexRun", "RegexScript",
            "ScriptOrigin", "ScriptSetKind", "Substituter", "Substitution", "escape_for_pattern", "js_find_problem",
-           "js_matches", "js_replace", "macro_substituters", "read_scripts", "scripts_in_order"]
+           "js_matches", "js_replace", "js_replace_uncached", "macro_substituters", "read_scripts", "read_scripts_cached", "scripts_in_order"]

@@ -27,12 +27,13 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import quickjs
 
-__all__ = ["JsReplaceError", "Pieces", "js_find_problem", "js_matches", "js_replace"]
+__all__ = ["JsReplaceError", "Pieces", "js_find_problem", "js_matches", "js_replace", "js_replace_uncached"]
 
 #: bytes the per-thread context may allocate (compiled patterns, backtracking stacks, texts, results)
 MEMORY_LIMIT = 256 * 1024 * 1024
@@ -194,13 +195,45 @@ def js_matches(find_regex: str, subject: str, timeout: float) -> bool:
     return bool(_call("matches", timeout, _js_text(find_regex), _js_text(subject)))
 
 
+#: finished replacements kept by their inputs (most recent first out): a chat's old messages are the same
+#: text at every turn, and the same output object lets later stages answer from their own caches
+_RESULTS: OrderedDict[tuple[str, str, str, tuple[str, ...]], str | None] = OrderedDict()
+_RESULTS_LOCK = threading.Lock()
+RESULT_CACHE_ENTRIES = 8192
+#: texts longer than this are not kept (the cache holds at most entries x this many characters)
+RESULT_CACHE_TEXT = 64 * 1024
+
+
 def js_replace(find_regex: str, subject: str, replacement: str, trims: list[str], timeout: float) -> str | Pieces | None:
     """``subject`` with the script's matches replaced (see the module's docstring).
 
     Returns ``None`` when the pattern does not compile, a :class:`Pieces` list when a replacement
     may hold macros, else the replaced text. ``trims`` are the trim strings with their macros
     already expanded. Raises ``TimeoutError`` past ``timeout`` seconds and :class:`JsReplaceError`.
+
+    A result without macros to expand depends on nothing but the four inputs, so it is kept
+    (:data:`RESULT_CACHE_ENTRIES` of them, texts up to :data:`RESULT_CACHE_TEXT` characters) and a
+    repeated call returns it without running JavaScript; :func:`js_replace_uncached` is the plain path.
     """
+    if len(subject) > RESULT_CACHE_TEXT:
+        return js_replace_uncached(find_regex, subject, replacement, trims, timeout)
+    key = (find_regex, subject, replacement, tuple(trims))
+    with _RESULTS_LOCK:
+        if key in _RESULTS:
+            _RESULTS.move_to_end(key)
+            return _RESULTS[key]
+    out = js_replace_uncached(find_regex, subject, replacement, trims, timeout)
+    if not isinstance(out, Pieces):
+        with _RESULTS_LOCK:
+            _RESULTS[key] = out
+            if len(_RESULTS) > RESULT_CACHE_ENTRIES:
+                _RESULTS.popitem(last=False)
+    return out
+
+
+def js_replace_uncached(find_regex: str, subject: str, replacement: str, trims: list[str],
+                        timeout: float) -> str | Pieces | None:
+    """:func:`js_replace` computed in JavaScript every time."""
     out = _call("replaceScript", timeout, _js_text(find_regex), _js_text(subject), _js_text(replacement),
                 json.dumps([_js_text(t) for t in trims], ensure_ascii=False) if trims else "")
     if out is None or isinstance(out, str):

@@ -28,7 +28,7 @@ from typing import Any
 
 from ..errors import TemplateError
 from ..strict_json import loads
-from ..regexscripts import Placement, RegexRun, RegexScript, macro_substituters, read_scripts
+from ..regexscripts import Placement, RegexRun, RegexScript, macro_substituters, read_scripts, read_scripts_cached
 from ..worldinfo.output import ActivatedEntry, build_positions
 from .st_chat import ChatMessage
 from .st_request import ReasoningOptions, StRequest
@@ -62,11 +62,12 @@ def request_scripts(request: StRequest, preset: Mapping[str, Any], preset_name: 
     if settings.preset_scripts:
         ext = preset.get("extensions")
         found = ext.get("regex_scripts") if isinstance(ext, Mapping) else None
-        scripts += read_scripts(found, "preset", preset_name or "preset", "$.preset.extensions.regex_scripts")
+        scripts += read_scripts_cached(found, "preset", preset_name or "preset", "$.preset.extensions.regex_scripts")
     if settings.card_scripts and card is not None:
         ext = card.get("extensions")
         found = ext.get("regex_scripts") if isinstance(ext, Mapping) else None
-        scripts += read_scripts(found, "card", str(card.get("name") or "card"), "$.card.data.extensions.regex_scripts")
+        scripts += read_scripts_cached(found, "card", str(card.get("name") or "card"),
+                                       "$.card.data.extensions.regex_scripts")
     return scripts
 
 
