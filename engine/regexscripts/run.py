@@ -69,10 +69,18 @@ class RegexRun:
         if not time_limit > 0:
             raise ValueError("the regex time limit must be a positive number of seconds")
         self._by_placement: dict[int, list[RegexScript]] = {}
+        self._stored_by_placement: dict[int, list[RegexScript]] = {}
         for script in scripts:
-            if script.prompt_only and not script.disabled and script.find_regex:
-                for placement in dict.fromkeys(script.placement):
-                    self._by_placement.setdefault(placement, []).append(script)
+            if script.disabled or not script.find_regex:
+                continue
+            if script.prompt_only:
+                index = self._by_placement
+            elif not script.markdown_only:
+                index = self._stored_by_placement
+            else:
+                continue
+            for placement in dict.fromkeys(script.placement):
+                index.setdefault(placement, []).append(script)
         self._substitute = substitute
         self._substitute_escaped = substitute_escaped or substitute
         self.time_limit = time_limit
@@ -98,6 +106,18 @@ class RegexRun:
             out = self._run(script, text)
             if out != text:
                 self.edits.append(RegexEdit(script, placement, target, depth))
+                text = out
+        return text
+
+    def apply_stored(self, text: str, placement: Placement, target: str = "") -> str:
+        """``text`` as SillyTavern stores a new message: the scripts with neither ``promptOnly`` nor
+        ``markdownOnly`` run on it, depth bounds not checked (``sendMessageAsUser``)."""
+        for script in self._stored_by_placement.get(placement, ()):
+            if not text:
+                break
+            out = self._run(script, text)
+            if out != text:
+                self.edits.append(RegexEdit(script, placement, target, None))
                 text = out
         return text
 

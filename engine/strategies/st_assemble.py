@@ -583,7 +583,7 @@ def _assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str |
     regex = regex_stage(req, preset, inputs.preset_name, card if inputs.card is not None else None,
                         {**macro_base, **macro_chat}, req.options.seed, base)
     if regex is not None:
-        chat = regex.chat(chat, continued=gen == "continue")
+        chat = regex.chat(chat, continued=gen == "continue", sent_now=bool(appended))
     chat_history = ChatHistory(chat, behavior=behavior, user=user, char=char, group=group, expand=expand_chat_macros)
     history_end = len(chat)  # the history is chat messages [0, history_end)
     continued: dict[str, Any] | None = None

@@ -90,10 +90,19 @@ class RegexStage:
         self.reasoning = reasoning
         self._substitute = substitute
 
-    def chat(self, chat: Sequence[ChatMessage], continued: bool) -> list[ChatMessage]:
-        """The chat as the prompt is built from it: scripts applied to each message, reasoning added."""
+    def chat(self, chat: Sequence[ChatMessage], continued: bool, sent_now: bool = False) -> list[ChatMessage]:
+        """The chat as the prompt is built from it: scripts applied to each message, reasoning added.
+
+        ``sent_now``: the last message is what this generation sends first (the send box's text or
+        ``send_if_empty``), which SillyTavern stores through the scripts that run on stored messages.
+        """
         run, n, shift = self.run, len(chat), 2 if continued else 1
         out = list(chat)
+        if sent_now and out:
+            last = out[-1]
+            stored = run.apply_stored(last.content, Placement.USER_INPUT, f"chat[{n - 1}]")
+            if stored != last.content:
+                out[-1] = last._replace(content=stored)
         chat_scripts = run.has_scripts(Placement.USER_INPUT) or run.has_scripts(Placement.AI_OUTPUT)
         for i, message in enumerate(out):
             if not chat_scripts or not message.content:
@@ -150,9 +159,8 @@ def regex_stage(request: StRequest, preset: Mapping[str, Any], preset_name: str,
     """The request's regex stage, or ``None`` when no script can apply and no reasoning is added."""
     scripts = request_scripts(request, preset, preset_name, card, base_dir)
     reasoning = request.options.reasoning
-    if not any(s.prompt_only for s in scripts) and not reasoning.add_to_prompts:
-        if request.generation.type != "continue":
-            return None
+    if not scripts and not reasoning.add_to_prompts and request.generation.type != "continue":
+        return None
     plain, escaped = macro_substituters(macro_context, seed)
     run = RegexRun(scripts, plain, escaped, time_limit=request.extensions.regex.time_limit)
     return RegexStage(run, reasoning, plain)
