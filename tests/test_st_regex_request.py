@@ -190,3 +190,13 @@ def test_lint_reports_scripts_that_never_compile_match_nothing_or_are_slow(tmp_p
                      ("REGEX_SCRIPT_INVALID", "$[0].placement"), ("REGEX_SLOW", "$[2].findRegex")]
     # without a chat nothing says what the scripts target: no "matches nothing"
     assert "REGEX_NO_MATCH" not in {f.code for f in lint_files([tmp_path / "export.json"]).findings}
+
+
+def test_in_a_group_only_the_replying_members_reasoning_is_added() -> None:
+    chat = {"messages": [{"role": "assistant", "name": "Bo", "content": "Bo here.", "reasoning": "bo thinks"},
+                         {"role": "assistant", "name": "Mira", "content": "Mira here.", "reasoning": "mira thinks"},
+                         {"role": "user", "content": "Hi both."}]}
+    req = request(chat=chat, group={"members": ["Mira", "Bo"]},
+                  options={"reasoning": {"add_to_prompts": True, "max_additions": 5}})
+    sent = contents(req)
+    assert "Mira: <think>mira thinks</think>\nMira here." in sent and "bo thinks" not in "".join(sent)

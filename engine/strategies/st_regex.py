@@ -8,7 +8,8 @@ SillyTavern 1.18 runs its regex scripts over what it is about to send, at three 
   (0 the last message; a continue counts from the continued one, so it is -1);
 * then each message's reasoning (``extra.reasoning``), by the reasoning placement and the same depth,
   added before the message as ``options.reasoning`` says (newest first, up to ``max_additions``;
-  the continued message's reasoning always, as the start of the reply);
+  the continued message's reasoning always, as the start of the reply; in a group chat only the
+  replying member's messages);
 * every activated world-info entry's content (world-info placement; depth only for entries placed at a
   depth), after activation and its budget: an entry the scripts empty is not sent.
 
@@ -85,10 +86,20 @@ class _Reasoning:
 class RegexStage:
     """One request's regex run with the texts it applies to (see the module's docstring)."""
 
-    def __init__(self, run: RegexRun, reasoning: ReasoningOptions, substitute: Any) -> None:
+    def __init__(self, run: RegexRun, reasoning: ReasoningOptions, substitute: Any,
+                 group_speaker: str | None = None, user: str = "") -> None:
         self.run = run
         self.reasoning = reasoning
         self._substitute = substitute
+        #: in a group chat, the member replying now: only that member's messages carry their reasoning in
+        self.group_speaker = group_speaker
+        self._user = user
+
+    def _someone_else(self, message: ChatMessage) -> bool:
+        if self.group_speaker is None:
+            return False
+        speaker = self._user if message.role == "user" else (message.name or self.group_speaker)
+        return speaker != self.group_speaker
 
     def chat(self, chat: Sequence[ChatMessage], continued: bool, sent_now: bool = False) -> list[ChatMessage]:
         """The chat as the prompt is built from it: scripts applied to each message, reasoning added.
@@ -122,7 +133,7 @@ class RegexStage:
         for i in range(n - 1, -1, -1):
             message = out[i]
             as_prefix = continued and i == n - 1
-            if message.reasoning and (as_prefix or not state.limit_reached()):
+            if message.reasoning and (as_prefix or not state.limit_reached()) and not self._someone_else(message):
                 thought = self.run.apply(message.reasoning, Placement.REASONING, n - i - shift, f"chat[{i}].reasoning")
                 if thought and thought != "\u200b":  # SillyTavern's old placeholder for "no reasoning"
                     state.added += 1
@@ -163,4 +174,5 @@ def regex_stage(request: StRequest, preset: Mapping[str, Any], preset_name: str,
         return None
     plain, escaped = macro_substituters(macro_context, seed)
     run = RegexRun(scripts, plain, escaped, time_limit=request.extensions.regex.time_limit)
-    return RegexStage(run, reasoning, plain)
+    speaker = str(macro_context.get("char") or "") if request.group is not None else None
+    return RegexStage(run, reasoning, plain, speaker, request.user.name)
