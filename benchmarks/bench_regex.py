@@ -75,7 +75,7 @@ def scripts_ratio(repeat: int) -> dict[str, Any]:
 def catastrophic(repeat: int) -> dict[str, Any]:
     slow = [{"scriptName": "catastrophic", "findRegex": "/(a+)+b/", "replaceString": "", "placement": [1, 2],
              "promptOnly": True}]
-    messages = [{"role": "user" if i % 2 else "assistant", "content": "a" * 40 + str(i)} for i in range(20)]
+    messages = [{"role": "user" if i % 2 else "assistant", "content": "a" * 40 + str(i) + "!b"} for i in range(20)]
     over = []
     for _ in range(max(3, repeat // 3)):
         start = time.process_time()

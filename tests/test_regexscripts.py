@@ -157,7 +157,7 @@ def test_a_catastrophic_pattern_stops_within_its_budget_and_the_next_request_is_
     run = run_of(script("/(a+)+b/", "x", name="slow one"), time_limit=budget)
     started = time.thread_time()
     with pytest.raises(TemplateError) as err:
-        run.apply("a" * 40, Placement.AI_OUTPUT, 0)
+        run.apply("a" * 40 + "!b", Placement.AI_OUTPUT, 0)
     assert time.thread_time() - started < budget + 0.05
     assert err.value.code == "REGEX_TIME_LIMIT"
     assert "slow one" in err.value.message and "global script #0 of test" in err.value.message
@@ -168,7 +168,7 @@ def test_the_budget_is_shared_by_every_text_of_a_request() -> None:
     run = run_of(script("/(a+)+b/", "x"), time_limit=0.1)
     with pytest.raises(TemplateError) as err:
         for i in range(1000):
-            run.apply("a" * 18 + str(i), Placement.AI_OUTPUT, 0)
+            run.apply("a" * 18 + str(i) + "!b", Placement.AI_OUTPUT, 0)
     assert err.value.code == "REGEX_TIME_LIMIT"
 
 
@@ -204,3 +204,43 @@ def test_scripts_of_a_frozen_list_are_read_once_and_equal_a_fresh_read() -> None
     assert first == read_scripts(frozen, "preset", "p", "$.x")
     again = read_scripts_cached(frozen, "preset", "p", "$.x")
     assert again == first and all(a is b for a, b in zip(again, first))
+
+
+def test_a_text_without_a_word_every_match_needs_is_left_unasked_and_unchanged() -> None:
+    from tavernbox.regexscripts.prefilter import may_match, required_text
+
+    assert required_text("/(?<=<meow_FM>[\\s\\S]+?)seeds[:：][\\s\\S]+?/i") == ("seeds", True)
+    assert required_text("/a|b/") is None and required_text("/x?/") is None
+    assert required_text("/start/gy") == ("start", False)  # y: the whole text is the pattern, "start" is in it
+    assert not may_match("/seeds/i", "no such word") and may_match("/seeds/i", "SEEDS") and may_match("/seeds/i", "ſeeds")
+    assert not may_match("/seeds/", "SEEDS")
+    # the catastrophic pattern costs nothing on a text that lacks its "b"
+    run = run_of(script("/(a+)+b/", "x"), time_limit=0.05)
+    assert run.apply("a" * 40, Placement.AI_OUTPUT, 0) == "a" * 40
+
+
+def test_the_prefilter_gives_what_the_plain_path_gives_on_the_corpus_scripts(tmp_path: Any) -> None:
+    import json
+    import os
+    from pathlib import Path
+
+    corpus = Path(os.environ.get("TAVERNBOX_SHARED", Path(__file__).resolve().parents[2] / "shared")) / "corpora"
+    if not corpus.is_dir():
+        if os.environ.get("CI") == "true":
+            pytest.fail("the shared corpus is missing")
+        pytest.skip("the shared corpus is not here")
+    raw = []
+    for name in ("presets/nemo-engine-v10.json", "presets/tawa-delta.vi.json", "presets/hoxilo-it-takes-two-v5.2.vi.json",
+                 "cards/mvu-qingkong-li.v3.json", "cards/landlord-simulator-z5.20.v3.json"):
+        data = json.loads((corpus / name).read_text(encoding="utf-8-sig"))
+        base = data.get("data", data) if name.startswith("cards/") else data
+        raw += [dict(s, promptOnly=True, disabled=False, minDepth=None, maxDepth=None)
+                for s in base["extensions"]["regex_scripts"]]
+    texts = ["<UpdateVariable>x</UpdateVariable> <StatusPlaceHolderImpl/> plain", "<think>a</think>b <vexnote>n</vexnote>",
+             "<meow_FM>seeds: 1\nseri: no.2</meow_FM> tail", "She smiled warmly. Her heart pounded.", "<ink>x</ink>",
+             "<update>v</update> rest", "nothing any script looks for"]
+    shortcut = RegexRun(read_scripts(raw, "preset", "p", "$"), lambda t: t, prefilter=True)
+    plain = RegexRun(read_scripts(raw, "preset", "p", "$"), lambda t: t, prefilter=False)
+    for placement in (Placement.AI_OUTPUT, Placement.USER_INPUT):
+        for text in texts:
+            assert shortcut.apply(text, placement, 0) == plain.apply(text, placement, 0)

@@ -158,7 +158,7 @@ def test_cli_regex_files_add_global_scripts_and_json_names_what_changed(tmp_path
 
 def test_cli_bad_regex_file_and_catastrophic_script_are_coded_errors(tmp_path: Path) -> None:
     (tmp_path / "p.json").write_text(json.dumps(preset()))
-    (tmp_path / "chat.json").write_text(json.dumps({"messages": [{"role": "assistant", "content": "a" * 40}]}))
+    (tmp_path / "chat.json").write_text(json.dumps({"messages": [{"role": "assistant", "content": "a" * 40 + "!b"}]}))
     (tmp_path / "bad.json").write_text("{not json")
     (tmp_path / "slow.json").write_text(json.dumps(script("/(a+)+b/", name="slow")))
     base = ["assemble", "--preset", str(tmp_path / "p.json"), "--chat", str(tmp_path / "chat.json")]

@@ -12,6 +12,7 @@ warnings (a pattern JavaScript cannot compile: SillyTavern skips the script) and
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from typing import Any
 
 from ..errors import Diagnostic, TemplateError
 from .jsreplace import JsReplaceError, Pieces, js_find_problem, js_replace
+from .prefilter import may_match
 from .script import Placement, RegexScript, Substitution
 
 __all__ = ["DEFAULT_TIME_LIMIT", "RegexEdit", "RegexRun", "Substituter"]
@@ -31,6 +33,11 @@ Substituter = Callable[[str], str]
 
 #: characters without which a text has no macro, legacy marker (``<USER>``) or escaped brace
 _MACRO_CHARS = ("{", "}", "<", "\\")
+
+
+@functools.lru_cache(maxsize=4096)
+def _compile_problem(pattern: str) -> str | None:
+    return js_find_problem(pattern)
 
 
 def _may_hold_macro(text: str) -> bool:
@@ -65,7 +72,8 @@ class RegexRun:
     """
 
     def __init__(self, scripts: Iterable[RegexScript], substitute: Substituter,
-                 substitute_escaped: Substituter | None = None, *, time_limit: float = DEFAULT_TIME_LIMIT) -> None:
+                 substitute_escaped: Substituter | None = None, *, time_limit: float = DEFAULT_TIME_LIMIT,
+                 prefilter: bool = True) -> None:
         if not time_limit > 0:
             raise ValueError("the regex time limit must be a positive number of seconds")
         self._by_placement: dict[int, list[RegexScript]] = {}
@@ -84,6 +92,9 @@ class RegexRun:
         self._substitute = substitute
         self._substitute_escaped = substitute_escaped or substitute
         self.time_limit = time_limit
+        #: skip JavaScript for a text that lacks a word every match needs (:mod:`.prefilter`); the plain
+        #: path asks JavaScript about every text
+        self.prefilter = prefilter
         self._deadline: float | None = None
         self._warned: set[int] = set()
         self.edits: list[RegexEdit] = []
@@ -145,6 +156,12 @@ class RegexRun:
 
     def _run(self, script: RegexScript, text: str) -> str:
         pattern = self._pattern(script)
+        if self.prefilter:
+            if _compile_problem(pattern) is not None:
+                self._warn_uncompiled(script, pattern)
+                return text
+            if not may_match(pattern, text):
+                return text
         trims = [self._substitute(t) if _may_hold_macro(t) else t for t in script.trim_strings]
         try:
             out = js_replace(pattern, text, script.replace_string, trims, self._remaining(script))
