@@ -166,7 +166,8 @@ def test_cli_bad_regex_file_and_catastrophic_script_are_coded_errors(tmp_path: P
     assert res.exit_code == 1
     assert json.loads(res.stdout)["error"] | {"message": ""} == {"code": "INPUT_INVALID", "message": "", "line": 1,
                                                                  "column": 2}
-    res = CliRunner().invoke(cli, [*base, "--regex", str(tmp_path / "slow.json")])
+    (tmp_path / "req.json").write_text(json.dumps({"extensions": {"regex": {"time_limit": 0.2}}}))
+    res = CliRunner().invoke(cli, [*base, "--request", str(tmp_path / "req.json"), "--regex", str(tmp_path / "slow.json")])
     error = json.loads(res.stdout)["error"]
     assert res.exit_code == 1 and error["code"] == "REGEX_TIME_LIMIT" and "'slow'" in error["message"]
     res = CliRunner().invoke(cli, [*base, "--messages"])

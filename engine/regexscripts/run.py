@@ -26,7 +26,7 @@ from .script import Placement, RegexScript, Substitution
 __all__ = ["DEFAULT_TIME_LIMIT", "RegexEdit", "RegexRun", "Substituter"]
 
 #: CPU seconds one request's scripts may use together
-DEFAULT_TIME_LIMIT = 1.0
+DEFAULT_TIME_LIMIT = 5.0
 
 #: SillyTavern's macro substitution (``substituteParams``) for the request's context
 Substituter = Callable[[str], str]

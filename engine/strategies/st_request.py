@@ -229,8 +229,9 @@ class RegexExtension(_Strict):
     preset_scripts: bool = True
     #: run the card's ``data.extensions.regex_scripts``
     card_scripts: bool = True
-    #: CPU seconds all scripts together may take for one request (``REGEX_TIME_LIMIT`` past it)
-    time_limit: float = Field(1.0, gt=0, le=60)
+    #: CPU seconds all scripts together may take for one request (``REGEX_TIME_LIMIT`` past it); generous,
+    #: as real scripts can be quadratic in a message's length
+    time_limit: float = Field(5.0, gt=0, le=60)
 
 
 class RequestExtensions(_Strict):
