@@ -244,3 +244,13 @@ def test_the_prefilter_gives_what_the_plain_path_gives_on_the_corpus_scripts(tmp
     for placement in (Placement.AI_OUTPUT, Placement.USER_INPUT):
         for text in texts:
             assert shortcut.apply(text, placement, 0) == plain.apply(text, placement, 0)
+
+
+def test_kept_replacements_stay_within_their_character_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tavernbox.regexscripts import jsreplace
+
+    monkeypatch.setattr(jsreplace, "RESULT_CACHE_CHARS", 50_000)
+    for i in range(40):
+        jsreplace.js_replace("/z/g", f"{i}" + "x" * 5_000, "", [], 1.0)
+    assert jsreplace._held[0] <= 50_000
+    assert sum(jsreplace._cost(k, v) for k, v in jsreplace._RESULTS.items()) == jsreplace._held[0]

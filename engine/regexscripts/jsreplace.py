@@ -200,8 +200,15 @@ def js_matches(find_regex: str, subject: str, timeout: float) -> bool:
 _RESULTS: OrderedDict[tuple[str, str, str, tuple[str, ...]], str | None] = OrderedDict()
 _RESULTS_LOCK = threading.Lock()
 RESULT_CACHE_ENTRIES = 8192
-#: texts longer than this are not kept (the cache holds at most entries x this many characters)
+#: texts longer than this are not kept
 RESULT_CACHE_TEXT = 64 * 1024
+#: the characters (texts and results) all kept entries may hold together; the oldest go first
+RESULT_CACHE_CHARS = 16 * 1024 * 1024
+_held = [0]
+
+
+def _cost(key: tuple[str, str, str, tuple[str, ...]], out: str | None) -> int:
+    return len(key[1]) + len(out or "") + len(key[0]) + len(key[2])
 
 
 def js_replace(find_regex: str, subject: str, replacement: str, trims: list[str], timeout: float) -> str | Pieces | None:
@@ -212,7 +219,8 @@ def js_replace(find_regex: str, subject: str, replacement: str, trims: list[str]
     already expanded. Raises ``TimeoutError`` past ``timeout`` seconds and :class:`JsReplaceError`.
 
     A result without macros to expand depends on nothing but the four inputs, so it is kept
-    (:data:`RESULT_CACHE_ENTRIES` of them, texts up to :data:`RESULT_CACHE_TEXT` characters) and a
+    (:data:`RESULT_CACHE_ENTRIES` of them, texts up to :data:`RESULT_CACHE_TEXT` characters, at most
+    :data:`RESULT_CACHE_CHARS` characters in all) and a
     repeated call returns it without running JavaScript; :func:`js_replace_uncached` is the plain path.
     """
     if len(subject) > RESULT_CACHE_TEXT:
@@ -225,9 +233,12 @@ def js_replace(find_regex: str, subject: str, replacement: str, trims: list[str]
     out = js_replace_uncached(find_regex, subject, replacement, trims, timeout)
     if not isinstance(out, Pieces):
         with _RESULTS_LOCK:
-            _RESULTS[key] = out
-            if len(_RESULTS) > RESULT_CACHE_ENTRIES:
-                _RESULTS.popitem(last=False)
+            if key not in _RESULTS:
+                _RESULTS[key] = out
+                _held[0] += _cost(key, out)
+            while _RESULTS and (len(_RESULTS) > RESULT_CACHE_ENTRIES or _held[0] > RESULT_CACHE_CHARS):
+                old_key, old_out = _RESULTS.popitem(last=False)
+                _held[0] -= _cost(old_key, old_out)
     return out
 
 
