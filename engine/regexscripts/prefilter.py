@@ -60,5 +60,9 @@ def may_match(find_regex: str, text: str) -> bool:
     if required is None:
         return True
     if required.ignore_case:
-        return required.literal in fold_for_literal(text)
+        return required.literal in _folded(text)
     return required.literal in text
+
+
+#: a text folded once for all the case-insensitive scripts that look at it (a chat's texts recur every turn)
+_folded = functools.lru_cache(maxsize=4096)(fold_for_literal)
