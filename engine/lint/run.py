@@ -135,7 +135,7 @@ class _Run:
 
     def chat(self, file: str, data: bytes) -> None:
         """A chat (SillyTavern's ``.jsonl`` export): its messages are what the regex scripts target."""
-        from ..strategies.st_chat import parse_chat_text
+        from ..assets.chats import parse_chat_text
 
         try:
             chat = parse_chat_text(decode_bytes(data).text, hint=Path(file).name)

@@ -73,7 +73,7 @@ class RegexRun:
 
     def __init__(self, scripts: Iterable[RegexScript], substitute: Substituter,
                  substitute_escaped: Substituter | None = None, *, time_limit: float = DEFAULT_TIME_LIMIT,
-                 prefilter: bool = True) -> None:
+                 prefilter: bool = True, diagnostics: list[Diagnostic] | None = None) -> None:
         if not time_limit > 0:
             raise ValueError("the regex time limit must be a positive number of seconds")
         self._by_placement: dict[int, list[RegexScript]] = {}
@@ -98,7 +98,8 @@ class RegexRun:
         self._deadline: float | None = None
         self._warned: set[int] = set()
         self.edits: list[RegexEdit] = []
-        self.diagnostics: list[Diagnostic] = []
+        #: the run's warnings (a pattern that does not compile), added to ``diagnostics`` when given
+        self.diagnostics: list[Diagnostic] = diagnostics if diagnostics is not None else []
 
     def has_scripts(self, placement: Placement) -> bool:
         """Whether any script can touch a text of ``placement`` (else :meth:`apply` returns texts unchanged)."""
@@ -119,6 +120,10 @@ class RegexRun:
                 self.edits.append(RegexEdit(script, placement, target, depth))
                 text = out
         return text
+
+    def has_stored_scripts(self, placement: Placement) -> bool:
+        """Whether any script runs on a newly stored text of ``placement`` (:meth:`apply_stored`)."""
+        return placement in self._stored_by_placement
 
     def apply_stored(self, text: str, placement: Placement, target: str = "") -> str:
         """``text`` as SillyTavern stores a new message: the scripts with neither ``promptOnly`` nor
