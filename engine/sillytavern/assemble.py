@@ -130,7 +130,7 @@ def chat_completion(front: Front) -> StAssembly:
     placed = place(front)
     fitted = fit_budget(placed)
     sent = finish(fitted)
-    regex = front.chat.regex
+    regex = next((p for p in front.loaded.passes if p.name == "regex" and p.report is not None), None)
     return StAssembly(sent.messages, front.loaded.warnings, placed.result, front.lore.activation, sent.fields,
                       sent.body, fitted.report, provenance_source=sent.span_source, provenance_of=sent.provenance_of,
-                      regex_edits=regex.run.provenance() if regex is not None else [])
+                      regex_edits=regex.report() if regex is not None and regex.report is not None else [])

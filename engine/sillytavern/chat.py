@@ -22,7 +22,6 @@ from .history import ChatHistory, macro_messages
 from .passes import TextPass, run_passes, wants
 from .postprocess import history_item
 from .reasoning import add_reasoning
-from .regex import RegexStage, regex_pass
 from .texts import Texts
 
 __all__ = ["PreparedChat", "prepare_chat"]
@@ -62,11 +61,9 @@ class PreparedChat:
     #: the continued message's text as written (``{{lastChatMessage}}`` in the continue nudge)
     continued_text: str
     quiet_prompt: str
-    #: the passes the chat and the lore go through: the request's regex scripts (:mod:`.regex`), then the
-    #: caller's passes
-    passes: tuple[TextPass, ...] = ()
-    #: the regex scripts' run (warnings, which script changed which text), when the request has scripts
-    regex: RegexStage | None = None
+    #: the macro context of the chat's texts (names, card, persona, the chat the macros read), handed to the
+    #: passes with each text (fact ``macros``)
+    macro_context: dict[str, Any] | None = None
 
 
 def prepare_chat(texts: Texts) -> PreparedChat:
@@ -92,25 +89,22 @@ def prepare_chat(texts: Texts) -> PreparedChat:
         first["content"] = expand_macros(first["content"], {**macro_base, **macro_chat},
                                          seed=macro_base.get("seed", 0)).text
     context = {**macro_base, **macro_chat}
-    regex = regex_pass(req, preset, loaded.inputs.preset_name, loaded.inputs.card, context, loaded.warnings,
-                       loaded.base_dir)
-    passes = loaded.passes if regex is None else (regex.text_pass(), *loaded.passes)
+    passes = loaded.passes
     if wants(passes, "chat_message"):
         # ``Generate`` substitutes the first message's macros before ``coreChat`` is built
         first_text = first["content"] if first is not None else None
         if first_text is None and chat and "{{" in chat[0].content:
             first_text = expand_macros(chat[0].content, context, seed=macro_base.get("seed", 0)).text
-        chat = _passed_chat(chat, gen, passes, edited.appended, first_text)
+        chat = _passed_chat(chat, gen, passes, edited.appended, first_text, context)
     expand = _chat_macro_expander(context)
     if req.options.reasoning.add_to_prompts or gen == "continue":
         chat = add_reasoning(chat, gen, req.options.reasoning, passes, expand,
-                             texts.char if req.group is not None else None, texts.user)
+                             texts.char if req.group is not None else None, texts.user, context)
     history = ChatHistory(chat, behavior=texts.behavior, user=texts.user, char=texts.char,
                           group=req.group is not None, expand=expand)
     prefill_mode = gen == "continue" and bool(preset.get("continue_prefill"))
     prepared = PreparedChat(texts, gen, chat, roles, edited.appended, prefill_mode, macro_chat, expand, history,
-                            len(chat), None, "", _quiet_prompt(req.generation.quiet_prompt, gen, expand),
-                            tuple(passes), regex)
+                            len(chat), None, "", _quiet_prompt(req.generation.quiet_prompt, gen, expand), context)
     if gen == "continue" and chat:
         _take_continued(prepared)
     return prepared
@@ -145,17 +139,17 @@ def _macro_base(texts: Texts) -> dict[str, Any]:
 
 
 def _passed_chat(chat: list[ChatMessage], gen: str, passes: Sequence[TextPass], appended: str,
-                 first_text: str | None) -> list[ChatMessage]:
+                 first_text: str | None, macros: dict[str, Any]) -> list[ChatMessage]:
     """The chat messages through the text passes, each with its depth as ``Generate`` counts it for
     ``coreChat`` (0 = the newest; a ``continue`` shifts every depth down by one). ``first_text`` is the
     first message with its macros substituted (``None``: the chat's first message is not the macros'),
-    ``appended`` what the send box added as the last message."""
+    ``appended`` what the send box added as the last message, ``macros`` the chat's macro context."""
     n, shift = len(chat), 2 if gen == "continue" else 1
     return [m._replace(content=run_passes(passes, "chat_message", first_text if i == 0 and first_text is not None
                                           else m.content, {
         "index": i, "role": m.role, "depth": n - i - shift, "is_user": m.role == "user",
         "is_system": m.role == "system", "name": m.name, "reasoning": m.reasoning,
-        "sent_now": bool(appended) and i == n - 1})) for i, m in enumerate(chat)]
+        "sent_now": bool(appended) and i == n - 1, "macros": macros})) for i, m in enumerate(chat)]
 
 
 def _quiet_prompt(text: str, gen: str, expand: Callable[[str], str]) -> str:

@@ -13,8 +13,9 @@ walk stops as soon as the limit is reached (at once when ``add_to_prompts`` is o
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..assets.chats import ChatMessage
 from .passes import TextPass, run_passes
@@ -48,11 +49,12 @@ class ReasoningAddition:
 
 
 def add_reasoning(chat: list[ChatMessage], gen: str, options: ReasoningOptions, passes: Sequence[TextPass],
-                  expand: Callable[[str], str], speaker: str | None = None, user: str = "") -> list[ChatMessage]:
+                  expand: Callable[[str], str], speaker: str | None = None, user: str = "",
+                  macros: Mapping[str, Any] | None = None) -> list[ChatMessage]:
     """``chat`` with the reasoning SillyTavern sends added to its messages (a new list when any is).
 
     ``speaker`` is the replying member in a group chat (``None`` otherwise); ``expand`` expands the
-    prefix's, suffix's and separator's macros.
+    prefix's, suffix's and separator's macros; ``macros`` (the chat's macro context) goes to the passes.
     """
     continuing = gen == "continue"
     if not options.add_to_prompts and not continuing:
@@ -65,7 +67,7 @@ def add_reasoning(chat: list[ChatMessage], gen: str, options: ReasoningOptions, 
         others = speaker is not None and (user if message.role == "user" else message.name or speaker) != speaker
         if message.reasoning and (as_prefix or not state.limit_reached()) and not others:
             thought = run_passes(passes, "chat_reasoning", message.reasoning,
-                                 {"index": i, "role": message.role, "depth": n - i - shift})
+                                 {"index": i, "role": message.role, "depth": n - i - shift, "macros": macros})
             if thought and thought != _PLACEHOLDER:
                 state.added += 1
                 if out is chat:

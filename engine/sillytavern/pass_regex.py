@@ -14,9 +14,10 @@ to send, at three points, each a text kind of :mod:`.passes`:
   placed at a depth); an entry the scripts empty is not sent.
 
 The scripts are the request's global ones, then the preset's, then the card's (:func:`request_scripts`),
-each set unless the request says it was not allowed. The pass is built by :func:`regex_pass` where the
-chat is prepared, with the macro context the replacements' macros read; it keeps the run's warnings in
-the request's and which script changed which text (:attr:`RegexStage.run`).
+each set unless the request says it was not allowed. :func:`build_pass` makes the pass when the request
+is loaded (:func:`~.passes.request_passes`); the macros of patterns and replacements read the chat's
+macro context, which the stages hand over with each text (fact ``macros``). The run's warnings go into
+the request's, and the pass reports which script changed which text (``TextPass.report``).
 """
 
 from __future__ import annotations
@@ -26,13 +27,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import Diagnostic, TemplateError
+from ..errors import TemplateError
 from ..regexscripts import Placement, RegexRun, RegexScript, macro_substituters, read_scripts, read_scripts_cached
 from ..strict_json import loads
 from .passes import Text, TextKind, TextPass
 from .request import StRequest
 
-__all__ = ["RegexStage", "regex_pass", "request_scripts"]
+__all__ = ["RegexStage", "build_pass", "request_scripts"]
 
 #: the text kinds a placement's scripts read
 _KINDS: dict[TextKind, tuple[Placement, ...]] = {
@@ -78,19 +79,38 @@ def request_scripts(request: StRequest, preset: Mapping[str, Any], preset_name: 
 
 
 class RegexStage:
-    """One request's regex run as a text pass (see the module's docstring)."""
+    """One request's regex run as a text pass (see the module's docstring).
 
-    def __init__(self, run: RegexRun) -> None:
-        self.run = run
+    The macro substitution the run uses is bound on the first text, to the macro context the stages
+    hand over with it (the same for every text of a request).
+    """
+
+    def __init__(self, scripts: list[RegexScript], seed: int, time_limit: float, warnings: list[Any]) -> None:
+        self._seed = seed
+        self._substitute: Any = None
+        self._escaped: Any = None
+        self.run = RegexRun(scripts, self._plain, self._escape, time_limit=time_limit, diagnostics=warnings)
+
+    def _bind(self, facts: Mapping[str, Any]) -> None:
+        if self._substitute is None:
+            self._substitute, self._escaped = macro_substituters(facts.get("macros") or {}, self._seed)
+
+    def _plain(self, text: str) -> str:
+        return self._substitute(text) if self._substitute is not None else text
+
+    def _escape(self, text: str) -> str:
+        return self._escaped(text) if self._escaped is not None else text
 
     def text_pass(self) -> TextPass:
         """The pass over the kinds of text some script can touch."""
-        kinds = frozenset(k for k, placements in _KINDS.items() if any(self.run.has_scripts(p) for p in placements)
-                          or (k == "chat_message" and self.run.has_stored_scripts(Placement.USER_INPUT)))
-        return TextPass("regex", kinds, self.apply)
+        run = self.run
+        kinds = frozenset(k for k, placements in _KINDS.items() if any(run.has_scripts(p) for p in placements)
+                          or (k == "chat_message" and run.has_stored_scripts(Placement.USER_INPUT)))
+        return TextPass("regex", kinds, self.apply, report=run.provenance)
 
     def apply(self, text: Text) -> str:
         facts, run = text.facts, self.run
+        self._bind(facts)
         if text.kind == "chat_message":
             content, index = text.text, facts.get("index")
             if facts.get("sent_now"):
@@ -106,13 +126,11 @@ class RegexStage:
         return text.text
 
 
-def regex_pass(request: StRequest, preset: Mapping[str, Any], preset_name: str, card: Mapping[str, Any] | None,
-               macro_context: Mapping[str, Any], warnings: list[Diagnostic],
-               base_dir: Path | None = None) -> RegexStage | None:
-    """The request's regex stage, or ``None`` when it has no script."""
-    scripts = request_scripts(request, preset, preset_name, card, base_dir)
+def build_pass(loaded: Any) -> TextPass | None:
+    """The request's regex pass (:func:`~.passes.request_passes`), or ``None`` when it has no script."""
+    req = loaded.req
+    scripts = request_scripts(req, loaded.preset, loaded.inputs.preset_name, loaded.inputs.card, loaded.base_dir)
     if not scripts:
         return None
-    plain, escaped = macro_substituters(macro_context, request.options.seed)
-    return RegexStage(RegexRun(scripts, plain, escaped, time_limit=request.extensions.regex.time_limit,
-                               diagnostics=warnings))
+    stage = RegexStage(scripts, req.options.seed, req.extensions.regex.time_limit, loaded.warnings)
+    return stage.text_pass()
