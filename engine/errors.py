@@ -87,6 +87,13 @@ CODES: dict[str, str] = {
     # world info
     "WI_REGEX_INVALID": "a regex key does not compile",
     "WI_REGEX_REFUSED": "a regex key was refused by the regex policy",
+    # SillyTavern regex scripts (tavernbox.regexscripts)
+    "REGEX_SCRIPT_INVALID": "a regex script (global, the preset's or the card's) has a field of the wrong type; see its "
+                            "JSON path",
+    "REGEX_PATTERN_INVALID": "a regex script's findRegex does not compile in JavaScript; SillyTavern skips the script",
+    "REGEX_TIME_LIMIT": "the regex scripts used up the request's time budget; names the script and its asset",
+    "REGEX_SCRIPT_FAILED": "a regex script ran out of memory or stack, or its replacement threw, as it would in "
+                           "SillyTavern; names the script and its asset",
     # fuzzing (tavernbox fuzz)
     "FUZZ_TARGET_UNAVAILABLE": "the fuzz target cannot run here: its engine or its input strategy is missing",
     # assembler (issue 6)

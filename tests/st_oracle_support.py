@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -18,9 +19,35 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "golden" / "st_oracle"
 REQUESTS = GOLDEN / "requests.jsonl"
+REGEX_REQUESTS = GOLDEN / "regex_requests.jsonl"
 
 #: power_user settings that are request options
 _OPTION_OVERRIDES = ("prefer_character_prompt", "prefer_character_jailbreak")
+
+
+MARK = "\u27e6volatile\u27e7"
+_VOLATILE = re.compile(r"\{\{\s*(?:random|roll|pick)\b(?:(?!\{\{|\}\}).)*\}\}", re.I | re.S)
+
+
+def mask_volatile(value: Any) -> Any:
+    """Every random macro in the preset's texts replaced by the marker (innermost first)."""
+    if isinstance(value, str):
+        previous = None
+        while previous != value:
+            previous, value = value, _VOLATILE.sub(MARK, value)
+        return value
+    if isinstance(value, list):
+        return [mask_volatile(v) for v in value]
+    if isinstance(value, dict):
+        return {k: mask_volatile(v) for k, v in value.items()}
+    return value
+
+
+def matches_volatile(got: str, expected: str) -> bool:
+    if MARK not in got:
+        return got == expected
+    pattern = "(?s)" + ".*?".join(re.escape(part) for part in got.split(MARK))
+    return re.fullmatch(pattern, expected) is not None
 
 
 def scenarios_module() -> ModuleType:
@@ -32,10 +59,10 @@ def scenarios_module() -> ModuleType:
     return module
 
 
-def load_cases() -> list[dict[str, Any]]:
-    if not REQUESTS.exists():
+def load_cases(path: Path = REQUESTS) -> list[dict[str, Any]]:
+    if not path.exists():
         return []
-    return [json.loads(line) for line in REQUESTS.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def to_request(case: dict[str, Any], resolve: Any) -> dict[str, Any]:
@@ -74,11 +101,21 @@ def to_request(case: dict[str, Any], resolve: Any) -> dict[str, Any]:
         "generation": generation,
         "preset": preset,
         "card": card,
-        "chat": {"messages": [{k: v for k, v in m.items() if k in ("role", "content", "name", "force_avatar")}
+        "chat": {"messages": [{k: v for k, v in m.items()
+                               if k in ("role", "content", "name", "force_avatar", "reasoning")}
                               for m in sc["chat"]]},
         "user": {"name": sc.get("user_name") or "User", "persona": persona},
         "options": options,
     }
+    if power_user.get("reasoning"):
+        options["reasoning"] = {k: power_user["reasoning"][k] for k in
+                                ("add_to_prompts", "prefix", "suffix", "separator", "max_additions")}
+    # the regex extension as the oracle set it up: a case without a ``regex`` field ran before the oracle
+    # could allow a preset's or a card's scripts, so none of them ran
+    regex = sc.get("regex") or {}
+    request["extensions"] = {"regex": {"scripts": regex.get("global") or [],
+                                       "preset_scripts": bool(regex.get("preset_allowed")),
+                                       "card_scripts": bool(regex.get("card_allowed"))}}
     books: list[Any] = []
     if budget:
         request["budget"] = budget

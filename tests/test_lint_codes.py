@@ -48,6 +48,16 @@ def text(body: str) -> str:
     return body
 
 
+def rx(find: str, **fields: Any) -> dict[str, Any]:
+    """A SillyTavern regex script (an export holds one or a list)."""
+    return {"scriptName": "s", "findRegex": find, "replaceString": "", "placement": [2], "promptOnly": True,
+            **fields}
+
+
+CHAT_JSONL = "\n".join(json.dumps(x) for x in ({"user_name": "Ash"},
+                                               {"name": "Mira", "is_user": False, "mes": "an apple", "extra": {}}))
+
+
 #: code -> (files that trigger it, files that do not); a dict value is written as JSON
 CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "FILE_UNREADABLE": ({"bad.json": "{\"prompts\": ["}, {"good.json": preset([{"identifier": "main", "content": "x"}])}),
@@ -89,6 +99,11 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "TEMPLATE_LIFECYCLE_UNSUPPORTED": ({"hook [RENDER:AFTER].txt": "<%= 1 %>"}, {"hook [GENERATE:BEFORE].txt": "<%= 1 %>"}),
     "WI_REGEX_INVALID": ({"lore.json": book({"key": ["/dra(gon/"]})}, {"lore.json": book({"key": ["/dra(gon)/"]})}),
     "WI_REGEX_REFUSED": ({"lore.json": book({"key": ["/(?i:ab)/"]})}, {"lore.json": book({"key": ["/ab/"]})}),
+    "REGEX_SCRIPT_INVALID": ({"rx.json": [rx("/a/", placement=2)]}, {"rx.json": [rx("/a/")]}),
+    "REGEX_PATTERN_INVALID": ({"rx.json": rx("/(a/")}, {"rx.json": rx("/(a)/")}),
+    "REGEX_NO_MATCH": ({"rx.json": rx("/zebra/"), "chat.jsonl": CHAT_JSONL},
+                       {"rx.json": rx("/apple/"), "chat.jsonl": CHAT_JSONL}),
+    "REGEX_SLOW": ({"rx.json": rx("/(a+)+$/")}, {"rx.json": rx("/a+$/")}),
     "WI_KEY_EMPTY": ({"lore.json": book({"key": ["dragon", "  "]})}, {"lore.json": book({"key": ["dragon"]})}),
     "WI_ENTRY_UNREACHABLE": ({"lore.json": book({"key": []})}, {"lore.json": book({"key": [], "constant": True})}),
     "WI_LOGIC_UNSATISFIABLE": (

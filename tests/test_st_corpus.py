@@ -8,6 +8,7 @@ constant entries in the request (``world-info.js`` always activates constants).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,9 +38,17 @@ def test_corpus_preset_assembles_with_default_options(preset_path: Path) -> None
     if not sends_chat:
         assert not any(CHAT["messages"][1]["content"] in t for t in sent) and sent
         return
-    # names_behavior may prefix the speaker ("Name: ..."), as SillyTavern does
-    chat_at = [i for i, c in enumerate(sent) for t in ("The gates creak open.", CHAT["messages"][1]["content"])
-               if c == t or c.endswith(": " + t)]
+    # names_behavior may prefix the speaker ("Name: ..."), as SillyTavern does; the preset's own regex
+    # scripts may rewrite a chat message around its text (tawa-delta wraps every one in tags)
+    edited = {e["target"] for e in result.regex_edits}
+
+    def is_chat(message: dict[str, Any], j: int) -> bool:
+        text, content = CHAT["messages"][j]["content"], message["content"]
+        if content == text or content.endswith(": " + text):
+            return True
+        return f"chat[{j}]" in edited and message["role"] == CHAT["messages"][j]["role"] and text in content
+
+    chat_at = [i for i, m in enumerate(result.messages) for j in (0, 1) if is_chat(m, j)]
     assert len(chat_at) == 2 and chat_at[0] < chat_at[1]
     assert all(m["role"] in ("system", "user", "assistant") and isinstance(m["content"], str) for m in result.messages)
     assert not {w.code for w in result.warnings} - set(CODES)

@@ -80,7 +80,8 @@ def test_world_info_bounded_by_bytes_equals_counting_every_time(max_context: int
 @pytest.mark.skipif(not PRESET.exists(), reason="the corpora live in ../shared beside the repository")
 def test_a_json_request_far_from_its_budget_imports_no_tokenizer_yaml_or_regex_engine() -> None:
     """What only some requests need is imported when one does: the o200k tokenizer (a count near
-    the budget), PyYAML (a YAML file), the ``regex`` package and QuickJS (a regex key)."""
+    the budget), PyYAML (a YAML file), the ``regex`` package and QuickJS (a regex key, or regex scripts:
+    this preset and card have their own, so they are disallowed here)."""
     import subprocess
     import sys
 
@@ -88,7 +89,8 @@ def test_a_json_request_far_from_its_budget_imports_no_tokenizer_yaml_or_regex_e
             "sys.path.insert(0, sys.argv[1])\n"
             "from test_st_fixed_costs import _request\n"
             "from tavernbox import assemble_request\n"
-            "assemble_request(_request(20))\n"
+            "assemble_request({**_request(20), 'extensions': {'regex': {'preset_scripts': False, "
+            "'card_scripts': False}}})\n"
             "from tavernbox.tokenizers import get_tokenizer\n"
             "print(json.dumps([m for m in ('tiktoken', 'yaml', 'regex', 'quickjs') if m in sys.modules]"
             " + (['o200k built'] if get_tokenizer('o200k')._encoding is not None else [])))")

@@ -15,40 +15,14 @@ Time macros use the time the case was recorded (``options.now``).
 from __future__ import annotations
 
 import copy
-import re
 from typing import Any
 
 import pytest
-from st_oracle_support import load_cases, scenarios_module, to_request
+from st_oracle_support import load_cases, mask_volatile, matches_volatile, scenarios_module, to_request
 
 from tavernbox import assemble_request
 
 CASES = load_cases()
-MARK = "\u27e6volatile\u27e7"
-_VOLATILE = re.compile(r"\{\{\s*(?:random|roll|pick)\b(?:(?!\{\{|\}\}).)*\}\}", re.I | re.S)
-
-
-def _mask(value: Any) -> Any:
-    """Every random macro in the preset's texts replaced by the marker (innermost first)."""
-    if isinstance(value, str):
-        previous = None
-        while previous != value:
-            previous, value = value, _VOLATILE.sub(MARK, value)
-        return value
-    if isinstance(value, list):
-        return [_mask(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _mask(v) for k, v in value.items()}
-    return value
-
-
-def _matches(got: str, expected: str) -> bool:
-    if MARK not in got:
-        return got == expected
-    pattern = "(?s)" + ".*?".join(re.escape(part) for part in got.split(MARK))
-    return re.fullmatch(pattern, expected) is not None
-
-
 @pytest.fixture(scope="module")
 def resolve() -> Any:
     return scenarios_module().resolve
@@ -64,9 +38,9 @@ def test_sillytavern_sends_the_same_messages(case: dict[str, Any], resolve: Any)
     volatile = bool(case.get("volatile"))
     if volatile:
         request = copy.deepcopy(request)
-        request["preset"] = _mask(request["preset"])
+        request["preset"] = mask_volatile(request["preset"])
     got = assemble_request(request).messages
     expected = case["messages"]
     assert [(m["role"], m.get("name")) for m in got] == [(m["role"], m.get("name")) for m in expected]
     for i, (g, e) in enumerate(zip(got, expected, strict=True)):
-        assert _matches(g["content"], e["content"]), f"message {i} differs"
+        assert matches_volatile(g["content"], e["content"]), f"message {i} differs"

@@ -54,7 +54,20 @@ def test_no_pass_and_an_identity_pass_send_the_same_bytes() -> None:
     passed = run(sample(), [identity])
     assert json.dumps(plain.to_dict(), sort_keys=True) == json.dumps(
         {**passed.to_dict(), "provenance_of": "messages"}, sort_keys=True)
-    assert {t.kind for t in seen} == set(TEXT_KINDS)  # every kind of text was handed over
+    # every kind of text was handed over (the sample chat's messages carry no reasoning: see the next test)
+    assert {t.kind for t in seen} == set(TEXT_KINDS) - {"chat_reasoning"}
+
+
+def test_reasoning_is_handed_over_where_it_is_added_with_its_depth() -> None:
+    chat = {"messages": [{"role": "assistant", "content": "A.", "reasoning": "old thought"},
+                         {"role": "user", "content": "B."},
+                         {"role": "assistant", "content": "C.", "reasoning": "new thought"},
+                         {"role": "user", "content": "D."}]}
+    request = sample(chat=chat, options={"reasoning": {"add_to_prompts": True, "max_additions": 1}})
+    identity, seen = recorder(("chat_reasoning",))
+    sent = sent_text(run(request, [identity, marker("chat_reasoning", "«R»")]))
+    assert [(t.text, t.facts["index"], t.facts["depth"]) for t in seen] == [("new thought", 2, 1)]
+    assert "<think>«R»new thought</think>\nC." in sent and "old thought" not in sent
 
 
 def test_chat_messages_carry_sillytaverns_depth() -> None:
@@ -114,7 +127,8 @@ def test_a_pass_that_returns_no_string_is_refused() -> None:
 def test_a_requests_own_passes_run_first_and_a_builder_may_decline(monkeypatch: pytest.MonkeyPatch) -> None:
     from tavernbox.sillytavern import passes
 
-    assert passes._builders() == []  # no pass module ships yet: nothing is looked up per request
+    # the modules are looked up once; the regex pass ships (sillytavern/pass_regex.py), templates not yet
+    assert [name for name, _build in passes._builders()] == ["regex"]
     seen: list[str] = []
     own = TextPass("regex", frozenset({"persona"}), lambda t: seen.append("regex") or t.text + "[regex]")
     monkeypatch.setattr(passes, "_builders", lambda: [("regex", lambda loaded: own), ("templates", lambda loaded: None)])

@@ -51,7 +51,7 @@ __all__ = ["ChatMessage", "StChat", "parse_chat", "parse_chat_jsonl", "parse_cha
            "read_chat_file", "scan_messages"]
 
 _ROLES = ("user", "assistant", "system")
-_MESSAGE_KEYS = {"id", "role", "content", "name", "force_avatar"}
+_MESSAGE_KEYS = {"id", "role", "content", "name", "force_avatar", "reasoning"}
 
 
 class ChatMessage(NamedTuple):
@@ -67,6 +67,9 @@ class ChatMessage(NamedTuple):
     name: str | None = None
     force_avatar: bool = False
     id: str | None = None
+    #: the message's reasoning (SillyTavern's ``extra.reasoning``), added to the prompt as
+    #: ``options.reasoning`` says
+    reasoning: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"role": self.role, "content": self.content}
@@ -76,6 +79,8 @@ class ChatMessage(NamedTuple):
             out["force_avatar"] = True
         if self.id is not None:
             out["id"] = self.id
+        if self.reasoning:
+            out["reasoning"] = self.reasoning
         return out
 
 
@@ -129,7 +134,12 @@ def _message(raw: Any, path: str) -> ChatMessage:
     mid = raw.get("id")
     if mid is not None and (not isinstance(mid, str) or not mid):
         raise _bad("id must be a non-empty string", f"{path}.id")
-    return ChatMessage(role, content, name, force, mid)
+    reasoning = raw.get("reasoning", "")
+    if reasoning is None:
+        reasoning = ""
+    if not isinstance(reasoning, str):
+        raise _bad("reasoning must be a string", f"{path}.reasoning")
+    return ChatMessage(role, content, name, force, mid, reasoning)
 
 
 _ROLE_SET = frozenset(_ROLES)
@@ -184,7 +194,10 @@ def _checked_in_bulk(messages: list[Any]) -> tuple[ChatMessage, ...] | None:
         id_kinds = set(map(type, ids))
         if not id_kinds <= _STR_OR_NONE or (str in id_kinds and "" in ids):
             return None
-    return tuple(map(_NEW_MESSAGE, zip(roles, contents, names, forces, ids)))
+    reasonings = column("reasoning", "")
+    if "reasoning" in keys and set(map(type, reasonings)) != {str}:
+        return None  # None or another type: the per-message reader decides
+    return tuple(map(_NEW_MESSAGE, zip(roles, contents, names, forces, ids, reasonings)))
 
 
 _CHAT_KEYS = ("messages", "lorebook", "scenario", "mes_example", "user_name", "character_name", "input_ids")
@@ -314,7 +327,9 @@ def _st_message(row: Any, where: str, what: str, line: int | None = None) -> Cha
     else:
         role = "assistant"
     name = row.get("name") if isinstance(row.get("name"), str) else None
-    return ChatMessage(role, mes, name, bool(row.get("force_avatar")), None)
+    reasoning = extra.get("reasoning")
+    return ChatMessage(role, mes, name, bool(row.get("force_avatar")), None,
+                       reasoning if isinstance(reasoning, str) else "")
 
 
 def _is_st_shaped(messages: Sequence[Any]) -> bool:

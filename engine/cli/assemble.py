@@ -139,6 +139,8 @@ def _st_request(request_path: str | None, flags: dict[str, Any]) -> tuple[dict[s
             data[key] = str(Path(cwd) / flags[key]) if flags[key] != "-" else _stdin_chat()
     if flags.get("books"):
         data["books"] = [*data.get("books", []), *(str(Path(cwd) / b) for b in flags["books"])]
+    if flags.get("regex"):
+        data["extensions"] = _with_regex_files(data.get("extensions"), flags["regex"])
     if flags.get("user") is not None or flags.get("persona") is not None:
         user = dict(data.get("user") or {})
         if flags.get("user") is not None:
@@ -164,6 +166,31 @@ def _st_request(request_path: str | None, flags: dict[str, Any]) -> tuple[dict[s
     if options:
         data["options"] = options
     return data, base
+
+
+def _with_regex_files(extensions: Any, paths: tuple[str, ...]) -> dict[str, Any]:
+    """The request's ``extensions`` with the scripts of SillyTavern regex exports (``--regex``) added to the
+    global scripts, after the request's own."""
+    from ..strict_json import loads
+
+    ext = dict(extensions) if isinstance(extensions, dict) else {}
+    regex = dict(ext.get("regex") or {}) if isinstance(ext.get("regex") or {}, dict) else {}
+    given = regex.get("scripts")
+    scripts: list[Any] = [] if given is None else list(given) if isinstance(given, list) else [given]
+    for path in paths:
+        try:
+            text = open(path, encoding="utf-8-sig").read()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise TemplateError(f"--regex {path}: cannot read the file: {exc}", code="INPUT_INVALID") from None
+        try:
+            loaded = loads(text, what=f"--regex {path}", code="INPUT_INVALID")
+        except json.JSONDecodeError as exc:
+            raise TemplateError(f"--regex {path} is not JSON: {exc.msg}", code="INPUT_INVALID", line=exc.lineno,
+                                column=exc.colno) from None
+        scripts.extend(loaded if isinstance(loaded, list) else [loaded])
+    regex["scripts"] = scripts
+    ext["regex"] = regex
+    return ext
 
 
 def _stdin_chat() -> Any:
@@ -227,6 +254,8 @@ def _warn(diagnostics: list[Any]) -> None:
 @click.option("--card", help="A character card (JSON or PNG); its embedded lorebook is scanned.")
 @click.option("--preset", "st_preset", help="A SillyTavern chat-completion preset.")
 @click.option("--book", "books", multiple=True, help="A world book (repeatable): global, unless the card links it.")
+@click.option("--regex", "regex_files", multiple=True, help="A SillyTavern regex export (one script or a list; "
+                                                            "repeatable): the user's global regex scripts.")
 @click.option("--user", "user_name", help="The user's name (default User).")
 @click.option("--persona", help="The user's persona description (placed where the preset's marker is).")
 @click.option("--post-processing", type=click.Choice(["none", "merge", "semi", "strict", "single"]),
@@ -260,6 +289,7 @@ def command(
     card: str | None,
     st_preset: str | None,
     books: tuple[str, ...],
+    regex_files: tuple[str, ...],
     user_name: str | None,
     persona: str | None,
     post_processing: str | None,
@@ -290,7 +320,8 @@ def command(
                 raise TemplateError(f"{flag} applies to rule-file strategies; builtin-st sends what SillyTavern sends "
                                     "(use --strategy FILE for it)", code="INPUT_INVALID")
         data, base = _st_request(request_path, {
-            "preset": st_preset, "card": card, "chat": chat_path, "books": books, "user": user_name,
+            "preset": st_preset, "card": card, "chat": chat_path, "books": books, "regex": regex_files,
+            "user": user_name,
             "persona": persona, "post_processing": post_processing, "seed": seed, "preview": preview,
             "target": target, "generation_type": generation_type, "quiet_prompt": quiet_prompt,
             "max_context": max_context, "max_tokens": max_tokens, "tokenizer": tokenizer})
@@ -324,6 +355,9 @@ def command(
 
         if request_path:
             raise TemplateError("--request is for the builtin-st strategy", code="INPUT_INVALID")
+        if regex_files:
+            raise TemplateError("--regex is for the builtin-st strategy (SillyTavern's regex scripts)",
+                                code="INPUT_INVALID")
         if not chat_path:
             raise TemplateError("--chat is required", code="INPUT_INVALID")
         preset = _strategy(strategy)

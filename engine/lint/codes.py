@@ -126,6 +126,24 @@ LINT_CODES: dict[str, LintCode] = {
         "worldinfo", "warning",
         "a /regex/ key uses a construct the regex policy refuses; it never matches",
     ),
+    # regex scripts (presets, cards, regex exports)
+    "REGEX_SCRIPT_INVALID": LintCode(
+        "regex", "error",
+        "a regex script has a field of the wrong type (placement, replaceString, trimStrings, depths...)",
+    ),
+    "REGEX_PATTERN_INVALID": LintCode(
+        "regex", "error",
+        "an enabled regex script's findRegex does not compile in JavaScript; SillyTavern skips the script",
+    ),
+    "REGEX_NO_MATCH": LintCode(
+        "regex", "info",
+        "an enabled regex script matches none of the linted texts it targets (chat messages of a linted .jsonl chat, "
+        "world-info entries)",
+    ),
+    "REGEX_SLOW": LintCode(
+        "regex", "warning",
+        "a regex script's search took more than 50 ms of CPU on a linted text or a backtracking probe",
+    ),
     "WI_KEY_EMPTY": LintCode(
         "worldinfo", "warning",
         "a key that is empty (it never matches) or only whitespace (trimmed to empty, it matches every "

@@ -27,7 +27,9 @@ from .locate import JsonLocator
 from .macros import lint_macros
 from .model import SEVERITY_RANK, Facts, Finding, LintReport, Prompt
 from .mvu import initvar_names, mvu_names
+from ..regexscripts import Placement
 from .presets import PresetFacts, lint_preset, preset_prompt_paths
+from .regex import RegexTargets, ScriptFile, is_regex_export, lint_regex_scripts, scripts_of
 from .templates import is_resource, resource_prompt, template_prompt
 from .worldinfo import BookEntry, lint_book, read_entries
 
@@ -47,6 +49,8 @@ class _Run:
     books: list[tuple[str, str, str, list[BookEntry], bool, int | None]] = field(default_factory=list)
     presets: list[PresetFacts] = field(default_factory=list)
     locators: dict[str, JsonLocator] = field(default_factory=dict)
+    regex_sources: list[ScriptFile] = field(default_factory=list)
+    regex_targets: RegexTargets = field(default_factory=RegexTargets)
 
     def unreadable(self, file: str, exc: TemplateError) -> None:
         where = f" at {exc.line}:{exc.column}" if exc.line is not None else ""
@@ -67,6 +71,9 @@ class _Run:
             self.unreadable(file, TemplateError(f"cannot read {file}: {exc.strerror or exc}", code="INPUT_INVALID"))
             return
         suffix = p.suffix.lower()
+        if suffix == ".jsonl":
+            self.chat(file, data)
+            return
         if data.startswith(PNG_SIGNATURE):
             try:
                 asset = load_asset(data, name=p.stem)
@@ -100,6 +107,9 @@ class _Run:
             if prompt is not None:
                 self.prompts.append(prompt)
             return
+        if is_regex_export(raw):
+            self.add_scripts(scripts_of(file, raw, "export"))
+            return
         try:
             asset = load_asset(data, name=p.stem)
         except TemplateError as exc:
@@ -123,7 +133,26 @@ class _Run:
         elif kind == "mvu":
             self.facts.data_sets.update(("local", n) for n in mvu_names(raw))
 
+    def chat(self, file: str, data: bytes) -> None:
+        """A chat (SillyTavern's ``.jsonl`` export): its messages are what the regex scripts target."""
+        from ..assets.chats import parse_chat_text
+
+        try:
+            chat = parse_chat_text(decode_bytes(data).text, hint=Path(file).name)
+        except TemplateError as exc:
+            self.unreadable(file, exc)
+            return
+        for message in chat.messages:
+            self.regex_targets.add(Placement.USER_INPUT if message.role == "user" else Placement.AI_OUTPUT,
+                                   message.content)
+            self.regex_targets.add(Placement.REASONING, message.reasoning)
+
+    def add_scripts(self, scripts: ScriptFile | None) -> None:
+        if scripts is not None:
+            self.regex_sources.append(scripts)
+
     def preset(self, file: str, raw: Mapping[str, Any]) -> None:
+        self.add_scripts(scripts_of(file, raw, "preset"))
         found, facts = lint_preset(raw, file)
         self.findings.extend(found)
         self.presets.append(facts)
@@ -135,6 +164,7 @@ class _Run:
                 self.prompts.append(Prompt(file, path, text, locate=self.locate(file, path)))
 
     def card(self, file: str, raw: Mapping[str, Any], card: CharacterCard) -> None:
+        self.add_scripts(scripts_of(file, raw, "card"))
         for path, text in card_prompt_paths(raw):
             self.prompts.append(Prompt(file, path, text, locate=self.locate(file, path)))
         self.facts.cards.append((file, card.name, bool(card.system_prompt.strip()),
@@ -158,6 +188,7 @@ class _Run:
                 self.facts.data_sets.update(("local", n) for n in initvar_names(be.entry.content))
             raw_content = be.raw.get("content")
             if isinstance(raw_content, str) and raw_content:
+                self.regex_targets.add(Placement.WORLD_INFO, raw_content)
                 content_path = join_path(be.path, "content")
                 self.prompts.append(Prompt(file, content_path, raw_content, title=be.entry.comment,
                                            locate=self.locate(file, content_path), decorators=False))
@@ -179,6 +210,7 @@ class _Run:
                 self.findings.extend(lint_ejs(prompt, self.facts))
         self.variables()
         self.overrides()
+        self.findings.extend(lint_regex_scripts(self.regex_sources, self.regex_targets))
 
     def variables(self) -> None:
         facts = self.facts

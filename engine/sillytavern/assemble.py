@@ -61,6 +61,8 @@ class StAssembly:
     provenance_source: list[Any] = field(default_factory=list, repr=False)
     #: what the provenance describes: the messages, or (with post-processing) the messages before it
     provenance_of: str = "messages"
+    #: which regex script changed which text (script, its set and asset, the text's kind, label and depth)
+    regex_edits: list[dict[str, Any]] = field(default_factory=list)
     _provenance: list[dict[str, Any]] | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -92,6 +94,7 @@ class StAssembly:
             "nodes": inner.nodes,
             "provenance": self.provenance,
             "provenance_of": self.provenance_of,
+            "regex": self.regex_edits,
             "trace": {"world_info": _wi_trace(self.world_info)},
             "record": inner.record,
         }
@@ -127,5 +130,7 @@ def chat_completion(front: Front) -> StAssembly:
     placed = place(front)
     fitted = fit_budget(placed)
     sent = finish(fitted)
+    regex = next((p for p in front.loaded.passes if p.name == "regex" and p.report is not None), None)
     return StAssembly(sent.messages, front.loaded.warnings, placed.result, front.lore.activation, sent.fields,
-                      sent.body, fitted.report, provenance_source=sent.span_source, provenance_of=sent.provenance_of)
+                      sent.body, fitted.report, provenance_source=sent.span_source, provenance_of=sent.provenance_of,
+                      regex_edits=regex.report() if regex is not None and regex.report is not None else [])

@@ -21,6 +21,7 @@ from ..macros import MacroContext, expand_macros
 from .history import ChatHistory, macro_messages
 from .passes import TextPass, run_passes, wants
 from .postprocess import history_item
+from .reasoning import add_reasoning
 from .texts import Texts
 
 __all__ = ["PreparedChat", "prepare_chat"]
@@ -60,6 +61,9 @@ class PreparedChat:
     #: the continued message's text as written (``{{lastChatMessage}}`` in the continue nudge)
     continued_text: str
     quiet_prompt: str
+    #: the macro context of the chat's texts (names, card, persona, the chat the macros read), handed to the
+    #: passes with each text (fact ``macros``)
+    macro_context: dict[str, Any] | None = None
 
 
 def prepare_chat(texts: Texts) -> PreparedChat:
@@ -84,14 +88,23 @@ def prepare_chat(texts: Texts) -> PreparedChat:
         # ``Generate`` substitutes the first message's macros in place before the prompts are built
         first["content"] = expand_macros(first["content"], {**macro_base, **macro_chat},
                                          seed=macro_base.get("seed", 0)).text
-    if wants(loaded.passes, "chat_message"):
-        chat = _passed_chat(chat, gen, loaded.passes)
-    expand = _chat_macro_expander({**macro_base, **macro_chat})
+    context = {**macro_base, **macro_chat}
+    passes = loaded.passes
+    if wants(passes, "chat_message"):
+        # ``Generate`` substitutes the first message's macros before ``coreChat`` is built
+        first_text = first["content"] if first is not None else None
+        if first_text is None and chat and "{{" in chat[0].content:
+            first_text = expand_macros(chat[0].content, context, seed=macro_base.get("seed", 0)).text
+        chat = _passed_chat(chat, gen, passes, edited.appended, first_text, context)
+    expand = _chat_macro_expander(context)
+    if req.options.reasoning.add_to_prompts or gen == "continue":
+        chat = add_reasoning(chat, gen, req.options.reasoning, passes, expand,
+                             texts.char if req.group is not None else None, texts.user, context)
     history = ChatHistory(chat, behavior=texts.behavior, user=texts.user, char=texts.char,
                           group=req.group is not None, expand=expand)
     prefill_mode = gen == "continue" and bool(preset.get("continue_prefill"))
     prepared = PreparedChat(texts, gen, chat, roles, edited.appended, prefill_mode, macro_chat, expand, history,
-                            len(chat), None, "", _quiet_prompt(req.generation.quiet_prompt, gen, expand))
+                            len(chat), None, "", _quiet_prompt(req.generation.quiet_prompt, gen, expand), context)
     if gen == "continue" and chat:
         _take_continued(prepared)
     return prepared
@@ -125,13 +138,18 @@ def _macro_base(texts: Texts) -> dict[str, Any]:
             **({"group": list(req.group.members)} if req.group else {}), **texts.muted}
 
 
-def _passed_chat(chat: list[ChatMessage], gen: str, passes: Sequence[TextPass]) -> list[ChatMessage]:
+def _passed_chat(chat: list[ChatMessage], gen: str, passes: Sequence[TextPass], appended: str,
+                 first_text: str | None, macros: dict[str, Any]) -> list[ChatMessage]:
     """The chat messages through the text passes, each with its depth as ``Generate`` counts it for
-    ``coreChat`` (0 = the newest; a ``continue`` shifts every depth down by one)."""
+    ``coreChat`` (0 = the newest; a ``continue`` shifts every depth down by one). ``first_text`` is the
+    first message with its macros substituted (``None``: the chat's first message is not the macros'),
+    ``appended`` what the send box added as the last message, ``macros`` the chat's macro context."""
     n, shift = len(chat), 2 if gen == "continue" else 1
-    return [m._replace(content=run_passes(passes, "chat_message", m.content, {
+    return [m._replace(content=run_passes(passes, "chat_message", first_text if i == 0 and first_text is not None
+                                          else m.content, {
         "index": i, "role": m.role, "depth": n - i - shift, "is_user": m.role == "user",
-        "is_system": m.role == "system", "name": m.name, "reasoning": None})) for i, m in enumerate(chat)]
+        "is_system": m.role == "system", "name": m.name, "reasoning": m.reasoning,
+        "sent_now": bool(appended) and i == n - 1, "macros": macros})) for i, m in enumerate(chat)]
 
 
 def _quiet_prompt(text: str, gen: str, expand: Callable[[str], str]) -> str:

@@ -175,6 +175,8 @@ class Loaded:
     warnings: list[Diagnostic]
     #: the text passes this request runs (:mod:`.passes`), in order
     passes: tuple[TextPass, ...] = ()
+    #: the folder the request's relative paths resolve against
+    base_dir: Path | None = None
 
 
 def load(request: Mapping[str, Any] | StRequest, base_dir: str | Path | None = None,
@@ -182,8 +184,9 @@ def load(request: Mapping[str, Any] | StRequest, base_dir: str | Path | None = N
     """Stage 1: the request parsed and its assets read (relative paths against ``base_dir``), and the
     text passes it runs: the request's own (:func:`~.passes.request_passes`), then ``passes``."""
     req = parse_request(request)
-    inputs = load_inputs(req, Path(base_dir) if base_dir is not None else None)
-    loaded = Loaded(req, inputs, with_st_defaults(inputs.preset), list(inputs.diagnostics), tuple(passes))
+    base = Path(base_dir) if base_dir is not None else None
+    inputs = load_inputs(req, base)
+    loaded = Loaded(req, inputs, with_st_defaults(inputs.preset), list(inputs.diagnostics), tuple(passes), base)
     asked = request_passes(loaded)
     if asked:  # the request's own passes (regex scripts, templates) run before the caller's
         loaded.passes = asked + loaded.passes

@@ -63,7 +63,7 @@ def gather_lore(chat: PreparedChat) -> Lore:
     entries = world_info_from_activation(activation)
     outlets = {name: activation.by_position.outlet_text(name) for name in activation.by_position.outlets}
     if wants(loaded.passes, "world_info_entry"):
-        entries, outlets = _passed_entries(entries, activation, loaded.passes)
+        entries, outlets = _passed_entries(entries, activation, loaded.passes, chat.macro_context)
     # the same activated entries give the same frozen value, which the assembler takes as it is
     lore.world_info = shared_frozen(entries)
     lore.outlets = outlets
@@ -125,12 +125,13 @@ def _scan_context(chat: PreparedChat) -> ScanContext:
     )
 
 
-def _passed_entries(entries: list[dict[str, Any]], activation: Any,
-                    passes: Sequence[TextPass]) -> tuple[list[dict[str, Any]], dict[str, str]]:
-    """The activated entries' contents (placed and outlets) through the text passes."""
+def _passed_entries(entries: list[dict[str, Any]], activation: Any, passes: Sequence[TextPass],
+                    macros: Mapping[str, Any] | None) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The activated entries' contents (placed and outlets) through the text passes (``macros``: the chat's
+    macro context)."""
     def passed(content: str, book: Any, uid: Any, position: Any, depth: Any) -> str:
         return run_passes(passes, "world_info_entry", content,
-                          {"book": book, "uid": uid, "position": position, "depth": depth})
+                          {"book": book, "uid": uid, "position": position, "depth": depth, "macros": macros})
     placed = [{**e, "content": passed(e["content"], e["book"], e["uid"], e["position"], e["depth"])}
               for e in entries]
     outlets = {name: "\n".join(passed(a.content, a.entry.book, a.entry.uid, "outlet", a.entry.depth) for a in items)

@@ -13,7 +13,11 @@ kind                    where the stages hand it over                          f
 ``chat_message``        the chat as generation sees it, after the generation   ``index``, ``role``,
                         type's edits (:mod:`.chat`); the history and the       ``depth``, ``is_user``,
                         world-info scan read the result, the chat macros the   ``is_system``, ``name``,
-                        stored text                                            ``reasoning``
+                        stored text; ``sent_now``: the message the send box    ``reasoning``,
+                        adds, stored by this generation                        ``sent_now``
+``chat_reasoning``      a message's reasoning, where it is added to the        ``index``, ``role``,
+                        prompt (:mod:`.reasoning`: newest first, as the        ``depth``
+                        reasoning settings say)
 ``world_info_entry``    each activated entry's content, before placement and   ``book``, ``uid``,
                         outlets (:mod:`.lore`)                                 ``position``, ``depth``
 ``preset_prompt``       each prompt of the preset, before placement            ``identifier``, ``role``
@@ -30,8 +34,10 @@ kind                    where the stages hand it over                          f
 ``depth`` is SillyTavern's: 0 is the newest message, and a ``continue`` generation shifts every
 depth down by one (the continued message is at -1), as ``Generate`` counts it for the regex
 extension. ``is_system`` is SillyTavern's narrator flag as the prompt sees it (hidden messages
-never reach a pass). ``reasoning`` is ``None``: the chat reader does not keep a message's
-reasoning yet.
+never reach a pass). ``reasoning`` is the message's stored reasoning (``""`` when it has none).
+Chat messages, their reasoning and world-info entries also carry ``macros``: the chat's macro context
+(names, card, persona, the chat the macros read), for a pass that expands macros as SillyTavern's
+``substituteParams`` would there.
 
 Passes run in the order given. The passes a request asks for itself come first, in
 :data:`PASS_ORDER` (``regex`` before ``templates``): the pass named ``N`` is built by
@@ -51,10 +57,10 @@ from typing import Any, Literal
 
 __all__ = ["PASS_ORDER", "TEXT_KINDS", "Text", "TextKind", "TextPass", "request_passes", "run_passes", "wants"]
 
-TextKind = Literal["chat_message", "world_info_entry", "preset_prompt", "card_field", "persona", "author_note",
-                   "final_message"]
-TEXT_KINDS: tuple[TextKind, ...] = ("chat_message", "world_info_entry", "preset_prompt", "card_field", "persona",
-                                    "author_note", "final_message")
+TextKind = Literal["chat_message", "chat_reasoning", "world_info_entry", "preset_prompt", "card_field", "persona",
+                   "author_note", "final_message"]
+TEXT_KINDS: tuple[TextKind, ...] = ("chat_message", "chat_reasoning", "world_info_entry", "preset_prompt",
+                                    "card_field", "persona", "author_note", "final_message")
 
 #: the passes planned, in the order they run when a request has several (issue 25's regex scripts,
 #: issue 26's ST-Prompt-Template)
@@ -77,6 +83,9 @@ class TextPass:
     name: str
     kinds: frozenset[TextKind]
     apply: Callable[[Text], str]
+    #: what the pass did, for the result (the regex pass: which script changed which text, the
+    #: ``regex`` list of ``StAssembly.to_dict``); ``None``: nothing to report
+    report: Callable[[], Any] | None = None
 
 
 def wants(passes: Sequence[TextPass], kind: TextKind) -> bool:

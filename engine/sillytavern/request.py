@@ -13,7 +13,8 @@ the same object. Every asset field is an object or a path (relative to the reque
       "world_info": {SillyTavern's world-info setting names},
       "group": {"members": [names], "name"?, "cards"?: [<card>], "generation_mode"?: "swap" | "append" |
                 "append_disabled", "join_prefix"?, "join_suffix"?, "disabled_members"?: [names]},
-      "options": {"post_processing", "names_behavior", "squash_system_messages", "seed", ...}
+      "options": {"post_processing", "names_behavior", "squash_system_messages", "seed", "reasoning", ...},
+      "extensions": {"regex": {"scripts": [<regex script>], "preset_scripts": true, "card_scripts": true}}
     }
 
 Defaults are the ones SillyTavern ships (its ``settings.json``): a user who never opened a panel gets
@@ -43,6 +44,9 @@ __all__ = [
     "GroupChat",
     "Options",
     "Persona",
+    "ReasoningOptions",
+    "RegexExtension",
+    "RequestExtensions",
     "StRequest",
     "UserSettings",
     "WorldInfoOptions",
@@ -111,6 +115,19 @@ class WorldInfoOptions(_Strict):
     world_info_max_recursion_steps: int = Field(0, ge=0)
 
 
+class ReasoningOptions(_Strict):
+    """SillyTavern's reasoning settings (``power_user.reasoning``, the "Reasoning" block of its Advanced
+    Formatting panel) for messages that carry reasoning; defaults as SillyTavern ships them."""
+
+    #: add the newest messages' reasoning to the prompt ("Add to Prompts")
+    add_to_prompts: bool = False
+    prefix: str = "<think>"
+    suffix: str = "</think>"
+    separator: str = "\n"
+    #: how many messages' reasoning are added, newest first ("Max Additions")
+    max_additions: int = Field(1, ge=0)
+
+
 class Options(_Strict):
     #: SillyTavern's prompt post-processing for back ends that refuse system messages after the first
     post_processing: Literal["", "none", "merge", "merge_tools", "semi", "semi_tools", "strict", "strict_tools",
@@ -134,6 +151,8 @@ class Options(_Strict):
     use_sysprompt: bool | None = None
     #: the clock the time macros read (ISO 8601); default: now
     now: str | None = None
+    #: reasoning stored with chat messages, added to the prompt as SillyTavern's settings say
+    reasoning: ReasoningOptions = ReasoningOptions()
 
 
 class GroupChat(_Strict):
@@ -198,6 +217,27 @@ class BookRef(_Strict):
     source: Literal["global", "chat", "persona", "character"] | None = None
 
 
+class RegexExtension(_Strict):
+    """SillyTavern's regex extension: the user's global scripts, and whether the preset's and the card's own
+    scripts were allowed (SillyTavern asks once per preset and per card; the default here is the answer users
+    give to assets they chose, "allow")."""
+
+    #: the global scripts: SillyTavern's script objects (``scriptName``, ``findRegex``, ``replaceString``...),
+    #: a list or one object, as its export writes them
+    scripts: Any = None
+    #: run the preset's ``extensions.regex_scripts``
+    preset_scripts: bool = True
+    #: run the card's ``data.extensions.regex_scripts``
+    card_scripts: bool = True
+    #: CPU seconds all scripts together may take for one request (``REGEX_TIME_LIMIT`` past it); generous,
+    #: as real scripts can be quadratic in a message's length
+    time_limit: float = Field(5.0, gt=0, le=60)
+
+
+class RequestExtensions(_Strict):
+    regex: RegexExtension = RegexExtension()
+
+
 class StRequest(_Strict):
     """One SillyTavern chat-completion request, as data."""
 
@@ -212,6 +252,7 @@ class StRequest(_Strict):
     generation: Generation = Generation()
     budget: Budget = Budget()
     options: Options = Options()
+    extensions: RequestExtensions = RequestExtensions()
 
 
 def _path_of(loc: tuple[Any, ...]) -> str:

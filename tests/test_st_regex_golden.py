@@ -1,0 +1,41 @@
+"""Golden tests: SillyTavern's regex scripts and stored reasoning, applied as SillyTavern 1.18.0 applies them.
+
+Each case of ``golden/st_oracle/regex_requests.jsonl`` was recorded by driving SillyTavern itself with
+regex scripts (global ones, the preset's, the card's, allowed or not) and chats carrying reasoning
+(``golden/st_oracle/regex_scenarios.py`` builds them). The same scenario as a request file must give the
+same messages, byte for byte.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from st_oracle_support import REGEX_REQUESTS, load_cases, mask_volatile, matches_volatile, scenarios_module, to_request
+
+from tavernbox import assemble_request
+
+CASES = load_cases(REGEX_REQUESTS)
+
+
+@pytest.fixture(scope="module")
+def resolve() -> Any:
+    return scenarios_module().resolve
+
+
+def test_the_golden_file_is_present() -> None:
+    assert len(CASES) >= 40, "tests/golden/st_oracle/regex_requests.jsonl holds the recorded SillyTavern requests"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def test_sillytavern_sends_the_same_messages(case: dict[str, Any], resolve: Any) -> None:
+    request = to_request(case, resolve)
+    if case.get("volatile"):  # random macros: each matches any text (the rest must still be exact)
+        request = copy.deepcopy(request)
+        request["preset"] = mask_volatile(request["preset"])
+    got = assemble_request(request).messages
+    expected = case["messages"]
+    assert [(m["role"], m.get("name")) for m in got] == [(m["role"], m.get("name")) for m in expected]
+    for i, (g, e) in enumerate(zip(got, expected, strict=True)):
+        assert matches_volatile(g["content"], e["content"]), f"message {i} differs"
