@@ -34,7 +34,6 @@ STARTUP_TIMEOUT_S = 30.0
 INPUT_ALLOWANCE_S_PER_MIB = 1.0
 WARM_LINE = b'{"op":"warm"}'
 READ_CHUNK = 1 << 16
-LEASE_PREFIX = b'{"op":"lease"'
 
 #: Asked between pending-job steps in bridge mode: ``lease_check(step)`` answers None (continue)
 #: or ``(code, message)`` (abort the render with that code).
@@ -426,13 +425,18 @@ def _lane_crash_error(message: str) -> SandboxError:
     return SandboxError(message, code="TEMPLATE_SANDBOX_CRASHED", usage=_stopped_usage(0.0))
 
 
-def _is_ready_line(line: bytes) -> bool:
-    """Whether ``line`` is a worker's one-time ``{"op": "ready", ...}`` greeting."""
+def _decode(line: bytes) -> dict[str, Any]:
+    """A worker's line as the JSON object it must be (empty when it is not one: out of turn)."""
     try:
         message = json.loads(line)
     except ValueError:
-        return False
-    return isinstance(message, dict) and message.get("op") == "ready"
+        return {}
+    return message if isinstance(message, dict) else {}
+
+
+def _is_ready_line(line: bytes) -> bool:
+    """Whether ``line`` is a worker's one-time ``{"op": "ready", ...}`` greeting."""
+    return _decode(line).get("op") == "ready"
 
 
 _WIRE_LIMITS: dict[Limits, str] = {}
@@ -666,10 +670,10 @@ class WorkerPool:
                     def callback() -> None:
                         worker.cancel(render_id)
                     cancel._subscribe(callback)
-                line = worker.read_reply(watch)
-                while lease_check is not None and line.startswith(LEASE_PREFIX):
-                    self._answer_lease(worker, render_id, line, lease_check, watch.deadline)
-                    line = worker.read_reply(watch)
+                message = _decode(worker.read_reply(watch))
+                while lease_check is not None and message.get("op") == "lease":
+                    self._answer_lease(worker, render_id, message, lease_check, watch.deadline)
+                    message = _decode(worker.read_reply(watch))
                 # Warm notices read so far were the previous context's; this render's comes next.
                 worker.warm = False
             except CpuBudgetExceeded:
@@ -689,28 +693,21 @@ class WorkerPool:
                 # state is unknown, so it must not serve anyone else.
                 worker.kill()
                 raise
-            try:
-                reply: dict[str, Any] = json.loads(line)
-            except ValueError:
-                reply = {}
-            if not isinstance(reply, dict) or reply.get("id") != render_id or "op" in reply:
+            if message.get("id") != render_id or "op" in message:
                 worker.kill()
                 raise SandboxError("the sandbox worker answered out of turn", code="TEMPLATE_SANDBOX_CRASHED")
             worker.renders += 1
-            return reply
+            return message
         finally:
             if callback is not None and cancel is not None:
                 cancel._unsubscribe(callback)
             self._release(worker)
 
     @staticmethod
-    def _answer_lease(worker: _Worker, render_id: int, line: bytes, lease_check: LeaseCheck, deadline: float) -> None:
+    def _answer_lease(worker: _Worker, render_id: int, ask: dict[str, Any], lease_check: LeaseCheck,
+                      deadline: float) -> None:
         """Run the host's lease checks for one pending-job step and tell the worker the verdict."""
-        try:
-            ask = json.loads(line)
-        except ValueError:
-            ask = None
-        if not isinstance(ask, dict) or ask.get("id") != render_id or not isinstance(ask.get("step"), int):
+        if ask.get("id") != render_id or not isinstance(ask.get("step"), int):
             raise WorkerCrashed  # a malformed question: the protocol is broken
         verdict = lease_check(ask["step"])
         answer: dict[str, Any] = {"op": "lease", "id": render_id, "ok": verdict is None}
@@ -828,11 +825,8 @@ class WorkerPool:
             if line is None:
                 break
             render_id, index, _ = lane.queue[0]
-            try:
-                reply = json.loads(line)
-            except ValueError:
-                reply = None
-            if not isinstance(reply, dict) or reply.get("id") != render_id or "op" in reply:
+            reply = _decode(line)
+            if reply.get("id") != render_id or "op" in reply:
                 self._fail_lane(lane, results, pending, _lane_crash_error(
                                 "the sandbox worker answered out of turn"))
                 return False
