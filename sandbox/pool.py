@@ -460,8 +460,9 @@ class _Spare:
     replacement that booted while the next caller waited (~80 ms on an idle machine, far more on
     a loaded one: a hostile template's error, or the render after it, took twice as long as the
     budget explains). The spare has booted and built its first context long before it is
-    needed; taking it starts the next spare in the background. It never serves a render while
-    it is the spare, and it is the only process beyond the pool's size.
+    needed; after it is taken the next spare starts in the background once a render has ended
+    well. It never serves a render while it is the spare, and it is the only process beyond the
+    pool's size.
     """
 
     def __init__(self) -> None:
@@ -585,15 +586,14 @@ class WorkerPool:
     def _replacement(self) -> _Worker | None:
         """A worker to take a dead one's place (counted in the pool): the spare, or a new process.
 
-        Taking the spare starts the next one. Without a spare the new process boots while the
-        next render waits for it. Called with the lock held.
+        The next spare starts when a render next ends well (``_release``), not now: its boot
+        (~80 ms of CPU) would compete with the render right after the kill on a busy machine.
+        Without a spare the new process boots while the next render waits for it. Called with
+        the lock held.
         """
         if self._closed:
             return None
-        worker = None
-        if self._spare is not None:
-            worker = self._spare.take()
-            self._spare.start()
+        worker = self._spare.take() if self._spare is not None else None
         if worker is None:
             try:
                 worker = _Worker()
@@ -620,7 +620,9 @@ class WorkerPool:
                 worker.released_at = time.monotonic()
                 self._idle.append(worker)
                 if self._spare is not None:
-                    self._spare.start()  # after the first render: never slows the first boot
+                    # After the first render (never slowing the first boot), and after a kill once
+                    # the render after it is done (never competing with it).
+                    self._spare.start()
             self._cond.notify()
 
     def spare_pid(self) -> int | None:

@@ -98,9 +98,10 @@ def test_the_render_after_a_kill_is_served_by_the_booted_spare(solo: WorkerPool)
     with solo._cond:
         replacement = solo._idle[0]
     assert replacement.poll_warm()
+    assert solo.spare_pid() is None  # no boot competes with the render right after the kill
     assert run_program(prog("append('next')"), "null", pool=solo).text == "next"
     assert solo.pids() == [spare_pid] and solo.replaced == [worker_pid]
-    # ...and a new spare was started in the background to take the next kill.
+    # ...and once that render ended, a new spare was started in the background for the next kill.
     assert wait_for(lambda: solo.spare_pid() not in (None, spare_pid, worker_pid))
 
 
