@@ -501,9 +501,11 @@ class _Spare:
         return worker.pid if worker is not None else None
 
     def close(self) -> None:
+        """Stop the spare: killed, not asked to exit (it has served nothing, and one still booting
+        would read the request to exit only after its boot)."""
         worker = self.take()
         if worker is not None:
-            worker.close()
+            worker.kill()
 
 
 class WorkerPool:
