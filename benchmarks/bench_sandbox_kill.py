@@ -41,8 +41,7 @@ from tavernbox.sandbox.pool import CPU_GRACE_S
 HOSTILE = {
     "indexOf": "<%= 'a'.repeat(1<<21).indexOf('a'.repeat(1<<20)+'b') %>",
     "includes": "<%= 'a'.repeat(1<<21).includes('a'.repeat(1<<20)+'b') %>",
-    "array indexOf": "<% const s = 'a'.repeat(1<<14), t = 'a'.repeat((1<<14)-1)+'b'; %>"
-                     "<%= Array(400000).fill(s).indexOf(t) %>",
+    "array indexOf": "<% const s = 'a'.repeat(1<<20); %><%= Array(400000).fill(s).indexOf(s.slice(1)+'b') %>",
 }
 TRIVIAL = "hello <%= 1 + 1 %>"
 GOAL_ERROR_MS = 300.0
