@@ -245,7 +245,7 @@ class _Worker:
         """
         while True:
             try:
-                return self._read_line(watch.next_check(self))
+                return self._read_line(watch.next_check())
             except TimeoutError:
                 if time.monotonic() >= watch.deadline:
                     raise
@@ -348,14 +348,14 @@ class _Watch:
 
     __slots__ = ("started", "deadline", "cpu_start", "cpu_limit", "_next")
 
-    def __init__(self, worker: _Worker, limits: Limits, allowance: float, started: float | None = None) -> None:
-        self.started = time.monotonic() if started is None else started
+    def __init__(self, worker: _Worker, limits: Limits, allowance: float) -> None:
+        self.started = time.monotonic()
         self.deadline = self.started + limits.deadline_s + allowance
         self.cpu_start = worker.cpu_ns()
         self.cpu_limit = limits.time_ms / 1000.0 + CPU_GRACE_S + allowance
         self._next = self.started + self.cpu_limit
 
-    def next_check(self, worker: _Worker) -> float:
+    def next_check(self) -> float:
         """When the render's deadlines next need looking at (monotonic seconds)."""
         if self.cpu_start is None:
             return self.deadline
@@ -395,7 +395,7 @@ class _Lane:
     def next_check(self) -> float:
         """When the running render's deadlines next need looking at (monotonic seconds)."""
         assert self.watch is not None
-        return self.watch.next_check(self.worker)
+        return self.watch.next_check()
 
 
 def _stopped_usage(wall_ms: float) -> Usage:

@@ -191,7 +191,7 @@ def test_the_watch_first_looks_when_the_budget_could_first_be_used_up(monkeypatc
     watch = pool_module._Watch(worker, limits, 0.0)  # type: ignore[arg-type]
     limit = 0.075 + pool_module.CPU_GRACE_S
     # A worker's CPU time grows no faster than the wall clock: nothing to read before then.
-    assert watch.next_check(worker) == pytest.approx(100.0 + limit)  # type: ignore[arg-type]
+    assert watch.next_check() == pytest.approx(100.0 + limit)
     now[0] = 100.05
     worker.cpu += 40_000_000
     reads = worker.reads
@@ -201,7 +201,7 @@ def test_the_watch_first_looks_when_the_budget_could_first_be_used_up(monkeypatc
     now[0] = 100.0 + limit
     worker.cpu += 20_000_000
     assert not watch.cpu_exceeded(worker)  # type: ignore[arg-type]
-    assert watch.next_check(worker) == pytest.approx(now[0] + limit - 0.060)  # type: ignore[arg-type]
+    assert watch.next_check() == pytest.approx(now[0] + limit - 0.060)
     # Once it has used more than the budget it is over.
     now[0] += 0.2
     worker.cpu += int((limit - 0.060) * 1e9) + 1_000
@@ -216,7 +216,7 @@ def test_the_watch_never_waits_less_than_its_minimum_nor_past_the_deadline(monke
     now[0] = watch.cpu_limit
     worker.cpu += int(watch.cpu_limit * 1e9) - 1  # a nanosecond short of the budget
     assert not watch.cpu_exceeded(worker)  # type: ignore[arg-type]
-    assert watch.next_check(worker) == pytest.approx(now[0] + pool_module.CPU_WATCH_MIN_S)  # type: ignore[arg-type]
+    assert watch.next_check() == pytest.approx(now[0] + pool_module.CPU_WATCH_MIN_S)
     # A worker that got little CPU so far (a loaded machine): its next look would be after the
     # wall deadline, which comes first.
     other = FakeWorker()
@@ -224,7 +224,7 @@ def test_the_watch_never_waits_less_than_its_minimum_nor_past_the_deadline(monke
     now[0] = late.started + late.cpu_limit
     other.cpu += 10_000_000
     assert not late.cpu_exceeded(other)  # type: ignore[arg-type]
-    assert late.next_check(other) == late.deadline  # type: ignore[arg-type]
+    assert late.next_check() == late.deadline
 
 
 def test_without_a_cpu_clock_only_the_wall_deadline_applies() -> None:
@@ -234,5 +234,5 @@ def test_without_a_cpu_clock_only_the_wall_deadline_applies() -> None:
 
     worker = NoProc()
     watch = pool_module._Watch(worker, Limits(), 0.0)  # type: ignore[arg-type]
-    assert watch.next_check(worker) == watch.deadline  # type: ignore[arg-type]
+    assert watch.next_check() == watch.deadline
     assert not watch.cpu_exceeded(worker)  # type: ignore[arg-type]
