@@ -440,12 +440,7 @@ def _run_campaign(
         now = time.monotonic()
         if now >= deadline:
             break
-        examples = []
-        for _ in range(_CHUNK):
-            if corpus and rng.random() < 0.5:  # a corpus text, mutated (with a drawn case's other parts)
-                examples.append(target.with_text(draw(), _mutate_text(rng, rng.choice(corpus), fragment)))
-            else:
-                examples.append(draw())
+        examples = _draw_chunk(target, rng, draw, fragment, corpus)
         # One at a time (lazily: a finding's shrinking may end the chunk), or all at once.
         verdicts = map(check, examples) if target.check_many is None else target.check_many(examples)
         for example, problem in zip(examples, verdicts):
@@ -453,17 +448,7 @@ def _run_campaign(
             if problem is None or problem.signature in known:
                 continue
             known.add(problem.signature)
-            signature = problem.signature
-
-            def still_fails(text: str, signature: str = signature, example: Any = example) -> bool:
-                counter[0] += 1
-                found = recheck(target.with_text(example, text))
-                return found is not None and found.signature == signature
-
-            text = target.text_of(example)
-            smallest = target.with_text(example, shrink_text(text, still_fails, shrink_until)
-                                        if still_fails(text) else text)
-            findings.append(Finding(target.name, recheck(smallest) or problem, smallest))
+            findings.append(_shrunk(target, example, problem, recheck, counter, shrink_until))
             if time.monotonic() >= deadline:
                 break
         now = time.monotonic()
@@ -478,6 +463,34 @@ def _run_campaign(
         if on_progress is not None:
             on_progress(counter[0], len(findings), time.monotonic() - started)
     return CampaignResult(counter[0], time.monotonic() - started, findings)
+
+
+def _draw_chunk(target: FuzzTarget, rng: random.Random, draw: Callable[[], Any], fragment: Callable[[], str],
+                corpus: Sequence[str]) -> list[Any]:
+    """``_CHUNK`` fast examples: drawn, or (half the time, with a corpus) a mutated corpus text
+    in a drawn example's place (an EJS case keeps its drawn variables)."""
+    examples = []
+    for _ in range(_CHUNK):
+        if corpus and rng.random() < 0.5:
+            examples.append(target.with_text(draw(), _mutate_text(rng, rng.choice(corpus), fragment)))
+        else:
+            examples.append(draw())
+    return examples
+
+
+def _shrunk(target: FuzzTarget, example: Any, problem: Problem, recheck: Callable[[Any], Problem | None],
+            counter: list[int], until: float) -> Finding:
+    """The finding of a failing fast example: its text shrunk while it fails the same way."""
+    signature = problem.signature
+
+    def still_fails(text: str) -> bool:
+        counter[0] += 1
+        found = recheck(target.with_text(example, text))
+        return found is not None and found.signature == signature
+
+    text = target.text_of(example)
+    smallest = target.with_text(example, shrink_text(text, still_fails, until) if still_fails(text) else text)
+    return Finding(target.name, recheck(smallest) or problem, smallest)
 
 
 def _hypothesis_batch(
