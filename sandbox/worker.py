@@ -719,7 +719,6 @@ class RenderOutcome(NamedTuple):
     """The harness's JSON (``{"ok":true,"text":...}`` or a pending lookup), the reply's ``result``."""
     error: dict[str, Any] | None = None
     """``{"code", "message", ...}``: the reply's ``error``."""
-    output_bytes: int = 0
     null_thrown: bool = False
     """The render ended by a thrown ``null``: the template's, or the engine's memory failure."""
 
@@ -763,14 +762,12 @@ class RenderRun:
                 # A sticky bridge failure that happened before the clock ran out decides the
                 # render (a template that catches it in a loop burns the budget afterwards).
                 error = bridge_failure(self.ctx, self.dispatch) or error
-            return RenderOutcome(error=error, output_bytes=self.output_bytes)
+            return RenderOutcome(error=error)
         except RecursionError:
-            return RenderOutcome(error={"code": "TEMPLATE_STACK_LIMIT", "message": "the host ran out of stack"},
-                                 output_bytes=self.output_bytes)
+            return RenderOutcome(error={"code": "TEMPLATE_STACK_LIMIT", "message": "the host ran out of stack"})
         except Exception as exc:  # noqa: BLE001 - the binding failed; the context is dropped
             return RenderOutcome(error={"code": "TEMPLATE_SANDBOX_CRASHED",
-                                        "message": f"the sandbox failed internally ({type(exc).__name__})"},
-                                 output_bytes=self.output_bytes)
+                                        "message": f"the sandbox failed internally ({type(exc).__name__})"})
 
     def _stages(self) -> RenderOutcome:
         ctx = self.ctx
@@ -887,12 +884,12 @@ class RenderRun:
             return RenderOutcome(result=status.raw)  # a lookup to resolve: the host replays with the answer
         if status.ok is True:
             self.output_bytes = status.bytes or 0
-            return RenderOutcome(result=status.raw, output_bytes=self.output_bytes)
+            return RenderOutcome(result=status.raw)
         if status.ok is False and status.error is not None:
             self.output_bytes = status.bytes or 0
             kind = status.error.get("kind")
             error = harness_error(ERROR_KINDS.get(kind, "TEMPLATE_EXECUTION_FAILED"), status.error)
-            return RenderOutcome(error=error, output_bytes=self.output_bytes, null_thrown=kind == "null")
+            return RenderOutcome(error=error, null_thrown=kind == "null")
         raise RenderFailed("TEMPLATE_UNSETTLED",
                            "the template's promise never settled (no pending jobs and nothing to resolve)")
 
