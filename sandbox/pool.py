@@ -486,8 +486,9 @@ class _Spare:
 
     def take(self) -> _Worker | None:
         """The spare worker, if it is alive (the slot is then empty until ``start``)."""
-        if self._ticket is not None:
-            self._ticket.done.wait()  # started long ago as a rule; at worst a Popen's time
+        if self._ticket is not None and not self._ticket.done.wait(STARTUP_TIMEOUT_S):
+            self._ticket = None  # never answered (a pool copied into a forked child): no spare
+            return None
         worker = self._process()
         self._worker = None
         if worker is not None and worker.proc.poll() is not None:
