@@ -34,7 +34,6 @@ STARTUP_TIMEOUT_S = 30.0
 INPUT_ALLOWANCE_S_PER_MIB = 1.0
 WARM_LINE = b'{"op":"warm"}'
 READ_CHUNK = 1 << 16
-LEASE_PREFIX = b'{"op":"lease"'
 
 #: Asked between pending-job steps in bridge mode: ``lease_check(step)`` answers None (continue)
 #: or ``(code, message)`` (abort the render with that code).
@@ -51,11 +50,28 @@ class CpuBudgetExceeded(TimeoutError):
 
 #: Requests ``run_many`` keeps queued on each worker: the next one is on the pipe when a render ends.
 BATCH_DEPTH = 2
-#: How often a render past its budget's wall time has its worker's CPU time checked.
-CPU_WATCH_INTERVAL_S = 0.005
+#: The shortest wait between two looks at a running render's CPU time (see ``_Watch``).
+CPU_WATCH_MIN_S = 0.001
 #: CPU a worker may use beyond the template's budget before it is stopped: the untimed parts of a
 #: render (reading the request, building the reply, a full collection of a 16 MiB heap).
 CPU_GRACE_S = 0.05
+
+
+class _SpawnTicket:
+    """A worker process asked of the spawner thread; ``wait()`` hands it over once it exists."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.error: BaseException | None = None
+
+    def wait(self) -> subprocess.Popen[bytes]:
+        """The started process (waits for ``Popen`` only, never for the worker's boot), or its error."""
+        self.done.wait()
+        if self.error is not None:
+            raise self.error
+        assert self.proc is not None
+        return self.proc
 
 
 class _Spawner:
@@ -69,17 +85,17 @@ class _Spawner:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._requests: queue.SimpleQueue[tuple[threading.Event, list[Any]]] = queue.SimpleQueue()
+        self._requests: queue.SimpleQueue[_SpawnTicket] = queue.SimpleQueue()
         self._pid = 0
 
     def _run(self) -> None:
         while True:
-            done, box = self._requests.get()
+            ticket = self._requests.get()
             try:
-                box.append(self._popen())
+                ticket.proc = self._popen()
             except BaseException as exc:  # noqa: BLE001 - handed to the caller
-                box.append(exc)
-            done.set()
+                ticket.error = exc
+            ticket.done.set()
 
     @staticmethod
     def _popen() -> subprocess.Popen[bytes]:
@@ -94,20 +110,19 @@ class _Spawner:
             start_new_session=True,
         )
 
-    def spawn(self) -> subprocess.Popen[bytes]:
+    def start(self) -> _SpawnTicket:
+        """Ask for a worker process without waiting for it (``spawn`` is this and the wait)."""
         with self._lock:
             if self._pid != os.getpid():  # first use, or a forked child: its own thread
                 self._requests = queue.SimpleQueue()
                 threading.Thread(target=self._run, name="tavernbox-sandbox-spawner", daemon=True).start()
                 self._pid = os.getpid()
-        done = threading.Event()
-        box: list[Any] = []
-        self._requests.put((done, box))
-        done.wait()
-        result = box[0]
-        if isinstance(result, BaseException):
-            raise result
-        return result
+        ticket = _SpawnTicket()
+        self._requests.put(ticket)
+        return ticket
+
+    def spawn(self) -> subprocess.Popen[bytes]:
+        return self.start().wait()
 
 
 _spawner = _Spawner()
@@ -116,8 +131,8 @@ _spawner = _Spawner()
 class _Worker:
     """One worker process and its pipes. Used by one render at a time (the pool hands it out)."""
 
-    def __init__(self) -> None:
-        self.proc = _spawner.spawn()
+    def __init__(self, proc: subprocess.Popen[bytes] | None = None) -> None:
+        self.proc = proc if proc is not None else _spawner.spawn()
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.in_fd = self.proc.stdin.fileno()
         os.set_blocking(self.in_fd, False)  # writes wait in select, under the render's deadline
@@ -221,34 +236,21 @@ class _Worker:
         except (OSError, ValueError):
             return None
 
-    def read_reply(self, deadline: float, watch_from: float, cpu_start: int | None, cpu_limit_s: float) -> bytes:
-        """The worker's next line, or TimeoutError at ``deadline`` or once it used ``cpu_limit_s``.
+    def read_reply(self, watch: _Watch) -> bytes:
+        """The worker's next line, or TimeoutError at the watch's deadline, or CpuBudgetExceeded.
 
-        Why: some built-ins loop in C without polling the engine's interrupt (a quadratic
-        ``indexOf`` on megabyte strings), so the worker's own budget cannot stop them, and the
-        wall deadline alone let such a render run for the whole grace (~1 s). From ``watch_from``
-        (the wall moment the CPU budget could first have been used up) this checks the worker's
-        CPU time every ``CPU_WATCH_INTERVAL_S``; once it has used more than ``cpu_limit_s`` since
-        ``cpu_start`` (read when the request was sent), the render is stopped. A render that ends
-        before ``watch_from`` costs no check at all. Without ``/proc`` only the wall deadline applies.
+        Why the CPU watch: some built-ins loop in C without polling the engine's interrupt (a
+        quadratic ``indexOf`` on megabyte strings), so the worker's own budget cannot stop them,
+        and the wall deadline alone let such a render run for the whole grace (~1 s).
         """
         while True:
-            now = time.monotonic()
-            if now < watch_from or cpu_start is None:
-                try:
-                    return self._read_line(deadline if cpu_start is None else min(deadline, watch_from))
-                except TimeoutError:
-                    if cpu_start is None or time.monotonic() >= deadline:
-                        raise
-                    continue
-            used = self.cpu_ns()
-            if used is not None and (used - cpu_start) / 1e9 > cpu_limit_s:
-                raise CpuBudgetExceeded
             try:
-                return self._read_line(min(deadline, time.monotonic() + CPU_WATCH_INTERVAL_S))
+                return self._read_line(watch.next_check())
             except TimeoutError:
-                if time.monotonic() >= deadline:
+                if time.monotonic() >= watch.deadline:
                     raise
+                if watch.cpu_exceeded(self):
+                    raise CpuBudgetExceeded from None
 
     def ensure_ready(self) -> None:
         if self.ready:
@@ -293,14 +295,23 @@ class _Worker:
             except OSError:
                 pass
 
-    def kill(self) -> None:
+    def kill(self, wait: bool = False) -> None:
+        """SIGKILL the worker and close its pipes.
+
+        The caller does not wait for the process to be gone (the kernel tearing down a worker
+        that held a full heap took 1.5-7 ms of the caller's time): a thread reaps it, unless
+        ``wait`` (a worker that died by itself, whose exit status the error reports).
+        """
         self.dead = True
         self._close_sched()
         try:
             self.proc.kill()
         except OSError:
             pass
-        self.proc.wait()
+        if wait:
+            self.proc.wait()
+        elif self.proc.poll() is None:
+            threading.Thread(target=self.proc.wait, name="tavernbox-sandbox-reaper", daemon=True).start()
         for stream in (self.proc.stdin, self.proc.stdout):
             try:
                 if stream is not None:
@@ -322,41 +333,110 @@ class _Worker:
             self.proc.stdout.close()
 
 
+class _Watch:
+    """The deadlines of one running render: its wall deadline and its worker's CPU budget.
+
+    From the moment the worker can start the render (``started``) the render has until
+    ``deadline`` of wall time, and its worker may use ``cpu_limit`` seconds of CPU beyond what it
+    had used then (``cpu_start``, from ``/proc/PID/schedstat``; None without ``/proc``: only the
+    wall deadline applies). A worker runs one thread, so its CPU time grows no faster than the
+    wall clock: the budget cannot be used up before ``now + (cpu_limit - used)``, and that is
+    when it is checked next. A render that ends first costs no check at all, and one that
+    loops in C is stopped within a millisecond of its budget (a fixed 5 ms poll overshot by up
+    to that, and woke the caller every 5 ms on a loaded machine for nothing).
+    """
+
+    __slots__ = ("started", "deadline", "cpu_start", "cpu_limit", "_next")
+
+    def __init__(self, worker: _Worker, limits: Limits, allowance: float) -> None:
+        self.started = time.monotonic()
+        self.deadline = self.started + limits.deadline_s + allowance
+        self.cpu_start = worker.cpu_ns()
+        self.cpu_limit = limits.time_ms / 1000.0 + CPU_GRACE_S + allowance
+        self._next = self.started + self.cpu_limit
+
+    def next_check(self) -> float:
+        """When the render's deadlines next need looking at (monotonic seconds)."""
+        if self.cpu_start is None:
+            return self.deadline
+        return min(self.deadline, self._next)
+
+    def cpu_exceeded(self, worker: _Worker) -> bool:
+        """Whether the worker used up its CPU budget; if not, when to look again is updated."""
+        now = time.monotonic()
+        if self.cpu_start is None or now < self._next:
+            return False
+        used = worker.cpu_ns()
+        if used is None:
+            return False
+        left = self.cpu_limit - (used - self.cpu_start) / 1e9
+        if left < 0:
+            return True
+        self._next = now + max(left, CPU_WATCH_MIN_S)
+        return False
+
+    def wall_ms(self) -> float:
+        return (time.monotonic() - self.started) * 1000.0
+
+
 class _Lane:
-    """One worker of a ``run_many`` batch: the requests queued on it, and the running one's deadlines."""
+    """One worker of a ``run_many`` batch: the requests queued on it, and the running one's watch."""
 
     def __init__(self, worker: _Worker) -> None:
         self.worker = worker
         #: (render id, job index, input allowance) of each request written and not yet answered.
         self.queue: list[tuple[int, int, float]] = []
-        self.started = 0.0
-        self.deadline = 0.0
-        self.watch_from = 0.0
-        self.cpu_start: int | None = None
-        self.cpu_limit = 0.0
+        self.watch: _Watch | None = None
 
     def start(self, limits: Limits, allowance: float) -> None:
         """The head request can run from now: its wall deadline and CPU watch start here."""
-        self.started = time.monotonic()
-        self.deadline = self.started + limits.deadline_s + allowance
-        self.watch_from = self.started + limits.time_ms / 1000.0
-        self.cpu_start = self.worker.cpu_ns()
-        self.cpu_limit = limits.time_ms / 1000.0 + CPU_GRACE_S + allowance
+        self.watch = _Watch(self.worker, limits, allowance)
 
     def next_check(self) -> float:
         """When the running render's deadlines next need looking at (monotonic seconds)."""
-        if self.cpu_start is None or time.monotonic() < self.watch_from:
-            return min(self.deadline, self.watch_from) if self.cpu_start is not None else self.deadline
-        return min(self.deadline, time.monotonic() + CPU_WATCH_INTERVAL_S)
+        assert self.watch is not None
+        return self.watch.next_check()
+
+
+def _stopped_usage(wall_ms: float) -> Usage:
+    """The usage a stopped render reports: only the wall time it had (the worker never answered)."""
+    return Usage(time_ms=wall_ms, memory_bytes=0, output_bytes=0, passes=0, job_steps=0)
+
+
+def _cpu_budget_error(limits: Limits, wall_ms: float) -> SandboxError:
+    return SandboxError(
+        f"the render used up its time budget of {limits.time_ms:g} ms in work the engine cannot "
+        "interrupt (the sandbox worker was stopped)",
+        code="TEMPLATE_TIME_LIMIT",
+        usage=_stopped_usage(wall_ms),
+    )
+
+
+def _deadline_error(watch: _Watch) -> SandboxError:
+    return SandboxError(
+        f"the sandbox worker missed its hard deadline of {(watch.deadline - watch.started) * 1000.0:g} ms "
+        "and was killed",
+        code="TEMPLATE_TIME_LIMIT",
+        usage=_stopped_usage(watch.wall_ms()),
+    )
+
+
+def _lane_crash_error(message: str) -> SandboxError:
+    return SandboxError(message, code="TEMPLATE_SANDBOX_CRASHED", usage=_stopped_usage(0.0))
+
+
+def _decode(line: bytes) -> dict[str, Any]:
+    """A worker's line as the JSON object it must be (empty when it is not one: out of turn)."""
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return {}
+    return message if isinstance(message, dict) else {}
 
 
 def _is_ready_line(line: bytes) -> bool:
     """Whether ``line`` is a worker's one-time ``{"op": "ready", ...}`` greeting."""
-    try:
-        message = json.loads(line)
-    except ValueError:
-        return False
-    return isinstance(message, dict) and message.get("op") == "ready"
+    return _decode(line).get("op") == "ready"
 
 
 _WIRE_LIMITS: dict[Limits, str] = {}
@@ -373,16 +453,79 @@ def _header(render_id: int, size: int, limits: Limits, leases: bool) -> bytes:
     return ('{"op": "render", "id": %d, "size": %d, "limits": %s%s}\n' % (render_id, size, wire, lease)).encode()
 
 
-class WorkerPool:
-    """At most ``size`` workers, started on first use, handed out one render at a time."""
+class _Spare:
+    """One worker process started ahead, beyond the pool's size, to take a killed worker's place.
 
-    def __init__(self, size: int | None = None) -> None:
+    Why: a render stopped for its budget (or a worker that died) used to leave its slot to a
+    replacement that booted while the next caller waited (~80 ms on an idle machine, far more on
+    a loaded one: a hostile template's error, or the render after it, took twice as long as the
+    budget explains). The spare has booted and built its first context long before it is
+    needed; after it is taken the next spare starts in the background once a render has ended
+    well. It never serves a render while it is the spare, and it is the only process beyond the
+    pool's size.
+    """
+
+    def __init__(self) -> None:
+        self._ticket: _SpawnTicket | None = None
+        self._worker: _Worker | None = None
+
+    def start(self) -> None:
+        """Have a spare (started in the background: the caller waits for nothing)."""
+        if self._ticket is None and self._worker is None:
+            self._ticket = _spawner.start()
+
+    def _process(self) -> _Worker | None:
+        """The spare's worker once its process exists (None while ``Popen`` is still running)."""
+        if self._worker is None and self._ticket is not None and self._ticket.done.is_set():
+            ticket, self._ticket = self._ticket, None
+            try:
+                self._worker = _Worker(ticket.wait())
+            except OSError:
+                self._worker = None
+        return self._worker
+
+    def take(self) -> _Worker | None:
+        """The spare worker, if it is alive (the slot is then empty until ``start``)."""
+        if self._ticket is not None and not self._ticket.done.wait(STARTUP_TIMEOUT_S):
+            self._ticket = None  # never answered (a pool copied into a forked child): no spare
+            return None
+        worker = self._process()
+        self._worker = None
+        if worker is not None and worker.proc.poll() is not None:
+            worker.kill(wait=True)
+            return None
+        return worker
+
+    @property
+    def pid(self) -> int | None:
+        worker = self._process()
+        return worker.pid if worker is not None else None
+
+    def close(self) -> None:
+        """Stop the spare: killed, not asked to exit (it has served nothing, and one still booting
+        would read the request to exit only after its boot)."""
+        worker = self.take()
+        if worker is not None:
+            worker.kill()
+
+
+class WorkerPool:
+    """At most ``size`` workers, started on first use, handed out one render at a time.
+
+    ``spare`` (the default): one more worker is kept booted beside them, started after the
+    first render, and takes the place of a worker that is killed or dies (see ``_Spare``).
+    ``spare=False`` is the plain pool: a killed worker's replacement boots while the next
+    render waits.
+    """
+
+    def __init__(self, size: int | None = None, *, spare: bool = True) -> None:
         self.size = size if size is not None else max(1, min(4, os.cpu_count() or 2))
         self._idle: list[_Worker] = []
         self._count = 0
         self._cond = threading.Condition()
         self._next_id = 0
         self._closed = False
+        self._spare: _Spare | None = _Spare() if spare else None
         #: Pids of workers killed or found dead (for tests and diagnostics).
         self.replaced: list[int] = []
 
@@ -401,23 +544,16 @@ class WorkerPool:
                     for i, worker in enumerate(self._idle):
                         if worker.poll_warm():
                             return self._idle.pop(i)
-                    live = [w for w in self._idle if not w.dead]
-                    for worker in self._idle:
-                        if worker.dead:
-                            worker.kill()
-                            self._count -= 1
-                            self.replaced.append(worker.pid)
-                    self._idle = live
-                    if live:
+                    self._drop_dead_idle()
+                    if self._idle:
+                        chosen = self._likeliest_ready()
                         if self._count < self.size:
                             try:
                                 self._idle.append(_Worker())
                                 self._count += 1
                             except OSError:
                                 pass
-                        # Least recently released first: the likeliest to be warm by now.
-                        oldest = min(range(len(live)), key=lambda i: live[i].released_at)
-                        return self._idle.pop(oldest)
+                        return chosen
                 if self._count < self.size:
                     self._count += 1
                     break
@@ -430,19 +566,54 @@ class WorkerPool:
                 self._cond.notify()
             raise
 
+    def _likeliest_ready(self) -> _Worker:
+        """Takes the idle worker likeliest to be warm by now: one that has booted, least recently released.
+
+        A worker still booting (just started, or a replacement) comes last: its boot is far
+        longer than building a context.
+        """
+        best = min(range(len(self._idle)), key=lambda i: (not self._idle[i].ready, self._idle[i].released_at))
+        return self._idle.pop(best)
+
+    def _drop_dead_idle(self) -> None:
+        """Replace the idle workers found dead (killed by the OS, say) before anyone gets them."""
+        for worker in [w for w in self._idle if w.dead]:
+            self._idle.remove(worker)
+            worker.kill()
+            self._count -= 1
+            self.replaced.append(worker.pid)
+            replacement = self._replacement()
+            if replacement is not None:
+                self._idle.append(replacement)
+
+    def _replacement(self) -> _Worker | None:
+        """A worker to take a dead one's place (counted in the pool): the spare, or a new process.
+
+        The next spare starts when a render next ends well (``_release``), not now: its boot
+        (~80 ms of CPU) would compete with the render right after the kill on a busy machine.
+        Without a spare the new process boots while the next render waits for it. Called with
+        the lock held.
+        """
+        if self._closed:
+            return None
+        worker = self._spare.take() if self._spare is not None else None
+        if worker is None:
+            try:
+                worker = _Worker()
+            except OSError:
+                return None
+        worker.released_at = time.monotonic()
+        self._count += 1
+        return worker
+
     def _release(self, worker: _Worker) -> None:
         with self._cond:
             if worker.dead:
                 self._count -= 1
                 self.replaced.append(worker.pid)
-                replacement: _Worker | None = None
-                if not self._closed:
-                    # Restart at once (the interpreter boots while the caller handles the error).
-                    try:
-                        replacement = _Worker()
-                        self._count += 1
-                    except OSError:
-                        replacement = None
+                # Replaced at once: the spare if there is one, else a process that boots while
+                # the caller handles the error.
+                replacement = self._replacement()
                 if replacement is not None:
                     self._idle.append(replacement)
             elif self._closed:
@@ -451,7 +622,16 @@ class WorkerPool:
             else:
                 worker.released_at = time.monotonic()
                 self._idle.append(worker)
+                if self._spare is not None:
+                    # After the first render (never slowing the first boot), and after a kill once
+                    # the render after it is done (never competing with it).
+                    self._spare.start()
             self._cond.notify()
+
+    def spare_pid(self) -> int | None:
+        """The pid of the spare worker (None: no spare, or it is still being started)."""
+        with self._cond:
+            return self._spare.pid if self._spare is not None else None
 
     def _render_id(self) -> int:
         with self._cond:
@@ -487,44 +667,28 @@ class WorkerPool:
                     "the sandbox worker failed to start", code="TEMPLATE_SANDBOX_CRASHED"
                 ) from None
             header = _header(render_id, len(payload), limits, lease_check is not None)
-            started = time.monotonic()
             allowance = len(payload) / (1024 * 1024) * INPUT_ALLOWANCE_S_PER_MIB
-            deadline = started + limits.deadline_s + allowance
+            watch = _Watch(worker, limits, allowance)
             try:
-                cpu_start = worker.cpu_ns()
-                worker.send(header + payload, deadline)
+                worker.send(header + payload, watch.deadline)
                 if cancel is not None:
                     def callback() -> None:
                         worker.cancel(render_id)
                     cancel._subscribe(callback)
-                watch_from = started + limits.time_ms / 1000.0
-                cpu_limit = limits.time_ms / 1000.0 + CPU_GRACE_S + allowance
-                line = worker.read_reply(deadline, watch_from, cpu_start, cpu_limit)
-                while lease_check is not None and line.startswith(LEASE_PREFIX):
-                    self._answer_lease(worker, render_id, line, lease_check, deadline)
-                    line = worker.read_reply(deadline, watch_from, cpu_start, cpu_limit)
+                message = _decode(worker.read_reply(watch))
+                while lease_check is not None and message.get("op") == "lease":
+                    self._answer_lease(worker, render_id, message, lease_check, watch.deadline)
+                    message = _decode(worker.read_reply(watch))
                 # Warm notices read so far were the previous context's; this render's comes next.
                 worker.warm = False
             except CpuBudgetExceeded:
                 worker.kill()
-                wall = (time.monotonic() - started) * 1000.0
-                raise SandboxError(
-                    f"the render used up its time budget of {limits.time_ms:g} ms in work the engine cannot "
-                    "interrupt (the sandbox worker was stopped)",
-                    code="TEMPLATE_TIME_LIMIT",
-                    usage=Usage(time_ms=wall, memory_bytes=0, output_bytes=0, passes=0, job_steps=0),
-                ) from None
+                raise _cpu_budget_error(limits, watch.wall_ms()) from None
             except TimeoutError:
                 worker.kill()
-                wall = (time.monotonic() - started) * 1000.0
-                raise SandboxError(
-                    f"the sandbox worker missed its hard deadline of {(limits.deadline_s + allowance) * 1000.0:g} ms "
-                    "and was killed",
-                    code="TEMPLATE_TIME_LIMIT",
-                    usage=Usage(time_ms=wall, memory_bytes=0, output_bytes=0, passes=0, job_steps=0),
-                ) from None
+                raise _deadline_error(watch) from None
             except (WorkerCrashed, OSError):
-                worker.kill()
+                worker.kill(wait=True)
                 raise SandboxError(
                     f"the sandbox worker died (exit status {worker.proc.returncode})",
                     code="TEMPLATE_SANDBOX_CRASHED",
@@ -534,28 +698,21 @@ class WorkerPool:
                 # state is unknown, so it must not serve anyone else.
                 worker.kill()
                 raise
-            try:
-                reply: dict[str, Any] = json.loads(line)
-            except ValueError:
-                reply = {}
-            if not isinstance(reply, dict) or reply.get("id") != render_id or "op" in reply:
+            if message.get("id") != render_id or "op" in message:
                 worker.kill()
                 raise SandboxError("the sandbox worker answered out of turn", code="TEMPLATE_SANDBOX_CRASHED")
             worker.renders += 1
-            return reply
+            return message
         finally:
             if callback is not None and cancel is not None:
                 cancel._unsubscribe(callback)
             self._release(worker)
 
     @staticmethod
-    def _answer_lease(worker: _Worker, render_id: int, line: bytes, lease_check: LeaseCheck, deadline: float) -> None:
+    def _answer_lease(worker: _Worker, render_id: int, ask: dict[str, Any], lease_check: LeaseCheck,
+                      deadline: float) -> None:
         """Run the host's lease checks for one pending-job step and tell the worker the verdict."""
-        try:
-            ask = json.loads(line)
-        except ValueError:
-            ask = None
-        if not isinstance(ask, dict) or ask.get("id") != render_id or not isinstance(ask.get("step"), int):
+        if ask.get("id") != render_id or not isinstance(ask.get("step"), int):
             raise WorkerCrashed  # a malformed question: the protocol is broken
         verdict = lease_check(ask["step"])
         answer: dict[str, Any] = {"op": "lease", "id": render_id, "ok": verdict is None}
@@ -625,8 +782,8 @@ class WorkerPool:
                         lane.queue.append((render_id, index, allowance))
                 busy = [lane for lane in lanes if lane.queue and not lane.worker.dead]
                 for lane in [lane for lane in lanes if lane.worker.dead]:
-                    self._fail_lane(lane, results, pending, "TEMPLATE_SANDBOX_CRASHED",
-                                    "the sandbox worker died")
+                    self._fail_lane(lane, results, pending, _lane_crash_error(
+                                    "the sandbox worker died"))
                     lanes.remove(lane)
                 if not busy:
                     continue
@@ -639,8 +796,8 @@ class WorkerPool:
                         except OSError:
                             chunk = b""
                         if not chunk:
-                            self._fail_lane(lane, results, pending, "TEMPLATE_SANDBOX_CRASHED",
-                                            f"the sandbox worker died (exit status {lane.worker.proc.poll()})")
+                            self._fail_lane(lane, results, pending, _lane_crash_error(
+                                            f"the sandbox worker died (exit status {lane.worker.proc.poll()})"))
                             lanes.remove(lane)
                             continue
                         lane.worker.buffer += chunk
@@ -673,13 +830,10 @@ class WorkerPool:
             if line is None:
                 break
             render_id, index, _ = lane.queue[0]
-            try:
-                reply = json.loads(line)
-            except ValueError:
-                reply = None
-            if not isinstance(reply, dict) or reply.get("id") != render_id or "op" in reply:
-                self._fail_lane(lane, results, pending, "TEMPLATE_SANDBOX_CRASHED",
-                                "the sandbox worker answered out of turn")
+            reply = _decode(line)
+            if reply.get("id") != render_id or "op" in reply:
+                self._fail_lane(lane, results, pending, _lane_crash_error(
+                                "the sandbox worker answered out of turn"))
                 return False
             lane.queue.pop(0)
             worker.renders += 1
@@ -689,30 +843,23 @@ class WorkerPool:
         if not lane.queue:
             worker.warm = False
             return True
-        now = time.monotonic()
-        if now >= lane.deadline:
-            wall = (now - lane.started) * 1000.0
-            self._fail_lane(lane, results, pending, "TEMPLATE_TIME_LIMIT",
-                            f"the sandbox worker missed its hard deadline of {(lane.deadline - lane.started) * 1000.0:g} "
-                            "ms and was killed", wall)
-            return False
-        if now >= lane.watch_from and lane.cpu_start is not None:
-            used = worker.cpu_ns()
-            if used is not None and (used - lane.cpu_start) / 1e9 > lane.cpu_limit:
-                self._fail_lane(lane, results, pending, "TEMPLATE_TIME_LIMIT",
-                                f"the render used up its time budget of {limits.time_ms:g} ms in work the engine "
-                                "cannot interrupt (the sandbox worker was stopped)", (now - lane.started) * 1000.0)
-                return False
-        return True
+        watch = lane.watch
+        assert watch is not None
+        if time.monotonic() >= watch.deadline:
+            error = _deadline_error(watch)
+        elif watch.cpu_exceeded(worker):
+            error = _cpu_budget_error(limits, watch.wall_ms())
+        else:
+            return True
+        self._fail_lane(lane, results, pending, error)
+        return False
 
-    def _fail_lane(self, lane: _Lane, results: list[Any], pending: list[int], code: str, message: str,
-                   wall_ms: float = 0.0) -> None:
-        """Kill ``lane``'s worker: its running render fails with ``code``, the ones queued go back."""
+    def _fail_lane(self, lane: _Lane, results: list[Any], pending: list[int], error: SandboxError) -> None:
+        """Kill ``lane``'s worker: its running render fails with ``error``, the ones queued go back."""
         lane.worker.kill()
         if lane.queue:
             _, index, _ = lane.queue.pop(0)
-            results[index] = SandboxError(message, code=code, usage=Usage(
-                time_ms=wall_ms, memory_bytes=0, output_bytes=0, passes=0, job_steps=0))
+            results[index] = error
         for _, index, _ in reversed(lane.queue):
             pending.append(index)
         lane.queue.clear()
@@ -737,6 +884,9 @@ class WorkerPool:
                 worker.kill()
         for worker in started:
             self._release(worker)
+        with self._cond:
+            if self._spare is not None and not self._closed:
+                self._spare.start()
 
     def pids(self) -> list[int]:
         """Pids of the idle workers (for health checks)."""
@@ -749,8 +899,11 @@ class WorkerPool:
             self._closed = True
             idle, self._idle = self._idle, []
             self._count -= len(idle)
+            spare, self._spare = self._spare, None
         for worker in idle:
             worker.close()
+        if spare is not None:
+            spare.close()
 
 
 _default: WorkerPool | None = None

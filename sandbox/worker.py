@@ -41,7 +41,7 @@ import select
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import _quickjs
 
@@ -638,10 +638,10 @@ class Worker:
         probe_time = min(budget - used, used + 0.01)
         bigger = dict(limits, memory_bytes=min(limit * 4, 1024 * 1024 * 1024), time_ms=probe_time * 1000.0)
         try:
-            again = self.render(channel, render_id, bigger, payload, None, probe=True)
+            again = self.probe(channel, render_id, bigger, payload)
         except Exception:  # noqa: BLE001 - cannot tell: the conservative answer
             return memory_error
-        if isinstance(again, dict) and again.get("null_thrown"):
+        if again.null_thrown:
             return error
         return memory_error
 
@@ -654,151 +654,263 @@ class Worker:
         return spare if spare is not None else self.fresh_context()
 
     def render(self, channel: Channel, render_id: int, limits: dict[str, Any], payload: str,
-               leases_fd: int | None = None, probe: bool = False) -> Any:
-        """Run one render; ``leases_fd`` (the reply fd) when the host wants lease checks per job step.
+               leases_fd: int | None = None) -> bytes:
+        """Run one render in a fresh context; its reply line (see the protocol above).
 
-        ``probe``: a second run that only tells how the render ends (see ``classify_null``); it
-        returns the error dict (None on success) instead of the reply.
+        ``leases_fd`` (the reply fd) when the host wants lease checks per job step.
         """
-        budget = float(limits["time_ms"]) / 1000.0
-        job_limit = int(limits["job_steps"])
-        used = 0.0
-        steps = 0
-        passes = 0
-        output_bytes = 0
-        result: str | None = None
-        error: dict[str, Any] | None = None
-        ctx, dispatch = self.take_context()
+        run = RenderRun(self, channel, render_id, limits, payload, leases_fd)
+        outcome = run.execute()
+        if outcome.null_thrown:
+            assert outcome.error is not None
+            outcome = outcome._replace(error=self.classify_null(run.ctx, channel, render_id, limits, payload,
+                                                                run.used, run.budget, outcome.error))
+        usage = run.usage(self.heap(run.ctx))
+        # The context is never reused, on success or after any error. Freeing it (a full GC of
+        # its runtime, ~0.4 ms) waits until the reply is written: it is not the caller's time.
+        self.retired = run.retire()
+        return outcome.reply(render_id, usage)
+
+    def probe(self, channel: Channel, render_id: int, limits: dict[str, Any], payload: str) -> RenderOutcome:
+        """Run a render again only to see how it ends (see ``classify_null``): no reply, no usage."""
+        run = RenderRun(self, channel, render_id, limits, payload, None)
+        outcome = run.execute()
+        self.retired = run.retire()
+        return outcome
+
+
+class HarnessStatus(NamedTuple):
+    """The harness's answer to ``poll``, read as data (a JSON object it built with ``JSON.stringify``)."""
+
+    raw: str
+    """The JSON text itself: a finished or pending render's reply carries it as ``result`` unchanged."""
+    ok: bool | None
+    """True: finished (``text``); False: failed (``error``); None: a lookup is pending or it never settled."""
+    pending: str | None
+    """The request key of the lookup the host must resolve (bridge mode), else None."""
+    error: dict[str, Any] | None
+    """The harness's failure record (``kind``, ``name``, ``message``, ``line``, ``column``)."""
+    bytes: int | None
+    """The output's UTF-8 size as the harness counted it; None when it reported ``units`` instead."""
+    units: int | None
+    """A lazy poll's text length in UTF-16 units (its UTF-8 size when the text is ASCII), else None."""
+
+
+#: The JSON decoder's C scanner: ``json.loads`` without its Python layers (~2 us against ~6 us for
+#: a short status, on every render); ``read_status`` checks that it read the whole text.
+_SCAN_JSON = json.JSONDecoder().scan_once
+
+
+def read_status(raw: str) -> HarnessStatus:
+    """``raw`` (the harness's ``poll`` answer) as a ``HarnessStatus``; ValueError if it is not one."""
+    try:
+        data, end = _SCAN_JSON(raw, 0)
+    except StopIteration:
+        raise ValueError("the harness answered something else than JSON") from None
+    if end != len(raw):
+        raise ValueError("the harness answered more than one JSON value")
+    if not isinstance(data, dict) or data.get("ok") not in (True, False, None):
+        raise ValueError("the harness answered something else than a status")
+    pending = data.get("pending")
+    error = data.get("error")
+    size, units = data.get("bytes"), data.get("units")
+    return HarnessStatus(raw, data["ok"], str(pending) if pending is not None else None,
+                         error if isinstance(error, dict) else None,
+                         int(size) if size is not None else None, int(units) if units is not None else None)
+
+
+class RenderOutcome(NamedTuple):
+    """How one render ended: the harness's result JSON or an error record (never both).
+
+    (A named tuple, not a dataclass: the tests load this file by path, outside ``sys.modules``.)
+    """
+
+    result: str | None = None
+    """The harness's JSON (``{"ok":true,"text":...}`` or a pending lookup), the reply's ``result``."""
+    error: dict[str, Any] | None = None
+    """``{"code", "message", ...}``: the reply's ``error``."""
+    null_thrown: bool = False
+    """The render ended by a thrown ``null``: the template's, or the engine's memory failure."""
+
+    def reply(self, render_id: int, usage: dict[str, Any]) -> bytes:
+        head = reply_head(render_id, usage, self.error)
+        body = self.result if self.result is not None else "null"
+        return (head[:-1] + ',"result":' + body + "}\n").encode("utf-8")
+
+
+class RenderRun:
+    """One render in a fresh context: its budget, what it used, and one method per stage.
+
+    The stages, in order (``execute``): prepare the input, evaluate the program (from cached
+    bytecode when the worker has it), start it, drain its pending jobs (one pass), poll the
+    harness for the outcome. Every entry into JS goes through ``enter``, which gives the engine
+    what is left of the budget and charges the CPU time it took.
+    """
+
+    def __init__(self, worker: Worker, channel: Channel, render_id: int, limits: dict[str, Any], payload: str,
+                 leases_fd: int | None) -> None:
+        self.worker = worker
+        self.channel = channel
+        self.render_id = render_id
+        self.limits = limits
+        self.payload = payload
+        self.leases_fd = leases_fd
+        self.budget = float(limits["time_ms"]) / 1000.0
+        self.used = 0.0
+        self.steps = 0
+        self.passes = 0
+        self.output_bytes = 0
+        self.ctx, self.dispatch = worker.take_context()
+
+    def execute(self) -> RenderOutcome:
+        """Every stage; any failure becomes the outcome's error record."""
         try:
-            ctx.set_memory_limit(int(limits["memory_bytes"]))
-            ctx.set_max_stack_size(int(limits["stack_bytes"]))
-            if channel.cancel_requested(render_id):
-                raise RenderFailed("TEMPLATE_CANCELLED", "the render was cancelled before it started")
-            # Parsing and freezing the input run no template code and are bounded by the input
-            # size and the memory limit; they get the prelude's own limit, not the template's
-            # budget (the parent's deadline grows with the payload for the same reason).
-            ctx.set_time_limit(PRELUDE_TIME_LIMIT_S)
-            key = program_key(payload)
-            # A program whose bytecode is cached is evaluated from it (below): the harness never
-            # reads its source then, so the VM is not made to parse and keep its JSON text
-            # (~5 KB for a typical template). The input's shape check sees the same text after it.
-            stripped = key is not None and key in self.programs.entries
-            prepare(ctx, dispatch, '[""' + payload[len(key) + 1 :] if stripped else payload)
-
-            def enter(call: Any, *args: Any) -> Any:
-                nonlocal used
-                remaining = budget - used
-                if remaining <= 0:
-                    raise RenderFailed("TEMPLATE_TIME_LIMIT", time_message(budget))
-                ctx.set_time_limit(remaining)
-                t0 = time.process_time()
-                try:
-                    value = call(*args)
-                except _quickjs.JSException as exc:
-                    used += time.process_time() - t0
-                    raise engine_error(exc, used, budget) from None
-                used += time.process_time() - t0
-                return value
-
-            handed = False
-            if key is not None:
-                remaining = budget - used
-                t0 = time.process_time()
-                try:
-                    handed = self.programs.evaluate(ctx, key, t0 + remaining)
-                finally:
-                    used += time.process_time() - t0
-                if used >= budget:
-                    raise RenderFailed("TEMPLATE_TIME_LIMIT", time_message(budget))
-                if not handed and stripped:
-                    # The cached bytecode could not be read (nothing ran): the harness compiles
-                    # the source after all, so it gets the whole payload, as without the cache.
-                    ctx.set_time_limit(PRELUDE_TIME_LIMIT_S)
-                    prepare(ctx, dispatch, payload)
-            bridge = bool(enter(dispatch, "start", int(limits["output_bytes"]), handed))
-            # One pass: run pending jobs until the queue is empty. In bridge mode the pass also
-            # ends as soon as a lookup misses (the host resolves it and replays the template in
-            # a fresh context: nothing the template does after the miss can matter) or a bridge
-            # failure sticks.
-            passes = 1
-            pass_steps = 0
-            while True:
-                if channel.cancel_requested(render_id):
-                    raise RenderFailed("TEMPLATE_CANCELLED", "the render was cancelled")
-                if bridge and enter(dispatch, "settled"):
-                    break
-                if not enter(ctx.execute_pending_job):
-                    break
-                steps += 1
-                pass_steps += 1
-                if pass_steps > job_limit:
-                    raise RenderFailed(
-                        "TEMPLATE_JOB_LIMIT",
-                        f"the render ran more than {job_limit} pending-job steps in one pass",
-                    )
-                if bridge and leases_fd is not None:
-                    # After each await: the host re-checks its leases before the next step runs.
-                    verdict = channel.ask_lease(leases_fd, render_id, steps)
-                    if verdict.get("cancelled"):
-                        raise RenderFailed("TEMPLATE_CANCELLED", "the render was cancelled")
-                    if verdict.get("ok") is not True:
-                        raise RenderFailed(str(verdict.get("code") or "SOURCE_POLICY_CHANGED"),
-                                           str(verdict.get("message") or "a lease is no longer current"))
-            status = enter(dispatch, "poll", True)
-            if status.startswith('{"ok":true'):
-                status = count_output(status, lambda: enter(dispatch, "poll"))
-            if used >= budget:
-                raise RenderFailed("TEMPLATE_TIME_LIMIT", time_message(budget))
-            if status.startswith('{"ok":null,"pending"'):
-                result = status  # a lookup to resolve: the host replays with the answer
-            elif status.startswith('{"ok":true'):
-                result = status
-                # The harness writes `bytes` last: {"ok":true,"text":...,"bytes":N}
-                output_bytes = int(status[status.rindex(":") + 1 : -1])
-            elif status.startswith('{"ok":false'):
-                reply = json.loads(status)
-                failure = reply["error"]
-                code = ERROR_KINDS.get(failure.get("kind"), "TEMPLATE_EXECUTION_FAILED")
-                error = harness_error(code, failure)
-                if failure.get("kind") == "null":
-                    error["null_thrown"] = True
-                output_bytes = int(reply.get("bytes", 0))
-            else:
-                raise RenderFailed(
-                    "TEMPLATE_UNSETTLED",
-                    "the template's promise never settled (no pending jobs and nothing to resolve)",
-                )
+            return self._stages()
         except RenderFailed as failed:
             error = {"code": failed.code, "message": failed.message, **failed.detail}
             if failed.code == "TEMPLATE_TIME_LIMIT":
                 # A sticky bridge failure that happened before the clock ran out decides the
                 # render (a template that catches it in a loop burns the budget afterwards).
-                error = bridge_failure(ctx, dispatch) or error
+                error = bridge_failure(self.ctx, self.dispatch) or error
+            return RenderOutcome(error=error)
         except RecursionError:
-            error = {"code": "TEMPLATE_STACK_LIMIT", "message": "the host ran out of stack"}
-        except Exception as exc:  # noqa: BLE001 - the binding failed; the context is dropped below
-            error = {"code": "TEMPLATE_SANDBOX_CRASHED",
-                     "message": f"the sandbox failed internally ({type(exc).__name__})"}
-        if probe:
-            self.retired = (ctx, dispatch)
-            return error if error is not None else None
-        if error is not None and error.pop("null_thrown", False):
-            error = self.classify_null(ctx, channel, render_id, limits, payload, used, budget, error)
-        memory = self.heap(ctx)
-        usage = {
-            "time_ms": round(used * 1000.0, 3),
-            "memory_bytes": memory,
-            "output_bytes": output_bytes,
-            "passes": passes,
-            "job_steps": steps,
-        }
-        # The context is never reused, on success or after any error. Freeing it (a full GC of
-        # its runtime, ~0.4 ms) waits until the reply is written: it is not the caller's time.
-        self.retired = (ctx, dispatch)
-        del dispatch, ctx
-        head = reply_head(render_id, usage, error)
-        body = result if result is not None else "null"
-        return (head[:-1] + ',"result":' + body + "}\n").encode("utf-8")
+            return RenderOutcome(error={"code": "TEMPLATE_STACK_LIMIT", "message": "the host ran out of stack"})
+        except Exception as exc:  # noqa: BLE001 - the binding failed; the context is dropped
+            return RenderOutcome(error={"code": "TEMPLATE_SANDBOX_CRASHED",
+                                        "message": f"the sandbox failed internally ({type(exc).__name__})"})
+
+    def _stages(self) -> RenderOutcome:
+        ctx = self.ctx
+        ctx.set_memory_limit(int(self.limits["memory_bytes"]))
+        ctx.set_max_stack_size(int(self.limits["stack_bytes"]))
+        if self.channel.cancel_requested(self.render_id):
+            raise RenderFailed("TEMPLATE_CANCELLED", "the render was cancelled before it started")
+        handed = self._load_program()
+        bridge = bool(self.enter(self.dispatch, "start", int(self.limits["output_bytes"]), handed))
+        self.passes = 1
+        self._drain(bridge)
+        status = self._final_status()
+        if self.used >= self.budget:
+            raise RenderFailed("TEMPLATE_TIME_LIMIT", time_message(self.budget))
+        return self._outcome(status)
+
+    def enter(self, call: Any, *args: Any) -> Any:
+        """``call(*args)`` in JS with what is left of the budget; its CPU time is charged."""
+        remaining = self.budget - self.used
+        if remaining <= 0:
+            raise RenderFailed("TEMPLATE_TIME_LIMIT", time_message(self.budget))
+        self.ctx.set_time_limit(remaining)
+        t0 = time.process_time()
+        try:
+            value = call(*args)
+        except _quickjs.JSException as exc:
+            self.used += time.process_time() - t0
+            raise engine_error(exc, self.used, self.budget) from None
+        self.used += time.process_time() - t0
+        return value
+
+    def _load_program(self) -> bool:
+        """Prepare the input and evaluate the program; True when the harness was handed its outcome.
+
+        Parsing and freezing the input run no template code and are bounded by the input size
+        and the memory limit; they get the prelude's own limit, not the template's budget (the
+        parent's deadline grows with the payload for the same reason). A program whose bytecode
+        is cached is evaluated from it: the harness never reads its source then, so the VM is
+        not made to parse and keep its JSON text (~5 KB for a typical template); the input's
+        shape check sees the same text after it.
+        """
+        ctx, payload = self.ctx, self.payload
+        ctx.set_time_limit(PRELUDE_TIME_LIMIT_S)
+        key = program_key(payload)
+        stripped = key is not None and key in self.worker.programs.entries
+        prepare(ctx, self.dispatch, '[""' + payload[len(key) + 1 :] if stripped and key is not None else payload)
+        if key is None:
+            return False
+        t0 = time.process_time()
+        try:
+            handed = self.worker.programs.evaluate(ctx, key, t0 + self.budget - self.used)
+        finally:
+            self.used += time.process_time() - t0
+        if self.used >= self.budget:
+            raise RenderFailed("TEMPLATE_TIME_LIMIT", time_message(self.budget))
+        if not handed and stripped:
+            # The cached bytecode could not be read (nothing ran): the harness compiles the
+            # source after all, so it gets the whole payload, as without the cache.
+            ctx.set_time_limit(PRELUDE_TIME_LIMIT_S)
+            prepare(ctx, self.dispatch, payload)
+        return handed
+
+    def _drain(self, bridge: bool) -> None:
+        """One pass: run pending jobs until the queue is empty.
+
+        In bridge mode the pass also ends as soon as a lookup misses (the host resolves it and
+        replays the template in a fresh context: nothing the template does after the miss can
+        matter) or a bridge failure sticks.
+        """
+        job_limit = int(self.limits["job_steps"])
+        pass_steps = 0
+        while True:
+            if self.channel.cancel_requested(self.render_id):
+                raise RenderFailed("TEMPLATE_CANCELLED", "the render was cancelled")
+            if bridge and self.enter(self.dispatch, "settled"):
+                return
+            if not self.enter(self.ctx.execute_pending_job):
+                return
+            self.steps += 1
+            pass_steps += 1
+            if pass_steps > job_limit:
+                raise RenderFailed("TEMPLATE_JOB_LIMIT", f"the render ran more than {job_limit} pending-job steps in one pass")
+            if bridge and self.leases_fd is not None:
+                self._check_leases()
+
+    def _check_leases(self) -> None:
+        """After each await: the host re-checks its leases before the next step runs."""
+        assert self.leases_fd is not None
+        verdict = self.channel.ask_lease(self.leases_fd, self.render_id, self.steps)
+        if verdict.get("cancelled"):
+            raise RenderFailed("TEMPLATE_CANCELLED", "the render was cancelled")
+        if verdict.get("ok") is not True:
+            raise RenderFailed(str(verdict.get("code") or "SOURCE_POLICY_CHANGED"),
+                               str(verdict.get("message") or "a lease is no longer current"))
+
+    def _final_status(self) -> HarnessStatus:
+        """The harness's final poll, its output counted exactly.
+
+        The lazy poll of a finished render reports the text's UTF-16 length (``units``) instead
+        of measuring its UTF-8 size with a regex walk; when the whole answer is ASCII and holds
+        no ``\\u`` escape, so is the text, and the two are equal (``str.isascii`` tells in C).
+        Otherwise an ordinary poll measures it (the harness reuses the joined text).
+        """
+        status = read_status(self.enter(self.dispatch, "poll", True))
+        if status.ok is True and status.units is not None and not (status.raw.isascii() and "\\u" not in status.raw):
+            status = read_status(self.enter(self.dispatch, "poll"))
+        return status
+
+    def _outcome(self, status: HarnessStatus) -> RenderOutcome:
+        """The outcome a final status stands for."""
+        if status.ok is None and status.pending is not None:
+            return RenderOutcome(result=status.raw)  # a lookup to resolve: the host replays with the answer
+        if status.ok is True:
+            # No byte count: the lazy poll's ASCII text, whose UTF-8 size is its length (_final_status).
+            self.output_bytes = status.bytes if status.bytes is not None else status.units or 0
+            return RenderOutcome(result=status.raw)
+        if status.ok is False and status.error is not None:
+            self.output_bytes = status.bytes or 0
+            kind = status.error.get("kind")
+            error = harness_error(ERROR_KINDS.get(kind, "TEMPLATE_EXECUTION_FAILED"), status.error)
+            return RenderOutcome(error=error, null_thrown=kind == "null")
+        raise RenderFailed("TEMPLATE_UNSETTLED",
+                           "the template's promise never settled (no pending jobs and nothing to resolve)")
+
+    def usage(self, memory: int) -> dict[str, Any]:
+        return {"time_ms": round(self.used * 1000.0, 3), "memory_bytes": memory, "output_bytes": self.output_bytes,
+                "passes": self.passes, "job_steps": self.steps}
+
+    def retire(self) -> tuple[Any, Any]:
+        """The used context and its dispatcher, handed to the worker to free after the reply."""
+        retired = (self.ctx, self.dispatch)
+        del self.ctx, self.dispatch
+        return retired
 
 
 def reply_head(render_id: int, usage: dict[str, Any], error: dict[str, Any] | None) -> str:
@@ -828,22 +940,6 @@ def prepare(ctx: Any, dispatch: Any, payload: str) -> None:
         raise RenderFailed("INPUT_INVALID", refusal)
 
 
-def count_output(status: str, exact: Any) -> str:
-    """The harness's final ``{"ok":true,...}`` with its ``bytes``, counted here when it can be.
-
-    A lazy poll ends ``,"units":N}`` (the text's UTF-16 length). When the whole reply is ASCII
-    and holds no ``\\u`` escape, so is the text, and its UTF-8 size is N: ``str.isascii`` tells
-    in C what the harness could only learn by a regex walk of the text. Otherwise ``exact()``
-    (a second, ordinary poll: the harness measures and reuses the joined text) answers.
-    """
-    head, _, last = status[:-1].rpartition(",")
-    if not last.startswith('"units":'):
-        return status
-    if status.isascii() and "\\u" not in status:
-        return head + ',"bytes":' + last[8:] + "}"
-    return exact()
-
-
 def program_key(payload: str) -> str | None:
     """The program's JSON string literal at the head of ``payload`` (``[program, [\\n...``), or None.
 
@@ -864,12 +960,12 @@ def bridge_failure(ctx: Any, dispatch: Any) -> dict[str, Any] | None:
     """The harness's recorded bridge failure after an interrupt, or None (trusted code, own limit)."""
     try:
         ctx.set_time_limit(PRELUDE_TIME_LIMIT_S)
-        status = dispatch("poll")
+        status = read_status(dispatch("poll"))
     except Exception:  # noqa: BLE001 - the context is unusable: keep the time-limit error
         return None
-    if not isinstance(status, str) or not status.startswith('{"ok":false'):
+    failure = status.error
+    if status.ok is not False or failure is None:
         return None
-    failure = json.loads(status)["error"]
     kind = failure.get("kind")
     if kind not in BRIDGE_KINDS:
         return None

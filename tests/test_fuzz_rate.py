@@ -167,6 +167,10 @@ def test_bench_fuzz_reports_its_figures() -> None:
     figures = json.loads(done.stdout)
     assert figures["fast"]["per_cpu_s"] > figures["hypothesis_only"]["per_cpu_s"]
     assert figures["generate_us"] > 0 and figures["check_us"] > 0
+    ejs = figures["ejs"]  # both EJS campaigns, with the profile of what each checked
+    for row in (ejs["hypothesis_only"], ejs["fast"]):
+        assert row["inputs"] > 0 and row["profile"]["templates"] > 0 and row["findings"] == []
+        assert set(row["profile"]["constructs"]) >= {"escaped output <%=", "for", "failing tag"}
 
 
 def test_the_macro_target_still_catches_a_mutated_context_in_either_form(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -91,6 +91,12 @@ class FuzzTarget:
     recheck: Callable[[Any], Problem | None] | None = None
     #: draws one fragment to splice into corpus texts, ``rng -> draw()`` (fast path only)
     fast_fragment: Callable[[random.Random], Callable[[], str]] | None = None
+    #: ``example`` with its text replaced (fast path: corpus mutations and shrinking edit the text
+    #: and keep the rest, e.g. an EJS case's variables); the default: examples are texts
+    with_text: Callable[[Any, str], Any] = field(default=lambda example, text: text)
+    #: checks a list of examples at once, ``[check(e) for e in examples]`` in fewer round trips
+    #: (fast path only); ``None``: one ``check`` each
+    check_many: Callable[[list[Any]], list[Problem | None]] | None = None
 
 
 def _where(exc: BaseException) -> str:
@@ -208,8 +214,9 @@ def ejs_target(*, time_bound: float | None = None) -> FuzzTarget:
     try:
         from hypothesis import strategies as st
 
-        from ..ejs import render_template
+        from ..ejs import render_template, render_templates
         from ..sandbox import Limits
+        from ..testing.ejs_generator import EjsCaseGenerator
         from ..testing.ejs_strategies import ejs_cases, ejs_variables
     except ImportError as exc:
         raise TemplateError(f"the ejs target is unavailable: {exc}", code="FUZZ_TARGET_UNAVAILABLE") from None
@@ -239,6 +246,36 @@ def ejs_target(*, time_bound: float | None = None) -> FuzzTarget:
             return Problem("invariant", "invariant:variables-mutated", "the variables were mutated")
         return None
 
+    def check_many(cases: list[tuple[str, Any]]) -> list[Problem | None]:
+        """``[check(case) for case in cases]``, the renders sent as one batch to every worker.
+
+        The same verdicts: a batch slower than one render's bound, or one that raised anything
+        but a template's error, is checked again case by case, so that the problem (and its
+        signature) is the one ``check`` finds, on the case that has it.
+        """
+        before = [copy.deepcopy(variables) for _, variables in cases]
+        started = time.perf_counter()
+        try:
+            results = render_templates(cases, limits)
+        except Exception:  # noqa: BLE001 - a crash: found again, and placed, by the plain path
+            return [check(case) for case in cases]
+        if time.perf_counter() - started > bound:
+            return [check(case) for case in cases]
+        problems: list[Problem | None] = []
+        for (_, variables), result, copied in zip(cases, results, before):
+            if isinstance(result, TemplateError):
+                problem = None
+                if result.code in EJS_BUG_CODES:
+                    problem = Problem("crash", f"code:{result.code}", f"{result.code}: {result.message}"[:500])
+            elif not isinstance(result.text, str):
+                problem = Problem("invariant", "invariant:text-type", f"text is {type(result.text).__name__}")
+            elif variables != copied:
+                problem = Problem("invariant", "invariant:variables-mutated", "the variables were mutated")
+            else:
+                problem = None
+            problems.append(problem)
+        return problems
+
     return FuzzTarget(
         "ejs",
         ejs_cases(),
@@ -246,6 +283,10 @@ def ejs_target(*, time_bound: float | None = None) -> FuzzTarget:
         text_of=lambda case: case[0],
         extra_of=lambda case: {"variables": case[1]},
         mutate=lambda texts: st.tuples(texts, ejs_variables()),
+        fast=lambda rng: EjsCaseGenerator(rng).case,
+        fast_fragment=lambda rng: EjsCaseGenerator(rng).fragment,
+        with_text=lambda case, text: (text, case[1]),
+        check_many=check_many,
     )
 
 
@@ -340,7 +381,7 @@ def run_campaign(
 ) -> CampaignResult:
     """Draw and check inputs for ``seconds``; shrink each distinct failure.
 
-    A target with a fast generator (the macro target) draws most inputs from it, seeded from
+    A target with a fast generator (both targets) draws most inputs from it, seeded from
     ``seed``, and shrinks what fails by delta debugging (:func:`shrink_text`); a fiftieth of
     time goes to Hypothesis batches. Other targets draw every input through Hypothesis, in
     batches of ``batch`` examples each seeded from ``seed`` and its batch number, so a campaign
@@ -399,22 +440,15 @@ def _run_campaign(
         now = time.monotonic()
         if now >= deadline:
             break
-        for _ in range(_CHUNK):
-            example = _mutate_text(rng, rng.choice(corpus), fragment) if corpus and rng.random() < 0.5 else draw()
+        examples = _draw_chunk(target, rng, draw, fragment, corpus)
+        # One at a time (lazily: a finding's shrinking may end the chunk), or all at once.
+        verdicts = map(check, examples) if target.check_many is None else target.check_many(examples)
+        for example, problem in zip(examples, verdicts):
             counter[0] += 1
-            problem = check(example)
             if problem is None or problem.signature in known:
                 continue
             known.add(problem.signature)
-            signature = problem.signature
-
-            def still_fails(text: str, signature: str = signature) -> bool:
-                counter[0] += 1
-                found = recheck(text)
-                return found is not None and found.signature == signature
-
-            smallest = shrink_text(example, still_fails, shrink_until) if still_fails(example) else example
-            findings.append(Finding(target.name, recheck(smallest) or problem, smallest))
+            findings.append(_shrunk(target, example, problem, recheck, counter, shrink_until))
             if time.monotonic() >= deadline:
                 break
         now = time.monotonic()
@@ -429,6 +463,34 @@ def _run_campaign(
         if on_progress is not None:
             on_progress(counter[0], len(findings), time.monotonic() - started)
     return CampaignResult(counter[0], time.monotonic() - started, findings)
+
+
+def _draw_chunk(target: FuzzTarget, rng: random.Random, draw: Callable[[], Any], fragment: Callable[[], str],
+                corpus: Sequence[str]) -> list[Any]:
+    """``_CHUNK`` fast examples: drawn, or (half the time, with a corpus) a mutated corpus text
+    in a drawn example's place (an EJS case keeps its drawn variables)."""
+    examples = []
+    for _ in range(_CHUNK):
+        if corpus and rng.random() < 0.5:
+            examples.append(target.with_text(draw(), _mutate_text(rng, rng.choice(corpus), fragment)))
+        else:
+            examples.append(draw())
+    return examples
+
+
+def _shrunk(target: FuzzTarget, example: Any, problem: Problem, recheck: Callable[[Any], Problem | None],
+            counter: list[int], until: float) -> Finding:
+    """The finding of a failing fast example: its text shrunk while it fails the same way."""
+    signature = problem.signature
+
+    def still_fails(text: str) -> bool:
+        counter[0] += 1
+        found = recheck(target.with_text(example, text))
+        return found is not None and found.signature == signature
+
+    text = target.text_of(example)
+    smallest = target.with_text(example, shrink_text(text, still_fails, until) if still_fails(text) else text)
+    return Finding(target.name, recheck(smallest) or problem, smallest)
 
 
 def _hypothesis_batch(

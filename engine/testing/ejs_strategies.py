@@ -12,6 +12,9 @@ close-tag errors.
 templates render instead of failing on a missing name), with values chosen to stress
 stringification and escaping. The templates never use timers, ``Date`` or locale formatting,
 which differ between engines (research digest, section 3.5).
+
+The tables (``LITERALS``, ``KINDS``, ``TEXT_ATOMS``...) are plain lists, shared with the fast
+generator of ``ejs_generator``, which draws the same grammar without Hypothesis.
 """
 
 from __future__ import annotations
@@ -25,31 +28,36 @@ from hypothesis import strategies as st
 __all__ = ["ejs_cases", "ejs_templates", "ejs_variables"]
 
 _SPECIAL_TEXT = ["&", "<", ">", '"', "'", "\\", "`", "${x}", "/", "é", "😀", "中", "\u2028", "{", "}", "$"]
-_TEXT_ATOMS = [
+TEXT_ATOMS = [
     " ", "  ", "\t", "\n", "\r\n", "\r", "a", "Hello", "x", "-", "_", "%", "<", ">", "<>", "% >", "-%",
     "%>", "-%>", "_%>", "<%%", "%%>", "<%%>", "<%% x -%>", " %>", "\n\n", " \n", "\t\n",
 ] + _SPECIAL_TEXT
-_STRING_CHARS = st.sampled_from(list("abcXYZ 019&<>\"'/\\\n\té😀中-_"))
+STRING_CHARS = list("abcXYZ 019&<>\"'/\\\n\té😀中-_")
+_STRING_CHARS = st.sampled_from(STRING_CHARS)
 
 
 # JSON string syntax is JavaScript string syntax; "%" never appears, so no tag can hide inside.
 _JS_STRING = st.text(_STRING_CHARS, max_size=8).map(lambda s: json.dumps(s, ensure_ascii=False))
 
 
-_LITERALS = st.sampled_from([
+LITERALS = [
     "0", "1", "-0", "42", "3.5", "0.1 + 0.2", "1e21", "1 / 3", "NaN", "10n", "null", "undefined", "true",
     "false", "[]", "[1, [2, 3]]", "[null, undefined, 1]", "{a: 1}", "''", "Promise.resolve(1)",
-])
-_LOOKUPS = st.sampled_from([
+]
+_LITERALS = st.sampled_from(LITERALS)
+LOOKUPS = [
     "variables.name", "variables.n", "variables.items", "variables.items.length", "variables.items[0]",
     "variables.obj", "variables.obj.k", "variables.flag", "variables.nothing", "typeof variables.missing",
     "variables.items.join('-')", "JSON.stringify(variables.obj)", "String(variables.name).toUpperCase()",
     "variables.name.length", "Object.keys(variables.obj).join()", "variables.items.map(x => typeof x)",
-])
+]
+_LOOKUPS = st.sampled_from(LOOKUPS)
 
 
-_BINARY = st.sampled_from([" + ", " - ", " * ", " === ", " && ", " || ", " ?? "])
-_WRAPPERS = st.sampled_from(["binary", "ternary", "await", "string", "array"])
+BINARY = [" + ", " - ", " * ", " === ", " && ", " || ", " ?? "]
+_BINARY = st.sampled_from(BINARY)
+WRAPPERS = ["binary", "ternary", "await", "string", "array"]
+_WRAPPERS = st.sampled_from(WRAPPERS)
 
 
 @cache
@@ -79,28 +87,42 @@ def _expr_of(draw: st.DrawFn, atom: st.SearchStrategy[str], depth: int) -> str:
     return f"[{inner}]"
 
 
-_WS = st.sampled_from(["", " ", " ", "  ", "\t", "\n", " \n ", "\r\n"])
-_CLOSER = st.sampled_from(["%>", "%>", "-%>", "_%>"])
-_OUTPUT_TAIL = st.sampled_from(["", "", ";", " ;  ", " // note", "\n// c", " /* c */"])
+WHITESPACE = ["", " ", " ", "  ", "\t", "\n", " \n ", "\r\n"]
+_WS = st.sampled_from(WHITESPACE)
+CLOSERS = ["%>", "%>", "-%>", "_%>"]
+_CLOSER = st.sampled_from(CLOSERS)
+OUTPUT_TAILS = ["", "", ";", " ;  ", " // note", "\n// c", " /* c */"]
+_OUTPUT_TAIL = st.sampled_from(OUTPUT_TAILS)
 #: (space before, opener, space after the opener, space before the closer, closer, space after)
+SCRIPT_LEAD = ["", "", " ", "\t ", "  "]
+SCRIPT_OPEN = ["<%", "<%", "<%_"]
+SCRIPT_GAP = [" ", " ", "\n"]
+SCRIPT_AFTER = ["", "", " ", "\t", "  \t"]
+COMMENT_PIECES = ["a", " ", "\n", "<", ">", "-", "//"]
 _SCRIPT_WRAP = st.tuples(
-    st.sampled_from(["", "", " ", "\t ", "  "]), st.sampled_from(["<%", "<%", "<%_"]),
-    st.sampled_from([" ", " ", "\n"]), _WS, _CLOSER, st.sampled_from(["", "", " ", "\t", "  \t"]),
+    st.sampled_from(SCRIPT_LEAD), st.sampled_from(SCRIPT_OPEN),
+    st.sampled_from(SCRIPT_GAP), _WS, _CLOSER, st.sampled_from(SCRIPT_AFTER),
 )
-_COMMENT = st.tuples(st.lists(st.sampled_from(["a", " ", "\n", "<", ">", "-", "//"]), max_size=5), _CLOSER).map(
+_COMMENT = st.tuples(st.lists(st.sampled_from(COMMENT_PIECES), max_size=5), _CLOSER).map(
     lambda t: "<%#" + "".join(t[0]) + t[1]
 )
-_LITERAL_TEXT = st.sampled_from(["<%% x %>", "<%%= y -%>\n", "a %%> b", "<%%", "%%>"])
-_TEXT = st.lists(st.sampled_from(_TEXT_ATOMS), max_size=4).map("".join)
-_KINDS = st.sampled_from(
-    ["text", "text", "text", "output", "output", "output", "print", "comment", "var", "if", "for", "fn", "literal",
-     "failure"]
-)
+LITERAL_TEXT = ["<%% x %>", "<%%= y -%>\n", "a %%> b", "<%%", "%%>"]
+_LITERAL_TEXT = st.sampled_from(LITERAL_TEXT)
+_TEXT = st.lists(st.sampled_from(TEXT_ATOMS), max_size=4).map("".join)
+KINDS = [
+    "text", "text", "text", "output", "output", "output", "print", "comment", "var", "if", "for", "fn", "literal",
+    "failure",
+]
+_KINDS = st.sampled_from(KINDS)
 #: Tags that fail at run time or at compile time, so "both fail" is exercised by kind too.
-_FAILURES = st.sampled_from([
+FAILURES = [
     "<%= nope %>", "<%- variables.nothing.x %>", "<% null.f() %>", "<%= JSON.parse('{') %>", "<% (1 + ) %>",
     "<%= 1 2 %>", "<% throw new Error('x') %>", "<% const c = 1; c = 2 %>", "<%- Symbol('s') %>",
-])
+]
+_FAILURES = st.sampled_from(FAILURES)
+
+
+FOR_SOURCES = ["variables.items", "[1, 2]", "Object.keys(variables.obj)", "'ab'"]
 
 
 def _script(draw: st.DrawFn, body: str) -> str:
@@ -150,7 +172,7 @@ def _block_of(draw: st.DrawFn, depth: int, names: tuple[str, ...]) -> str:
             parts.append(_script(draw, "}"))
         elif depth < 2 and kind == "for":
             item = f"it{depth}"
-            source = draw(st.sampled_from(["variables.items", "[1, 2]", "Object.keys(variables.obj)", "'ab'"]))
+            source = draw(st.sampled_from(FOR_SOURCES))
             head = draw(st.sampled_from([f"for (const {item} of {source}) {{",
                                          f"for (let {item} = 0; {item} < 3; {item}++) {{"]))
             parts.append(_script(draw, head) + draw(_block(depth + 1, (*names, item))) + _script(draw, "}"))
@@ -163,14 +185,14 @@ def _block_of(draw: st.DrawFn, depth: int, names: tuple[str, ...]) -> str:
     return "".join(parts)
 
 
-_SOUP_TOKENS = [
+SOUP_TOKENS = [
     "<%", "<%_", "<%=", "<%-", "<%#", "<%%", "%%>", "%>", "-%>", "_%>", " ", "  ", "\n", "\t", "\r\n",
     " 1 ", "'a'", " 'x' ", "a", "-", "_", "%", "<", ">", " print(2) ", "//", ";",
 ]
 
 
 def _soup() -> st.SearchStrategy[str]:
-    return st.lists(st.sampled_from(_SOUP_TOKENS), max_size=10).map("".join)
+    return st.lists(st.sampled_from(SOUP_TOKENS), max_size=10).map("".join)
 
 
 def ejs_templates() -> st.SearchStrategy[str]:
@@ -178,17 +200,22 @@ def ejs_templates() -> st.SearchStrategy[str]:
     return st.one_of(_block(0, ()), _block(0, ()), _block(0, ()), _block(0, ()), _soup())
 
 
+SCALAR_FLOATS = [0.5, -2.25, 1e21, 1e-7, 0.1]
+N_FLOATS = [2.5, -0.5, 1e21]
+OBJ_KEYS = ["k", "a", "b c", "<x>", "2", "1"]
+
+
 def ejs_variables() -> st.SearchStrategy[dict[str, Any]]:
     """The data ``ejs_templates()`` reads: fixed keys, values that stress conversion and escaping."""
     scalar = st.one_of(
-        st.integers(-1000, 1000), st.sampled_from([0.5, -2.25, 1e21, 1e-7, 0.1]), st.booleans(), st.none(),
+        st.integers(-1000, 1000), st.sampled_from(SCALAR_FLOATS), st.booleans(), st.none(),
         st.text(_STRING_CHARS, max_size=6),
     )
     return st.fixed_dictionaries({
         "name": st.text(_STRING_CHARS, max_size=10),
-        "n": st.one_of(st.integers(-5, 100), st.sampled_from([2.5, -0.5, 1e21])),
+        "n": st.one_of(st.integers(-5, 100), st.sampled_from(N_FLOATS)),
         "items": st.lists(scalar, max_size=4),
-        "obj": st.dictionaries(st.sampled_from(["k", "a", "b c", "<x>", "2", "1"]), scalar, max_size=3),
+        "obj": st.dictionaries(st.sampled_from(OBJ_KEYS), scalar, max_size=3),
         "flag": st.booleans(),
         "nothing": st.none(),
     })
