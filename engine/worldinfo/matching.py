@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 
 from ..errors import Diagnostic
 from .entries import Entry
-from .regexes import DEFAULT_TIMEOUT, JsRegex, fold_for_literal, js_regex_resume, js_regex_search, parse_js_regex
+from .regexes import (DEFAULT_TIMEOUT, JsRegex, fold_for_literal, js_regex_resume, js_regex_search, js_regex_search_at,
+                      parse_js_regex)
 from .scan import _JS_WS, JOINER, MATCHER, Haystack, ScanBuffer
 
 __all__ = ["KeyMatcher"]
@@ -43,6 +44,12 @@ SUB, WORD, BOUNDED = 0, 1, 2
 #: how far back into already-checked text a required-literal check starts (at least the literal's
 #: length minus one; a common value lets keys share one case-folded tail)
 _FOLD_MARGIN = 64
+
+#: A regex key that begins with its required literal is tried only where the literal occurs (at
+#: most :data:`MAX_ANCHORS` places), not at every index to the end of the text: the plain search
+#: (``False``, tests switch it off to compare) tries the same places among all the others.
+ANCHORED_REGEX = True
+MAX_ANCHORS = 64
 
 
 def _mode(needle: str, whole_words: bool) -> int:
@@ -469,7 +476,12 @@ class KeyMatcher:
                     self._regex_results[key] = False
                     return False
                 self.regex_searches += 1
-                hit, resume = js_regex_resume(rx, text, where if rx.literal_at_start else pos, self.regex_timeout)
+                anchors = self._anchors(rx, text, where)
+                if anchors is not None:
+                    # a miss resumes at the first place again, as the plain QuickJS search's does
+                    hit, resume = js_regex_search_at(rx, text, anchors, self.regex_timeout), where
+                else:
+                    hit, resume = js_regex_resume(rx, text, where if rx.literal_at_start else pos, self.regex_timeout)
                 if progress is None or len(text) >= progress[0]:
                     self._regex_progress[progress_key] = (len(text), resume, hit)
             else:
@@ -478,7 +490,11 @@ class KeyMatcher:
                     hit = False
                 else:
                     self.regex_searches += 1
-                    hit = js_regex_search(rx, text, self.regex_timeout, where if rx.literal_at_start else 0)
+                    anchors = self._anchors(rx, text, where)
+                    if anchors is not None:
+                        hit = js_regex_search_at(rx, text, anchors, self.regex_timeout)
+                    else:
+                        hit = js_regex_search(rx, text, self.regex_timeout, where if rx.literal_at_start else 0)
         except TimeoutError:
             if rx.status != "refused":  # else the search engine already said why (see regexes._js_search)
                 object.__setattr__(rx, "status", "refused")
@@ -532,6 +548,32 @@ class KeyMatcher:
         self._literal_seen[progress_key] = (pos, len(text))
         self._regex_results[(rx.source, hay)] = False
         return False
+
+    def _anchors(self, rx: JsRegex, text: str, where: int) -> list[int] | None:
+        """Every place at or after ``where`` (the literal's first) where the regex's literal occurs, or
+        ``None`` for the plain search: the shortcut is off, the regex does not begin with its literal
+        or is sticky, or the literal occurs more than :data:`MAX_ANCHORS` times."""
+        if not (ANCHORED_REGEX and rx.literal_at_start and rx.literal and not rx.sticky):
+            return None
+        literal = rx.literal
+        if rx.ignore_case:
+            cache_key = (id(text), 0)
+            cached = self._folded.get(cache_key)
+            if cached is None or cached[0] is not text:
+                if len(self._folded) > 64:
+                    self._folded.clear()
+                cached = self._folded[cache_key] = (text, fold_for_literal(text))
+            hay = cached[1]  # folding keeps every character's position
+        else:
+            hay = text
+        places = [where]
+        at = hay.find(literal, where + 1)
+        while at >= 0:
+            if len(places) == MAX_ANCHORS:
+                return None
+            places.append(at)
+            at = hay.find(literal, at + 1)
+        return places
 
     def _literal_at(self, rx: JsRegex, text: str, pos: int, progress_key: tuple[str, int, tuple[str, ...]]) -> int:
         """Where the regex's required literal first occurs in ``text`` at or after ``pos``; -1 if nowhere.
