@@ -250,7 +250,7 @@ class KeyMatcher:
         self._reported: set[tuple[str, str]] = set()
         self.regex_searches = 0
         #: (id of a scanned text, start) -> (that text, its case-folded tail), for required literals
-        self._folded: dict[tuple[int, int], tuple[str, str]] = {}
+        self._folded: dict[int, tuple[str, str]] = {}  # see :meth:`_fold`
         #: (shorter haystack, haystack) -> where the shorter one's text ends in the longer one's
         self._old_ends: dict[tuple[Haystack, Haystack], int] = {}
         #: regex progress key -> (search start, text length up to which the required literal is absent)
@@ -534,20 +534,26 @@ class KeyMatcher:
             or self._literal_seen.get(progress_key) == (pos, old_end)
         if not settled:
             return None
-        if rx.ignore_case:
-            cache_key = (id(text), old_end)
-            cached = self._folded.get(cache_key)
-            if cached is None or cached[0] is not text:
-                if len(self._folded) > 64:
-                    self._folded.clear()
-                cached = self._folded[cache_key] = (text, fold_for_literal(text[old_end:]))
-            if literal in cached[1]:
-                return None
-        elif text.find(literal, old_end) >= 0:
+        if (self._fold(text) if rx.ignore_case else text).find(literal, old_end) >= 0:
             return None
         self._literal_seen[progress_key] = (pos, len(text))
         self._regex_results[(rx.source, hay)] = False
         return False
+
+    def _fold(self, text: str) -> str:
+        """``text`` case-folded as ``i`` literals are compared (:func:`fold_for_literal`), kept for the
+        last texts searched: every ``i`` key of a pass reads the same haystack text.
+
+        Folding keeps every character's position, and the folded text's ASCII characters do not
+        depend on where it starts (only a final sigma does), so a literal's place in the whole
+        folded text is its place in the folded tail of any start.
+        """
+        cached = self._folded.get(id(text))
+        if cached is None or cached[0] is not text:
+            if len(self._folded) > 64:
+                self._folded.clear()
+            cached = self._folded[id(text)] = (text, fold_for_literal(text))
+        return cached[1]
 
     def _anchors(self, rx: JsRegex, text: str, where: int) -> list[int] | None:
         """Every place at or after ``where`` (the literal's first) where the regex's literal occurs, or
@@ -556,16 +562,7 @@ class KeyMatcher:
         if not (ANCHORED_REGEX and rx.literal_at_start and rx.literal and not rx.sticky):
             return None
         literal = rx.literal
-        if rx.ignore_case:
-            cache_key = (id(text), 0)
-            cached = self._folded.get(cache_key)
-            if cached is None or cached[0] is not text:
-                if len(self._folded) > 64:
-                    self._folded.clear()
-                cached = self._folded[cache_key] = (text, fold_for_literal(text))
-            hay = cached[1]  # folding keeps every character's position
-        else:
-            hay = text
+        hay = self._fold(text) if rx.ignore_case else text
         places = [where]
         at = hay.find(literal, where + 1)
         while at >= 0:
@@ -583,9 +580,9 @@ class KeyMatcher:
         the returned place, so the search starts there. Without a literal this returns ``pos``.
 
         Only the text added since the last check is looked at (``_literal_seen`` remembers up to
-        where the literal was absent), and the case-folded tail is shared by every ``i`` key
-        checked at the same place, so a recursion pass costs the new text plus one ``find`` per
-        regex key, not one search of the whole buffer per key.
+        where the literal was absent), and the case-folded text is folded once and shared by every
+        ``i`` key (:meth:`_fold`), so a recursion pass costs one fold of its text plus one ``find``
+        of the unchecked part per regex key, not one search of the whole buffer per key.
         """
         literal = rx.literal
         if literal is None:
@@ -595,18 +592,7 @@ class KeyMatcher:
         if seen is not None and seen[0] == pos and pos <= seen[1] <= len(text):
             # an occurrence in the longer text must end past the checked part
             start = max(pos, seen[1] - max(_FOLD_MARGIN, len(literal) - 1))
-        if not rx.ignore_case:
-            where = text.find(literal, start)
-        else:
-            cache_key = (id(text), start)
-            cached = self._folded.get(cache_key)
-            if cached is None or cached[0] is not text:
-                if len(self._folded) > 64:
-                    self._folded.clear()
-                cached = self._folded[cache_key] = (text, fold_for_literal(text[start:]))
-            where = cached[1].find(literal)
-            if where >= 0:
-                where += start  # folding keeps every character's position
+        where = (self._fold(text) if rx.ignore_case else text).find(literal, start)
         if where < 0:
             self._literal_seen[progress_key] = (pos, len(text))
         return where
