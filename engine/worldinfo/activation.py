@@ -797,8 +797,12 @@ class _Run:
     def filter_groups(self, candidates: list[int], state: int, step: int) -> list[int]:
         """Inclusion groups on this pass's candidates; returns the survivors in order.
 
-        Our semantics for an entry in several groups (``"a,b"``): once it loses one group it is no
-        longer a member of the others, and an activated entry blocks every group it belongs to.
+        SillyTavern's steps, each over the groups in JavaScript key order: a sticky member wins its
+        group, members on cooldown or delay drop out, group scoring keeps the best scores, and a
+        group keeps one member (an earlier pass's activated member, else an override, else a
+        weighted roll). Our semantics for an entry in several groups (``"a,b"``): once it loses one
+        group it is no longer a member of the others, and an activated entry blocks every group it
+        belongs to.
         """
         grouped: dict[str, list[int]] = {}
         for i in candidates:
@@ -806,90 +810,105 @@ class _Run:
                 grouped.setdefault(name, []).append(i)
         if not grouped:
             return candidates
-        alive = set(candidates)
-        names = js_key_order(grouped)
-        sticky_groups: set[str] = set()
-        for name in names:
-            members = grouped[name]
+        groups = _Groups(grouped, js_key_order(grouped), set(candidates), step, state)
+        self._sticky_groups(groups)
+        self._groups_cooling_down(groups)
+        self._group_scoring(groups)
+        self._group_winners(groups)
+        return [i for i in candidates if i in groups.alive]
+
+    def _lose(self, groups: _Groups, i: int, reason: str, detail: str, winner: int | str | None = None) -> None:
+        groups.alive.discard(i)
+        self.decide(i, "skipped", reason, detail, groups.step, groups.state, winner=winner)
+
+    def _sticky_groups(self, groups: _Groups) -> None:
+        """A group with a sticky member keeps its sticky members only."""
+        for name in groups.names:
+            members = groups.members[name]
             stickies = [i for i in members if self.timed.is_active("sticky", self.entries[i])]
             if not stickies:
                 continue
-            sticky_groups.add(name)
+            groups.sticky.add(name)
+            holder = self.entries[stickies[0]].uid
             for i in members:
-                if i in alive and i not in stickies:
-                    alive.discard(i)
-                    self.decide(i, "skipped", "group", f"group {name!r} lost to uid {self.entries[stickies[0]].uid} "
-                                "(sticky)", step, state, winner=self.entries[stickies[0]].uid)
-        # SillyTavern then drops members on cooldown or delay, sticky or not (a sticky entry is
-        # usually on cooldown too, since both effects start when it activates)
-        for name in names:
-            for i in grouped[name]:
-                if i in alive and (self.timed.is_active("cooldown", self.entries[i])
-                                   or self.timed.is_active("delay", self.entries[i])):
-                    alive.discard(i)
-                    self.decide(i, "skipped", "cooldown", f"in inclusion group {name!r} while on cooldown",
-                                step, state)
+                if i in groups.alive and i not in stickies:
+                    self._lose(groups, i, "group", f"group {name!r} lost to uid {holder} (sticky)", holder)
+
+    def _groups_cooling_down(self, groups: _Groups) -> None:
+        """Members on cooldown or delay drop out, sticky or not (a sticky entry is usually on cooldown
+        too, since both effects start when it activates), as SillyTavern does next."""
+        for name in groups.names:
+            for i in groups.members[name]:
+                if i in groups.alive and (self.timed.is_active("cooldown", self.entries[i])
+                                          or self.timed.is_active("delay", self.entries[i])):
+                    self._lose(groups, i, "cooldown", f"in inclusion group {name!r} while on cooldown")
+
+    def _group_scoring(self, groups: _Groups) -> None:
+        """Where group scoring applies (globally or per entry), members below the group's best score drop out."""
         global_scoring = self.settings.use_group_scoring
-        for name in names:
-            members = [i for i in grouped[name] if i in alive]
-            if name in sticky_groups or not members:
+        for name in groups.names:
+            members = [i for i in groups.members[name] if i in groups.alive]
+            if name in groups.sticky or not members:
                 continue
             if not global_scoring and not any(self.entries[i].use_group_scoring for i in members):
                 continue
-            scores = {i: self.score(self.entries[i], state) for i in members}
+            scores = {i: self.score(self.entries[i], groups.state) for i in members}
             best = max(scores.values())
             for i in members:
                 scored = self.entries[i].use_group_scoring
                 if scored is None:
                     scored = global_scoring
                 if scored and scores[i] < best:
-                    alive.discard(i)
-                    self.decide(i, "skipped", "group_scoring", f"group {name!r}: score {scores[i]} is below "
-                                f"the best {best}", step, state)
+                    self._lose(groups, i, "group_scoring", f"group {name!r}: score {scores[i]} is below the best {best}")
+
+    def _group_winners(self, groups: _Groups) -> None:
+        """Each group not decided by a sticky member keeps one member: none when an earlier pass
+        activated one of its entries, else the override with the highest order, else a weighted roll."""
         activated_groups: dict[str, int | str] = {}
         for j in self.activated.values():
             for group in self.entries[j].groups:
                 activated_groups.setdefault(group, self.entries[j].uid)
-        for name in names:
-            if name in sticky_groups:
+        for name in groups.names:
+            if name in groups.sticky:
                 continue
-            members = [i for i in grouped[name] if i in alive]
+            members = [i for i in groups.members[name] if i in groups.alive]
             if name in activated_groups:
                 holder = activated_groups[name]
                 for i in members:
-                    alive.discard(i)
-                    self.decide(i, "skipped", "group", f"group {name!r} lost to uid {holder} (activated in an "
-                                "earlier pass)", step, state, winner=holder)
+                    self._lose(groups, i, "group", f"group {name!r} lost to uid {holder} (activated in an earlier pass)",
+                               holder)
                 continue
             if len(members) <= 1:
                 continue
             overrides = [i for i in members if self.entries[i].group_override]
             if overrides:
-                winner = sorted(overrides, key=lambda i: -self.entries[i].order)[0]
+                winner: int | None = sorted(overrides, key=lambda i: -self.entries[i].order)[0]
                 how = "group override with the highest order"
             else:
-                weights = [self.entries[i].group_weight for i in members]
-                total = sum(weights)
-                value = self.rng()
-                roll = value * total
-                winner = None
-                running = 0.0
-                for i, w in zip(members, weights):
-                    running += w
-                    if roll <= running:
-                        winner = i
-                        break
-                self.draws.append(Draw("group", value, name, total,
-                                       self.entries[winner].id if winner is not None else "none"))
+                winner, how = self._weighted_roll(name, members)
                 if winner is None:
                     continue
-                how = f"weighted roll {roll:.3f} of {total:g}"
+            uid = self.entries[winner].uid
             for i in members:
                 if i != winner:
-                    alive.discard(i)
-                    self.decide(i, "skipped", "group", f"group {name!r} lost to uid {self.entries[winner].uid} "
-                                f"({how})", step, state, winner=self.entries[winner].uid)
-        return [i for i in candidates if i in alive]
+                    self._lose(groups, i, "group", f"group {name!r} lost to uid {uid} ({how})", uid)
+
+    def _weighted_roll(self, name: str, members: list[int]) -> tuple[int | None, str]:
+        """SillyTavern's weighted pick among a group's members (one draw, recorded); ``None`` when the
+        roll passes every weight (all weights zero or negative)."""
+        weights = [self.entries[i].group_weight for i in members]
+        total = sum(weights)
+        value = self.rng()
+        roll = value * total
+        winner = None
+        running = 0.0
+        for i, w in zip(members, weights):
+            running += w
+            if roll <= running:
+                winner = i
+                break
+        self.draws.append(Draw("group", value, name, total, self.entries[winner].id if winner is not None else "none"))
+        return winner, f"weighted roll {roll:.3f} of {total:g}"
 
     def first_pass_entries(self) -> list[int]:
         """Entries that can be candidates in the first pass; the others get a pending decision."""
@@ -1143,6 +1162,22 @@ class _Run:
         if text:
             self.buffer.add_recursion(text)
             self.meter.add_recursion(text, for_recursion, contents)
+
+
+@dataclass(slots=True)
+class _Groups:
+    """One pass's inclusion groups while :meth:`_Run.filter_groups` decides them."""
+
+    #: group name -> its members among the pass's candidates, in candidate order
+    members: dict[str, list[int]]
+    #: the group names in JavaScript key order (the order SillyTavern walks them in)
+    names: list[str]
+    #: candidates no group step has removed yet
+    alive: set[int]
+    step: int
+    state: int
+    #: groups a sticky member decided
+    sticky: set[str] = field(default_factory=set)
 
 
 @dataclass(slots=True)
