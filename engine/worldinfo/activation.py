@@ -472,7 +472,14 @@ def scan_reach(settings: WorldInfoSettings, entries: Sequence[Entry]) -> int | N
 
 
 class _Run:
-    """One scan's mutable working state (the loop is long; splitting it keeps each rule readable)."""
+    """One scan's mutable working state.
+
+    :meth:`run` is SillyTavern's loop, a method per job of a pass: which entries to look at
+    (:meth:`entries_to_check`), which of them are candidates (:meth:`candidates`, each through
+    :meth:`consider`), inclusion groups (:meth:`filter_groups`), admitting each survivor against
+    its probability and the token budget (:meth:`admit`, counting through :class:`_BudgetMeter`),
+    and the next scan state (:meth:`next_state`). Each entry's last decision is a :class:`_Decision`.
+    """
 
     def __init__(self, prepared: _Prepared, messages: list[str], options: ActivationOptions, timed: TimedEffects,
                  diagnostics: list[Diagnostic], chat_length: int | None = None) -> None:
