@@ -98,3 +98,24 @@ def test_a_literal_found_too_often_takes_the_plain_search(monkeypatch: pytest.Mo
                                {"world_info_recursive": False})
     assert few.uids == [] and many.uids == [0]
     assert calls == ["at", "plain"]
+
+
+def test_a_catastrophic_key_tried_at_its_places_is_still_refused_on_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The places share one search's time limit: a pattern that backtracks without end at its literal stops."""
+    import time
+
+    tried: list[int] = []
+    monkeypatch.setattr(matching_module, "js_regex_search_at",
+                        lambda rx, text, starts, timeout: tried.append(len(starts))
+                        or js_regex_search_at(rx, text, starts, timeout))
+    book = {"entries": {"0": {"uid": 0, "key": ["/zzzz(a|aa)+b/"], "content": "boom"},
+                        "1": {"uid": 1, "key": ["dragon"], "content": "fires"}}}
+    start = time.perf_counter()
+    act = activate_world_info(book, [("zzzz" + "a" * 80 + " ") * 3, "a dragon"], {}, regex_timeout=0.1)
+    assert time.perf_counter() - start < 5.0
+    assert tried == [3]  # the three places, in one engine call
+    assert act.uids == [1]
+    [record] = [r for r in act.trace.to_list() if r["uid"] == 0]
+    assert "refused: the search took longer than 0.1 s" in record["detail"]
+    # the next activation is unaffected
+    assert activate_world_info({"entries": [{"uid": 0, "key": ["/zzzz\\s/"], "content": "x"}]}, ["zzzz a"]).uids == [0]
