@@ -119,3 +119,22 @@ def test_a_catastrophic_key_tried_at_its_places_is_still_refused_on_time(monkeyp
     assert "refused: the search took longer than 0.1 s" in record["detail"]
     # the next activation is unaffected
     assert activate_world_info({"entries": [{"uid": 0, "key": ["/zzzz\\s/"], "content": "x"}]}, ["zzzz a"]).uids == [0]
+
+
+def test_a_text_folded_from_an_earlier_fold_finds_the_same_literals() -> None:
+    """:meth:`KeyMatcher._fold` folds a longer haystack from the end of an earlier one; its ASCII is the
+    whole text's fold (a final sigma may differ, which no ASCII literal can meet)."""
+    from tavernbox.worldinfo.matching import KeyMatcher
+    from tavernbox.worldinfo.scan import ScanBuffer
+
+    matcher = KeyMatcher(ScanBuffer([], base_depth=0), case_sensitive=False, whole_words=True)
+    rnd = random.Random(4)
+    text = ""
+    for _ in range(40):
+        text = text + "\n" + "".join(rnd.choice(["ASH", "ſ", "İ", "Σ", " ", "K", "x", "ΣA"]) for _ in range(8))
+        text = "".join(text)  # a new object each time, as the buffer builds them
+        folded, whole = matcher._fold(text), fold_for_literal(text)
+        assert len(folded) == len(whole)
+        assert all(a == b or not (a.isascii() or b.isascii()) for a, b in zip(folded, whole))
+        for literal in ("ash", "k", "sash", "ia", "xa"):
+            assert folded.find(literal) == whole.find(literal)

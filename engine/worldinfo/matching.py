@@ -50,6 +50,8 @@ _FOLD_MARGIN = 64
 #: (``False``, tests switch it off to compare) tries the same places among all the others.
 ANCHORED_REGEX = True
 MAX_ANCHORS = 64
+#: places of one literal kept per haystack (past it the plain search runs)
+_KEPT_PLACES = 4 * MAX_ANCHORS
 
 
 def _mode(needle: str, whole_words: bool) -> int:
@@ -251,6 +253,9 @@ class KeyMatcher:
         self.regex_searches = 0
         #: (id of a scanned text, start) -> (that text, its case-folded tail), for required literals
         self._folded: dict[int, tuple[str, str]] = {}  # see :meth:`_fold`
+        #: (literal, case-folded, depth, extras) -> the last text searched and every place the literal
+        #: occurs in it (``None``: too many), see :meth:`_anchors`
+        self._places: dict[tuple[str, bool, int, tuple[str, ...]], tuple[str, list[int] | None]] = {}
         #: (shorter haystack, haystack) -> where the shorter one's text ends in the longer one's
         self._old_ends: dict[tuple[Haystack, Haystack], int] = {}
         #: regex progress key -> (search start, text length up to which the required literal is absent)
@@ -476,7 +481,7 @@ class KeyMatcher:
                     self._regex_results[key] = False
                     return False
                 self.regex_searches += 1
-                anchors = self._anchors(rx, text, where)
+                anchors = self._anchors(rx, text, where, hay)
                 if anchors is not None:
                     # a miss resumes at the first place again, as the plain QuickJS search's does
                     hit, resume = js_regex_search_at(rx, text, anchors, self.regex_timeout), where
@@ -490,7 +495,7 @@ class KeyMatcher:
                     hit = False
                 else:
                     self.regex_searches += 1
-                    anchors = self._anchors(rx, text, where)
+                    anchors = self._anchors(rx, text, where, hay)
                     if anchors is not None:
                         hit = js_regex_search_at(rx, text, anchors, self.regex_timeout)
                     else:
@@ -546,31 +551,62 @@ class KeyMatcher:
 
         Folding keeps every character's position, and the folded text's ASCII characters do not
         depend on where it starts (only a final sigma does), so a literal's place in the whole
-        folded text is its place in the folded tail of any start.
+        folded text is its place in the folded tail of any start; and a text that extends one
+        folded before (the same haystack one recursion piece later) is folded from that one's end.
         """
         cached = self._folded.get(id(text))
-        if cached is None or cached[0] is not text:
-            if len(self._folded) > 64:
-                self._folded.clear()
-            cached = self._folded[id(text)] = (text, fold_for_literal(text))
-        return cached[1]
+        if cached is not None and cached[0] is text:
+            return cached[1]
+        folded = None
+        for old, old_folded in self._folded.values():
+            if len(old) < len(text) and text.startswith(old):
+                folded = old_folded + fold_for_literal(text[len(old):])
+                break
+        if folded is None:
+            folded = fold_for_literal(text)
+        if len(self._folded) > 64:
+            self._folded.clear()
+        self._folded[id(text)] = (text, folded)
+        return folded
 
-    def _anchors(self, rx: JsRegex, text: str, where: int) -> list[int] | None:
+    def _anchors(self, rx: JsRegex, text: str, where: int, hay: Haystack) -> list[int] | None:
         """Every place at or after ``where`` (the literal's first) where the regex's literal occurs, or
         ``None`` for the plain search: the shortcut is off, the regex does not begin with its literal
-        or is sticky, or the literal occurs more than :data:`MAX_ANCHORS` times."""
+        or is sticky, or the literal occurs more than :data:`MAX_ANCHORS` times.
+
+        The places found in a text are kept per haystack: the same haystack one pass later is that
+        text plus recursion pieces, so only the new end is searched (a place in the old text lies
+        wholly before it).
+        """
         if not (ANCHORED_REGEX and rx.literal_at_start and rx.literal and not rx.sticky):
             return None
         literal = rx.literal
-        hay = self._fold(text) if rx.ignore_case else text
-        places = [where]
-        at = hay.find(literal, where + 1)
-        while at >= 0:
-            if len(places) == MAX_ANCHORS:
-                return None
-            places.append(at)
-            at = hay.find(literal, at + 1)
-        return places
+        folded = self._fold(text) if rx.ignore_case else text
+        key = (literal, rx.ignore_case, hay.depth, hay.extras)
+        known = self._places.get(key)
+        places: list[int] | None
+        if known is not None and len(known[0]) <= len(text) and text.startswith(known[0]):
+            places = known[1]
+            start = max(0, len(known[0]) - len(literal) + 1)
+        else:
+            places, start = [], 0
+        if places is not None:
+            at = folded.find(literal, start)
+            while at >= 0:
+                if len(places) == _KEPT_PLACES:
+                    places = None
+                    break
+                places.append(at)
+                at = folded.find(literal, at + 1)
+        if len(self._places) > 4096:
+            self._places.clear()
+        self._places[key] = (text, places)
+        if places is None:
+            return None
+        first = bisect.bisect_left(places, where)
+        if len(places) - first > MAX_ANCHORS:
+            return None
+        return places[first:]
 
     def _literal_at(self, rx: JsRegex, text: str, pos: int, progress_key: tuple[str, int, tuple[str, ...]]) -> int:
         """Where the regex's required literal first occurs in ``text`` at or after ``pos``; -1 if nowhere.
