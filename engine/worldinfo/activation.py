@@ -1051,38 +1051,48 @@ class _Run:
 
     def settle_regex_entries(self, dirty: set[int], waiting: set[int], cursor: _Cursor) -> None:
         """Add to ``dirty`` the entries with regex keys whose decision may change in this pass; the
-        others carry their last decision forward (:meth:`carry_forward`, or :meth:`still_waiting`
-        for one carried forward last pass) and are remembered in ``self.waiting``."""
+        others carry their last decision forward (:meth:`still_waiting` for those carried forward
+        last pass, else :meth:`carry_forward`) and are remembered in ``self.waiting``."""
         prepared = self.prepared
-        recursion = self.buffer.recursion
-        raw_new = "\n".join(recursion[j] for j in range(cursor.seen_pieces, len(recursion)))
-        new_texts = (raw_new, fold_for_literal(raw_new))
         regex_only, carried = prepared.regex_only, self.waiting
+        kept = self.still_waiting(waiting - dirty, cursor)
         for i in prepared.always_dirty:
             if i in dirty or i not in regex_only:
                 dirty.add(i)
-            elif (i in waiting and self.still_waiting(i, cursor, new_texts)) or \
-                    self.carry_forward(i, cursor.state, cursor.step):
+            elif i in kept or self.carry_forward(i, cursor.state, cursor.step):
                 carried.add(i)
             else:
                 dirty.add(i)
 
-    def still_waiting(self, i: int, cursor: _Cursor, new_texts: tuple[str, str]) -> bool:
-        """:meth:`carry_forward` again for entry ``i``, carried forward last pass, from the new text alone.
+    def still_waiting(self, waiting: set[int], cursor: _Cursor) -> set[int]:
+        """Of the ``waiting`` entries (carried forward last pass), those that keep their decision in
+        this step from the new recursion text alone: :meth:`carry_forward` again, cheaply.
 
-        Last pass established, for each of its regex keys, that no match lies in the text then and
-        that a later one needs the key's required literal past its end; if the new recursion text
-        (as written and case-folded) holds none of the literals, that still holds, and the entry
-        keeps its decision in this step. Returns whether it did.
+        Last pass established, for each of an entry's regex keys, that no match lies in the text
+        then and that a later one needs the key's required literal past its end; if the new
+        recursion text (as written and case-folded) holds none of the literals, that still holds.
+        One loop for all of them: it runs for every regex entry in every pass.
         """
-        decision = self.decisions[i]
-        if decision.step != cursor.step - 1 or i in self.failed_probability or self.ids[i] in self.activated:
-            return False
-        for rx in self.prepared.regexes[i]:
-            if rx.status != "ok" or rx.literal is None or rx.literal in new_texts[rx.ignore_case]:
-                return False
-        self.decisions[i] = decision._replace(step=cursor.step, state=ScanState.NAMES[cursor.state])
-        return True
+        if not waiting:
+            return set()
+        recursion = self.buffer.recursion
+        raw_new = "\n".join(recursion[j] for j in range(cursor.seen_pieces, len(recursion)))
+        new_texts = (raw_new, fold_for_literal(raw_new))
+        decisions, failed, activated, ids, regexes = (self.decisions, self.failed_probability, self.activated,
+                                                      self.ids, self.prepared.regexes)
+        step, state_name = cursor.step, ScanState.NAMES[cursor.state]
+        kept: set[int] = set()
+        for i in waiting:
+            decision = decisions[i]
+            if decision.step != step - 1 or i in failed or ids[i] in activated:
+                continue
+            for rx in regexes[i]:
+                if rx.status != "ok" or rx.literal is None or rx.literal in new_texts[rx.ignore_case]:
+                    break
+            else:
+                decisions[i] = decision._replace(step=step, state=state_name)
+                kept.add(i)
+        return kept
 
     def candidates(self, todo: Iterable[int], cursor: _Cursor) -> list[int]:
         """The entries of ``todo`` that are candidates in this pass (:meth:`consider`), in order.
