@@ -37,3 +37,14 @@ def test_bench_worldinfo_text_report_states_the_target() -> None:
 def test_bench_worldinfo_rejects_zero_repeats() -> None:
     done = _run("--repeat", "0")
     assert done.returncode == 2 and "at least 1" in done.stderr
+
+
+def test_bench_worldinfo_measures_the_raw_book_with_its_parse() -> None:
+    """Issue 29's figure: the raw book's ``json.loads`` plus the activation, against the parse alone."""
+    done = _run("--entries", "200", "--messages", "4", "--repeat", "1", "--json")
+    assert done.returncode == 0, done.stderr
+    loaded = json.loads(done.stdout)["raw_with_loads"]
+    assert loaded["loads_ms"] > 0 and loaded["activate_ms"] > 0
+    assert loaded["ratio"] == loaded["with_loads_ms"] / loaded["loads_ms"] > 1
+    done = _run("--entries", "200", "--messages", "4", "--repeat", "1")
+    assert "json.loads of the raw book, then the public call" in done.stdout and "goal 2.2x" in done.stdout

@@ -15,13 +15,15 @@ entry and a saved book round-trips.
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import Any
 
-from pydantic import ConfigDict, Field, PrivateAttr
+from pydantic import ConfigDict, Field, PrivateAttr, create_model
 from pydantic.alias_generators import to_camel
 
 from ..errors import Diagnostic, TemplateError
+from ..world_info_fields import ENTRY_FIELDS, NO_DEFAULT, EntryField
 from .base import AssetModel, type_name, validate_model
 from .decoding import MAX_SAFE_INTEGER, unsafe_number
 from .paths import join_path
@@ -41,48 +43,8 @@ __all__ = [
 Number = int | float
 
 #: SillyTavern 1.18's new-entry template (``newWorldInfoEntryDefinition``), by ST field name.
-ST_ENTRY_DEFAULTS: dict[str, Any] = {
-    "key": [],
-    "keysecondary": [],
-    "comment": "",
-    "content": "",
-    "constant": False,
-    "vectorized": False,
-    "selective": True,
-    "selectiveLogic": 0,
-    "addMemo": False,
-    "order": 100,
-    "position": 0,
-    "disable": False,
-    "ignoreBudget": False,
-    "excludeRecursion": False,
-    "preventRecursion": False,
-    "matchPersonaDescription": False,
-    "matchCharacterDescription": False,
-    "matchCharacterPersonality": False,
-    "matchCharacterDepthPrompt": False,
-    "matchScenario": False,
-    "matchCreatorNotes": False,
-    "delayUntilRecursion": 0,
-    "probability": 100,
-    "useProbability": True,
-    "depth": 4,
-    "outletName": "",
-    "group": "",
-    "groupOverride": False,
-    "groupWeight": 100,
-    "scanDepth": None,
-    "caseSensitive": None,
-    "matchWholeWords": None,
-    "useGroupScoring": None,
-    "automationId": "",
-    "role": 0,
-    "sticky": None,
-    "cooldown": None,
-    "delay": None,
-    "triggers": [],
-    "characterFilter": {"isExclude": False, "names": [], "tags": []},
-}
+ST_ENTRY_DEFAULTS: dict[str, Any] = {f.st_name: copy.deepcopy(f.st_default) for f in ENTRY_FIELDS
+                                     if f.st_default is not NO_DEFAULT}
 
 
 class CharacterFilter(AssetModel):
@@ -95,62 +57,46 @@ class CharacterFilter(AssetModel):
     tags: list[str] = Field(default_factory=list)
 
 
-class WorldInfoEntry(AssetModel):
-    """One world-info entry in SillyTavern's world-file shape (attribute names snake_case, aliases ST's)."""
+class _WorldInfoEntryBase(AssetModel):
+    """What :data:`WorldInfoEntry` adds to its fields: unknown fields kept, SillyTavern's names as aliases."""
 
     model_config = ConfigDict(extra="allow", populate_by_name=True, alias_generator=to_camel)
-
-    uid: int | str
-    key: list[str] = Field(default_factory=list)
-    keysecondary: list[str] = Field(default_factory=list)
-    comment: str = ""
-    content: str = ""
-    constant: bool = False
-    vectorized: bool = False
-    selective: bool = True
-    selective_logic: int = 0
-    add_memo: bool = False
-    order: Number = 100
-    position: int = 0
-    disable: bool = False
-    ignore_budget: bool = False
-    exclude_recursion: bool = False
-    prevent_recursion: bool = False
-    match_persona_description: bool = False
-    match_character_description: bool = False
-    match_character_personality: bool = False
-    match_character_depth_prompt: bool = False
-    match_scenario: bool = False
-    match_creator_notes: bool = False
-    #: ``true`` means recursion level 1, a number names the level; SillyTavern stores either.
-    delay_until_recursion: bool | Number = 0
-    probability: Number = 100
-    use_probability: bool = True
-    depth: int = 4
-    outlet_name: str = ""
-    group: str = ""
-    group_override: bool = False
-    group_weight: Number = 100
-    scan_depth: int | None = None
-    case_sensitive: bool | None = None
-    match_whole_words: bool | None = None
-    use_group_scoring: bool | None = None
-    automation_id: str = ""
-    #: 0 system, 1 user, 2 assistant; ``null`` (common in exported books) means system.
-    role: int | None = 0
-    sticky: int | None = None
-    cooldown: int | None = None
-    delay: int | None = None
-    triggers: list[str] = Field(default_factory=list)
-    character_filter: CharacterFilter = Field(default_factory=CharacterFilter)
-    display_index: int | None = None
 
     def to_st_dict(self) -> dict[str, Any]:
         """The entry as SillyTavern stores it: every template field present, unknown fields kept."""
         out = self.model_dump(by_alias=True)
-        if self.display_index is None and "display_index" not in self.model_fields_set:
+        if getattr(self, "display_index", None) is None and "display_index" not in self.model_fields_set:
             out.pop("displayIndex", None)
         return out
+
+
+#: the model's annotation for each kind of entry field (``world_info_fields.ENTRY_KINDS``)
+_MODEL_TYPES: dict[str, Any] = {
+    "uid": int | str, "strings": list[str], "text": str, "content": str, "bool": bool, "optbool": bool | None,
+    "int": int, "optint": int | None, "num": Number, "delay": bool | Number, "filter": CharacterFilter,
+}
+
+
+def _model_field(f: EntryField) -> tuple[Any, Any]:
+    """One row of the field table as a pydantic field: its annotation and default (SillyTavern's template's)."""
+    annotation = _MODEL_TYPES[f.kind]
+    if f.nullable or (f.st_default is None and f.kind == "int"):
+        annotation = annotation | None
+    if f.kind == "uid":
+        return annotation, Field(alias=f.st_name)
+    if f.kind == "filter":
+        return annotation, Field(default_factory=CharacterFilter, alias=f.st_name)
+    if isinstance(f.st_default, list):
+        return annotation, Field(default_factory=list, alias=f.st_name)
+    return annotation, Field(None if f.st_default is NO_DEFAULT else f.st_default, alias=f.st_name)
+
+
+#: One world-info entry in SillyTavern's world-file shape (attribute names snake_case, aliases ST's):
+#: a field per row of ``world_info_fields.ENTRY_FIELDS``, unknown fields kept.
+WorldInfoEntry: type[_WorldInfoEntryBase] = create_model(  # type: ignore[call-overload]
+    "WorldInfoEntry", __base__=_WorldInfoEntryBase, __module__=__name__,
+    __doc__="One world-info entry in SillyTavern's world-file shape (attribute names snake_case, aliases ST's).",
+    **{f.attr: _model_field(f) for f in ENTRY_FIELDS})
 
 
 class WorldBook(AssetModel):
@@ -524,13 +470,11 @@ def parse_world_book(
 
 
 #: Fields where a ``null`` is read as SillyTavern's default (its activation code uses ``??`` on them).
-_NULLABLE_DEFAULTED = {
-    k for k, v in ST_ENTRY_DEFAULTS.items() if v is not None and k not in {"role"}
-}
+_NULLABLE_DEFAULTED = {f.st_name for f in ENTRY_FIELDS if f.st_default not in (None, NO_DEFAULT) and not f.nullable}
 
 
 #: Numeric entry fields SillyTavern does arithmetic on (checked for integers past 2^53-1).
-_NUMERIC_FIELDS = ("uid", "order", "depth", "probability", "groupWeight", "scanDepth", "sticky", "cooldown", "delay")
+_NUMERIC_FIELDS = tuple(f.st_name for f in ENTRY_FIELDS if f.arithmetic)
 
 
 def _nulls_to_defaults(entry: dict[str, Any], path: str, diags: list[Diagnostic]) -> dict[str, Any]:

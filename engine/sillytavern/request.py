@@ -32,9 +32,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from ..errors import TemplateError
+from ..world_info_fields import SETTING_FIELDS
 
 __all__ = [
     "AuthorNote",
@@ -96,23 +97,18 @@ class AuthorNote(_Strict):
     role: Role = "system"
 
 
-class WorldInfoOptions(_Strict):
-    """World-info settings under SillyTavern's names, with its shipped defaults."""
+def _world_info_options() -> type[_Strict]:
+    """The request's world-info settings: the field table's rows a request may set, with their bounds."""
+    fields: dict[str, Any] = {}
+    for f in SETTING_FIELDS:
+        if f.request:
+            kind = Literal[f.choices] if f.choices else f.kind  # type: ignore[valid-type]
+            fields[f.st_name] = (kind, Field(f.default, ge=f.ge, le=f.le))
+    return create_model("WorldInfoOptions", __base__=_Strict, __module__=__name__,  # type: ignore[call-overload,no-any-return]
+                        __doc__="World-info settings under SillyTavern's names, with its shipped defaults.", **fields)
 
-    world_info_depth: int = Field(2, ge=0, le=1000)
-    world_info_min_activations: int = Field(0, ge=0)
-    world_info_min_activations_depth_max: int = Field(0, ge=0)
-    world_info_budget: float = Field(25, ge=0, le=100)
-    world_info_budget_cap: int = Field(0, ge=0)
-    world_info_include_names: bool = True
-    world_info_recursive: bool = True
-    world_info_overflow_alert: bool = False
-    world_info_case_sensitive: bool = False
-    world_info_match_whole_words: bool = True
-    world_info_use_group_scoring: bool = False
-    #: 0 evenly, 1 character first, 2 global first
-    world_info_character_strategy: Literal[0, 1, 2] = 1
-    world_info_max_recursion_steps: int = Field(0, ge=0)
+
+WorldInfoOptions = _world_info_options()
 
 
 class ReasoningOptions(_Strict):

@@ -16,9 +16,9 @@ import hashlib
 import marshal
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import Diagnostic, TemplateError
 from ..collector import bulk_allocation
@@ -169,10 +169,20 @@ def sort_entries(books: Sequence[WorldBook], strategy: int) -> tuple[list[Entry]
     return out, diagnostics
 
 
-#: (outcome, reason, detail, step, state, key, secondary, winner): a trace record in the making
-_Decision = tuple[str, str, str, "int | None", "str | None", "str | None", "str | None", "int | str | None"]
-_NOT_SCANNED: _Decision = ("skipped", "not_scanned", "the loop ended before the entry was looked at", None, None,
-                           None, None, None)
+class _Decision(NamedTuple):
+    """The loop's last word on one entry: a trace record in the making (see :func:`trace_records`)."""
+
+    outcome: str
+    reason: str
+    detail: str
+    step: int | None = None
+    state: str | None = None
+    key: str | None = None
+    secondary: str | None = None
+    winner: int | str | None = None
+
+
+_NOT_SCANNED = _Decision("skipped", "not_scanned", "the loop ended before the entry was looked at")
 _LOGIC_NAMES = {0: "AND ANY", 1: "NOT ALL", 2: "NOT ANY", 3: "AND ALL"}
 
 
@@ -200,6 +210,7 @@ class _Prepared:
     def __init__(self, entries: list[Entry], settings: WorldInfoSettings,
                  key_text: Callable[[str], str] | None) -> None:
         self.entries = entries
+        self._deepest: Any = _MISSING  # see :meth:`reach`
         self.ids = [f"{book}.{uid}" for book, uid in map(_BOOK_UID, entries)]  # Entry.id, in one C-driven pass
         self.needles: dict[tuple[str, bool, bool], Needle] = {}
         preparer = KeyMatcher(ScanBuffer([], base_depth=0), case_sensitive=settings.case_sensitive,
@@ -227,6 +238,16 @@ class _Prepared:
         self.secondary_mixed = {cs: any(g and not is_word_gram(g) for g in m)
                                 for cs, m in self.secondary_others.items()}
         self.other_maps = ((self.primary_others, self.primary_mixed), (self.secondary_others, self.secondary_mixed))
+
+    def reach(self, settings: WorldInfoSettings) -> int | None:
+        """:func:`scan_reach` for these entries (their own deepest scan depth found once)."""
+        if settings.min_activations > 0:
+            return None
+        deepest = self._deepest
+        if deepest is _MISSING:
+            depths = [e.scan_depth for e in self.entries if e.scan_depth is not None]
+            deepest = self._deepest = max((d for d in depths if isinstance(d, int)), default=None)
+        return settings.depth if deepest is None else max(settings.depth, deepest)
 
     def _flags(self, entries: list[Entry]) -> None:
         """Which entries have rules that need attention, from one read of their rule fields.
@@ -355,9 +376,12 @@ class _Prepared:
                 buckets[needle.cs].setdefault(gram, []).append((needle, owners))
 
 
-#: content digest of a raw book argument -> its normalised books and their diagnostics
+#: content digest of a raw book argument -> its normalised books and their diagnostics (each book
+#: under two digests, see :func:`_normalized_books`)
 _NORMALIZED_CACHE: dict[bytes, tuple[list[WorldBook], tuple[Diagnostic, ...]]] = {}
-_NORMALIZED_CACHE_SIZE = 4
+_NORMALIZED_CACHE_SIZE = 8
+#: look a raw book up by its quick digest first (tests switch it off to compare)
+QUICK_DIGEST = True
 
 
 def _normalized_books(books: Any) -> tuple[list[WorldBook], list[Diagnostic]]:
@@ -369,23 +393,46 @@ def _normalized_books(books: Any) -> tuple[list[WorldBook], list[Diagnostic]]:
     values (so no object whose content a repr would hide can make two different books look
     alike: such an argument simply is not cached). The same book content then yields the very
     same :class:`WorldBook` objects, which :func:`_prepared_for` finds by identity.
+
+    Two encodings are used. Version 2 writes no back-references, whose use depends on reference
+    counts: equal content always gives equal bytes (a copy of the book hits the cache too). The
+    current version marks shared objects instead of repeating them, which makes it about three
+    times faster on a parsed book (its keys are shared strings), but the same content held with
+    other sharing can give other bytes. Either encoding decodes to its content, so equal bytes
+    always mean equal content; the quick one is looked up first (a fresh ``json.loads`` of the
+    same text gives the same bytes), and on a miss the plain one decides.
     """
     if type(books) is not dict and type(books) is not list:
         return normalize_books(books)
+    quick: bytes | None = None
     try:
-        # version 2 writes no back-references, whose use depends on reference counts: equal
-        # content then always gives equal bytes (a copy of the book hits the cache too)
-        digest = hashlib.blake2b(marshal.dumps(books, 2), digest_size=20).digest()
+        if QUICK_DIGEST:
+            quick = _digest(books, marshal.version)
+            hit = _NORMALIZED_CACHE.get(quick)
+            if hit is not None:
+                return list(hit[0]), list(hit[1])
+        plain = _digest(books, 2)
     except (ValueError, RecursionError):  # a value marshal cannot encode: not cached
         return normalize_books(books)
-    hit = _NORMALIZED_CACHE.get(digest)
-    if hit is not None:
-        return list(hit[0]), list(hit[1])
-    normalized, diagnostics = normalize_books(books)
-    if len(_NORMALIZED_CACHE) >= _NORMALIZED_CACHE_SIZE:
+    hit = _NORMALIZED_CACHE.get(plain)
+    if hit is None:
+        normalized, diagnostics = normalize_books(books)
+        hit = (list(normalized), tuple(diagnostics))
+        _remember(plain, hit)
+    if quick is not None:
+        _remember(quick, hit)
+    return list(hit[0]), list(hit[1])
+
+
+def _digest(books: dict[str, Any] | list[Any], version: int) -> bytes:
+    # the encoding's version is part of the key: two versions' bytes never meet
+    return hashlib.blake2b(marshal.dumps(books, version), digest_size=20, person=b"v%d" % version).digest()
+
+
+def _remember(digest: bytes, books: tuple[list[WorldBook], tuple[Diagnostic, ...]]) -> None:
+    if digest not in _NORMALIZED_CACHE and len(_NORMALIZED_CACHE) >= _NORMALIZED_CACHE_SIZE:
         _NORMALIZED_CACHE.pop(next(iter(_NORMALIZED_CACHE)))
-    _NORMALIZED_CACHE[digest] = (list(normalized), tuple(diagnostics))
-    return normalized, diagnostics
+    _NORMALIZED_CACHE[digest] = books
 
 
 _PREPARED_CACHE: dict[tuple[Any, ...], tuple[tuple[WorldBook, ...], _Prepared]] = {}
@@ -411,10 +458,9 @@ def _prepared_for(books: list[WorldBook], settings: WorldInfoSettings, entries_f
 
 
 #: a decision not taken yet: the entry was not looked at because no key of it can match
-_PENDING: _Decision = ("skipped", "pending", "", None, None, None, None, None)
+_PENDING = _Decision("skipped", "pending", "")
 #: what :meth:`_Run.consider` decides in the first pass for an entry none of whose primary keys match
-_NO_MATCH_FIRST: _Decision = ("skipped", "no_match", "no primary key matched", 1, ScanState.NAMES[ScanState.INITIAL],
-                              None, None, None)
+_NO_MATCH_FIRST = _Decision("skipped", "no_match", "no primary key matched", 1, ScanState.NAMES[ScanState.INITIAL])
 
 
 def scan_reach(settings: WorldInfoSettings, entries: Sequence[Entry]) -> int | None:
@@ -426,30 +472,33 @@ def scan_reach(settings: WorldInfoSettings, entries: Sequence[Entry]) -> int | N
 
 
 class _Run:
-    """One scan's mutable working state (the loop is long; splitting it keeps each rule readable)."""
+    """One scan's mutable working state.
 
-    def __init__(self, prepared: _Prepared, messages: list[str], settings: WorldInfoSettings,
-                 context: ScanContext, timed: TimedEffects, *, generation_type: str, expand: Expand | None,
-                 token_counter: Callable[[str], int], additive_tokens: bool, rng: Callable[[], float],
-                 forced: set[str], regex_timeout: float, diagnostics: list[Diagnostic],
-                 chat_length: int | None = None) -> None:
+    :meth:`run` is SillyTavern's loop, a method per job of a pass: which entries to look at
+    (:meth:`entries_to_check`), which of them are candidates (:meth:`candidates`, each through
+    :meth:`consider`), inclusion groups (:meth:`filter_groups`), admitting each survivor against
+    its probability and the token budget (:meth:`admit`, counting through :class:`_BudgetMeter`),
+    and the next scan state (:meth:`next_state`). Each entry's last decision is a :class:`_Decision`.
+    """
+
+    def __init__(self, prepared: _Prepared, messages: list[str], options: ActivationOptions, timed: TimedEffects,
+                 diagnostics: list[Diagnostic], chat_length: int | None = None) -> None:
         entries = self.entries = prepared.entries
         self.prepared = prepared
         self.messages = messages
         #: the whole chat's scanned messages (``messages`` may be only its newest ones: ``ChatTail``)
         self.chat_length = len(messages) if chat_length is None else chat_length
-        self.settings = settings
-        self.context = context
+        settings = self.settings = options.settings
+        context = self.context = options.context
         self.timed = timed
-        self.generation_type = generation_type
-        self.expand = expand
-        self.count_tokens = token_counter
-        self.additive_tokens = additive_tokens
-        #: the counter promises never to count more tokens than the text has UTF-8 bytes (see
-        #: :data:`AT_MOST_UTF8_BYTES`): while the bytes stay under the budget, no count is needed
-        self.bytes_bound = not additive_tokens and getattr(token_counter, AT_MOST_UTF8_BYTES, False) is True
-        self.rng = rng
-        self.forced = forced
+        self.generation_type = options.generation_type
+        self.expand = options.expand
+        self.meter = _BudgetMeter(budget_tokens(settings), resolve_token_counter(settings, options.token_counter),
+                                  additive=options.token_counter is None and settings.tokenizer == "words",
+                                  words_of=self.words_of)
+        self.rng = options.rng or random.Random(options.seed).random
+        forced = self.forced = options.forced
+        regex_timeout = options.regex_timeout
         self.diagnostics = diagnostics
         extras = {
             "persona_description": context.persona_description,
@@ -463,7 +512,7 @@ class _Run:
                                  injections=context.injections)
         # the deepest any scan looks: the global depth and every entry's own scan depth, unless the
         # minimum-activations rule may walk further back
-        reach = scan_reach(settings, entries)
+        reach = prepared.reach(settings)
         self.matcher = KeyMatcher(self.buffer, case_sensitive=settings.case_sensitive,
                                   whole_words=settings.match_whole_words, regex_timeout=regex_timeout,
                                   diagnostics=diagnostics, needles=prepared.needles, reach=reach)
@@ -514,7 +563,7 @@ class _Run:
     # -- small helpers ------------------------------------------------------------------------
     def decide(self, i: int, outcome: str, reason: str, detail: str, step: int, state: int, key: str | None = None,
                secondary: str | None = None, winner: int | str | None = None) -> None:
-        self.decisions[i] = (outcome, reason, detail, step, ScanState.NAMES[state], key, secondary, winner)
+        self.decisions[i] = _Decision(outcome, reason, detail, step, ScanState.NAMES[state], key, secondary, winner)
 
     def run_expand(self, text: str, what: str) -> str:
         if self.expand is None or not text:
@@ -609,11 +658,11 @@ class _Run:
                     source = refused[0].source
                     shown = source if len(source) <= 60 else source[:57] + "..."
                     detail += f" (regex key {shown} refused: {refused[0].reason})"
-            self.decisions[i] = ("skipped", "no_match", detail, step, ScanState.NAMES[state], None, None, None)
+            self.decisions[i] = _Decision("skipped", "no_match", detail, step, ScanState.NAMES[state])
             return False
         if not (entry.selective and secondary_keys):
-            self.decisions[i] = ("activated", "key", f"fired by key {primary!r}", step, ScanState.NAMES[state],
-                                 primary, None, None)
+            self.decisions[i] = _Decision("activated", "key", f"fired by key {primary!r}", step, ScanState.NAMES[state],
+                                          primary)
             return True
         logic = entry.selective_logic
         any_match = False
@@ -652,7 +701,7 @@ class _Run:
         did that.
         """
         decision = self.decisions[i]
-        if (decision[3] != step - 1 or decision[1] not in ("no_match", "secondary_logic") or not self.simple[i]
+        if (decision.step != step - 1 or decision.reason not in ("no_match", "secondary_logic") or not self.simple[i]
                 or i in self.failed_probability or self.ids[i] in self.activated):
             return False
         hay = self.haystack(i, state)
@@ -672,14 +721,13 @@ class _Run:
                 return False
             if answer:
                 break  # the same first matching primary key; the later ones do not count
-        if decision[1] == "secondary_logic":
+        if decision.reason == "secondary_logic":
             for _, needle in secondary_keys:
                 if needle is None or needle.kind != REGEX:
                     continue
                 if needle.rx is None or needle.rx.status != "ok" or unchanged(needle.rx, before, hay) is None:
                     return False
-        self.decisions[i] = (decision[0], decision[1], decision[2], step, ScanState.NAMES[state], decision[5],
-                             decision[6], decision[7])
+        self.decisions[i] = decision._replace(step=step, state=ScanState.NAMES[state])
         return True
 
     def words_of(self, i: int, content: str) -> int:
@@ -756,8 +804,12 @@ class _Run:
     def filter_groups(self, candidates: list[int], state: int, step: int) -> list[int]:
         """Inclusion groups on this pass's candidates; returns the survivors in order.
 
-        Our semantics for an entry in several groups (``"a,b"``): once it loses one group it is no
-        longer a member of the others, and an activated entry blocks every group it belongs to.
+        SillyTavern's steps, each over the groups in JavaScript key order: a sticky member wins its
+        group, members on cooldown or delay drop out, group scoring keeps the best scores, and a
+        group keeps one member (an earlier pass's activated member, else an override, else a
+        weighted roll). Our semantics for an entry in several groups (``"a,b"``): once it loses one
+        group it is no longer a member of the others, and an activated entry blocks every group it
+        belongs to.
         """
         grouped: dict[str, list[int]] = {}
         for i in candidates:
@@ -765,90 +817,105 @@ class _Run:
                 grouped.setdefault(name, []).append(i)
         if not grouped:
             return candidates
-        alive = set(candidates)
-        names = js_key_order(grouped)
-        sticky_groups: set[str] = set()
-        for name in names:
-            members = grouped[name]
+        groups = _Groups(grouped, js_key_order(grouped), set(candidates), step, state)
+        self._sticky_groups(groups)
+        self._groups_cooling_down(groups)
+        self._group_scoring(groups)
+        self._group_winners(groups)
+        return [i for i in candidates if i in groups.alive]
+
+    def _lose(self, groups: _Groups, i: int, reason: str, detail: str, winner: int | str | None = None) -> None:
+        groups.alive.discard(i)
+        self.decide(i, "skipped", reason, detail, groups.step, groups.state, winner=winner)
+
+    def _sticky_groups(self, groups: _Groups) -> None:
+        """A group with a sticky member keeps its sticky members only."""
+        for name in groups.names:
+            members = groups.members[name]
             stickies = [i for i in members if self.timed.is_active("sticky", self.entries[i])]
             if not stickies:
                 continue
-            sticky_groups.add(name)
+            groups.sticky.add(name)
+            holder = self.entries[stickies[0]].uid
             for i in members:
-                if i in alive and i not in stickies:
-                    alive.discard(i)
-                    self.decide(i, "skipped", "group", f"group {name!r} lost to uid {self.entries[stickies[0]].uid} "
-                                "(sticky)", step, state, winner=self.entries[stickies[0]].uid)
-        # SillyTavern then drops members on cooldown or delay, sticky or not (a sticky entry is
-        # usually on cooldown too, since both effects start when it activates)
-        for name in names:
-            for i in grouped[name]:
-                if i in alive and (self.timed.is_active("cooldown", self.entries[i])
-                                   or self.timed.is_active("delay", self.entries[i])):
-                    alive.discard(i)
-                    self.decide(i, "skipped", "cooldown", f"in inclusion group {name!r} while on cooldown",
-                                step, state)
+                if i in groups.alive and i not in stickies:
+                    self._lose(groups, i, "group", f"group {name!r} lost to uid {holder} (sticky)", holder)
+
+    def _groups_cooling_down(self, groups: _Groups) -> None:
+        """Members on cooldown or delay drop out, sticky or not (a sticky entry is usually on cooldown
+        too, since both effects start when it activates), as SillyTavern does next."""
+        for name in groups.names:
+            for i in groups.members[name]:
+                if i in groups.alive and (self.timed.is_active("cooldown", self.entries[i])
+                                          or self.timed.is_active("delay", self.entries[i])):
+                    self._lose(groups, i, "cooldown", f"in inclusion group {name!r} while on cooldown")
+
+    def _group_scoring(self, groups: _Groups) -> None:
+        """Where group scoring applies (globally or per entry), members below the group's best score drop out."""
         global_scoring = self.settings.use_group_scoring
-        for name in names:
-            members = [i for i in grouped[name] if i in alive]
-            if name in sticky_groups or not members:
+        for name in groups.names:
+            members = [i for i in groups.members[name] if i in groups.alive]
+            if name in groups.sticky or not members:
                 continue
             if not global_scoring and not any(self.entries[i].use_group_scoring for i in members):
                 continue
-            scores = {i: self.score(self.entries[i], state) for i in members}
+            scores = {i: self.score(self.entries[i], groups.state) for i in members}
             best = max(scores.values())
             for i in members:
                 scored = self.entries[i].use_group_scoring
                 if scored is None:
                     scored = global_scoring
                 if scored and scores[i] < best:
-                    alive.discard(i)
-                    self.decide(i, "skipped", "group_scoring", f"group {name!r}: score {scores[i]} is below "
-                                f"the best {best}", step, state)
+                    self._lose(groups, i, "group_scoring", f"group {name!r}: score {scores[i]} is below the best {best}")
+
+    def _group_winners(self, groups: _Groups) -> None:
+        """Each group not decided by a sticky member keeps one member: none when an earlier pass
+        activated one of its entries, else the override with the highest order, else a weighted roll."""
         activated_groups: dict[str, int | str] = {}
         for j in self.activated.values():
             for group in self.entries[j].groups:
                 activated_groups.setdefault(group, self.entries[j].uid)
-        for name in names:
-            if name in sticky_groups:
+        for name in groups.names:
+            if name in groups.sticky:
                 continue
-            members = [i for i in grouped[name] if i in alive]
+            members = [i for i in groups.members[name] if i in groups.alive]
             if name in activated_groups:
                 holder = activated_groups[name]
                 for i in members:
-                    alive.discard(i)
-                    self.decide(i, "skipped", "group", f"group {name!r} lost to uid {holder} (activated in an "
-                                "earlier pass)", step, state, winner=holder)
+                    self._lose(groups, i, "group", f"group {name!r} lost to uid {holder} (activated in an earlier pass)",
+                               holder)
                 continue
             if len(members) <= 1:
                 continue
             overrides = [i for i in members if self.entries[i].group_override]
             if overrides:
-                winner = sorted(overrides, key=lambda i: -self.entries[i].order)[0]
+                winner: int | None = sorted(overrides, key=lambda i: -self.entries[i].order)[0]
                 how = "group override with the highest order"
             else:
-                weights = [self.entries[i].group_weight for i in members]
-                total = sum(weights)
-                value = self.rng()
-                roll = value * total
-                winner = None
-                running = 0.0
-                for i, w in zip(members, weights):
-                    running += w
-                    if roll <= running:
-                        winner = i
-                        break
-                self.draws.append(Draw("group", value, name, total,
-                                       self.entries[winner].id if winner is not None else "none"))
+                winner, how = self._weighted_roll(name, members)
                 if winner is None:
                     continue
-                how = f"weighted roll {roll:.3f} of {total:g}"
+            uid = self.entries[winner].uid
             for i in members:
                 if i != winner:
-                    alive.discard(i)
-                    self.decide(i, "skipped", "group", f"group {name!r} lost to uid {self.entries[winner].uid} "
-                                f"({how})", step, state, winner=self.entries[winner].uid)
-        return [i for i in candidates if i in alive]
+                    self._lose(groups, i, "group", f"group {name!r} lost to uid {uid} ({how})", uid)
+
+    def _weighted_roll(self, name: str, members: list[int]) -> tuple[int | None, str]:
+        """SillyTavern's weighted pick among a group's members (one draw, recorded); ``None`` when the
+        roll passes every weight (all weights zero or negative)."""
+        weights = [self.entries[i].group_weight for i in members]
+        total = sum(weights)
+        value = self.rng()
+        roll = value * total
+        winner = None
+        running = 0.0
+        for i, w in zip(members, weights):
+            running += w
+            if roll <= running:
+                winner = i
+                break
+        self.draws.append(Draw("group", value, name, total, self.entries[winner].id if winner is not None else "none"))
+        return winner, f"weighted roll {roll:.3f} of {total:g}"
 
     def first_pass_entries(self) -> list[int]:
         """Entries that can be candidates in the first pass; the others get a pending decision."""
@@ -908,212 +975,318 @@ class _Run:
                     self.consider(i, ScanState.INITIAL, self.first_level, 1)
 
     # -- the loop -----------------------------------------------------------------------------
+    @property
+    def budget(self) -> int:
+        return self.meter.budget
+
     def run(self) -> None:
-        s = self.settings
-        entries = self.entries
-        budget = self.budget = budget_tokens(s)
-        prepared = self.prepared
-        levels = list(prepared.levels)
-        level = levels.pop(0) if levels else 0
-        self.first_level = level
-        state = ScanState.INITIAL
-        count = 0
-        overflowed = False
-        all_text = ""  # the recursion text so far, newest first, as SillyTavern counts it for the budget
-        all_tokens = 0  # its word count, kept as a running sum when words are counted (additive)
-        all_bytes = 0  # its UTF-8 length (a bound on its tokens when the counter promises one)
-        bytes_bound = self.bytes_bound
-        previous: tuple[int, float, int] | None = None
-        last_candidates: list[int] = []
-        seen_pieces = 0
-        state_sensitive = prepared.state_sensitive
-        while state != ScanState.NONE:
-            if s.max_recursion_steps and count >= s.max_recursion_steps:
+        """SillyTavern's scan loop: a pass per step (which entries, their candidacy, admission, the
+        next state) until no state is left or the step limit is reached."""
+        limit = self.settings.max_recursion_steps
+        levels = list(self.prepared.levels)
+        cursor = _Cursor(level=levels.pop(0) if levels else 0, levels=levels)
+        self.first_level = cursor.level
+        while cursor.state != ScanState.NONE:
+            if limit and cursor.step >= limit:
                 break
-            count += 1
-            step = count
-            self._hay_cache = [None] * prepared.hay_classes
+            cursor.step += 1
+            self._hay_cache = [None] * self.prepared.hay_classes
             self._before_cache = {}
-            waiting, self.waiting = self.waiting, set()
-            context = (state, level, self.buffer.skew)
-            if previous is None and INCREMENTAL:
-                # the first pass looks only at entries that can be candidates: those activated
-                # without keys, sticky or forced ones, regex owners, and owners of a primary key
-                # found in the chat or the extra sources; the rest are decided lazily (no match)
-                todo = self.first_pass_entries()
-            elif (not INCREMENTAL or previous is None or ScanState.MIN_ACTIVATIONS in (state, previous[0])
-                    or previous[2] != context[2]):
-                todo = range(len(entries))
-            else:
-                # only what can have changed since the last pass: its unactivated candidates, entries
-                # with regex keys, owners of keys found in the new recursion text, and (when the
-                # state or delay level moved) the entries whose filters depend on them
-                dirty = set(last_candidates)
-                for piece in range(seen_pieces, len(self.buffer.recursion)):
-                    dirty |= self.matcher.piece_hits(piece, prepared.word_maps, prepared.other_maps)
-                if previous != context:
-                    dirty.update(state_sensitive)
-                if SETTLED_REGEX:
-                    new_text = [self.buffer.recursion[j] for j in range(seen_pieces, len(self.buffer.recursion))]
-                    raw_new = "\n".join(new_text)
-                    new_texts = (raw_new, fold_for_literal(raw_new))
-                    regex_only, regexes, carried = prepared.regex_only, prepared.regexes, self.waiting
-                    decisions, failed, activated = self.decisions, self.failed_probability, self.activated
-                    ids, state_name = self.ids, ScanState.NAMES[state]
-                    for i in prepared.always_dirty:
-                        if i in dirty or i not in regex_only:
-                            dirty.add(i)
-                            continue
-                        if i in waiting:
-                            # carry waiting: :meth:`carry_forward` again for an entry carried forward
-                            # last pass, from the new text alone. Last pass established, for each of its
-                            # regex keys, that no match lies in the text then and that a later one needs
-                            # the key's required literal past its end; if the new recursion text (as
-                            # written and case-folded) holds none of the literals, that still holds.
-                            # Inline, as it runs for every regex entry in every pass.
-                            decision = decisions[i]
-                            if decision[3] == step - 1 and i not in failed and ids[i] not in activated:
-                                for rx in regexes[i]:
-                                    if rx.status != "ok" or rx.literal is None or \
-                                            rx.literal in new_texts[rx.ignore_case]:
-                                        break
-                                else:
-                                    decisions[i] = (decision[0], decision[1], decision[2], step, state_name,
-                                                    decision[5], decision[6], decision[7])
-                                    carried.add(i)
-                                    continue
-                        if self.carry_forward(i, state, step):
-                            carried.add(i)
-                        else:
-                            dirty.add(i)
-                else:
-                    dirty |= prepared.always_dirty
-                # an entry activated in an earlier pass is passed over at once (see below): leave it out
-                dirty -= self.activated_indices
-                todo = sorted(dirty)
-            previous = context
-            seen_pieces = len(self.buffer.recursion)
-            self.pass_pieces[step] = seen_pieces if state == ScanState.RECURSION else 0
-            todo_list: Iterable[int] = todo
-            candidates: list[int] = []
-            ids = self.ids
-            activated_ids = self.activated
-            failed = self.failed_probability
-            for i in todo_list:
-                if i in failed:
-                    continue
-                if ids[i] in activated_ids:
-                    if activated_ids[ids[i]] != i and self.decisions[i][1] == "not_scanned":
-                        self.decide(i, "skipped", "duplicate", f"{ids[i]} was already activated by another entry",
-                                    step, state)
-                    continue
-                if self.consider(i, state, level, step):
-                    candidates.append(i)
-            last_candidates = list(candidates)
+            todo = self.entries_to_check(cursor)
+            cursor.seen_pieces = len(self.buffer.recursion)
+            self.pass_pieces[cursor.step] = cursor.seen_pieces if cursor.state == ScanState.RECURSION else 0
+            candidates = self.candidates(todo, cursor)
+            cursor.last_candidates = list(candidates)
             if self.any_sticky:
                 candidates.sort(key=lambda i: 0 if self.sticky[i] else 1)
             considered = list(candidates)
-            # with a byte bound the exact count waits until the bytes could reach the budget
-            base_tokens: int | None = all_tokens if self.additive_tokens else \
-                None if bytes_bound else self.count_tokens(all_text)
-            new_bytes = 0
-            candidates = self.filter_groups(candidates, state, step)
-            new_content = ""
-            new_tokens = 0
-            activated_now: list[str] = []
-            # the per-candidate work below runs for every activated entry: names bound once per pass
-            additive, sticky_of, content_of = self.additive_tokens, self.sticky, self.content
-            activated_indices, activated_content, activated_step = (self.activated_indices, self.activated_content,
-                                                                    self.activated_step)
-            #: word counts kept with the books (fixed contents), else ``None``: contents are expanded per scan
-            counts = prepared.word_counts if self.expand is None else None
-            #: this pass's candidates -> their contents' word counts, reused for the recursion text below
-            pass_counts: dict[int, int] = {}
-            for i in candidates:
-                entry = entries[i]
-                sticky = sticky_of[i]
-                if overflowed and not entry.ignore_budget:
-                    self.decide(i, "skipped", "budget", f"the budget of {budget} tokens is used up", step, state)
-                    continue
-                if entry.use_probability and entry.probability < 100 and not sticky:
-                    value = self.rng()
-                    passed = value * 100 <= entry.probability
-                    self.draws.append(Draw("probability", value, ids[i], entry.probability,
-                                           "pass" if passed else "fail"))
-                    if not passed:
-                        self.failed_probability.add(i)
-                        self.decide(i, "skipped", "probability", f"rolled {value * 100:.2f} against "
-                                    f"{entry.probability:g}%", step, state)
-                        continue
-                content = entry.content if self.expand is None else self.run_expand(entry.content,
-                                                                                     f"content of {ids[i]}")
-                content_of[i] = content
-                if additive:
-                    if counts is None:
-                        words = count_words(content)
-                    else:
-                        words = counts.get(i)
-                        if words is None:
-                            words = counts[i] = count_words(content)
-                    pass_counts[i] = words
-                    new_tokens += words
-                    total = base_tokens + new_tokens  # type: ignore[operator]
-                else:
-                    new_content += content + "\n"
-                    if bytes_bound:
-                        new_bytes += _utf8_len(content) + 1
-                    if bytes_bound and all_bytes + new_bytes < budget:
-                        # tokens <= bytes < budget: the exact counts cannot reach the budget either,
-                        # so the decision is the one counting would give, without the tokenizer
-                        total = 0
-                    else:
-                        if base_tokens is None:
-                            base_tokens = self.count_tokens(all_text)
-                        new_tokens = self.count_tokens(new_content)
-                        total = base_tokens + new_tokens
-                if not entry.ignore_budget and total >= budget:
-                    overflowed = True
-                    self.decide(i, "skipped", "budget", f"{total} tokens would reach the "
-                                f"budget of {budget}", step, state)
-                    continue
-                activated_ids[ids[i]] = i
-                activated_indices.add(i)
-                activated_content[i] = content
-                activated_step[i] = step
-                activated_now.append(ids[i])
-            successful = [i for i in candidates if i not in self.failed_probability]
-            for_recursion = [i for i in successful if not entries[i].prevent_recursion]
-            self.steps.append(StepRecord(step, ScanState.NAMES[state], self.buffer.depth(), level,
-                                         tuple(ids[i] for i in considered), tuple(activated_now)))
-            next_state = ScanState.NONE
-            if s.recursive and not overflowed and for_recursion:
-                next_state = ScanState.RECURSION
-            if s.recursive and not overflowed and state == ScanState.MIN_ACTIVATIONS and self.buffer.recursion:
-                next_state = ScanState.RECURSION
-            if next_state == ScanState.NONE and not overflowed and s.min_activations > 0 and len(self.activated) < s.min_activations:
-                depth = self.buffer.depth()
-                over = (s.min_activations_depth_max > 0 and s.min_activations_depth_max < depth) or (
-                    depth > self.chat_length)
-                if not over:
-                    next_state = ScanState.MIN_ACTIVATIONS
-                    self.buffer.advance()
-            if next_state == ScanState.NONE and levels:
-                next_state = ScanState.RECURSION
-                level = levels.pop(0)
-            state = next_state
-            if state != ScanState.NONE:
-                text = "\n".join(self.content.get(i, entries[i].content) for i in for_recursion)
-                if text:
-                    self.buffer.add_recursion(text)
-                    if self.additive_tokens:
-                        # words never span the "\n" joint: the new text's count is its contents' counts
-                        all_tokens += sum(pass_counts[i] if i in pass_counts else
-                                          self.words_of(i, content_of.get(i, entries[i].content))
-                                          for i in for_recursion)
-                    else:
-                        all_text = text + "\n" + all_text
-                        if bytes_bound:
-                            all_bytes += _utf8_len(text) + 1
+            self.meter.start_pass()
+            candidates = self.filter_groups(candidates, cursor.state, cursor.step)
+            activated_now = [self.ids[i] for i in candidates if self.admit(i, cursor)]
+            for_recursion = [i for i in candidates
+                             if i not in self.failed_probability and not self.entries[i].prevent_recursion]
+            self.steps.append(StepRecord(cursor.step, ScanState.NAMES[cursor.state], self.buffer.depth(), cursor.level,
+                                         tuple(self.ids[i] for i in considered), tuple(activated_now)))
+            self.next_state(cursor, for_recursion)
+            if cursor.state != ScanState.NONE:
+                self.add_recursion(for_recursion)
+
+    def entries_to_check(self, cursor: _Cursor) -> Iterable[int]:
+        """The entries this pass looks at; every other one keeps its decision.
+
+        The first pass looks only at entries that can be candidates: those activated without
+        keys, sticky or forced ones, regex owners, and owners of a primary key found in the chat
+        or the extra sources; the rest are decided lazily (no match). A later pass looks at what
+        can have changed (:meth:`changed_entries`), or at everything when the minimum-activations
+        rule moved the chat's window (or ``INCREMENTAL`` is off).
+        """
+        context = (cursor.state, cursor.level, self.buffer.skew)
+        waiting, self.waiting = self.waiting, set()
+        previous, cursor.previous = cursor.previous, context
+        if previous is None and INCREMENTAL:
+            return self.first_pass_entries()
+        if (not INCREMENTAL or previous is None or ScanState.MIN_ACTIVATIONS in (cursor.state, previous[0])
+                or previous[2] != context[2]):
+            return range(len(self.entries))
+        return self.changed_entries(cursor, previous != context, waiting)
+
+    def changed_entries(self, cursor: _Cursor, moved: bool, waiting: set[int]) -> list[int]:
+        """What can have changed since the last pass: its candidates that did not activate, owners of
+        keys found in the new recursion text, entries with regex keys (unless their decision provably
+        stands: :meth:`settle_regex_entries`), and, when the state or delay level ``moved``, the
+        entries whose rules depend on them."""
+        prepared = self.prepared
+        dirty = set(cursor.last_candidates)
+        for piece in range(cursor.seen_pieces, len(self.buffer.recursion)):
+            dirty |= self.matcher.piece_hits(piece, prepared.word_maps, prepared.other_maps)
+        if moved:
+            dirty.update(prepared.state_sensitive)
+        if SETTLED_REGEX:
+            self.settle_regex_entries(dirty, waiting, cursor)
+        else:
+            dirty |= prepared.always_dirty
+        # an entry activated in an earlier pass is passed over at once (see :meth:`candidates`): leave it out
+        dirty -= self.activated_indices
+        return sorted(dirty)
+
+    def settle_regex_entries(self, dirty: set[int], waiting: set[int], cursor: _Cursor) -> None:
+        """Add to ``dirty`` the entries with regex keys whose decision may change in this pass; the
+        others carry their last decision forward (:meth:`still_waiting` for those carried forward
+        last pass, else :meth:`carry_forward`) and are remembered in ``self.waiting``."""
+        prepared = self.prepared
+        regex_only, carried = prepared.regex_only, self.waiting
+        kept = self.still_waiting(waiting - dirty, cursor)
+        for i in prepared.always_dirty:
+            if i in dirty or i not in regex_only:
+                dirty.add(i)
+            elif i in kept or self.carry_forward(i, cursor.state, cursor.step):
+                carried.add(i)
+            else:
+                dirty.add(i)
+
+    def still_waiting(self, waiting: set[int], cursor: _Cursor) -> set[int]:
+        """Of the ``waiting`` entries (carried forward last pass), those that keep their decision in
+        this step from the new recursion text alone: :meth:`carry_forward` again, cheaply.
+
+        Last pass established, for each of an entry's regex keys, that no match lies in the text
+        then and that a later one needs the key's required literal past its end; if the new
+        recursion text (as written and case-folded) holds none of the literals, that still holds.
+        One loop for all of them: it runs for every regex entry in every pass.
+        """
+        if not waiting:
+            return set()
+        recursion = self.buffer.recursion
+        raw_new = "\n".join(recursion[j] for j in range(cursor.seen_pieces, len(recursion)))
+        new_texts = (raw_new, fold_for_literal(raw_new))
+        decisions, failed, activated, ids, regexes = (self.decisions, self.failed_probability, self.activated,
+                                                      self.ids, self.prepared.regexes)
+        step, state_name = cursor.step, ScanState.NAMES[cursor.state]
+        kept: set[int] = set()
+        for i in waiting:
+            decision = decisions[i]
+            if decision.step != step - 1 or i in failed or ids[i] in activated:
+                continue
+            for rx in regexes[i]:
+                if rx.status != "ok" or rx.literal is None or rx.literal in new_texts[rx.ignore_case]:
+                    break
+            else:
+                decisions[i] = decision._replace(step=step, state=state_name)
+                kept.add(i)
+        return kept
+
+    def candidates(self, todo: Iterable[int], cursor: _Cursor) -> list[int]:
+        """The entries of ``todo`` that are candidates in this pass (:meth:`consider`), in order.
+
+        An entry that failed its probability roll stays out; one activated in an earlier pass is
+        passed over, and a copy of it (the same ``book.uid`` in another source) is a duplicate.
+        """
+        out: list[int] = []
+        ids, activated, failed, decisions = self.ids, self.activated, self.failed_probability, self.decisions
+        consider, state, level, step = self.consider, cursor.state, cursor.level, cursor.step
+        for i in todo:
+            if i in failed:
+                continue
+            if ids[i] in activated:
+                if activated[ids[i]] != i and decisions[i].reason == "not_scanned":
+                    self.decide(i, "skipped", "duplicate", f"{ids[i]} was already activated by another entry",
+                                step, state)
+                continue
+            if consider(i, state, level, step):
+                out.append(i)
+        return out
+
+    def admit(self, i: int, cursor: _Cursor) -> bool:
+        """Candidate ``i`` against its probability and the token budget: activated, or skipped with why."""
+        entry = self.entries[i]
+        meter = self.meter
+        step, state = cursor.step, cursor.state
+        if meter.overflowed and not entry.ignore_budget:
+            self.decide(i, "skipped", "budget", f"the budget of {meter.budget} tokens is used up", step, state)
+            return False
+        if entry.use_probability and entry.probability < 100 and not self.sticky[i]:
+            value = self.rng()
+            passed = value * 100 <= entry.probability
+            self.draws.append(Draw("probability", value, self.ids[i], entry.probability, "pass" if passed else "fail"))
+            if not passed:
+                self.failed_probability.add(i)
+                self.decide(i, "skipped", "probability", f"rolled {value * 100:.2f} against "
+                            f"{entry.probability:g}%", step, state)
+                return False
+        content = entry.content if self.expand is None else self.run_expand(entry.content, f"content of {self.ids[i]}")
+        self.content[i] = content
+        total = meter.total_with(i, content)
+        if not entry.ignore_budget and total >= meter.budget:
+            meter.overflowed = True
+            self.decide(i, "skipped", "budget", f"{total} tokens would reach the budget of {meter.budget}", step, state)
+            return False
+        self.activated[self.ids[i]] = i
+        self.activated_indices.add(i)
+        self.activated_content[i] = content
+        self.activated_step[i] = step
+        return True
+
+    def next_state(self, cursor: _Cursor, for_recursion: list[int]) -> None:
+        """SillyTavern's choice of the next scan state after a pass (``NONE`` ends the loop).
+
+        Recursion when this pass activated entries that may recurse (or a minimum-activations pass
+        left recursion text), unless the budget overflowed; else a minimum-activations pass one
+        message deeper, while the chat and ``min_activations_depth_max`` allow; else the next
+        delay level.
+        """
+        s = self.settings
+        overflowed = self.meter.overflowed
+        following = ScanState.NONE
+        if s.recursive and not overflowed and for_recursion:
+            following = ScanState.RECURSION
+        if s.recursive and not overflowed and cursor.state == ScanState.MIN_ACTIVATIONS and self.buffer.recursion:
+            following = ScanState.RECURSION
+        if following == ScanState.NONE and not overflowed and 0 < s.min_activations and \
+                len(self.activated) < s.min_activations:
+            depth = self.buffer.depth()
+            over = (0 < s.min_activations_depth_max < depth) or depth > self.chat_length
+            if not over:
+                following = ScanState.MIN_ACTIVATIONS
+                self.buffer.advance()
+        if following == ScanState.NONE and cursor.levels:
+            following = ScanState.RECURSION
+            cursor.level = cursor.levels.pop(0)
+        cursor.state = following
+
+    def add_recursion(self, for_recursion: list[int]) -> None:
+        """This pass's recursing entries' contents become the next pieces of recursion text."""
+        contents = [self.content.get(i, self.entries[i].content) for i in for_recursion]
+        text = "\n".join(contents)
+        if text:
+            self.buffer.add_recursion(text)
+            self.meter.add_recursion(text, for_recursion, contents)
+
+
+@dataclass(slots=True)
+class _Groups:
+    """One pass's inclusion groups while :meth:`_Run.filter_groups` decides them."""
+
+    #: group name -> its members among the pass's candidates, in candidate order
+    members: dict[str, list[int]]
+    #: the group names in JavaScript key order (the order SillyTavern walks them in)
+    names: list[str]
+    #: candidates no group step has removed yet
+    alive: set[int]
+    step: int
+    state: int
+    #: groups a sticky member decided
+    sticky: set[str] = field(default_factory=set)
+
+
+@dataclass(slots=True)
+class _Cursor:
+    """Where the loop is: the pass's state, delay level and step, and what the last pass left."""
+
+    state: int = ScanState.INITIAL
+    level: float = 0
+    #: the delay levels still to come, lowest first
+    levels: list[float] = field(default_factory=list)
+    step: int = 0
+    #: (state, level, buffer skew) of the last pass; ``None`` before the first
+    previous: tuple[int, float, int] | None = None
+    #: the last pass's candidates (before groups and the budget)
+    last_candidates: list[int] = field(default_factory=list)
+    #: recursion pieces the last pass's haystacks held
+    seen_pieces: int = 0
+
+
+class _BudgetMeter:
+    """The scan's token budget, and the three ways of counting against it that give the same decisions.
+
+    SillyTavern counts, for each candidate of a pass, the recursion text so far (newest first)
+    plus this pass's admitted contents so far, each followed by ``"\\n"``, and stops at the budget.
+
+    - *words* (the ``"words"`` tokenizer and no caller's counter): a word never spans a ``"\\n"``
+      joint, so counts add up: running sums replace recounting the texts;
+    - *bytes first* (a counter with :data:`AT_MOST_UTF8_BYTES`): while the texts' UTF-8 bytes stay
+      under the budget, the count cannot reach it either, so nothing is counted;
+    - *exact*: the counter on the recursion text and on this pass's contents.
+    """
+
+    def __init__(self, budget: int, count_tokens: Callable[[str], int], *, additive: bool,
+                 words_of: Callable[[int, str], int]) -> None:
+        self.budget = budget
+        self.count_tokens = count_tokens
+        self.additive = additive
+        #: the counter promises never to count more tokens than the text has UTF-8 bytes
+        self.bytes_bound = not additive and getattr(count_tokens, AT_MOST_UTF8_BYTES, False) is True
+        self.words_of = words_of
+        #: once the budget is reached, only entries that ignore it are admitted, in every later pass
+        self.overflowed = False
+        self.all_text = ""  # the recursion text so far, newest first, as SillyTavern counts it
+        self.all_tokens = 0  # its word count, kept as a running sum (words)
+        self.all_bytes = 0  # its UTF-8 length (bytes first)
+        # this pass's share (:meth:`start_pass` sets it at the start of each pass)
+        self.base_tokens: int | None = None
+        self.new_content = ""
+        self.new_tokens = 0
+        self.new_bytes = 0
+        #: this pass's admitted entries -> their contents' word counts (words), reused for the recursion text
+        self.pass_words: dict[int, int] = {}
+
+    def start_pass(self) -> None:
+        """A new pass: no content admitted yet."""
+        # with a byte bound the exact count waits until the bytes could reach the budget
+        self.base_tokens = self.all_tokens if self.additive else \
+            None if self.bytes_bound else self.count_tokens(self.all_text)
+        self.new_content = ""
+        self.new_tokens = 0
+        self.new_bytes = 0
+        self.pass_words = {}
+
+    def total_with(self, i: int, content: str) -> int:
+        """The count with entry ``i``'s ``content`` added to this pass's (0 when the bytes prove it below
+        the budget); the content counts from now on, whether the entry is then admitted or not."""
+        if self.additive:
+            words = self.pass_words[i] = self.words_of(i, content)
+            self.new_tokens += words
+            return self.base_tokens + self.new_tokens  # type: ignore[operator]
+        self.new_content += content + "\n"
+        if self.bytes_bound:
+            self.new_bytes += _utf8_len(content) + 1
+            if self.all_bytes + self.new_bytes < self.budget:
+                # tokens <= bytes < budget: the exact counts cannot reach the budget either
+                return 0
+        if self.base_tokens is None:
+            self.base_tokens = self.count_tokens(self.all_text)
+        self.new_tokens = self.count_tokens(self.new_content)
+        return self.base_tokens + self.new_tokens
+
+    def add_recursion(self, text: str, indices: list[int], contents: list[str]) -> None:
+        """``text`` (the ``contents`` of entries ``indices`` joined) joins the recursion text."""
+        if self.additive:
+            # words never span the "\n" joint: the new text's count is its contents' counts
+            pass_words, words_of = self.pass_words, self.words_of
+            self.all_tokens += sum(pass_words[i] if i in pass_words else words_of(i, content)
+                                   for i, content in zip(indices, contents))
+        else:
+            self.all_text = text + "\n" + self.all_text
+            if self.bytes_bound:
+                self.all_bytes += _utf8_len(text) + 1
 
 
 #: the attribute a token counter sets (to ``True``) to promise that it never counts more tokens than
@@ -1144,6 +1317,41 @@ def _duplicate_names(books: list[WorldBook]) -> bool:
 
 def _js_key(book: str, uid: int | str) -> str:
     return f"{book}.{uid}"
+
+
+@dataclass(frozen=True, slots=True)
+class ActivationOptions:
+    """What one activation is asked besides its books and chat: the arguments of
+    :func:`activate_world_info`, read and checked once, then handed down as one value."""
+
+    settings: WorldInfoSettings = WorldInfoSettings()
+    #: the timed-effects state from the previous scan
+    state: Mapping[str, Any] | None = None
+    seed: int = 0
+    expand: Expand | None = None
+    token_counter: Callable[[str], int] | None = None
+    context: ScanContext = ScanContext()
+    generation_type: str = "normal"
+    dry_run: bool = False
+    #: ids (``book.uid``) of the entries activated from outside the scan
+    forced: frozenset[str] = frozenset()
+    rng: Callable[[], float] | None = None
+    regex_timeout: float = DEFAULT_TIMEOUT
+
+    @classmethod
+    def read(cls, settings: Mapping[str, Any] | WorldInfoSettings | None = None,
+             state: Mapping[str, Any] | None = None, seed: int = 0, *, expand: Expand | None = None,
+             token_counter: Callable[[str], int] | None = None,
+             context: Mapping[str, Any] | ScanContext | None = None, generation_type: str = "normal",
+             dry_run: bool = False, forced: Iterable[tuple[str, int | str]] = (),
+             rng: Callable[[], float] | None = None, regex_timeout: float = DEFAULT_TIMEOUT) -> ActivationOptions:
+        """The options from :func:`activate_world_info`'s arguments (``INPUT_INVALID`` for a bad one)."""
+        if generation_type not in GENERATION_TYPES:
+            raise TemplateError(f"unknown generation type {generation_type!r}; expected one of "
+                                f"{', '.join(GENERATION_TYPES)}", code="INPUT_INVALID")
+        return cls(WorldInfoSettings.from_mapping(settings), state, seed, expand, token_counter,
+                   ScanContext.from_mapping(context), generation_type, dry_run,
+                   frozenset(_js_key(b, u) for b, u in forced), rng, regex_timeout)
 
 
 def activate_world_info(
@@ -1177,63 +1385,22 @@ def activate_world_info(
     large book allocates its index and records in bursts that would otherwise trigger repeated
     collections walking every live object; nothing it builds forms a cycle.
     """
+    options = ActivationOptions.read(settings, state, seed, expand=expand, token_counter=token_counter,
+                                     context=context, generation_type=generation_type, dry_run=dry_run,
+                                     forced=forced, rng=rng, regex_timeout=regex_timeout)
     with bulk_allocation():
-        return _activate(books, chat, settings, state, seed, expand=expand, token_counter=token_counter,
-                         context=context, generation_type=generation_type, dry_run=dry_run, forced=forced,
-                         rng=rng, regex_timeout=regex_timeout)
+        return _activate(books, chat, options)
 
 
-def _activate(books: Any, chat: Any, settings: Mapping[str, Any] | WorldInfoSettings | None,
-              state: Mapping[str, Any] | None, seed: int, *, expand: Expand | None,
-              token_counter: Callable[[str], int] | None, context: Mapping[str, Any] | ScanContext | None,
-              generation_type: str, dry_run: bool, forced: Iterable[tuple[str, int | str]],
-              rng: Callable[[], float] | None, regex_timeout: float) -> Activation:
-    """The body of :func:`activate_world_info`."""
-    if generation_type not in GENERATION_TYPES:
-        raise TemplateError(f"unknown generation type {generation_type!r}; expected one of "
-                            f"{', '.join(GENERATION_TYPES)}", code="INPUT_INVALID")
-    conf = WorldInfoSettings.from_mapping(settings)
-    scan_context = ScanContext.from_mapping(context)
+def _activate(books: Any, chat: Any, options: ActivationOptions) -> Activation:
+    """The body of :func:`activate_world_info`: books and chat read, the loop run, its result placed."""
     world_books, diagnostics = _normalized_books(books)
-
-    def sorted_entries() -> list[Entry]:
-        return sort_entries(world_books, conf.character_strategy)[0]
-
-    expanded_keys: dict[str, str] = {}
-
-    def key_text(key: str) -> str:
-        out = expanded_keys.get(key)
-        if out is None:
-            out = expanded_keys[key] = _expand_or_keep(expand, key, diagnostics)
-        return out
-
-    # without an expand hook keys are used as written (key_text None)
-    prepared = _prepared_for(world_books, conf, sorted_entries, key_text if expand is not None else None,
-                             cacheable=expand is None)
-    if _duplicate_names(world_books):
-        diagnostics.extend(sort_entries(world_books, conf.character_strategy)[1])
+    prepared = _prepared_books(world_books, options, diagnostics)
     entries = prepared.entries
-    if isinstance(chat, ChatTail):
-        # only the newest messages any scan reads are built (a swipe drops the newest one first)
-        reach = scan_reach(conf, entries)
-        # the buffer keeps the newest MAX_SCAN_DEPTH messages whatever the depth (minimum activations
-        # too: they stop at the chat's length, which is passed on)
-        want = min(chat.length, (MAX_SCAN_DEPTH if reach is None else max(1, min(reach, MAX_SCAN_DEPTH))) + 1)
-        newest = chat.newest(want)
-        all_messages = chat_scan_messages(newest, include_names=conf.include_names, generation_type=generation_type)
-        chat_length = chat.length - len(newest) + len(all_messages)
-    else:
-        all_messages = chat_scan_messages(chat, include_names=conf.include_names, generation_type=generation_type)
-        chat_length = len(all_messages)
+    messages, chat_length = _scanned_messages(chat, prepared, options)
     # only entries with a timed field can be held by an effect or own a record
-    timed = TimedEffects(state, [entries[i] for i in prepared.timed], chat_length, dry_run=dry_run)
-    counter = resolve_token_counter(conf, token_counter)
-    additive = token_counter is None and conf.tokenizer == "words"
-    generator = random.Random(seed)
-    run = _Run(prepared, all_messages, conf, scan_context, timed, generation_type=generation_type, expand=expand,
-               token_counter=counter, additive_tokens=additive, rng=rng or generator.random,
-               forced={_js_key(b, u) for b, u in forced}, regex_timeout=regex_timeout, diagnostics=diagnostics,
-               chat_length=chat_length)
+    timed = TimedEffects(options.state, [entries[i] for i in prepared.timed], chat_length, dry_run=options.dry_run)
+    run = _Run(prepared, messages, options, timed, diagnostics, chat_length)
     run.run()
     contents, steps = run.activated_content, run.activated_step
     activated = [ActivatedEntry(entries[i], contents[i], steps[i]) for i in run.activated.values()]
@@ -1258,8 +1425,49 @@ def _activate(books: Any, chat: Any, settings: Mapping[str, Any] | WorldInfoSett
         draws=tuple(run.draws),
         diagnostics=tuple(diagnostics),
         budget=run.budget,
-        seed=seed,
+        seed=options.seed,
     )
+
+
+def _prepared_books(world_books: list[WorldBook], options: ActivationOptions,
+                    diagnostics: list[Diagnostic]) -> _Prepared:
+    """The books' sorted entries and key index (cached without an ``expand`` hook: keys are then fixed)."""
+    conf, expand = options.settings, options.expand
+
+    def sorted_entries() -> list[Entry]:
+        return sort_entries(world_books, conf.character_strategy)[0]
+
+    expanded_keys: dict[str, str] = {}
+
+    def key_text(key: str) -> str:
+        out = expanded_keys.get(key)
+        if out is None:
+            out = expanded_keys[key] = _expand_or_keep(expand, key, diagnostics)
+        return out
+
+    # without an expand hook keys are used as written (key_text None)
+    prepared = _prepared_for(world_books, conf, sorted_entries, key_text if expand is not None else None,
+                             cacheable=expand is None)
+    if _duplicate_names(world_books):
+        diagnostics.extend(sort_entries(world_books, conf.character_strategy)[1])
+    return prepared
+
+
+def _scanned_messages(chat: Any, prepared: _Prepared, options: ActivationOptions) -> tuple[list[str], int]:
+    """The chat's messages as the scan reads them, and how many the whole chat has."""
+    conf = options.settings
+    if isinstance(chat, ChatTail):
+        # only the newest messages any scan reads are built (a swipe drops the newest one first)
+        reach = prepared.reach(conf)
+        # the buffer keeps the newest MAX_SCAN_DEPTH messages whatever the depth (minimum activations
+        # too: they stop at the chat's length, which is passed on)
+        want = min(chat.length, (MAX_SCAN_DEPTH if reach is None else max(1, min(reach, MAX_SCAN_DEPTH))) + 1)
+        newest = chat.newest(want)
+        messages = chat_scan_messages(newest, include_names=conf.include_names,
+                                      generation_type=options.generation_type)
+        return messages, chat.length - len(newest) + len(messages)
+    messages = chat_scan_messages(chat, include_names=conf.include_names, generation_type=options.generation_type)
+    return messages, len(messages)
 
 
 def to_json(activation: Activation) -> dict[str, Any]:

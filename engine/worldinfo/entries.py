@@ -20,6 +20,7 @@ from typing import Any
 
 from ..collector import bulk_allocation
 from ..errors import Diagnostic, TemplateError
+from ..world_info_fields import ENTRY_FIELDS
 
 __all__ = [
     "BOOK_SOURCES",
@@ -324,27 +325,10 @@ def _delay_level(reader: _Reader) -> float:
     return reader.number("delayUntilRecursion", 0)
 
 
-#: SillyTavern field name -> (Entry attribute, kind); absent fields keep the Entry defaults
-_SPECS: dict[str, tuple[str, str]] = {
-    "key": ("key", "strings"), "keysecondary": ("keysecondary", "strings"), "selective": ("selective", "bool"),
-    "selectiveLogic": ("selective_logic", "int"), "constant": ("constant", "bool"), "disable": ("disable", "bool"),
-    "comment": ("comment", "text"), "order": ("order", "num"), "position": ("position", "int"),
-    "depth": ("depth", "int"), "role": ("role", "int"), "outletName": ("outlet_name", "text"),
-    "probability": ("probability", "num"), "useProbability": ("use_probability", "bool"),
-    "group": ("group", "text"), "groupOverride": ("group_override", "bool"), "groupWeight": ("group_weight", "num"),
-    "useGroupScoring": ("use_group_scoring", "optbool"), "scanDepth": ("scan_depth", "optint"),
-    "caseSensitive": ("case_sensitive", "optbool"), "matchWholeWords": ("match_whole_words", "optbool"),
-    "excludeRecursion": ("exclude_recursion", "bool"), "preventRecursion": ("prevent_recursion", "bool"),
-    "delayUntilRecursion": ("delay_until_recursion", "delay"), "ignoreBudget": ("ignore_budget", "bool"),
-    "sticky": ("sticky", "int"), "cooldown": ("cooldown", "int"), "delay": ("delay", "int"),
-    "matchPersonaDescription": ("match_persona_description", "bool"),
-    "matchCharacterDescription": ("match_character_description", "bool"),
-    "matchCharacterPersonality": ("match_character_personality", "bool"),
-    "matchCharacterDepthPrompt": ("match_character_depth_prompt", "bool"),
-    "matchScenario": ("match_scenario", "bool"), "matchCreatorNotes": ("match_creator_notes", "bool"),
-    "triggers": ("triggers", "strings"), "automationId": ("automation_id", "text"),
-    "vectorized": ("vectorized", "bool"),
-}
+#: SillyTavern field name -> (Entry attribute, kind) for the fields read as they are written (the uid,
+#: the content and the character filter are read on their own); absent fields keep the Entry defaults
+_SPECS: dict[str, tuple[str, str]] = {f.st_name: (f.attr, f.kind) for f in ENTRY_FIELDS
+                                      if f.activation and f.kind not in ("uid", "content", "filter")}
 _DEFAULTS = {f.name: f.default for f in Entry.__dataclass_fields__.values()}  # type: ignore[attr-defined]
 
 

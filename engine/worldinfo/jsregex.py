@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import quickjs
 
-__all__ = ["JsRegexError", "js_compile_error", "js_search"]
+__all__ = ["JsRegexError", "js_compile_error", "js_search", "js_search_at"]
 
 #: bytes the per-thread context may allocate (compiled patterns, backtracking stacks, the texts)
 MEMORY_LIMIT = 256 * 1024 * 1024
@@ -42,6 +42,23 @@ _SEARCH = r"""
     rx.lastIndex = from;
     return rx.exec(text) !== null;
   }
+  // the same question asked only at the given places (comma-separated UTF-16 indices): a sticky
+  // copy of the regex tries each place exactly as the search above tries it on its way
+  function searchAt(pattern, flags, text, starts) {
+    const key = "@" + flags + "/" + pattern;
+    let rx = cache.get(key);
+    if (rx === undefined) {
+      if (cache.size >= 4096) cache.clear();
+      rx = new RegExp(pattern, flags.includes("y") ? flags : flags + "y");
+      cache.set(key, rx);
+    }
+    const places = starts.split(",");
+    for (let k = 0; k < places.length; k++) {
+      rx.lastIndex = +places[k];
+      if (rx.exec(text) !== null) return true;
+    }
+    return false;
+  }
   function check(pattern, flags) {
     try {
       new RegExp(pattern, flags);
@@ -51,6 +68,7 @@ _SEARCH = r"""
     }
   }
   globalThis.search = search;
+  globalThis.searchAt = searchAt;
   globalThis.check = check;
 })();
 """
@@ -67,6 +85,7 @@ class _Engine(threading.local):
     def __init__(self) -> None:
         self.context: quickjs.Context | None = None
         self.search: quickjs.Object | None = None
+        self.search_at: quickjs.Object | None = None
         self.check: quickjs.Object | None = None
         self.limit = -1.0
 
@@ -79,6 +98,7 @@ class _Engine(threading.local):
             self.context = context
             context.eval(_SEARCH)
             self.search, self.check = context.get("search"), context.get("check")
+            self.search_at = context.get("searchAt")
         if timeout != self.limit:
             assert self.context is not None
             self.context.set_time_limit(timeout)  # per call: the clock starts again with each search
@@ -116,17 +136,50 @@ def js_search(pattern: str, flags: str, text: str, pos: int, timeout: float) -> 
     Raises ``TimeoutError`` past ``timeout`` seconds and :class:`JsRegexError` when JavaScript
     rejects the pattern or the search runs out of memory or stack.
     """
-    if not text.isascii():
-        if _SURROGATE.search(text) is not None:
-            # a lone surrogate cannot cross into the engine; U+FFFD is one UTF-16 unit as it is
-            text = _SURROGATE.sub("\ufffd", text)
-        if pos:
-            pos += len(_ASTRAL.findall(text, 0, pos))  # JavaScript indexes UTF-16 code units
+    text, (pos,) = _for_engine(text, (pos,))
     search = _engine.ready(timeout)
+    return _call(search, timeout, pattern, flags, text, pos)
+
+
+def js_search_at(pattern: str, flags: str, text: str, starts: list[int], timeout: float) -> bool:
+    """Whether a match of ``new RegExp(pattern, flags)`` starts exactly at one of ``starts``.
+
+    ``starts`` are Python (code point) indices in increasing order. When every match the plain
+    :func:`js_search` could find from ``starts[0]`` starts at one of them (the caller knows: the
+    pattern begins with a literal found only there), the answer is the same, while the engine
+    tries those places only instead of every index to the end of the text. Raises as
+    :func:`js_search`.
+    """
+    if not starts:
+        return False
+    text, places = _for_engine(text, starts)
+    _engine.ready(timeout)
+    assert _engine.search_at is not None
+    return _call(_engine.search_at, timeout, pattern, flags, text, ",".join(map(str, places)))
+
+
+def _for_engine(text: str, positions: tuple[int, ...] | list[int]) -> tuple[str, list[int] | tuple[int, ...]]:
+    """``text`` as it can cross into the engine, and code point ``positions`` (increasing) as UTF-16 indices."""
+    if text.isascii():
+        return text, positions
+    if _SURROGATE.search(text) is not None:
+        # a lone surrogate cannot cross into the engine; U+FFFD is one UTF-16 unit as it is
+        text = _SURROGATE.sub("\ufffd", text)
+    out: list[int] = []
+    astral, last = 0, 0
+    for pos in positions:
+        if pos:
+            astral += len(_ASTRAL.findall(text, last, pos))  # JavaScript indexes UTF-16 code units
+            last = pos
+        out.append(pos + astral)
+    return text, out
+
+
+def _call(function: quickjs.Object, timeout: float, *args: object) -> bool:
     import quickjs
 
     try:
-        return bool(search(pattern, flags, text, pos))
+        return bool(function(*args))
     except quickjs.JSException as exc:
         message = str(exc).split("\n", 1)[0]
         if "interrupted" in message:

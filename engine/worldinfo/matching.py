@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 
 from ..errors import Diagnostic
 from .entries import Entry
-from .regexes import DEFAULT_TIMEOUT, JsRegex, fold_for_literal, js_regex_resume, js_regex_search, parse_js_regex
+from .regexes import (DEFAULT_TIMEOUT, JsRegex, fold_for_literal, js_regex_resume, js_regex_search, js_regex_search_at,
+                      parse_js_regex)
 from .scan import _JS_WS, JOINER, MATCHER, Haystack, ScanBuffer
 
 __all__ = ["KeyMatcher"]
@@ -43,6 +44,14 @@ SUB, WORD, BOUNDED = 0, 1, 2
 #: how far back into already-checked text a required-literal check starts (at least the literal's
 #: length minus one; a common value lets keys share one case-folded tail)
 _FOLD_MARGIN = 64
+
+#: A regex key that begins with its required literal is tried only where the literal occurs (at
+#: most :data:`MAX_ANCHORS` places), not at every index to the end of the text: the plain search
+#: (``False``, tests switch it off to compare) tries the same places among all the others.
+ANCHORED_REGEX = True
+MAX_ANCHORS = 64
+#: places of one literal kept per haystack (past it the plain search runs)
+_KEPT_PLACES = 4 * MAX_ANCHORS
 
 
 def _mode(needle: str, whole_words: bool) -> int:
@@ -243,7 +252,10 @@ class KeyMatcher:
         self._reported: set[tuple[str, str]] = set()
         self.regex_searches = 0
         #: (id of a scanned text, start) -> (that text, its case-folded tail), for required literals
-        self._folded: dict[tuple[int, int], tuple[str, str]] = {}
+        self._folded: dict[int, tuple[str, str]] = {}  # see :meth:`_fold`
+        #: (literal, case-folded, depth, extras) -> the last text searched and every place the literal
+        #: occurs in it (``None``: too many), see :meth:`_anchors`
+        self._places: dict[tuple[str, bool, int, tuple[str, ...]], tuple[str, list[int] | None]] = {}
         #: (shorter haystack, haystack) -> where the shorter one's text ends in the longer one's
         self._old_ends: dict[tuple[Haystack, Haystack], int] = {}
         #: regex progress key -> (search start, text length up to which the required literal is absent)
@@ -469,7 +481,12 @@ class KeyMatcher:
                     self._regex_results[key] = False
                     return False
                 self.regex_searches += 1
-                hit, resume = js_regex_resume(rx, text, where if rx.literal_at_start else pos, self.regex_timeout)
+                anchors = self._anchors(rx, text, where, hay)
+                if anchors is not None:
+                    # a miss resumes at the first place again, as the plain QuickJS search's does
+                    hit, resume = js_regex_search_at(rx, text, anchors, self.regex_timeout), where
+                else:
+                    hit, resume = js_regex_resume(rx, text, where if rx.literal_at_start else pos, self.regex_timeout)
                 if progress is None or len(text) >= progress[0]:
                     self._regex_progress[progress_key] = (len(text), resume, hit)
             else:
@@ -478,7 +495,11 @@ class KeyMatcher:
                     hit = False
                 else:
                     self.regex_searches += 1
-                    hit = js_regex_search(rx, text, self.regex_timeout, where if rx.literal_at_start else 0)
+                    anchors = self._anchors(rx, text, where, hay)
+                    if anchors is not None:
+                        hit = js_regex_search_at(rx, text, anchors, self.regex_timeout)
+                    else:
+                        hit = js_regex_search(rx, text, self.regex_timeout, where if rx.literal_at_start else 0)
         except TimeoutError:
             if rx.status != "refused":  # else the search engine already said why (see regexes._js_search)
                 object.__setattr__(rx, "status", "refused")
@@ -518,20 +539,74 @@ class KeyMatcher:
             or self._literal_seen.get(progress_key) == (pos, old_end)
         if not settled:
             return None
-        if rx.ignore_case:
-            cache_key = (id(text), old_end)
-            cached = self._folded.get(cache_key)
-            if cached is None or cached[0] is not text:
-                if len(self._folded) > 64:
-                    self._folded.clear()
-                cached = self._folded[cache_key] = (text, fold_for_literal(text[old_end:]))
-            if literal in cached[1]:
-                return None
-        elif text.find(literal, old_end) >= 0:
+        if (self._fold(text) if rx.ignore_case else text).find(literal, old_end) >= 0:
             return None
         self._literal_seen[progress_key] = (pos, len(text))
         self._regex_results[(rx.source, hay)] = False
         return False
+
+    def _fold(self, text: str) -> str:
+        """``text`` case-folded as ``i`` literals are compared (:func:`fold_for_literal`), kept for the
+        last texts searched: every ``i`` key of a pass reads the same haystack text.
+
+        Folding keeps every character's position, and the folded text's ASCII characters do not
+        depend on where it starts (only a final sigma does), so a literal's place in the whole
+        folded text is its place in the folded tail of any start; and a text that extends one
+        folded before (the same haystack one recursion piece later) is folded from that one's end.
+        """
+        cached = self._folded.get(id(text))
+        if cached is not None and cached[0] is text:
+            return cached[1]
+        folded = None
+        for old, old_folded in self._folded.values():
+            if len(old) < len(text) and text.startswith(old):
+                folded = old_folded + fold_for_literal(text[len(old):])
+                break
+        if folded is None:
+            folded = fold_for_literal(text)
+        if len(self._folded) > 64:
+            self._folded.clear()
+        self._folded[id(text)] = (text, folded)
+        return folded
+
+    def _anchors(self, rx: JsRegex, text: str, where: int, hay: Haystack) -> list[int] | None:
+        """Every place at or after ``where`` (the literal's first) where the regex's literal occurs, or
+        ``None`` for the plain search: the shortcut is off, the regex does not begin with its literal
+        or is sticky, or the literal occurs more than :data:`MAX_ANCHORS` times.
+
+        The places found in a text are kept per haystack: the same haystack one pass later is that
+        text plus recursion pieces, so only the new end is searched (a place in the old text lies
+        wholly before it).
+        """
+        if not (ANCHORED_REGEX and rx.literal_at_start and rx.literal and not rx.sticky):
+            return None
+        literal = rx.literal
+        folded = self._fold(text) if rx.ignore_case else text
+        key = (literal, rx.ignore_case, hay.depth, hay.extras)
+        known = self._places.get(key)
+        places: list[int] | None
+        if known is not None and len(known[0]) <= len(text) and text.startswith(known[0]):
+            places = known[1]
+            start = max(0, len(known[0]) - len(literal) + 1)
+        else:
+            places, start = [], 0
+        if places is not None:
+            at = folded.find(literal, start)
+            while at >= 0:
+                if len(places) == _KEPT_PLACES:
+                    places = None
+                    break
+                places.append(at)
+                at = folded.find(literal, at + 1)
+        if len(self._places) > 4096:
+            self._places.clear()
+        self._places[key] = (text, places)
+        if places is None:
+            return None
+        first = bisect.bisect_left(places, where)
+        if len(places) - first > MAX_ANCHORS:
+            return None
+        return places[first:]
 
     def _literal_at(self, rx: JsRegex, text: str, pos: int, progress_key: tuple[str, int, tuple[str, ...]]) -> int:
         """Where the regex's required literal first occurs in ``text`` at or after ``pos``; -1 if nowhere.
@@ -541,9 +616,9 @@ class KeyMatcher:
         the returned place, so the search starts there. Without a literal this returns ``pos``.
 
         Only the text added since the last check is looked at (``_literal_seen`` remembers up to
-        where the literal was absent), and the case-folded tail is shared by every ``i`` key
-        checked at the same place, so a recursion pass costs the new text plus one ``find`` per
-        regex key, not one search of the whole buffer per key.
+        where the literal was absent), and the case-folded text is folded once and shared by every
+        ``i`` key (:meth:`_fold`), so a recursion pass costs one fold of its text plus one ``find``
+        of the unchecked part per regex key, not one search of the whole buffer per key.
         """
         literal = rx.literal
         if literal is None:
@@ -553,18 +628,7 @@ class KeyMatcher:
         if seen is not None and seen[0] == pos and pos <= seen[1] <= len(text):
             # an occurrence in the longer text must end past the checked part
             start = max(pos, seen[1] - max(_FOLD_MARGIN, len(literal) - 1))
-        if not rx.ignore_case:
-            where = text.find(literal, start)
-        else:
-            cache_key = (id(text), start)
-            cached = self._folded.get(cache_key)
-            if cached is None or cached[0] is not text:
-                if len(self._folded) > 64:
-                    self._folded.clear()
-                cached = self._folded[cache_key] = (text, fold_for_literal(text[start:]))
-            where = cached[1].find(literal)
-            if where >= 0:
-                where += start  # folding keeps every character's position
+        where = (self._fold(text) if rx.ignore_case else text).find(literal, start)
         if where < 0:
             self._literal_seen[progress_key] = (pos, len(text))
         return where

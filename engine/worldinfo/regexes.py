@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     import regex
 
-from .jsregex import JsRegexError, js_compile_error, js_search
+from .jsregex import JsRegexError, js_compile_error, js_search, js_search_at
 
 __all__ = ["JsRegex", "RegexStatus", "fold_for_literal", "js_regex_resume", "js_regex_search", "parse_js_regex",
            "required_literal", "translate_js_regex"]
@@ -288,6 +288,24 @@ def js_regex_resume(rx: JsRegex, text: str, pos: int, timeout: float = DEFAULT_T
     if m.partial:
         return False, m.start()
     return True, m.start()
+
+
+def js_regex_search_at(rx: JsRegex, text: str, starts: list[int], timeout: float = DEFAULT_TIMEOUT) -> bool:
+    """Whether a match starts at one of ``starts`` (increasing code point indices). Raises ``TimeoutError`` when slow.
+
+    The caller's promise: every match that starts at or after ``starts[0]`` starts at one of them
+    (the pattern begins with its required literal, and these are all the places it occurs). Then
+    this answers what :func:`js_regex_search` from ``starts[0]`` answers, trying those places only.
+    """
+    assert rx.status == "ok" and not rx.sticky
+    if SEARCH_ENGINE != "quickjs" or not starts:
+        return bool(starts) and js_regex_search(rx, text, timeout, starts[0])
+    try:
+        return js_search_at(rx.pattern, rx.flags, text, starts, timeout)
+    except JsRegexError as exc:
+        object.__setattr__(rx, "status", "refused")
+        object.__setattr__(rx, "reason", f"JavaScript's regex engine failed: {exc}")
+        raise TimeoutError(str(exc)) from None
 
 
 def js_regex_search(rx: JsRegex, text: str, timeout: float = DEFAULT_TIMEOUT, pos: int = 0) -> bool:

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..errors import Diagnostic, TemplateError
 from ..unknown_keys import unknown_key_warnings
+from ..world_info_fields import SETTING_FIELDS
 
 __all__ = ["STRATEGIES", "WorldInfoSettings", "budget_tokens", "resolve_token_counter", "count_words"]
 
@@ -66,22 +67,8 @@ class WorldInfoSettings:
     max_context: int = 4096
     tokenizer: str = "words"
 
-    _FIELDS = {
-        "world_info_depth": ("depth", int),
-        "world_info_budget": ("budget", float),
-        "world_info_budget_cap": ("budget_cap", int),
-        "world_info_include_names": ("include_names", bool),
-        "world_info_recursive": ("recursive", bool),
-        "world_info_case_sensitive": ("case_sensitive", bool),
-        "world_info_match_whole_words": ("match_whole_words", bool),
-        "world_info_character_strategy": ("character_strategy", int),
-        "world_info_min_activations": ("min_activations", int),
-        "world_info_min_activations_depth_max": ("min_activations_depth_max", int),
-        "world_info_max_recursion_steps": ("max_recursion_steps", int),
-        "world_info_use_group_scoring": ("use_group_scoring", bool),
-        "max_context": ("max_context", int),
-        "tokenizer": ("tokenizer", str),
-    }
+    #: SillyTavern name -> (attribute, type), from the field table
+    _FIELDS = {f.st_name: (f.attr, f.kind) for f in SETTING_FIELDS if f.scan}
 
     @classmethod
     def unknown_keys(cls, data: Any, *, path: str = "$") -> list[Diagnostic]:
