@@ -24,7 +24,10 @@ from tavernbox.testing.strategies import macro_templates
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "conformance" / "st-macros.jsonl"
 
+#: ``now`` is fixed: a render reads the clock per call otherwise, and a generated
+#: ``{{datetimeformat:x}}`` (milliseconds) then differed between the plain and the traced render
 CTX: dict[str, Any] = {
+    "now": "2026-05-04T03:02:01.123Z",
     "user": "Ann",
     "char": "Bob",
     "variables": {"local": {"x": "5", "mood": "calm"}, "global": {"g": "G"}},
