@@ -18,6 +18,11 @@ Three questions, each answered with the best of several repeats:
    and of the 3 KB preset ten times over, against Jinja2 (issue 14); with ``--hostile``, the CPU
    time and memory of issue 14's 200,000-fragment hostile texts, each in a fresh interpreter.
 
+4. Cached expansion of a preset-like prompt (:data:`PRESET_LIKE`: comments and ``{{trim}}`` heading
+   each section, a line of ``{{setvar}}``, several ``{{getvar}}``/name macros a line) against the same
+   prompt in Jinja2 (``{% set %}``, locals, ``{#- -#}``), with the same context every render and
+   with a new ``user`` each render (issue 29: <= 0.5x Jinja2).
+
 Targets from issue 2: cached <= 0.5x Jinja2; 10 KB cold parse <= 3 ms. Issue 14: cached plain
 prompts <= 0.5x Jinja2 at 3 KB and 30 KB; each hostile text <= 1 s and <= 100 MB. This script reports;
 it does not assert (``tests/test_bench_smoke.py`` only checks that it keeps running).
@@ -109,6 +114,73 @@ JINJA_TEMPLATE = (
     "{#- trim -#}\n"
     "Last thing said: \"{{ last_message }}\"\n"
 )
+
+
+#: issue 29's prompt "as presets write them": a comment and ``{{trim}}`` heading each section,
+#: a line of ``{{setvar}}`` settings, several macros a line (``{{getvar}}``, names); ~2.7 KB
+_PRESET_SECTIONS = [
+    ("Language", "All narration and speech are woven in **{{getvar::lang}}**; {{char}} answers {{user}} in "
+     "{{getvar::lang}} unless the scene demands a foreign tongue, translated alongside."),
+    ("Tone", "Keep {{char}}'s tone {{getvar::tone}} towards {{user}}, shifting only when {{user}} earns it. "
+     "Strangers meet a {{getvar::tone}} {{char}} too."),
+    ("Length", "Each reply runs {{getvar::length}}: shorter when {{user}} writes briefly, never longer than "
+     "{{getvar::length}} and a closing line of dialogue."),
+    ("Point of view", "Narrate in the {{getvar::pov}}, addressing {{user}} directly; {{char}}'s inner thoughts stay "
+     "in the {{getvar::pov}}, in italics."),
+    ("Pacing", "The story moves at a {{getvar::pacing}} pace: {{char}} notices, hesitates, decides. Let silences "
+     "happen; do not rush {{user}} through a scene."),
+    ("Continuity", "Objects moved stay moved, wounds stay until treated, and {{char}} remembers what {{user}} said. "
+     "Contradictions are errors, not style."),
+]
+_PRESET_SETTINGS = [("lang", "English"), ("tone", "wary"), ("length", "three paragraphs"), ("pov", "second person"),
+                    ("pacing", "slow")]
+PRESET_LIKE = (
+    "{{// Prompt variables: edit the values, nothing else. }}{{trim}}\n"
+    + "".join("{{setvar::%s::%s}}" % kv for kv in _PRESET_SETTINGS) + "{{trim}}\n"
+    + "".join(
+        "{{// %s: do not edit below. }}{{trim}}\n### %s\n%s\n" % (title, title, prose)
+        + "Stay in character; never describe {{user}}'s choices for them, and keep {{char}} consistent with the "
+        "card. Describe actions, sounds and smells with concrete detail, and end on an action or a line of dialogue.\n\n"
+        for title, prose in _PRESET_SECTIONS
+    )
+)
+
+
+def jinja_preset_like() -> str:
+    """:data:`PRESET_LIKE` as Jinja2 writes it: ``{% set %}`` for ``{{setvar}}``, a local for
+    ``{{getvar}}``, ``{#- -#}`` for a comment followed by ``{{trim}}`` (same output)."""
+    import re
+
+    text = re.sub(r"\{\{//(.*?)\}\}\{\{trim\}\}\n", r"{#-\1-#}", PRESET_LIKE)
+    text = re.sub(r"\{\{setvar::(\w+)::([^}]*)\}\}", r"{% set \1 = '\2' %}", text)
+    text = re.sub(r"\{\{getvar::(\w+)\}\}", r"{{ \1 }}", text).replace("{{trim}}\n", "{#- -#}")
+    return text.replace("{{char}}", "{{ char }}").replace("{{user}}", "{{ user }}")
+
+
+def _preset_like_rows(iterations: int) -> dict[str, Any]:
+    """Cached expansion of :data:`PRESET_LIKE` against Jinja2 cached: with the same context every
+    render, and with a different ``user`` each render (the level is evaluated every time)."""
+    from jinja2.sandbox import SandboxedEnvironment
+
+    template = tavernbox.macros.compile_macros(PRESET_LIKE)
+    jinja = SandboxedEnvironment(keep_trailing_newline=True).from_string(jinja_preset_like())
+    users = [f"Ash{i}" for i in range(iterations)]
+    contexts = [tavernbox.MacroContext.from_dict({**CONTEXT, "user": user}) for user in users]
+    jinja_contexts = [{"user": user, "char": CONTEXT["char"]} for user in users]
+    if template.expand(contexts[0]).text != jinja.render(jinja_contexts[0]):
+        raise AssertionError("the Jinja2 preset-like prompt renders differently")
+    same, jinja_same = contexts[0], jinja_contexts[0]
+    out: dict[str, Any] = {
+        "preset_like_bytes": len(PRESET_LIKE.encode("utf-8")),
+        "preset_like_macros": PRESET_LIKE.count("{{"),
+        "preset_like_cached_s": _best_per_call(lambda i: template.expand(same).text, iterations),
+        "preset_like_jinja_cached_s": _best_per_call(lambda i: jinja.render(jinja_same), iterations),
+        "preset_like_varying_s": _best_per_call(lambda i: template.expand(contexts[i]).text, iterations),
+        "preset_like_jinja_varying_s": _best_per_call(lambda i: jinja.render(jinja_contexts[i]), iterations),
+    }
+    out["preset_like_ratio_cached"] = out["preset_like_cached_s"] / out["preset_like_jinja_cached_s"]
+    out["preset_like_ratio_varying"] = out["preset_like_varying_s"] / out["preset_like_jinja_varying_s"]
+    return out
 
 
 def _jinja_draws() -> dict[str, Any]:
@@ -450,6 +522,7 @@ def run(iterations: int) -> dict[str, Any]:
         lambda i: tavernbox.expand_macros(next(expand_docs), CONTEXT), parse_iterations, repeats=3
     )
     figures.update(_plain_rows(iterations))
+    figures.update(_preset_like_rows(iterations))
     return figures
 
 
@@ -490,6 +563,15 @@ def report(f: dict[str, Any]) -> str:
         f"the 3 KB preset x10 ({f['rich_30kb_bytes']} bytes): cached {_ms(f['rich_30kb_cached_s']).strip()} vs jinja2 "
         f"{_ms(f['rich_30kb_jinja_cached_s']).strip()} = {f['rich_30kb_ratio_cached']:.2f}x"
     )
+    verdict = "meets" if f["preset_like_ratio_cached"] <= 0.5 else "misses"
+    lines += [
+        f"preset-like prompt (comments, {{{{trim}}}}, {{{{setvar}}}}/{{{{getvar}}}}, several macros a line), "
+        f"{f['preset_like_bytes']} bytes, {f['preset_like_macros']} macros:",
+        f"  same context:      cached {_ms(f['preset_like_cached_s']).strip()} vs jinja2 "
+        f"{_ms(f['preset_like_jinja_cached_s']).strip()} = {f['preset_like_ratio_cached']:.2f}x ({verdict} the <= 0.5x target)",
+        f"  a new user each render: cached {_ms(f['preset_like_varying_s']).strip()} vs jinja2 "
+        f"{_ms(f['preset_like_jinja_varying_s']).strip()} = {f['preset_like_ratio_varying']:.2f}x",
+    ]
     for label, _unit in HOSTILE:
         row = f.get(f"hostile_{label}")
         if row is not None:

@@ -52,7 +52,7 @@ def test_context_reads_and_constants_are_inlined_in_the_generated_run() -> None:
     ctx = MacroContext(user="Ash", char="Mira")
     for _ in range(3):
         assert template.expand(ctx).text == "Ash and Mira!"
-    names = _top_plan(template).run.__globals__
+    names = _top_plan(template).runner.__globals__
     assert sorted(k for k in names if k[0] in "rk" and k[1:].isdigit()) == ["k3", "k4", "r0", "r2"]  # parts 1 and 5 are literals
 
 
@@ -66,5 +66,5 @@ def test_literal_variable_reads_are_inlined_and_match_the_evaluator() -> None:
     for _ in range(3):
         got = template.expand(ctx)
         assert (got.text, got.variables) == (want.text, want.variables)
-    names = _top_plan(template).run.__globals__
+    names = _top_plan(template).runner.__globals__
     assert sorted(k for k in names if k[0] == "n" and k[1:].isdigit()) == ["n2", "n4", "n6", "n8"]

@@ -207,7 +207,9 @@ class CompiledMacros:
     with :func:`compile_macros`.
     """
 
-    __slots__ = ("_closer_memo", "_diagnostics", "_items", "_omap", "_parse_cache", "_static", "_top", "source", "text")
+    __slots__ = (
+        "_closer_memo", "_diagnostics", "_items", "_omap", "_parse_cache", "_post", "_static", "_top", "source", "text",
+    )
 
     def __init__(self, text: str, *, time_limit: float | None = MAX_CPU_SECONDS) -> None:
         """Parse ``text`` within ``time_limit`` seconds of CPU (``None``: no budget of its own;
@@ -257,6 +259,9 @@ class CompiledMacros:
             self._static = post_process(pre)
         #: ``(registry, version, plan)`` of the top level once it has a plan (see :meth:`expand`)
         self._top: tuple[MacroRegistry, int, Any] | None = None
+        #: the last planned render's evaluator output and its post-processed text (see
+        #: :meth:`_expand_planned`), replaced whole
+        self._post: tuple[str, str] = ("", "")
 
     def expand(
         self,
@@ -270,8 +275,10 @@ class CompiledMacros:
         _reuse_parse: bool = True,
     ) -> MacroResult:
         """Evaluate the parsed text in ``context`` (see :func:`expand_macros`)."""
-        # ``None``: no budget of its own (an enclosing one, as expand_macros opens, holds)
-        token = enter_budget(time_limit, len(self.source))
+        # ``None``: no budget of its own (an enclosing one, as expand_macros opens, holds). A
+        # template whose top level runs from its plan scans no text up front (the plan's loops
+        # check the clock): its clock starts at the first check, as a short text's does
+        token = enter_budget(time_limit, 0 if self._top is not None else len(self.source))
         try:
             if len(self.source) >= _BULK_CHARS:
                 with bulk_allocation():  # see _BULK_CHARS
@@ -411,10 +418,18 @@ class CompiledMacros:
             state._stream = stream
         omap = self._omap
         try:
-            out = post_process(plan.run(state, 0))
+            raw = plan.run(state, 0)
         except TemplateError as exc:
             _locate(exc, self.text, omap)
             raise
+        # a kept level output (:meth:`.plan.LevelPlan._memoised`) is the very same string as last
+        # time: its post-processing (a pure function of the text) is too
+        post = self._post
+        if post[0] is raw:
+            out = post[1]
+        else:
+            out = post_process(raw)
+            self._post = (raw, out)
         if stream is None and state._stream is not None and effective_seed.__class__ is int:
             _remember_seed(effective_seed, rng_seed, state._stream)
         return _finish(out, local, glob, state, omap)
