@@ -2,22 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from tavernbox.shortcuts import Shortcuts
 
-from tavernbox.macros import evaluator
-
-
-@contextmanager
-def plans(enabled: bool) -> Iterator[None]:
-    """Compiled level plans on or off (``evaluator.USE_PLANS``) inside the block, restored after.
-
-    With plans off, a template runs through the general evaluator only: the reference the plan
-    tests compare against.
-    """
-    saved = evaluator.USE_PLANS
-    evaluator.USE_PLANS = enabled
-    try:
-        yield
-    finally:
-        evaluator.USE_PLANS = saved
+#: compiled level plans off: a template runs through the general evaluator only (the reference the
+#: plan tests compare against); passed to ``expand`` by name, so tests may run in threads
+NO_PLANS = Shortcuts(plans=False)
+#: every argument and body re-parsed from its text, in every render (the reference of the tests of
+#: parse reuse and of compiled templates' caches)
+NO_REUSE = Shortcuts(reuse_parse=False)
+#: the whole-document parser only (the reference of the region-by-region parse)
+NO_REGIONS = Shortcuts(regions=False)

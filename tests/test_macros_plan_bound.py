@@ -7,7 +7,8 @@ from typing import Any
 
 from tavernbox.macros import MacroContext, compile_macros
 from tavernbox.macros.plan import LevelPlan
-from macro_support import plans
+from tavernbox.shortcuts import DEFAULT
+from macro_support import NO_PLANS
 
 TEXTS = [
     "{{random::quiet::tense::warm}} {{roll::1d20}} {{roll::3d6+2}} {{roll::d4-1}} {{roll::20}}",
@@ -18,13 +19,12 @@ TEXTS = [
 
 
 def _render_all(text: str, planned: bool) -> list[Any]:
-    with plans(planned):
-        template = compile_macros(text)
-        out = []
-        for seed in range(4):
-            result = template.expand(MacroContext(seed=seed))
-            out.append((result.text, result.draws, result.diagnostics))
-        return out
+    template = compile_macros(text)
+    out = []
+    for seed in range(4):
+        result = template.expand(MacroContext(seed=seed), shortcuts=DEFAULT if planned else NO_PLANS)
+        out.append((result.text, result.draws, result.diagnostics))
+    return out
 
 
 def _top_plan(template: Any) -> LevelPlan:
@@ -60,8 +60,7 @@ def test_context_reads_and_constants_are_inlined_in_the_generated_run() -> None:
 def test_literal_variable_reads_are_inlined_and_match_the_evaluator() -> None:
     text = "{{setvar::a::5}}[{{getvar::a}}|{{getglobalvar::g}}|{{getvar::missing}}|{{getvar::n}}]"
     ctx = MacroContext(local_variables={"n": " 7 "}, global_variables={"g": 2.5})
-    with plans(False):
-        want = compile_macros(text).expand(ctx)
+    want = compile_macros(text).expand(ctx, shortcuts=NO_PLANS)
     template = compile_macros(text)
     for _ in range(3):
         got = template.expand(ctx)

@@ -17,7 +17,7 @@ import pytest
 
 from tavernbox.errors import TemplateError
 from tavernbox.macros import MacroContext, compile_macros
-from macro_support import plans
+from macro_support import NO_PLANS
 
 CTX = MacroContext.from_dict(
     {
@@ -52,9 +52,9 @@ TEXTS = [
 ]
 
 
-def _outcome(template: Any) -> Any:
+def _outcome(template: Any, **kw: Any) -> Any:
     try:
-        r = template.expand(CTX)
+        r = template.expand(CTX, **kw)
     except TemplateError as exc:
         return ("error", exc.code, exc.message, exc.span)
     return (r.text, r.variables, r.diagnostics, r.draws)
@@ -62,8 +62,7 @@ def _outcome(template: Any) -> Any:
 
 @pytest.mark.parametrize("text", TEXTS)
 def test_planned_if_equals_the_evaluator(text: str) -> None:
-    with plans(False):
-        want = _outcome(compile_macros(text))
+    want = _outcome(compile_macros(text), shortcuts=NO_PLANS)
     template = compile_macros(text)
     for _ in range(5):
         assert _outcome(template) == want

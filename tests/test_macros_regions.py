@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from tavernbox.macros.parser import ArgNode, MacroNode, _region_items, document_items
 from tavernbox.testing.strategies import macro_templates
+from macro_support import NO_REGIONS
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "conformance" / "st-macros.jsonl"
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -42,7 +43,7 @@ def _deep(value: Any) -> Any:
 def _same(text: str, lo: int = 0, hi: int | None = None) -> bool:
     """Whether the region path answered (and then agreed); asserts agreement."""
     end = len(text) if hi is None else hi
-    whole = document_items(text, lo, end, _regions=False)
+    whole = document_items(text, lo, end, shortcuts=NO_REGIONS)
     fast = _region_items(text, lo, end, 64)
     if fast is None:
         return False
@@ -159,7 +160,7 @@ def test_repeated_simple_macros_built_from_their_shape_equal_the_whole_document(
 def _whole_equals_resumed(text: str, lo: int = 0, hi: int | None = None) -> None:
     end = len(text) if hi is None else hi
     resumed = document_items(text, lo, end)
-    whole = document_items(text, lo, end, _regions=False)
+    whole = document_items(text, lo, end, shortcuts=NO_REGIONS)
     assert _deep(resumed[0]) == _deep(whole[0]), (text, lo, end)
     assert resumed[1:] == whole[1:], (text, lo, end)
 

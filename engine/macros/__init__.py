@@ -16,12 +16,13 @@ from typing import Any
 
 from ..collector import bulk_allocation
 from ..errors import Diagnostic, TemplateError
+from ..shortcuts import DEFAULT, PLAIN, Shortcuts
 from ..spans import Span
 from .budget import MAX_CPU_SECONDS, enter_budget, leave_budget
 from .context import ChatMessage, MacroContext
-from . import evaluator as _evaluator
 from .evaluator import MAX_OUTPUT_CHARS, Draw, MacroCall, RenderState, capped_diagnostics, post_process
 from .evaluator import new_state as _new_state
+from .evaluator import use_planner
 from .parser import ArgNode, MacroNode, Plain, VarNode, document_parse, parse_macros
 from .plan import build_plan
 from .registry import MacroDef, MacroRegistry, dynamic_table, use_catalogue
@@ -38,7 +39,7 @@ def _builtin_catalogue() -> MacroRegistry:
 
 # The plan builder and the built-in macros are built on the evaluator and the registry, so the
 # package passes them down here instead of those modules importing what imports them.
-_evaluator.use_planner(build_plan)
+use_planner(build_plan)
 use_catalogue(_builtin_catalogue)
 
 __all__ = [
@@ -55,7 +56,9 @@ __all__ = [
     "MacroNode",
     "MacroResult",
     "MacroSegment",
+    "PLAIN",
     "Plain",
+    "Shortcuts",
     "VarNode",
     "compile_macros",
     "expand_macros",
@@ -211,9 +214,12 @@ class CompiledMacros:
         "_closer_memo", "_diagnostics", "_items", "_omap", "_parse_cache", "_post", "_static", "_top", "source", "text",
     )
 
-    def __init__(self, text: str, *, time_limit: float | None = MAX_CPU_SECONDS) -> None:
+    def __init__(
+        self, text: str, *, time_limit: float | None = MAX_CPU_SECONDS, shortcuts: Shortcuts = DEFAULT
+    ) -> None:
         """Parse ``text`` within ``time_limit`` seconds of CPU (``None``: no budget of its own;
-        see :mod:`.budget`), or raise ``MACRO_TIME_LIMIT``."""
+        see :mod:`.budget`), or raise ``MACRO_TIME_LIMIT``. ``shortcuts.regions`` off: the
+        whole-document parser only."""
         if not isinstance(text, str):
             raise TemplateError("the macro text must be a string", code="INPUT_INVALID")
         if len(text) > MAX_INPUT_CHARS:
@@ -234,9 +240,9 @@ class CompiledMacros:
             try:
                 if len(pre) >= _BULK_CHARS:
                     with bulk_allocation():  # see _BULK_CHARS
-                        items, diags, clean, untrusted = document_parse(pre)
+                        items, diags, clean, untrusted = document_parse(pre, shortcuts=shortcuts)
                 else:
-                    items, diags, clean, untrusted = document_parse(pre)
+                    items, diags, clean, untrusted = document_parse(pre, shortcuts=shortcuts)
             except TemplateError as exc:  # MACRO_TIME_LIMIT: where the parse had got to, in ``text``
                 _locate(exc, text, omap)
                 raise
@@ -272,7 +278,7 @@ class CompiledMacros:
         dynamic: Mapping[str, str | Callable[..., Any] | MacroDef] | None = None,
         trace: bool = False,
         time_limit: float | None = MAX_CPU_SECONDS,
-        _reuse_parse: bool = True,
+        shortcuts: Shortcuts = DEFAULT,
     ) -> MacroResult:
         """Evaluate the parsed text in ``context`` (see :func:`expand_macros`)."""
         # ``None``: no budget of its own (an enclosing one, as expand_macros opens, holds). A
@@ -282,8 +288,8 @@ class CompiledMacros:
         try:
             if len(self.source) >= _BULK_CHARS:
                 with bulk_allocation():  # see _BULK_CHARS
-                    return self._expand(context, seed, registry, dynamic, trace, _reuse_parse)
-            return self._expand(context, seed, registry, dynamic, trace, _reuse_parse)
+                    return self._expand(context, seed, registry, dynamic, trace, shortcuts)
+            return self._expand(context, seed, registry, dynamic, trace, shortcuts)
         finally:
             leave_budget(token)
 
@@ -294,7 +300,7 @@ class CompiledMacros:
         registry: MacroRegistry | None,
         dynamic: Mapping[str, str | Callable[..., Any] | MacroDef] | None,
         trace: bool,
-        _reuse_parse: bool,
+        shortcuts: Shortcuts,
     ) -> MacroResult:
         """The body of :meth:`expand`."""
         ctx = context if isinstance(context, MacroContext) else MacroContext.from_dict(context)
@@ -304,8 +310,8 @@ class CompiledMacros:
             and registry is None
             and not dynamic
             and not trace
-            and _reuse_parse
-            and _evaluator.USE_PLANS
+            and shortcuts.reuse_parse
+            and shortcuts.plans
             and top[0]._version == top[1]
         ):
             return self._expand_planned(ctx, seed, top[0], top[2])
@@ -318,7 +324,8 @@ class CompiledMacros:
             local = VariableStore(ctx.local_variables)  # the store copies
             glob = VariableStore(ctx.global_variables)
         text, pre, omap = self.text, self.source, self._omap
-        if self._static is not None and _reuse_parse:
+        reuse_parse = shortcuts.reuse_parse
+        if self._static is not None and reuse_parse:
             return _make_result(
                 self._static,
                 {"local": local.snapshot(), "global": glob.snapshot()},
@@ -338,9 +345,9 @@ class CompiledMacros:
             glob=glob,
             rng_seed=f"tavernbox-macros:{effective_seed}",
             max_output=MAX_OUTPUT_CHARS,
-            reuse_parse=_reuse_parse,
-            parse_cache=self._parse_cache if _reuse_parse else None,
-            closer_memo=self._closer_memo if _reuse_parse else {},
+            shortcuts=shortcuts,
+            parse_cache=self._parse_cache if reuse_parse else None,
+            closer_memo=self._closer_memo if reuse_parse else {},
         )
         state.diagnostics.extend(self._diagnostics)
         if trace:
@@ -350,7 +357,7 @@ class CompiledMacros:
         try:
             top = (
                 self._closer_memo.get((id(items), 0, "plan"))
-                if _reuse_parse and not state.dynamic and _evaluator.USE_PLANS
+                if reuse_parse and not state.dynamic and shortcuts.plans
                 else None
             )
             if top and top[3] and top[0] is items and top[1] is state.registry and top[2] == state.registry._version:
@@ -487,7 +494,7 @@ def expand_macros(
     dynamic: Mapping[str, str | Callable[..., Any] | MacroDef] | None = None,
     trace: bool = False,
     time_limit: float | None = MAX_CPU_SECONDS,
-    _reuse_parse: bool = True,
+    shortcuts: Shortcuts = DEFAULT,
 ) -> MacroResult:
     """Expand SillyTavern macros in ``text``.
 
@@ -503,6 +510,9 @@ def expand_macros(
     render together used more than ``time_limit`` seconds of this thread's CPU, 1 s by default;
     ``None``: no limit). Every other problem is a diagnostic.
 
+    ``shortcuts`` names the performance shortcuts the render may take (all by default; each
+    gives exactly what its plain path gives): :data:`PLAIN` runs the reference path.
+
     The compiled templates of the 512 most recent texts (up to 64 KB each) are kept, so a host
     that expands the same card fields and prompts over and over parses each once.
     """
@@ -511,12 +521,12 @@ def expand_macros(
     ctx = context if isinstance(context, MacroContext) else MacroContext.from_dict(context)
     token = enter_budget(time_limit, len(text))  # one budget for the parse and the render
     try:
-        if _reuse_parse and len(text) <= _CACHED_TEXT_CHARS:
+        if shortcuts.reuse_parse and shortcuts.regions and len(text) <= _CACHED_TEXT_CHARS:
             template = _compiled(text)
         else:
-            template = CompiledMacros(text, time_limit=None)
+            template = CompiledMacros(text, time_limit=None, shortcuts=shortcuts)
         return template.expand(
-            ctx, seed=seed, registry=registry, dynamic=dynamic, trace=trace, time_limit=None, _reuse_parse=_reuse_parse
+            ctx, seed=seed, registry=registry, dynamic=dynamic, trace=trace, time_limit=None, shortcuts=shortcuts
         )
     finally:
         leave_budget(token)

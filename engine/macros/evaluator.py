@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import Diagnostic, TemplateError
+from ..shortcuts import DEFAULT, Shortcuts
 from ..spans import Span
 from .budget import CHECK_EVERY, check
 from .context import MacroContext
@@ -63,8 +64,6 @@ MAX_DIAGNOSTIC_CHARS = 64 * 1024
 #: module's RenderState and MacroCall, so this module does not import them
 _build_plan: Any = None
 _PLAN = "plan"  # marks plan entries in RenderState.closer_memo
-#: run repeated levels from their plans (:mod:`.plan`); tests switch it off to compare
-USE_PLANS = True
 
 _TRIM_FIND = re.compile(r"\{\{trim\}\}", re.IGNORECASE)
 _TRIM_MATCH = _TRIM_FIND.match
@@ -261,9 +260,10 @@ class RenderState:
     original_used: bool = False
     max_output: int = MAX_OUTPUT_CHARS
     _body_cache: dict[tuple[str, int], bool] = field(default_factory=dict)
-    #: reuse a well-formed parent's parse of arguments/bodies instead of re-parsing their text
-    #: (an optimisation; tests switch it off to prove both give the same output)
-    reuse_parse: bool = True
+    #: the shortcuts the render may take (:class:`~tavernbox.shortcuts.Shortcuts`): plans, a
+    #: well-formed parent's parse of arguments/bodies reused instead of re-parsing their text,
+    #: region-by-region parsing
+    shortcuts: Shortcuts = DEFAULT
     #: ``(lo, hi) -> (items, diagnostics, clean, untrusted ranges)``: the parse of every span
     #: evaluated so far (:func:`.parser.document_parse`). A compiled template hands the same dict
     #: to each render, so repeated renders parse nothing (a span's parse depends on the source
@@ -302,10 +302,10 @@ class RenderState:
         """``document_parse`` of ``source[lo:hi]``, memoised in :attr:`parse_cache`."""
         cache = self.parse_cache
         if cache is None:
-            return document_parse(self.source, lo, hi)
+            return document_parse(self.source, lo, hi, shortcuts=self.shortcuts)
         hit = cache.get((lo, hi))
         if hit is None:
-            items, diags, clean, untrusted = document_parse(self.source, lo, hi)
+            items, diags, clean, untrusted = document_parse(self.source, lo, hi, shortcuts=self.shortcuts)
             hit = cache[(lo, hi)] = (tuple(items), tuple(diags), clean, untrusted)
         return hit
 
@@ -363,7 +363,8 @@ class RenderState:
         of a well-formed parent); otherwise the span is parsed here, as SillyTavern re-parses
         every argument and body.
         """
-        if items is not None and USE_PLANS:
+        shortcuts = self.shortcuts
+        if items is not None and shortcuts.plans:
             # a known level that already has a plan (a compiled template's ``{{if}}`` branches
             # from the third render on): what the checks below end up running, found first
             seen = self.closer_memo.get((id(items), depth, _PLAN))  # type: ignore[call-overload]
@@ -373,7 +374,7 @@ class RenderState:
                 and seen[0] is items
                 and lo < hi
                 and depth <= MAX_SCOPE_DEPTH
-                and self.reuse_parse
+                and shortcuts.reuse_parse
                 and not self.dynamic
                 and seen[1] is self.registry
                 and seen[2] == self.registry._version
@@ -386,7 +387,7 @@ class RenderState:
         if depth > MAX_SCOPE_DEPTH:
             self.diag("MACRO_NESTING_LIMIT", "macros nested deeper than the limit; left as written", lo, hi)
             return src[lo:hi]
-        if items is not None and not self.reuse_parse:
+        if items is not None and not shortcuts.reuse_parse:
             items = None
         if items is None:
             if src.find("{{", lo, hi) < 0:
@@ -412,7 +413,7 @@ class RenderState:
         if not has_macro:
             return src[lo:hi]  # plain items and the gaps between them: the span as written
         reg = self.registry
-        if clean and self.reuse_parse and not self.dynamic and USE_PLANS:
+        if clean and shortcuts.reuse_parse and not self.dynamic and shortcuts.plans:
             # a level evaluated before (a compiled template's second render, an argument seen
             # again) runs from its plan: literals and pre-bound calls, see :mod:`.plan`. A traced
             # top level builds its plan (a later traced render runs it through
@@ -772,7 +773,7 @@ class RenderState:
                 value = src[a:b]
             elif (
                 items is not None and len(items) == 1 and type(items[0]) is Plain
-                and self.reuse_parse and depth < MAX_SCOPE_DEPTH
+                and self.shortcuts.reuse_parse and depth < MAX_SCOPE_DEPTH
             ):
                 value = src[a:b]  # a literal argument is its own text
             else:
@@ -876,7 +877,7 @@ class RenderState:
 
     def _literal_args(self, m: MacroNode, depth: int) -> bool:
         """Whether each argument of ``m`` evaluates to its own text (as :meth:`eval_macro` reads them)."""
-        literal_ok = self.reuse_parse and depth < MAX_SCOPE_DEPTH
+        literal_ok = self.shortcuts.reuse_parse and depth < MAX_SCOPE_DEPTH
         for arg in m.args:
             if arg.span is None:
                 continue
@@ -983,7 +984,7 @@ def new_state(
     state.original_used = False
     state.max_output = MAX_OUTPUT_CHARS
     state._body_cache = {}
-    state.reuse_parse = True
+    state.shortcuts = DEFAULT
     state.parse_cache = parse_cache
     state.closer_memo = closer_memo
     state._rng = None

@@ -34,6 +34,7 @@ from importlib import resources
 
 from ..errors import Diagnostic
 from ..spans import Span
+from ..shortcuts import DEFAULT, Shortcuts
 from .budget import CHECK_CHARS, CHECK_EVERY, check
 import re
 
@@ -1343,7 +1344,7 @@ def _flattened(raw: list) -> list:
 
 
 def document_items(
-    text: str, lo: int = 0, hi: int | None = None, max_nesting: int = MAX_NESTING, *, _regions: bool = True
+    text: str, lo: int = 0, hi: int | None = None, max_nesting: int = MAX_NESTING, *, shortcuts: Shortcuts = DEFAULT
 ) -> tuple[list, list[Diagnostic], bool]:
     """The top-level items of ``text[lo:hi]`` in order: :class:`Plain` spans and complete macros.
 
@@ -1351,12 +1352,12 @@ def document_items(
     the gaps between items verbatim, as SillyTavern does). Offsets are absolute in ``text``.
     The flag is true when nothing needed recovery (then argument items can be trusted).
     """
-    items, diagnostics, clean, _untrusted = document_parse(text, lo, hi, max_nesting, _regions=_regions)
+    items, diagnostics, clean, _untrusted = document_parse(text, lo, hi, max_nesting, shortcuts=shortcuts)
     return items, diagnostics, clean
 
 
 def document_parse(
-    text: str, lo: int = 0, hi: int | None = None, max_nesting: int = MAX_NESTING, *, _regions: bool = True
+    text: str, lo: int = 0, hi: int | None = None, max_nesting: int = MAX_NESTING, *, shortcuts: Shortcuts = DEFAULT
 ) -> tuple[list, list[Diagnostic], bool, tuple[tuple[int, int], ...]]:
     """:func:`document_items`, and the ranges of ``text`` where the parse needed recovery.
 
@@ -1365,14 +1366,15 @@ def document_parse(
     the evaluator can hand a scoped macro's body its items instead of re-parsing its text. The
     ranges are the regions recovered on their own and, when the whole-document path ran and
     needed recovery (or cut too-deep regions out), everything from where it started; empty
-    when the flag is true.
+    when the flag is true. ``shortcuts.regions`` off: the whole-document path only (the
+    region-by-region parse must equal it).
     """
     if hi is None:
         hi = len(text)
     prefix: list = []
     rejected = False
     recovered: list[tuple[int, int]] = []
-    if _regions:
+    if shortcuts.regions:
         prefix, stop, rejected = _region_prefix(text, lo, hi, max_nesting, recovered)
         if stop == hi:
             return prefix, [], not recovered, tuple(recovered)

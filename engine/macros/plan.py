@@ -10,8 +10,8 @@ output accounting), and anything the plan cannot bind exactly (unknown names, ar
 mismatches, ``delay_args`` macros, nested arguments, shorthands, scoped pairs) is bound to
 ``eval_macro`` itself, so the result is identical by construction.
 
-Must equal: :meth:`RenderState.evaluate` with plans switched off (``evaluator.USE_PLANS =
-False``): text, variables, diagnostics and draws, or the same error. Proved by
+Must equal: :meth:`RenderState.evaluate` with plans switched off (``Shortcuts(plans=False)``):
+text, variables, diagnostics and draws, or the same error. Proved by
 ``tests/test_macros_plan.py`` (conformance rows, generated texts, every output limit); the parts
 inlined into the generated function by ``tests/test_macros_plan_bound.py``.
 

@@ -125,7 +125,7 @@ def _split_else(
     if seen is not None and not seen[2]:
         parsed, clean, untrusted = seen[0], False, seen[3]
     else:
-        parsed, diags, clean, untrusted = document_parse(state.source, lo, hi)
+        parsed, diags, clean, untrusted = document_parse(state.source, lo, hi, shortcuts=state.shortcuts)
         if not clean and cache is not None:
             # an unclean content without an ``{{else}}`` is evaluated as one level, and that
             # level re-parses exactly this span: the evaluator's memo hands it this parse (a
