@@ -36,7 +36,7 @@ def test_new_state_sets_every_field_as_the_dataclass_does() -> None:
         max_output=MAX_OUTPUT_CHARS,
         shortcuts=DEFAULT,
         parse_cache=cache,
-        closer_memo=memo,
+        levels=memo,
     )
     for name in RenderState.__slots__:
         assert getattr(fast, name) == getattr(slow, name), name

@@ -22,7 +22,7 @@ from tavernbox.macros import MacroContext, MacroRegistry, compile_macros, evalua
 from tavernbox.macros import plan as plan_module
 from tavernbox.macros.plan import LevelPlan
 from tavernbox.testing.strategies import macro_templates
-from macro_support import NO_PLANS
+from macro_support import NO_PLANS, level_plans
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "conformance" / "st-macros.jsonl"
@@ -60,7 +60,7 @@ def _same_with_plans(text: str, ctx: MacroContext, **kw: Any) -> None:
 
 
 def _plans(template: Any) -> list[LevelPlan]:
-    return [v[3] for k, v in template._closer_memo.items() if type(k) is tuple and len(k) == 3 and v[3]]
+    return level_plans(template)
 
 
 @pytest.mark.skipif(not DATA.exists(), reason="shared/conformance is not beside the clone")

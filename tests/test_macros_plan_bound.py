@@ -8,7 +8,7 @@ from typing import Any
 from tavernbox.macros import MacroContext, compile_macros
 from tavernbox.macros.plan import LevelPlan
 from tavernbox.shortcuts import DEFAULT
-from macro_support import NO_PLANS
+from macro_support import NO_PLANS, level_plans
 
 TEXTS = [
     "{{random::quiet::tense::warm}} {{roll::1d20}} {{roll::3d6+2}} {{roll::d4-1}} {{roll::20}}",
@@ -28,7 +28,7 @@ def _render_all(text: str, planned: bool) -> list[Any]:
 
 
 def _top_plan(template: Any) -> LevelPlan:
-    plans = [entry[3] for key, entry in template._closer_memo.items() if isinstance(key, tuple) and key[-1] == "plan"]
+    plans = level_plans(template)
     return next(p for p in plans if isinstance(p, LevelPlan))
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from tavernbox.errors import TemplateError
 from tavernbox.macros import MacroContext, compile_macros
-from macro_support import NO_PLANS
+from macro_support import NO_PLANS, level_plans
 
 CTX = MacroContext.from_dict(
     {
@@ -73,7 +73,7 @@ def test_a_planned_if_runs_from_its_bound_part() -> None:
     template = compile_macros("x {{if {{getvar::on}}}}A{{else}}B{{/if}} y")
     for _ in range(3):
         template.expand(CTX)
-    plans = [v[3] for k, v in template._closer_memo.items() if type(k) is tuple and len(k) == 3 and k[1] == 0 and v[3]]
+    plans = level_plans(template, depth=0)
     assert plans
     names = [p.__name__ for p in plans[0].parts if not isinstance(p, str)]
     assert names == ["handled"]

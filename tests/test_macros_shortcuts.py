@@ -64,7 +64,7 @@ def test_plain_takes_no_shortcut(monkeypatch: pytest.MonkeyPatch) -> None:
     template = compile_macros(text)
     for _ in range(4):
         assert template.expand(CTX, shortcuts=PLAIN).text == "1 yes Ash ba"
-    assert not any(type(k) is tuple and len(k) == 3 for k in template._closer_memo)  # no plan, no pairing kept
+    assert not template._levels  # no plan, no pairing kept
     assert not template._parse_cache
     regions.clear()
     assert expand_macros(text, CTX, shortcuts=PLAIN).text == "1 yes Ash ba"

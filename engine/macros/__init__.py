@@ -20,7 +20,7 @@ from ..shortcuts import DEFAULT, PLAIN, Shortcuts
 from ..spans import Span
 from .budget import MAX_CPU_SECONDS, enter_budget, leave_budget
 from .context import ChatMessage, MacroContext
-from .evaluator import MAX_OUTPUT_CHARS, Draw, MacroCall, RenderState, capped_diagnostics, post_process
+from .evaluator import MAX_OUTPUT_CHARS, Draw, LevelMemo, MacroCall, RenderState, capped_diagnostics, post_process
 from .evaluator import new_state as _new_state
 from .evaluator import use_planner
 from .parser import ArgNode, MacroNode, Plain, VarNode, document_parse, parse_macros
@@ -211,7 +211,7 @@ class CompiledMacros:
     """
 
     __slots__ = (
-        "_closer_memo", "_diagnostics", "_items", "_omap", "_parse_cache", "_post", "_static", "_top", "source", "text",
+        "_diagnostics", "_items", "_levels", "_omap", "_parse_cache", "_post", "_static", "_top", "source", "text",
     )
 
     def __init__(
@@ -230,7 +230,7 @@ class CompiledMacros:
         self.text = text
         # sub-parses (arguments and bodies parsed at evaluation) kept for every later render
         self._parse_cache: dict[tuple[int, int], tuple[tuple, tuple, bool, tuple[tuple[int, int], ...]]] = {}
-        self._closer_memo: dict[Any, Any] = {}  # RenderState.closer_memo: keyed by id(items) and tuples
+        self._levels: dict[int, LevelMemo] = {}  # RenderState.levels: what each level's renders keep
         pre, omap = _preprocess(text)
         self.source = pre
         self._omap = omap
@@ -347,7 +347,7 @@ class CompiledMacros:
             max_output=MAX_OUTPUT_CHARS,
             shortcuts=shortcuts,
             parse_cache=self._parse_cache if reuse_parse else None,
-            closer_memo=self._closer_memo if reuse_parse else {},
+            levels=self._levels if reuse_parse else {},
         )
         state.diagnostics.extend(self._diagnostics)
         if trace:
@@ -355,16 +355,14 @@ class CompiledMacros:
             state.reads = reads
         items = self._items
         try:
-            top = (
-                self._closer_memo.get((id(items), 0, "plan"))
-                if reuse_parse and not state.dynamic and shortcuts.plans
-                else None
-            )
-            if top and top[3] and top[0] is items and top[1] is state.registry and top[2] == state.registry._version:
+            plan = None
+            if items is not None and reuse_parse and not state.dynamic and shortcuts.plans:
+                plan = state.known_plan(items, 0)
+            if plan is not None and items is not None:
                 if registry is None:  # the shared built-in table: later renders go straight to it
-                    self._top = (top[1], top[2], top[3])
+                    self._top = (state.registry, state.registry._version, plan)
                 # the top level's plan (what evaluate would run); traced: its marking twin
-                out = run_traced(top[3], state, items) if trace else top[3].run(state, 0)
+                out = run_traced(plan, state, items) if trace else plan.run(state, 0)
             else:
                 out = state.evaluate(0, len(pre), 0, items)
         except TemplateError as exc:
@@ -419,7 +417,7 @@ class CompiledMacros:
             rng_seed,
             list(self._diagnostics),
             self._parse_cache,
-            self._closer_memo,
+            self._levels,
         )
         if stream is not None:
             state._stream = stream

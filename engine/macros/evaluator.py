@@ -23,7 +23,7 @@ import bisect
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import Diagnostic, TemplateError
 from ..shortcuts import DEFAULT, Shortcuts
@@ -63,7 +63,6 @@ MAX_DIAGNOSTIC_CHARS = 64 * 1024
 #: :func:`.plan.build_plan`, passed in by the package (:func:`use_planner`): plans build on this
 #: module's RenderState and MacroCall, so this module does not import them
 _build_plan: Any = None
-_PLAN = "plan"  # marks plan entries in RenderState.closer_memo
 
 _TRIM_FIND = re.compile(r"\{\{trim\}\}", re.IGNORECASE)
 _TRIM_MATCH = _TRIM_FIND.match
@@ -238,6 +237,63 @@ def overlaps(ranges: Sequence[tuple[int, int]], lo: int, hi: int) -> bool:
     return i > 0 and ranges[i - 1][1] > lo
 
 
+class Pairing(NamedTuple):
+    """One level's scoped pairs (:meth:`RenderState._pairs`)."""
+
+    #: ``{opener index: (body start, body end, closer end, closer index)}``
+    pairs: dict[int, tuple[int, int, int, int]]
+    #: indices of tags kept as written (unmatched closers, pairs whose opener takes no body)
+    keep_raw: set[int]
+    #: ``{opener index: closer index}`` of pairs nested past :data:`MAX_SCOPE_DEPTH`
+    too_deep: dict[int, int]
+
+
+#: the pairing of a level without closers (read only)
+_NO_PAIRS = Pairing({}, set(), {})
+
+
+@dataclass(slots=True)
+class DepthMemo:
+    """What a compiled template keeps about one level at one depth, for one registry version
+    (which definitions take a body, and what a name resolves to, depend on it)."""
+
+    registry: MacroRegistry
+    version: int
+    #: its scoped pairs (kept when finding them warned nothing)
+    pairing: Pairing | None = None
+    #: evaluated once already: the next evaluation builds its plan
+    seen: bool = False
+    #: its :class:`.plan.LevelPlan`, once built
+    plan: Any = None
+    #: the build found it cannot be planned (it warns, or keeps tags raw)
+    unplannable: bool = False
+    #: the top level's traced twin of its plan (:func:`.trace.run_traced`)
+    traced: Any = None
+
+
+@dataclass(slots=True)
+class LevelMemo:
+    """What a compiled template keeps about one parsed level (a sequence of items), shared by
+    its renders and found by the sequence's ``id`` (:attr:`RenderState.levels`)."""
+
+    #: the level's items (kept alive, so their id cannot be reused while the memo is)
+    items: Sequence[Any]
+    has_macro: bool
+    has_closer: bool
+    #: per depth, for the registry version it was made with
+    depths: dict[int, DepthMemo] = field(default_factory=dict)
+    #: ``(lo, hi) ->`` the ``{{if}}`` content these items are, split at its ``{{else}}``
+    #: (``builtins/core.py``; keeping the branch slices keeps their identity, and their plans)
+    splits: dict[tuple[int, int], Any] = field(default_factory=dict)
+
+    def at(self, depth: int, registry: MacroRegistry) -> DepthMemo:
+        """The memo at ``depth`` for ``registry`` as it is now (a fresh one when it changed)."""
+        memo = self.depths.get(depth)
+        if memo is None or memo.registry is not registry or memo.version != registry._version:
+            memo = self.depths[depth] = DepthMemo(registry, registry._version)
+        return memo
+
+
 @dataclass(slots=True)
 class RenderState:
     """Per-render mutable state: variables, draws, diagnostics and the output budget.
@@ -269,10 +325,9 @@ class RenderState:
     #: to each render, so repeated renders parse nothing (a span's parse depends on the source
     #: text only). ``None``: parse every time.
     parse_cache: dict[tuple[int, int], tuple[tuple, tuple, bool, tuple[tuple[int, int], ...]]] | None = None
-    #: ``id(items) -> (items, holds a macro, holds a closer)`` and ``(id(items), depth) -> (items, registry,
-    #: registry version, pairs)``, shared like ``parse_cache`` (each entry keeps the sequence
-    #: alive, so its id cannot be reused while it is memoised)
-    closer_memo: dict[int, tuple[Any, bool]] = field(default_factory=dict)
+    #: ``id(items) ->`` the :class:`LevelMemo` of every level evaluated so far, shared like
+    #: ``parse_cache``
+    levels: dict[int, LevelMemo] = field(default_factory=dict)
     _rng: SeedRandom | None = None
     _stream: SeedStream | None = None
     _taken: int = 0
@@ -361,100 +416,111 @@ class RenderState:
 
         ``items`` are the level's parse when the caller already knows it (an argument or body
         of a well-formed parent); otherwise the span is parsed here, as SillyTavern re-parses
-        every argument and body.
+        every argument and body. A level evaluated before runs from its plan (:meth:`_planned`).
         """
-        shortcuts = self.shortcuts
-        if items is not None and shortcuts.plans:
-            # a known level that already has a plan (a compiled template's ``{{if}}`` branches
-            # from the third render on): what the checks below end up running, found first
-            seen = self.closer_memo.get((id(items), depth, _PLAN))  # type: ignore[call-overload]
-            if (
-                seen is not None
-                and seen[3]
-                and seen[0] is items
-                and lo < hi
-                and depth <= MAX_SCOPE_DEPTH
-                and shortcuts.reuse_parse
-                and not self.dynamic
-                and seen[1] is self.registry
-                and seen[2] == self.registry._version
-                and (depth or self.segments is None)
-            ):
-                return seen[3].run(self, depth)
         src = self.source
         if lo >= hi:
             return ""
         if depth > MAX_SCOPE_DEPTH:
             self.diag("MACRO_NESTING_LIMIT", "macros nested deeper than the limit; left as written", lo, hi)
             return src[lo:hi]
-        if items is not None and not shortcuts.reuse_parse:
-            items = None
-        if items is None:
+        clean, untrusted = True, ()
+        if items is None or not self.shortcuts.reuse_parse:
             if src.find("{{", lo, hi) < 0:
                 return src[lo:hi]
             items, diags, clean, untrusted = self.parse(lo, hi)
             if diags:
                 self.diagnostics.extend(diags)
-        else:
-            clean, untrusted = True, ()
-        memo = self.closer_memo.get(id(items))
-        if memo is None or memo[0] is not items:
-            has_macro = False
-            has_closer = False
+        level = self.level(items)
+        if not level.has_macro:
+            return src[lo:hi]  # plain items and the gaps between them: the span as written
+        if clean and self.shortcuts.plans and self.shortcuts.reuse_parse and not self.dynamic:
+            plan = self._planned(level, lo, hi, depth)
+            if plan is not None:
+                return plan.run(self, depth)  # type: ignore[no-any-return]
+        if not level.has_closer:
+            return self._evaluate_inline(lo, hi, depth, items)
+        return self._evaluate_paired(lo, hi, depth, items, self._pairing(level, depth), clean, untrusted)
+
+    def level(self, items: Sequence[Any]) -> LevelMemo:
+        """The memo of the level ``items`` (made on first sight: whether it holds a macro, a closer)."""
+        level = self.levels.get(id(items))
+        if level is None or level.items is not items:
+            has_macro = has_closer = False
             for i in items:
                 if type(i) is MacroNode:
                     has_macro = True
                     if i.closing:
                         has_closer = True
                         break
-            self.closer_memo[id(items)] = (items, has_macro, has_closer)
-        else:
-            has_macro, has_closer = memo[1], memo[2]
-        if not has_macro:
-            return src[lo:hi]  # plain items and the gaps between them: the span as written
-        reg = self.registry
-        if clean and shortcuts.reuse_parse and not self.dynamic and shortcuts.plans:
-            # a level evaluated before (a compiled template's second render, an argument seen
-            # again) runs from its plan: literals and pre-bound calls, see :mod:`.plan`. A traced
-            # top level builds its plan (a later traced render runs it through
-            # :func:`.trace.run_traced`) but marks its ranges below this time
-            traced_top = depth == 0 and self.segments is not None
-            plan_key = (id(items), depth, _PLAN)
-            seen = self.closer_memo.get(plan_key)  # type: ignore[call-overload]
-            if seen is not None and seen[0] is items and seen[1] is reg and seen[2] == reg._version:
-                if seen[3] and not traced_top:
-                    return seen[3].run(self, depth)
-                if seen[3] is False:
-                    pass  # the level cannot be planned (it warns, or keeps tags raw)
-                elif has_closer:
-                    hit = self.closer_memo.get((id(items), depth))  # type: ignore[call-overload]
-                    if hit is None or hit[0] is not items or hit[1] is not reg or hit[2] != reg._version:
-                        hit = None
-                else:
-                    hit = (None, None, None, ({}, set(), {}))
-                if seen[3] is None:
-                    built = _build_plan(self, lo, hi, depth, items, hit[3]) if hit is not None else None
-                    entry = (items, reg, reg._version, built if built is not None else False)
-                    self.closer_memo[plan_key] = entry  # type: ignore[index]
-                    if built is not None and not traced_top:
-                        return built.run(self, depth)
-            else:
-                # plans pay off from the second evaluation of the same level on
-                self.closer_memo[plan_key] = (items, reg, reg._version, None)  # type: ignore[index]
-        if not has_closer:
-            return self._evaluate_inline(lo, hi, depth, items)
-        # a level's pairing depends on its items, the depth and the registry (which definitions
-        # may take a body): memoised per registry version, unless it warned
-        memo_key = (id(items), depth)
-        hit = self.closer_memo.get(memo_key)  # type: ignore[call-overload]
-        if hit is not None and hit[0] is items and hit[1] is reg and hit[2] == reg._version:
-            pairs, keep_raw, too_deep = hit[3]
-        else:
-            before = self.diagnostic_count()
-            found = self._pairs(items, depth)
-            if self.diagnostic_count() == before:
-                self.closer_memo[memo_key] = (items, reg, reg._version, found)  # type: ignore[index]
-            pairs, keep_raw, too_deep = found
+            level = self.levels[id(items)] = LevelMemo(items, has_macro, has_closer)
+        return level
+
+    def known_plan(self, items: Sequence[Any], depth: int) -> Any:
+        """The plan built for the level ``items`` at ``depth`` with this registry version, or ``None``."""
+        level = self.levels.get(id(items))
+        if level is None or level.items is not items:
+            return None
+        memo = level.depths.get(depth)
+        registry = self.registry
+        if memo is None or memo.registry is not registry or memo.version != registry._version:
+            return None
+        return memo.plan
+
+    def _planned(self, level: LevelMemo, lo: int, hi: int, depth: int) -> Any:
+        """The plan to run for a clean level (its parse reused, no dynamic macros), or ``None``:
+        evaluate it item by item.
+
+        Plans pay off from the second evaluation of the same level on (a compiled template's
+        second render, an argument seen again): the first marks the level seen, the second
+        builds its plan (literals and pre-bound calls, see :mod:`.plan`). A traced top level
+        builds its plan (a later traced render runs it through :func:`.trace.run_traced`) but
+        marks its ranges in the evaluator this time.
+        """
+        memo = level.at(depth, self.registry)
+        traced_top = depth == 0 and self.segments is not None
+        if memo.plan is not None:
+            return None if traced_top else memo.plan
+        if memo.unplannable:
+            return None
+        if not memo.seen:
+            memo.seen = True
+            return None
+        pairing = memo.pairing if level.has_closer else _NO_PAIRS
+        built = _build_plan(self, lo, hi, depth, level.items, pairing) if pairing is not None else None
+        if built is None:
+            memo.unplannable = True  # it warns, or keeps tags raw
+            return None
+        memo.plan = built
+        return None if traced_top else built
+
+    def _pairing(self, level: LevelMemo, depth: int) -> Pairing:
+        """The level's scoped pairs at ``depth``; they depend on its items, the depth and the
+        registry (which definitions may take a body): kept per registry version, unless finding
+        them warned."""
+        memo = level.at(depth, self.registry)
+        if memo.pairing is not None:
+            return memo.pairing
+        before = self.diagnostic_count()
+        found = self._pairs(level.items, depth)
+        if self.diagnostic_count() == before:
+            memo.pairing = found
+        return found
+
+    def _evaluate_paired(
+        self,
+        lo: int,
+        hi: int,
+        depth: int,
+        items: Sequence[Any],
+        pairing: Pairing,
+        clean: bool,
+        untrusted: Sequence[tuple[int, int]],
+    ) -> str:
+        """:meth:`evaluate` for a level with closers: each item in order, a scoped pair as one
+        macro with its body, tags kept raw and pairs nested too deep left as written."""
+        src = self.source
+        pairs, keep_raw, too_deep = pairing
         out: list[str] = []
         size = 0
         cursor = lo
@@ -583,9 +649,7 @@ class RenderState:
             self._body_cache[cache_key] = cached
         return cached
 
-    def _pairs(
-        self, items: Sequence[Any], level: int = 0
-    ) -> tuple[dict[int, tuple[int, int, int, int]], set[int], dict[int, int]]:
+    def _pairs(self, items: Sequence[Any], level: int = 0) -> Pairing:
         """Scoped pairs of one level, the items kept raw, and pairs nested too deep.
 
         Returns ``{opener index: (body start, body end, closer end, closer index)}``, the set
@@ -612,7 +676,7 @@ class RenderState:
             if item.closing:
                 any_closer = True
         if not any_closer:
-            return {}, set(), {}
+            return Pairing({}, set(), {})
         pairs: dict[int, tuple[int, int, int, int]] = {}
         keep_raw: set[int] = set()
         too_deep: dict[int, int] = {}
@@ -698,7 +762,7 @@ class RenderState:
                     chosen_deep[idx] = too_deep[idx]
                     scope_end = too_deep[idx]
             pairs, too_deep = chosen, chosen_deep
-        return pairs, keep_raw, too_deep
+        return Pairing(pairs, keep_raw, too_deep)
 
     # ---- one macro --------------------------------------------------------------------------
     def eval_macro(
@@ -960,7 +1024,7 @@ def new_state(
     rng_seed: str,
     diagnostics: list[Diagnostic],
     parse_cache: dict[tuple[int, int], tuple[tuple, tuple, bool, tuple[tuple[int, int], ...]]],
-    closer_memo: dict[int, tuple[Any, bool]],
+    levels: dict[int, LevelMemo],
 ) -> RenderState:
     """A :class:`RenderState` for a compiled template's render: no dynamic macros, parses reused,
     untraced, the default output limit; every other field at its default.
@@ -986,7 +1050,7 @@ def new_state(
     state._body_cache = {}
     state.shortcuts = DEFAULT
     state.parse_cache = parse_cache
-    state.closer_memo = closer_memo
+    state.levels = levels
     state._rng = None
     state._stream = None
     state._taken = 0

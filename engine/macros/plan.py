@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 from ..errors import TemplateError
 from ..spans import Span
 from .budget import CHECK_EVERY, check
-from .evaluator import MAX_PRODUCED_CHARS, MAX_SCOPE_DEPTH, MacroCall, RenderState
+from .evaluator import MAX_PRODUCED_CHARS, MAX_SCOPE_DEPTH, MacroCall, Pairing, RenderState
 from .parser import MacroNode, Plain
 from .variables import VariableStore, js_string
 
@@ -505,7 +505,7 @@ def build_plan(
     hi: int,
     depth: int,
     items: Sequence[Any],
-    pairing: tuple[dict[int, tuple[int, int, int, int]], set[int], dict[int, int]],
+    pairing: Pairing,
 ) -> LevelPlan | None:
     """The plan of ``source[lo:hi]`` (a clean level), or ``None`` when it keeps tags raw."""
     pairs, keep_raw, too_deep = pairing
@@ -854,8 +854,7 @@ def level_runner(
         return (lambda st: st.evaluate(lo, hi, depth, items)), True
     if not any(type(item) is MacroNode for item in items):
         return state.source[lo:hi], True
-    registry = state.registry
-    seen = state.closer_memo.get((id(items), depth, "plan"))  # type: ignore[call-overload]
-    if seen is not None and seen[3] and seen[0] is items and seen[1] is registry and seen[2] == registry._version:
-        return partial(seen[3].run, depth=depth), True
+    plan = state.known_plan(items, depth)
+    if plan is not None:
+        return partial(plan.run, depth=depth), True
     return (lambda st: st.evaluate(lo, hi, depth, items)), False
