@@ -248,6 +248,20 @@ class Pairing(NamedTuple):
     too_deep: dict[int, int]
 
 
+class Arguments(NamedTuple):
+    """A macro's arguments as its handler receives them (:meth:`RenderState.arguments`)."""
+
+    values: list[str]
+    #: each argument's source span (``None``: an empty argument)
+    spans: list[tuple[int, int] | None]
+    #: each argument's parse, when already known (``None``: parse its span when evaluating it)
+    known: list[Sequence[Any] | None]
+    #: ``(start, end, value)`` of each non-empty argument, for the macro written back as it was
+    entries: list[tuple[int, int, str]]
+    #: every argument is its own text: the macro "as written" is then its source slice
+    literal: bool
+
+
 #: the pairing of a level without closers (read only)
 _NO_PAIRS = Pairing({}, set(), {})
 
@@ -813,39 +827,9 @@ class RenderState:
             # writing the macro back from them gives its source (hostile texts repeat this)
             self._arity_diag(definition, len(m.args), m.start, m.end)
             return src[m.start : m.end]
-        values: list[str] = []
-        spans: list[tuple[int, int] | None] = []
-        known: list[Sequence[Any] | None] = []  # each argument's parse, when already known
-        entries: list[tuple[int, int, str]] = []  # evaluated pieces for the raw fall-back
-        #: every argument is its own text: the macro "as written" is then its source slice
-        literal = True
-        ticks = CHECK_EVERY
-        for arg in m.args:
-            ticks -= 1
-            if not ticks:
-                ticks = CHECK_EVERY
-                check(m.start, src)  # the render's CPU budget (see .budget)
-            items = arg.items
-            known.append(items)
-            span = arg.span
-            if span is None:
-                values.append("")
-                spans.append(None)
-                continue
-            a, b = span
-            if delay:
-                value = src[a:b]
-            elif (
-                items is not None and len(items) == 1 and type(items[0]) is Plain
-                and self.shortcuts.reuse_parse and depth < MAX_SCOPE_DEPTH
-            ):
-                value = src[a:b]  # a literal argument is its own text
-            else:
-                value = self.evaluate(a, b, depth + 1, items)
-                literal = False
-            values.append(value)
-            spans.append(span)
-            entries.append((a, b, value))
+        collected = self.arguments(m, depth, delay=delay)
+        assert collected is not None  # evaluated when they must be
+        values, spans, known, entries, literal = collected
         body_value: str | None = None
         if scoped is not None:
             lo, hi = scoped[0], scoped[1]
@@ -900,6 +884,44 @@ class RenderState:
                 return self._raw(m, entries)
         call = MacroCall(m.name, values, m.flags, scoped is not None, m.start, m, self, depth, spans, known)
         return self._call(definition, call, m, entries, end)
+
+    def arguments(self, m: MacroNode, depth: int, *, delay: bool = False, evaluate: bool = True) -> Arguments | None:
+        """Each argument of ``m`` as its handler receives it: its own text when ``delay`` (a
+        ``delay_args`` macro) or when it is literal (one plain item, its parse reused), else
+        evaluated as a level of its own; ``None`` instead of evaluating one when not
+        ``evaluate`` (a plan binds only arguments whose value is fixed)."""
+        src = self.source
+        literal_ok = self.shortcuts.reuse_parse and depth < MAX_SCOPE_DEPTH
+        values: list[str] = []
+        spans: list[tuple[int, int] | None] = []
+        known: list[Sequence[Any] | None] = []
+        entries: list[tuple[int, int, str]] = []
+        literal = True
+        ticks = CHECK_EVERY
+        for arg in m.args:
+            ticks -= 1
+            if not ticks:
+                ticks = CHECK_EVERY
+                check(m.start, src)  # the render's CPU budget (see .budget)
+            items = arg.items
+            known.append(items)
+            span = arg.span
+            if span is None:
+                values.append("")
+                spans.append(None)
+                continue
+            a, b = span
+            if delay or (literal_ok and items is not None and len(items) == 1 and type(items[0]) is Plain):
+                value = src[a:b]  # a literal argument is its own text
+            elif not evaluate:
+                return None
+            else:
+                value = self.evaluate(a, b, depth + 1, items)
+                literal = False
+            values.append(value)
+            spans.append(span)
+            entries.append((a, b, value))
+        return Arguments(values, spans, known, entries, literal)
 
     def _call(self, definition: MacroDef, call: MacroCall, m: MacroNode, entries: Sequence[tuple[int, int, str]], end: int) -> str:
         """Run a handler; a failure leaves the macro as written (with its evaluated arguments)."""

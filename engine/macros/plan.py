@@ -620,10 +620,10 @@ def _bind(state: RenderState, m: MacroNode, depth: int) -> Part:
         return _delayed(state, m, None, None) or _generic(m)
     if depth >= MAX_SCOPE_DEPTH:
         return _generic(m)
-    raw = _raw_arguments(state.source, m, literal_only=True)
+    raw = state.arguments(m, depth, evaluate=False)
     if raw is None:
         return _generic(m)
-    values, spans, known, entries = raw
+    values, spans, known, entries, _literal = raw
     if not definition.accepts(len(values)):
         return _generic(m)
     if definition.strict and definition.arg_types and definition.type_error(values) is not None:
@@ -735,32 +735,6 @@ def _var_set(scope: str, name: str, value: str) -> Part:
     return set_
 
 
-def _raw_arguments(
-    src: str, m: MacroNode, *, literal_only: bool
-) -> tuple[list[str], list[tuple[int, int] | None], list[Any], list[tuple[int, int, str]]] | None:
-    """Each argument as written: ``(values, spans, parses, raw fall-back entries)``, what
-    ``eval_macro`` builds for a call whose arguments need no evaluation. With ``literal_only``,
-    ``None`` when an argument holds anything but plain text (it must be evaluated per render)."""
-    values: list[str] = []
-    spans: list[tuple[int, int] | None] = []
-    known: list[Any] = []
-    entries: list[tuple[int, int, str]] = []
-    for arg in m.args:
-        known.append(arg.items)
-        if arg.span is None:
-            values.append("")
-            spans.append(None)
-            continue
-        items = arg.items
-        if literal_only and (items is None or len(items) != 1 or type(items[0]) is not Plain):
-            return None
-        a, b = arg.span
-        value = src[a:b]
-        values.append(value)
-        spans.append((a, b))
-        entries.append((a, b, value))
-    return values, spans, known, entries
-
 def _delayed(
     state: RenderState, m: MacroNode, scoped: tuple[int, int, int, int] | None, body_items: tuple | None
 ) -> Part | None:
@@ -775,9 +749,9 @@ def _delayed(
     if definition is None or not definition.delay_args:
         return None
     src = state.source
-    raw = _raw_arguments(src, m, literal_only=False)
-    assert raw is not None
-    values, spans, known, entries = raw
+    collected = state.arguments(m, 0, delay=True)
+    assert collected is not None  # raw text: nothing to evaluate
+    values, spans, known, entries, _literal = collected
     if scoped is not None:
         lo, hi = scoped[0], scoped[1]
         known.append(body_items)
