@@ -28,7 +28,7 @@ _PROBE = r"""
 import json, sys, time
 from tavernbox.testing.memory import peak_rss_kib
 from tavernbox.macros import expand_macros
-from tavernbox.macros.parser import _driver_table
+from tavernbox.macros.lalr import _driver_table
 _driver_table()
 expand_macros("{{user}} {{getvar::x}} {{if 1}}a{{/if}} {{a}", {})  # tables built, caches warm
 unit, count = sys.argv[1], int(sys.argv[2])

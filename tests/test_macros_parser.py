@@ -19,7 +19,9 @@ from hypothesis import HealthCheck, given, settings
 
 from tavernbox.macros import expand_macros, parse_macros
 from tavernbox.macros.lexer import T, tokenize
-from tavernbox.macros.parser import MacroNode, Plain, _Parser, document_items, lalr_items, validate_macro
+from tavernbox.macros.lalr import lalr_items
+from tavernbox.macros.parser import MacroNode, Plain, document_items, validate_macro
+from tavernbox.macros.recovery import _Parser
 from tavernbox.testing.strategies import macro_templates
 from macro_support import NO_REUSE
 

@@ -14,7 +14,8 @@ import random
 from typing import Any
 
 from tavernbox.macros.lexer import tokenize_limited
-from tavernbox.macros.parser import MAX_NESTING, Plain, _region_prefix, document_items
+from tavernbox.macros.parser import MAX_NESTING, Plain, document_items
+from tavernbox.macros.regions import _region_prefix
 from tavernbox.testing.macro_generator import MacroTextGenerator
 from macro_support import NO_REGIONS, NO_REUSE
 
@@ -108,7 +109,7 @@ def test_a_recovery_that_would_take_a_token_past_the_region_is_not_kept() -> Non
     # the bound still holds: a rule that takes the next region's token (here a nested "{{")
     # marks the parse spilled, and the caller goes the whole-document way
     from tavernbox.macros.lexer import T, Tok
-    from tavernbox.macros.parser import _Parser
+    from tavernbox.macros.recovery import _Parser
 
     text = "{{a::{{b}}"
     toks = [Tok(T.START, 0, 2, 1), Tok(T.MIDENT, 2, 3, 1), Tok(T.DCOLON, 3, 5, 1)]
@@ -159,10 +160,10 @@ def test_a_repeated_malformed_region_is_recovered_once_and_shifted() -> None:
 
 
 def test_a_repeat_of_a_recovered_region_is_neither_lexed_nor_recovered_again(monkeypatch: Any) -> None:
-    from tavernbox.macros import parser as parser_module
+    from tavernbox.macros import regions as regions_module
 
     calls = {"lexed": 0, "recovered": 0}
-    lex, recover = parser_module.tokenize_macro, parser_module._recover_region
+    lex, recover = regions_module.tokenize_macro, regions_module._recover_region
 
     def counting_lex(*args: Any) -> Any:
         calls["lexed"] += 1
@@ -172,8 +173,8 @@ def test_a_repeat_of_a_recovered_region_is_neither_lexed_nor_recovered_again(mon
         calls["recovered"] += 1
         return recover(*args)
 
-    monkeypatch.setattr(parser_module, "tokenize_macro", counting_lex)
-    monkeypatch.setattr(parser_module, "_recover_region", counting_recover)
+    monkeypatch.setattr(regions_module, "tokenize_macro", counting_lex)
+    monkeypatch.setattr(regions_module, "_recover_region", counting_recover)
     text = "{{#}}" * 1000 + "{{.1}}" * 1000
     assert _plain(document_items(text)) == _plain(document_items(text, shortcuts=NO_REGIONS))
     assert calls == {"lexed": 2, "recovered": 2}  # the first of each run

@@ -18,7 +18,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tavernbox.macros.parser import ArgNode, MacroNode, _region_items, document_items
+from tavernbox.macros.parser import ArgNode, MacroNode, document_items
+from tavernbox.macros.regions import _region_items
 from tavernbox.testing.strategies import macro_templates
 from macro_support import NO_REGIONS
 
@@ -133,7 +134,7 @@ def test_regions_equal_the_whole_document_on_macro_templates(text: str, data: st
 
 def test_repeated_simple_macros_built_from_their_shape_equal_the_whole_document() -> None:
     # the second and later copies of a source are built from the first one's shape (issue 14)
-    from tavernbox.macros.parser import _from_shape, _shape
+    from tavernbox.macros.regions import _from_shape, _shape
 
     once = [
         "{{user}}", "{{/if}}", "{{!user}}", "{{a::}}", "{{a:: x ::y }}", "{{a::\u00a0x\u3000}}", "{{a b}}", "{{if 1}}",
@@ -186,7 +187,7 @@ def test_resuming_after_the_regions_equals_the_whole_document_path(text: str, da
 def test_common_shapes_are_read_off_one_match() -> None:
     # issue 14: these went through the lexer and the LALR table region by region (a fuzzing
     # input is dense with them, and real prompts write "{{ user }}" and "{{roll:1d6}}")
-    from tavernbox.macros.parser import _LONE_START, _SIMPLE_MACRO
+    from tavernbox.macros.regions import _LONE_START, _SIMPLE_MACRO
 
     for text in ["{{ user }}", "{{\n\tuser}}", "{{ ! # a}}", "{{/?a::b}}", "{{ . x}}", "{{roll:1d6}}",
                  "{{a:b::c}}", "{{a x::y}}", "{{// a::b:c}}", "{{//::x}}", "{{a: {{ b }} }}"]:

@@ -14,7 +14,8 @@ import sys
 
 import pytest
 
-from tavernbox.macros.parser import MAX_NESTING, MacroNode, Plain, _run_end, document_items
+from tavernbox.macros.parser import MAX_NESTING, MacroNode, Plain, document_items
+from tavernbox.macros.regions import _run_end
 from tavernbox.testing.macro_generator import MacroTextGenerator
 from tavernbox.shortcuts import DEFAULT
 from macro_support import NO_REGIONS
