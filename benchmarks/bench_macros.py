@@ -23,6 +23,9 @@ Three questions, each answered with the best of several repeats:
    prompt in Jinja2 (``{% set %}``, locals, ``{#- -#}``), with the same context every render and
    with a new ``user`` each render (issue 29: <= 0.5x Jinja2).
 
+5. The parser's paths: a macro of the 10 KB documents by the region path and by the whole-document
+   path, and a region of texts made of distinct or repeated regions (what the fast paths save).
+
 Targets from issue 2: cached <= 0.5x Jinja2; 10 KB cold parse <= 3 ms. Issue 14: cached plain
 prompts <= 0.5x Jinja2 at 3 KB and 30 KB; each hostile text <= 1 s and <= 100 MB. This script reports;
 it does not assert (``tests/test_bench_smoke.py`` only checks that it keeps running).
@@ -329,6 +332,35 @@ def _plain_rows(iterations: int) -> dict[str, Any]:
     return out
 
 
+#: the parser's paths (``macros/parser.py`` and the modules it joins), each as ``(label, text
+#: builder, unit count)``: what a fast path saves against the plain path on the same text
+PARSER_TEXTS: list[tuple[str, Callable[[int], str], str]] = [
+    ("distinct malformed regions, each recovered", lambda n: "".join("{{a%d:}}" % i for i in range(n)), "region"),
+    ("one malformed region repeated (recovered once)", lambda n: "{{#}}" * n, "region"),
+    ("distinct nested regions, each lexed and parsed", lambda n: "".join("{{a%d::{{b::{{c}}}}}}" % i for i in range(n)), "region"),
+    ("one nested region repeated (parsed once)", lambda n: "{{a::{{b::{{c}}}}}}" * n, "region"),
+]
+
+
+def parser_rows(count: int = 20_000) -> dict[str, Any]:
+    """Per macro or region: the region path against the whole-document path
+    (``Shortcuts(regions=False)``) on the 10 KB documents, and the region path on
+    :data:`PARSER_TEXTS` (a repeat of a region is neither lexed nor parsed again)."""
+    from tavernbox.macros.parser import document_items
+    from tavernbox.shortcuts import Shortcuts
+
+    whole = Shortcuts(regions=False)
+    docs = _ten_kb_documents(30)
+    out: dict[str, Any] = {}
+    regions = _best_per_call(lambda i: document_items(docs[i]), len(docs), repeats=3) / 200
+    plain = _best_per_call(lambda i: document_items(docs[i], shortcuts=whole), len(docs), repeats=3) / 200
+    out["parser 10 KB documents, a macro: regions / whole document (us)"] = (regions * 1e6, plain * 1e6)
+    for label, build, _unit in PARSER_TEXTS:
+        text = build(count)
+        out[f"parser {label}, a region (us)"] = _best_per_call(lambda i, t=text: document_items(t), 1, repeats=3) / count * 1e6
+    return out
+
+
 #: issue 14's hostile texts: (label, repeated fragment); 200,000 repeats stay under the 2 MiB limit
 HOSTILE = (("if_1", "{{if 1}}"), ("getvar_open", "{{getvar::"), ("half_closed", "{{a}"))
 
@@ -523,6 +555,7 @@ def run(iterations: int) -> dict[str, Any]:
     )
     figures.update(_plain_rows(iterations))
     figures.update(_preset_like_rows(iterations))
+    figures.update(parser_rows())
     return figures
 
 
@@ -572,6 +605,11 @@ def report(f: dict[str, Any]) -> str:
         f"  a new user each render: cached {_ms(f['preset_like_varying_s']).strip()} vs jinja2 "
         f"{_ms(f['preset_like_jinja_varying_s']).strip()} = {f['preset_like_ratio_varying']:.2f}x",
     ]
+    lines.append("parser paths (CPU per unit, the region path unless said):")
+    for key, value in f.items():
+        if key.startswith("parser "):
+            shown = " / ".join(f"{v:.1f}" for v in value) if isinstance(value, tuple | list) else f"{value:.1f}"
+            lines.append(f"  {key[len('parser '):]}: {shown}")
     for label, _unit in HOSTILE:
         row = f.get(f"hostile_{label}")
         if row is not None:

@@ -15,11 +15,11 @@ __all__ = ["ArgNode", "MacroNode", "Plain", "VarNode"]
 # ---- nodes ---------------------------------------------------------------------------------
 #
 # Plain spans, arguments and macros are tuple subclasses read through C-level field getters:
-# building one is a single ``tuple.__new__`` (a frozen slotted dataclass cost one guarded
-# descriptor call per field: 1.2 us a macro, a fifth of parsing ``{{if 1}}`` x 200,000), and a
-# field read costs what a slot read costs. They stay immutable and hashable; a macro keeps no
-# offsets it can derive (``inner_start``/``inner_end``), and a literal argument's span *is* its
-# one plain item, which saves ~150 bytes a macro on texts of a few hundred thousand macros.
+# building one is a single ``tuple.__new__`` (a frozen slotted dataclass costs one guarded
+# descriptor call per field), and a field read costs what a slot read costs. They stay immutable
+# and hashable; a macro keeps no offsets it can derive (``inner_start``/``inner_end``), and a
+# literal argument's span *is* its one plain item (a node less per macro). What a node costs is
+# measured by ``benchmarks/bench_macros.py`` (the parser paths).
 
 try:  # the getter namedtuple uses (CPython); a property over itemgetter elsewhere
     from collections import _tuplegetter  # type: ignore[attr-defined]

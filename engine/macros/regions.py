@@ -163,7 +163,7 @@ def _simple_node(text: str, sm: re.Match[str], arg_re: re.Pattern[str], pos: int
             ticks -= 1
             if not ticks:
                 ticks = CHECK_EVERY
-                check(p, text)  # the render's CPU budget (see .budget): 700,000 arguments take ~2 s
+                check(p, text)  # the render's CPU budget (see .budget): one macro may hold 700,000 arguments
             p += 2
             q = arg_re.match(text, p, stop).end()  # type: ignore[union-attr]
             built.append(_text_arg(text, p, q))
@@ -239,12 +239,11 @@ def _region_prefix(
 ) -> tuple[list, int, tuple[list[Tok], int] | bool]:
     """The LALR parse of ``text[lo:hi]``, built one top-level region at a time, as far as it goes.
 
-    Lexing plain text and parsing a document token by token cost ~15 us a macro, most of it
-    Python overhead per token. The document rule is a sequence of independent items, and the
-    lexer is back in plain mode with an empty stack after each top-level macro, so the
-    document is cut there: plain text comes from the plain-mode rule (the lexer's own regex), a
-    simple macro (:data:`_SIMPLE_MACRO`) from one match, any other region from the lexer and
-    the LALR table on that region alone. The items are those of the whole-document parse.
+    The document rule is a sequence of independent items, and the lexer is back in plain mode
+    with an empty stack after each top-level macro, so the document is cut there: each region is
+    lexed and parsed on its own (:meth:`_RegionScanner.region`), and the regions most texts are
+    made of are read without the lexer (:class:`_RegionScanner`'s fast paths). The items are
+    those of the whole-document parse.
 
     Returns ``(items, stop, rejected)``: the items of ``text[lo:stop]``, where ``stop`` is ``hi``
     or the start of the first region this path cannot answer (a dropped character, nesting past
@@ -261,154 +260,222 @@ def _region_prefix(
     parse is then not clean) and the regions after it go on as before. Only nesting past the
     limit, or a recovery that reads further, stops the region path then.
     """
-    plain_re, plain_table = _MODES[PLAIN]
-    simple = _SIMPLE_MACRO.match
-    lone = _LONE_START.match
-    starts = text.startswith
-    items: list = []
-    append = items.append
-    #: source of a simple macro -> its shape (see _shape), or None when it has none
-    shapes: dict[str, tuple | None] = {}
-    #: the source and shape of the last simple macro built from a shape: a text repeating it
-    #: is checked with one ``startswith`` (the match is decided by the characters it spans)
-    last_source = ""
-    last_shape: tuple | None = None
-    #: where the last node built from ``last_shape`` ended: a copy starting there may begin a run
-    shape_end = -1
-    #: the source of the last well-formed region the LALR table parsed
-    last_parsed = ""
-    #: malformed regions recovered so far, by source and the type of the token after them:
-    #: their items relative to the region's start (a hostile text repeating one, "{{#}}" x
-    #: 400,000, cost ~30 us a region to recover, 12 s; a repeat costs a shift)
-    recoveries: dict[tuple[str, int], list] = {}
-    #: the last region lexed and parsed on its own (see :class:`_Repeat`): a repeat of it is
-    #: checked without lexing it, and a run of repeats of a region that is all text at once
-    last_recovered: _Repeat | None = None
-    pos = lo
-    check_at = pos + CHECK_CHARS
-    while pos < hi:
-        if pos >= check_at:
-            check_at = pos + CHECK_CHARS
-            check(pos, text)  # the render's CPU budget (see .budget)
-        if last_shape is not None and starts(last_source, pos, hi):
-            size = len(last_source)
-            end = pos + size
-            if pos != shape_end:  # one copy after other items (a prompt's "{{user}}" between words)
-                append(_from_shape(last_shape, pos, end))
-                pos = shape_end = end
+    return _RegionScanner(text, lo, hi, max_nesting, recovered).scan()
+
+
+class _RegionScanner:
+    """:func:`_region_prefix`'s walk over ``text[lo:hi]``: at each region, the fast paths in turn
+    (a repeat of the last simple macro or of the last region parsed on its own, plain text, a
+    simple macro), else the plain path, :meth:`region`. Each fast path gives the items the plain
+    path gives for the same region (``tests/test_macros_regions.py``,
+    ``tests/test_macros_region_resume.py``); what each saves is measured by
+    ``benchmarks/bench_macros.py`` (the parser paths)."""
+
+    __slots__ = (
+        "check_at", "hi", "items", "last_parsed", "last_recovered", "last_shape", "last_source", "max_nesting",
+        "pos", "recovered", "recoveries", "shape_end", "shapes", "text",
+    )
+
+    def __init__(self, text: str, lo: int, hi: int, max_nesting: int, recovered: list[tuple[int, int]] | None) -> None:
+        self.text = text
+        self.hi = hi
+        self.max_nesting = max_nesting
+        #: ``(start, end)`` of the regions recovered on their own; ``None``: stop at the first one
+        self.recovered = recovered
+        self.items: list = []
+        self.pos = lo
+        #: where the render's CPU budget is checked next (see .budget)
+        self.check_at = lo + CHECK_CHARS
+        #: source of a simple macro -> its shape (see _shape), or None when it has none
+        self.shapes: dict[str, tuple | None] = {}
+        #: the source and shape of the last simple macro built from a shape: a text repeating it
+        #: is checked with one ``startswith`` (the match is decided by the characters it spans)
+        self.last_source = ""
+        self.last_shape: tuple | None = None
+        #: where the last node built from ``last_shape`` ended: a copy starting there may begin a run
+        self.shape_end = -1
+        #: the source of the last well-formed region the LALR table parsed
+        self.last_parsed = ""
+        #: malformed regions recovered so far, by source and the type of the token after them:
+        #: their items relative to the region's start (a hostile text may repeat one)
+        self.recoveries: dict[tuple[str, int], list] = {}
+        #: the last region lexed and parsed on its own (see :class:`_Repeat`): a repeat of it is
+        #: checked without lexing it, and a run of repeats of a region that is all text at once
+        self.last_recovered: _Repeat | None = None
+
+    def scan(self) -> tuple[list, int, tuple[list[Tok], int] | bool]:
+        """The items as far as the region path goes, where it stopped, and why (see
+        :func:`_region_prefix`)."""
+        text, hi = self.text, self.hi
+        starts = text.startswith
+        while self.pos < hi:
+            pos = self.pos
+            if pos >= self.check_at:
+                self.check_at = pos + CHECK_CHARS
+                check(pos, text)  # the render's CPU budget (see .budget)
+            if self.last_shape is not None and starts(self.last_source, pos, hi):
+                self.shape_repeat()
                 continue
-            # a run of the same simple macro ("{{user}}" x 1,000): found at once, built in one loop
-            run_end = _run_end(text, last_source, pos, hi)
-            chunk = size * (CHECK_CHARS // size + 1)
-            while pos < run_end:
-                stop = min(run_end, pos + chunk)
-                items.extend([_from_shape(last_shape, at, at + size) for at in range(pos, stop, size)])
-                pos = stop
-                check(pos, text)
-            continue
-        if last_recovered is not None and starts(last_recovered.source, pos, hi):
-            run_end = last_recovered.repeats(text, pos, hi)
-            if run_end > pos:
-                if last_recovered.text_only:
-                    _put_plain(items, pos, run_end)
-                else:
-                    size = len(last_recovered.source)
-                    for at in range(pos, run_end, size):
-                        if at >= check_at:
-                            check_at = at + CHECK_CHARS
-                            check(at, text)
-                        _put_items(items, last_recovered.at(at))
-                if last_recovered.recovered:
-                    _add_range(recovered, pos, run_end)  # type: ignore[arg-type]
-                pos = run_end
+            last_recovered = self.last_recovered
+            if last_recovered is not None and starts(last_recovered.source, pos, hi) and self.region_repeat():
                 continue
-        # "{{" not followed by a third "{" is a START token (the plain rule's third branch)
-        if not (starts("{{", pos, hi) and not starts("{", pos + 2, hi)):
-            m = plain_re.match(text, pos, hi)
-            if m is None:  # pragma: no cover - the plain mode accepts every character
-                return items, pos, False
-            if plain_table[m.lastindex][0] != T.START:  # type: ignore[index]
-                end = m.end()
-                if items and type(items[-1]) is Plain and items[-1][1] == pos:
-                    items[-1] = _tnew(Plain, (items[-1][0], end))  # text runs are one item
-                else:
-                    append(_tnew(Plain, (pos, end)))
-                pos = end
+            # "{{" not followed by a third "{" is a START token (the plain rule's third branch)
+            if not (starts("{{", pos, hi) and not starts("{", pos + 2, hi)) and self.plain_text():
                 continue
-        sm = simple(text, pos, hi)
-        if sm is None:
-            lm = lone(text, pos, hi)
-            if lm is not None:
-                # the one token of the region, then the skipped whitespace (a gap) up to its end
-                _put_plain(items, pos, pos + 2)
-                pos = lm.end()
+            if self.simple_macro():
                 continue
-        else:
-            end = sm.end()
-            if end - pos > _SHAPE_CHARS:
-                node = _simple_node(text, sm, _RICH_ARG_RE, pos)
-            else:
-                source = text[pos:end]
-                shape = shapes.get(source, False)
-                if shape is False:
-                    node = _simple_node(text, sm, _RICH_ARG_RE, pos)
-                    if len(shapes) < _SHAPES:
-                        shapes[source] = _shape(node)
-                elif shape is None:
-                    node = _simple_node(text, sm, _RICH_ARG_RE, pos)
-                else:
-                    node = _from_shape(shape, pos, end)
-                    last_source, last_shape, shape_end = source, shape, end
-            append(node)
-            pos = node[1]  # the node's own end: the next item starts with the same int
-            continue
+            stop = self.region()
+            if stop is not None:
+                return self.items, self.pos, stop
+        return self.items, hi, False
+
+    # ---- the plain path ---------------------------------------------------------------------
+    def region(self) -> tuple[list[Tok], int] | bool | None:
+        """One region lexed and parsed on its own (the LALR table, or SillyTavern's recovery when
+        ``recovered`` is a list); ``None`` when done, else why the region path stops here."""
+        text, hi, pos, recovered = self.text, self.hi, self.pos, self.recovered
         dropped: list[int] | None = [] if recovered is not None else None
-        region = tokenize_macro(text, pos, hi, max_nesting, dropped)
+        region = tokenize_macro(text, pos, hi, self.max_nesting, dropped)
         if region is None:  # nesting past the limit, or (without ``recovered``) a dropped character
-            return items, pos, False
+            return False
         toks, end = region
         key: tuple[str, int] | None = None
-        if recoveries and end - pos <= _SHAPE_CHARS:
+        if self.recoveries and end - pos <= _SHAPE_CHARS:
             # a region's tokens follow from its text (the lexer starts it in plain text), and
             # its recovery from them and the type of the token after it (looked up only once a
             # region was recovered: a well-formed text pays nothing for it)
             key = (text[pos:end], _first_type(text, end, hi))
-            relative = recoveries.get(key)
+            relative = self.recoveries.get(key)
             if relative is not None:
-                _put_items(items, _shifted(relative, pos))
-                _add_range(recovered, pos, end)
-                last_recovered = _repeatable(text, toks, key, end, hi, relative, 0, True)
-                pos = end
-                continue
+                _put_items(self.items, _shifted(relative, pos))
+                _add_range(recovered, pos, end)  # type: ignore[arg-type]
+                self.last_recovered = _repeatable(text, toks, key, end, hi, relative, 0, True)
+                self.pos = end
+                return None
         # a dropped character: as on the whole-document path, the recovery parser builds the
         # region (an argument spanning it keeps no items) and the parse is not clean
         parsed = lalr_items(text, toks) if not dropped else None
         if parsed is None:
             if recovered is None:
-                return items, pos, (toks, end)
+                return (toks, end)
             parsed = _recover_region(text, toks, end, hi, dropped)
             if parsed is None:  # the whole-document path from here (it lexes the region itself
-                return items, pos, (toks, end) if not dropped else False  # when it dropped any)
+                return (toks, end) if not dropped else False  # when it dropped any)
             _add_range(recovered, pos, end)
-            if end - pos <= _SHAPE_CHARS and len(recoveries) < _SHAPES:
+            if end - pos <= _SHAPE_CHARS and len(self.recoveries) < _SHAPES:
                 if key is None:
                     key = (text[pos:end], _first_type(text, end, hi))
-                relative = recoveries[key] = _shifted(parsed, -pos)
-                last_recovered = _repeatable(text, toks, key, end, hi, relative, 0, True)
+                relative = self.recoveries[key] = _shifted(parsed, -pos)
+                self.last_recovered = _repeatable(text, toks, key, end, hi, relative, 0, True)
         elif end - pos <= _SHAPE_CHARS:
             # a well-formed region is parsed from its tokens alone (whatever follows it): from its
-            # second copy on, a repeat of its text, ended the same way, has the same items (a
-            # hostile text of one nested macro x 200,000 lexed and parsed each: ~8 us a copy)
+            # second copy on, a repeat of its text, ended the same way, has the same items
             source = text[pos:end]
-            if source == last_parsed:
-                last_recovered = _repeatable(text, toks, (source, -1), end, hi, parsed, pos, False)
-            last_parsed = source
+            if source == self.last_parsed:
+                self.last_recovered = _repeatable(text, toks, (source, -1), end, hi, parsed, pos, False)
+            self.last_parsed = source
         if parsed and type(parsed[0]) is Plain:
-            _put_items(items, parsed)
+            _put_items(self.items, parsed)
         else:
-            items.extend(parsed)  # (a region's items start with its macro, mostly)
-        pos = end
-    return items, hi, False
+            self.items.extend(parsed)  # (a region's items start with its macro, mostly)
+        self.pos = end
+        return None
+
+    # ---- the fast paths ---------------------------------------------------------------------
+    def shape_repeat(self) -> None:
+        """A copy of the last simple macro built from a shape (its source starts here): one copy
+        after other items (a prompt's "{{user}}" between words), or a run of copies found at
+        once and built in one loop ("{{user}}" x 1,000)."""
+        text, pos, shape = self.text, self.pos, self.last_shape
+        assert shape is not None
+        size = len(self.last_source)
+        end = pos + size
+        if pos != self.shape_end:
+            self.items.append(_from_shape(shape, pos, end))
+            self.pos = self.shape_end = end
+            return
+        run_end = _run_end(text, self.last_source, pos, self.hi)
+        chunk = size * (CHECK_CHARS // size + 1)
+        while pos < run_end:
+            stop = min(run_end, pos + chunk)
+            self.items.extend([_from_shape(shape, at, at + size) for at in range(pos, stop, size)])
+            pos = stop
+            check(pos, text)
+        self.pos = pos
+
+    def region_repeat(self) -> bool:
+        """Repeats of the last region parsed on its own (its source starts here), without lexing
+        them; ``False`` when the text after them differs (the plain path decides then)."""
+        last = self.last_recovered
+        assert last is not None
+        text, pos = self.text, self.pos
+        run_end = last.repeats(text, pos, self.hi)
+        if run_end <= pos:
+            return False
+        if last.text_only:
+            _put_plain(self.items, pos, run_end)
+        else:
+            size = len(last.source)
+            for at in range(pos, run_end, size):
+                if at >= self.check_at:
+                    self.check_at = at + CHECK_CHARS
+                    check(at, text)
+                _put_items(self.items, last.at(at))
+        if last.recovered:
+            _add_range(self.recovered, pos, run_end)  # type: ignore[arg-type]
+        self.pos = run_end
+        return True
+
+    def plain_text(self) -> bool:
+        """Plain text up to the next token that is not text, by the plain mode's own rule (a
+        run of text is one item); ``False`` at a START token."""
+        plain_re, plain_table = _MODES[PLAIN]
+        pos = self.pos
+        m = plain_re.match(self.text, pos, self.hi)
+        if m is None or plain_table[m.lastindex][0] == T.START:  # type: ignore[index]
+            return False  # (the plain mode accepts every character: a match is always found)
+        end = m.end()
+        items = self.items
+        if items and type(items[-1]) is Plain and items[-1][1] == pos:
+            items[-1] = _tnew(Plain, (items[-1][0], end))  # text runs are one item
+        else:
+            items.append(_tnew(Plain, (pos, end)))
+        self.pos = end
+        return True
+
+    def simple_macro(self) -> bool:
+        """A simple macro read off one match of :data:`_SIMPLE_MACRO` (built from the shape of an
+        earlier copy of the same source, when it has one), or a lone ``{{`` the lexer skips;
+        ``False`` otherwise (the plain path decides)."""
+        text, pos, hi = self.text, self.pos, self.hi
+        sm = _SIMPLE_MACRO.match(text, pos, hi)
+        if sm is None:
+            lm = _LONE_START.match(text, pos, hi)
+            if lm is None:
+                return False
+            # the one token of the region, then the skipped whitespace (a gap) up to its end
+            _put_plain(self.items, pos, pos + 2)
+            self.pos = lm.end()
+            return True
+        end = sm.end()
+        if end - pos > _SHAPE_CHARS:
+            node = _simple_node(text, sm, _RICH_ARG_RE, pos)
+        else:
+            source = text[pos:end]
+            shapes = self.shapes
+            shape = shapes.get(source, False)
+            if shape is False:
+                node = _simple_node(text, sm, _RICH_ARG_RE, pos)
+                if len(shapes) < _SHAPES:
+                    shapes[source] = _shape(node)
+            elif shape is None:
+                node = _simple_node(text, sm, _RICH_ARG_RE, pos)
+            else:
+                node = _from_shape(shape, pos, end)
+                self.last_source, self.last_shape, self.shape_end = source, shape, end
+        self.items.append(node)
+        self.pos = node[1]  # the node's own end: the next item starts with the same int
+        return True
 
 
 def _add_range(ranges: list[tuple[int, int]], start: int, end: int) -> None:
@@ -514,7 +581,7 @@ def _put_plain(items: list, start: int, end: int) -> None:
 
     Contiguous text is one :class:`Plain` on both parse paths: the evaluator copies it the same
     either way, and a hostile run of flattened macros ("{{.1}}" x 350,000, ~3 text tokens each)
-    no longer holds an item per token (~160 MB).
+    holds one item, not one per token.
     """
     if items:
         last = items[-1]
