@@ -401,12 +401,13 @@ class CompiledMacros:
         local = VariableStore(ctx.local_variables)  # the store copies
         glob = VariableStore(ctx.global_variables)
         effective_seed = seed if seed is not None else (ctx.seed if ctx.seed is not None else 0)
-        last = _last_seed  # renders mostly repeat a seed: its text and draw stream are kept
+        last = _last_seed  # renders mostly repeat a seed: its text is kept
         if effective_seed.__class__ is int and last[0] == effective_seed:
-            rng_seed, stream = last[1], last[2]
+            rng_seed = last[1]
         else:
             rng_seed = f"tavernbox-macros:{effective_seed}"
-            stream = None
+            if effective_seed.__class__ is int:
+                _remember_seed(effective_seed, rng_seed)
         state = _new_state(
             self.source,
             self.text,
@@ -419,8 +420,6 @@ class CompiledMacros:
             self._parse_cache,
             self._levels,
         )
-        if stream is not None:
-            state._stream = stream
         omap = self._omap
         try:
             raw = plan.run(state, 0)
@@ -435,19 +434,16 @@ class CompiledMacros:
         else:
             out = post_process(raw)
             self._post = (raw, out)
-        if stream is None and state._stream is not None and effective_seed.__class__ is int:
-            _remember_seed(effective_seed, rng_seed, state._stream)
         return _finish(out, local, glob, state, omap)
 
 
-#: ``(seed, its rng_seed text, its SeedStream)`` of the last cached render that drew: the
-#: stream ``seed_stream(text)`` would return (one per seed, immutable but for its growing list)
-_last_seed: tuple[Any, str, Any] = (None, "", None)
+#: ``(seed, its rng_seed text)`` of the last cached render with an integer seed
+_last_seed: tuple[Any, str] = (None, "")
 
 
-def _remember_seed(seed: int, text: str, stream: Any) -> None:
+def _remember_seed(seed: int, text: str) -> None:
     global _last_seed
-    _last_seed = (seed, text, stream)
+    _last_seed = (seed, text)
 
 
 def _finish(

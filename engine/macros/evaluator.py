@@ -31,7 +31,7 @@ from ..spans import Span
 from .budget import CHECK_EVERY, check
 from .context import MacroContext
 from .parser import MacroNode, Plain, VarNode, document_parse
-from .prng import SeedRandom, SeedStream, seed_stream
+from .prng import DrawCursor, seed_stream
 from .registry import MacroDef, MacroRegistry
 from .variables import JS_WHITESPACE, VariableStore, is_falsy_text, js_number, js_string, js_trim
 
@@ -310,30 +310,52 @@ class LevelMemo:
 
 @dataclass(slots=True)
 class RenderState:
-    """Per-render mutable state: variables, draws, diagnostics and the output budget.
+    """One render's state, in four groups: what the render reads (its inputs), what it produces
+    (its outputs and their budget), its random stream, and its caches.
 
     ``source`` is the pre-processed text every node offset refers to; ``content`` is the
     caller's original text (``{{pick}}`` hashes it, as SillyTavern does).
     """
 
+    # ---- inputs ---------------------------------------------------------------------------
     source: str
     content: str
     ctx: MacroContext
     registry: MacroRegistry
     dynamic: dict[str, MacroDef]
+    #: the variables (read and written: their final values are part of the result)
     local: VariableStore
     glob: VariableStore
+    #: the seed's text (see :meth:`random`)
     rng_seed: str
-    draws: list[Draw] = field(default_factory=list)
-    diagnostics: list[Diagnostic] = field(default_factory=list)
-    produced: int = 0
-    original_used: bool = False
-    max_output: int = MAX_OUTPUT_CHARS
-    _body_cache: dict[tuple[str, int], bool] = field(default_factory=dict)
     #: the shortcuts the render may take (:class:`~tavernbox.shortcuts.Shortcuts`): plans, a
     #: well-formed parent's parse of arguments/bodies reused instead of re-parsing their text,
     #: region-by-region parsing
     shortcuts: Shortcuts = DEFAULT
+    max_output: int = MAX_OUTPUT_CHARS
+
+    # ---- outputs and their budget -----------------------------------------------------------
+    draws: list[Draw] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    #: diagnostics :meth:`diag` left out past :data:`MAX_DIAGNOSTICS`, by code (``None``: none)
+    omitted: dict[str, int] | None = None
+    #: a traced render (``expand_macros(trace=True)``): the top level's macro output ranges
+    #: ``(start, end, node, source end, reads)`` in evaluator output, and the variable reads
+    #: the tracing stores log; ``None`` otherwise (then the top level may run from its plan)
+    segments: list[tuple[int, int, Any, int, tuple[tuple[str, str], ...]]] | None = None
+    reads: list[tuple[str, str]] | None = None
+    #: ``{{original}}`` was expanded (SillyTavern expands it once per render)
+    original_used: bool = False
+    #: characters handlers produced so far (nested values count at every level)
+    produced: int = 0
+    #: macros left to evaluate before the CPU budget is checked again (see :mod:`.budget`)
+    _ticks: int = CHECK_EVERY
+
+    # ---- the random stream ------------------------------------------------------------------
+    #: where the render is in its seed's draws (:class:`.prng.DrawCursor`, made at the first draw)
+    draws_at: DrawCursor | None = None
+
+    # ---- caches -------------------------------------------------------------------------------
     #: ``(lo, hi) -> (items, diagnostics, clean, untrusted ranges)``: the parse of every span
     #: evaluated so far (:func:`.parser.document_parse`). A compiled template hands the same dict
     #: to each render, so repeated renders parse nothing (a span's parse depends on the source
@@ -342,19 +364,10 @@ class RenderState:
     #: ``id(items) ->`` the :class:`LevelMemo` of every level evaluated so far, shared like
     #: ``parse_cache``
     levels: dict[int, LevelMemo] = field(default_factory=dict)
-    _rng: SeedRandom | None = None
-    _stream: SeedStream | None = None
-    _taken: int = 0
+    #: ``(name, argument count) ->`` whether the registered macro takes a scoped body
+    _body_cache: dict[tuple[str, int], bool] = field(default_factory=dict)
+    #: offsets of the source's astral characters (see :meth:`utf16`), indexed on first use
     _astral: list[int] | None = None
-    #: diagnostics :meth:`diag` left out past :data:`MAX_DIAGNOSTICS`, by code (``None``: none)
-    omitted: dict[str, int] | None = None
-    #: a traced render (``expand_macros(trace=True)``): the top level's macro output ranges
-    #: ``(start, end, node, source end, reads)`` in evaluator output, and the variable reads
-    #: the tracing stores log; ``None`` otherwise (then the top level may run from its plan)
-    segments: list[tuple[int, int, Any, int, tuple[tuple[str, str], ...]]] | None = None
-    reads: list[tuple[str, str]] | None = None
-    #: macros left to evaluate before the CPU budget is checked again (see :mod:`.budget`)
-    _ticks: int = CHECK_EVERY
     #: lower-cased name -> definition of the registry (read once per render)
     _defs: dict[str, MacroDef] = field(init=False, repr=False)
 
@@ -404,25 +417,11 @@ class RenderState:
         return offset + bisect.bisect_left(self._astral, offset)
 
     def random(self) -> float:
-        """The next draw of the render's seeded sequence.
-
-        The first draws of a seed are shared by every render with that seed
-        (:class:`.prng.SeedStream`); past them the render continues on a private generator.
-        """
-        index = self._taken
-        self._taken = index + 1
-        stream = self._stream
-        if stream is None:
-            stream = self._stream = seed_stream(self.rng_seed)
-        values = stream.values
-        if index < len(values):
-            return values[index]
-        value = stream.draw(index)
-        if value is not None:
-            return value
-        if self._rng is None:
-            self._rng = stream.continuation()
-        return self._rng.random()
+        """The next draw of the render's seeded sequence (:class:`.prng.DrawCursor`)."""
+        cursor = self.draws_at
+        if cursor is None:
+            cursor = self.draws_at = DrawCursor(seed_stream(self.rng_seed))
+        return cursor.random()
 
     # ---- evaluation -----------------------------------------------------------------------
     def evaluate(self, lo: int, hi: int, depth: int = 0, items: Sequence[Any] | None = None) -> str:
@@ -1073,9 +1072,7 @@ def new_state(
     state.shortcuts = DEFAULT
     state.parse_cache = parse_cache
     state.levels = levels
-    state._rng = None
-    state._stream = None
-    state._taken = 0
+    state.draws_at = None
     state._astral = None
     state.omitted = None
     state.segments = None
