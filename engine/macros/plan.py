@@ -45,6 +45,10 @@ _STRAIGHT_PARTS = 400
 #: again pays back; a template rendered twice (a fuzz check's determinism re-render, a one-off
 #: CLI request) never compiles anything
 _STRAIGHT_AFTER = 2
+#: calls a level of constants and variables needs for its output to be kept (:meth:`LevelPlan._memoised`):
+#: a shorter one (an ``{{if}}`` condition, a one-line branch) runs in about the time reading its
+#: inputs and comparing them takes (``benchmarks/bench_macros.py``: the 3 KB preset x10)
+_KEPT_MIN_CALLS = 8
 
 
 class LevelInputs(NamedTuple):
@@ -159,6 +163,9 @@ class LevelPlan:
         if not fields and not reads and not writes:
             return None  # literals and constants only: nothing to key on, nothing saved
         fields_only = not constants and not reads and not writes
+        calls = len(self.parts) - sum(1 for part in self.parts if part.__class__ is str)
+        if not fields_only and calls < _KEPT_MIN_CALLS:
+            return None  # running a short level costs what reading its inputs costs
         return LevelInputs(tuple(dict.fromkeys(fields)), tuple(dict.fromkeys(reads)), tuple(writes), fields_only)
 
     def _memoised(self, inputs: LevelInputs) -> Callable[[RenderState, int], str]:
@@ -196,7 +203,7 @@ class LevelPlan:
                 if single:
                     values = (values,)
                 if reads:
-                    values += tuple(js_string((local if is_local else glob).get(name)) for is_local, name in reads)
+                    values += tuple([js_string((local if is_local else glob).get(name)) for is_local, name in reads])
             except Exception:  # the run reports it
                 return self.runner(state, depth)
             last = kept[0]
