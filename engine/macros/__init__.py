@@ -269,6 +269,13 @@ class CompiledMacros:
         #: :meth:`_expand_planned`), replaced whole
         self._post: tuple[str, str] = ("", "")
 
+    @property
+    def items(self) -> tuple | None:
+        """The top-level items of the parsed text (plain spans and complete macros, see
+        :func:`.parser.document_items`), or ``None`` when the parse needed recovery (the evaluator
+        then decides per level what to re-parse)."""
+        return self._items
+
     def expand(
         self,
         context: MacroContext | Mapping[str, Any] | None = None,
