@@ -804,15 +804,7 @@ class RenderState:
         if definition is None:
             definition = registered
         if not m.args and scoped is None:
-            # the common case: no arguments, no body (nothing to evaluate first)
-            if definition is None:
-                self.diag("MACRO_UNKNOWN", f"unknown macro {{{{{m.name}}}}}; left as written", m.start, m.end, name=m.name)
-                return self.source[m.start : m.end]  # "{{" + inner + "}}": a complete macro's source
-            if definition.min_args:
-                self._arity_diag(definition, 0, m.start, m.end)
-                if definition.strict:
-                    return self.source[m.start : m.end]
-            return self._call(definition, MacroCall(m.name, [], m.flags, False, m.start, m, self, depth, [], []), m, (), m.end)
+            return self._eval_bare(m, definition, depth)  # the common case: nothing to evaluate first
         src = self.source
         delay = registered is not None and registered.delay_args and key not in dynamic
         if (
@@ -828,48 +820,94 @@ class RenderState:
             return src[m.start : m.end]
         collected = self.arguments(m, depth, delay=delay)
         assert collected is not None  # evaluated when they must be
+        body_value = self._add_body(m, scoped, body_items, depth, delay, collected) if scoped is not None else None
         values, spans, known, entries, literal = collected
-        body_value: str | None = None
-        if scoped is not None:
-            lo, hi = scoped[0], scoped[1]
-            known.append(body_items)
-            if lo >= hi:
-                values.append("")
-                spans.append(None)
-                body_value = ""
-            else:
-                if delay:
-                    value = src[lo:hi]
-                else:
-                    body_value = self.evaluate(lo, hi, depth + 1, body_items)
-                    value = body_value if "#" in m.flags else dedent_trim(body_value)
-                values.append(value)
-                spans.append((lo, hi))
-                entries.append((lo, hi, value))
+        if definition is None:
+            return self._unknown(m, scoped, entries, literal, body_value)
+        end = scoped[2] if scoped else m.end
+        refused = self._refused(definition, m, collected, scoped is not None, end)
+        if refused is not None:
+            return refused
+        call = MacroCall(m.name, values, m.flags, scoped is not None, m.start, m, self, depth, spans, known)
+        return self._call(definition, call, m, entries, end)
 
+    def _eval_bare(self, m: MacroNode, definition: MacroDef | None, depth: int) -> str:
+        """A macro with no arguments and no body."""
         if definition is None:
             self.diag("MACRO_UNKNOWN", f"unknown macro {{{{{m.name}}}}}; left as written", m.start, m.end, name=m.name)
-            if scoped is not None:
-                # deliberate deviation: opener, resolved body and closer as written (ST mangles it)
-                opener_entries = [e for e in entries if e[1] <= m.inner_end]
-                parts = ["{{"]
-                cursor = m.inner_start
-                for a, b, value in opener_entries:
-                    if a > cursor:
-                        parts.append(src[cursor:a])
-                    parts.append(value)
-                    cursor = b
-                parts.append(src[cursor : m.end])
-                parts.append(body_value or "")
-                parts.append(src[scoped[1] : scoped[2]])
-                return "".join(parts)
+            return self.source[m.start : m.end]  # "{{" + inner + "}}": a complete macro's source
+        if definition.min_args:
+            self._arity_diag(definition, 0, m.start, m.end)
+            if definition.strict:
+                return self.source[m.start : m.end]
+        return self._call(definition, MacroCall(m.name, [], m.flags, False, m.start, m, self, depth, [], []), m, (), m.end)
+
+    def _add_body(
+        self,
+        m: MacroNode,
+        scoped: tuple[int, int, int, int],
+        body_items: Sequence[Any] | None,
+        depth: int,
+        delay: bool,
+        collected: Arguments,
+    ) -> str | None:
+        """A scoped macro's body as its last argument (raw for a ``delay_args`` macro, else
+        evaluated and, unless flagged ``#``, dedented and trimmed); the evaluated body, if any."""
+        lo, hi = scoped[0], scoped[1]
+        collected.known.append(body_items)
+        if lo >= hi:
+            collected.values.append("")
+            collected.spans.append(None)
+            return ""
+        body_value: str | None = None
+        if delay:
+            value = self.source[lo:hi]
+        else:
+            body_value = self.evaluate(lo, hi, depth + 1, body_items)
+            value = body_value if "#" in m.flags else dedent_trim(body_value)
+        collected.values.append(value)
+        collected.spans.append((lo, hi))
+        collected.entries.append((lo, hi, value))
+        return body_value
+
+    def _unknown(
+        self,
+        m: MacroNode,
+        scoped: tuple[int, int, int, int] | None,
+        entries: list[tuple[int, int, str]],
+        literal: bool,
+        body_value: str | None,
+    ) -> str:
+        """An unknown macro, left as written with its arguments (and body) evaluated."""
+        src = self.source
+        self.diag("MACRO_UNKNOWN", f"unknown macro {{{{{m.name}}}}}; left as written", m.start, m.end, name=m.name)
+        if scoped is None:
             return src[m.start : m.end] if literal else self._raw(m, entries)
-        end = scoped[2] if scoped else m.end
+        # deliberate deviation: opener, resolved body and closer as written (ST mangles it)
+        parts = ["{{"]
+        cursor = m.inner_start
+        for a, b, value in entries:
+            if b > m.inner_end:
+                continue  # the body
+            if a > cursor:
+                parts.append(src[cursor:a])
+            parts.append(value)
+            cursor = b
+        parts.append(src[cursor : m.end])
+        parts.append(body_value or "")
+        parts.append(src[scoped[1] : scoped[2]])
+        return "".join(parts)
+
+    def _refused(self, definition: MacroDef, m: MacroNode, collected: Arguments, scoped: bool, end: int) -> str | None:
+        """The macro as written when its argument count or types refuse the call (with the
+        diagnostic), else ``None``; a non-strict definition is called despite a wrong count."""
+        values, spans, _known, entries, literal = collected
         if not definition.accepts(len(values)):
             self._arity_diag(definition, len(values), m.start, end)
             if definition.strict:
-                return src[m.start : m.end] if literal and scoped is None else self._raw(m, entries)
-        elif definition.strict and definition.arg_types:
+                return self.source[m.start : m.end] if literal and not scoped else self._raw(m, entries)
+            return None
+        if definition.strict and definition.arg_types:
             bad = definition.type_error(values)
             if bad is not None:
                 kind = definition.arg_types[bad] if bad < len(definition.arg_types) else "string"
@@ -881,8 +919,7 @@ class RenderState:
                     where[1],
                 )
                 return self._raw(m, entries)
-        call = MacroCall(m.name, values, m.flags, scoped is not None, m.start, m, self, depth, spans, known)
-        return self._call(definition, call, m, entries, end)
+        return None
 
     def arguments(self, m: MacroNode, depth: int, *, delay: bool = False, evaluate: bool = True) -> Arguments | None:
         """Each argument of ``m`` as its handler receives it: its own text when ``delay`` (a
