@@ -322,17 +322,10 @@ class CompiledMacros:
             and top[0]._version == top[1]
         ):
             return self._expand_planned(ctx, seed, top[0], top[2])
-        reads: list[tuple[str, str]] | None = None
-        if trace:
-            reads = []
-            local: VariableStore = TracingStore(ctx.local_variables, "local", reads)
-            glob: VariableStore = TracingStore(ctx.global_variables, "global", reads)
-        else:
-            local = VariableStore(ctx.local_variables)  # the store copies
-            glob = VariableStore(ctx.global_variables)
-        text, pre, omap = self.text, self.source, self._omap
-        reuse_parse = shortcuts.reuse_parse
-        if self._static is not None and reuse_parse:
+        reads: list[tuple[str, str]] | None = [] if trace else None
+        local, glob = _stores(ctx, reads)
+        text, omap = self.text, self._omap
+        if self._static is not None and shortcuts.reuse_parse:
             return _make_result(
                 self._static,
                 {"local": local.snapshot(), "global": glob.snapshot()},
@@ -341,10 +334,34 @@ class CompiledMacros:
             )
         if not text:
             return MacroResult("", {"local": local.snapshot(), "global": glob.snapshot()}, (), ())
+        state = self._state(ctx, seed, registry, dynamic, shortcuts, local, glob, reads)
+        try:
+            out = self._run_top(state, registry is None, trace)
+        except TemplateError as exc:
+            _locate(exc, text, omap)
+            raise
+        if trace and state.segments:
+            out, segments = _traced_segments(out, state, omap)
+            return _finish(out, local, glob, state, omap, segments)
+        return _finish(post_process(out), local, glob, state, omap)
+
+    def _state(
+        self,
+        ctx: MacroContext,
+        seed: int | None,
+        registry: MacroRegistry | None,
+        dynamic: Mapping[str, str | Callable[..., Any] | MacroDef] | None,
+        shortcuts: Shortcuts,
+        local: VariableStore,
+        glob: VariableStore,
+        reads: list[tuple[str, str]] | None,
+    ) -> RenderState:
+        """A render's state: the template's caches when parses are reused, a traced render's logs."""
         effective_seed = seed if seed is not None else (ctx.seed if ctx.seed is not None else 0)
+        reuse_parse = shortcuts.reuse_parse
         state = RenderState(
-            source=pre,
-            content=text,
+            source=self.source,
+            content=self.text,
             ctx=ctx,
             registry=registry if registry is not None else MacroRegistry.default_shared(),
             dynamic=dynamic_table(dynamic),
@@ -357,45 +374,25 @@ class CompiledMacros:
             levels=self._levels if reuse_parse else {},
         )
         state.diagnostics.extend(self._diagnostics)
-        if trace:
+        if reads is not None:
             state.segments = []
             state.reads = reads
-        items = self._items
-        try:
-            plan = None
-            if items is not None and reuse_parse and not state.dynamic and shortcuts.plans:
-                plan = state.known_plan(items, 0)
-            if plan is not None and items is not None:
-                if registry is None:  # the shared built-in table: later renders go straight to it
-                    self._top = (state.registry, state.registry._version, plan)
-                # the top level's plan (what evaluate would run); traced: its marking twin
-                out = run_traced(plan, state, items) if trace else plan.run(state, 0)
-            else:
-                out = state.evaluate(0, len(pre), 0, items)
-        except TemplateError as exc:
-            _locate(exc, text, omap)
-            raise
-        segments: tuple[MacroSegment, ...] = ()
-        if trace and state.segments:
-            ranges = [[a, b] for a, b, _n, _e, _r in state.segments]
-            out = post_process_traced(out, ranges)
-            segments = tuple(
-                MacroSegment(
-                    r[0],
-                    r[1],
-                    node.name or f"{node.var.scope}{node.var.name}",
-                    omap.back(node.start),
-                    omap.back(src_end),
-                    node_reads,
-                    segment_kind(node.name, node.var is not None and node.var.op is None, node_reads),
-                )
-                for r, (_a, _b, node, src_end, node_reads) in zip(ranges, state.segments, strict=True)
-                if r[1] > r[0]
-            )
-        else:
-            out = post_process(out)
-        return _finish(out, local, glob, state, omap, segments)
+        return state
 
+    def _run_top(self, state: RenderState, shared_registry: bool, trace: bool) -> str:
+        """The top level evaluated, or run from its plan once it has one (what ``evaluate`` would
+        run; traced: the plan's marking twin). With the shared built-in registry, the plan is
+        kept for :meth:`_expand_planned`."""
+        items = self._items
+        shortcuts = state.shortcuts
+        plan = None
+        if items is not None and shortcuts.reuse_parse and shortcuts.plans and not state.dynamic:
+            plan = state.known_plan(items, 0)
+        if plan is None or items is None:
+            return state.evaluate(0, len(self.source), 0, items)
+        if shared_registry:  # later renders go straight to it
+            self._top = (state.registry, state.registry._version, plan)
+        return run_traced(plan, state, items) if trace else plan.run(state, 0)
 
     def _expand_planned(self, ctx: MacroContext, seed: int | None, registry: MacroRegistry, plan: Any) -> MacroResult:
         """:meth:`expand` when the top level runs from its plan with the built-in registry, no
@@ -442,6 +439,36 @@ class CompiledMacros:
             out = post_process(raw)
             self._post = (raw, out)
         return _finish(out, local, glob, state, omap)
+
+
+def _stores(ctx: MacroContext, reads: list[tuple[str, str]] | None) -> tuple[VariableStore, VariableStore]:
+    """The render's variable stores, copied from the context (logging each read into ``reads``
+    for a traced render)."""
+    if reads is not None:
+        return TracingStore(ctx.local_variables, "local", reads), TracingStore(ctx.global_variables, "global", reads)
+    return VariableStore(ctx.local_variables), VariableStore(ctx.global_variables)
+
+
+def _traced_segments(out: str, state: RenderState, omap: _OffsetMap) -> tuple[str, tuple[MacroSegment, ...]]:
+    """A traced render's post-processed text and its segments, moved through the post-processing
+    and mapped back to the caller's text."""
+    assert state.segments is not None
+    ranges = [[a, b] for a, b, _n, _e, _r in state.segments]
+    out = post_process_traced(out, ranges)
+    segments = tuple(
+        MacroSegment(
+            r[0],
+            r[1],
+            node.name or f"{node.var.scope}{node.var.name}",
+            omap.back(node.start),
+            omap.back(src_end),
+            node_reads,
+            segment_kind(node.name, node.var is not None and node.var.op is None, node_reads),
+        )
+        for r, (_a, _b, node, src_end, node_reads) in zip(ranges, state.segments, strict=True)
+        if r[1] > r[0]
+    )
+    return out, segments
 
 
 #: ``(seed, its rng_seed text)`` of the last cached render with an integer seed
