@@ -186,6 +186,12 @@ class RenderState:
         self._locals_token = (local, token)
         return token
 
+    def pure_key(self) -> tuple[str, bytes] | None:
+        """The static context and local variables as they are now, as a pure template's renders
+        are kept (``None``: the variables cannot be keyed)."""
+        token = self.locals_token()
+        return None if token is None else (self.static_key(), token)
+
     def static_key(self) -> str:
         """A digest of everything in the macro context but the chat (computed once per request):
         templates of static macros render the same text under the same key."""
@@ -465,37 +471,58 @@ class _Tavern:
         if "{" not in text and "<" not in text and "\\" not in text:
             return RenderOutput(text)  # nothing a macro could change: skip the engine
         template = COMPILED_TEMPLATES.get(compile_macros, text, lambda compiled: _Template(compiled, text))
-        pure_key: tuple[str, bytes] | None = None
+        pure_key = state.pure_key() if template.pure else None
+        kept = self._kept(template, text, state, pure_key)
+        if kept is not None:
+            return kept
+        ctx = self._context(state)
+        result = template.compiled.expand(ctx, trace=True)
+        local_changed, globals_changed = self._take_variables(result, ctx, state)
+        out = RenderOutput(
+            result.text,
+            [_jsonable(d) for d in result.draws],
+            list(result.diagnostics),
+            template.input_hash(text),
+            tuple((s.start, s.end, macro_segment_info(s)) for s in result.segments),
+        )
+        if not out.diagnostics and not out.draws and not globals_changed:
+            self._keep(template, text, state, out, pure_key, local_changed)
+        return out
+
+    @staticmethod
+    def _kept(template: _Template, text: str, state: RenderState, pure_key: tuple[str, bytes] | None) -> RenderOutput | None:
+        """The render a template kept for this static context (and local variables, for a pure
+        template), its variables made the request's; ``None``: evaluate."""
         if template.static:
             seen = template.renders.get(state.static_key())
             if seen is not None:
                 return RenderOutput(seen.text, input_hash=template.input_hash(text), segments=seen.segments)
-        elif template.pure:
-            token = state.locals_token()
-            if token is not None:
-                pure_key = (state.static_key(), token)
-                hit = template.pure_renders.get(pure_key)
-                if hit is not None:
-                    if hit.after is not None:  # the variables it left (a copy: the kept dict is shared)
-                        state.local_variables = dict(hit.after)
-                        state._locals_token = (state.local_variables, hit.after_token)
-                    return RenderOutput(hit.text, input_hash=template.input_hash(text), segments=hit.segments)
-        ctx = self._context(state)
-        result = template.compiled.expand(ctx, trace=True)
-        local_changed, globals_changed = self._take_variables(result, ctx, state)
-        diags = list(result.diagnostics)
-        draws = [_jsonable(d) for d in result.draws]
-        segments = tuple((s.start, s.end, macro_segment_info(s)) for s in result.segments)
-        out = result.text
-        if template.static and not diags and not draws and not local_changed and not globals_changed:
-            COMPILED_TEMPLATES.charge(compile_macros, text, template.remember(state.static_key(), out, segments))
-        elif pure_key is not None and not diags and not draws and not globals_changed:
+        elif pure_key is not None:
+            hit = template.pure_renders.get(pure_key)
+            if hit is not None:
+                if hit.after is not None:  # the variables it left (a copy: the kept dict is shared)
+                    state.local_variables = dict(hit.after)
+                    state._locals_token = (state.local_variables, hit.after_token)
+                return RenderOutput(hit.text, input_hash=template.input_hash(text), segments=hit.segments)
+        return None
+
+    @staticmethod
+    def _keep(
+        template: _Template, text: str, state: RenderState, out: RenderOutput, pure_key: tuple[str, bytes] | None,
+        local_changed: bool,
+    ) -> None:
+        """Keep a render that warned nothing, drew nothing and left the global variables alone: a
+        static template's when it left the local ones alone too, a pure template's with the local
+        variables it left."""
+        if template.static:
+            if not local_changed:
+                COMPILED_TEMPLATES.charge(compile_macros, text, template.remember(state.static_key(), out.text, out.segments))
+        elif pure_key is not None:
             after = dict(state.local_variables) if local_changed else None
             after_token = state.locals_token() if local_changed else None
             if not local_changed or after_token is not None:
-                kept = PureRender(out, segments, after, after_token)
+                kept = PureRender(out.text, out.segments, after, after_token)
                 COMPILED_TEMPLATES.charge(compile_macros, text, template.remember_pure(pure_key, kept))
-        return RenderOutput(out, draws, diags, template.input_hash(text), segments)
 
     @staticmethod
     def _take_variables(result: MacroResult, ctx: MacroContext, state: RenderState) -> tuple[bool, bool]:
