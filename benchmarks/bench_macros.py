@@ -18,6 +18,14 @@ Three questions, each answered with the best of several repeats:
    and of the 3 KB preset ten times over, against Jinja2 (issue 14); with ``--hostile``, the CPU
    time and memory of issue 14's 200,000-fragment hostile texts, each in a fresh interpreter.
 
+4. Cached expansion of a preset-like prompt (:data:`PRESET_LIKE`: comments and ``{{trim}}`` heading
+   each section, a line of ``{{setvar}}``, several ``{{getvar}}``/name macros a line) against the same
+   prompt in Jinja2 (``{% set %}``, locals, ``{#- -#}``), with the same context every render and
+   with a new ``user`` each render (issue 29: <= 0.5x Jinja2).
+
+5. The parser's paths: a macro of the 10 KB documents by the region path and by the whole-document
+   path, and a region of texts made of distinct or repeated regions (what the fast paths save).
+
 Targets from issue 2: cached <= 0.5x Jinja2; 10 KB cold parse <= 3 ms. Issue 14: cached plain
 prompts <= 0.5x Jinja2 at 3 KB and 30 KB; each hostile text <= 1 s and <= 100 MB. This script reports;
 it does not assert (``tests/test_bench_smoke.py`` only checks that it keeps running).
@@ -109,6 +117,73 @@ JINJA_TEMPLATE = (
     "{#- trim -#}\n"
     "Last thing said: \"{{ last_message }}\"\n"
 )
+
+
+#: issue 29's prompt "as presets write them": a comment and ``{{trim}}`` heading each section,
+#: a line of ``{{setvar}}`` settings, several macros a line (``{{getvar}}``, names); ~2.7 KB
+_PRESET_SECTIONS = [
+    ("Language", "All narration and speech are woven in **{{getvar::lang}}**; {{char}} answers {{user}} in "
+     "{{getvar::lang}} unless the scene demands a foreign tongue, translated alongside."),
+    ("Tone", "Keep {{char}}'s tone {{getvar::tone}} towards {{user}}, shifting only when {{user}} earns it. "
+     "Strangers meet a {{getvar::tone}} {{char}} too."),
+    ("Length", "Each reply runs {{getvar::length}}: shorter when {{user}} writes briefly, never longer than "
+     "{{getvar::length}} and a closing line of dialogue."),
+    ("Point of view", "Narrate in the {{getvar::pov}}, addressing {{user}} directly; {{char}}'s inner thoughts stay "
+     "in the {{getvar::pov}}, in italics."),
+    ("Pacing", "The story moves at a {{getvar::pacing}} pace: {{char}} notices, hesitates, decides. Let silences "
+     "happen; do not rush {{user}} through a scene."),
+    ("Continuity", "Objects moved stay moved, wounds stay until treated, and {{char}} remembers what {{user}} said. "
+     "Contradictions are errors, not style."),
+]
+_PRESET_SETTINGS = [("lang", "English"), ("tone", "wary"), ("length", "three paragraphs"), ("pov", "second person"),
+                    ("pacing", "slow")]
+PRESET_LIKE = (
+    "{{// Prompt variables: edit the values, nothing else. }}{{trim}}\n"
+    + "".join("{{setvar::%s::%s}}" % kv for kv in _PRESET_SETTINGS) + "{{trim}}\n"
+    + "".join(
+        "{{// %s: do not edit below. }}{{trim}}\n### %s\n%s\n" % (title, title, prose)
+        + "Stay in character; never describe {{user}}'s choices for them, and keep {{char}} consistent with the "
+        "card. Describe actions, sounds and smells with concrete detail, and end on an action or a line of dialogue.\n\n"
+        for title, prose in _PRESET_SECTIONS
+    )
+)
+
+
+def jinja_preset_like() -> str:
+    """:data:`PRESET_LIKE` as Jinja2 writes it: ``{% set %}`` for ``{{setvar}}``, a local for
+    ``{{getvar}}``, ``{#- -#}`` for a comment followed by ``{{trim}}`` (same output)."""
+    import re
+
+    text = re.sub(r"\{\{//(.*?)\}\}\{\{trim\}\}\n", r"{#-\1-#}", PRESET_LIKE)
+    text = re.sub(r"\{\{setvar::(\w+)::([^}]*)\}\}", r"{% set \1 = '\2' %}", text)
+    text = re.sub(r"\{\{getvar::(\w+)\}\}", r"{{ \1 }}", text).replace("{{trim}}\n", "{#- -#}")
+    return text.replace("{{char}}", "{{ char }}").replace("{{user}}", "{{ user }}")
+
+
+def _preset_like_rows(iterations: int) -> dict[str, Any]:
+    """Cached expansion of :data:`PRESET_LIKE` against Jinja2 cached: with the same context every
+    render, and with a different ``user`` each render (the level is evaluated every time)."""
+    from jinja2.sandbox import SandboxedEnvironment
+
+    template = tavernbox.macros.compile_macros(PRESET_LIKE)
+    jinja = SandboxedEnvironment(keep_trailing_newline=True).from_string(jinja_preset_like())
+    users = [f"Ash{i}" for i in range(iterations)]
+    contexts = [tavernbox.MacroContext.from_dict({**CONTEXT, "user": user}) for user in users]
+    jinja_contexts = [{"user": user, "char": CONTEXT["char"]} for user in users]
+    if template.expand(contexts[0]).text != jinja.render(jinja_contexts[0]):
+        raise AssertionError("the Jinja2 preset-like prompt renders differently")
+    same, jinja_same = contexts[0], jinja_contexts[0]
+    out: dict[str, Any] = {
+        "preset_like_bytes": len(PRESET_LIKE.encode("utf-8")),
+        "preset_like_macros": PRESET_LIKE.count("{{"),
+        "preset_like_cached_s": _best_per_call(lambda i: template.expand(same).text, iterations),
+        "preset_like_jinja_cached_s": _best_per_call(lambda i: jinja.render(jinja_same), iterations),
+        "preset_like_varying_s": _best_per_call(lambda i: template.expand(contexts[i]).text, iterations),
+        "preset_like_jinja_varying_s": _best_per_call(lambda i: jinja.render(jinja_contexts[i]), iterations),
+    }
+    out["preset_like_ratio_cached"] = out["preset_like_cached_s"] / out["preset_like_jinja_cached_s"]
+    out["preset_like_ratio_varying"] = out["preset_like_varying_s"] / out["preset_like_jinja_varying_s"]
+    return out
 
 
 def _jinja_draws() -> dict[str, Any]:
@@ -254,6 +329,35 @@ def _plain_rows(iterations: int) -> dict[str, Any]:
     out["rich_30kb_cached_s"] = _best_per_call(cached, iterations)
     out["rich_30kb_jinja_cached_s"] = _best_per_call(lambda i: compiled.render(jinja_ctx, **_jinja_draws()), iterations)
     out["rich_30kb_ratio_cached"] = out["rich_30kb_cached_s"] / out["rich_30kb_jinja_cached_s"]
+    return out
+
+
+#: the parser's paths (``macros/parser.py`` and the modules it joins), each as ``(label, text
+#: builder, unit count)``: what a fast path saves against the plain path on the same text
+PARSER_TEXTS: list[tuple[str, Callable[[int], str], str]] = [
+    ("distinct malformed regions, each recovered", lambda n: "".join("{{a%d:}}" % i for i in range(n)), "region"),
+    ("one malformed region repeated (recovered once)", lambda n: "{{#}}" * n, "region"),
+    ("distinct nested regions, each lexed and parsed", lambda n: "".join("{{a%d::{{b::{{c}}}}}}" % i for i in range(n)), "region"),
+    ("one nested region repeated (parsed once)", lambda n: "{{a::{{b::{{c}}}}}}" * n, "region"),
+]
+
+
+def parser_rows(count: int = 20_000) -> dict[str, Any]:
+    """Per macro or region: the region path against the whole-document path
+    (``Shortcuts(regions=False)``) on the 10 KB documents, and the region path on
+    :data:`PARSER_TEXTS` (a repeat of a region is neither lexed nor parsed again)."""
+    from tavernbox.macros.parser import document_items
+    from tavernbox.shortcuts import Shortcuts
+
+    whole = Shortcuts(regions=False)
+    docs = _ten_kb_documents(30)
+    out: dict[str, Any] = {}
+    regions = _best_per_call(lambda i: document_items(docs[i]), len(docs), repeats=3) / 200
+    plain = _best_per_call(lambda i: document_items(docs[i], shortcuts=whole), len(docs), repeats=3) / 200
+    out["parser 10 KB documents, a macro: regions / whole document (us)"] = (regions * 1e6, plain * 1e6)
+    for label, build, _unit in PARSER_TEXTS:
+        text = build(count)
+        out[f"parser {label}, a region (us)"] = _best_per_call(lambda i, t=text: document_items(t), 1, repeats=3) / count * 1e6
     return out
 
 
@@ -450,6 +554,8 @@ def run(iterations: int) -> dict[str, Any]:
         lambda i: tavernbox.expand_macros(next(expand_docs), CONTEXT), parse_iterations, repeats=3
     )
     figures.update(_plain_rows(iterations))
+    figures.update(_preset_like_rows(iterations))
+    figures.update(parser_rows())
     return figures
 
 
@@ -490,6 +596,20 @@ def report(f: dict[str, Any]) -> str:
         f"the 3 KB preset x10 ({f['rich_30kb_bytes']} bytes): cached {_ms(f['rich_30kb_cached_s']).strip()} vs jinja2 "
         f"{_ms(f['rich_30kb_jinja_cached_s']).strip()} = {f['rich_30kb_ratio_cached']:.2f}x"
     )
+    verdict = "meets" if f["preset_like_ratio_cached"] <= 0.5 else "misses"
+    lines += [
+        f"preset-like prompt (comments, {{{{trim}}}}, {{{{setvar}}}}/{{{{getvar}}}}, several macros a line), "
+        f"{f['preset_like_bytes']} bytes, {f['preset_like_macros']} macros:",
+        f"  same context:      cached {_ms(f['preset_like_cached_s']).strip()} vs jinja2 "
+        f"{_ms(f['preset_like_jinja_cached_s']).strip()} = {f['preset_like_ratio_cached']:.2f}x ({verdict} the <= 0.5x target)",
+        f"  a new user each render: cached {_ms(f['preset_like_varying_s']).strip()} vs jinja2 "
+        f"{_ms(f['preset_like_jinja_varying_s']).strip()} = {f['preset_like_ratio_varying']:.2f}x",
+    ]
+    lines.append("parser paths (CPU per unit, the region path unless said):")
+    for key, value in f.items():
+        if key.startswith("parser "):
+            shown = " / ".join(f"{v:.1f}" for v in value) if isinstance(value, tuple | list) else f"{value:.1f}"
+            lines.append(f"  {key[len('parser '):]}: {shown}")
     for label, _unit in HOSTILE:
         row = f.get(f"hostile_{label}")
         if row is not None:

@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from typing import Any
 
-from tavernbox.macros import evaluator
+from tavernbox.shortcuts import Shortcuts
+
+#: compiled level plans off: a template runs through the general evaluator only (the reference the
+#: plan tests compare against); passed to ``expand`` by name, so tests may run in threads
+NO_PLANS = Shortcuts(plans=False)
+#: every argument and body re-parsed from its text, in every render (the reference of the tests of
+#: parse reuse and of compiled templates' caches)
+NO_REUSE = Shortcuts(reuse_parse=False)
+#: the whole-document parser only (the reference of the region-by-region parse)
+NO_REGIONS = Shortcuts(regions=False)
 
 
-@contextmanager
-def plans(enabled: bool) -> Iterator[None]:
-    """Compiled level plans on or off (``evaluator.USE_PLANS``) inside the block, restored after.
-
-    With plans off, a template runs through the general evaluator only: the reference the plan
-    tests compare against.
-    """
-    saved = evaluator.USE_PLANS
-    evaluator.USE_PLANS = enabled
-    try:
-        yield
-    finally:
-        evaluator.USE_PLANS = saved
+def level_plans(template: Any, depth: int | None = None) -> list[Any]:
+    """The level plans a compiled template has built so far (at ``depth``, or at any depth)."""
+    return [
+        memo.plan
+        for level in template._levels.values()
+        for at, memo in level.depths.items()
+        if memo.plan is not None and (depth is None or at == depth)
+    ]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -49,33 +48,58 @@ def test_a_renderer_that_breaks_the_markers_loses_only_the_inner_ranges() -> Non
     assert all(i == {} for _, _, i in out.spans)
 
 
-def test_tavern_text_falls_back_to_as_written_when_the_macro_engine_is_absent(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tavern_text_is_rendered_by_the_macro_engine_it_imports(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the renderer imports the engine: it neither looks ``expand_macros`` up at render time nor
+    # reports the engine missing
     monkeypatch.delattr(tavernbox.macros, "expand_macros", raising=False)
-    r = assemble([*NATIVES, rule("custom", "c", text="Hi {{char}}")])
-    assert texts(r)[-1] == "Hi {{char}}"
-    assert [d.code for d in r.diagnostics] == ["ASSEMBLY_MACROS_UNAVAILABLE"]
-
-
-def test_tavern_text_goes_through_expand_macros_when_present(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[tuple[str, Any]] = []
-
-    def fake(text: str, context: Any) -> Any:
-        calls.append((text, context))
-        local = dict(context["variables"]["local"])
-        local["n"] = local.get("n", 0) + 1
-        return SimpleNamespace(text=text.replace("{{char}}", context["char"]) + f"#{local['n']}",
-                               variables={"local": local, "global": {}}, diagnostics=(), draws=({"roll": 4},))
-
-    monkeypatch.setattr(tavernbox.macros, "expand_macros", fake, raising=False)
-    monkeypatch.delattr(tavernbox.macros, "MacroContext", raising=False)
     card = {"character": {"data": {"name": "Seraphina"}}}
-    r = assemble([*NATIVES, rule("custom", "c1", text="Hi {{char}}"), rule("custom", "c2", text="Bye {{user}}"),
+    r = assemble([*NATIVES, rule("custom", "c", text="Hi {{char}}")], assets=card)
+    assert texts(r)[-1] == "Hi Seraphina"
+    assert "ASSEMBLY_MACROS_UNAVAILABLE" not in [d.code for d in r.diagnostics]
+
+
+def test_a_host_renders_its_sources_text_through_its_own_renderer() -> None:
+    # another macro engine comes in through the Renderer protocol, source by source
+    class Shout:
+        name = "shout"
+        trim = False
+
+        def __init__(self) -> None:
+            self.seen: list[str] = []
+
+        def render(self, text: str, state: Any) -> RenderOutput:
+            self.seen.append(text)
+            return RenderOutput(text.upper(), [{"roll": 4}])
+
+    shout = Shout()
+    reg = registry()
+    reg.register({"id": "example.shout", "plugin_id": "example", "name": "shout", "renderer": shout,
+                  "resolve": lambda c, r: {"blocks": [{"type": "text", "id": "b", "text": "Hi {{char}}", "role": "user"}]}})
+    r = assemble([*NATIVES, rule("example.shout", "s"), rule("custom", "c", text="Hi {{char}}")], reg=reg,
+                 assets={"character": {"data": {"name": "Seraphina"}}})
+    assert texts(r)[-2:] == ["HI {{CHAR}}", "Hi Seraphina"]
+    assert shout.seen == ["Hi {{char}}"]
+    assert r.draws == [{"key": "s:b", "draws": [{"roll": 4}]}]
+
+
+def test_tavern_text_goes_through_the_macro_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    real = tavernbox.macros.CompiledMacros.expand
+
+    def spy(self: Any, context: Any = None, **kw: Any) -> Any:
+        calls.append(self.text)
+        return real(self, context, **kw)
+
+    monkeypatch.setattr(tavernbox.macros.CompiledMacros, "expand", spy)
+    card = {"character": {"data": {"name": "Seraphina"}}, "persona": {"name": "Ann"}}
+    r = assemble([*NATIVES, rule("custom", "c1", text="Hi {{char}}{{addvar::n::1}}#{{getvar::n}} {{roll::1d1}}"),
+                  rule("custom", "c2", text="Bye {{user}}{{addvar::n::1}}#{{getvar::n}} {{roll::1d1}}"),
                   rule("custom", "c3", text="plain")], assets=card)
     # request-local variables carry over between blocks; text with no macro syntax skips the engine
-    assert texts(r)[-3:] == ["Hi Seraphina#1", "Bye {{user}}#2", "plain"]
+    assert texts(r)[-3:] == ["Hi Seraphina#1 1", "Bye Ann#2 1", "plain"]
     assert len(calls) == 2
-    assert calls[0][1]["chat"][-1] == {"role": "user", "name": "", "content": "U2"}
-    assert r.draws == [{"key": "c1:text:0", "draws": [{"roll": 4}]}, {"key": "c2:text:0", "draws": [{"roll": 4}]}]
+    assert [d["key"] for d in r.draws] == ["c1:text:0", "c2:text:0"]
+    assert all(len(d["draws"]) == 1 and d["draws"][0]["value"] == "1" for d in r.draws)
 
 
 def test_real_macro_engine_renders_tavern_text() -> None:
@@ -85,8 +109,7 @@ def test_real_macro_engine_renders_tavern_text() -> None:
     assert texts(r)[-1] == "Ann meets Seraphina"
 
 
-def test_provenance_covers_macro_children_in_utf16_units(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delattr(tavernbox.macros, "expand_macros", raising=False)
+def test_provenance_covers_macro_children_in_utf16_units() -> None:
     card = {"character": {"data": {"name": "C", "description": "😀D"}}}
     r = assemble([*NATIVES, rule("custom", "c", text="é😀 {{description}}!", role="user")], assets=card)
     last = r.provenance[-1]

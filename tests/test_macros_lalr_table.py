@@ -13,7 +13,7 @@ from importlib import resources
 
 import pytest
 
-from tavernbox.macros import lalr_table, parse_macros, parser
+from tavernbox.macros import lalr, lalr_table, parse_macros
 from tavernbox.macros.write_lalr_table import canonical_table, table_module_text
 
 GRAMMAR = (resources.files("tavernbox.grammars") / "macros.lark").read_text(encoding="utf-8")
@@ -31,8 +31,8 @@ TEXTS = [
 def test_the_stored_table_is_larks_table_for_the_grammar() -> None:
     assert lalr_table.GRAMMAR_DIGEST == hashlib.sha256(GRAMMAR.encode("utf-8")).hexdigest(), \
         "the grammar changed: run python -m tavernbox.macros.write_lalr_table"
-    assert lalr_table.TABLE == canonical_table(parser.build_table(GRAMMAR))
-    assert canonical_table(parser.build_table(GRAMMAR)) == canonical_table(parser.build_table(GRAMMAR))
+    assert lalr_table.TABLE == canonical_table(lalr.build_table(GRAMMAR))
+    assert canonical_table(lalr.build_table(GRAMMAR)) == canonical_table(lalr.build_table(GRAMMAR))
     assert table_module_text().endswith("\n") and "GRAMMAR_DIGEST" in table_module_text()
 
 
@@ -41,19 +41,19 @@ def _parsed() -> list:
 
 
 def _reset() -> None:
-    parser._table.cache_clear()
-    parser._driver_table.cache_clear()
-    parser._local = None
+    lalr._table.cache_clear()
+    lalr._driver_table.cache_clear()
+    lalr._local = None
 
 
 def test_a_stale_table_is_ignored_and_lark_builds_it(monkeypatch: pytest.MonkeyPatch) -> None:
     _reset()
     try:
-        assert parser._table() is lalr_table.TABLE
+        assert lalr._table() is lalr_table.TABLE
         stored = _parsed()
         _reset()
         monkeypatch.setattr(lalr_table, "GRAMMAR_DIGEST", "0" * 64)
-        built = parser._table()
+        built = lalr._table()
         assert built is not lalr_table.TABLE and canonical_table(built) == lalr_table.TABLE
         assert _parsed() == stored
     finally:

@@ -15,6 +15,8 @@ import pytest
 from tavernbox import TemplateError
 from tavernbox.macros import MAX_INPUT_CHARS, expand_macros
 from tavernbox.macros.evaluator import MAX_OUTPUT_CHARS
+from tavernbox.shortcuts import DEFAULT
+from macro_support import NO_REUSE
 
 CTX = {"user": "User", "char": "Character"}
 
@@ -140,5 +142,5 @@ def test_deepest_allowed_nesting_fits_the_stack_when_every_level_is_reparsed() -
     # junk ahead makes the parse unclean, so every argument is re-parsed at its own depth
     text = "{{user!}} " + "{{reverse::" * 64 + "ab" + "}}" * 64 + " {{if 1}}" * 90 + "z" + "{{/if}}" * 90
     for reuse in (True, False):
-        result = expand_macros(text, CTX, _reuse_parse=reuse)
+        result = expand_macros(text, CTX, shortcuts=DEFAULT if reuse else NO_REUSE)
         assert result.text.startswith("User ab ")

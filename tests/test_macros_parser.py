@@ -19,8 +19,11 @@ from hypothesis import HealthCheck, given, settings
 
 from tavernbox.macros import expand_macros, parse_macros
 from tavernbox.macros.lexer import T, tokenize
-from tavernbox.macros.parser import MacroNode, Plain, _Parser, document_items, lalr_items, validate_macro
+from tavernbox.macros.lalr import lalr_items
+from tavernbox.macros.parser import MacroNode, Plain, document_items, validate_macro
+from tavernbox.macros.recovery import _Parser
 from tavernbox.testing.strategies import macro_templates
+from macro_support import NO_REUSE
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "conformance" / "st-macros.jsonl"
 
@@ -76,7 +79,7 @@ def test_reusing_parsed_arguments_equals_reparsing_them_on_conformance_data() ->
     ctx = {"user": "User", "char": "Character", "chat_id_hash": 123456}
     for text in _templates():
         a = expand_macros(text, ctx)
-        b = expand_macros(text, ctx, _reuse_parse=False)
+        b = expand_macros(text, ctx, shortcuts=NO_REUSE)
         assert (a.text, a.variables) == (b.text, b.variables), text
 
 
@@ -87,7 +90,7 @@ def test_reusing_parsed_arguments_equals_reparsing_them_on_generated_templates(t
     # differ between the two expansions whenever the clock ticks between them
     ctx = {"user": "User", "char": "Character", "chat_id_hash": 1, "now": "2026-11-30T21:15:00Z"}
     a = expand_macros(text, ctx)
-    b = expand_macros(text, ctx, _reuse_parse=False)
+    b = expand_macros(text, ctx, shortcuts=NO_REUSE)
     assert (a.text, a.variables) == (b.text, b.variables)
 
 

@@ -3,7 +3,7 @@
 A compiled template builds a plan for a level the second time it evaluates it and runs it from
 the third render on. Every conformance row and Hypothesis' macro-heavy texts are rendered four
 times through one template with plans on, and compared with the same template rendered with
-plans switched off (``evaluator.USE_PLANS``): text, variables, diagnostics and draws, or the
+plans switched off (``Shortcuts(plans=False)``): text, variables, diagnostics and draws, or the
 same error.
 """
 
@@ -22,7 +22,7 @@ from tavernbox.macros import MacroContext, MacroRegistry, compile_macros, evalua
 from tavernbox.macros import plan as plan_module
 from tavernbox.macros.plan import LevelPlan
 from tavernbox.testing.strategies import macro_templates
-from macro_support import plans
+from macro_support import NO_PLANS, level_plans
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "conformance" / "st-macros.jsonl"
@@ -47,9 +47,8 @@ def _outcome(fn: Any) -> Any:
 
 
 def _reference(text: str, ctx: MacroContext, **kw: Any) -> Any:
-    with plans(False):
-        template = compile_macros(text)
-        return [_outcome(lambda: template.expand(ctx, **kw)) for _ in range(2)]
+    template = compile_macros(text)
+    return [_outcome(lambda: template.expand(ctx, shortcuts=NO_PLANS, **kw)) for _ in range(2)]
 
 
 def _same_with_plans(text: str, ctx: MacroContext, **kw: Any) -> None:
@@ -61,7 +60,7 @@ def _same_with_plans(text: str, ctx: MacroContext, **kw: Any) -> None:
 
 
 def _plans(template: Any) -> list[LevelPlan]:
-    return [v[3] for k, v in template._closer_memo.items() if type(k) is tuple and len(k) == 3 and v[3]]
+    return level_plans(template)
 
 
 @pytest.mark.skipif(not DATA.exists(), reason="shared/conformance is not beside the clone")

@@ -7,7 +7,8 @@ from typing import Any
 
 from tavernbox.macros import MacroContext, compile_macros
 from tavernbox.macros.plan import LevelPlan
-from macro_support import plans
+from tavernbox.shortcuts import DEFAULT
+from macro_support import NO_PLANS, level_plans
 
 TEXTS = [
     "{{random::quiet::tense::warm}} {{roll::1d20}} {{roll::3d6+2}} {{roll::d4-1}} {{roll::20}}",
@@ -18,17 +19,16 @@ TEXTS = [
 
 
 def _render_all(text: str, planned: bool) -> list[Any]:
-    with plans(planned):
-        template = compile_macros(text)
-        out = []
-        for seed in range(4):
-            result = template.expand(MacroContext(seed=seed))
-            out.append((result.text, result.draws, result.diagnostics))
-        return out
+    template = compile_macros(text)
+    out = []
+    for seed in range(4):
+        result = template.expand(MacroContext(seed=seed), shortcuts=DEFAULT if planned else NO_PLANS)
+        out.append((result.text, result.draws, result.diagnostics))
+    return out
 
 
 def _top_plan(template: Any) -> LevelPlan:
-    plans = [entry[3] for key, entry in template._closer_memo.items() if isinstance(key, tuple) and key[-1] == "plan"]
+    plans = level_plans(template)
     return next(p for p in plans if isinstance(p, LevelPlan))
 
 
@@ -52,7 +52,7 @@ def test_context_reads_and_constants_are_inlined_in_the_generated_run() -> None:
     ctx = MacroContext(user="Ash", char="Mira")
     for _ in range(3):
         assert template.expand(ctx).text == "Ash and Mira!"
-    names = _top_plan(template).run.__globals__
+    names = _top_plan(template).runner.__globals__
     assert sorted(k for k in names if k[0] in "rk" and k[1:].isdigit()) == ["k3", "k4", "r0", "r2"]  # parts 1 and 5 are literals
 
 
@@ -60,11 +60,10 @@ def test_context_reads_and_constants_are_inlined_in_the_generated_run() -> None:
 def test_literal_variable_reads_are_inlined_and_match_the_evaluator() -> None:
     text = "{{setvar::a::5}}[{{getvar::a}}|{{getglobalvar::g}}|{{getvar::missing}}|{{getvar::n}}]"
     ctx = MacroContext(local_variables={"n": " 7 "}, global_variables={"g": 2.5})
-    with plans(False):
-        want = compile_macros(text).expand(ctx)
+    want = compile_macros(text).expand(ctx, shortcuts=NO_PLANS)
     template = compile_macros(text)
     for _ in range(3):
         got = template.expand(ctx)
         assert (got.text, got.variables) == (want.text, want.variables)
-    names = _top_plan(template).run.__globals__
+    names = _top_plan(template).runner.__globals__
     assert sorted(k for k in names if k[0] == "n" and k[1:].isdigit()) == ["n2", "n4", "n6", "n8"]

@@ -17,7 +17,7 @@ import pytest
 
 from tavernbox.errors import TemplateError
 from tavernbox.macros import MacroContext, compile_macros
-from macro_support import plans
+from macro_support import NO_PLANS, level_plans
 
 CTX = MacroContext.from_dict(
     {
@@ -52,9 +52,9 @@ TEXTS = [
 ]
 
 
-def _outcome(template: Any) -> Any:
+def _outcome(template: Any, **kw: Any) -> Any:
     try:
-        r = template.expand(CTX)
+        r = template.expand(CTX, **kw)
     except TemplateError as exc:
         return ("error", exc.code, exc.message, exc.span)
     return (r.text, r.variables, r.diagnostics, r.draws)
@@ -62,8 +62,7 @@ def _outcome(template: Any) -> Any:
 
 @pytest.mark.parametrize("text", TEXTS)
 def test_planned_if_equals_the_evaluator(text: str) -> None:
-    with plans(False):
-        want = _outcome(compile_macros(text))
+    want = _outcome(compile_macros(text), shortcuts=NO_PLANS)
     template = compile_macros(text)
     for _ in range(5):
         assert _outcome(template) == want
@@ -74,7 +73,7 @@ def test_a_planned_if_runs_from_its_bound_part() -> None:
     template = compile_macros("x {{if {{getvar::on}}}}A{{else}}B{{/if}} y")
     for _ in range(3):
         template.expand(CTX)
-    plans = [v[3] for k, v in template._closer_memo.items() if type(k) is tuple and len(k) == 3 and k[1] == 0 and v[3]]
+    plans = level_plans(template, depth=0)
     assert plans
     names = [p.__name__ for p in plans[0].parts if not isinstance(p, str)]
     assert names == ["handled"]

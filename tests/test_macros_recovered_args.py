@@ -6,7 +6,7 @@ recovery somewhere used to re-parse *every* argument, which was most of the work
 the malformed half of fuzzing inputs (issue 14). The recovery parser now records, per argument,
 whether anything was inserted, deleted or skipped while its rule ran; an argument with no
 recovery in it (and no character the lexer dropped) holds exactly what a re-parse of its text
-finds, so it keeps its items. Every render must equal the fresh one (``_reuse_parse=False``
+finds, so it keeps its items. Every render must equal the fresh one (``shortcuts=NO_REUSE``
 re-parses everything).
 """
 
@@ -18,10 +18,11 @@ from typing import Any
 from tavernbox.macros import MacroContext, compile_macros, expand_macros
 from tavernbox.macros.parser import MacroNode, Plain, document_items
 from tavernbox.testing.macro_generator import MacroTextGenerator
+from macro_support import NO_REGIONS, NO_REUSE
 
 
 def _args(text: str) -> dict[str, list[Any]]:
-    items, _diagnostics, clean = document_items(text, _regions=False)  # the recovery parser's nodes
+    items, _diagnostics, clean = document_items(text, shortcuts=NO_REGIONS)  # the recovery parser's nodes
     assert not clean
     return {i.name: [a.items for a in i.args] for i in items if type(i) is MacroNode}
 
@@ -72,7 +73,7 @@ def test_malformed_fuzzing_texts_render_as_a_full_re_parse_does() -> None:
         text = gen.text() if n % 3 else gen.fragment() + gen.text()
         if not document_items(text)[2]:
             malformed += 1
-        fresh = _outcome(lambda text=text: expand_macros(text, ctx, seed=1, _reuse_parse=False))
+        fresh = _outcome(lambda text=text: expand_macros(text, ctx, seed=1, shortcuts=NO_REUSE))
         template = compile_macros(text)
         for _ in range(3):  # evaluated, planned, run from plans
             assert _outcome(lambda template=template: template.expand(ctx, seed=1)) == fresh, text
@@ -99,11 +100,11 @@ def test_a_body_that_recovery_did_not_touch_is_not_parsed_again() -> None:
     template = compile_macros(text)
     result = template.expand(ctx, seed=1)
     assert result.text == "{{ }} a User b"
-    assert result == expand_macros(text, ctx, seed=1, _reuse_parse=False)
+    assert result == expand_macros(text, ctx, seed=1, shortcuts=NO_REUSE)
     assert list(template._parse_cache) == [(0, len(text))]  # the top level, nothing else
     # inside the body, it is re-parsed (as SillyTavern re-parses every body)
     text = "{{if 1}}a {{ }} {{user}}{{else}}c{{/if}}"
     template = compile_macros(text)
     result = template.expand(ctx, seed=1)
-    assert result == expand_macros(text, ctx, seed=1, _reuse_parse=False)
+    assert result == expand_macros(text, ctx, seed=1, shortcuts=NO_REUSE)
     assert len(template._parse_cache) > 1

@@ -14,8 +14,10 @@ import random
 from typing import Any
 
 from tavernbox.macros.lexer import tokenize_limited
-from tavernbox.macros.parser import MAX_NESTING, Plain, _region_prefix, document_items
+from tavernbox.macros.parser import MAX_NESTING, Plain, document_items
+from tavernbox.macros.regions import _region_prefix
 from tavernbox.testing.macro_generator import MacroTextGenerator
+from macro_support import NO_REGIONS, NO_REUSE
 
 
 def _joined(prefix: list, rest: list) -> list:
@@ -54,7 +56,7 @@ def test_a_rejected_region_hands_its_tokens_to_the_whole_document_path() -> None
                 continue
             got = document_items(text, 0, len(text), nesting)
             # what the whole-document path makes of the rest, lexing the rejected region itself
-            rest, diagnostics, clean = document_items(text, stop, len(text), nesting, _regions=False)
+            rest, diagnostics, clean = document_items(text, stop, len(text), nesting, shortcuts=NO_REGIONS)
             assert _plain(got[0]) == _plain(_joined(prefix, rest)), text  # text is joined where they meet
             assert (got[1], got[2]) == (diagnostics, clean), text
     assert rejected > 100  # the generator makes plenty of them
@@ -76,7 +78,7 @@ def test_a_malformed_region_recovered_on_its_own_equals_the_whole_document_path(
             assert all(a < b <= stop for a, b in recovered)
         for lo in (0, len(text) // 3):
             got = document_items(text, lo)
-            assert _plain(got) == _plain(document_items(text, lo, _regions=False)), (text, lo)
+            assert _plain(got) == _plain(document_items(text, lo, shortcuts=NO_REGIONS)), (text, lo)
     assert recovered_texts > 300  # the generator makes plenty of them
 
 
@@ -98,7 +100,7 @@ def test_regions_after_a_recovered_one_are_read_on_their_own() -> None:
         assert recovered == regions, text
         assert (stop == len(text)) == bool(regions), text
         got = document_items(text)
-        assert _plain(got) == _plain(document_items(text, _regions=False)), text
+        assert _plain(got) == _plain(document_items(text, shortcuts=NO_REGIONS)), text
         assert got[2] is False  # a recovered region makes the parse unclean
 
 
@@ -107,7 +109,7 @@ def test_a_recovery_that_would_take_a_token_past_the_region_is_not_kept() -> Non
     # the bound still holds: a rule that takes the next region's token (here a nested "{{")
     # marks the parse spilled, and the caller goes the whole-document way
     from tavernbox.macros.lexer import T, Tok
-    from tavernbox.macros.parser import _Parser
+    from tavernbox.macros.recovery import _Parser
 
     text = "{{a::{{b}}"
     toks = [Tok(T.START, 0, 2, 1), Tok(T.MIDENT, 2, 3, 1), Tok(T.DCOLON, 3, 5, 1)]
@@ -125,7 +127,7 @@ def test_a_region_that_ends_on_a_skipped_rule_is_a_region_of_its_own_for_the_nes
     # starts is cut out from there (the whole-document lexer used to count it from "{{.")
     text = "x {{.{{a::{{b::{{c::{{d}}}}}}}} y"
     got = document_items(text, 0, len(text), 3)
-    assert _plain(got) == _plain(document_items(text, 0, len(text), 3, _regions=False))
+    assert _plain(got) == _plain(document_items(text, 0, len(text), 3, shortcuts=NO_REGIONS))
     assert [d.code for d in got[1]] == ["MACRO_NESTING_LIMIT"]
     assert got[1][0].span.start == text.index("{{a")
 
@@ -148,20 +150,20 @@ def test_a_repeated_malformed_region_is_recovered_once_and_shifted() -> None:
     ]
     for text in texts:
         got = document_items(text)
-        assert _plain(got) == _plain(document_items(text, _regions=False)), text
-        assert expand_macros(text, ctx) == expand_macros(text, ctx, _reuse_parse=False), text
+        assert _plain(got) == _plain(document_items(text, shortcuts=NO_REGIONS)), text
+        assert expand_macros(text, ctx) == expand_macros(text, ctx, shortcuts=NO_REUSE), text
     gen = MacroTextGenerator(random.Random(33))
     for _ in range(400):  # generated pieces, each repeated
         piece = gen.fragment()
         for text in (piece * 3, piece * 2 + "x" + piece):
-            assert _plain(document_items(text)) == _plain(document_items(text, _regions=False)), text
+            assert _plain(document_items(text)) == _plain(document_items(text, shortcuts=NO_REGIONS)), text
 
 
 def test_a_repeat_of_a_recovered_region_is_neither_lexed_nor_recovered_again(monkeypatch: Any) -> None:
-    from tavernbox.macros import parser as parser_module
+    from tavernbox.macros import regions as regions_module
 
     calls = {"lexed": 0, "recovered": 0}
-    lex, recover = parser_module.tokenize_macro, parser_module._recover_region
+    lex, recover = regions_module.tokenize_macro, regions_module._recover_region
 
     def counting_lex(*args: Any) -> Any:
         calls["lexed"] += 1
@@ -171,8 +173,8 @@ def test_a_repeat_of_a_recovered_region_is_neither_lexed_nor_recovered_again(mon
         calls["recovered"] += 1
         return recover(*args)
 
-    monkeypatch.setattr(parser_module, "tokenize_macro", counting_lex)
-    monkeypatch.setattr(parser_module, "_recover_region", counting_recover)
+    monkeypatch.setattr(regions_module, "tokenize_macro", counting_lex)
+    monkeypatch.setattr(regions_module, "_recover_region", counting_recover)
     text = "{{#}}" * 1000 + "{{.1}}" * 1000
-    assert _plain(document_items(text)) == _plain(document_items(text, _regions=False))
+    assert _plain(document_items(text)) == _plain(document_items(text, shortcuts=NO_REGIONS))
     assert calls == {"lexed": 2, "recovered": 2}  # the first of each run

@@ -18,8 +18,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tavernbox.macros.parser import ArgNode, MacroNode, _region_items, document_items
+from tavernbox.macros.parser import ArgNode, MacroNode, document_items
+from tavernbox.macros.regions import _region_items
 from tavernbox.testing.strategies import macro_templates
+from macro_support import NO_REGIONS
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "conformance" / "st-macros.jsonl"
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -42,7 +44,7 @@ def _deep(value: Any) -> Any:
 def _same(text: str, lo: int = 0, hi: int | None = None) -> bool:
     """Whether the region path answered (and then agreed); asserts agreement."""
     end = len(text) if hi is None else hi
-    whole = document_items(text, lo, end, _regions=False)
+    whole = document_items(text, lo, end, shortcuts=NO_REGIONS)
     fast = _region_items(text, lo, end, 64)
     if fast is None:
         return False
@@ -132,7 +134,7 @@ def test_regions_equal_the_whole_document_on_macro_templates(text: str, data: st
 
 def test_repeated_simple_macros_built_from_their_shape_equal_the_whole_document() -> None:
     # the second and later copies of a source are built from the first one's shape (issue 14)
-    from tavernbox.macros.parser import _from_shape, _shape
+    from tavernbox.macros.regions import _from_shape, _shape
 
     once = [
         "{{user}}", "{{/if}}", "{{!user}}", "{{a::}}", "{{a:: x ::y }}", "{{a::\u00a0x\u3000}}", "{{a b}}", "{{if 1}}",
@@ -159,7 +161,7 @@ def test_repeated_simple_macros_built_from_their_shape_equal_the_whole_document(
 def _whole_equals_resumed(text: str, lo: int = 0, hi: int | None = None) -> None:
     end = len(text) if hi is None else hi
     resumed = document_items(text, lo, end)
-    whole = document_items(text, lo, end, _regions=False)
+    whole = document_items(text, lo, end, shortcuts=NO_REGIONS)
     assert _deep(resumed[0]) == _deep(whole[0]), (text, lo, end)
     assert resumed[1:] == whole[1:], (text, lo, end)
 
@@ -185,7 +187,7 @@ def test_resuming_after_the_regions_equals_the_whole_document_path(text: str, da
 def test_common_shapes_are_read_off_one_match() -> None:
     # issue 14: these went through the lexer and the LALR table region by region (a fuzzing
     # input is dense with them, and real prompts write "{{ user }}" and "{{roll:1d6}}")
-    from tavernbox.macros.parser import _LONE_START, _SIMPLE_MACRO
+    from tavernbox.macros.regions import _LONE_START, _SIMPLE_MACRO
 
     for text in ["{{ user }}", "{{\n\tuser}}", "{{ ! # a}}", "{{/?a::b}}", "{{ . x}}", "{{roll:1d6}}",
                  "{{a:b::c}}", "{{a x::y}}", "{{// a::b:c}}", "{{//::x}}", "{{a: {{ b }} }}"]:

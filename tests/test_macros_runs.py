@@ -14,8 +14,11 @@ import sys
 
 import pytest
 
-from tavernbox.macros.parser import MAX_NESTING, MacroNode, Plain, _run_end, document_items
+from tavernbox.macros.parser import MAX_NESTING, MacroNode, Plain, document_items
+from tavernbox.macros.regions import _run_end
 from tavernbox.testing.macro_generator import MacroTextGenerator
+from tavernbox.shortcuts import DEFAULT
+from macro_support import NO_REGIONS
 
 from test_macros_region_resume import _plain
 
@@ -33,7 +36,7 @@ def test_a_run_of_one_unit_parses_as_the_whole_document_does(unit: str) -> None:
             text = unit * count + tail
             for nesting in (MAX_NESTING, 3):
                 regions = document_items(text, 0, len(text), nesting)
-                whole = document_items(text, 0, len(text), nesting, _regions=False)
+                whole = document_items(text, 0, len(text), nesting, shortcuts=NO_REGIONS)
                 assert _plain(regions) == _plain(whole), (unit, count, tail, nesting)
 
 
@@ -43,14 +46,14 @@ def test_repeats_built_from_generated_units_agree_with_the_whole_document_path()
     for _ in range(400):
         unit = gen.fragment()
         text = unit * rng.randrange(2, 9) + rng.choice(TAILS)
-        assert _plain(document_items(text)) == _plain(document_items(text, _regions=False)), text
+        assert _plain(document_items(text)) == _plain(document_items(text, shortcuts=NO_REGIONS)), text
 
 
 def test_contiguous_text_is_one_item_on_both_paths() -> None:
     # "{{." is a region recovered as text, "1}}" plain text after it: one item for the whole run
     text = "a{{.1}}" * 1000 + "b"
     for regions in (True, False):
-        items, _diagnostics, clean = document_items(text, _regions=regions)
+        items, _diagnostics, clean = document_items(text, shortcuts=DEFAULT if regions else NO_REGIONS)
         assert items == [Plain(0, len(text))] and not clean
     # text on either side of a macro stays apart from it
     items = document_items("a{b{{user}}c{d")[0]

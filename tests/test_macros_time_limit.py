@@ -200,3 +200,18 @@ def test_a_jsonl_batch_goes_on_past_a_row_that_used_up_its_budget() -> None:
     assert first["error"]["code"] == "MACRO_TIME_LIMIT" and first["error"]["row"] == 1
     assert first["error"]["line"] == 1
     assert second["text"] == "User!"
+
+
+def test_a_planned_render_stops_at_its_budget_though_its_clock_starts_at_the_first_check() -> None:
+    # a template whose top level runs from its plan reads no clock on entry (it scans nothing up
+    # front): its first check starts the clock, and the plan's loop checks every 256 macros
+    template = CompiledMacros("{{roll:1d6}}{{random::a::b}}" * 20_000, time_limit=None)
+    for _ in range(3):
+        template.expand({}, time_limit=None)  # planned (and looping: far over 400 parts)
+    assert template._top is not None
+    start = _cpu()
+    with pytest.raises(TemplateError) as caught:
+        template.expand({}, time_limit=0.005)
+    assert caught.value.code == "MACRO_TIME_LIMIT"
+    assert _cpu() - start < 1.0
+    assert template.expand({}, seed=1).text == template.expand({}, seed=1).text  # the next render is unaffected

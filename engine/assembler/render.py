@@ -7,8 +7,9 @@ renderer):
    own text blocks. A usable target's *raw* text is inlined (and wrapped in invisible markers so
    its range survives rendering); an unusable one (a listed module owns it) expands to nothing.
 2. **Literal macros** are swapped for opaque tokens, so the renderer never evaluates their values.
-3. **The renderer**: :data:`TAVERN` calls the macro engine (``tavernbox.expand_macros``) and trims
-   the result; :data:`IDENTITY` keeps third-party text exactly as written.
+3. **The renderer** (a :class:`Renderer`, chosen by the source): :data:`TAVERN` renders with the macro
+   engine (:mod:`tavernbox.macros`) and trims the result; :data:`IDENTITY` keeps third-party text
+   exactly as written; a host may give its sources a renderer of its own.
 4. Markers are removed (recording each inlined range), then literal values are put back, every
    newline in a value followed by as many spaces as there were characters before the token on its
    line (so YAML stays indented).
@@ -22,17 +23,16 @@ attributed to the block: provenance is never invented.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import re
-import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from ..errors import Diagnostic
+from ..macros import CompiledMacros, MacroContext, MacroNode, MacroResult, Plain, compile_macros
 from .text_memo import TextMemo
 
 __all__ = [
@@ -166,8 +166,6 @@ class RenderState:
     _noted: set[str] = field(default_factory=set)
     #: the macro engine's context object, built once per request (the chat can be long)
     engine_context: Any = None
-    #: the macro engine's entry points, looked up once per request
-    engine: Any = None
     _static_key: str | None = None
     #: ``(the local-variables dict, its token)``: :meth:`locals_token`'s answer for that very dict
     _locals_token: tuple[Any, bytes | None] | None = None
@@ -187,6 +185,12 @@ class RenderState:
         token = _variables_token(local)
         self._locals_token = (local, token)
         return token
+
+    def pure_key(self) -> tuple[str, bytes] | None:
+        """The static context and local variables as they are now, as a pure template's renders
+        are kept (``None``: the variables cannot be keyed)."""
+        token = self.locals_token()
+        return None if token is None else (self.static_key(), token)
 
     def static_key(self) -> str:
         """A digest of everything in the macro context but the chat (computed once per request):
@@ -341,6 +345,29 @@ def _pure_text(text: str) -> bool:
     return True
 
 
+class KeptRender(NamedTuple):
+    """A render a :class:`_Template` keeps for one static context."""
+
+    text: str
+    segments: tuple[tuple[int, int, dict[str, Any]], ...]
+
+
+class PureRender(NamedTuple):
+    """A render of a :data:`PURE_MACROS` template kept for one static context and local variables."""
+
+    text: str
+    segments: tuple[tuple[int, int, dict[str, Any]], ...]
+    #: the local variables it left (shared: copied before they are handed out), ``None`` when unchanged
+    after: dict[str, Any] | None
+    #: their :meth:`RenderState.locals_token`
+    after_token: bytes | None
+
+    def size(self) -> int:
+        """Characters held: its text and the variables it keeps, counted by their text."""
+        kept = self.after
+        return len(self.text) + (sum(len(k) + len(str(v)) for k, v in kept.items()) if kept else 0)
+
+
 class _Template:
     """A compiled template plus, when it reads only :data:`STATIC_MACROS`, its rendered text per
     static context (the few last ones), so an unchanged prompt is not evaluated every request.
@@ -353,15 +380,14 @@ class _Template:
     __slots__ = ("_input_hash", "compiled", "pure", "pure_renders", "renders", "static")
     MAX_RENDERS = 4
 
-    def __init__(self, compiled: Any, text: str = "") -> None:
+    def __init__(self, compiled: CompiledMacros, text: str = "") -> None:
         self.compiled = compiled
         self.static = _reads_static_only(compiled)
-        #: static context key -> (rendered text, its macro segments)
-        self.renders: OrderedDict[str, tuple[str, tuple[tuple[int, int, dict[str, Any]], ...]]] = OrderedDict()
+        #: static context key -> its render
+        self.renders: OrderedDict[str, KeptRender] = OrderedDict()
         self.pure = not self.static and bool(text) and _pure_text(text)
-        #: (static key, variables token) -> (text, segments, variables after or None when
-        #: unchanged, their token)
-        self.pure_renders: OrderedDict[tuple[str, bytes], tuple[Any, ...]] = OrderedDict()
+        #: (static key, variables token) -> its render
+        self.pure_renders: OrderedDict[tuple[str, bytes], PureRender] = OrderedDict()
         self._input_hash: str | None = None
 
     def input_hash(self, text: str) -> str:
@@ -375,42 +401,28 @@ class _Template:
     def remember(self, static_key: str, text: str, segments: tuple[tuple[int, int, dict[str, Any]], ...]) -> int:
         """Keep ``text`` as the render under ``static_key``; returns the change in characters held."""
         seen = self.renders.get(static_key)
-        delta = len(text) - (len(seen[0]) if seen is not None else 0)
-        self.renders[static_key] = (text, segments)
+        delta = len(text) - (len(seen.text) if seen is not None else 0)
+        self.renders[static_key] = KeptRender(text, segments)
         while len(self.renders) > self.MAX_RENDERS:
-            delta -= len(self.renders.popitem(last=False)[1][0])
+            delta -= len(self.renders.popitem(last=False)[1].text)
         return delta
 
-    def remember_pure(self, key: tuple[str, bytes], text: str, segments: tuple[tuple[int, int, dict[str, Any]], ...],
-                      after: dict[str, Any] | None, after_token: bytes | None) -> int:
-        """Keep a pure render under ``key``; returns the change in characters held (its text and
-        the variables it keeps, counted by their text)."""
-
-        def size(entry: tuple[Any, ...] | None) -> int:
-            if entry is None:
-                return 0
-            kept = entry[2]
-            return len(entry[0]) + (sum(len(k) + len(str(v)) for k, v in kept.items()) if kept else 0)
-
-        entry = (text, segments, after, after_token)
-        delta = size(entry) - size(self.pure_renders.get(key))
-        self.pure_renders[key] = entry
+    def remember_pure(self, key: tuple[str, bytes], render: PureRender) -> int:
+        """Keep a pure render under ``key``; returns the change in characters held."""
+        seen = self.pure_renders.get(key)
+        delta = render.size() - (seen.size() if seen is not None else 0)
+        self.pure_renders[key] = render
         while len(self.pure_renders) > self.MAX_RENDERS:
-            delta -= size(self.pure_renders.popitem(last=False)[1])
+            delta -= self.pure_renders.popitem(last=False)[1].size()
         return delta
 
 
-def _reads_static_only(compiled: Any) -> bool:
-    """Whether every item of a compiled template is plain text or a bare static macro.
-
-    Reads the macro engine's parsed items (``CompiledMacros._items``); anything unexpected, an
-    unclean parse (``None``) or a missing attribute answers False, which only means "evaluate".
-    """
-    items = getattr(compiled, "_items", None)
+def _reads_static_only(compiled: CompiledMacros) -> bool:
+    """Whether every item of a compiled template is plain text or a bare static macro (an
+    unclean parse answers False, which only means "evaluate")."""
+    items = compiled.items
     if items is None:
         return False
-    from ..macros.parser import MacroNode, Plain
-
     for item in items:
         if type(item) is Plain:
             continue
@@ -421,117 +433,111 @@ def _reads_static_only(compiled: Any) -> bool:
 
 
 class _Tavern:
-    """SillyTavern macros through the macro engine, looked up lazily at each render.
+    """SillyTavern macros through the macro engine (:mod:`tavernbox.macros`).
 
-    The macro engine is a separate stage that may be absent (it is built in parallel). Without it
-    the text is kept as written and ``ASSEMBLY_MACROS_UNAVAILABLE`` is reported once per request,
-    so an un-expanded ``{{char}}`` is never mistaken for a rendering decision. When the engine
-    offers ``compile_macros`` each distinct text is parsed once (:data:`COMPILED_TEMPLATES`) and
-    only evaluated per block; the output is the same as ``expand_macros`` gives.
+    Each distinct text is parsed once (:data:`COMPILED_TEMPLATES`) and evaluated per block, traced
+    (which macro produced which range, for span provenance); a template of static or pure macros
+    hands out its kept render when its inputs are the same (:class:`_Template`). A host that
+    wants other macro semantics gives its sources another :class:`Renderer`.
     """
 
     name = "tavern"
     trim = True
 
-    def _engine(self) -> tuple[Callable[..., Any] | None, Callable[[str], Any] | None, Any]:
-        module = sys.modules.get("tavernbox.macros")  # the import system only when not loaded yet
-        if module is None:
-            try:
-                module = importlib.import_module("tavernbox.macros")
-            except ImportError:
-                return None, None, None
-        expand = getattr(module, "expand_macros", None)
-        compile_fn = getattr(module, "compile_macros", None)
-        if getattr(compile_fn, "__module__", None) != getattr(expand, "__module__", ""):
-            compile_fn = None  # expand_macros was replaced (a host hook, a test double): honour it
-        return expand, compile_fn, getattr(module, "MacroContext", None)
-
-    def _context(self, state: RenderState, context_cls: Any) -> Any:
+    def _context(self, state: RenderState) -> MacroContext:
         """The engine context with the request-local variables as they are now.
 
         Building it from the dict reads the whole chat, so it is built once per request; a block
-        that changes the local variables gets a copy with the new ones (when the engine's context
-        is a dataclass), every other block reuses the same object.
+        that changes the variables gets a copy with the new ones, every other block reuses the
+        same object.
         """
         base = state.engine_context
-        if base is not None and dataclasses.is_dataclass(base) and hasattr(base, "local_variables"):
-            if base.local_variables != state.local_variables:
-                base = state.engine_context = dataclasses.replace(base, local_variables=dict(state.local_variables))
-            if state.global_variables is not None and hasattr(base, "global_variables") \
-                    and base.global_variables != state.global_variables:
-                base = state.engine_context = dataclasses.replace(base, global_variables=dict(state.global_variables))
+        if base is None:
+            data = dict(state.macro_context)
+            variables = dict(data.get("variables") or {})
+            variables["local"] = dict(state.local_variables)
+            if state.global_variables is not None:
+                variables["global"] = dict(state.global_variables)
+            data["variables"] = variables
+            base = state.engine_context = MacroContext.from_dict(data)
             return base
-        data = dict(state.macro_context)
-        variables = dict(data.get("variables") or {})
-        variables["local"] = dict(state.local_variables)
-        if state.global_variables is not None:
-            variables["global"] = dict(state.global_variables)
-        data["variables"] = variables
-        if context_cls is None or not hasattr(context_cls, "from_dict"):
-            return data
-        state.engine_context = context_cls.from_dict(data)
-        return state.engine_context
+        if base.local_variables != state.local_variables:
+            base = state.engine_context = dataclasses.replace(base, local_variables=dict(state.local_variables))
+        if state.global_variables is not None and base.global_variables != state.global_variables:
+            base = state.engine_context = dataclasses.replace(base, global_variables=dict(state.global_variables))
+        return base
 
     def render(self, text: str, state: RenderState) -> RenderOutput:
         if "{" not in text and "<" not in text and "\\" not in text:
-            return RenderOutput(text)  # nothing a macro engine could change: skip the call
-        if state.engine is None:
-            state.engine = self._engine()
-        expand, compile_fn, context_cls = state.engine
-        if expand is None:
-            state.notice_once(
-                "ASSEMBLY_MACROS_UNAVAILABLE",
-                "the macro engine (tavernbox.expand_macros) is not installed: Tavern text was kept as written",
-            )
-            return RenderOutput(text)
-        template = None
-        pure_key: tuple[str, bytes] | None = None
-        if compile_fn is not None and isinstance(text, str):
-            template = COMPILED_TEMPLATES.get(compile_fn, text, lambda compiled: _Template(compiled, text))
-            if template.static:
-                seen = template.renders.get(state.static_key())
-                if seen is not None:
-                    return RenderOutput(seen[0], input_hash=template.input_hash(text), segments=seen[1])
-            elif template.pure:
-                token = state.locals_token()
-                if token is not None:
-                    pure_key = (state.static_key(), token)
-                    hit = template.pure_renders.get(pure_key)
-                    if hit is not None:
-                        if hit[2] is not None:  # the variables it left (a copy: the kept dict is shared)
-                            state.local_variables = dict(hit[2])
-                            state._locals_token = (state.local_variables, hit[3])
-                        return RenderOutput(hit[0], input_hash=template.input_hash(text), segments=hit[1])
-        ctx = self._context(state, context_cls)
-        # our own engine traces (which macro produced which range, for span provenance); a
-        # replaced ``expand_macros`` is called as it was given
-        result = template.compiled.expand(ctx, trace=True) if template is not None else expand(text, ctx)
-        after = getattr(result, "variables", None)
-        local = after.get("local") if isinstance(after, dict) else getattr(after, "local", None)
-        changed = local_changed = isinstance(local, dict) and local != state.local_variables
-        if changed:
-            state.local_variables = dict(local)
-        glob = after.get("global") if isinstance(after, dict) else None
-        ctx_globals = getattr(ctx, "global_variables", None)
-        before = state.global_variables if state.global_variables is not None else ctx_globals
-        globals_changed = False
-        if isinstance(glob, dict) and glob != (before if before is not None else {}):
-            state.global_variables = dict(glob)
-            changed = globals_changed = True
-        diags = [d for d in getattr(result, "diagnostics", ()) if isinstance(d, Diagnostic)]
-        draws = [_jsonable(d) for d in getattr(result, "draws", ())] if getattr(result, "draws", None) else []
-        out = str(result.text)
-        found = getattr(result, "segments", None) if template is not None else None
-        segments = tuple((s.start, s.end, macro_segment_info(s)) for s in found) if found else ()
-        if template is not None and template.static and not diags and not draws and not changed:
-            COMPILED_TEMPLATES.charge(compile_fn, text, template.remember(state.static_key(), out, segments))
-        elif pure_key is not None and template is not None and not diags and not draws and not globals_changed:
+            return RenderOutput(text)  # nothing a macro could change: skip the engine
+        template = COMPILED_TEMPLATES.get(compile_macros, text, lambda compiled: _Template(compiled, text))
+        pure_key = state.pure_key() if template.pure else None
+        kept = self._kept(template, text, state, pure_key)
+        if kept is not None:
+            return kept
+        ctx = self._context(state)
+        result = template.compiled.expand(ctx, trace=True)
+        local_changed, globals_changed = self._take_variables(result, ctx, state)
+        out = RenderOutput(
+            result.text,
+            [_jsonable(d) for d in result.draws],
+            list(result.diagnostics),
+            template.input_hash(text),
+            tuple((s.start, s.end, macro_segment_info(s)) for s in result.segments),
+        )
+        if not out.diagnostics and not out.draws and not globals_changed:
+            self._keep(template, text, state, out, pure_key, local_changed)
+        return out
+
+    @staticmethod
+    def _kept(template: _Template, text: str, state: RenderState, pure_key: tuple[str, bytes] | None) -> RenderOutput | None:
+        """The render a template kept for this static context (and local variables, for a pure
+        template), its variables made the request's; ``None``: evaluate."""
+        if template.static:
+            seen = template.renders.get(state.static_key())
+            if seen is not None:
+                return RenderOutput(seen.text, input_hash=template.input_hash(text), segments=seen.segments)
+        elif pure_key is not None:
+            hit = template.pure_renders.get(pure_key)
+            if hit is not None:
+                if hit.after is not None:  # the variables it left (a copy: the kept dict is shared)
+                    state.local_variables = dict(hit.after)
+                    state._locals_token = (state.local_variables, hit.after_token)
+                return RenderOutput(hit.text, input_hash=template.input_hash(text), segments=hit.segments)
+        return None
+
+    @staticmethod
+    def _keep(
+        template: _Template, text: str, state: RenderState, out: RenderOutput, pure_key: tuple[str, bytes] | None,
+        local_changed: bool,
+    ) -> None:
+        """Keep a render that warned nothing, drew nothing and left the global variables alone: a
+        static template's when it left the local ones alone too, a pure template's with the local
+        variables it left."""
+        if template.static:
+            if not local_changed:
+                COMPILED_TEMPLATES.charge(compile_macros, text, template.remember(state.static_key(), out.text, out.segments))
+        elif pure_key is not None:
             after = dict(state.local_variables) if local_changed else None
             after_token = state.locals_token() if local_changed else None
             if not local_changed or after_token is not None:
-                COMPILED_TEMPLATES.charge(compile_fn, text,
-                                          template.remember_pure(pure_key, out, segments, after, after_token))
-        return RenderOutput(out, draws, diags, template.input_hash(text) if template is not None else None, segments)
+                kept = PureRender(out.text, out.segments, after, after_token)
+                COMPILED_TEMPLATES.charge(compile_macros, text, template.remember_pure(pure_key, kept))
+
+    @staticmethod
+    def _take_variables(result: MacroResult, ctx: MacroContext, state: RenderState) -> tuple[bool, bool]:
+        """The variables a render left become the request's; whether the local and the global
+        ones changed."""
+        local = result.variables["local"]
+        local_changed = local != state.local_variables
+        if local_changed:
+            state.local_variables = dict(local)
+        glob = result.variables["global"]
+        before = state.global_variables if state.global_variables is not None else ctx.global_variables
+        globals_changed = glob != (before if before is not None else {})
+        if globals_changed:
+            state.global_variables = dict(glob)
+        return local_changed, globals_changed
 
 
 IDENTITY: Renderer = _Identity()

@@ -16,12 +16,13 @@ from typing import Any
 
 from ..collector import bulk_allocation
 from ..errors import Diagnostic, TemplateError
+from ..shortcuts import DEFAULT, PLAIN, Shortcuts
 from ..spans import Span
 from .budget import MAX_CPU_SECONDS, enter_budget, leave_budget
 from .context import ChatMessage, MacroContext
-from . import evaluator as _evaluator
-from .evaluator import MAX_OUTPUT_CHARS, Draw, MacroCall, RenderState, capped_diagnostics, post_process
+from .evaluator import MAX_OUTPUT_CHARS, Draw, LevelMemo, MacroCall, RenderState, capped_diagnostics, post_process
 from .evaluator import new_state as _new_state
+from .evaluator import use_planner
 from .parser import ArgNode, MacroNode, Plain, VarNode, document_parse, parse_macros
 from .plan import build_plan
 from .registry import MacroDef, MacroRegistry, dynamic_table, use_catalogue
@@ -38,7 +39,7 @@ def _builtin_catalogue() -> MacroRegistry:
 
 # The plan builder and the built-in macros are built on the evaluator and the registry, so the
 # package passes them down here instead of those modules importing what imports them.
-_evaluator.use_planner(build_plan)
+use_planner(build_plan)
 use_catalogue(_builtin_catalogue)
 
 __all__ = [
@@ -55,7 +56,9 @@ __all__ = [
     "MacroNode",
     "MacroResult",
     "MacroSegment",
+    "PLAIN",
     "Plain",
+    "Shortcuts",
     "VarNode",
     "compile_macros",
     "expand_macros",
@@ -207,11 +210,16 @@ class CompiledMacros:
     with :func:`compile_macros`.
     """
 
-    __slots__ = ("_closer_memo", "_diagnostics", "_items", "_omap", "_parse_cache", "_static", "_top", "source", "text")
+    __slots__ = (
+        "_diagnostics", "_items", "_levels", "_omap", "_parse_cache", "_post", "_static", "_top", "source", "text",
+    )
 
-    def __init__(self, text: str, *, time_limit: float | None = MAX_CPU_SECONDS) -> None:
+    def __init__(
+        self, text: str, *, time_limit: float | None = MAX_CPU_SECONDS, shortcuts: Shortcuts = DEFAULT
+    ) -> None:
         """Parse ``text`` within ``time_limit`` seconds of CPU (``None``: no budget of its own;
-        see :mod:`.budget`), or raise ``MACRO_TIME_LIMIT``."""
+        see :mod:`.budget`), or raise ``MACRO_TIME_LIMIT``. ``shortcuts.regions`` off: the
+        whole-document parser only."""
         if not isinstance(text, str):
             raise TemplateError("the macro text must be a string", code="INPUT_INVALID")
         if len(text) > MAX_INPUT_CHARS:
@@ -222,7 +230,7 @@ class CompiledMacros:
         self.text = text
         # sub-parses (arguments and bodies parsed at evaluation) kept for every later render
         self._parse_cache: dict[tuple[int, int], tuple[tuple, tuple, bool, tuple[tuple[int, int], ...]]] = {}
-        self._closer_memo: dict[Any, Any] = {}  # RenderState.closer_memo: keyed by id(items) and tuples
+        self._levels: dict[int, LevelMemo] = {}  # RenderState.levels: what each level's renders keep
         pre, omap = _preprocess(text)
         self.source = pre
         self._omap = omap
@@ -232,9 +240,9 @@ class CompiledMacros:
             try:
                 if len(pre) >= _BULK_CHARS:
                     with bulk_allocation():  # see _BULK_CHARS
-                        items, diags, clean, untrusted = document_parse(pre)
+                        items, diags, clean, untrusted = document_parse(pre, shortcuts=shortcuts)
                 else:
-                    items, diags, clean, untrusted = document_parse(pre)
+                    items, diags, clean, untrusted = document_parse(pre, shortcuts=shortcuts)
             except TemplateError as exc:  # MACRO_TIME_LIMIT: where the parse had got to, in ``text``
                 _locate(exc, text, omap)
                 raise
@@ -257,6 +265,16 @@ class CompiledMacros:
             self._static = post_process(pre)
         #: ``(registry, version, plan)`` of the top level once it has a plan (see :meth:`expand`)
         self._top: tuple[MacroRegistry, int, Any] | None = None
+        #: the last planned render's evaluator output and its post-processed text (see
+        #: :meth:`_expand_planned`), replaced whole
+        self._post: tuple[str, str] = ("", "")
+
+    @property
+    def items(self) -> tuple | None:
+        """The top-level items of the parsed text (plain spans and complete macros, see
+        :func:`.parser.document_items`), or ``None`` when the parse needed recovery (the evaluator
+        then decides per level what to re-parse)."""
+        return self._items
 
     def expand(
         self,
@@ -267,16 +285,18 @@ class CompiledMacros:
         dynamic: Mapping[str, str | Callable[..., Any] | MacroDef] | None = None,
         trace: bool = False,
         time_limit: float | None = MAX_CPU_SECONDS,
-        _reuse_parse: bool = True,
+        shortcuts: Shortcuts = DEFAULT,
     ) -> MacroResult:
         """Evaluate the parsed text in ``context`` (see :func:`expand_macros`)."""
-        # ``None``: no budget of its own (an enclosing one, as expand_macros opens, holds)
-        token = enter_budget(time_limit, len(self.source))
+        # ``None``: no budget of its own (an enclosing one, as expand_macros opens, holds). A
+        # template whose top level runs from its plan scans no text up front (the plan's loops
+        # check the clock): its clock starts at the first check, as a short text's does
+        token = enter_budget(time_limit, 0 if self._top is not None else len(self.source))
         try:
             if len(self.source) >= _BULK_CHARS:
                 with bulk_allocation():  # see _BULK_CHARS
-                    return self._expand(context, seed, registry, dynamic, trace, _reuse_parse)
-            return self._expand(context, seed, registry, dynamic, trace, _reuse_parse)
+                    return self._expand(context, seed, registry, dynamic, trace, shortcuts)
+            return self._expand(context, seed, registry, dynamic, trace, shortcuts)
         finally:
             leave_budget(token)
 
@@ -287,7 +307,7 @@ class CompiledMacros:
         registry: MacroRegistry | None,
         dynamic: Mapping[str, str | Callable[..., Any] | MacroDef] | None,
         trace: bool,
-        _reuse_parse: bool,
+        shortcuts: Shortcuts,
     ) -> MacroResult:
         """The body of :meth:`expand`."""
         ctx = context if isinstance(context, MacroContext) else MacroContext.from_dict(context)
@@ -297,21 +317,15 @@ class CompiledMacros:
             and registry is None
             and not dynamic
             and not trace
-            and _reuse_parse
-            and _evaluator.USE_PLANS
+            and shortcuts.reuse_parse
+            and shortcuts.plans
             and top[0]._version == top[1]
         ):
             return self._expand_planned(ctx, seed, top[0], top[2])
-        reads: list[tuple[str, str]] | None = None
-        if trace:
-            reads = []
-            local: VariableStore = TracingStore(ctx.local_variables, "local", reads)
-            glob: VariableStore = TracingStore(ctx.global_variables, "global", reads)
-        else:
-            local = VariableStore(ctx.local_variables)  # the store copies
-            glob = VariableStore(ctx.global_variables)
-        text, pre, omap = self.text, self.source, self._omap
-        if self._static is not None and _reuse_parse:
+        reads: list[tuple[str, str]] | None = [] if trace else None
+        local, glob = _stores(ctx, reads)
+        text, omap = self.text, self._omap
+        if self._static is not None and shortcuts.reuse_parse:
             return _make_result(
                 self._static,
                 {"local": local.snapshot(), "global": glob.snapshot()},
@@ -320,10 +334,34 @@ class CompiledMacros:
             )
         if not text:
             return MacroResult("", {"local": local.snapshot(), "global": glob.snapshot()}, (), ())
+        state = self._state(ctx, seed, registry, dynamic, shortcuts, local, glob, reads)
+        try:
+            out = self._run_top(state, registry is None, trace)
+        except TemplateError as exc:
+            _locate(exc, text, omap)
+            raise
+        if trace and state.segments:
+            out, segments = _traced_segments(out, state, omap)
+            return _finish(out, local, glob, state, omap, segments)
+        return _finish(post_process(out), local, glob, state, omap)
+
+    def _state(
+        self,
+        ctx: MacroContext,
+        seed: int | None,
+        registry: MacroRegistry | None,
+        dynamic: Mapping[str, str | Callable[..., Any] | MacroDef] | None,
+        shortcuts: Shortcuts,
+        local: VariableStore,
+        glob: VariableStore,
+        reads: list[tuple[str, str]] | None,
+    ) -> RenderState:
+        """A render's state: the template's caches when parses are reused, a traced render's logs."""
         effective_seed = seed if seed is not None else (ctx.seed if ctx.seed is not None else 0)
+        reuse_parse = shortcuts.reuse_parse
         state = RenderState(
-            source=pre,
-            content=text,
+            source=self.source,
+            content=self.text,
             ctx=ctx,
             registry=registry if registry is not None else MacroRegistry.default_shared(),
             dynamic=dynamic_table(dynamic),
@@ -331,52 +369,30 @@ class CompiledMacros:
             glob=glob,
             rng_seed=f"tavernbox-macros:{effective_seed}",
             max_output=MAX_OUTPUT_CHARS,
-            reuse_parse=_reuse_parse,
-            parse_cache=self._parse_cache if _reuse_parse else None,
-            closer_memo=self._closer_memo if _reuse_parse else {},
+            shortcuts=shortcuts,
+            parse_cache=self._parse_cache if reuse_parse else None,
+            levels=self._levels if reuse_parse else {},
         )
         state.diagnostics.extend(self._diagnostics)
-        if trace:
+        if reads is not None:
             state.segments = []
             state.reads = reads
-        items = self._items
-        try:
-            top = (
-                self._closer_memo.get((id(items), 0, "plan"))
-                if _reuse_parse and not state.dynamic and _evaluator.USE_PLANS
-                else None
-            )
-            if top and top[3] and top[0] is items and top[1] is state.registry and top[2] == state.registry._version:
-                if registry is None:  # the shared built-in table: later renders go straight to it
-                    self._top = (top[1], top[2], top[3])
-                # the top level's plan (what evaluate would run); traced: its marking twin
-                out = run_traced(top[3], state, items) if trace else top[3].run(state, 0)
-            else:
-                out = state.evaluate(0, len(pre), 0, items)
-        except TemplateError as exc:
-            _locate(exc, text, omap)
-            raise
-        segments: tuple[MacroSegment, ...] = ()
-        if trace and state.segments:
-            ranges = [[a, b] for a, b, _n, _e, _r in state.segments]
-            out = post_process_traced(out, ranges)
-            segments = tuple(
-                MacroSegment(
-                    r[0],
-                    r[1],
-                    node.name or f"{node.var.scope}{node.var.name}",
-                    omap.back(node.start),
-                    omap.back(src_end),
-                    node_reads,
-                    segment_kind(node.name, node.var is not None and node.var.op is None, node_reads),
-                )
-                for r, (_a, _b, node, src_end, node_reads) in zip(ranges, state.segments, strict=True)
-                if r[1] > r[0]
-            )
-        else:
-            out = post_process(out)
-        return _finish(out, local, glob, state, omap, segments)
+        return state
 
+    def _run_top(self, state: RenderState, shared_registry: bool, trace: bool) -> str:
+        """The top level evaluated, or run from its plan once it has one (what ``evaluate`` would
+        run; traced: the plan's marking twin). With the shared built-in registry, the plan is
+        kept for :meth:`_expand_planned`."""
+        items = self._items
+        shortcuts = state.shortcuts
+        plan = None
+        if items is not None and shortcuts.reuse_parse and shortcuts.plans and not state.dynamic:
+            plan = state.known_plan(items, 0)
+        if plan is None or items is None:
+            return state.evaluate(0, len(self.source), 0, items)
+        if shared_registry:  # later renders go straight to it
+            self._top = (state.registry, state.registry._version, plan)
+        return run_traced(plan, state, items) if trace else plan.run(state, 0)
 
     def _expand_planned(self, ctx: MacroContext, seed: int | None, registry: MacroRegistry, plan: Any) -> MacroResult:
         """:meth:`expand` when the top level runs from its plan with the built-in registry, no
@@ -389,12 +405,13 @@ class CompiledMacros:
         local = VariableStore(ctx.local_variables)  # the store copies
         glob = VariableStore(ctx.global_variables)
         effective_seed = seed if seed is not None else (ctx.seed if ctx.seed is not None else 0)
-        last = _last_seed  # renders mostly repeat a seed: its text and draw stream are kept
+        last = _last_seed  # renders mostly repeat a seed: its text is kept
         if effective_seed.__class__ is int and last[0] == effective_seed:
-            rng_seed, stream = last[1], last[2]
+            rng_seed = last[1]
         else:
             rng_seed = f"tavernbox-macros:{effective_seed}"
-            stream = None
+            if effective_seed.__class__ is int:
+                _remember_seed(effective_seed, rng_seed)
         state = _new_state(
             self.source,
             self.text,
@@ -405,29 +422,62 @@ class CompiledMacros:
             rng_seed,
             list(self._diagnostics),
             self._parse_cache,
-            self._closer_memo,
+            self._levels,
         )
-        if stream is not None:
-            state._stream = stream
         omap = self._omap
         try:
-            out = post_process(plan.run(state, 0))
+            raw = plan.run(state, 0)
         except TemplateError as exc:
             _locate(exc, self.text, omap)
             raise
-        if stream is None and state._stream is not None and effective_seed.__class__ is int:
-            _remember_seed(effective_seed, rng_seed, state._stream)
+        # a kept level output (:meth:`.plan.LevelPlan._memoised`) is the very same string as last
+        # time: its post-processing (a pure function of the text) is too
+        post = self._post
+        if post[0] is raw:
+            out = post[1]
+        else:
+            out = post_process(raw)
+            self._post = (raw, out)
         return _finish(out, local, glob, state, omap)
 
 
-#: ``(seed, its rng_seed text, its SeedStream)`` of the last cached render that drew: the
-#: stream ``seed_stream(text)`` would return (one per seed, immutable but for its growing list)
-_last_seed: tuple[Any, str, Any] = (None, "", None)
+def _stores(ctx: MacroContext, reads: list[tuple[str, str]] | None) -> tuple[VariableStore, VariableStore]:
+    """The render's variable stores, copied from the context (logging each read into ``reads``
+    for a traced render)."""
+    if reads is not None:
+        return TracingStore(ctx.local_variables, "local", reads), TracingStore(ctx.global_variables, "global", reads)
+    return VariableStore(ctx.local_variables), VariableStore(ctx.global_variables)
 
 
-def _remember_seed(seed: int, text: str, stream: Any) -> None:
+def _traced_segments(out: str, state: RenderState, omap: _OffsetMap) -> tuple[str, tuple[MacroSegment, ...]]:
+    """A traced render's post-processed text and its segments, moved through the post-processing
+    and mapped back to the caller's text."""
+    assert state.segments is not None
+    ranges = [[a, b] for a, b, _n, _e, _r in state.segments]
+    out = post_process_traced(out, ranges)
+    segments = tuple(
+        MacroSegment(
+            r[0],
+            r[1],
+            node.name or f"{node.var.scope}{node.var.name}",
+            omap.back(node.start),
+            omap.back(src_end),
+            node_reads,
+            segment_kind(node.name, node.var is not None and node.var.op is None, node_reads),
+        )
+        for r, (_a, _b, node, src_end, node_reads) in zip(ranges, state.segments, strict=True)
+        if r[1] > r[0]
+    )
+    return out, segments
+
+
+#: ``(seed, its rng_seed text)`` of the last cached render with an integer seed
+_last_seed: tuple[Any, str] = (None, "")
+
+
+def _remember_seed(seed: int, text: str) -> None:
     global _last_seed
-    _last_seed = (seed, text, stream)
+    _last_seed = (seed, text)
 
 
 def _finish(
@@ -472,7 +522,7 @@ def expand_macros(
     dynamic: Mapping[str, str | Callable[..., Any] | MacroDef] | None = None,
     trace: bool = False,
     time_limit: float | None = MAX_CPU_SECONDS,
-    _reuse_parse: bool = True,
+    shortcuts: Shortcuts = DEFAULT,
 ) -> MacroResult:
     """Expand SillyTavern macros in ``text``.
 
@@ -488,6 +538,9 @@ def expand_macros(
     render together used more than ``time_limit`` seconds of this thread's CPU, 1 s by default;
     ``None``: no limit). Every other problem is a diagnostic.
 
+    ``shortcuts`` names the performance shortcuts the render may take (all by default; each
+    gives exactly what its plain path gives): :data:`PLAIN` runs the reference path.
+
     The compiled templates of the 512 most recent texts (up to 64 KB each) are kept, so a host
     that expands the same card fields and prompts over and over parses each once.
     """
@@ -496,12 +549,12 @@ def expand_macros(
     ctx = context if isinstance(context, MacroContext) else MacroContext.from_dict(context)
     token = enter_budget(time_limit, len(text))  # one budget for the parse and the render
     try:
-        if _reuse_parse and len(text) <= _CACHED_TEXT_CHARS:
+        if shortcuts.reuse_parse and shortcuts.regions and len(text) <= _CACHED_TEXT_CHARS:
             template = _compiled(text)
         else:
-            template = CompiledMacros(text, time_limit=None)
+            template = CompiledMacros(text, time_limit=None, shortcuts=shortcuts)
         return template.expand(
-            ctx, seed=seed, registry=registry, dynamic=dynamic, trace=trace, time_limit=None, _reuse_parse=_reuse_parse
+            ctx, seed=seed, registry=registry, dynamic=dynamic, trace=trace, time_limit=None, shortcuts=shortcuts
         )
     finally:
         leave_budget(token)

@@ -23,14 +23,15 @@ import bisect
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import Diagnostic, TemplateError
+from ..shortcuts import DEFAULT, Shortcuts
 from ..spans import Span
 from .budget import CHECK_EVERY, check
 from .context import MacroContext
 from .parser import MacroNode, Plain, VarNode, document_parse
-from .prng import SeedRandom, SeedStream, seed_stream
+from .prng import DrawCursor, seed_stream
 from .registry import MacroDef, MacroRegistry
 from .variables import JS_WHITESPACE, VariableStore, is_falsy_text, js_number, js_string, js_trim
 
@@ -62,9 +63,6 @@ MAX_DIAGNOSTIC_CHARS = 64 * 1024
 #: :func:`.plan.build_plan`, passed in by the package (:func:`use_planner`): plans build on this
 #: module's RenderState and MacroCall, so this module does not import them
 _build_plan: Any = None
-_PLAN = "plan"  # marks plan entries in RenderState.closer_memo
-#: run repeated levels from their plans (:mod:`.plan`); tests switch it off to compare
-USE_PLANS = True
 
 _TRIM_FIND = re.compile(r"\{\{trim\}\}", re.IGNORECASE)
 _TRIM_MATCH = _TRIM_FIND.match
@@ -239,44 +237,106 @@ def overlaps(ranges: Sequence[tuple[int, int]], lo: int, hi: int) -> bool:
     return i > 0 and ranges[i - 1][1] > lo
 
 
+class Pairing(NamedTuple):
+    """One level's scoped pairs (:meth:`RenderState._pairs`)."""
+
+    #: ``{opener index: (body start, body end, closer end, closer index)}``
+    pairs: dict[int, tuple[int, int, int, int]]
+    #: indices of tags kept as written (unmatched closers, pairs whose opener takes no body)
+    keep_raw: set[int]
+    #: ``{opener index: closer index}`` of pairs nested past :data:`MAX_SCOPE_DEPTH`
+    too_deep: dict[int, int]
+
+
+class Arguments(NamedTuple):
+    """A macro's arguments as its handler receives them (:meth:`RenderState.arguments`)."""
+
+    values: list[str]
+    #: each argument's source span (``None``: an empty argument)
+    spans: list[tuple[int, int] | None]
+    #: each argument's parse, when already known (``None``: parse its span when evaluating it)
+    known: list[Sequence[Any] | None]
+    #: ``(start, end, value)`` of each non-empty argument, for the macro written back as it was
+    entries: list[tuple[int, int, str]]
+    #: every argument is its own text: the macro "as written" is then its source slice
+    literal: bool
+
+
+#: the pairing of a level without closers (read only)
+_NO_PAIRS = Pairing({}, set(), {})
+
+
+@dataclass(slots=True)
+class DepthMemo:
+    """What a compiled template keeps about one level at one depth, for one registry version
+    (which definitions take a body, and what a name resolves to, depend on it)."""
+
+    registry: MacroRegistry
+    version: int
+    #: its scoped pairs (kept when finding them warned nothing)
+    pairing: Pairing | None = None
+    #: evaluated once already: the next evaluation builds its plan
+    seen: bool = False
+    #: its :class:`.plan.LevelPlan`, once built
+    plan: Any = None
+    #: the build found it cannot be planned (it warns, or keeps tags raw)
+    unplannable: bool = False
+    #: the top level's traced twin of its plan (:func:`.trace.run_traced`)
+    traced: Any = None
+
+
+@dataclass(slots=True)
+class LevelMemo:
+    """What a compiled template keeps about one parsed level (a sequence of items), shared by
+    its renders and found by the sequence's ``id`` (:attr:`RenderState.levels`)."""
+
+    #: the level's items (kept alive, so their id cannot be reused while the memo is)
+    items: Sequence[Any]
+    has_macro: bool
+    has_closer: bool
+    #: per depth, for the registry version it was made with
+    depths: dict[int, DepthMemo] = field(default_factory=dict)
+    #: ``(lo, hi) ->`` the ``{{if}}`` content these items are, split at its ``{{else}}``
+    #: (``builtins/core.py``; keeping the branch slices keeps their identity, and their plans)
+    splits: dict[tuple[int, int], Any] = field(default_factory=dict)
+
+    def at(self, depth: int, registry: MacroRegistry) -> DepthMemo:
+        """The memo at ``depth`` for ``registry`` as it is now (a fresh one when it changed)."""
+        memo = self.depths.get(depth)
+        if memo is None or memo.registry is not registry or memo.version != registry._version:
+            memo = self.depths[depth] = DepthMemo(registry, registry._version)
+        return memo
+
+
 @dataclass(slots=True)
 class RenderState:
-    """Per-render mutable state: variables, draws, diagnostics and the output budget.
+    """One render's state, in four groups: what the render reads (its inputs), what it produces
+    (its outputs and their budget), its random stream, and its caches.
 
     ``source`` is the pre-processed text every node offset refers to; ``content`` is the
     caller's original text (``{{pick}}`` hashes it, as SillyTavern does).
     """
 
+    # ---- inputs ---------------------------------------------------------------------------
     source: str
     content: str
     ctx: MacroContext
     registry: MacroRegistry
     dynamic: dict[str, MacroDef]
+    #: the variables (read and written: their final values are part of the result)
     local: VariableStore
     glob: VariableStore
+    #: the seed's text (see :meth:`random`)
     rng_seed: str
+    #: the shortcuts the render may take (:class:`~tavernbox.shortcuts.Shortcuts`): plans, a
+    #: well-formed parent's parse of arguments/bodies reused instead of re-parsing their text,
+    #: region-by-region parsing
+    shortcuts: Shortcuts = DEFAULT
+    max_output: int = MAX_OUTPUT_CHARS
+
+    # ---- outputs and their budget -----------------------------------------------------------
     draws: list[Draw] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
-    produced: int = 0
-    original_used: bool = False
-    max_output: int = MAX_OUTPUT_CHARS
-    _body_cache: dict[tuple[str, int], bool] = field(default_factory=dict)
-    #: reuse a well-formed parent's parse of arguments/bodies instead of re-parsing their text
-    #: (an optimisation; tests switch it off to prove both give the same output)
-    reuse_parse: bool = True
-    #: ``(lo, hi) -> (items, diagnostics, clean, untrusted ranges)``: the parse of every span
-    #: evaluated so far (:func:`.parser.document_parse`). A compiled template hands the same dict
-    #: to each render, so repeated renders parse nothing (a span's parse depends on the source
-    #: text only). ``None``: parse every time.
-    parse_cache: dict[tuple[int, int], tuple[tuple, tuple, bool, tuple[tuple[int, int], ...]]] | None = None
-    #: ``id(items) -> (items, holds a macro, holds a closer)`` and ``(id(items), depth) -> (items, registry,
-    #: registry version, pairs)``, shared like ``parse_cache`` (each entry keeps the sequence
-    #: alive, so its id cannot be reused while it is memoised)
-    closer_memo: dict[int, tuple[Any, bool]] = field(default_factory=dict)
-    _rng: SeedRandom | None = None
-    _stream: SeedStream | None = None
-    _taken: int = 0
-    _astral: list[int] | None = None
     #: diagnostics :meth:`diag` left out past :data:`MAX_DIAGNOSTICS`, by code (``None``: none)
     omitted: dict[str, int] | None = None
     #: a traced render (``expand_macros(trace=True)``): the top level's macro output ranges
@@ -284,8 +344,30 @@ class RenderState:
     #: the tracing stores log; ``None`` otherwise (then the top level may run from its plan)
     segments: list[tuple[int, int, Any, int, tuple[tuple[str, str], ...]]] | None = None
     reads: list[tuple[str, str]] | None = None
+    #: ``{{original}}`` was expanded (SillyTavern expands it once per render)
+    original_used: bool = False
+    #: characters handlers produced so far (nested values count at every level)
+    produced: int = 0
     #: macros left to evaluate before the CPU budget is checked again (see :mod:`.budget`)
     _ticks: int = CHECK_EVERY
+
+    # ---- the random stream ------------------------------------------------------------------
+    #: where the render is in its seed's draws (:class:`.prng.DrawCursor`, made at the first draw)
+    draws_at: DrawCursor | None = None
+
+    # ---- caches -------------------------------------------------------------------------------
+    #: ``(lo, hi) -> (items, diagnostics, clean, untrusted ranges)``: the parse of every span
+    #: evaluated so far (:func:`.parser.document_parse`). A compiled template hands the same dict
+    #: to each render, so repeated renders parse nothing (a span's parse depends on the source
+    #: text only). ``None``: parse every time.
+    parse_cache: dict[tuple[int, int], tuple[tuple, tuple, bool, tuple[tuple[int, int], ...]]] | None = None
+    #: ``id(items) ->`` the :class:`LevelMemo` of every level evaluated so far, shared like
+    #: ``parse_cache``
+    levels: dict[int, LevelMemo] = field(default_factory=dict)
+    #: ``(name, argument count) ->`` whether the registered macro takes a scoped body
+    _body_cache: dict[tuple[str, int], bool] = field(default_factory=dict)
+    #: offsets of the source's astral characters (see :meth:`utf16`), indexed on first use
+    _astral: list[int] | None = None
     #: lower-cased name -> definition of the registry (read once per render)
     _defs: dict[str, MacroDef] = field(init=False, repr=False)
 
@@ -302,10 +384,10 @@ class RenderState:
         """``document_parse`` of ``source[lo:hi]``, memoised in :attr:`parse_cache`."""
         cache = self.parse_cache
         if cache is None:
-            return document_parse(self.source, lo, hi)
+            return document_parse(self.source, lo, hi, shortcuts=self.shortcuts)
         hit = cache.get((lo, hi))
         if hit is None:
-            items, diags, clean, untrusted = document_parse(self.source, lo, hi)
+            items, diags, clean, untrusted = document_parse(self.source, lo, hi, shortcuts=self.shortcuts)
             hit = cache[(lo, hi)] = (tuple(items), tuple(diags), clean, untrusted)
         return hit
 
@@ -335,25 +417,11 @@ class RenderState:
         return offset + bisect.bisect_left(self._astral, offset)
 
     def random(self) -> float:
-        """The next draw of the render's seeded sequence.
-
-        The first draws of a seed are shared by every render with that seed
-        (:class:`.prng.SeedStream`); past them the render continues on a private generator.
-        """
-        index = self._taken
-        self._taken = index + 1
-        stream = self._stream
-        if stream is None:
-            stream = self._stream = seed_stream(self.rng_seed)
-        values = stream.values
-        if index < len(values):
-            return values[index]
-        value = stream.draw(index)
-        if value is not None:
-            return value
-        if self._rng is None:
-            self._rng = stream.continuation()
-        return self._rng.random()
+        """The next draw of the render's seeded sequence (:class:`.prng.DrawCursor`)."""
+        cursor = self.draws_at
+        if cursor is None:
+            cursor = self.draws_at = DrawCursor(seed_stream(self.rng_seed))
+        return cursor.random()
 
     # ---- evaluation -----------------------------------------------------------------------
     def evaluate(self, lo: int, hi: int, depth: int = 0, items: Sequence[Any] | None = None) -> str:
@@ -361,99 +429,111 @@ class RenderState:
 
         ``items`` are the level's parse when the caller already knows it (an argument or body
         of a well-formed parent); otherwise the span is parsed here, as SillyTavern re-parses
-        every argument and body.
+        every argument and body. A level evaluated before runs from its plan (:meth:`_planned`).
         """
-        if items is not None and USE_PLANS:
-            # a known level that already has a plan (a compiled template's ``{{if}}`` branches
-            # from the third render on): what the checks below end up running, found first
-            seen = self.closer_memo.get((id(items), depth, _PLAN))  # type: ignore[call-overload]
-            if (
-                seen is not None
-                and seen[3]
-                and seen[0] is items
-                and lo < hi
-                and depth <= MAX_SCOPE_DEPTH
-                and self.reuse_parse
-                and not self.dynamic
-                and seen[1] is self.registry
-                and seen[2] == self.registry._version
-                and (depth or self.segments is None)
-            ):
-                return seen[3].run(self, depth)
         src = self.source
         if lo >= hi:
             return ""
         if depth > MAX_SCOPE_DEPTH:
             self.diag("MACRO_NESTING_LIMIT", "macros nested deeper than the limit; left as written", lo, hi)
             return src[lo:hi]
-        if items is not None and not self.reuse_parse:
-            items = None
-        if items is None:
+        clean, untrusted = True, ()
+        if items is None or not self.shortcuts.reuse_parse:
             if src.find("{{", lo, hi) < 0:
                 return src[lo:hi]
             items, diags, clean, untrusted = self.parse(lo, hi)
             if diags:
                 self.diagnostics.extend(diags)
-        else:
-            clean, untrusted = True, ()
-        memo = self.closer_memo.get(id(items))
-        if memo is None or memo[0] is not items:
-            has_macro = False
-            has_closer = False
+        level = self.level(items)
+        if not level.has_macro:
+            return src[lo:hi]  # plain items and the gaps between them: the span as written
+        if clean and self.shortcuts.plans and self.shortcuts.reuse_parse and not self.dynamic:
+            plan = self._planned(level, lo, hi, depth)
+            if plan is not None:
+                return plan.run(self, depth)  # type: ignore[no-any-return]
+        if not level.has_closer:
+            return self._evaluate_inline(lo, hi, depth, items)
+        return self._evaluate_paired(lo, hi, depth, items, self._pairing(level, depth), clean, untrusted)
+
+    def level(self, items: Sequence[Any]) -> LevelMemo:
+        """The memo of the level ``items`` (made on first sight: whether it holds a macro, a closer)."""
+        level = self.levels.get(id(items))
+        if level is None or level.items is not items:
+            has_macro = has_closer = False
             for i in items:
                 if type(i) is MacroNode:
                     has_macro = True
                     if i.closing:
                         has_closer = True
                         break
-            self.closer_memo[id(items)] = (items, has_macro, has_closer)
-        else:
-            has_macro, has_closer = memo[1], memo[2]
-        if not has_macro:
-            return src[lo:hi]  # plain items and the gaps between them: the span as written
-        reg = self.registry
-        if clean and self.reuse_parse and not self.dynamic and USE_PLANS:
-            # a level evaluated before (a compiled template's second render, an argument seen
-            # again) runs from its plan: literals and pre-bound calls, see :mod:`.plan`. A traced
-            # top level builds its plan (a later traced render runs it through
-            # :func:`.trace.run_traced`) but marks its ranges below this time
-            traced_top = depth == 0 and self.segments is not None
-            plan_key = (id(items), depth, _PLAN)
-            seen = self.closer_memo.get(plan_key)  # type: ignore[call-overload]
-            if seen is not None and seen[0] is items and seen[1] is reg and seen[2] == reg._version:
-                if seen[3] and not traced_top:
-                    return seen[3].run(self, depth)
-                if seen[3] is False:
-                    pass  # the level cannot be planned (it warns, or keeps tags raw)
-                elif has_closer:
-                    hit = self.closer_memo.get((id(items), depth))  # type: ignore[call-overload]
-                    if hit is None or hit[0] is not items or hit[1] is not reg or hit[2] != reg._version:
-                        hit = None
-                else:
-                    hit = (None, None, None, ({}, set(), {}))
-                if seen[3] is None:
-                    built = _build_plan(self, lo, hi, depth, items, hit[3]) if hit is not None else None
-                    entry = (items, reg, reg._version, built if built is not None else False)
-                    self.closer_memo[plan_key] = entry  # type: ignore[index]
-                    if built is not None and not traced_top:
-                        return built.run(self, depth)
-            else:
-                # plans pay off from the second evaluation of the same level on
-                self.closer_memo[plan_key] = (items, reg, reg._version, None)  # type: ignore[index]
-        if not has_closer:
-            return self._evaluate_inline(lo, hi, depth, items)
-        # a level's pairing depends on its items, the depth and the registry (which definitions
-        # may take a body): memoised per registry version, unless it warned
-        memo_key = (id(items), depth)
-        hit = self.closer_memo.get(memo_key)  # type: ignore[call-overload]
-        if hit is not None and hit[0] is items and hit[1] is reg and hit[2] == reg._version:
-            pairs, keep_raw, too_deep = hit[3]
-        else:
-            before = self.diagnostic_count()
-            found = self._pairs(items, depth)
-            if self.diagnostic_count() == before:
-                self.closer_memo[memo_key] = (items, reg, reg._version, found)  # type: ignore[index]
-            pairs, keep_raw, too_deep = found
+            level = self.levels[id(items)] = LevelMemo(items, has_macro, has_closer)
+        return level
+
+    def known_plan(self, items: Sequence[Any], depth: int) -> Any:
+        """The plan built for the level ``items`` at ``depth`` with this registry version, or ``None``."""
+        level = self.levels.get(id(items))
+        if level is None or level.items is not items:
+            return None
+        memo = level.depths.get(depth)
+        registry = self.registry
+        if memo is None or memo.registry is not registry or memo.version != registry._version:
+            return None
+        return memo.plan
+
+    def _planned(self, level: LevelMemo, lo: int, hi: int, depth: int) -> Any:
+        """The plan to run for a clean level (its parse reused, no dynamic macros), or ``None``:
+        evaluate it item by item.
+
+        Plans pay off from the second evaluation of the same level on (a compiled template's
+        second render, an argument seen again): the first marks the level seen, the second
+        builds its plan (literals and pre-bound calls, see :mod:`.plan`). A traced top level
+        builds its plan (a later traced render runs it through :func:`.trace.run_traced`) but
+        marks its ranges in the evaluator this time.
+        """
+        memo = level.at(depth, self.registry)
+        traced_top = depth == 0 and self.segments is not None
+        if memo.plan is not None:
+            return None if traced_top else memo.plan
+        if memo.unplannable:
+            return None
+        if not memo.seen:
+            memo.seen = True
+            return None
+        pairing = memo.pairing if level.has_closer else _NO_PAIRS
+        built = _build_plan(self, lo, hi, depth, level.items, pairing) if pairing is not None else None
+        if built is None:
+            memo.unplannable = True  # it warns, or keeps tags raw
+            return None
+        memo.plan = built
+        return None if traced_top else built
+
+    def _pairing(self, level: LevelMemo, depth: int) -> Pairing:
+        """The level's scoped pairs at ``depth``; they depend on its items, the depth and the
+        registry (which definitions may take a body): kept per registry version, unless finding
+        them warned."""
+        memo = level.at(depth, self.registry)
+        if memo.pairing is not None:
+            return memo.pairing
+        before = self.diagnostic_count()
+        found = self._pairs(level.items, depth)
+        if self.diagnostic_count() == before:
+            memo.pairing = found
+        return found
+
+    def _evaluate_paired(
+        self,
+        lo: int,
+        hi: int,
+        depth: int,
+        items: Sequence[Any],
+        pairing: Pairing,
+        clean: bool,
+        untrusted: Sequence[tuple[int, int]],
+    ) -> str:
+        """:meth:`evaluate` for a level with closers: each item in order, a scoped pair as one
+        macro with its body, tags kept raw and pairs nested too deep left as written."""
+        src = self.source
+        pairs, keep_raw, too_deep = pairing
         out: list[str] = []
         size = 0
         cursor = lo
@@ -582,9 +662,7 @@ class RenderState:
             self._body_cache[cache_key] = cached
         return cached
 
-    def _pairs(
-        self, items: Sequence[Any], level: int = 0
-    ) -> tuple[dict[int, tuple[int, int, int, int]], set[int], dict[int, int]]:
+    def _pairs(self, items: Sequence[Any], level: int = 0) -> Pairing:
         """Scoped pairs of one level, the items kept raw, and pairs nested too deep.
 
         Returns ``{opener index: (body start, body end, closer end, closer index)}``, the set
@@ -611,7 +689,7 @@ class RenderState:
             if item.closing:
                 any_closer = True
         if not any_closer:
-            return {}, set(), {}
+            return Pairing({}, set(), {})
         pairs: dict[int, tuple[int, int, int, int]] = {}
         keep_raw: set[int] = set()
         too_deep: dict[int, int] = {}
@@ -697,7 +775,7 @@ class RenderState:
                     chosen_deep[idx] = too_deep[idx]
                     scope_end = too_deep[idx]
             pairs, too_deep = chosen, chosen_deep
-        return pairs, keep_raw, too_deep
+        return Pairing(pairs, keep_raw, too_deep)
 
     # ---- one macro --------------------------------------------------------------------------
     def eval_macro(
@@ -726,15 +804,7 @@ class RenderState:
         if definition is None:
             definition = registered
         if not m.args and scoped is None:
-            # the common case: no arguments, no body (nothing to evaluate first)
-            if definition is None:
-                self.diag("MACRO_UNKNOWN", f"unknown macro {{{{{m.name}}}}}; left as written", m.start, m.end, name=m.name)
-                return self.source[m.start : m.end]  # "{{" + inner + "}}": a complete macro's source
-            if definition.min_args:
-                self._arity_diag(definition, 0, m.start, m.end)
-                if definition.strict:
-                    return self.source[m.start : m.end]
-            return self._call(definition, MacroCall(m.name, [], m.flags, False, m.start, m, self, depth, [], []), m, (), m.end)
+            return self._eval_bare(m, definition, depth)  # the common case: nothing to evaluate first
         src = self.source
         delay = registered is not None and registered.delay_args and key not in dynamic
         if (
@@ -748,11 +818,120 @@ class RenderState:
             # writing the macro back from them gives its source (hostile texts repeat this)
             self._arity_diag(definition, len(m.args), m.start, m.end)
             return src[m.start : m.end]
+        collected = self.arguments(m, depth, delay=delay)
+        assert collected is not None  # evaluated when they must be
+        body_value = self._add_body(m, scoped, body_items, depth, delay, collected) if scoped is not None else None
+        values, spans, known, entries, literal = collected
+        if definition is None:
+            return self._unknown(m, scoped, entries, literal, body_value)
+        end = scoped[2] if scoped else m.end
+        refused = self._refused(definition, m, collected, scoped is not None, end)
+        if refused is not None:
+            return refused
+        call = MacroCall(m.name, values, m.flags, scoped is not None, m.start, m, self, depth, spans, known)
+        return self._call(definition, call, m, entries, end)
+
+    def _eval_bare(self, m: MacroNode, definition: MacroDef | None, depth: int) -> str:
+        """A macro with no arguments and no body."""
+        if definition is None:
+            self.diag("MACRO_UNKNOWN", f"unknown macro {{{{{m.name}}}}}; left as written", m.start, m.end, name=m.name)
+            return self.source[m.start : m.end]  # "{{" + inner + "}}": a complete macro's source
+        if definition.min_args:
+            self._arity_diag(definition, 0, m.start, m.end)
+            if definition.strict:
+                return self.source[m.start : m.end]
+        return self._call(definition, MacroCall(m.name, [], m.flags, False, m.start, m, self, depth, [], []), m, (), m.end)
+
+    def _add_body(
+        self,
+        m: MacroNode,
+        scoped: tuple[int, int, int, int],
+        body_items: Sequence[Any] | None,
+        depth: int,
+        delay: bool,
+        collected: Arguments,
+    ) -> str | None:
+        """A scoped macro's body as its last argument (raw for a ``delay_args`` macro, else
+        evaluated and, unless flagged ``#``, dedented and trimmed); the evaluated body, if any."""
+        lo, hi = scoped[0], scoped[1]
+        collected.known.append(body_items)
+        if lo >= hi:
+            collected.values.append("")
+            collected.spans.append(None)
+            return ""
+        body_value: str | None = None
+        if delay:
+            value = self.source[lo:hi]
+        else:
+            body_value = self.evaluate(lo, hi, depth + 1, body_items)
+            value = body_value if "#" in m.flags else dedent_trim(body_value)
+        collected.values.append(value)
+        collected.spans.append((lo, hi))
+        collected.entries.append((lo, hi, value))
+        return body_value
+
+    def _unknown(
+        self,
+        m: MacroNode,
+        scoped: tuple[int, int, int, int] | None,
+        entries: list[tuple[int, int, str]],
+        literal: bool,
+        body_value: str | None,
+    ) -> str:
+        """An unknown macro, left as written with its arguments (and body) evaluated."""
+        src = self.source
+        self.diag("MACRO_UNKNOWN", f"unknown macro {{{{{m.name}}}}}; left as written", m.start, m.end, name=m.name)
+        if scoped is None:
+            return src[m.start : m.end] if literal else self._raw(m, entries)
+        # deliberate deviation: opener, resolved body and closer as written (ST mangles it)
+        parts = ["{{"]
+        cursor = m.inner_start
+        for a, b, value in entries:
+            if b > m.inner_end:
+                continue  # the body
+            if a > cursor:
+                parts.append(src[cursor:a])
+            parts.append(value)
+            cursor = b
+        parts.append(src[cursor : m.end])
+        parts.append(body_value or "")
+        parts.append(src[scoped[1] : scoped[2]])
+        return "".join(parts)
+
+    def _refused(self, definition: MacroDef, m: MacroNode, collected: Arguments, scoped: bool, end: int) -> str | None:
+        """The macro as written when its argument count or types refuse the call (with the
+        diagnostic), else ``None``; a non-strict definition is called despite a wrong count."""
+        values, spans, _known, entries, literal = collected
+        if not definition.accepts(len(values)):
+            self._arity_diag(definition, len(values), m.start, end)
+            if definition.strict:
+                return self.source[m.start : m.end] if literal and not scoped else self._raw(m, entries)
+            return None
+        if definition.strict and definition.arg_types:
+            bad = definition.type_error(values)
+            if bad is not None:
+                kind = definition.arg_types[bad] if bad < len(definition.arg_types) else "string"
+                where = spans[bad] or (m.start, m.end)
+                self.diag(
+                    "MACRO_ARGUMENT_TYPE",
+                    f"argument {bad + 1} of {{{{{m.name}}}}} must be {kind}; left as written",
+                    where[0],
+                    where[1],
+                )
+                return self._raw(m, entries)
+        return None
+
+    def arguments(self, m: MacroNode, depth: int, *, delay: bool = False, evaluate: bool = True) -> Arguments | None:
+        """Each argument of ``m`` as its handler receives it: its own text when ``delay`` (a
+        ``delay_args`` macro) or when it is literal (one plain item, its parse reused), else
+        evaluated as a level of its own; ``None`` instead of evaluating one when not
+        ``evaluate`` (a plan binds only arguments whose value is fixed)."""
+        src = self.source
+        literal_ok = self.shortcuts.reuse_parse and depth < MAX_SCOPE_DEPTH
         values: list[str] = []
         spans: list[tuple[int, int] | None] = []
-        known: list[Sequence[Any] | None] = []  # each argument's parse, when already known
-        entries: list[tuple[int, int, str]] = []  # evaluated pieces for the raw fall-back
-        #: every argument is its own text: the macro "as written" is then its source slice
+        known: list[Sequence[Any] | None] = []
+        entries: list[tuple[int, int, str]] = []
         literal = True
         ticks = CHECK_EVERY
         for arg in m.args:
@@ -768,73 +947,17 @@ class RenderState:
                 spans.append(None)
                 continue
             a, b = span
-            if delay:
-                value = src[a:b]
-            elif (
-                items is not None and len(items) == 1 and type(items[0]) is Plain
-                and self.reuse_parse and depth < MAX_SCOPE_DEPTH
-            ):
+            if delay or (literal_ok and items is not None and len(items) == 1 and type(items[0]) is Plain):
                 value = src[a:b]  # a literal argument is its own text
+            elif not evaluate:
+                return None
             else:
                 value = self.evaluate(a, b, depth + 1, items)
                 literal = False
             values.append(value)
             spans.append(span)
             entries.append((a, b, value))
-        body_value: str | None = None
-        if scoped is not None:
-            lo, hi = scoped[0], scoped[1]
-            known.append(body_items)
-            if lo >= hi:
-                values.append("")
-                spans.append(None)
-                body_value = ""
-            else:
-                if delay:
-                    value = src[lo:hi]
-                else:
-                    body_value = self.evaluate(lo, hi, depth + 1, body_items)
-                    value = body_value if "#" in m.flags else dedent_trim(body_value)
-                values.append(value)
-                spans.append((lo, hi))
-                entries.append((lo, hi, value))
-
-        if definition is None:
-            self.diag("MACRO_UNKNOWN", f"unknown macro {{{{{m.name}}}}}; left as written", m.start, m.end, name=m.name)
-            if scoped is not None:
-                # deliberate deviation: opener, resolved body and closer as written (ST mangles it)
-                opener_entries = [e for e in entries if e[1] <= m.inner_end]
-                parts = ["{{"]
-                cursor = m.inner_start
-                for a, b, value in opener_entries:
-                    if a > cursor:
-                        parts.append(src[cursor:a])
-                    parts.append(value)
-                    cursor = b
-                parts.append(src[cursor : m.end])
-                parts.append(body_value or "")
-                parts.append(src[scoped[1] : scoped[2]])
-                return "".join(parts)
-            return src[m.start : m.end] if literal else self._raw(m, entries)
-        end = scoped[2] if scoped else m.end
-        if not definition.accepts(len(values)):
-            self._arity_diag(definition, len(values), m.start, end)
-            if definition.strict:
-                return src[m.start : m.end] if literal and scoped is None else self._raw(m, entries)
-        elif definition.strict and definition.arg_types:
-            bad = definition.type_error(values)
-            if bad is not None:
-                kind = definition.arg_types[bad] if bad < len(definition.arg_types) else "string"
-                where = spans[bad] or (m.start, m.end)
-                self.diag(
-                    "MACRO_ARGUMENT_TYPE",
-                    f"argument {bad + 1} of {{{{{m.name}}}}} must be {kind}; left as written",
-                    where[0],
-                    where[1],
-                )
-                return self._raw(m, entries)
-        call = MacroCall(m.name, values, m.flags, scoped is not None, m.start, m, self, depth, spans, known)
-        return self._call(definition, call, m, entries, end)
+        return Arguments(values, spans, known, entries, literal)
 
     def _call(self, definition: MacroDef, call: MacroCall, m: MacroNode, entries: Sequence[tuple[int, int, str]], end: int) -> str:
         """Run a handler; a failure leaves the macro as written (with its evaluated arguments)."""
@@ -876,7 +999,7 @@ class RenderState:
 
     def _literal_args(self, m: MacroNode, depth: int) -> bool:
         """Whether each argument of ``m`` evaluates to its own text (as :meth:`eval_macro` reads them)."""
-        literal_ok = self.reuse_parse and depth < MAX_SCOPE_DEPTH
+        literal_ok = self.shortcuts.reuse_parse and depth < MAX_SCOPE_DEPTH
         for arg in m.args:
             if arg.span is None:
                 continue
@@ -959,7 +1082,7 @@ def new_state(
     rng_seed: str,
     diagnostics: list[Diagnostic],
     parse_cache: dict[tuple[int, int], tuple[tuple, tuple, bool, tuple[tuple[int, int], ...]]],
-    closer_memo: dict[int, tuple[Any, bool]],
+    levels: dict[int, LevelMemo],
 ) -> RenderState:
     """A :class:`RenderState` for a compiled template's render: no dynamic macros, parses reused,
     untraced, the default output limit; every other field at its default.
@@ -983,12 +1106,10 @@ def new_state(
     state.original_used = False
     state.max_output = MAX_OUTPUT_CHARS
     state._body_cache = {}
-    state.reuse_parse = True
+    state.shortcuts = DEFAULT
     state.parse_cache = parse_cache
-    state.closer_memo = closer_memo
-    state._rng = None
-    state._stream = None
-    state._taken = 0
+    state.levels = levels
+    state.draws_at = None
     state._astral = None
     state.omitted = None
     state.segments = None

@@ -10,8 +10,8 @@ output accounting), and anything the plan cannot bind exactly (unknown names, ar
 mismatches, ``delay_args`` macros, nested arguments, shorthands, scoped pairs) is bound to
 ``eval_macro`` itself, so the result is identical by construction.
 
-Must equal: :meth:`RenderState.evaluate` with plans switched off (``evaluator.USE_PLANS =
-False``): text, variables, diagnostics and draws, or the same error. Proved by
+Must equal: :meth:`RenderState.evaluate` with plans switched off (``Shortcuts(plans=False)``):
+text, variables, diagnostics and draws, or the same error. Proved by
 ``tests/test_macros_plan.py`` (conformance rows, generated texts, every output limit); the parts
 inlined into the generated function by ``tests/test_macros_plan_bound.py``.
 
@@ -25,14 +25,14 @@ from collections.abc import Callable, Sequence
 from functools import partial
 import keyword
 from operator import attrgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import TemplateError
 from ..spans import Span
 from .budget import CHECK_EVERY, check
-from .evaluator import MAX_PRODUCED_CHARS, MAX_SCOPE_DEPTH, MacroCall, RenderState
+from .evaluator import MAX_PRODUCED_CHARS, MAX_SCOPE_DEPTH, MacroCall, Pairing, RenderState
 from .parser import MacroNode, Plain
-from .variables import js_string
+from .variables import VariableStore, js_string
 
 __all__ = ["LevelPlan", "build_plan"]
 
@@ -45,6 +45,24 @@ _STRAIGHT_PARTS = 400
 #: again pays back; a template rendered twice (a fuzz check's determinism re-render, a one-off
 #: CLI request) never compiles anything
 _STRAIGHT_AFTER = 2
+#: calls a level of constants and variables needs for its output to be kept (:meth:`LevelPlan._memoised`):
+#: a shorter one (an ``{{if}}`` condition, a one-line branch) runs in about the time reading its
+#: inputs and comparing them takes (``benchmarks/bench_macros.py``: the 3 KB preset x10)
+_KEPT_MIN_CALLS = 8
+
+
+class LevelInputs(NamedTuple):
+    """What a level made of literals, constants, context reads and literal variable reads and
+    writes depends on (:meth:`LevelPlan._inputs`)."""
+
+    #: context fields it reads (``MacroContext`` attribute names)
+    fields: tuple[str, ...]
+    #: ``(local?, name)`` of the variables it reads before writing them itself
+    reads: tuple[tuple[bool, str], ...]
+    #: ``(local?, name, value)`` of its literal writes, in order
+    writes: tuple[tuple[bool, str, str], ...]
+    #: literals and context reads only (no constants, no variables)
+    fields_only: bool
 
 
 class LevelPlan:
@@ -55,23 +73,42 @@ class LevelPlan:
     call renders; ``counted`` is the total the literals count.
     """
 
-    __slots__ = ("counted", "meta", "parts", "run")
+    __slots__ = ("counted", "memoised", "meta", "parts", "run", "runner", "warm")
 
     def __init__(self, parts: list[Any], meta: list[Any]) -> None:
         self.parts = tuple(parts)
         self.meta = tuple(meta)
         self.counted = sum(length for m in meta if type(m) is tuple for length, _ in m)
-        fields = self._context_fields()
-        if fields:
-            # its output is kept (see :meth:`_memoised`), so the run only matters when the fields
-            # change: the loop, which costs nothing to build, rather than a generated function
-            # (compiling one took 150 ms for a 14 KB prompt of prose with {{user}} and {{char}})
-            self.run = self._memoised(self._looped(), fields)
+        inputs = self._inputs()
+        #: the level's own run (the loop, then its generated function once warm); ``run`` is
+        #: this, or this behind the kept output of :meth:`_memoised`
+        self.runner: Callable[[RenderState, int], str]
+        #: whether :attr:`runner` is final (:meth:`_warming` replaces its loop on the second
+        #: run): the kept output of :meth:`_memoised` is taken from then on, so a level rendered
+        #: again and again is compiled before its output is kept, as one without inputs is
+        self.warm = True
+        if inputs is not None and inputs.fields_only:
+            # the run only matters when the fields change: the loop, which costs nothing to
+            # build, rather than a generated function (compiling one took 150 ms for a 14 KB
+            # prompt of prose with {{user}} and {{char}})
+            self.runner = self._looped()
         else:
-            self.run = self._warming() if len(parts) <= _STRAIGHT_PARTS else self._looped()
+            # variables change from render to render more often than names do: a changed value
+            # runs the level, through its generated function once it is warm
+            self.runner = self._warming() if len(parts) <= _STRAIGHT_PARTS else self._looped()
+        self.memoised = inputs is not None
+        self.run = self._memoised(inputs) if inputs is not None else self.runner
+
+    def _install(self, run: Callable[[RenderState, int], str]) -> None:
+        """Put the compiled ``run`` where callers read the level's run."""
+        self.runner = run
+        self.warm = True
+        if not self.memoised:
+            self.run = run
 
     def _warming(self) -> Callable[[RenderState, int], str]:
-        """The loop for the first :data:`_STRAIGHT_AFTER` runs, then :meth:`_straight` in its place.
+        """The loop for the first :data:`_STRAIGHT_AFTER` runs, then :meth:`_straight` in its place
+        (:meth:`_install`).
 
         Both give the same output (see :meth:`_straight`); the switch only moves the cost of
         generating and compiling the function to the level's third run. Callers read ``run``
@@ -83,6 +120,7 @@ class LevelPlan:
         looped = self._looped()
         runs = [0]
         straight: list[Callable[[RenderState, int], str]] = []
+        self.warm = False
 
         def warming(state: RenderState, depth: int) -> str:
             if straight:  # a caller that kept this function (an enclosing plan's bound call)
@@ -90,48 +128,84 @@ class LevelPlan:
             runs[0] += 1
             if runs[0] >= _STRAIGHT_AFTER:
                 straight.append(self._straight())
-                self.run = straight[0]
+                self._install(straight[0])
             return looped(state, depth)
 
         return warming
 
-    def _context_fields(self) -> tuple[str, ...] | None:
-        """The context fields the plan reads, when it is made of literals and such reads only."""
-        attrs: list[str] = []
+    def _inputs(self) -> LevelInputs | None:
+        """What the level's output depends on, when it is made of literals, constants, context
+        field reads and literal variable reads and writes only (else ``None``)."""
+        fields: list[str] = []
+        reads: list[tuple[bool, str]] = []
+        writes: list[tuple[bool, str, str]] = []
+        written: set[tuple[bool, str]] = set()
+        constants = False
         for part in self.parts:
             if part.__class__ is str:
                 continue
+            if hasattr(part, "constant_text"):
+                constants = True
+                continue
             attr = getattr(part, "context_attr", None)
-            if attr is None or getattr(part, "context_read", None) is None:
+            if attr is not None and getattr(part, "context_read", None) is not None:
+                fields.append(attr)
+            elif hasattr(part, "variable_name"):
+                read = (part.variable_local, part.variable_name)
+                if read not in written:  # a read after the level's own write reads that write
+                    reads.append(read)
+            elif hasattr(part, "variable_set"):
+                name, value = part.variable_set
+                writes.append((part.variable_local, name, value))
+                written.add((part.variable_local, name))
+            else:
                 return None
-            attrs.append(attr)
-        return tuple(dict.fromkeys(attrs)) or None
+        if not fields and not reads and not writes:
+            return None  # literals and constants only: nothing to key on, nothing saved
+        fields_only = not constants and not reads and not writes
+        calls = len(self.parts) - sum(1 for part in self.parts if part.__class__ is str)
+        if not fields_only and calls < _KEPT_MIN_CALLS:
+            return None  # running a short level costs what reading its inputs costs
+        return LevelInputs(tuple(dict.fromkeys(fields)), tuple(dict.fromkeys(reads)), tuple(writes), fields_only)
 
-    def _memoised(self, run: Callable[[RenderState, int], str], fields: tuple[str, ...]) -> Callable[[RenderState, int], str]:
-        """``run`` with its last output kept, for a level made of literals and context fields only.
+    def _memoised(self, inputs: LevelInputs) -> Callable[[RenderState, int], str]:
+        """:attr:`runner` with its last output kept, for a level whose output is a function of its
+        :class:`LevelInputs` (a preset prompt of prose, names, comments, ``{{trim}}`` and
+        literal ``{{setvar}}``/``{{getvar}}``).
 
-        Such a level (a preset prompt of prose, ``{{user}}`` and ``{{char}}``) is a pure function
-        of the fields it reads: when they are the same strings as last time, the output is the
-        same string, and the render only has to read the fields and account for the output the
-        calls produced. This is what makes a cached 30 KB prompt cost what its few field reads
-        cost instead of one step per macro (issue 14: 367 us against Jinja2's 97 us).
+        When the context fields it reads are the same strings as last time and the variables it
+        reads before writing them give the same text, the output is the same string: the render
+        only reads those inputs, makes the level's writes again (in order) and accounts for the
+        output the calls produced. This is what makes a cached 30 KB prompt cost what its few
+        field reads cost instead of one step per macro (issue 14: 367 us against Jinja2's 97 us).
 
-        ``fields`` are the fields it reads (:meth:`_context_fields`). The kept output is used only
-        when nothing could differ: the same field values (strings, compared by value), the same
-        output limit, no diagnostic raised by the run that was kept, and the render's produced
-        total staying within its limit (then the level's own checks pass exactly as they did).
+        The kept output is used only when nothing could differ: the same inputs, the same
+        output limit, no diagnostic raised by the run that was kept, the render's produced total
+        staying within its limit (then the level's own checks pass exactly as they did), and
+        plain variable stores (a traced render's stores log each read, so they run the level).
         """
-        getter = attrgetter(*fields)
+        fields, reads, writes, _fields_only = inputs
+        getter = attrgetter(*fields) if fields else None
         single = len(fields) == 1
+        uses_store = bool(reads or writes)
+        # the writes again, as dict updates (sequential sets: the same values and key order;
+        # names are never empty, see :func:`_bind`), one per store
+        local_writes = [(name, value) for is_local, name, value in writes if is_local]
+        glob_writes = [(name, value) for is_local, name, value in writes if not is_local]
         kept: list[Any] = [None]  # (values, output, produced, max_output), replaced whole
 
         def memoised(state: RenderState, depth: int) -> str:
+            local, glob = state.local, state.glob
+            if uses_store and (local.__class__ is not VariableStore or glob.__class__ is not VariableStore):
+                return self.runner(state, depth)
             try:
-                values = getter(state.ctx)
+                values: tuple[Any, ...] = () if getter is None else getter(state.ctx)
+                if single:
+                    values = (values,)
+                if reads:
+                    values += tuple([js_string((local if is_local else glob).get(name)) for is_local, name in reads])
             except Exception:  # the run reports it
-                return run(state, depth)
-            if single:
-                values = (values,)
+                return self.runner(state, depth)
             last = kept[0]
             if (
                 last is not None
@@ -139,12 +213,16 @@ class LevelPlan:
                 and last[0] == values
                 and state.produced + last[2] <= MAX_PRODUCED_CHARS
             ):
+                if local_writes:
+                    local.set_all(local_writes)
+                if glob_writes:
+                    glob.set_all(glob_writes)
                 state.produced += last[2]
                 return last[1]  # type: ignore[no-any-return]
             before = state.produced
             warned = state.diagnostic_count()
-            out = run(state, depth)
-            if state.diagnostic_count() == warned and all(v.__class__ is str for v in values):
+            out = self.runner(state, depth)
+            if self.warm and state.diagnostic_count() == warned and all(v.__class__ is str for v in values):
                 kept[0] = (values, out, state.produced - before, state.max_output)
             return out
 
@@ -434,7 +512,7 @@ def build_plan(
     hi: int,
     depth: int,
     items: Sequence[Any],
-    pairing: tuple[dict[int, tuple[int, int, int, int]], set[int], dict[int, int]],
+    pairing: Pairing,
 ) -> LevelPlan | None:
     """The plan of ``source[lo:hi]`` (a clean level), or ``None`` when it keeps tags raw."""
     pairs, keep_raw, too_deep = pairing
@@ -549,10 +627,10 @@ def _bind(state: RenderState, m: MacroNode, depth: int) -> Part:
         return _delayed(state, m, None, None) or _generic(m)
     if depth >= MAX_SCOPE_DEPTH:
         return _generic(m)
-    raw = _raw_arguments(state.source, m, literal_only=True)
+    raw = state.arguments(m, depth, evaluate=False)
     if raw is None:
         return _generic(m)
-    values, spans, known, entries = raw
+    values, spans, known, entries, _literal = raw
     if not definition.accepts(len(values)):
         return _generic(m)
     if definition.strict and definition.arg_types and definition.type_error(values) is not None:
@@ -664,32 +742,6 @@ def _var_set(scope: str, name: str, value: str) -> Part:
     return set_
 
 
-def _raw_arguments(
-    src: str, m: MacroNode, *, literal_only: bool
-) -> tuple[list[str], list[tuple[int, int] | None], list[Any], list[tuple[int, int, str]]] | None:
-    """Each argument as written: ``(values, spans, parses, raw fall-back entries)``, what
-    ``eval_macro`` builds for a call whose arguments need no evaluation. With ``literal_only``,
-    ``None`` when an argument holds anything but plain text (it must be evaluated per render)."""
-    values: list[str] = []
-    spans: list[tuple[int, int] | None] = []
-    known: list[Any] = []
-    entries: list[tuple[int, int, str]] = []
-    for arg in m.args:
-        known.append(arg.items)
-        if arg.span is None:
-            values.append("")
-            spans.append(None)
-            continue
-        items = arg.items
-        if literal_only and (items is None or len(items) != 1 or type(items[0]) is not Plain):
-            return None
-        a, b = arg.span
-        value = src[a:b]
-        values.append(value)
-        spans.append((a, b))
-        entries.append((a, b, value))
-    return values, spans, known, entries
-
 def _delayed(
     state: RenderState, m: MacroNode, scoped: tuple[int, int, int, int] | None, body_items: tuple | None
 ) -> Part | None:
@@ -704,9 +756,9 @@ def _delayed(
     if definition is None or not definition.delay_args:
         return None
     src = state.source
-    raw = _raw_arguments(src, m, literal_only=False)
-    assert raw is not None
-    values, spans, known, entries = raw
+    collected = state.arguments(m, 0, delay=True)
+    assert collected is not None  # raw text: nothing to evaluate
+    values, spans, known, entries, _literal = collected
     if scoped is not None:
         lo, hi = scoped[0], scoped[1]
         known.append(body_items)
@@ -783,8 +835,7 @@ def level_runner(
         return (lambda st: st.evaluate(lo, hi, depth, items)), True
     if not any(type(item) is MacroNode for item in items):
         return state.source[lo:hi], True
-    registry = state.registry
-    seen = state.closer_memo.get((id(items), depth, "plan"))  # type: ignore[call-overload]
-    if seen is not None and seen[3] and seen[0] is items and seen[1] is registry and seen[2] == registry._version:
-        return partial(seen[3].run, depth=depth), True
+    plan = state.known_plan(items, depth)
+    if plan is not None:
+        return partial(plan.run, depth=depth), True
     return (lambda st: st.evaluate(lo, hi, depth, items)), False

@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from functools import lru_cache
 
-__all__ = ["SeedRandom", "cyrb53", "pick_index", "utf16_units"]
+__all__ = ["DrawCursor", "SeedRandom", "cyrb53", "pick_index", "utf16_units"]
 
 _MASK32 = 0xFFFFFFFF
 
@@ -235,6 +235,36 @@ class SeedStream:
 
 
 seed_stream = lru_cache(maxsize=256)(SeedStream)
+
+
+class DrawCursor:
+    """One render's position in its seed's sequence of draws.
+
+    The first draws of a seed are shared by every render with that seed (:class:`SeedStream`);
+    past them the render continues on a private generator.
+    """
+
+    __slots__ = ("rng", "stream", "taken")
+
+    def __init__(self, stream: SeedStream) -> None:
+        self.stream = stream
+        self.rng: SeedRandom | None = None
+        self.taken = 0
+
+    def random(self) -> float:
+        """The next draw."""
+        index = self.taken
+        self.taken = index + 1
+        stream = self.stream
+        values = stream.values
+        if index < len(values):
+            return values[index]
+        value = stream.draw(index)
+        if value is not None:
+            return value
+        if self.rng is None:
+            self.rng = stream.continuation()
+        return self.rng.random()
 
 
 def pick_index(

@@ -18,7 +18,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .variables import VariableStore
 
@@ -163,6 +163,15 @@ def post_process_traced(text: str, ranges: list[list[int]]) -> str:
     return text
 
 
+class TracedPlan(NamedTuple):
+    """The traced twin of a top-level plan (:func:`run_traced`), kept in the level's memo."""
+
+    plan: Any
+    twin: Any
+    #: ``id(opener node) -> closer end`` of the level's scoped pairs (a segment's source end)
+    ends: dict[int, int]
+
+
 def run_traced(plan: Any, state: Any, items: Sequence[Any]) -> str:
     """Run the top level's plan (:class:`.plan.LevelPlan`), marking each macro part's output range.
 
@@ -174,18 +183,16 @@ def run_traced(plan: Any, state: Any, items: Sequence[Any]) -> str:
     """
     from .plan import LevelPlan
 
-    key = (id(items), 0, "traced")
-    memo = state.closer_memo
-    entry = memo.get(key)
-    if entry is None or entry[0] is not plan:
+    memo = state.level(items).at(0, state.registry)  # where the plan itself is kept
+    entry = memo.traced
+    if entry is None or entry.plan is not plan:
         ends: dict[int, int] = {}
-        pairing = memo.get((id(items), 0))
-        if pairing is not None and pairing[0] is items:
-            for idx, (_a, _b, closer_end, _ci) in pairing[3][0].items():
+        if memo.pairing is not None:
+            for idx, (_a, _b, closer_end, _ci) in memo.pairing.pairs.items():
                 ends[id(items[idx])] = closer_end
         parts = [part if part.__class__ is str else _noting(part, index) for index, part in enumerate(plan.parts)]
-        entry = memo[key] = (plan, LevelPlan(parts, list(plan.meta)), ends, items)
-    _plan, twin, ends, _items = entry
+        entry = memo.traced = TracedPlan(plan, LevelPlan(parts, list(plan.meta)), ends)
+    twin, ends = entry.twin, entry.ends
     noted: list[tuple[int, int, int, int]] = []
     state.segments = noted
     text = twin.run(state, 0)

@@ -13,7 +13,7 @@ import json
 import math
 import re
 from decimal import Decimal
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 __all__ = [
@@ -228,6 +228,11 @@ class VariableStore:
         if name == "":
             raise ValueError("variable name is empty")
         self._data[name] = value
+
+    def set_all(self, pairs: Iterable[tuple[str, Any]]) -> None:
+        """:meth:`set` of each ``(name, value)`` in order; every name must be non-empty (a plan
+        replaying its literal writes, whose names it checked when it was built)."""
+        self._data.update(pairs)
 
     def delete(self, name: str) -> None:
         self._data.pop(name, None)

@@ -13,7 +13,7 @@ from collections import deque
 from importlib import resources
 from pathlib import Path
 
-from .parser import build_table
+from .lalr import build_table
 
 __all__ = ["canonical_table", "table_module_text", "main"]
 

@@ -125,7 +125,7 @@ def _split_else(
     if seen is not None and not seen[2]:
         parsed, clean, untrusted = seen[0], False, seen[3]
     else:
-        parsed, diags, clean, untrusted = document_parse(state.source, lo, hi)
+        parsed, diags, clean, untrusted = document_parse(state.source, lo, hi, shortcuts=state.shortcuts)
         if not clean and cache is not None:
             # an unclean content without an ``{{else}}`` is evaluated as one level, and that
             # level re-parses exactly this span: the evaluator's memo hands it this parse (a
@@ -154,14 +154,11 @@ def _split_memo(
     The same content splits the same way every render; keeping the branch slices also keeps
     their identity, so a compiled template's branches get plans (see ``..plan``).
     """
-    memo = state.closer_memo
-    memo_key = (id(items), lo, hi, "else")
-    hit = memo.get(memo_key)  # type: ignore[call-overload]
-    if hit is not None and hit[0] is items:
-        return hit[1]  # type: ignore[no-any-return]
-    found = _split_known(lo, hi, items)
-    memo[memo_key] = (items, found)  # type: ignore[index]
-    return found
+    splits = state.level(items).splits
+    found = splits.get((lo, hi))
+    if found is None:
+        found = splits[(lo, hi)] = _split_known(lo, hi, items)
+    return found  # type: ignore[no-any-return]
 
 
 def _split_known(
