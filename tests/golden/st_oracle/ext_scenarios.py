@@ -23,7 +23,8 @@ import importlib.util
 import json
 import os
 import sys
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "ext_requests.jsonl")
