@@ -109,12 +109,14 @@ VARS_CARD = small_card(
 
 GETWI_NAME = "oracle-ext-getwi"
 GETWI_BOOK = book(
-    wi_entry(0, [], "Main lore: <%- getwi('" + GETWI_NAME + "', 'secret lore') %> | by uid: <%- getwi('"
-             + GETWI_NAME + "', 1) %> | missing: [<%- getwi('" + GETWI_NAME + "', 'no such') %>]", constant=True),
+    wi_entry(0, [], "Main lore: <%- await getwi('" + GETWI_NAME + "', 'secret lore') %> | by uid: <%- await getwi('"
+             + GETWI_NAME + "', 1) %> | missing: [<%- await getwi('" + GETWI_NAME + "', 'no such') %>]",
+             constant=True),
     wi_entry(1, ["zzzz-never"], "The secret is {{char}}'s <%- 6 * 7 %> <%- world_info.comment %>",
              comment="secret lore", disable=True),
-    wi_entry(2, ["zzzz-never"], "Nested: <%- getwi('secret lore') %>", comment="nested"))
-GETWI_CARD = small_card("Mira", "Card reads: <%- getwi('" + GETWI_NAME + "', 'nested') %>")
+    wi_entry(2, ["zzzz-never"], "Nested: <%- await getwi('secret lore') %>", comment="nested"))
+GETWI_CARD = small_card("Mira", "Card reads: <%- await getwi('" + GETWI_NAME + "', 'nested') %>",
+                        personality="Unawaited: <%- getwi('" + GETWI_NAME + "', 'secret lore') %>")
 
 DECO_BOOK = book(
     wi_entry(0, ["zzzz-never"], "@@activate\nForced by decorator.", order=1),
@@ -123,13 +125,13 @@ DECO_BOOK = book(
     wi_entry(3, [], "@@if getvar('flag') === 2\nFlag two is on.", constant=True, order=4),
     wi_entry(4, [], "@@private\n<% const x = 'first' %>Private <%- x %>.", constant=True, order=5),
     wi_entry(5, [], "@@private\n<% const x = 'second' %>Private <%- x %>.", constant=True, order=6),
-    wi_entry(6, [], "GEN-BEFORE <%- 1 + 1 %>\n", comment="[GENERATE:BEFORE]", disable=True, order=7),
-    wi_entry(7, [], "\nGEN-AFTER <%- 2 + 2 %>", comment="[GENERATE:AFTER]", disable=True, order=8),
-    wi_entry(8, [], " [after message 1]", comment="[GENERATE:1:AFTER]", disable=True, order=9),
-    wi_entry(9, [], "@@generate_before 2\n[before message 2] ", disable=True, order=10),
+    wi_entry(6, [], "GEN-BEFORE <%- 1 + 1 %>\n", comment="[GENERATE:BEFORE]", disable=True, constant=True, order=7),
+    wi_entry(7, [], "\nGEN-AFTER <%- 2 + 2 %>", comment="[GENERATE:AFTER]", disable=True, constant=True, order=8),
+    wi_entry(8, [], " [after message 1]", comment="[GENERATE:1:AFTER]", disable=True, constant=True, order=9),
+    wi_entry(9, [], "@@generate_before 2\n[before message 2] ", disable=True, constant=True, order=10),
     wi_entry(10, [], "@@preprocessing\nPre <%- 'processed' %> {{char}}.", constant=True, order=11),
     wi_entry(11, [], "Escaped: <#escape-ejs><%= 'kept' %><#/escape-ejs> done <%- 3 * 3 %>", constant=True, order=12),
-    wi_entry(12, [], "@@generate_after\n[decorated after]", disable=True, order=13),
+    wi_entry(12, [], "@@generate_after\n[decorated after]", disable=True, constant=True, order=13),
     wi_entry(13, [], "[GENERATE enabled, so not special-active] <%- 5 %>", comment="[GENERATE:AFTER] on",
              disable=False, constant=True, order=14))
 DECO_CARD = small_card("Mira", "Decorator probe for {{char}}.")
@@ -149,12 +151,13 @@ INJECT_CARD = small_card("Mira", "CoT: [<%- getPromptsInjected('CoT') %>] has=<%
 
 API_CARD = small_card(
     "Mira",
-    "msgs=<%- getChatMessages(0).length %>/<%- JSON.stringify(getChatMessages(-2).map(m => m.role || m.is_user)) %>\n"
+    "msgs=<%- getChatMessages(0).length %>/<%- JSON.stringify(getChatMessages(-2).map(m => m.role)) %>\n"
     "last=<%- JSON.stringify(getChatMessages(-1)[0]) %>\n"
-    "match=<%- matchChatMessages('ships') %> / <%- matchChatMessages(/^nothing$/) %>\n"
-    "char=<%- getchar().length > 0 %> preset=[<%- getpreset('Main Prompt') %>]\n"
-    "eval=<%- await evalTemplate('<%- 7 * 6 %' + '>') %> parsed=<%- JSON.stringify(parseJSON('{a: 1,}')) %>\n"
-    "print=<% print('P1'); print('P2') %> ids=<%- lastUserMessageId %>/<%- lastCharMessageId %>/<%- lastMessageId %>")
+    "match=<%- JSON.stringify(matchChatMessages('ships')) %> / <%- JSON.stringify(matchChatMessages(/^nothing$/)) %>\n"
+    "ids=<%- lastUserMessageId %>/<%- lastCharMessageId %>/<%- lastMessageId %>",
+    personality="char=<%- (await getchar()).length > 0 %> preset=[<%- await getpreset('Main Prompt') %>]",
+    scenario="eval=<%- await evalTemplate('<%- 7 * 6 %' + '>') %> parsed=<%- JSON.stringify(parseJSON('{a: 1,}')) %> "
+             "print=<% print('P1'); print('P2') %>")
 
 
 def corpus_card_case(cid: str, path: str, initvar_comment: str, user_text: str, reply: str) -> dict:
