@@ -21,9 +21,9 @@ from tavernbox.bridge.prompt_template import (
     json_patch,
     split_decorators,
 )
+from tavernbox.bridge.st_extensions import parse_extensions, run_extensions, world_entries
 from tavernbox.errors import TemplateError
 from tavernbox.macros.st_variables import StVariables
-from tavernbox.macros.tavern_helper import expand_variable_macros
 
 #: recorded cases this pipeline reproduces byte for byte (the chat's own templates, decorators, special entries
 #: and @INJECT need the stage integration: see docs/DEVIATIONS.md)
@@ -32,51 +32,42 @@ EQUAL = ("ext-order", "ext-order-th-off", "ext-failing", "ext-vars", "ext-card-z
 
 
 def _books(case: dict[str, Any], user: str, char: str) -> tuple[dict[str, list[WorldEntry]], str]:
-    """The world books getwi reads (the card's imported book and the scenario's global book), their contents
-    with decorators removed and SillyTavern's macros expanded, and the card's linked world."""
+    """The world books getwi reads (the card's imported book and the scenario's global book) and the card's
+    linked world."""
     sc = case["scenario"]
     card = module_resolve(sc["card"])
     data = card.get("data") or card
     books: dict[str, list[WorldEntry]] = {}
     linked = (data.get("extensions") or {}).get("world") or ""
 
-    def add(name: str, entries: dict[str, Any]) -> None:
-        rows = []
-        for raw in entries.values():
-            _, content = split_decorators(raw.get("content") or "")
-            text = expand_macros(content, {"user": user, "char": char}).text if "{{" in content else content
-            rows.append(WorldEntry(name, int(raw.get("uid", 0)), raw.get("comment") or "", text))
-        books[name] = rows
+    def expand(text: str) -> str:
+        return expand_macros(text, {"user": user, "char": char}).text
 
     if sc.get("import_embedded_book") and data.get("character_book"):
-        add(linked, card_book_to_world_book(data["character_book"], name=linked).to_st_dict()["entries"])
+        entries = card_book_to_world_book(data["character_book"], name=linked).to_st_dict()["entries"]
+        books[linked] = world_entries(linked, entries, expand)
     if sc.get("book"):
-        add(f"oracle-{case['id']}", module_resolve(sc["book"])["entries"])
+        name = f"oracle-{case['id']}"
+        books[name] = world_entries(name, module_resolve(sc["book"])["entries"], expand)
     return books, linked if sc.get("import_embedded_book") else ""
 
 
 def _extended(case: dict[str, Any]) -> list[dict[str, Any]]:
     """tavernbox's request, then the extensions as SillyTavern runs them over the final messages."""
     pt_on, th_on = extensions_of(case)
-    request = ext_request(case)
-    messages = [dict(m) for m in assemble_request(request).messages]
-    variables = ext_variables(case)
-    if th_on:
-        for m in messages:
-            m["content"] = expand_variable_macros(m["content"], variables)
-    if pt_on:
-        sc = case["scenario"]
-        user = sc.get("user_name") or "User"
-        char = (module_resolve(sc["card"]).get("data") or {}).get("name") or ""
-        books, linked = _books(case, user, char)
-        chat = tuple({"mes": m["content"], "is_user": m["role"] == "user", "is_system": m["role"] == "system",
-                      "name": user if m["role"] == "user" else char} for m in sc["chat"])
-        result = evaluate_prompt_templates(
-            [TemplateText(m["content"], f"message {i} ({m['role']})") for i, m in enumerate(messages)],
-            variables=variables, books=books, default_book=linked,
-            context=PromptTemplateContext(user_name=user, char_name=char, chat=chat, char_book=linked))
-        for m, text in zip(messages, result.texts, strict=True):
-            m["content"] = text
+    messages = [dict(m) for m in assemble_request(ext_request(case)).messages]
+    sc = case["scenario"]
+    user = sc.get("user_name") or "User"
+    char = (module_resolve(sc["card"]).get("data") or {}).get("name") or ""
+    books, linked = _books(case, user, char)
+    chat = tuple({"mes": m["content"], "is_user": m["role"] == "user", "is_system": m["role"] == "system",
+                  "name": user if m["role"] == "user" else char} for m in sc["chat"])
+    settings = parse_extensions({"prompt_template": pt_on, "tavern_helper": th_on})
+    result = run_extensions(messages, settings=settings, variables=ext_variables(case), books=books,
+                            default_book=linked,
+                            context=PromptTemplateContext(user_name=user, char_name=char, chat=chat, char_book=linked))
+    for m, text in zip(messages, result.contents, strict=True):
+        m["content"] = text
     return messages
 
 
@@ -192,3 +183,16 @@ def test_one_vm_for_every_template_of_a_request() -> None:
     assert evaluate_prompt_templates(texts).texts == ["", "42"]
     # and nothing crosses requests
     assert evaluate_prompt_templates([TemplateText("<%- typeof shared %>", "c")]).texts == ["undefined"]
+
+
+def test_the_request_settings_are_checked_with_their_path() -> None:
+    settings = parse_extensions({"prompt_template": {"enabled": True, "filter_message_enabled": False},
+                                 "tavern_helper": {"enabled": False}})
+    assert settings.templates_on and not settings.tavern_helper
+    assert not parse_extensions({"prompt_template": False}).templates_on
+    for bad, where in (({"prompt_template": {"nope": 1}}, "$.extensions.prompt_template.nope"),
+                       ({"prompt_template": {"enabled": "yes"}}, "$.extensions.prompt_template.enabled"),
+                       ({"tavern_helper": 1}, "$.extensions.tavern_helper"), ({"regex": {}}, "$.extensions.regex")):
+        with pytest.raises(TemplateError) as caught:
+            parse_extensions(bad)
+        assert caught.value.code == "REQUEST_INVALID" and caught.value.path == where

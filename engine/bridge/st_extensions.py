@@ -1,0 +1,166 @@
+"""SillyTavern's two template extensions over the final messages: Tavern Helper's macros, then ST-Prompt-Template.
+
+What SillyTavern 1.18 sends when both are installed (recorded: ``tests/golden/st_oracle/ext_scenarios.py``): its
+own macros have run while the prompt was built; Tavern Helper then rewrites its variable macros in every final
+message (``GENERATE_AFTER_DATA``); ST-Prompt-Template then evaluates the ``<% %>`` of every final message in order
+(``CHAT_COMPLETION_SETTINGS_READY``). :func:`run_extensions` is that step, for the stage that holds the final
+messages; the request's settings are read by :func:`parse_extensions`.
+
+The request's ``extensions`` object::
+
+    {"prompt_template": {"enabled": true, <ST-Prompt-Template's own setting names>},
+     "tavern_helper": {"enabled": true}}
+
+Both are on by default (they change nothing in texts without ``<%`` or their macros). The extension's setting
+names are the ones it stores under ``extension_settings.EjsTemplate``; the ones that matter at generation are
+read (``generate_enabled``: evaluate the final messages), the others are accepted and kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import Diagnostic, TemplateError
+from ..macros.st_variables import StVariables
+from ..macros.tavern_helper import MacroUse, expand_variable_macros
+from .prompt_template import (
+    PromptTemplateContext,
+    PromptTemplateLimits,
+    TemplateText,
+    WorldEntry,
+    evaluate_prompt_templates,
+    split_decorators,
+)
+
+__all__ = ["ExtensionSettings", "ExtensionsResult", "PROMPT_TEMPLATE_SETTINGS", "parse_extensions",
+           "run_extensions", "world_entries"]
+
+#: ST-Prompt-Template's settings (``extension_settings.EjsTemplate``) and their defaults
+PROMPT_TEMPLATE_SETTINGS: dict[str, Any] = {
+    "enabled": True, "generate_enabled": True, "generate_loader_enabled": True, "render_enabled": True,
+    "render_loader_enabled": True, "with_context_disabled": False, "debug_enabled": False,
+    "autosave_enabled": False, "preload_worldinfo_enabled": True, "code_blocks_enabled": False,
+    "raw_message_evaluation_enabled": True, "filter_message_enabled": True, "cache_enabled": 0, "cache_size": 64,
+    "cache_hasher": "h32ToString", "inject_loader_enabled": False, "invert_enabled": True, "depth_limit": -1,
+    "compile_workers": False, "sandbox": False, "code_editor": False,
+}
+
+
+@dataclass(frozen=True)
+class ExtensionSettings:
+    """Which extensions run, with ST-Prompt-Template's settings."""
+
+    prompt_template: Mapping[str, Any] = field(default_factory=lambda: dict(PROMPT_TEMPLATE_SETTINGS))
+    tavern_helper: bool = True
+
+    @property
+    def templates_on(self) -> bool:
+        pt = self.prompt_template
+        return bool(pt.get("enabled")) and bool(pt.get("generate_enabled"))
+
+
+def _flag(value: Any, path: str) -> bool:
+    if not isinstance(value, bool):
+        raise TemplateError(f"{path} must be true or false", code="REQUEST_INVALID", path=path)
+    return value
+
+
+def parse_extensions(raw: Any, *, path: str = "$.extensions") -> ExtensionSettings:
+    """The request's ``extensions`` object (``REQUEST_INVALID`` with the JSON path of a wrong field)."""
+    if raw is None:
+        return ExtensionSettings()
+    if not isinstance(raw, Mapping):
+        raise TemplateError(f"{path} must be an object", code="REQUEST_INVALID", path=path)
+    for key in raw:
+        if key not in ("prompt_template", "tavern_helper"):
+            raise TemplateError(f"unknown field {key!r} at {path}.{key} (prompt_template, tavern_helper)",
+                                code="REQUEST_INVALID", path=f"{path}.{key}")
+    pt = dict(PROMPT_TEMPLATE_SETTINGS)
+    given = raw.get("prompt_template")
+    if isinstance(given, bool):
+        pt["enabled"] = given
+    elif given is not None:
+        if not isinstance(given, Mapping):
+            raise TemplateError(f"{path}.prompt_template must be an object or true/false", code="REQUEST_INVALID",
+                                path=f"{path}.prompt_template")
+        for key, value in given.items():
+            where = f"{path}.prompt_template.{key}"
+            if key not in PROMPT_TEMPLATE_SETTINGS:
+                raise TemplateError(f"unknown field {key!r} at {where} (ST-Prompt-Template's setting names)",
+                                    code="REQUEST_INVALID", path=where)
+            default = PROMPT_TEMPLATE_SETTINGS[key]
+            if isinstance(default, bool):
+                value = _flag(value, where)
+            elif type(value) is not type(default):
+                raise TemplateError(f"{where} must be a {type(default).__name__}", code="REQUEST_INVALID", path=where)
+            pt[key] = value
+    th = raw.get("tavern_helper")
+    if isinstance(th, Mapping):
+        for key in th:
+            if key != "enabled":
+                raise TemplateError(f"unknown field {key!r} at {path}.tavern_helper.{key}", code="REQUEST_INVALID",
+                                    path=f"{path}.tavern_helper.{key}")
+        th_on = _flag(th.get("enabled", True), f"{path}.tavern_helper.enabled")
+    elif th is None:
+        th_on = True
+    else:
+        th_on = _flag(th, f"{path}.tavern_helper")
+    return ExtensionSettings(pt, th_on)
+
+
+def world_entries(name: str, entries: Mapping[str, Any] | Sequence[Any], expand: Callable[[str], str]
+                  ) -> list[WorldEntry]:
+    """A world book's entries (SillyTavern's world-file ``entries``) as ``getwi`` reads them: decorators removed,
+    SillyTavern's macros expanded by ``expand``."""
+    rows = []
+    for raw in (entries.values() if isinstance(entries, Mapping) else entries):
+        if not isinstance(raw, Mapping):
+            continue
+        _, content = split_decorators(str(raw.get("content") or ""))
+        uid = raw.get("uid", 0)
+        rows.append(WorldEntry(name, int(uid) if isinstance(uid, (int, float, str)) and str(uid).lstrip("-").isdigit()
+                               else 0, str(raw.get("comment") or ""), expand(content) if "{{" in content else content))
+    return rows
+
+
+@dataclass
+class ExtensionsResult:
+    """The final messages after the extensions, what they warned, wrote and read."""
+
+    contents: list[str]
+    warnings: list[Diagnostic]
+    variables_patch: dict[str, list[dict[str, Any]]]
+    reads: list[dict[str, Any]]
+    #: per message: whether its templates were evaluated (False: none, or it failed and was sent as it was)
+    evaluated: list[bool]
+
+
+def run_extensions(
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    settings: ExtensionSettings,
+    variables: StVariables,
+    books: Mapping[str, Sequence[WorldEntry]] | None = None,
+    default_book: str = "",
+    context: PromptTemplateContext | None = None,
+    limits: PromptTemplateLimits | None = None,
+    now_ms: int | None = None,
+) -> ExtensionsResult:
+    """Tavern Helper's pass, then ST-Prompt-Template's evaluation, over the final ``messages`` (``role`` and
+    ``content`` each). Raises ``TemplateError`` when a template budget trips."""
+    contents = [str(m.get("content") or "") for m in messages]
+    reads: list[dict[str, Any]] = []
+    if settings.tavern_helper:
+        uses: list[MacroUse] = []
+        contents = [expand_variable_macros(c, variables, uses) for c in contents]
+        reads.extend({"kind": u.name, "scope": u.scope, "key": u.path} for u in uses)
+    if not settings.templates_on:
+        return ExtensionsResult(contents, [], {}, reads, [False] * len(contents))
+    texts = [TemplateText(c, f"message {i} ({m.get('role')})") for i, (c, m) in enumerate(zip(contents, messages,
+                                                                                              strict=True))]
+    result = evaluate_prompt_templates(texts, variables=variables, books=books, default_book=default_book,
+                                       context=context, limits=limits, now_ms=now_ms)
+    return ExtensionsResult(result.texts, result.warnings, result.variables_patch, reads + result.reads,
+                            result.evaluated)
