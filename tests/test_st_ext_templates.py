@@ -21,14 +21,14 @@ from tavernbox.bridge.prompt_template import (
     json_patch,
     split_decorators,
 )
-from tavernbox.bridge.st_extensions import parse_extensions, run_extensions, world_entries
+from tavernbox.bridge.st_extensions import load_chat, parse_extensions, run_extensions, world_entries
 from tavernbox.errors import TemplateError
 from tavernbox.macros.st_variables import StVariables
 
 #: recorded cases this pipeline reproduces byte for byte (the chat's own templates, decorators, special entries
 #: and @INJECT need the stage integration: see docs/DEVIATIONS.md)
-EQUAL = ("ext-order", "ext-order-th-off", "ext-failing", "ext-vars", "ext-card-zhanguo", "ext-card-de-quoc",
-         "ext-card-qingkong", "ext-card-lide")
+EQUAL = ("ext-order", "ext-order-th-off", "ext-order-pt-off", "ext-failing", "ext-chat-own", "ext-chat-own-raw",
+         "ext-vars", "ext-api", "ext-card-zhanguo", "ext-card-de-quoc", "ext-card-qingkong", "ext-card-lide")
 
 
 def _books(case: dict[str, Any], user: str, char: str) -> tuple[dict[str, list[WorldEntry]], str]:
@@ -54,21 +54,39 @@ def _books(case: dict[str, Any], user: str, char: str) -> tuple[dict[str, list[W
 
 def _extended(case: dict[str, Any]) -> list[dict[str, Any]]:
     """tavernbox's request, then the extensions as SillyTavern runs them over the final messages."""
-    pt_on, th_on = extensions_of(case)
-    messages = [dict(m) for m in assemble_request(ext_request(case)).messages]
     sc = case["scenario"]
     user = sc.get("user_name") or "User"
     char = (module_resolve(sc["card"]).get("data") or {}).get("name") or ""
     books, linked = _books(case, user, char)
     chat = tuple({"mes": m["content"], "is_user": m["role"] == "user", "is_system": m["role"] == "system",
                   "name": user if m["role"] == "user" else char} for m in sc["chat"])
-    settings = parse_extensions({"prompt_template": pt_on, "tavern_helper": th_on})
-    result = run_extensions(messages, settings=settings, variables=ext_variables(case), books=books,
-                            default_book=linked,
-                            context=PromptTemplateContext(user_name=user, char_name=char, chat=chat, char_book=linked))
+    settings = parse_extensions((sc.get("extensions") or {}) | {
+        "tavern_helper": extensions_of(case)[1],
+        "prompt_template": _pt_settings(sc)})
+    preset = module_resolve(sc["preset"])
+    prompts = {p["name"]: expand_macros(p.get("content") or "", {"user": user, "char": char}).text
+               for p in preset.get("prompts") or [] if p.get("name")}
+    description = (module_resolve(sc["card"]).get("data") or {}).get("description") or ""
+    context = PromptTemplateContext(user_name=user, char_name=char, chat=chat, char_book=linked,
+                                    character_text=description, preset_prompts=prompts)
+    load = load_chat([m["content"] for m in sc["chat"]], settings=settings, variables=ext_variables(case),
+                     books=books, default_book=linked, context=context)
+    request = ext_request(case)
+    for m, text in zip(request["chat"]["messages"], load.contents, strict=True):
+        m["content"] = text
+    messages = [dict(m) for m in assemble_request(request).messages]
+    result = run_extensions(messages, settings=settings, variables=load.variables, books=books,
+                            default_book=linked, context=context)
     for m, text in zip(messages, result.contents, strict=True):
         m["content"] = text
     return messages
+
+
+def _pt_settings(sc: dict[str, Any]) -> Any:
+    pt = (sc.get("extensions") or {}).get("prompt_template")
+    if isinstance(pt, dict):
+        return {"enabled": pt.get("enabled", True), **(pt.get("settings") or {})}
+    return bool(pt)
 
 
 def _case(cid: str) -> dict[str, Any]:

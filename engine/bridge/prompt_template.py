@@ -124,6 +124,8 @@ class PromptTemplateResult:
     reads: list[dict[str, Any]]
     evaluated: list[bool]
     usage: Usage | None = None
+    #: the variables as the templates left them (the same objects' values when nothing ran)
+    variables_after: StVariables | None = None
 
 
 @dataclass(frozen=True)
@@ -277,7 +279,16 @@ def evaluate_prompt_templates(
     ) if ops}
     reads = [{"kind": k, "scope" if k == "getvar" else "book": a, "key" if k == "getvar" else "title": b}
              for k, a, b in reply["reads"]]
-    return PromptTemplateResult(out_texts, warnings, patch, reads, evaluated, reply.get("_usage"))
+    after = reply["variables"]
+    messages = list(variables.messages)
+    if patch.get("message"):
+        # the writes land on the latest message's variables (what every later read sees)
+        index = max((i for i, v in enumerate(messages) if isinstance(v, (dict, list))), default=len(messages) - 1)
+        if index >= 0:
+            messages[index] = after["message"]
+    variables_after = StVariables(global_vars=after["global"], chat=after["chat"], messages=tuple(messages),
+                                  character=variables.character, preset=variables.preset)
+    return PromptTemplateResult(out_texts, warnings, patch, reads, evaluated, reply.get("_usage"), variables_after)
 
 
 def _run(payload: dict[str, Any], limits: PromptTemplateLimits, layout: _Layout, now_ms: int | None

@@ -18,6 +18,7 @@ read (``generate_enabled``: evaluate the final messages), the others are accepte
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,8 +35,12 @@ from .prompt_template import (
     split_decorators,
 )
 
-__all__ = ["ExtensionSettings", "ExtensionsResult", "PROMPT_TEMPLATE_SETTINGS", "parse_extensions",
-           "run_extensions", "world_entries"]
+__all__ = ["ChatLoad", "ExtensionSettings", "ExtensionsResult", "PROMPT_TEMPLATE_SETTINGS", "filter_templates",
+           "load_chat", "parse_extensions", "run_extensions", "world_entries"]
+
+#: the regex script ST-Prompt-Template installs to hide the chat's ``<% %>`` from generation
+#: (``filter_message_enabled``; prompt only, user and assistant messages)
+_FILTER = re.compile(r"<%(?!%)([\s\S]*?)(?<!%)%>")
 
 #: ST-Prompt-Template's settings (``extension_settings.EjsTemplate``) and their defaults
 PROMPT_TEMPLATE_SETTINGS: dict[str, Any] = {
@@ -164,3 +169,51 @@ def run_extensions(
                                        context=context, limits=limits, now_ms=now_ms)
     return ExtensionsResult(result.texts, result.warnings, result.variables_patch, reads + result.reads,
                             result.evaluated)
+
+
+def filter_templates(text: str) -> str:
+    """A chat message as generation sees it with the extension's message filter on: every ``<% %>`` removed."""
+    return _FILTER.sub("", text) if "<%" in text else text
+
+
+@dataclass
+class ChatLoad:
+    """The chat as generation sees it after the extension's work when the chat loaded, and the variables then."""
+
+    contents: list[str]
+    variables: StVariables
+    warnings: list[Diagnostic]
+    reads: list[dict[str, Any]]
+
+
+def load_chat(
+    contents: Sequence[str],
+    *,
+    settings: ExtensionSettings,
+    variables: StVariables,
+    books: Mapping[str, Sequence[WorldEntry]] | None = None,
+    default_book: str = "",
+    context: PromptTemplateContext | None = None,
+    limits: PromptTemplateLimits | None = None,
+    now_ms: int | None = None,
+) -> ChatLoad:
+    """What ST-Prompt-Template does to the stored chat before a generation: it evaluates every message's templates
+    when the chat is shown (writing their variables; with ``raw_message_evaluation_enabled`` the message keeps the
+    result), and with ``filter_message_enabled`` hides what is left of ``<% %>`` from the prompt."""
+    out = list(contents)
+    pt = settings.prompt_template
+    if not pt.get("enabled") or not any("<%" in c for c in out):
+        return ChatLoad(out, variables, [], [])
+    warnings: list[Diagnostic] = []
+    reads: list[dict[str, Any]] = []
+    if pt.get("render_enabled") or pt.get("raw_message_evaluation_enabled"):
+        texts = [TemplateText(c, f"chat message {i}") for i, c in enumerate(out)]
+        result = evaluate_prompt_templates(texts, variables=variables, books=books, default_book=default_book,
+                                           context=context, limits=limits, now_ms=now_ms)
+        warnings, reads = result.warnings, result.reads
+        variables = result.variables_after or variables
+        if pt.get("raw_message_evaluation_enabled"):
+            out = result.texts
+    if pt.get("filter_message_enabled"):
+        out = [filter_templates(c) for c in out]
+    return ChatLoad(out, variables, warnings, reads)
