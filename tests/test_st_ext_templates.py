@@ -21,14 +21,20 @@ from tavernbox.bridge.prompt_template import (
     json_patch,
     split_decorators,
 )
-from tavernbox.bridge.st_extensions import load_chat, parse_extensions, run_extensions, world_entries
+from tavernbox.bridge.st_extensions import (
+    load_chat,
+    parse_extensions,
+    prepare_world_entries,
+    run_extensions,
+    world_entries,
+)
 from tavernbox.errors import TemplateError
 from tavernbox.macros.st_variables import StVariables
 
 #: recorded cases this pipeline reproduces byte for byte (the chat's own templates, decorators, special entries
 #: and @INJECT need the stage integration: see docs/DEVIATIONS.md)
 EQUAL = ("ext-order", "ext-order-th-off", "ext-order-pt-off", "ext-failing", "ext-chat-own", "ext-chat-own-raw",
-         "ext-vars", "ext-api", "ext-card-zhanguo", "ext-card-de-quoc", "ext-card-qingkong", "ext-card-lide")
+         "ext-vars", "ext-api", "ext-decorators", "ext-card-zhanguo", "ext-card-de-quoc", "ext-card-qingkong", "ext-card-lide")
 
 
 def _books(case: dict[str, Any], user: str, char: str) -> tuple[dict[str, list[WorldEntry]], str]:
@@ -74,6 +80,16 @@ def _extended(case: dict[str, Any]) -> list[dict[str, Any]]:
     request = ext_request(case)
     for m, text in zip(request["chat"]["messages"], load.contents, strict=True):
         m["content"] = text
+    for book in request.get("books", []):
+        entries, _ = prepare_world_entries(list(book["book"]["entries"].values()), settings=settings,
+                                           variables=load.variables, context=context)
+        book["book"] = {**book["book"], "entries": {str(e["uid"]): e for e in entries}}
+    card_book = (request["card"].get("data") or {}).get("character_book")
+    if card_book and card_book.get("entries"):
+        entries, _ = prepare_world_entries(card_book["entries"], settings=settings, variables=load.variables,
+                                           context=context)
+        request["card"] = {**request["card"], "data": {**request["card"]["data"],
+                                                       "character_book": {**card_book, "entries": entries}}}
     messages = [dict(m) for m in assemble_request(request).messages]
     result = run_extensions(messages, settings=settings, variables=load.variables, books=books,
                             default_book=linked, context=context)

@@ -36,7 +36,7 @@ from .prompt_template import (
 )
 
 __all__ = ["ChatLoad", "ExtensionSettings", "ExtensionsResult", "PROMPT_TEMPLATE_SETTINGS", "filter_templates",
-           "load_chat", "parse_extensions", "run_extensions", "world_entries"]
+           "load_chat", "parse_extensions", "prepare_world_entries", "run_extensions", "world_entries"]
 
 #: the regex script ST-Prompt-Template installs to hide the chat's ``<% %>`` from generation
 #: (``filter_message_enabled``; prompt only, user and assistant messages)
@@ -217,3 +217,58 @@ def load_chat(
     if pt.get("filter_message_enabled"):
         out = [filter_templates(c) for c in out]
     return ChatLoad(out, variables, warnings, reads)
+
+
+_SPECIAL_COMMENTS = ("[GENERATE:", "[RENDER:", "@INJECT", "[InitialVariables]")
+_SPECIAL_DECORATORS = ("@@generate_after", "@@generate_before", "@@render_after", "@@render_before",
+                       "@@initial_variables", "@@only_preload")
+
+
+def _disabled(entry: Mapping[str, Any]) -> bool:
+    """A world-file entry's ``disable``, or a card-book entry's ``enabled`` turned round."""
+    if "disable" in entry:
+        return bool(entry.get("disable"))
+    return not entry.get("enabled", True)
+
+
+def prepare_world_entries(
+    entries: Sequence[Mapping[str, Any]],
+    *,
+    settings: ExtensionSettings,
+    variables: StVariables,
+    context: PromptTemplateContext | None = None,
+    limits: PromptTemplateLimits | None = None,
+    now_ms: int | None = None,
+) -> tuple[list[Mapping[str, Any]], list[Diagnostic]]:
+    """A book's entries as SillyTavern's world info gets them with ST-Prompt-Template on
+    (``WORLDINFO_ENTRIES_LOADED``): its special entries taken out (``[GENERATE:*]``, ``[RENDER:*]``, ``@INJECT``,
+    ``[InitialVariables]``, ``@@generate_*``, ``@@render_*``, ``@@initial_variables``, ``@@only_preload``), an
+    enabled entry whose ``@@if`` condition is false taken out (all conditions evaluated in one VM), an enabled
+    ``@@private`` entry's content wrapped in a function of its own. The entries are new objects; the given ones
+    are not changed."""
+    if not settings.prompt_template.get("enabled"):
+        return list(entries), []
+    kept: list[Mapping[str, Any]] = []
+    conditions: list[tuple[int, str]] = []
+    for entry in entries:
+        content = str(entry.get("content") or "")
+        comment = str(entry.get("comment") or "")
+        decorators, _ = split_decorators(content)
+        names = [d.split(" ", 1)[0] for d in decorators]
+        if any(c in comment for c in _SPECIAL_COMMENTS) or any(n in _SPECIAL_DECORATORS for n in names):
+            continue
+        if not _disabled(entry):
+            for line in decorators:
+                if line.split(" ", 1)[0] == "@@if":
+                    conditions.append((len(kept), line[4:].strip()))
+                    break
+            if "@@private" in names:
+                entry = {**entry, "content": "<% (()=>{%>" + content + "<%})(); %>"}
+        kept.append(entry)
+    if not conditions:
+        return kept, []
+    texts = [TemplateText("<%- !!(" + cond + ") %>", f"@@if of world info entry {kept[i].get('comment') or i}")
+             for i, cond in conditions]
+    result = evaluate_prompt_templates(texts, variables=variables, context=context, limits=limits, now_ms=now_ms)
+    dropped = {i for (i, _), text in zip(conditions, result.texts, strict=True) if text == "false"}
+    return [e for i, e in enumerate(kept) if i not in dropped], result.warnings
