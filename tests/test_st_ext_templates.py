@@ -22,6 +22,7 @@ from tavernbox.bridge.prompt_template import (
     split_decorators,
 )
 from tavernbox.bridge.st_extensions import (
+    initial_variables,
     load_chat,
     parse_extensions,
     prepare_world_entries,
@@ -34,7 +35,7 @@ from tavernbox.macros.st_variables import StVariables
 #: recorded cases this pipeline reproduces byte for byte (the chat's own templates, decorators, special entries
 #: and @INJECT need the stage integration: see docs/DEVIATIONS.md)
 EQUAL = ("ext-order", "ext-order-th-off", "ext-order-pt-off", "ext-failing", "ext-chat-own", "ext-chat-own-raw",
-         "ext-vars", "ext-api", "ext-decorators", "ext-card-zhanguo", "ext-card-de-quoc", "ext-card-qingkong", "ext-card-lide")
+         "ext-vars", "ext-api", "ext-decorators", "ext-initvars", "ext-card-zhanguo", "ext-card-de-quoc", "ext-card-qingkong", "ext-card-lide")
 
 
 def _books(case: dict[str, Any], user: str, char: str) -> tuple[dict[str, list[WorldEntry]], str]:
@@ -78,6 +79,8 @@ def _extended(case: dict[str, Any]) -> list[dict[str, Any]]:
     load = load_chat([m["content"] for m in sc["chat"]], settings=settings, variables=ext_variables(case),
                      books=books, default_book=linked, context=context)
     request = ext_request(case)
+    initial, _ = initial_variables([e for b in request.get("books", []) for e in b["book"]["entries"].values()],
+                                   settings=settings)
     for m, text in zip(request["chat"]["messages"], load.contents, strict=True):
         m["content"] = text
     for book in request.get("books", []):
@@ -92,7 +95,7 @@ def _extended(case: dict[str, Any]) -> list[dict[str, Any]]:
                                                        "character_book": {**card_book, "entries": entries}}}
     messages = [dict(m) for m in assemble_request(request).messages]
     result = run_extensions(messages, settings=settings, variables=load.variables, books=books,
-                            default_book=linked, context=context)
+                            default_book=linked, context=context, initial=initial)
     for m, text in zip(messages, result.contents, strict=True):
         m["content"] = text
     return messages

@@ -228,9 +228,11 @@ def evaluate_prompt_templates(
     context: PromptTemplateContext | None = None,
     limits: PromptTemplateLimits | None = None,
     now_ms: int | None = None,
+    initial_variables: Mapping[str, Any] | None = None,
 ) -> PromptTemplateResult:
     """Evaluate the ``<% %>`` of ``texts`` in order, in one VM (texts without ``<%`` are not touched and cost no
-    VM when none has one). Raises ``TemplateError`` when a budget trips."""
+    VM when none has one). ``initial_variables`` are the extension's ``[InitialVariables]`` (read between the
+    global and the chat variables, never written). Raises ``TemplateError`` when a budget trips."""
     variables = variables or StVariables()
     context = context or PromptTemplateContext()
     limits = limits or PromptTemplateLimits()
@@ -259,7 +261,7 @@ def evaluate_prompt_templates(
         "limits": {"template_output": limits.template_output_chars, "getwi_depth": limits.getwi_depth,
                    "reads": limits.reads},
         "vars": {"global": dict(variables.global_vars), "chat": dict(variables.chat),
-                 "message": latest if isinstance(latest, dict) else {}},
+                 "message": latest if isinstance(latest, dict) else {}, "initial": dict(initial_variables or {})},
         "context": _context_input(context), "chat": [dict(m) for m in context.chat],
         "books": _entries_input(books or {}, layout), "default_book": default_book,
         "character_text": context.character_text, "preset_prompts": dict(context.preset_prompts),

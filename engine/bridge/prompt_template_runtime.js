@@ -153,7 +153,7 @@
 
   // --- variables: SillyTavern's three scopes and ST-Prompt-Template's merged cache --------------------------------
   const V = { global: IN.vars.global, local: IN.vars.chat, message: IN.vars.message };
-  let cache = clone(Object.assign({}, V.global, V.local, V.message));
+  let cache = clone(Object.assign({}, V.global, IN.vars.initial || {}, V.local, V.message));
   function opts(o) { return isPlain(o) ? o : typeof o === 'string' ? { scope: o } : {}; }
   function scopeObject(scope) {
     if (scope === 'global') return V.global;

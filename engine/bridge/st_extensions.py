@@ -18,6 +18,7 @@ read (``generate_enabled``: evaluate the final messages), the others are accepte
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,7 +37,7 @@ from .prompt_template import (
 )
 
 __all__ = ["ChatLoad", "ExtensionSettings", "ExtensionsResult", "PROMPT_TEMPLATE_SETTINGS", "filter_templates",
-           "load_chat", "parse_extensions", "prepare_world_entries", "run_extensions", "world_entries"]
+           "initial_variables", "load_chat", "parse_extensions", "prepare_world_entries", "run_extensions", "world_entries"]
 
 #: the regex script ST-Prompt-Template installs to hide the chat's ``<% %>`` from generation
 #: (``filter_message_enabled``; prompt only, user and assistant messages)
@@ -152,6 +153,7 @@ def run_extensions(
     context: PromptTemplateContext | None = None,
     limits: PromptTemplateLimits | None = None,
     now_ms: int | None = None,
+    initial: Mapping[str, Any] | None = None,
 ) -> ExtensionsResult:
     """Tavern Helper's pass, then ST-Prompt-Template's evaluation, over the final ``messages`` (``role`` and
     ``content`` each). Raises ``TemplateError`` when a template budget trips."""
@@ -166,7 +168,7 @@ def run_extensions(
     texts = [TemplateText(c, f"message {i} ({m.get('role')})") for i, (c, m) in enumerate(zip(contents, messages,
                                                                                               strict=True))]
     result = evaluate_prompt_templates(texts, variables=variables, books=books, default_book=default_book,
-                                       context=context, limits=limits, now_ms=now_ms)
+                                       context=context, limits=limits, now_ms=now_ms, initial_variables=initial)
     return ExtensionsResult(result.texts, result.warnings, result.variables_patch, reads + result.reads,
                             result.evaluated)
 
@@ -272,3 +274,44 @@ def prepare_world_entries(
     result = evaluate_prompt_templates(texts, variables=variables, context=context, limits=limits, now_ms=now_ms)
     dropped = {i for (i, _), text in zip(conditions, result.texts, strict=True) if text == "false"}
     return [e for i, e in enumerate(kept) if i not in dropped], result.warnings
+
+
+def _merge_replacing_lists(dst: dict[str, Any], src: Mapping[str, Any]) -> None:
+    for key, value in src.items():
+        if isinstance(value, Mapping) and isinstance(dst.get(key), dict):
+            _merge_replacing_lists(dst[key], value)
+        else:
+            dst[key] = json.loads(json.dumps(value))
+
+
+def initial_variables(entries: Sequence[Mapping[str, Any]], *, settings: ExtensionSettings,
+                      expand: Callable[[str], str] = lambda text: text) -> tuple[dict[str, Any], list[Diagnostic]]:
+    """The extension's initial variables: the JSON objects of the ``[InitialVariables]`` / ``@@initial_variables``
+    entries of the loaded books (disabled ones, with its default "special entries need to be disabled";
+    ``@@always_enabled`` either way), merged in order (an array replaces). A content that is not a JSON object is
+    skipped with a warning, as the extension skips it."""
+    pt = settings.prompt_template
+    out: dict[str, Any] = {}
+    warnings: list[Diagnostic] = []
+    if not pt.get("enabled") or not pt.get("preload_worldinfo_enabled"):
+        return out, warnings
+    for entry in entries:
+        decorators, content = split_decorators(str(entry.get("content") or ""))
+        names = [d.split(" ", 1)[0] for d in decorators]
+        comment = str(entry.get("comment") or "")
+        if _disabled(entry) != bool(pt.get("invert_enabled")) and "@@always_enabled" not in names:
+            continue
+        if not comment.startswith("[InitialVariables]") and "@@initial_variables" not in names:
+            continue
+        try:
+            data = json.loads(expand(content) if "{{" in content else content)
+        except ValueError as exc:
+            warnings.append(Diagnostic("TEMPLATE_EXECUTION_FAILED", f"initial variables {comment!r} are not JSON: "
+                                       f"{exc}; skipped", data={"entry": comment}))
+            continue
+        if not isinstance(data, dict):
+            warnings.append(Diagnostic("TEMPLATE_EXECUTION_FAILED", f"initial variables {comment!r} are not a JSON "
+                                       "object; skipped", data={"entry": comment}))
+            continue
+        _merge_replacing_lists(out, data)
+    return out, warnings
