@@ -107,16 +107,26 @@ VARS_CARD = small_card(
     personality="<% decvar('counter', 5) %>after dec <%- getvar('counter') %>; <% delvar('cv') %>cv=<%- getvar('cv') %>",
     scenario="<% insvar('list', 'c') %><%- JSON.stringify(getvar('list')) %> <%- getvar('g_written') %>")
 
-GETWI_NAME = "oracle-ext-getwi"
-GETWI_BOOK = book(
-    wi_entry(0, [], "Main lore: <%- await getwi('" + GETWI_NAME + "', 'secret lore') %> | by uid: <%- await getwi('"
-             + GETWI_NAME + "', 1) %> | missing: [<%- await getwi('" + GETWI_NAME + "', 'no such') %>]",
-             constant=True),
-    wi_entry(1, ["zzzz-never"], "The secret is {{char}}'s <%- 6 * 7 %> <%- world_info.comment %>",
-             comment="secret lore", disable=True),
-    wi_entry(2, ["zzzz-never"], "Nested: <%- await getwi('secret lore') %>", comment="nested"))
+GETWI_NAME = "oracle-getwi-world"
+
+
+def card_entry(uid: int, comment: str, content: str, *, enabled: bool = True, constant: bool = False,
+               keys: tuple[str, ...] = ("zzzz-never",), order: int = 100) -> dict:
+    return {"id": uid, "keys": list(keys), "secondary_keys": [], "comment": comment, "content": content,
+            "constant": constant, "selective": True, "insertion_order": order, "enabled": enabled,
+            "position": "before_char", "use_regex": True, "extensions": {"position": 0, "depth": 4, "probability": 100,
+                                                                          "useProbability": True}}
+
+
 GETWI_CARD = small_card("Mira", "Card reads: <%- await getwi('" + GETWI_NAME + "', 'nested') %>",
                         personality="Unawaited: <%- getwi('" + GETWI_NAME + "', 'secret lore') %>")
+GETWI_CARD["data"]["extensions"]["world"] = GETWI_NAME
+GETWI_CARD["data"]["character_book"] = {"name": GETWI_NAME, "entries": [
+    card_entry(0, "main", "Main lore: <%- await getwi('" + GETWI_NAME + "', 'secret lore') %> | by uid: <%- await "
+               "getwi('" + GETWI_NAME + "', 1) %> | null book: <%- await getwi(null, 'secret') %> | missing: [<%- "
+               "await getwi('" + GETWI_NAME + "', 'no such') %>]", constant=True, keys=()),
+    card_entry(1, "secret lore", "The secret is {{char}}'s <%- 6 * 7 %> <%- world_info.comment %>", enabled=False),
+    card_entry(2, "nested", "Nested: <%- await getwi('secret lore') %> in <%- world_info.world %>")]}
 
 DECO_BOOK = book(
     wi_entry(0, ["zzzz-never"], "@@activate\nForced by decorator.", order=1),
@@ -197,7 +207,8 @@ def scenarios() -> Iterator[dict]:
                  "raw_message_evaluation_enabled": False, "filter_message_enabled": False}}, "tavern_helper": True})
     yield sc("ext-vars", "setvar/incvar/decvar/delvar/insvar and define across templates of one request",
              VARS_CARD, book=VARS_BOOK, chat_variables={"cv": "chatval", "list": ["a", "b"]})
-    yield sc("ext-getwi", "getwi by comment and uid, nested getwi, a missing entry", GETWI_CARD, book=GETWI_BOOK)
+    yield sc("ext-getwi", "getwi by comment and uid, nested getwi, a missing entry, in the card's own book",
+             GETWI_CARD, import_embedded_book=True)
     yield sc("ext-decorators", "@@activate, @@dont_activate, @@if, @@private, [GENERATE:*] and @@generate_* special "
              "entries, @@preprocessing, <#escape-ejs>", DECO_CARD, book=DECO_BOOK, chat_variables={"flag": 1})
     yield sc("ext-initvars", "[InitialVariables] and @@initial_variables entries", INIT_CARD, book=INIT_BOOK)
