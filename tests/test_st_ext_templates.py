@@ -23,6 +23,7 @@ from tavernbox.bridge.prompt_template import (
 )
 from tavernbox.bridge.st_extensions import (
     initial_variables,
+    inject_entries,
     load_chat,
     parse_extensions,
     prepare_world_entries,
@@ -35,7 +36,7 @@ from tavernbox.macros.st_variables import StVariables
 #: recorded cases this pipeline reproduces byte for byte (the chat's own templates, decorators, special entries
 #: and @INJECT need the stage integration: see docs/DEVIATIONS.md)
 EQUAL = ("ext-order", "ext-order-th-off", "ext-order-pt-off", "ext-failing", "ext-chat-own", "ext-chat-own-raw",
-         "ext-vars", "ext-api", "ext-decorators", "ext-initvars", "ext-getwi", "ext-card-zhanguo", "ext-card-de-quoc", "ext-card-qingkong", "ext-card-lide")
+         "ext-vars", "ext-api", "ext-decorators", "ext-initvars", "ext-getwi", "ext-inject", "ext-card-zhanguo", "ext-card-de-quoc", "ext-card-qingkong", "ext-card-lide")
 
 
 def _books(case: dict[str, Any], user: str, char: str) -> tuple[dict[str, list[WorldEntry]], str]:
@@ -94,8 +95,13 @@ def _extended(case: dict[str, Any]) -> list[dict[str, Any]]:
         request["card"] = {**request["card"], "data": {**request["card"]["data"],
                                                        "character_book": {**card_book, "entries": entries}}}
     messages = [dict(m) for m in assemble_request(request).messages]
+    inject = [e for b in (request.get("books") or []) for e in inject_entries(
+        list(module_resolve(sc["book"])["entries"].values()), world=b["book"].get("name") or "", settings=settings,
+        expand=lambda text: expand_macros(text, {"user": user, "char": char}).text)]
     result = run_extensions(messages, settings=settings, variables=load.variables, books=books,
-                            default_book=linked, context=context, initial=initial)
+                            default_book=linked, context=context, initial=initial, inject_entries=inject)
+    if result.injected is not None:
+        return [{"role": role, "content": content} for role, content in result.injected]
     for m, text in zip(messages, result.contents, strict=True):
         m["content"] = text
     return messages

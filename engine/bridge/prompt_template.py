@@ -33,7 +33,7 @@ from ..errors import Diagnostic, Span, TemplateError
 from ..macros.st_variables import StVariables
 from ..sandbox import Limits, Usage, run_program
 
-__all__ = ["PromptTemplateContext", "PromptTemplateLimits", "PromptTemplateResult", "TemplateText", "WorldEntry",
+__all__ = ["InjectEntry", "PromptTemplateContext", "PromptTemplateLimits", "PromptTemplateResult", "TemplateText", "WorldEntry",
            "evaluate_prompt_templates", "json_patch", "split_decorators"]
 
 _FRAME = re.compile(r"<input>:(\d+):(\d+)")
@@ -100,6 +100,18 @@ class WorldEntry:
 
 
 @dataclass(frozen=True)
+class InjectEntry:
+    """An ``@INJECT`` world-info entry (its comment holds the instruction: ``pos=``, ``target=``/``index=``/``at=``
+    or ``regex=``, and ``role=``), its content with SillyTavern's macros expanded, and its order."""
+
+    world: str
+    uid: int
+    comment: str
+    content: str
+    order: int = 100
+
+
+@dataclass(frozen=True)
 class PromptTemplateContext:
     """What the extension's template context holds besides variables and world info."""
 
@@ -126,6 +138,8 @@ class PromptTemplateResult:
     usage: Usage | None = None
     #: the variables as the templates left them (the same objects' values when nothing ran)
     variables_after: StVariables | None = None
+    #: with ``@INJECT`` entries: every message after the injections, ``(role, content)``
+    messages: list[tuple[str, str]] | None = None
 
 
 @dataclass(frozen=True)
@@ -229,6 +243,8 @@ def evaluate_prompt_templates(
     limits: PromptTemplateLimits | None = None,
     now_ms: int | None = None,
     initial_variables: Mapping[str, Any] | None = None,
+    inject: Sequence[InjectEntry] = (),
+    roles: Sequence[str] = (),
 ) -> PromptTemplateResult:
     """Evaluate the ``<% %>`` of ``texts`` in order, in one VM (texts without ``<%`` are not touched and cost no
     VM when none has one). ``initial_variables`` are the extension's ``[InitialVariables]`` (read between the
@@ -238,7 +254,7 @@ def evaluate_prompt_templates(
     limits = limits or PromptTemplateLimits()
     out_texts = [t.text for t in texts]
     evaluated = [False] * len(texts)
-    if not any("<%" in t.text for t in texts):
+    if not inject and not any("<%" in t.text for t in texts):
         return PromptTemplateResult(out_texts, [], {}, [], evaluated)
     layout = _Layout()
     warnings: list[Diagnostic] = []
@@ -252,9 +268,9 @@ def evaluate_prompt_templates(
             warnings.append(_warning(t.label, compiled.message, "TEMPLATE_SYNTAX", t.text, compiled.span))
             continue
         unit = layout.place(f"m{len(templates)}", t.label, compiled)
-        templates.append({"source": compiled.program, "line": unit.line, "label": t.label})
+        templates.append({"source": compiled.program, "line": unit.line, "label": t.label, "index": i})
         order.append(i)
-    if not templates:
+    if not templates and not inject:
         return PromptTemplateResult(out_texts, warnings, {}, [], evaluated)
     latest = variables.latest_message()
     payload = {
@@ -265,7 +281,8 @@ def evaluate_prompt_templates(
         "context": _context_input(context), "chat": [dict(m) for m in context.chat],
         "books": _entries_input(books or {}, layout), "default_book": default_book,
         "character_text": context.character_text, "preset_prompts": dict(context.preset_prompts),
-        "templates": templates,
+        "templates": templates, "texts": out_texts, "roles": list(roles) or ["system"] * len(texts),
+        "inject": _inject_input(inject, layout),
     }
     reply = _run(payload, limits, layout, now_ms)
     for i, r in zip(order, reply["results"], strict=False):
@@ -281,6 +298,9 @@ def evaluate_prompt_templates(
     ) if ops}
     reads = [{"kind": k, "scope" if k == "getvar" else "book": a, "key" if k == "getvar" else "title": b}
              for k, a, b in reply["reads"]]
+    for error in reply.get("inject_errors") or []:
+        warnings.append(_failure(error, TemplateText("", error.get("label") or "@INJECT"), layout))
+    injected = [(str(m["role"]), str(m["content"])) for m in reply["injected"]] if reply.get("injected") else None
     after = reply["variables"]
     messages = list(variables.messages)
     if patch.get("message"):
@@ -290,7 +310,26 @@ def evaluate_prompt_templates(
             messages[index] = after["message"]
     variables_after = StVariables(global_vars=after["global"], chat=after["chat"], messages=tuple(messages),
                                   character=variables.character, preset=variables.preset)
-    return PromptTemplateResult(out_texts, warnings, patch, reads, evaluated, reply.get("_usage"), variables_after)
+    return PromptTemplateResult(out_texts, warnings, patch, reads, evaluated, reply.get("_usage"), variables_after,
+                                injected)
+
+
+def _inject_input(inject: Sequence[InjectEntry], layout: _Layout) -> list[dict[str, Any]]:
+    rows = []
+    for e in inject:
+        label = f"world info {e.world}/{e.comment or e.uid}"
+        row: dict[str, Any] = {"comment": e.comment, "content": e.content, "order": e.order, "source": None,
+                               "line": 0, "key": f"i:{e.world}:{e.uid}", "label": label,
+                               "info": {"world": e.world, "uid": e.uid, "comment": e.comment}}
+        if "<%" in e.content:
+            compiled = _compile(e.content)
+            if isinstance(compiled, TemplateError):
+                row["source"], row["line"] = ("(function () { throw new SyntaxError(" + json.dumps(compiled.message)
+                                              + "); })"), 1
+            else:
+                row["source"], row["line"] = compiled.program, layout.place(row["key"], label, compiled).line
+        rows.append(row)
+    return rows
 
 
 def _run(payload: dict[str, Any], limits: PromptTemplateLimits, layout: _Layout, now_ms: int | None

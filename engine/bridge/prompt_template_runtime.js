@@ -404,6 +404,75 @@
     return parts.join('');
   }
 
+  // --- @INJECT entries (ST-Prompt-Template's prompt injection, inject_loader_enabled) ------------------------------
+  async function injectMessages(entries, roles, texts) {
+    const prompt = roles.map((role, i) => ({ role: role, content: texts[i] }));
+    const instructions = [];
+    for (const e of entries) {
+      const roleMatch = e.comment.match(/role=(\w+)/);
+      const raw = roleMatch ? roleMatch[1] : 'system';
+      const role = raw === 'user' || raw === 'assistant' || raw === 'system' ? raw : 'system';
+      let content;
+      try {
+        merge(CTX, { world_info: e.info });
+        content = e.source === null ? e.content : await run(e.key, e.source, e.line, e.label);
+      } catch (err) {
+        if (tripped !== null) throw err;
+        out.inject_errors.push({ label: e.label, name: isObj(err) ? err.name : typeof err, message: isObj(err) ? err.message : String(err),
+                                 stack: isObj(err) && typeof err.stack === 'string' ? err.stack.slice(0, 2000) : '' });
+        continue;
+      }
+      if (content == null || !content.trim()) continue;
+      const base = { role: role, content: content, order: e.order || 0 };
+      const pos = e.comment.match(/pos=(\d+)/);
+      if (pos) { instructions.push(Object.assign({ type: 'pos', pos: parseInt(pos[1]) }, base)); continue; }
+      const target = e.comment.match(/target=(\w+)/);
+      if (target) {
+        const index = e.comment.match(/index=(-?\d+)/);
+        const at = e.comment.match(/at=(before|after)/);
+        instructions.push(Object.assign({ type: 'target', target: target[1], index: index ? parseInt(index[1]) : 1,
+                                          at: at ? at[1] : 'before' }, base));
+        continue;
+      }
+      const rx = e.comment.match(/regex=(?:"([^"]*)"|'([^']*)'|(\S+))/);
+      if (rx) {
+        const source = (rx[1] || rx[2] || rx[3] || '').replace(/^["']|["']$/g, '');
+        if (!source) continue;
+        const at = e.comment.match(/at=(before|after)/);
+        instructions.push(Object.assign({ type: 'regex', regex: source, at: at ? at[1] : 'before' }, base));
+      }
+    }
+    const counters = { user: 0, assistant: 0, system: 0 };
+    const numbered = prompt.map((m, i) => ({ index: i + 1, nth: counters[m.role] === undefined ? 0 : ++counters[m.role], role: m.role }));
+    const queue = [];
+    for (const ins of instructions.filter((x) => x.type === 'target')) {
+      let nth = ins.index || 1;
+      if (nth < 0) nth = numbered.filter((m) => m.role === ins.target).length + nth + 1;
+      const hit = numbered.find((m) => m.role === ins.target && m.nth === nth);
+      if (hit) queue.push({ ins: ins, at: ins.at === 'before' ? hit.index : hit.index + 1 });
+    }
+    for (const ins of instructions.filter((x) => x.type === 'pos')) {
+      if (ins.pos === 0) { queue.push({ ins: ins, at: 0 }); continue; }
+      let at = ins.pos || 1;
+      if (at < 0) at = Math.max(1, prompt.length + at + 1);
+      queue.push({ ins: ins, at: at - 1 });
+    }
+    queue.sort((a, b) => (a.at !== b.at ? b.at - a.at : a.ins.order !== b.ins.order ? b.ins.order - a.ins.order
+      : a.ins.type === 'pos' && b.ins.type !== 'pos' ? -1 : a.ins.type !== 'pos' && b.ins.type === 'pos' ? 1 : 0));
+    for (const q of queue) prompt.splice(q.at, 0, { role: q.ins.role, content: q.ins.content });
+    const later = [];
+    for (const ins of instructions.filter((x) => x.type === 'regex')) {
+      let re;
+      try { re = new RegExp(ins.regex); } catch (e) { continue; }
+      const hit = prompt.findIndex((m) => re.test(m.content));
+      if (hit !== -1) later.push({ ins: ins, at: ins.at === 'before' ? hit : hit + 1 });
+    }
+    later.sort((a, b) => (a.at !== b.at ? b.at - a.at : b.ins.order - a.ins.order));
+    for (const q of later) prompt.splice(q.at, 0, { role: q.ins.role, content: q.ins.content });
+    return prompt;
+  }
+  out.inject_errors = [];
+
   for (let i = 0; i < IN.templates.length; i++) {
     const t = IN.templates[i];
     try {
@@ -421,8 +490,19 @@
       });
     }
   }
+  if (!out.tripped && IN.inject && IN.inject.length) {
+    try {
+      const texts = IN.texts.slice();
+      out.results.forEach((r, i) => { if (r.text !== undefined) texts[IN.templates[i].index] = r.text; });
+      out.injected = await injectMessages(IN.inject, IN.roles, texts);
+    } catch (e) {
+      if (tripped !== null) out.tripped = tripped;
+      else throw e;
+    }
+  }
   if (!out.tripped) {
     for (const r of out.results) if (r.text !== undefined) r.text = fillOutlets(r.text);
+    if (out.injected) for (const m of out.injected) m.content = fillOutlets(m.content);
   }
   out.variables = { global: V.global, chat: V.local, message: V.message };
   __tb.append(JSON.stringify(out));

@@ -28,6 +28,7 @@ from ..errors import Diagnostic, TemplateError
 from ..macros.st_variables import StVariables
 from ..macros.tavern_helper import MacroUse, expand_variable_macros
 from .prompt_template import (
+    InjectEntry,
     PromptTemplateContext,
     PromptTemplateLimits,
     TemplateText,
@@ -37,7 +38,7 @@ from .prompt_template import (
 )
 
 __all__ = ["ChatLoad", "ExtensionSettings", "ExtensionsResult", "PROMPT_TEMPLATE_SETTINGS", "filter_templates",
-           "initial_variables", "load_chat", "parse_extensions", "prepare_world_entries", "run_extensions", "world_entries"]
+           "initial_variables", "inject_entries", "load_chat", "parse_extensions", "prepare_world_entries", "run_extensions", "world_entries"]
 
 #: the regex script ST-Prompt-Template installs to hide the chat's ``<% %>`` from generation
 #: (``filter_message_enabled``; prompt only, user and assistant messages)
@@ -141,6 +142,8 @@ class ExtensionsResult:
     reads: list[dict[str, Any]]
     #: per message: whether its templates were evaluated (False: none, or it failed and was sent as it was)
     evaluated: list[bool]
+    #: with ``@INJECT`` entries (``inject_loader_enabled``): every message after the injections, ``(role, content)``
+    injected: list[tuple[str, str]] | None = None
 
 
 def run_extensions(
@@ -154,6 +157,7 @@ def run_extensions(
     limits: PromptTemplateLimits | None = None,
     now_ms: int | None = None,
     initial: Mapping[str, Any] | None = None,
+    inject_entries: Sequence[InjectEntry] = (),
 ) -> ExtensionsResult:
     """Tavern Helper's pass, then ST-Prompt-Template's evaluation, over the final ``messages`` (``role`` and
     ``content`` each). Raises ``TemplateError`` when a template budget trips."""
@@ -168,9 +172,11 @@ def run_extensions(
     texts = [TemplateText(c, f"message {i} ({m.get('role')})") for i, (c, m) in enumerate(zip(contents, messages,
                                                                                               strict=True))]
     result = evaluate_prompt_templates(texts, variables=variables, books=books, default_book=default_book,
-                                       context=context, limits=limits, now_ms=now_ms, initial_variables=initial)
+                                       context=context, limits=limits, now_ms=now_ms, initial_variables=initial,
+                                       inject=inject_entries if settings.prompt_template.get("inject_loader_enabled")
+                                       else (), roles=[str(m.get("role") or "system") for m in messages])
     return ExtensionsResult(result.texts, result.warnings, result.variables_patch, reads + result.reads,
-                            result.evaluated)
+                            result.evaluated, result.messages)
 
 
 def filter_templates(text: str) -> str:
@@ -315,3 +321,33 @@ def initial_variables(entries: Sequence[Mapping[str, Any]], *, settings: Extensi
             continue
         _merge_replacing_lists(out, data)
     return out, warnings
+
+
+def inject_entries(entries: Sequence[Mapping[str, Any]], *, world: str, settings: ExtensionSettings,
+                   expand: Callable[[str], str] = lambda text: text, seed: int = 0) -> list[InjectEntry]:
+    """A book's ``@INJECT`` entries as the extension's inject loader takes them: comment starting with ``@INJECT``,
+    disabled (its default; ``@@always_enabled`` either way), not ``@@only_preload``; an entry with a trigger
+    probability below 100 is drawn with a generator seeded by ``seed`` (the extension draws with ``Math.random``)."""
+    import random
+
+    pt = settings.prompt_template
+    rng = random.Random(seed)
+    out = []
+    for entry in entries:
+        comment = str(entry.get("comment") or "")
+        decorators, content = split_decorators(str(entry.get("content") or ""))
+        names = [d.split(" ", 1)[0] for d in decorators]
+        if not comment.startswith("@INJECT") or "@@only_preload" in names:
+            continue
+        if _disabled(entry) != bool(pt.get("invert_enabled")) and "@@always_enabled" not in names:
+            continue
+        probability = entry.get("probability", 100)
+        if entry.get("useProbability", True) and isinstance(probability, (int, float)) and probability < 100 \
+                and rng.randrange(1, 101) > probability:
+            continue
+        uid = entry.get("uid", entry.get("id", 0))
+        order = entry.get("order", entry.get("insertion_order", 100))
+        out.append(InjectEntry(world, int(uid) if isinstance(uid, int) else 0, comment,
+                               expand(content) if "{{" in content else content,
+                               int(order) if isinstance(order, (int, float)) else 100))
+    return out
