@@ -33,10 +33,10 @@ from tavernbox.bridge.st_extensions import (
 from tavernbox.errors import TemplateError
 from tavernbox.macros.st_variables import StVariables
 
-#: recorded cases this pipeline reproduces byte for byte (the chat's own templates, decorators, special entries
-#: and @INJECT need the stage integration: see docs/DEVIATIONS.md)
+#: the recorded cases, each reproduced byte for byte
 EQUAL = ("ext-order", "ext-order-th-off", "ext-order-pt-off", "ext-failing", "ext-chat-own", "ext-chat-own-raw",
-         "ext-vars", "ext-api", "ext-decorators", "ext-initvars", "ext-getwi", "ext-inject", "ext-card-zhanguo", "ext-card-de-quoc", "ext-card-qingkong", "ext-card-lide")
+         "ext-vars", "ext-api", "ext-decorators", "ext-initvars", "ext-getwi", "ext-inject", "ext-card-zhanguo",
+         "ext-card-de-quoc", "ext-card-qingkong", "ext-card-lide")
 
 
 def _books(case: dict[str, Any], user: str, char: str) -> tuple[dict[str, list[WorldEntry]], str]:
