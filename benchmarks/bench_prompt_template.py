@@ -100,7 +100,7 @@ _BARE = """(async function (__tb) {
 
 
 def bench_marginal(repeat: int, base: int = 4, more: int = 16) -> dict[str, Any]:
-    from tavernbox.bridge.prompt_template import TemplateText, evaluate_prompt_templates
+    from tavernbox.ejs.st_prompt_template import TemplateText, evaluate_prompt_templates
     from tavernbox.ejs.render import compile_source
     from tavernbox.macros.st_variables import StVariables
     from tavernbox.sandbox import Limits, run_program

@@ -54,6 +54,18 @@ def ext_request(case: dict[str, Any]) -> dict[str, Any]:
     snapshot = case["snapshot"]
     request.setdefault("budget", {})["max_context"] = snapshot["oai_settings"]["openai_max_context"]
     request["world_info"] = {k: snapshot["world_info"][k] for k in _WORLD_INFO_KEYS if k in snapshot["world_info"]}
+    sc = case["scenario"]
+    pt_on, th_on = extensions_of(case)
+    pt = (sc.get("extensions") or {}).get("prompt_template")
+    settings = pt.get("settings") if isinstance(pt, dict) else None
+    request["extensions"] = {"prompt_template": {"enabled": pt_on, **(settings or {})}, "tavern_helper": {"enabled": th_on}}
+    if sc.get("global_variables") is not None:
+        request["global_variables"] = sc["global_variables"]
+    if sc.get("chat_variables") is not None:
+        request["chat"]["variables"] = sc["chat_variables"]
+    for message, given in zip(request["chat"]["messages"], sc["chat"], strict=True):
+        if given.get("variables") is not None:
+            message["variables"] = given["variables"]
     if case["scenario"].get("book"):
         # the oracle stores a scenario's book as the world "oracle-<id>" (templates name it in getwi)
         for book in request.get("books", []):

@@ -1,4 +1,4 @@
-"""ST-Prompt-Template at generation (``bridge/prompt_template.py``) against the recordings of
+"""ST-Prompt-Template at generation (``ejs/st_prompt_template.py``) against the recordings of
 ``golden/st_oracle/ext_scenarios.py``: SillyTavern's request (tavernbox's), Tavern Helper's macro pass, then every
 final message's templates in one VM must give what SillyTavern 1.18.0 sent with both extensions installed."""
 
@@ -12,7 +12,7 @@ from st_ext_support import ext_cases, ext_request, ext_variables, extensions_of,
 
 from tavernbox import assemble_request, expand_macros
 from tavernbox.assets.worldbooks import card_book_to_world_book
-from tavernbox.bridge.prompt_template import (
+from tavernbox.ejs.st_prompt_template import (
     PromptTemplateContext,
     PromptTemplateLimits,
     TemplateText,
@@ -21,7 +21,7 @@ from tavernbox.bridge.prompt_template import (
     json_patch,
     split_decorators,
 )
-from tavernbox.bridge.st_extensions import (
+from tavernbox.ejs.st_extensions import (
     initial_variables,
     inject_entries,
     load_chat,
@@ -80,6 +80,7 @@ def _extended(case: dict[str, Any]) -> list[dict[str, Any]]:
     load = load_chat([m["content"] for m in sc["chat"]], settings=settings, variables=ext_variables(case),
                      books=books, default_book=linked, context=context)
     request = ext_request(case)
+    request["extensions"] = {"prompt_template": False, "tavern_helper": False}
     initial, _ = initial_variables([e for b in request.get("books", []) for e in b["book"]["entries"].values()],
                                    settings=settings)
     for m, text in zip(request["chat"]["messages"], load.contents, strict=True):
@@ -122,7 +123,17 @@ def _case(cid: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("cid", EQUAL)
-def test_sillytavern_with_the_extensions_sends_the_same_messages(cid: str) -> None:
+def test_the_request_path_sends_what_sillytavern_with_the_extensions_sent(cid: str) -> None:
+    case = _case(cid)
+    got = assemble_request(ext_request(case)).messages
+    expected = case["messages"]
+    assert [m["role"] for m in got] == [m["role"] for m in expected]
+    for i, (g, e) in enumerate(zip(got, expected, strict=True)):
+        assert g["content"] == e["content"], f"message {i}"
+
+
+@pytest.mark.parametrize("cid", EQUAL)
+def test_the_stage_functions_alone_give_the_same_messages(cid: str) -> None:
     case = _case(cid)
     got = _extended(case)
     expected = case["messages"]
@@ -133,8 +144,10 @@ def test_sillytavern_with_the_extensions_sends_the_same_messages(cid: str) -> No
 
 @pytest.mark.parametrize("cid", [c for c in EQUAL if c.startswith("ext-card-")])
 def test_the_corpus_cards_leave_no_template_and_no_variable_macro(cid: str) -> None:
-    text = json.dumps(_extended(_case(cid)), ensure_ascii=False)
+    result = assemble_request(ext_request(_case(cid)))
+    text = json.dumps(result.messages, ensure_ascii=False)
     assert "<%" not in text and "_variable::" not in text
+    assert not [d for d in result.warnings if d.code == "MACRO_UNKNOWN"]
 
 
 def test_writes_come_back_as_a_patch_per_scope_and_carry_across_templates() -> None:

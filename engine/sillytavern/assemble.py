@@ -62,6 +62,13 @@ class StAssembly:
     #: what the provenance describes: the messages, or (with post-processing) the messages before it
     provenance_of: str = "messages"
     _provenance: list[dict[str, Any]] | None = field(default=None, repr=False, compare=False)
+    #: SillyTavern's template extensions as they ran (:class:`~.templates.TemplateRun`), or ``None``
+    templates: Any = None
+
+    @property
+    def variables_patch(self) -> dict[str, list[dict[str, Any]]]:
+        """What the templates wrote: JSON Patch operations per scope (``global``, ``chat``, ``message``)."""
+        return self.templates.variables_patch if self.templates is not None else {}
 
     @property
     def provenance(self) -> list[dict[str, Any]]:
@@ -95,6 +102,9 @@ class StAssembly:
             "trace": {"world_info": _wi_trace(self.world_info)},
             "record": inner.record,
         }
+        if self.templates is not None and (self.templates.reads or self.variables_patch):
+            out["templates"] = {"variables_patch": self.variables_patch, "reads": self.templates.reads,
+                                "evaluated": self.templates.evaluated}
         return out
 
 def _wi_trace(activation: Any) -> Any:
@@ -128,4 +138,5 @@ def chat_completion(front: Front) -> StAssembly:
     fitted = fit_budget(placed)
     sent = finish(fitted)
     return StAssembly(sent.messages, front.loaded.warnings, placed.result, front.lore.activation, sent.fields,
-                      sent.body, fitted.report, provenance_source=sent.span_source, provenance_of=sent.provenance_of)
+                      sent.body, fitted.report, provenance_source=sent.span_source, provenance_of=sent.provenance_of,
+                      templates=front.loaded.templates)

@@ -175,6 +175,8 @@ class Loaded:
     warnings: list[Diagnostic]
     #: the text passes this request runs (:mod:`.passes`), in order
     passes: tuple[TextPass, ...] = ()
+    #: SillyTavern's template extensions for this request (:class:`.templates.TemplateRun`)
+    templates: Any = None
 
 
 def load(request: Mapping[str, Any] | StRequest, base_dir: str | Path | None = None,

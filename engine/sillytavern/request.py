@@ -212,6 +212,11 @@ class StRequest(_Strict):
     generation: Generation = Generation()
     budget: Budget = Budget()
     options: Options = Options()
+    #: SillyTavern's template extensions: ``{"prompt_template": {"enabled", <its settings>}, "tavern_helper":
+    #: {"enabled"}}`` (both on by default; checked by :func:`tavernbox.ejs.st_extensions.parse_extensions`)
+    extensions: Any = None
+    #: SillyTavern's global variables (``extension_settings.variables.global``)
+    global_variables: dict[str, Any] | None = None
 
 
 def _path_of(loc: tuple[Any, ...]) -> str:

@@ -18,6 +18,7 @@ from .fitting import Fitted
 from .front import Front
 from .passes import TextPass, run_passes, wants
 from .postprocess import PromptNames, post_process, to_claude, to_google
+from .templates import apply_templates
 
 __all__ = ["Sent", "finish"]
 
@@ -64,6 +65,10 @@ def finish(fitted: Fitted) -> Sent:
     if wants(front.loaded.passes, "final_message"):
         final = _passed_final(final, front.loaded.passes)
         provenance_of = "messages before the text passes"
+    templated = apply_templates(final, front)
+    if templated != final:
+        final = templated
+        provenance_of = "messages before the template extensions"
     sent = _post_processed(final, front)
     if provenance_of == "messages" and sent.provenance_of != "messages":
         provenance_of = sent.provenance_of

@@ -4,7 +4,7 @@ ST-Prompt-Template (``zonde306/ST-Prompt-Template``) evaluates, when SillyTavern
 request, the templates of every final message in order (after SillyTavern's macros and Tavern Helper's), with one
 context for the whole generation: ``define``d names and variable writes carry from template to template, ``getwi``
 evaluates the world-info entry it reads, and a message whose template fails is sent as it was. Here that is one
-render of the project's sandbox (``prompt_template_runtime.js`` is the program; the templates, compiled by
+render of the project's sandbox (``st_prompt_template_runtime.js`` is the program; the templates, compiled by
 tavernbox's EJS compiler, and the data travel as its input), so the request pays for one VM and nothing crosses
 requests.
 
@@ -158,12 +158,12 @@ class _Unit:
 
 @cache
 def _runtime() -> str:
-    return resources.files(__package__).joinpath("prompt_template_runtime.js").read_text(encoding="utf-8")
+    return resources.files(__package__).joinpath("st_prompt_template_runtime.js").read_text(encoding="utf-8")
 
 
 def _compile(text: str) -> Any:
     """The compiled template, or the syntax error (the template then fails, as in the extension)."""
-    from ..ejs.render import compile_source
+    from .render import compile_source
 
     try:
         return compile_source(text)

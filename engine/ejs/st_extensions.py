@@ -21,13 +21,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from ..errors import Diagnostic, TemplateError
+from ..errors import Diagnostic
+from ..macros.st_extension_settings import PROMPT_TEMPLATE_SETTINGS, ExtensionSettings, parse_extensions
 from ..macros.st_variables import StVariables
 from ..macros.tavern_helper import MacroUse, expand_variable_macros
-from .prompt_template import (
+from .st_prompt_template import (
     InjectEntry,
     PromptTemplateContext,
     PromptTemplateLimits,
@@ -43,79 +44,6 @@ __all__ = ["ChatLoad", "ExtensionSettings", "ExtensionsResult", "PROMPT_TEMPLATE
 #: the regex script ST-Prompt-Template installs to hide the chat's ``<% %>`` from generation
 #: (``filter_message_enabled``; prompt only, user and assistant messages)
 _FILTER = re.compile(r"<%(?!%)([\s\S]*?)(?<!%)%>")
-
-#: ST-Prompt-Template's settings (``extension_settings.EjsTemplate``) and their defaults
-PROMPT_TEMPLATE_SETTINGS: dict[str, Any] = {
-    "enabled": True, "generate_enabled": True, "generate_loader_enabled": True, "render_enabled": True,
-    "render_loader_enabled": True, "with_context_disabled": False, "debug_enabled": False,
-    "autosave_enabled": False, "preload_worldinfo_enabled": True, "code_blocks_enabled": False,
-    "raw_message_evaluation_enabled": True, "filter_message_enabled": True, "cache_enabled": 0, "cache_size": 64,
-    "cache_hasher": "h32ToString", "inject_loader_enabled": False, "invert_enabled": True, "depth_limit": -1,
-    "compile_workers": False, "sandbox": False, "code_editor": False,
-}
-
-
-@dataclass(frozen=True)
-class ExtensionSettings:
-    """Which extensions run, with ST-Prompt-Template's settings."""
-
-    prompt_template: Mapping[str, Any] = field(default_factory=lambda: dict(PROMPT_TEMPLATE_SETTINGS))
-    tavern_helper: bool = True
-
-    @property
-    def templates_on(self) -> bool:
-        pt = self.prompt_template
-        return bool(pt.get("enabled")) and bool(pt.get("generate_enabled"))
-
-
-def _flag(value: Any, path: str) -> bool:
-    if not isinstance(value, bool):
-        raise TemplateError(f"{path} must be true or false", code="REQUEST_INVALID", path=path)
-    return value
-
-
-def parse_extensions(raw: Any, *, path: str = "$.extensions") -> ExtensionSettings:
-    """The request's ``extensions`` object (``REQUEST_INVALID`` with the JSON path of a wrong field)."""
-    if raw is None:
-        return ExtensionSettings()
-    if not isinstance(raw, Mapping):
-        raise TemplateError(f"{path} must be an object", code="REQUEST_INVALID", path=path)
-    for key in raw:
-        if key not in ("prompt_template", "tavern_helper"):
-            raise TemplateError(f"unknown field {key!r} at {path}.{key} (prompt_template, tavern_helper)",
-                                code="REQUEST_INVALID", path=f"{path}.{key}")
-    pt = dict(PROMPT_TEMPLATE_SETTINGS)
-    given = raw.get("prompt_template")
-    if isinstance(given, bool):
-        pt["enabled"] = given
-    elif given is not None:
-        if not isinstance(given, Mapping):
-            raise TemplateError(f"{path}.prompt_template must be an object or true/false", code="REQUEST_INVALID",
-                                path=f"{path}.prompt_template")
-        for key, value in given.items():
-            where = f"{path}.prompt_template.{key}"
-            if key not in PROMPT_TEMPLATE_SETTINGS:
-                raise TemplateError(f"unknown field {key!r} at {where} (ST-Prompt-Template's setting names)",
-                                    code="REQUEST_INVALID", path=where)
-            default = PROMPT_TEMPLATE_SETTINGS[key]
-            if isinstance(default, bool):
-                value = _flag(value, where)
-            elif type(value) is not type(default):
-                raise TemplateError(f"{where} must be a {type(default).__name__}", code="REQUEST_INVALID", path=where)
-            pt[key] = value
-    th = raw.get("tavern_helper")
-    if isinstance(th, Mapping):
-        for key in th:
-            if key != "enabled":
-                raise TemplateError(f"unknown field {key!r} at {path}.tavern_helper.{key}", code="REQUEST_INVALID",
-                                    path=f"{path}.tavern_helper.{key}")
-        th_on = _flag(th.get("enabled", True), f"{path}.tavern_helper.enabled")
-    elif th is None:
-        th_on = True
-    else:
-        th_on = _flag(th, f"{path}.tavern_helper")
-    return ExtensionSettings(pt, th_on)
-
 
 def world_entries(name: str, entries: Mapping[str, Any] | Sequence[Any], expand: Callable[[str], str]
                   ) -> list[WorldEntry]:
@@ -144,6 +72,8 @@ class ExtensionsResult:
     evaluated: list[bool]
     #: with ``@INJECT`` entries (``inject_loader_enabled``): every message after the injections, ``(role, content)``
     injected: list[tuple[str, str]] | None = None
+    #: the variables as the templates left them (``None``: no template ran)
+    variables_after: StVariables | None = None
 
 
 def run_extensions(
@@ -176,7 +106,7 @@ def run_extensions(
                                        inject=inject_entries if settings.prompt_template.get("inject_loader_enabled")
                                        else (), roles=[str(m.get("role") or "system") for m in messages])
     return ExtensionsResult(result.texts, result.warnings, result.variables_patch, reads + result.reads,
-                            result.evaluated, result.messages)
+                            result.evaluated, result.messages, result.variables_after)
 
 
 def filter_templates(text: str) -> str:
