@@ -252,3 +252,24 @@ def test_the_request_settings_are_checked_with_their_path() -> None:
         with pytest.raises(TemplateError) as caught:
             parse_extensions(bad)
         assert caught.value.code == "REQUEST_INVALID" and caught.value.path == where
+
+
+def test_the_books_kept_between_requests_give_what_building_them_gives(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tavernbox.ejs import st_prompt_template
+
+    books = {"B": [WorldEntry("B", 1, "bad", "<% if ( %>"), WorldEntry("B", 2, "ok", "v=<%- getvar('x') %>"),
+                   WorldEntry("B", 3, "loop", "<% null.y %>")]}
+    texts = [TemplateText("<%- await getwi('B', 'ok') %> <%- await getwi('B', 'loop') %>", "m0"),
+             TemplateText("<%- await getwi('B', 'bad') %>", "m1")]
+    variables = StVariables.build(chat={"x": 7})
+
+    def run() -> tuple[Any, ...]:
+        r = evaluate_prompt_templates(texts, variables=variables, books=books, default_book="B")
+        return r.texts, [(w.code, w.message, w.data) for w in r.warnings]
+
+    monkeypatch.setattr(st_prompt_template, "USE_BOOKS_CACHE", False)
+    plain = run()
+    monkeypatch.setattr(st_prompt_template, "USE_BOOKS_CACHE", True)
+    assert run() == plain and run() == plain  # built, then kept
+    assert plain[0] == [texts[0].text, texts[1].text]  # each fails: sent as it was, naming the entry at fault
+    assert [w[2]["template"] for w in plain[1]] == ["world info B/loop", "world info B/bad"]

@@ -14,7 +14,8 @@
 // entry it finds (the first whose comment equals the title, whose uid equals it, or whose comment matches it as a
 // regular expression) with `world_info` set. Browser-only calls are refused with a clear code.
 (async function (__tb) {
-  const IN = JSON.parse(JSON.stringify(__tb.locals.variables));
+  // the input is frozen: only the variables, which the templates write, are copied
+  const IN = __tb.locals.variables;
   const LIM = IN.limits;
   const out = { results: [], reads: [], refusals: [] };
   let tripped = null;
@@ -152,7 +153,7 @@
   });
 
   // --- variables: SillyTavern's three scopes and ST-Prompt-Template's merged cache --------------------------------
-  const V = { global: IN.vars.global, local: IN.vars.chat, message: IN.vars.message };
+  const V = { global: clone(IN.vars.global), local: clone(IN.vars.chat), message: clone(IN.vars.message) };
   let cache = clone(Object.assign({}, V.global, IN.vars.initial || {}, V.local, V.message));
   function opts(o) { return isPlain(o) ? o : typeof o === 'string' ? { scope: o } : {}; }
   function scopeObject(scope) {
