@@ -87,3 +87,14 @@ def test_a_budget_trip_fails_the_request_with_its_code() -> None:
         assemble_request(req)
     assert caught.value.code == "TEMPLATE_MEMORY_LIMIT"
     assert assemble_request(_request()).messages[0]["content"] == "Main. HP 9 chat"
+
+
+def test_sillytavern_macros_read_the_chat_and_global_variables_given() -> None:
+    preset = {"prompts": [{"identifier": "main", "name": "Main Prompt", "role": "system", "system_prompt": True,
+                           "content": "{{getvar::cv}}/{{getglobalvar::g}}/{{setvar::cv::z}}{{getvar::cv}}"},
+                          {"identifier": "chatHistory", "name": "Chat History", "system_prompt": True, "marker": True}],
+              "prompt_order": [{"character_id": 100001, "order": [{"identifier": "main", "enabled": True},
+                                                                  {"identifier": "chatHistory", "enabled": True}]}]}
+    sent = assemble_request({"preset": preset, "chat": {"messages": [{"role": "user", "content": "x"}],
+                                                        "variables": {"cv": "chat"}}, "global_variables": {"g": "G"}})
+    assert sent.messages[0]["content"] == "chat/G/z"
