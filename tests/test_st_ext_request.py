@@ -98,3 +98,11 @@ def test_sillytavern_macros_read_the_chat_and_global_variables_given() -> None:
     sent = assemble_request({"preset": preset, "chat": {"messages": [{"role": "user", "content": "x"}],
                                                         "variables": {"cv": "chat"}}, "global_variables": {"g": "G"}})
     assert sent.messages[0]["content"] == "chat/G/z"
+
+
+def test_the_provenance_names_the_templates_output() -> None:
+    out = assemble_request(_request()).to_dict()
+    assert out["provenance_of"] == "messages"
+    first = out["provenance"][0]["spans"]
+    assert [s["kind"] for s in first] == ["template_output"] and first[0]["template"] == "message 0 (system)"
+    assert first[0]["end"] == len("Main. HP 9 chat")

@@ -67,13 +67,31 @@ def finish(fitted: Fitted) -> Sent:
         provenance_of = "messages before the text passes"
     templated = apply_templates(final, front)
     if templated != final:
+        if len(templated) == len(final) and provenance_of == "messages":
+            span_source = _templated_spans(span_source, final, templated)
+        else:  # ``@INJECT`` added messages (or text passes ran first): the spans describe the messages before
+            provenance_of = "messages before the template extensions"
         final = templated
-        provenance_of = "messages before the template extensions"
     sent = _post_processed(final, front)
     if provenance_of == "messages" and sent.provenance_of != "messages":
         provenance_of = sent.provenance_of
     sent.span_source, sent.provenance_of = span_source, provenance_of
     return sent
+
+
+def _templated_spans(span_source: list[Any], before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[Any]:
+    """The spans of the messages the template extensions changed: one span naming the templates' output (which
+    message's templates, and the kinds of text they were evaluated in); unchanged messages keep theirs."""
+    out = []
+    for i, ((mid, text, spans), old, new) in enumerate(zip(span_source, before, after, strict=True)):
+        content = new.get("content")
+        if not isinstance(content, str) or content == old.get("content"):
+            out.append((mid, text, spans))
+            continue
+        kinds = sorted({str(info.get("kind")) for _a, _b, info in spans if info.get("kind")})
+        info = {"kind": "template_output", "template": f"message {i} ({new.get('role')})", "from": kinds}
+        out.append((mid, content, [(0, len(content), info)] if content else []))
+    return out
 
 
 def _sent_message(m: Mapping[str, Any]) -> dict[str, Any]:
