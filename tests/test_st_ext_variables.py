@@ -120,3 +120,11 @@ def test_registered_names_are_left_as_written_without_a_warning() -> None:
     known = expand_macros(text, {"user": "Ash", "char": "Mira"}, registry=registry)
     assert not [d for d in known.diagnostics if d.code == "MACRO_UNKNOWN"]
     assert known.text == plain.text == "A {{format_message_variable::stat_data}} B {{get_chat_variable::Mira.hp}} Ash"
+
+
+def test_lint_does_not_call_tavern_helpers_macros_unknown(tmp_path: Any) -> None:
+    from tavernbox.lint import lint_files
+
+    path = tmp_path / "prompt.txt"
+    path.write_text("{{format_message_variable::stat_data}} {{nosuchmacro}}", encoding="utf-8")
+    assert [f.code for f in lint_files([str(path)]).findings].count("MACRO_UNKNOWN") == 1
