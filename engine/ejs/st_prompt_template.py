@@ -292,26 +292,13 @@ def evaluate_prompt_templates(
     context = context or PromptTemplateContext()
     limits = limits or PromptTemplateLimits()
     out_texts = [t.text for t in texts]
-    evaluated = [False] * len(texts)
     if not inject and not any("<%" in t.text for t in texts):
-        return PromptTemplateResult(out_texts, [], {}, [], evaluated)
+        return PromptTemplateResult(out_texts, [], {}, [], [False] * len(texts))
     layout = _Layout()
     books_json = _books_json(books or {}, layout)
-    warnings: list[Diagnostic] = []
-    templates: list[dict[str, Any]] = []
-    order: list[int] = []
-    for i, t in enumerate(texts):
-        if "<%" not in t.text:
-            continue
-        compiled = _compile(t.text)
-        if isinstance(compiled, TemplateError):
-            warnings.append(_warning(t.label, compiled.message, "TEMPLATE_SYNTAX", t.text, compiled.span))
-            continue
-        unit = layout.place(f"m{len(templates)}", t.label, compiled)
-        templates.append({"source": compiled.program, "line": unit.line, "label": t.label, "index": i})
-        order.append(i)
+    templates, order, warnings = _place_templates(texts, layout)
     if not templates and not inject:
-        return PromptTemplateResult(out_texts, warnings, {}, [], evaluated)
+        return PromptTemplateResult(out_texts, warnings, {}, [], [False] * len(texts))
     latest = variables.latest_message()
     payload = {
         "books": None,
@@ -326,31 +313,59 @@ def evaluate_prompt_templates(
         "inject": _inject_input(inject, layout),
     }
     reply = _run(payload, books_json, limits, layout, now_ms)
+    return _collected(reply, texts, order, warnings, variables, layout)
+
+
+def _place_templates(texts: Sequence[TemplateText], layout: _Layout
+                     ) -> tuple[list[dict[str, Any]], list[int], list[Diagnostic]]:
+    """The texts with templates, compiled and placed after the books (a text that does not compile is a warning:
+    the extension sends it as it was), and which text each is."""
+    templates: list[dict[str, Any]] = []
+    order: list[int] = []
+    warnings: list[Diagnostic] = []
+    for i, t in enumerate(texts):
+        if "<%" not in t.text:
+            continue
+        compiled = _compile(t.text)
+        if isinstance(compiled, TemplateError):
+            warnings.append(_warning(t.label, compiled.message, "TEMPLATE_SYNTAX", t.text, compiled.span))
+            continue
+        unit = layout.place(f"m{len(templates)}", t.label, compiled)
+        templates.append({"source": compiled.program, "line": unit.line, "label": t.label, "index": i})
+        order.append(i)
+    return templates, order, warnings
+
+
+def _collected(reply: Mapping[str, Any], texts: Sequence[TemplateText], order: list[int], warnings: list[Diagnostic],
+               variables: StVariables, layout: _Layout) -> PromptTemplateResult:
+    """The VM's answer as the result: texts (a failed one unchanged), warnings, the patch, the reads and the
+    variables as the templates left them (their message writes on the latest message with variables)."""
+    out_texts = [t.text for t in texts]
+    evaluated = [False] * len(texts)
     for i, r in zip(order, reply["results"], strict=False):
         if "text" in r:
-            out_texts[i] = r["text"]
-            evaluated[i] = True
+            out_texts[i], evaluated[i] = r["text"], True
         else:
             warnings.append(_failure(r["error"], texts[i], layout))
+    for error in reply.get("inject_errors") or []:
+        warnings.append(_failure(error, TemplateText("", error.get("label") or "@INJECT"), layout))
+    latest = variables.latest_message()
+    after = reply["variables"]
     patch = {scope: ops for scope, ops in (
-        ("global", json_patch(variables.global_vars, reply["variables"]["global"])),
-        ("chat", json_patch(variables.chat, reply["variables"]["chat"])),
-        ("message", json_patch(latest if isinstance(latest, dict) else {}, reply["variables"]["message"])),
+        ("global", json_patch(variables.global_vars, after["global"])),
+        ("chat", json_patch(variables.chat, after["chat"])),
+        ("message", json_patch(latest if isinstance(latest, dict) else {}, after["message"])),
     ) if ops}
     reads = [{"kind": k, "scope" if k == "getvar" else "book": a, "key" if k == "getvar" else "title": b}
              for k, a, b in reply["reads"]]
-    for error in reply.get("inject_errors") or []:
-        warnings.append(_failure(error, TemplateText("", error.get("label") or "@INJECT"), layout))
-    injected = [(str(m["role"]), str(m["content"])) for m in reply["injected"]] if reply.get("injected") else None
-    after = reply["variables"]
     messages = list(variables.messages)
     if patch.get("message"):
-        # the writes land on the latest message's variables (what every later read sees)
         index = max((i for i, v in enumerate(messages) if isinstance(v, (dict, list))), default=len(messages) - 1)
         if index >= 0:
             messages[index] = after["message"]
     variables_after = StVariables(global_vars=after["global"], chat=after["chat"], messages=tuple(messages),
                                   character=variables.character, preset=variables.preset)
+    injected = [(str(m["role"]), str(m["content"])) for m in reply["injected"]] if reply.get("injected") else None
     return PromptTemplateResult(out_texts, warnings, patch, reads, evaluated, reply.get("_usage"), variables_after,
                                 injected)
 
