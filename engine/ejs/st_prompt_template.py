@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -200,6 +201,7 @@ class _Layout:
 
 _BOOKS_CACHE: OrderedDict[bytes, tuple[str, list[_Unit], int]] = OrderedDict()
 _BOOKS_CACHE_SIZE = 8
+_BOOKS_LOCK = threading.Lock()
 #: the books' JSON kept between requests (False: built every request, the plain path it must equal)
 USE_BOOKS_CACHE = True
 
@@ -220,18 +222,21 @@ def _books_json(books: Mapping[str, Sequence[WorldEntry]], layout: _Layout) -> s
             digest.update(e.comment.encode("utf-8", "surrogatepass") + b"\0" +
                           e.content.encode("utf-8", "surrogatepass"))
     key = digest.digest()
-    hit = _BOOKS_CACHE.get(key)
+    with _BOOKS_LOCK:  # the service assembles in threads
+        hit = _BOOKS_CACHE.get(key)
+        if hit is not None:
+            _BOOKS_CACHE.move_to_end(key)
     if hit is not None and layout.next_line == _Layout().next_line:
-        _BOOKS_CACHE.move_to_end(key)
         text, units, next_line = hit
         layout.units.extend(units)
         layout.next_line = next_line
         return text
     start = len(layout.units)
     text = json.dumps(_entries_input(books, layout), ensure_ascii=True, separators=(",", ":"))
-    _BOOKS_CACHE[key] = (text, layout.units[start:], layout.next_line)
-    while len(_BOOKS_CACHE) > _BOOKS_CACHE_SIZE:
-        _BOOKS_CACHE.popitem(last=False)
+    with _BOOKS_LOCK:
+        _BOOKS_CACHE[key] = (text, layout.units[start:], layout.next_line)
+        while len(_BOOKS_CACHE) > _BOOKS_CACHE_SIZE:
+            _BOOKS_CACHE.popitem(last=False)
     return text
 
 
