@@ -273,3 +273,9 @@ def test_the_books_kept_between_requests_give_what_building_them_gives(monkeypat
     assert run() == plain and run() == plain  # built, then kept
     assert plain[0] == [texts[0].text, texts[1].text]  # each fails: sent as it was, naming the entry at fault
     assert [w[2]["template"] for w in plain[1]] == ["world info B/loop", "world info B/bad"]
+
+
+def test_the_recorded_failures_are_warnings_naming_their_message_and_line() -> None:
+    sent = assemble_request(ext_request(_case("ext-failing")))
+    found = [(w.code, w.data.get("template"), w.data.get("line")) for w in sent.warnings]
+    assert found == [("TEMPLATE_EXECUTION_FAILED", "message 2 (system)", 1), ("TEMPLATE_SYNTAX", "message 4 (system)", 1)]
