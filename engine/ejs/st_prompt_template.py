@@ -164,6 +164,12 @@ def _runtime() -> str:
     return resources.files(__package__).joinpath("st_prompt_template_runtime.js").read_text(encoding="utf-8")
 
 
+@cache
+def _first_line() -> int:
+    """The first program line a template gets: past the runtime's own lines."""
+    return _runtime().count("\n") + 10
+
+
 def _compile(text: str) -> Any:
     """The compiled template, or the syntax error (the template then fails, as in the extension)."""
     from .render import compile_source
@@ -178,7 +184,7 @@ class _Layout:
     """Gives every compiled template lines of its own, so an error position names one template."""
 
     def __init__(self) -> None:
-        self.next_line = _runtime().count("\n") + 10
+        self.next_line = _first_line()
         self.units: list[_Unit] = []
 
     def place(self, key: str, label: str, compiled: Any) -> _Unit:
@@ -226,7 +232,7 @@ def _books_json(books: Mapping[str, Sequence[WorldEntry]], layout: _Layout) -> s
         hit = _BOOKS_CACHE.get(key)
         if hit is not None:
             _BOOKS_CACHE.move_to_end(key)
-    if hit is not None and layout.next_line == _Layout().next_line:
+    if hit is not None and layout.next_line == _first_line():
         text, units, next_line = hit
         layout.units.extend(units)
         layout.next_line = next_line
@@ -314,9 +320,10 @@ def evaluate_prompt_templates(
         "context": _context_input(context), "chat": [dict(m) for m in context.chat],
         "default_book": default_book,
         "character_text": context.character_text, "preset_prompts": dict(context.preset_prompts),
-        "templates": templates, "texts": out_texts, "roles": list(roles) or ["system"] * len(texts),
-        "inject": _inject_input(inject, layout),
+        "templates": templates, "inject": _inject_input(inject, layout),
     }
+    if inject:  # every message's text and role, for placing the injected ones
+        payload.update(texts=out_texts, roles=list(roles) or ["system"] * len(texts))
     reply = _run(payload, books_json, limits, layout, now_ms)
     return _collected(reply, texts, order, warnings, variables, layout)
 
