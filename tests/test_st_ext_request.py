@@ -106,3 +106,11 @@ def test_the_provenance_names_the_templates_output() -> None:
     first = out["provenance"][0]["spans"]
     assert [s["kind"] for s in first] == ["template_output"] and first[0]["template"] == "message 0 (system)"
     assert first[0]["end"] == len("Main. HP 9 chat")
+
+
+def test_a_message_variables_must_be_an_object() -> None:
+    req = _request()
+    req["chat"]["messages"][0]["variables"] = [{"stat_data": {}}]
+    with pytest.raises(TemplateError) as caught:
+        assemble_request(req)
+    assert caught.value.code == "REQUEST_INVALID" and caught.value.path == "$.chat.messages[0].variables"

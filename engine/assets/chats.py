@@ -136,7 +136,10 @@ def _message(raw: Any, path: str) -> ChatMessage:
     mid = raw.get("id")
     if mid is not None and (not isinstance(mid, str) or not mid):
         raise _bad("id must be a non-empty string", f"{path}.id")
-    return ChatMessage(role, content, name, force, mid, raw.get("variables"))
+    variables = raw.get("variables")
+    if variables is not None and not isinstance(variables, Mapping):
+        raise _bad("variables must be an object (the message's variables, its current swipe's)", f"{path}.variables")
+    return ChatMessage(role, content, name, force, mid, variables)
 
 
 _ROLE_SET = frozenset(_ROLES)
@@ -178,6 +181,8 @@ def _checked_in_bulk(messages: list[Any]) -> tuple[ChatMessage, ...] | None:
     contents, names, forces, ids = (column("content", ""), column("name", None), column("force_avatar", False),
                                     column("id", None))
     variables = column("variables", None)
+    if "variables" in keys and not set(map(type, variables)) <= {dict, type(None)}:
+        return None
     if "content" in keys:
         kinds = set(map(type, contents))
         if kinds != {str}:
