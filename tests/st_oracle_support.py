@@ -106,6 +106,8 @@ def to_request(case: dict[str, Any], resolve: Any) -> dict[str, Any]:
                               for m in sc["chat"]]},
         "user": {"name": sc.get("user_name") or "User", "persona": persona},
         "options": options,
+        # recorded in a SillyTavern without its template extensions (ext_scenarios.py records with them)
+        "extensions": {"prompt_template": False, "tavern_helper": False},
     }
     if power_user.get("reasoning"):
         options["reasoning"] = {k: power_user["reasoning"][k] for k in

@@ -78,10 +78,13 @@ def test_world_info_bounded_by_bytes_equals_counting_every_time(max_context: int
 
 
 @pytest.mark.skipif(not PRESET.exists(), reason="the corpora live in ../shared beside the repository")
-def test_a_json_request_far_from_its_budget_imports_no_tokenizer_yaml_or_regex_engine() -> None:
+@pytest.mark.parametrize("templates", [False, True])
+def test_a_json_request_far_from_its_budget_imports_no_tokenizer_yaml_or_regex_engine(templates: bool) -> None:
     """What only some requests need is imported when one does: the o200k tokenizer (a count near
     the budget), PyYAML (a YAML file), the ``regex`` package and QuickJS (a regex key, or regex scripts:
-    this preset and card have their own, so they are disallowed here)."""
+    this preset and card have their own, so they are disallowed here). This card's world info holds
+    ST-Prompt-Template templates: evaluating them needs the EJS compiler, whose grammar library (Lark)
+    imports ``regex`` when it is installed; nothing else is added."""
     import subprocess
     import sys
 
@@ -90,13 +93,13 @@ def test_a_json_request_far_from_its_budget_imports_no_tokenizer_yaml_or_regex_e
             "from test_st_fixed_costs import _request\n"
             "from tavernbox import assemble_request\n"
             "assemble_request({**_request(20), 'extensions': {'regex': {'preset_scripts': False, "
-            "'card_scripts': False}}})\n"
+            f"'card_scripts': False}}, 'prompt_template': {templates}}}}})\n"
             "from tavernbox.tokenizers import get_tokenizer\n"
             "print(json.dumps([m for m in ('tiktoken', 'yaml', 'regex', 'quickjs') if m in sys.modules]"
             " + (['o200k built'] if get_tokenizer('o200k')._encoding is not None else [])))")
     done = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent)], capture_output=True, text=True,
                           timeout=120, check=True)
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == (["regex"] if templates else [])
 
 
 @pytest.mark.skipif(not PRESET.exists(), reason="the corpora live in ../shared beside the repository")

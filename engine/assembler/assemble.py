@@ -181,6 +181,14 @@ class Assembler:
             prior, loaded_revision = list(stored.records), stored.revision
         prior_records = validate_records(prior)
         state = RenderState(macro_context=_macro_context(req, native))
+        given = state.macro_context.get("variables")
+        if isinstance(given, Mapping):
+            # the variables the request starts from (SillyTavern's chat and global variables): the renders read
+            # and change them from there
+            if isinstance(given.get("local"), Mapping):
+                state.local_variables = dict(given["local"])
+            if isinstance(given.get("global"), Mapping):
+                state.global_variables = dict(given["global"])
         renders: list[dict[str, Any]] = []
 
         def render_call(key: str, text: str, renderer: Any) -> RenderOutput:

@@ -51,7 +51,7 @@ __all__ = ["ChatMessage", "StChat", "parse_chat", "parse_chat_jsonl", "parse_cha
            "read_chat_file", "scan_messages"]
 
 _ROLES = ("user", "assistant", "system")
-_MESSAGE_KEYS = {"id", "role", "content", "name", "force_avatar", "reasoning"}
+_MESSAGE_KEYS = {"id", "role", "content", "name", "force_avatar", "reasoning", "variables"}
 
 
 class ChatMessage(NamedTuple):
@@ -70,6 +70,9 @@ class ChatMessage(NamedTuple):
     #: the message's reasoning (SillyTavern's ``extra.reasoning``), added to the prompt as
     #: ``options.reasoning`` says
     reasoning: str = ""
+    #: the message's variables (the current swipe's object: ``variables[swipe_id]`` of a stored message),
+    #: where MVU keeps ``stat_data``; ``None`` when it has none
+    variables: Any = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"role": self.role, "content": self.content}
@@ -81,6 +84,8 @@ class ChatMessage(NamedTuple):
             out["id"] = self.id
         if self.reasoning:
             out["reasoning"] = self.reasoning
+        if self.variables is not None:
+            out["variables"] = self.variables
         return out
 
 
@@ -104,6 +109,8 @@ class StChat:
     diagnostics: tuple[Diagnostic, ...] = ()
     #: the trailing messages the user has just sent (the seeds' ``input_ids``), by id
     input_ids: tuple[str, ...] = ()
+    #: the chat's variables (``chat_metadata.variables``): ``{{getvar}}``'s and the templates' local scope
+    variables: dict[str, Any] | None = None
 
 
 def _bad(message: str, path: str) -> TemplateError:
@@ -139,7 +146,10 @@ def _message(raw: Any, path: str) -> ChatMessage:
         reasoning = ""
     if not isinstance(reasoning, str):
         raise _bad("reasoning must be a string", f"{path}.reasoning")
-    return ChatMessage(role, content, name, force, mid, reasoning)
+    variables = raw.get("variables")
+    if variables is not None and not isinstance(variables, Mapping):
+        raise _bad("variables must be an object (the message's variables, its current swipe's)", f"{path}.variables")
+    return ChatMessage(role, content, name, force, mid, reasoning, variables)
 
 
 _ROLE_SET = frozenset(_ROLES)
@@ -180,6 +190,9 @@ def _checked_in_bulk(messages: list[Any]) -> tuple[ChatMessage, ...] | None:
         return None
     contents, names, forces, ids = (column("content", ""), column("name", None), column("force_avatar", False),
                                     column("id", None))
+    variables = column("variables", None)
+    if "variables" in keys and not set(map(type, variables)) <= {dict, type(None)}:
+        return None
     if "content" in keys:
         kinds = set(map(type, contents))
         if kinds != {str}:
@@ -197,10 +210,11 @@ def _checked_in_bulk(messages: list[Any]) -> tuple[ChatMessage, ...] | None:
     reasonings = column("reasoning", "")
     if "reasoning" in keys and set(map(type, reasonings)) != {str}:
         return None  # None or another type: the per-message reader decides
-    return tuple(map(_NEW_MESSAGE, zip(roles, contents, names, forces, ids, reasonings)))
+    return tuple(map(_NEW_MESSAGE, zip(roles, contents, names, forces, ids, reasonings, variables)))
 
 
-_CHAT_KEYS = ("messages", "lorebook", "scenario", "mes_example", "user_name", "character_name", "input_ids")
+_CHAT_KEYS = ("messages", "lorebook", "scenario", "mes_example", "user_name", "character_name", "input_ids",
+              "variables")
 
 
 def parse_chat(data: Any, *, path: str = "$") -> StChat:
@@ -233,6 +247,9 @@ def parse_chat(data: Any, *, path: str = "$") -> StChat:
                 raise _bad(f"{key} must be a string", f"{path}.{key}")
             names[key] = value
         input_ids = data.get("input_ids", ())
+        chat_variables = data.get("variables")
+        if chat_variables is not None and not isinstance(chat_variables, Mapping):
+            raise _bad("variables must be an object (the chat's variables)", f"{path}.variables")
         messages = data.get("messages")
         path = f"{path}.messages"
     else:
@@ -250,6 +267,8 @@ def parse_chat(data: Any, *, path: str = "$") -> StChat:
     given = {k: v for k, v in names.items() if v is not None}
     if given or input_ids:
         chat = replace(chat, **given, input_ids=_trailing_input(chat.messages, input_ids, f"{root}.input_ids"))
+    if isinstance(data, Mapping) and data.get("variables") is not None:
+        chat = replace(chat, variables=dict(data["variables"]))
     return chat
 
 
@@ -301,10 +320,13 @@ def _stored_chat(read: list[ChatMessage | None], meta: dict[str, Any], lorebook:
                  overrides: dict[str, str]) -> StChat:
     """The chat of SillyTavern's stored messages (``None``: a hidden one) and the export's metadata."""
     out = tuple(m for m in read if m is not None)
+    chat_meta = meta.get("chat_metadata") if isinstance(meta.get("chat_metadata"), Mapping) else {}
+    variables = chat_meta.get("variables")
     return StChat(out, lorebook=lorebook,
                   user_name=meta.get("user_name") if isinstance(meta.get("user_name"), str) else None,
                   character_name=meta.get("character_name") if isinstance(meta.get("character_name"), str) else None,
-                  hidden=len(read) - len(out), metadata=meta, **overrides)
+                  hidden=len(read) - len(out), metadata=meta, **overrides,
+                  variables=dict(variables) if isinstance(variables, Mapping) else None)
 
 
 def _st_message(row: Any, where: str, what: str, line: int | None = None) -> ChatMessage | None:
@@ -329,7 +351,17 @@ def _st_message(row: Any, where: str, what: str, line: int | None = None) -> Cha
     name = row.get("name") if isinstance(row.get("name"), str) else None
     reasoning = extra.get("reasoning")
     return ChatMessage(role, mes, name, bool(row.get("force_avatar")), None,
-                       reasoning if isinstance(reasoning, str) else "")
+                       reasoning if isinstance(reasoning, str) else "", _swipe_variables(row))
+
+
+def _swipe_variables(row: Mapping[str, Any]) -> Any:
+    """A stored message's variables: ``variables[swipe_id]`` (swipe 0 without an id), or ``None``."""
+    variables = row.get("variables")
+    if not isinstance(variables, list):
+        return variables if isinstance(variables, Mapping) else None
+    swipe = row.get("swipe_id")
+    index = swipe if isinstance(swipe, int) and not isinstance(swipe, bool) else 0
+    return variables[index] if 0 <= index < len(variables) else None
 
 
 def _is_st_shaped(messages: Sequence[Any]) -> bool:

@@ -39,7 +39,8 @@ LINT_CODES: dict[str, LintCode] = {
     "MACRO_UNKNOWN": LintCode(
         "macros", "warning",
         "a macro name that is not in the catalogue; it is left as written (the nearest known name is "
-        "suggested)",
+        "suggested). Tavern Helper's variable macros (`{{get_message_variable::path}}`, "
+        "`{{format_message_variable::path}}`, ...) are not reported: the request expands them",
     ),
     "MACRO_ARITY": LintCode(
         "macros", "error",

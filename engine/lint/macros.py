@@ -20,6 +20,7 @@ from ..macros.budget import cpu_budget
 from ..macros.evaluator import RenderState, arity_message
 from ..macros.parser import MacroNode, Plain, document_items
 from ..macros.registry import MacroDef, MacroRegistry, check_type
+from ..macros.tavern_helper import MACRO_NAMES as TAVERN_HELPER_MACROS
 from ..spans import Span
 from .model import Facts, Finding, Prompt
 
@@ -150,6 +151,8 @@ class _Walker:
         self.arguments(m, depth)
 
     def unknown(self, m: MacroNode) -> None:
+        if m.key in TAVERN_HELPER_MACROS:
+            return  # Tavern Helper's variable macros: expanded in the request (its pass over the final messages)
         names = self.registry.names()
         close = difflib.get_close_matches(m.key, names, n=1, cutoff=0.6)
         suggestion = None

@@ -64,6 +64,13 @@ class StAssembly:
     #: which regex script changed which text (script, its set and asset, the text's kind, label and depth)
     regex_edits: list[dict[str, Any]] = field(default_factory=list)
     _provenance: list[dict[str, Any]] | None = field(default=None, repr=False, compare=False)
+    #: SillyTavern's template extensions as they ran (:class:`~.templates.TemplateRun`), or ``None``
+    templates: Any = None
+
+    @property
+    def variables_patch(self) -> dict[str, list[dict[str, Any]]]:
+        """What the templates wrote: JSON Patch operations per scope (``global``, ``chat``, ``message``)."""
+        return self.templates.variables_patch if self.templates is not None else {}
 
     @property
     def provenance(self) -> list[dict[str, Any]]:
@@ -98,6 +105,9 @@ class StAssembly:
             "trace": {"world_info": _wi_trace(self.world_info)},
             "record": inner.record,
         }
+        if self.templates is not None and (self.templates.reads or self.variables_patch):
+            out["templates"] = {"variables_patch": self.variables_patch, "reads": self.templates.reads,
+                                "evaluated": self.templates.evaluated}
         return out
 
 def _wi_trace(activation: Any) -> Any:
@@ -133,4 +143,5 @@ def chat_completion(front: Front) -> StAssembly:
     regex = next((p for p in front.loaded.passes if p.name == "regex" and p.report is not None), None)
     return StAssembly(sent.messages, front.loaded.warnings, placed.result, front.lore.activation, sent.fields,
                       sent.body, fitted.report, provenance_source=sent.span_source, provenance_of=sent.provenance_of,
-                      regex_edits=regex.report() if regex is not None and regex.report is not None else [])
+                      regex_edits=regex.report() if regex is not None and regex.report is not None else [],
+                      templates=front.loaded.templates)

@@ -26,6 +26,7 @@ from .loading import Loaded, load
 from .lore import Lore, gather_lore
 from .passes import TextPass
 from .request import StRequest
+from .templates import prepare_templates
 from .texts import Texts, card_texts
 
 __all__ = ["Front", "build_front", "plan_budget"]
@@ -61,6 +62,7 @@ def build_front(request: Mapping[str, Any] | StRequest, *, base_dir: str | Path 
                 passes: Sequence[TextPass] = ()) -> Front:
     """The front half of SillyTavern's generation, stage by stage."""
     loaded = load(request, base_dir, passes)
+    prepare_templates(loaded)
     texts = card_texts(loaded)
     chat = prepare_chat(texts)
     lore = gather_lore(chat)

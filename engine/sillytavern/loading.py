@@ -177,6 +177,8 @@ class Loaded:
     passes: tuple[TextPass, ...] = ()
     #: the folder the request's relative paths resolve against
     base_dir: Path | None = None
+    #: SillyTavern's template extensions for this request (:class:`.templates.TemplateRun`)
+    templates: Any = None
 
 
 def load(request: Mapping[str, Any] | StRequest, base_dir: str | Path | None = None,

@@ -22,6 +22,7 @@ from .chat import PreparedChat
 from .loading import LoadedInputs
 from .passes import TextPass, run_passes, wants
 from .request import StRequest
+from .templates import prepare_books
 
 __all__ = ["Lore", "gather_lore", "world_info_books"]
 
@@ -45,6 +46,7 @@ def gather_lore(chat: PreparedChat) -> Lore:
     req = loaded.req
     books, book_diags = world_info_books(loaded.inputs, req)
     loaded.warnings.extend(book_diags)
+    books = prepare_books(books, loaded)
     lore = Lore(chat)
     if not books:
         return lore

@@ -95,6 +95,12 @@ def placement_assets(front: Front) -> dict[str, Any]:
         assets["no_chat_history"] = True
     # the prompts' chat macros read the chat as stored, whatever part of it is sent (``_macro_chat``)
     assets["macro_context"] = {**assets.get("macro_context", {}), **chat.macro_chat}
+    run = loaded.templates
+    if run is not None and (run.variables.chat or run.variables.global_vars):
+        # ``{{getvar}}`` reads the chat's variables, ``{{getglobalvar}}`` the global ones (as the templates left
+        # them when the chat loaded)
+        assets["macro_context"]["variables"] = {"local": dict(run.variables.chat),
+                                                "global": dict(run.variables.global_vars)}
     return assets
 
 

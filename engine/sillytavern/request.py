@@ -232,6 +232,17 @@ class RegexExtension(_Strict):
 
 class RequestExtensions(_Strict):
     regex: RegexExtension = RegexExtension()
+    #: ST-Prompt-Template: ``{"enabled", <its settings as it stores them>}`` or ``true``/``false`` (on by default;
+    #: checked by :func:`tavernbox.macros.st_extension_settings.parse_extensions`)
+    prompt_template: Any = None
+    #: Tavern Helper: ``{"enabled"}`` or ``true``/``false`` (on by default)
+    tavern_helper: Any = None
+
+    def template_settings(self) -> dict[str, Any] | None:
+        """The two template extensions' settings as given (``None``: neither given, both at their defaults)."""
+        given = {name: value for name in ("prompt_template", "tavern_helper")
+                 if (value := getattr(self, name)) is not None}
+        return given or None
 
 
 class StRequest(_Strict):
@@ -249,6 +260,8 @@ class StRequest(_Strict):
     budget: Budget = Budget()
     options: Options = Options()
     extensions: RequestExtensions = RequestExtensions()
+    #: SillyTavern's global variables (``extension_settings.variables.global``)
+    global_variables: dict[str, Any] | None = None
 
 
 def _path_of(loc: tuple[Any, ...]) -> str:

@@ -18,6 +18,7 @@ from .fitting import Fitted
 from .front import Front
 from .passes import TextPass, run_passes, wants
 from .postprocess import PromptNames, post_process, to_claude, to_google
+from .templates import apply_templates
 
 __all__ = ["Sent", "finish"]
 
@@ -64,11 +65,33 @@ def finish(fitted: Fitted) -> Sent:
     if wants(front.loaded.passes, "final_message"):
         final = _passed_final(final, front.loaded.passes)
         provenance_of = "messages before the text passes"
+    templated = apply_templates(final, front)
+    if templated != final:
+        if len(templated) == len(final) and provenance_of == "messages":
+            span_source = _templated_spans(span_source, final, templated)
+        else:  # ``@INJECT`` added messages (or text passes ran first): the spans describe the messages before
+            provenance_of = "messages before the template extensions"
+        final = templated
     sent = _post_processed(final, front)
     if provenance_of == "messages" and sent.provenance_of != "messages":
         provenance_of = sent.provenance_of
     sent.span_source, sent.provenance_of = span_source, provenance_of
     return sent
+
+
+def _templated_spans(span_source: list[Any], before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[Any]:
+    """The spans of the messages the template extensions changed: one span naming the templates' output (which
+    message's templates, and the kinds of text they were evaluated in); unchanged messages keep theirs."""
+    out = []
+    for i, ((mid, text, spans), old, new) in enumerate(zip(span_source, before, after, strict=True)):
+        content = new.get("content")
+        if not isinstance(content, str) or content == old.get("content"):
+            out.append((mid, text, spans))
+            continue
+        kinds = sorted({str(info.get("kind")) for _a, _b, info in spans if info.get("kind")})
+        info = {"kind": "template_output", "template": f"message {i} ({new.get('role')})", "from": kinds}
+        out.append((mid, content, [(0, len(content), info)] if content else []))
+    return out
 
 
 def _sent_message(m: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,87 @@
+"""The request's ``extensions`` object: which of SillyTavern's template extensions run, with their settings.
+
+Kept apart from the extensions' machinery (:mod:`tavernbox.ejs.st_extensions`) so that reading the settings of a
+request costs nothing: a request whose templates never run never imports the EJS compiler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import TemplateError
+
+__all__ = ["PROMPT_TEMPLATE_SETTINGS", "ExtensionSettings", "parse_extensions"]
+
+#: ST-Prompt-Template's settings (``extension_settings.EjsTemplate``) and their defaults
+PROMPT_TEMPLATE_SETTINGS: dict[str, Any] = {
+    "enabled": True, "generate_enabled": True, "generate_loader_enabled": True, "render_enabled": True,
+    "render_loader_enabled": True, "with_context_disabled": False, "debug_enabled": False,
+    "autosave_enabled": False, "preload_worldinfo_enabled": True, "code_blocks_enabled": False,
+    "raw_message_evaluation_enabled": True, "filter_message_enabled": True, "cache_enabled": 0, "cache_size": 64,
+    "cache_hasher": "h32ToString", "inject_loader_enabled": False, "invert_enabled": True, "depth_limit": -1,
+    "compile_workers": False, "sandbox": False, "code_editor": False,
+}
+
+
+@dataclass(frozen=True)
+class ExtensionSettings:
+    """Which extensions run, with ST-Prompt-Template's settings."""
+
+    prompt_template: Mapping[str, Any] = field(default_factory=lambda: dict(PROMPT_TEMPLATE_SETTINGS))
+    tavern_helper: bool = True
+
+    @property
+    def templates_on(self) -> bool:
+        pt = self.prompt_template
+        return bool(pt.get("enabled")) and bool(pt.get("generate_enabled"))
+
+
+def _flag(value: Any, path: str) -> bool:
+    if not isinstance(value, bool):
+        raise TemplateError(f"{path} must be true or false", code="REQUEST_INVALID", path=path)
+    return value
+
+
+def parse_extensions(raw: Any, *, path: str = "$.extensions") -> ExtensionSettings:
+    """The request's ``extensions`` object (``REQUEST_INVALID`` with the JSON path of a wrong field)."""
+    if raw is None:
+        return ExtensionSettings()
+    if not isinstance(raw, Mapping):
+        raise TemplateError(f"{path} must be an object", code="REQUEST_INVALID", path=path)
+    for key in raw:
+        if key not in ("prompt_template", "tavern_helper"):
+            raise TemplateError(f"unknown field {key!r} at {path}.{key} (prompt_template, tavern_helper)",
+                                code="REQUEST_INVALID", path=f"{path}.{key}")
+    pt = dict(PROMPT_TEMPLATE_SETTINGS)
+    given = raw.get("prompt_template")
+    if isinstance(given, bool):
+        pt["enabled"] = given
+    elif given is not None:
+        if not isinstance(given, Mapping):
+            raise TemplateError(f"{path}.prompt_template must be an object or true/false", code="REQUEST_INVALID",
+                                path=f"{path}.prompt_template")
+        for key, value in given.items():
+            where = f"{path}.prompt_template.{key}"
+            if key not in PROMPT_TEMPLATE_SETTINGS:
+                raise TemplateError(f"unknown field {key!r} at {where} (ST-Prompt-Template's setting names)",
+                                    code="REQUEST_INVALID", path=where)
+            default = PROMPT_TEMPLATE_SETTINGS[key]
+            if isinstance(default, bool):
+                value = _flag(value, where)
+            elif type(value) is not type(default):
+                raise TemplateError(f"{where} must be a {type(default).__name__}", code="REQUEST_INVALID", path=where)
+            pt[key] = value
+    th = raw.get("tavern_helper")
+    if isinstance(th, Mapping):
+        for key in th:
+            if key != "enabled":
+                raise TemplateError(f"unknown field {key!r} at {path}.tavern_helper.{key}", code="REQUEST_INVALID",
+                                    path=f"{path}.tavern_helper.{key}")
+        th_on = _flag(th.get("enabled", True), f"{path}.tavern_helper.enabled")
+    elif th is None:
+        th_on = True
+    else:
+        th_on = _flag(th, f"{path}.tavern_helper")
+    return ExtensionSettings(pt, th_on)
