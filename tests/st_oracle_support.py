@@ -115,9 +115,9 @@ def to_request(case: dict[str, Any], resolve: Any) -> dict[str, Any]:
     # the regex extension as the oracle set it up: a case without a ``regex`` field ran before the oracle
     # could allow a preset's or a card's scripts, so none of them ran
     regex = sc.get("regex") or {}
-    request["extensions"] = {"regex": {"scripts": regex.get("global") or [],
-                                       "preset_scripts": bool(regex.get("preset_allowed")),
-                                       "card_scripts": bool(regex.get("card_allowed"))}}
+    request["extensions"]["regex"] = {"scripts": regex.get("global") or [],
+                                      "preset_scripts": bool(regex.get("preset_allowed")),
+                                      "card_scripts": bool(regex.get("card_allowed"))}
     books: list[Any] = []
     if budget:
         request["budget"] = budget
