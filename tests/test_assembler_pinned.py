@@ -128,7 +128,7 @@ def test_synthetic_request_is_byte_identical_to_the_pinned_result() -> None:
     assert dumps(again.messages) == dumps(first.messages)
 
 
-@pytest.mark.skipif(not LOOM.exists() or not SERAPHINA.exists(), reason="shared/corpora is not beside the repository")
+@pytest.mark.needs_shared("corpora/presets/prolix-lucid-loom-v3.2.json", "corpora/cards/prolix-seraphina-lyravell.v3.json")
 def test_lucid_loom_request_is_byte_identical_to_the_pinned_result() -> None:
     assert _digest(_loom()) == LOOM_PIN
     assert _digest(_loom()) == LOOM_PIN

@@ -23,7 +23,6 @@ from st_oracle_support import load_cases, scenarios_module, to_request
 
 from tavernbox import assemble_request
 
-CASES = load_cases()
 MARK = "\u27e6volatile\u27e7"
 _VOLATILE = re.compile(r"\{\{\s*(?:random|roll|pick)\b(?:(?!\{\{|\}\}).)*\}\}", re.I | re.S)
 
@@ -55,10 +54,10 @@ def resolve() -> Any:
 
 
 def test_the_golden_file_is_present() -> None:
-    assert len(CASES) >= 10, "tests/golden/st_oracle/requests.jsonl holds the recorded SillyTavern requests"
+    assert len(load_cases()) >= 10, "tests/golden/st_oracle/requests.jsonl holds the recorded SillyTavern requests"
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+@pytest.mark.cases("case", lambda shared: load_cases(), ids=lambda c: c["id"])
 def test_sillytavern_sends_the_same_messages(case: dict[str, Any], resolve: Any) -> None:
     request = to_request(case, resolve)
     volatile = bool(case.get("volatile"))
