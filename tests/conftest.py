@@ -63,8 +63,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             values = list(loader(shared_path))
         except (pytest.skip.Exception, pytest.fail.Exception) as missing:
             names = argnames.split(",") if isinstance(argnames, str) else list(argnames)
-            placeholder = None if len(names) == 1 else (None,) * len(names)
-            metafunc.parametrize(argnames, [pytest.param(placeholder, id="shared-data-missing",
+            metafunc.parametrize(argnames, [pytest.param(*[None] * len(names), id="shared-data-missing",
                                                          marks=pytest.mark.shared_missing(missing))])
             continue
         metafunc.parametrize(argnames, values, ids=marker.kwargs.get("ids"))

@@ -72,16 +72,18 @@ def test_missing_shared_data_skips_with_its_reason_and_fails_under_ci(tmp_path: 
         "def test_marked():\n    pass\n"
         "def test_fixture(shared):\n    shared('conformance', 'st-macros.jsonl')\n"
         "@pytest.mark.cases('path', lambda shared: sorted(shared('corpora', 'cards').iterdir()))\n"
-        "def test_cases(path):\n    pass\n", encoding="utf-8")
+        "def test_cases(path):\n    pass\n"
+        "@pytest.mark.cases(('kind', 'name'), lambda shared: [('x', 'y')] if shared('corpora', 'cards') else [])\n"
+        "def test_pairs(kind, name):\n    pass\n", encoding="utf-8")
     env = {"PATH": "/usr/bin:/bin", "CI": ci, "PYTHONDONTWRITEBYTECODE": "1"}
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", str(clone)],
                           capture_output=True, text=True, timeout=120, cwd=clone.parent, env=env)
     out = done.stdout
     if ci:
         assert done.returncode == 1, out
-        assert "1 failed, 2 errors" in out and "under CI=true the shared data must be present" in out
+        assert "1 failed, 3 errors" in out and "under CI=true the shared data must be present" in out
     else:
         assert done.returncode == 0, out
-        assert "3 skipped" in out
+        assert "4 skipped" in out
         for relative in ("corpora/MANIFEST.tsv", "conformance/st-macros.jsonl", "corpora/cards"):
             assert f"needs ../shared/{relative}" in out, out
