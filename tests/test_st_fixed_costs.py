@@ -137,6 +137,9 @@ def test_the_cli_checks_what_it_prints_for_lone_surrogates(tmp_path: Path, mode:
         encoding="utf-8")
     result = CliRunner().invoke(main, ["assemble", "--chat", str(chat), "--preset", str(preset), *mode])
     assert result.exit_code == 1
+    if "--json" not in mode:  # plain output (--messages included): the error on stderr, nothing printed
+        assert result.stdout == "" and "error TEXT_SURROGATE" in result.stderr
+        return
     lines = [line for line in result.stdout.splitlines() if line.strip()]
     assert len(lines) == 1 and json.loads(lines[0])["error"]["code"] == "TEXT_SURROGATE"
 

@@ -236,7 +236,7 @@ def command(books: tuple[str, ...], card: str | None, chat: str | None, settings
         else:
             _print_human(activation)
 
-    guarded(body)
+    guarded(body, as_json=as_json or jsonl)
 
 
 def guarded_load(path: str, loader: Any) -> Any:

@@ -10,9 +10,9 @@ nodes, provenance, world-info trace and record), ``--messages`` only the array t
 
 Any other strategy (a rule file in format ``dsh-tavern-request-assembly`` v1, or the other
 built-ins) takes the assembler's own chat file ``{"messages": [...], "input_ids": [...]}`` with
-message ids and prints its projected ``messages`` as JSON. A failure prints
-``{"error": {"code", "message"}}`` and exits 1, never a traceback: the CLI is where hostile input
-arrives.
+message ids and prints its projected ``messages`` as JSON. A failure is reported as every command reports
+it (:func:`tavernbox.cli.output.guarded`): ``where: error CODE message`` on stderr, or with ``--json`` the
+``{"error": {...}}`` object on stdout; exit status 1, never a traceback: the CLI is where hostile input arrives.
 """
 
 from __future__ import annotations
@@ -20,44 +20,18 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
 from typing import Any
 
 import click
 
 from ..errors import TemplateError
 from ..strict_json import check_json_source, check_output
-from .output import read_json_arg, stderr, surrogate_error
+from .output import guarded, read_json_arg, stderr
 
-__all__ = ["command", "emit_error", "json_guard"]
+__all__ = ["command"]
 
 #: built-in strategy ids (upstream), defined in :mod:`tavernbox.strategies.builtin`
 KNOWN_BUILTINS = ("builtin-native-slots", "builtin-native-roles", "builtin-st")
-
-
-def emit_error(error: TemplateError) -> None:
-    """Print the error object on stdout (and exit 1)."""
-    out: dict[str, Any] = {"code": error.code, "message": error.message}
-    if error.path:
-        out["path"] = error.path
-    if error.line is not None:
-        out["line"], out["column"] = error.line, error.column
-    click.echo(json.dumps({"error": out}, ensure_ascii=False))
-    sys.exit(1)
-
-
-def json_guard(body: Callable[[], None]) -> None:
-    """Run ``body``; every failure becomes ``{"error": ...}`` with exit status 1."""
-    try:
-        body()
-    except TemplateError as exc:
-        emit_error(exc)
-    except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
-        raise
-    except UnicodeEncodeError as exc:  # text no check saw: the lone-surrogate rule's code, not INTERNAL_ERROR
-        emit_error(surrogate_error(exc) or TemplateError(f"{type(exc).__name__}: {exc}", code="INTERNAL_ERROR"))
-    except Exception as exc:  # the boundary: no traceback for the user
-        emit_error(TemplateError(f"{type(exc).__name__}: {exc}", code="INTERNAL_ERROR"))
 
 
 def _strategy(value: str) -> Any:
@@ -373,4 +347,4 @@ def command(
         check_output(out)  # the lone-surrogate rule (tavernbox.strict_json) on the answer
         click.echo(json.dumps(out, ensure_ascii=False, indent=2))
 
-    json_guard(st_body if strategy == "builtin-st" else body)
+    guarded(st_body if strategy == "builtin-st" else body, label=request_path or "", as_json=as_json)

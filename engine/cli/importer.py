@@ -62,7 +62,7 @@ def _print_human(report: dict[str, Any]) -> None:
         err = report["error"]
         where = _where(err)
         label = f"{path}:{where}" if where else path
-        stderr.print(f"{escape(label)}: [red]rejected[/] [bold]{err['code']}[/] {escape(err['message'])}")
+        stderr.print(f"{escape(label)}: [red]error[/] [bold]{err['code']}[/] {escape(err['message'])}")
         return
     counts = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in report["counts"].items())
     name = f" {report['name']!r}" if report.get("name") else ""
@@ -102,8 +102,6 @@ def command(files: tuple[str, ...], as_json: bool, kind: str | None) -> None:
         else:
             for r in reports:
                 _print_human(r)
-        if any(not r["ok"] and r["error"]["code"] == "INTERNAL_ERROR" for r in reports):
-            return 2
         return 0 if all(r["ok"] for r in reports) else 1
 
-    sys.exit(guarded(body))
+    sys.exit(guarded(body, as_json=as_json))

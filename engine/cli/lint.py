@@ -51,4 +51,4 @@ def command(files: tuple[str, ...], fmt: str, settings_file: str | None, min_sev
             print_report(report, Console(highlight=False, soft_wrap=True))
         return 1 if failed else 0
 
-    sys.exit(guarded(body))
+    sys.exit(guarded(body, as_json=fmt in ("json", "sarif")))

@@ -184,4 +184,4 @@ def command(
         else:
             _run_single(context, seed, as_json, text_file, trace, time_limit)
 
-    guarded(body, label="macros")
+    guarded(body, label="macros", as_json=as_json or jsonl)

@@ -13,8 +13,7 @@ import json
 import click
 
 from ..strict_json import check_output
-from .assemble import json_guard
-from .output import read_json_arg
+from .output import guarded, read_json_arg
 
 __all__ = ["command"]
 
@@ -36,4 +35,4 @@ def command(record_file: str, as_json: bool) -> None:
         check_output(out)  # the lone-surrogate rule (tavernbox.strict_json) on the answer
         click.echo(json.dumps(out, ensure_ascii=False, indent=2))
 
-    json_guard(body)
+    guarded(body, label=record_file, as_json=as_json)
