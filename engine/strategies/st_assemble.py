@@ -38,6 +38,7 @@ from .st_history import ChatHistory, macro_messages, reachable_start
 from .st_postprocess import PromptNames, history_item, post_process, to_claude, to_google
 from .st_budget import MessageKind, fit, fits_without_counting
 from .st_group import JOIN_MODES, join_group_cards
+from .st_replay import SentSteps, kept_messages, sendable, st_record
 from .st_request import StRequest, parse_request
 
 __all__ = ["LoadedInputs", "StAssembly", "assemble_request", "load_inputs", "world_info_books"]
@@ -63,6 +64,8 @@ class StAssembly:
     provenance_source: list[Any] = field(default_factory=list, repr=False)
     #: what the provenance describes: the messages, or (with post-processing) the messages before it
     provenance_of: str = "messages"
+    #: what was done to the assembler's logical messages before sending them: with its record, the replay
+    sent_steps: SentSteps | None = None
     _provenance: list[dict[str, Any]] | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -95,7 +98,7 @@ class StAssembly:
             "provenance": self.provenance,
             "provenance_of": self.provenance_of,
             "trace": {"world_info": _wi_trace(self.world_info)},
-            "record": inner.record,
+            "record": inner.record if self.sent_steps is None else st_record(inner.record, self.sent_steps, self.body),
         }
         return out
 
@@ -733,6 +736,8 @@ def _assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str |
         if m["id"] not in spans_of:  # a message made here (the continued message sent last)
             spans_of[m["id"]] = [(0, len(str(m.get("content") or "")), {"kind": "chat_message",
                                                                          "block_id": block_of.get(m["id"])})]
+    kept = kept_messages(logical, result.logical_messages)
+    separators: set[str] = set()
     if squash and not req.options.dry_run:
         separators = {m["id"] for m in logical
                       if block_of.get(m["id"], "").endswith((":newChat", ":groupNudge"))}
@@ -741,14 +746,8 @@ def _assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str |
     span_source: list[tuple[str, str, list[Any]]] = []
     final = []
     for m in logical:
-        item: dict[str, Any] = {"role": m["role"], "content": m["content"]}
-        if m.get("name"):
-            item["name"] = m["name"]
-        if m.get("tool_calls"):
-            item["tool_calls"] = m["tool_calls"]
-        if m["role"] == "tool" and m.get("tool_call_id"):
-            item["tool_call_id"] = m["tool_call_id"]
-        if item["content"] or item.get("tool_calls"):
+        item = sendable(m)
+        if item is not None:
             final.append(item)
             text = item["content"] if isinstance(item["content"], str) else ""
             span_source.append((m["id"], text, _with_entry_spans(text, spans_of.get(m["id"], []), entries_by_key)))
@@ -760,6 +759,7 @@ def _assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str |
                               "user_name": user, "group_names": list(names.group)}
     use_sysprompt = req.options.use_sysprompt if req.options.use_sysprompt is not None else \
         bool(preset.get("use_sysprompt", False))
+    prefill = ""
     if req.options.target == "claude":
         prefill = str(preset.get("assistant_prefill") or "")
         body: dict[str, Any] = to_claude(final, names, use_sysprompt=use_sysprompt, prefill=prefill)
@@ -771,8 +771,11 @@ def _assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str |
     if gen == "impersonate" and req.options.target == "claude":
         fields["assistant_impersonation"] = str(preset.get("assistant_impersonation") or "")
     provenance_of = "messages" if kind in ("", "none") else "messages before post-processing"
+    steps = SentSteps(kept, squash and not req.options.dry_run, sorted(separators), kind,
+                      {"char": names.char, "user": names.user, "group": list(names.group)},
+                      req.options.target or "openai", use_sysprompt, prefill)
     return StAssembly(final, warnings, result, activation, fields, body, budget_report,
-                      provenance_source=span_source, provenance_of=provenance_of)
+                      provenance_source=span_source, provenance_of=provenance_of, sent_steps=steps)
 
 
 def read_request_file(path: str) -> tuple[Any, Path | None]:
