@@ -40,6 +40,7 @@ from .st_budget import MessageKind, fit, fits_without_counting
 from .st_group import JOIN_MODES, join_group_cards
 from .st_replay import SentSteps, kept_messages, sendable, st_record
 from .st_request import StRequest, parse_request
+from .st_warnings import asset_warnings, named_render_warning
 
 __all__ = ["LoadedInputs", "StAssembly", "assemble_request", "load_inputs", "world_info_books"]
 
@@ -161,10 +162,12 @@ def load_inputs(request: StRequest, base_dir: Path | None = None) -> LoadedInput
     """Read every asset the request names (objects or paths)."""
     diags: list[Diagnostic] = []
     preset_model, preset_name = _load("preset", request.preset, base_dir, "$.preset")
+    diags.extend(asset_warnings(preset_model, "$.preset", _resolve(request.preset, base_dir)))
     preset = preset_model.model_dump(mode="json", exclude_none=True)
     card = card_model = None
     if request.card is not None:
         card_model, _ = _load("card", request.card, base_dir, "$.card")
+        diags.extend(asset_warnings(card_model, "$.card", _resolve(request.card, base_dir)))
         dumped = card_model.model_dump(mode="json")
         data = dumped.get("data", dumped)
         card = {k: v for k, v in data.items() if k != "character_book"}
@@ -176,6 +179,7 @@ def load_inputs(request: StRequest, base_dir: Path | None = None) -> LoadedInput
             source = item.get("source")
             item, where = item["book"], f"{where}.book"
         model, stem = _load("world_book", item, base_dir, where)
+        diags.extend(asset_warnings(model, where, _resolve(item, base_dir)))
         if not getattr(model, "name", None) and stem:
             model = model.with_name(stem)
         books.append((model, source, where))
@@ -194,6 +198,7 @@ def load_inputs(request: StRequest, base_dir: Path | None = None) -> LoadedInput
     for i, value in enumerate(request.group.cards if request.group is not None else ()):
         where = f"$.group.cards[{i}]"
         model, _ = _load("card", value, base_dir, where)
+        diags.extend(asset_warnings(model, where, _resolve(value, base_dir)))
         dumped = model.model_dump(mode="json")
         data = dumped.get("data", dumped)
         name = str(data.get("name") or "")
@@ -686,7 +691,8 @@ def _assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str |
     result = Assembler(_registry()).assemble(AssemblyRequest.from_dict({
         "preset": builtin_strategy("builtin-st"), "messages": history, "input_ids": input_ids, "assets": assets,
         "preview": req.options.dry_run, "system_prompt_update": "in-history", "seed": req.options.seed}))
-    warnings.extend(d for d in result.diagnostics if d.severity in ("warning", "error"))
+    warnings.extend(named_render_warning(d, preset, inputs.preset_name, assets.get("world_info") or (), char)
+                    for d in result.diagnostics if d.severity in ("warning", "error"))
     squash = req.options.squash_system_messages if req.options.squash_system_messages is not None else \
         bool(preset.get("squash_system_messages", False))
     logical = [dict(m) for m in result.logical_messages]
