@@ -49,7 +49,8 @@ def _matches(got: str, expected: str) -> bool:
 
 
 @pytest.fixture(scope="module")
-def resolve() -> Any:
+def resolve(shared: Any) -> Any:
+    shared("corpora")  # the scenarios name their preset, card and books in ../shared/corpora
     return scenarios_module().resolve
 
 

@@ -65,7 +65,8 @@ def test_the_group_goldens_are_present() -> None:
 
 
 @pytest.mark.cases("case", group_cases, ids=lambda c: c["id"])
-def test_sillytavern_sends_the_same_group_messages(case: dict[str, Any]) -> None:
+def test_sillytavern_sends_the_same_group_messages(case: dict[str, Any], shared: Any) -> None:
+    shared("corpora")  # the scenarios name their cards and preset in ../shared/corpora
     request = group_request(case, scenarios_module().resolve)
     got = assemble_request(request).messages
     assert got == case["messages"]

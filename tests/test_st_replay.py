@@ -41,7 +41,8 @@ def _round_trip(request: dict[str, Any]) -> None:
 
 
 @pytest.fixture(scope="module")
-def resolve() -> Any:
+def resolve(shared: Any) -> Any:
+    shared("corpora")  # the scenarios name their preset, card and books in ../shared/corpora
     return scenarios_module().resolve
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import Diagnostic, TemplateError
+from ..errors import BoundedDiagnostics, Diagnostic, TemplateError, bound_diagnostics
 from ..strict_json import NonFiniteNumber
 from .cards import PNG_SIGNATURE, CharacterCard, parse_card, read_png_card
 from .decoding import decode_bytes, parse_json5_text, parse_json_text, parse_yaml_text
@@ -51,7 +51,8 @@ class LoadedAsset:
             "encoding": self.encoding,
             "syntax": self.syntax,
             "counts": dict(self.counts),
-            "diagnostics": [d.to_dict() for d in self.diagnostics],
+            # identical findings shown a few times each, with how many more were like them
+            "diagnostics": [d.to_dict() for d in bound_diagnostics(self.diagnostics)],
         }
 
 
@@ -193,7 +194,8 @@ def load_asset(
         if name is None:
             name = path.stem
     suffix = Path(file_name).suffix.lower() if file_name else ""
-    diagnostics: list[Diagnostic] = []
+    # a mistake repeated in every entry of a large book is kept a hundred times and counted after that
+    diagnostics = BoundedDiagnostics()
     if data.startswith(PNG_SIGNATURE):
         value, chunk, diags = read_png_card(data)
         diagnostics.extend(diags)
@@ -232,7 +234,7 @@ def load_asset(
     return LoadedAsset(
         kind=kind,
         model=model,
-        diagnostics=tuple(diagnostics),
+        diagnostics=tuple(diagnostics.finished()),
         name=display,
         encoding=encoding,
         syntax=syntax,

@@ -17,7 +17,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from ..errors import Diagnostic, TemplateError
+from ..errors import Diagnostic, TemplateError, bound_diagnostics
 from ..strict_json import check_output, loads, refuse_surrogates
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -106,10 +106,13 @@ def parse_json_row(line: str, number: int, *, what: str = "line") -> Any:
 
 
 def print_diagnostics(diagnostics: Iterable[Diagnostic], source: str | None = None, *, label: str = "") -> None:
-    """Print diagnostics to stderr: ``label:line:col: severity CODE message`` plus a caret snippet."""
+    """Print diagnostics to stderr: ``label:line:col: severity CODE message`` plus a caret snippet.
+
+    Identical ones (same code, same message shape) are shown a few times, the last with how many more were like it.
+    """
     from ..spans import caret_snippet, line_col
 
-    for d in diagnostics:
+    for d in bound_diagnostics(diagnostics):
         where = label
         if d.span is not None and source is not None:
             line, col = line_col(source, d.span.start)

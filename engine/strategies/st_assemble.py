@@ -26,7 +26,7 @@ from ..assembler.sources import world_info_from_activation
 from ..assets.cache import load_cached, parse_cached  # read-only views of validated assets, cached
 from ..assets.frozen import plain_data
 from ..assets.presets import parse_preset as parse_st_preset
-from ..errors import Diagnostic, TemplateError
+from ..errors import Diagnostic, TemplateError, bound_diagnostics
 from ..macros import MacroContext, expand_macros
 from ..tokenizers import MessageCounter, get_tokenizer
 from ..worldinfo import ChatTail, ScanContext, activate_world_info, to_json
@@ -780,7 +780,7 @@ def _assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str |
     steps = SentSteps(kept, squash and not req.options.dry_run, sorted(separators), kind,
                       {"char": names.char, "user": names.user, "group": list(names.group)},
                       req.options.target or "openai", use_sysprompt, prefill)
-    return StAssembly(final, warnings, result, activation, fields, body, budget_report,
+    return StAssembly(final, bound_diagnostics(warnings), result, activation, fields, body, budget_report,
                       provenance_source=span_source, provenance_of=provenance_of, sent_steps=steps)
 
 
