@@ -24,6 +24,7 @@ CODES: dict[str, str] = {
     # generic
     "INTERNAL_ERROR": "an unexpected failure inside tavernbox (a bug: please report it)",
     "INPUT_INVALID": "an input file or argument could not be read or has the wrong shape",
+    "INSTALL_EXTRA_MISSING": "a feature needs an optional extra that is not installed; the message names the pip install",
     "USAGE_INVALID": "a command line the command does not take (an unknown option, a missing or bad argument); exit 2",
     "INPUT_UNKNOWN_KEY": "an input object has a key tavernbox does not read; ignored, with the nearest known key",
     "TEXT_SURROGATE": "text holds a lone UTF-16 surrogate (a JSON \\ud800 escape), which is not Unicode; refused at its path",

@@ -71,6 +71,11 @@ def command(host: str, port: int, database: str, upstream: str | None, workers: 
     """Serve the engines, an asset library and an OpenAI-compatible endpoint over HTTP."""
 
     def body() -> None:
+        from ..extras import require_extra
+
+        require_extra("serve", "tavernbox serve")
+        if database.startswith(("postgresql://", "postgres://")):
+            require_extra("postgres", "a PostgreSQL database")
         import uvicorn
 
         from ..service import ServiceConfig, create_app
