@@ -165,6 +165,27 @@ def _check_forced_kind(kind: str, value: Any) -> None:
         )
 
 
+#: the signatures of files people mistake for cards (an image saved without the card, an archive)
+_NOT_ASSETS = ((b"\xff\xd8\xff", "a JPEG image"), (b"GIF8", "a GIF image"), (b"%PDF", "a PDF document"),
+               (b"PK\x03\x04", "a ZIP archive"), (b"\x1f\x8b", "a gzip file"), (b"BM", "a BMP image"))
+
+
+def _refuse_binary(data: bytes, kind: str | None) -> None:
+    """``ASSET_KIND_UNKNOWN`` (``ASSET_INVALID`` when a kind was asked for) naming what a binary file is, rather than
+    the encoding error that decoding it as text would give."""
+    what = next((label for magic, label in _NOT_ASSETS if data.startswith(magic)), None)
+    if what is None and data[8:12] == b"WEBP" and data.startswith(b"RIFF"):
+        what = "a WebP image"
+    if what is None and b"\x00" in data[:4096] and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        what = "binary data"
+    if what is None:
+        return
+    wanted = "a PNG or JSON card (a card is a PNG with its card data, or JSON)" if kind in (None, "card") \
+        else f"a JSON or YAML {kind.replace('_', ' ')}"
+    raise TemplateError(f"the file is {what}, not {wanted}",
+                        code="ASSET_INVALID" if kind is not None else "ASSET_KIND_UNKNOWN", path="$")
+
+
 def load_asset(
     source: str | Path | bytes, *, kind: str | None = None, name: str | None = None, summary_only: bool = False
 ) -> LoadedAsset:
@@ -205,6 +226,7 @@ def load_asset(
         else:
             _check_forced_kind(kind, value)
     else:
+        _refuse_binary(data, kind)
         decoded = decode_bytes(data)
         diagnostics.extend(decoded.diagnostics)
         encoding = decoded.encoding

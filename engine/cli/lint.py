@@ -23,9 +23,10 @@ __all__ = ["command"]
 @click.option("--format", "fmt", type=click.Choice(["rich", "json", "sarif"]), default="rich", show_default=True,
               help="Report format: readable text, JSON findings, or SARIF 2.1.0 for editors and code hosts.")
 @click.option("--settings", "settings_file", help="SillyTavern world-info settings (JSON) for the book checks.")
-@click.option("--min-severity", type=click.Choice(["info", "warning", "error"]), default="info", show_default=True,
-              help="Leave out findings below this severity (the exit status still counts errors only).")
-def command(files: tuple[str, ...], fmt: str, settings_file: str | None, min_severity: str) -> None:
+@click.option("--min-severity", type=click.Choice(["info", "warning", "error"]), default=None,
+              help="Leave out findings below this severity (the exit status still counts errors only) [default: "
+                   "warning for the readable report, info for json and sarif; --min-severity info shows the rest].")
+def command(files: tuple[str, ...], fmt: str, settings_file: str | None, min_severity: str | None) -> None:
     """Check presets, cards, world books, templates and MVU files without rendering them."""
 
     def body() -> int:
@@ -40,7 +41,7 @@ def command(files: tuple[str, ...], fmt: str, settings_file: str | None, min_sev
         if settings_file is not None:
             settings = WorldInfoSettings.from_mapping(read_json_arg(settings_file, "settings"), path="$")
         report = lint_files(files, settings=settings)
-        floor = SEVERITY_RANK[min_severity]
+        floor = SEVERITY_RANK[min_severity or ("warning" if fmt == "rich" else "info")]
         failed = report.has_errors
         report.findings = [f for f in report.findings if SEVERITY_RANK[f.severity] >= floor]
         if fmt == "json":

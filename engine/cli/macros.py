@@ -139,7 +139,8 @@ def _run_single(
         echo_json(result.to_dict(text))
     else:
         check_output({"text": result.text}, what="the expanded text")  # the lone-surrogate rule
-        sys.stdout.write(result.text)
+        # ends with a newline, as a shell's output should (one added only when the text has none)
+        sys.stdout.write(result.text if result.text.endswith("\n") else result.text + "\n")
         sys.stdout.flush()
     print_diagnostics(result.diagnostics, text, label=label)
 
