@@ -80,3 +80,17 @@ def test_activate_takes_the_users_name(tmp_path: Path) -> None:
     unnamed = json.loads(CliRunner().invoke(main, ["activate", "--book", str(book), "--chat", str(chat),
                                                    "--json"]).stdout)
     assert "About Ash." in json.dumps(named) and "About Ash." not in json.dumps(unnamed)
+
+
+def test_an_unclosed_if_is_reported_as_unclosed(tmp_path: Path) -> None:
+    from tavernbox import expand_macros
+    from tavernbox.lint import lint_files
+
+    result = expand_macros("a {{if 1}}the rest", {})
+    assert result.text == "a {{if 1}}the rest"
+    [d] = result.diagnostics
+    assert d.code == "MACRO_UNCLOSED_SCOPE" and d.message == "{{if}} is not closed: its {{/if}} is missing; left as written"
+    assert [x.code for x in expand_macros("{{if}} {{roll}}", {}).diagnostics] == ["MACRO_ARITY", "MACRO_ARITY"]
+    template = tmp_path / "t.txt"
+    template.write_text("a {{if 1}}the rest", encoding="utf-8")
+    assert "MACRO_UNCLOSED_SCOPE" in [f.code for f in lint_files([str(template)]).findings]
