@@ -36,6 +36,7 @@ _LAZY: dict[str, str] = {
     "SelectionStore": "tavernbox.strategies",
     "StrategyLibrary": "tavernbox.strategies",
     "assemble_request": "tavernbox.strategies",
+    "assemble_requests": "tavernbox.strategies",
     "parse_request": "tavernbox.strategies",
     "StAssembly": "tavernbox.strategies",
     "StRequest": "tavernbox.strategies",
@@ -90,7 +91,10 @@ if TYPE_CHECKING:  # pragma: no cover - the lazy exports' real types, for type c
     from .sandbox import Limits as Limits
     from .strategies import (
         SelectionStore as SelectionStore,
+        StAssembly as StAssembly,
         StrategyLibrary as StrategyLibrary,
+        assemble_request as assemble_request,
+        assemble_requests as assemble_requests,
         builtin_strategy as builtin_strategy,
         st_registry as st_registry,
     )

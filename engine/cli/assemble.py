@@ -107,6 +107,13 @@ def _st_request(request_path: str | None, flags: dict[str, Any]) -> tuple[dict[s
         if not isinstance(loaded, dict):
             raise TemplateError("a request must be a JSON object", code="REQUEST_INVALID", path="$")
         data = loaded
+    return _with_flags(data, flags), base
+
+
+def _with_flags(data: dict[str, Any], flags: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with the shorthand flags filled in over it (asset paths relative to the current directory)."""
+    from pathlib import Path
+
     cwd = str(Path.cwd())
     for key in ("preset", "card", "chat"):
         if flags.get(key):
@@ -137,7 +144,59 @@ def _st_request(request_path: str | None, flags: dict[str, Any]) -> tuple[dict[s
             data[section] = {**(data.get(section) or {}), **given}
     if options:
         data["options"] = options
-    return data, base
+    return data
+
+
+def _run_jsonl(path: str, flags: dict[str, Any], as_json: bool) -> None:
+    """``--jsonl``: one request object a line in, one answer a line out, in one process (issue 11).
+
+    An answer is ``{"messages", "warnings"}`` (and ``body`` for a ``--target`` other than openai), or with ``--json``
+    the whole result; a line that cannot be assembled answers ``{"error": {...}}`` and the batch goes on (exit 1 at
+    the end). Relative asset paths resolve against the file's folder (the current one for ``-``).
+    """
+    from pathlib import Path
+
+    from ..strategies.st_batch import assemble_requests
+    from .output import checked_answer, echo_json, parse_json_row, read_json_lines
+
+    base = Path.cwd() if path == "-" else Path(path).resolve().parent
+    failures = 0
+    rows: list[Any] = []
+
+    def requests() -> Any:
+        for number, raw in read_json_lines(path):
+            row: Any = raw if isinstance(raw, TemplateError) else _row(raw, number, parse_json_row)
+            rows.append(row)
+            yield _with_flags(row, flags) if isinstance(row, dict) else {}
+
+    for answer in assemble_requests(requests(), base_dir=base):
+        given = rows.pop(0)
+        if isinstance(given, TemplateError):
+            answer = given
+        if isinstance(answer, TemplateError):
+            failures += 1
+            out: dict[str, Any] = {"error": answer.to_dict()}
+        elif as_json:
+            out = answer.to_dict()
+        else:
+            out = {"messages": answer.messages, "warnings": [d.to_dict() for d in answer.warnings]}
+            if set(answer.body) != {"messages"}:
+                out["body"] = answer.body
+        out = checked_answer(out, lambda exc: {"error": exc.to_dict()})
+        echo_json(out, pretty=False)
+    if failures:
+        sys.exit(1)
+
+
+def _row(raw: str, number: int, parse: Any) -> Any:
+    try:
+        row = parse(raw, number, what="request line")
+    except TemplateError as exc:
+        return exc
+    if not isinstance(row, dict):
+        return TemplateError(f"line {number}: a request is a JSON object", code="REQUEST_INVALID", path="$",
+                             line=number)
+    return row
 
 
 def _stdin_chat() -> Any:
@@ -225,6 +284,8 @@ def _warn(diagnostics: list[Any]) -> None:
 @click.option("--seed", type=int, default=None, help="Seed for random macros and world info (default 0).")
 @click.option("--max-profile-bytes", type=int, default=None, help="Logical extra-byte limit (default 512 KiB).")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON.")
+@click.option("--jsonl", "jsonl_path", metavar="FILE", help="Many requests in one process: one request object a line "
+                                                              "in FILE ('-': stdin), one answer a line out.")
 def command(
     strategy: str,
     request_path: str | None,
@@ -250,6 +311,7 @@ def command(
     seed: int | None,
     max_profile_bytes: int | None,
     as_json: bool,
+    jsonl_path: str | None,
 ) -> None:
     """Assemble the chat-completion messages for one request (by default exactly what SillyTavern sends)."""
 
@@ -261,11 +323,18 @@ def command(
             if value is not None:
                 raise TemplateError(f"{flag} applies to rule-file strategies; builtin-st sends what SillyTavern sends "
                                     "(use --strategy FILE for it)", code="INPUT_INVALID")
-        data, base = _st_request(request_path, {
+        flags = {
             "preset": st_preset, "card": card, "chat": chat_path, "books": books, "user": user_name,
             "persona": persona, "post_processing": post_processing, "seed": seed, "preview": preview,
             "target": target, "generation_type": generation_type, "quiet_prompt": quiet_prompt,
-            "max_context": max_context, "max_tokens": max_tokens, "tokenizer": tokenizer})
+            "max_context": max_context, "max_tokens": max_tokens, "tokenizer": tokenizer}
+        if jsonl_path is not None:
+            if request_path or as_messages or chat_path == "-":
+                raise click.UsageError("--jsonl reads one request a line; it takes no --request, --messages or "
+                                       "--chat - (the other flags fill in every line)")
+            _run_jsonl(jsonl_path, flags, as_json)
+            return
+        data, base = _st_request(request_path, flags)
         result = assemble_request(data, base_dir=base)
         # the lone-surrogate rule (tavernbox.strict_json) on exactly what is printed, before any of it
         # is: the whole result with --json (built once, written in pieces), else the messages (or the
@@ -296,6 +365,8 @@ def command(
 
         if request_path:
             raise TemplateError("--request is for the builtin-st strategy", code="INPUT_INVALID")
+        if jsonl_path is not None:
+            raise click.UsageError("--jsonl is for the builtin-st strategy")
         if not chat_path:
             raise TemplateError("--chat is required", code="INPUT_INVALID")
         preset = _strategy(strategy)

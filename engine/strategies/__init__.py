@@ -17,6 +17,7 @@ from .builtin import (
     is_builtin,
 )
 from .st_assemble import StAssembly, assemble_request
+from .st_batch import assemble_requests
 from .st_request import StRequest, parse_request
 from .sillytavern import (
     PRESET_SOURCE,
@@ -38,6 +39,7 @@ __all__ = [
     "StrategyLibrary",
     "apply_names_behavior",
     "assemble_request",
+    "assemble_requests",
     "builtin_strategy",
     "is_builtin",
     "parse_request",
