@@ -418,4 +418,4 @@ def command(
         check_output(out)  # the lone-surrogate rule (tavernbox.strict_json) on the answer
         click.echo(json.dumps(out, ensure_ascii=False, indent=2))
 
-    guarded(st_body if strategy == "builtin-st" else body, label=request_path or "", as_json=as_json)
+    guarded(st_body if strategy == "builtin-st" else body, label=request_path or "", as_json=as_json or jsonl_path is not None)
