@@ -78,3 +78,12 @@ def test_the_cli_prints_them_on_stderr_and_keeps_them_in_json(tmp_path: Path) ->
     assert "warning MACRO_UNKNOWN the preset 'p', prompt 'main' (Main Prompt): unknown macro" in plain.stderr
     as_json = json.loads(CliRunner().invoke(main, [*args, "--json"]).stdout)
     assert {"ASSET_FIELD_MISSING", "MACRO_UNKNOWN"} <= {w["code"] for w in as_json["warnings"]}
+
+
+def test_an_asset_finding_is_said_once(tmp_path: Path) -> None:
+    """The preset source reads the preset again; its own copy of an asset finding is not said a second time."""
+    prompts = [dict(PRESET["prompts"][0], injection_order=10**18), *PRESET["prompts"][1:]]
+    path = _write(tmp_path, "big-order.json", dict(PRESET, prompts=prompts))
+    result = assemble_request({"preset": path, "chat": CHAT})
+    unsafe = [w for w in result.warnings if w.code == "ASSET_NUMBER_UNSAFE"]
+    assert len(unsafe) == 1 and unsafe[0].message.startswith("$.preset (big-order.json): ")

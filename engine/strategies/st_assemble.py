@@ -40,7 +40,7 @@ from .st_budget import MessageKind, fit, fits_without_counting
 from .st_group import JOIN_MODES, join_group_cards
 from .st_replay import SentSteps, kept_messages, sendable, st_record
 from .st_request import StRequest, parse_request
-from .st_warnings import asset_warnings, named_render_warning
+from .st_warnings import asset_warnings, named_render_warning, said_before
 
 __all__ = ["LoadedInputs", "StAssembly", "assemble_request", "load_inputs", "world_info_books"]
 
@@ -692,7 +692,8 @@ def _assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str |
         "preset": builtin_strategy("builtin-st"), "messages": history, "input_ids": input_ids, "assets": assets,
         "preview": req.options.dry_run, "system_prompt_update": "in-history", "seed": req.options.seed}))
     warnings.extend(named_render_warning(d, preset, inputs.preset_name, assets.get("world_info") or (), char)
-                    for d in result.diagnostics if d.severity in ("warning", "error"))
+                    for d in result.diagnostics
+                    if d.severity in ("warning", "error") and not said_before(d, inputs.diagnostics))
     squash = req.options.squash_system_messages if req.options.squash_system_messages is not None else \
         bool(preset.get("squash_system_messages", False))
     logical = [dict(m) for m in result.logical_messages]

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..errors import Diagnostic
 
-__all__ = ["asset_warnings", "named_render_warning"]
+__all__ = ["asset_warnings", "named_render_warning", "said_before"]
 
 #: card fields as the preset's markers name them
 _CARD_FIELDS = {"charDescription": "description", "charPersonality": "personality", "scenario": "scenario",
@@ -45,6 +45,13 @@ def asset_warnings(view: Any, where: str, source: Any) -> list[Diagnostic]:
             data["file"] = str(source)
         out.append(replace(d, message=f"{label}: {d.message}", data=data))
     return out
+
+
+def said_before(d: Diagnostic, warnings: Sequence[Diagnostic]) -> bool:
+    """Whether ``d`` (an asset finding a source made again when it read the asset) is already among ``warnings``
+    as :func:`asset_warnings` said it, naming the asset."""
+    return d.code.startswith("ASSET_") and any(
+        w.code == d.code and w.data.get("asset") and w.message.endswith(": " + d.message) for w in warnings)
 
 
 def _entry_of(text: str, entries: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
