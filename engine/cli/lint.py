@@ -41,15 +41,20 @@ def command(files: tuple[str, ...], fmt: str, settings_file: str | None, min_sev
         if settings_file is not None:
             settings = WorldInfoSettings.from_mapping(read_json_arg(settings_file, "settings"), path="$")
         report = lint_files(files, settings=settings)
-        floor = SEVERITY_RANK[min_severity or ("warning" if fmt == "rich" else "info")]
+        shown_from = min_severity or ("warning" if fmt == "rich" else "info")
+        floor = SEVERITY_RANK[shown_from]
         failed = report.has_errors
+        every = len(report.findings)
         report.findings = [f for f in report.findings if SEVERITY_RANK[f.severity] >= floor]
+        hidden = every - len(report.findings)
         if fmt == "json":
             echo_json(to_json(report))
         elif fmt == "sarif":
             echo_json(to_sarif(report))
         else:
             print_report(report, Console(highlight=False, soft_wrap=True))
+            if hidden:
+                click.echo(f"{hidden} finding(s) below {shown_from} not shown (--min-severity info shows them)")
         return 1 if failed else 0
 
     sys.exit(guarded(body, as_json=fmt in ("json", "sarif")))
