@@ -36,6 +36,7 @@ _LAZY: dict[str, str] = {
     "SelectionStore": "tavernbox.strategies",
     "StrategyLibrary": "tavernbox.strategies",
     "assemble_request": "tavernbox.sillytavern",
+    "assemble_requests": "tavernbox.sillytavern",
     "parse_request": "tavernbox.sillytavern",
     "StAssembly": "tavernbox.sillytavern",
     "StRequest": "tavernbox.sillytavern",
@@ -96,7 +97,10 @@ if TYPE_CHECKING:  # pragma: no cover - the lazy exports' real types, for type c
     )
     from .strategies import (
         SelectionStore as SelectionStore,
+        StAssembly as StAssembly,
         StrategyLibrary as StrategyLibrary,
+        assemble_request as assemble_request,
+        assemble_requests as assemble_requests,
         builtin_strategy as builtin_strategy,
         st_registry as st_registry,
     )

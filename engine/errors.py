@@ -7,12 +7,15 @@ when the error is shown, so raising is cheap on hot paths.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from .spans import Span, caret_snippet, line_col
 
-__all__ = ["CODES", "Diagnostic", "Severity", "TemplateError"]
+__all__ = ["CODES", "BoundedDiagnostics", "Diagnostic", "Severity", "TemplateError", "bound_diagnostics",
+           "message_shape"]
 
 Severity = Literal["error", "warning", "info"]
 
@@ -21,6 +24,8 @@ CODES: dict[str, str] = {
     # generic
     "INTERNAL_ERROR": "an unexpected failure inside tavernbox (a bug: please report it)",
     "INPUT_INVALID": "an input file or argument could not be read or has the wrong shape",
+    "INSTALL_EXTRA_MISSING": "a feature needs an optional extra that is not installed; the message names the pip install",
+    "USAGE_INVALID": "a command line the command does not take (an unknown option, a missing or bad argument); exit 2",
     "INPUT_UNKNOWN_KEY": "an input object has a key tavernbox does not read; ignored, with the nearest known key",
     "TEXT_SURROGATE": "text holds a lone UTF-16 surrogate (a JSON \\ud800 escape), which is not Unicode; refused at its path",
     # macros
@@ -235,6 +240,102 @@ class Diagnostic:
             out["path"] = self.path
         if self.data:
             out["data"] = dict(self.data)
+        return out
+
+
+#: the data key of the last diagnostic shown of its shape: how many more like it were left out
+MORE_LIKE_IT = "more_like_it"
+#: how many diagnostics of one shape every command and answer shows
+SHOWN_PER_SHAPE = 3
+_SHAPE = re.compile(r"\d+|'[^']*'|\"[^\"]*\"|\{\{[^{}]*\}\}")
+_MORE_SUFFIX = re.compile(r" \(and [\d,]+ more like it\)$")
+
+
+def message_shape(message: str) -> str:
+    """A message with its numbers, quoted values and macros blanked: diagnostics alike differ only there."""
+    return _SHAPE.sub("#", message)
+
+
+def _more(d: Diagnostic) -> int:
+    return int(d.data.get(MORE_LIKE_IT, 0)) if d.data else 0
+
+
+def _with_more(d: Diagnostic, more: int) -> Diagnostic:
+    base = _MORE_SUFFIX.sub("", d.message)
+    return replace(d, message=f"{base} (and {more:,} more like it)", data={**d.data, MORE_LIKE_IT: more})
+
+
+def bound_diagnostics(diagnostics: Iterable[Diagnostic], per_shape: int = SHOWN_PER_SHAPE) -> list[Diagnostic]:
+    """The first ``per_shape`` diagnostics of each kind (code and :func:`message_shape`), in their order; the last
+    one shown of a kind says how many more like it there were (``"... (and N more like it)"``, ``data.more_like_it``).
+
+    Identical findings (a mistake repeated in every entry of a book) are then counted, not listed: 100,000 of them
+    print as three lines. Counts carried by diagnostics already bounded (:class:`BoundedDiagnostics`) add up.
+    """
+    kept: list[Diagnostic] = []
+    shown: dict[tuple[str, str], int] = {}
+    last: dict[tuple[str, str], int] = {}
+    more: dict[tuple[str, str], int] = {}
+    for d in diagnostics:
+        key = (d.code, message_shape(_MORE_SUFFIX.sub("", d.message)))
+        carried = _more(d)
+        if shown.get(key, 0) < per_shape:
+            shown[key] = shown.get(key, 0) + 1
+            last[key] = len(kept)
+            kept.append(d)
+            more[key] = more.get(key, 0) + carried
+        else:
+            more[key] = more.get(key, 0) + 1 + carried
+    for key, n in more.items():
+        if n or _more(kept[last[key]]):
+            kept[last[key]] = _with_more(kept[last[key]], n)
+    return kept
+
+
+class BoundedDiagnostics(list[Diagnostic]):
+    """A list that keeps at most ``per_shape`` diagnostics of each kind as they are added and counts the others.
+
+    What a reader collects into (``load_asset``): a book repeating one mistake in 100,000 entries then holds a
+    hundred diagnostics, not 200,000. :meth:`finished` gives the list with the counts said
+    (:func:`bound_diagnostics`).
+    """
+
+    def __init__(self, per_shape: int = 100) -> None:
+        super().__init__()
+        self.per_shape = per_shape
+        self._seen: dict[tuple[str, str], int] = {}
+        self._shapes: dict[str, str] = {}
+
+    def append(self, d: Diagnostic) -> None:
+        shape = self._shapes.get(d.message)
+        if shape is None:
+            shape = message_shape(d.message)
+            if len(self._shapes) < 4096:
+                self._shapes[d.message] = shape
+        key = (d.code, shape)
+        seen = self._seen.get(key, 0)
+        self._seen[key] = seen + 1
+        if seen < self.per_shape:
+            super().append(d)
+
+    def extend(self, diagnostics: Iterable[Diagnostic]) -> None:
+        for d in diagnostics:
+            self.append(d)
+
+    def __iadd__(self, diagnostics: Iterable[Diagnostic]) -> BoundedDiagnostics:  # type: ignore[override,misc]
+        self.extend(diagnostics)
+        return self
+
+    def finished(self) -> list[Diagnostic]:
+        """The kept diagnostics; the last of each kind says how many more like it were counted."""
+        out = list(self)
+        last: dict[tuple[str, str], int] = {}
+        for i, d in enumerate(out):
+            last[(d.code, message_shape(d.message))] = i
+        for key, i in last.items():
+            left = self._seen.get(key, 0) - self.per_shape
+            if left > 0:
+                out[i] = _with_more(out[i], left)
         return out
 
 

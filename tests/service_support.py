@@ -35,7 +35,7 @@ def die_with_parent() -> None:
 class RunningService:
     """One ``tavernbox serve`` process; ``base`` is its URL, ``client`` an authorised httpx client."""
 
-    def __init__(self, database: str, *, token: str | None = TOKEN, upstream: str | None = None,
+    def __init__(self, database: str | None, *, token: str | None = TOKEN, upstream: str | None = None,
                  extra_env: dict[str, str] | None = None, args: tuple[str, ...] = ()) -> None:
         self.database = database
         self.args = args
@@ -53,7 +53,9 @@ class RunningService:
         if self.token is not None:
             env["TAVERNBOX_TOKEN"] = self.token
         env.update(self.extra_env)
-        args = [sys.executable, "-m", "tavernbox.cli.main", "serve", "--port", "0", "--database", self.database]
+        args = [sys.executable, "-m", "tavernbox.cli.main", "serve", "--port", "0"]
+        if self.database is not None:  # None: the default database
+            args += ["--database", self.database]
         if self.upstream:
             args += ["--upstream", self.upstream]
         args += list(self.args)

@@ -58,8 +58,9 @@ def test_the_json_form_builds_the_provenance_of_the_sent_messages_once(monkeypat
     assert sum(1 for s in spans if s.get("macro") == "user") == 6
     # the fields read from the assembler's result are the ones its own JSON form has
     inner = assembled.result.to_dict()
-    for key in ("logical_messages", "nodes", "record"):
+    for key in ("logical_messages", "nodes"):
         assert first[key] == inner[key]
+    assert first["record"]["assembly"] == inner["record"]  # wrapped with the steps that made the sent request
 
 
 def test_a_message_of_tens_of_thousands_of_spans_is_not_copied_into_the_cache() -> None:

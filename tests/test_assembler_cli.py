@@ -26,7 +26,13 @@ def write(tmp_path: Path, name: str, data: Any) -> str:
 
 
 def run(*args: str) -> tuple[int, Any]:
+    """The exit status and the JSON printed; a failure is checked in plain output, then read with ``--json``."""
     result = CliRunner().invoke(main, list(args))
+    if result.exit_code == 1 and "--json" not in args:
+        # plain output: nothing on stdout, ``error CODE message`` on stderr; --json: the error object on stdout
+        assert result.stdout == "" and " error " in f" {result.stderr}", (result.stdout, result.stderr)
+        result = CliRunner().invoke(main, [*args, "--json"])
+        assert result.stderr == "" or "error" not in result.stderr, result.stderr
     try:
         return result.exit_code, json.loads(result.output)
     except json.JSONDecodeError:
@@ -135,10 +141,10 @@ json_values = st.recursive(
 def test_hostile_files_never_give_a_traceback(tmp_path: Path, chat: Any, strategy: Any) -> None:
     chat_file = write(tmp_path, "fuzz-chat.json", chat)
     strategy_file = write(tmp_path, "fuzz-strategy.json", strategy)
-    result = CliRunner().invoke(main, ["assemble", "--strategy", strategy_file, "--chat", chat_file])
+    result = CliRunner().invoke(main, ["assemble", "--strategy", strategy_file, "--chat", chat_file, "--json"])
     assert result.exit_code in (0, 1), result.output
     if result.exit_code == 1:
-        error = json.loads(result.output)["error"]
+        error = json.loads(result.stdout)["error"]
         assert error["code"] != "INTERNAL_ERROR", error
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import SHARED
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -30,7 +31,7 @@ from tavernbox.sillytavern import loading as st_loading
 from tavernbox.sillytavern.cache import clear_scan_books
 from tavernbox.worldinfo.matching import _bounded, _bounded_find
 
-CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
+CORPORA = SHARED / "corpora"
 BIG = {"preset": CORPORA / "presets" / "hoxilo-it-takes-two-v5.2.vi.json",
        "card": CORPORA / "cards" / "de-quoc-la-ma-than-thanh.vi.v3.json",
        "book": CORPORA / "worldbooks" / "prolix-zzz-lorebook-vector.json"}
@@ -251,9 +252,10 @@ def _clear() -> None:
 
 
 @pytest.mark.parametrize("assets", [SMALL, BIG], ids=["small", "largest"])
-def test_cached_results_equal_the_uncached_path(assets: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
-    if not all(p.exists() for p in assets.values()):
-        pytest.skip("the corpora are not beside the repository")
+def test_cached_results_equal_the_uncached_path(assets: dict[str, Path], monkeypatch: pytest.MonkeyPatch,
+                                                shared: Any) -> None:
+    for path in assets.values():
+        shared(str(path.relative_to(SHARED)))
     request = {"preset": str(assets["preset"]), "card": str(assets["card"]), "books": [str(assets["book"])],
                "chat": _chat(40)}
     with monkeypatch.context() as m:
@@ -272,9 +274,9 @@ def test_cached_results_equal_the_uncached_path(assets: dict[str, Path], monkeyp
     assert _result(as_objects) == plain_objects and _result(as_objects) == plain_objects
 
 
-def test_mutating_results_and_inputs_does_not_change_the_next_result() -> None:
-    if not all(p.exists() for p in SMALL.values()):
-        pytest.skip("the corpora are not beside the repository")
+def test_mutating_results_and_inputs_does_not_change_the_next_result(shared: Any) -> None:
+    for path in SMALL.values():
+        shared(str(path.relative_to(SHARED)))
     card = json.loads(SMALL["card"].read_text(encoding="utf-8"))
     request = {"preset": str(SMALL["preset"]), "card": card, "books": [str(SMALL["book"])], "chat": _chat(12)}
     first = _result(request)

@@ -9,28 +9,25 @@ from __future__ import annotations
 
 import csv
 import json
-from pathlib import Path
+from functools import cache
 from typing import Any
 
 import pytest
+from conftest import SHARED, shared_path
 
 from tavernbox.assets import LoadedAsset, load_asset
 from tavernbox.errors import TemplateError
 
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
-MANIFEST = CORPUS / "MANIFEST.tsv"
+CORPUS = SHARED / "corpora"
 
-pytestmark = pytest.mark.skipif(not MANIFEST.exists(), reason="the shared corpus is not beside the repository")
+pytestmark = pytest.mark.needs_shared("corpora/MANIFEST.tsv")
 
 
-def manifest() -> list[tuple[str, str]]:
-    if not MANIFEST.exists():
-        return []
-    with MANIFEST.open(encoding="utf-8", newline="") as fh:
+@cache
+def manifest(shared: Any = shared_path) -> list[tuple[str, str]]:
+    with shared("corpora", "MANIFEST.tsv").open(encoding="utf-8", newline="") as fh:
         return [(row["category"], row["file"]) for row in csv.DictReader(fh, delimiter="\t")]
 
-
-ROWS = manifest()
 EXPECTED_KIND = {"presets": "preset", "cards": "card", "worldbooks": "world_book"}
 REJECTION_CODES = {"ASSET_KIND_UNKNOWN", "ASSET_JSON"}
 
@@ -43,12 +40,12 @@ def _load(category: str, file: str) -> LoadedAsset | TemplateError:
 
 
 def test_manifest_lists_74_files_that_exist() -> None:
-    assert len(ROWS) == 74
-    for category, file in ROWS:
+    assert len(manifest()) == 74
+    for category, file in manifest():
         assert (CORPUS / category / file).is_file(), file
 
 
-@pytest.mark.parametrize(("category", "file"), ROWS, ids=[f for _, f in ROWS])
+@pytest.mark.cases(("category", "file"), lambda shared: [pytest.param(c, f, id=f) for c, f in manifest(shared)])
 def test_corpus_file_loads_or_fails_clearly(category: str, file: str) -> None:
     result = _load(category, file)
     if category in EXPECTED_KIND:
@@ -68,7 +65,7 @@ def test_corpus_file_loads_or_fails_clearly(category: str, file: str) -> None:
 
 
 def _by_name(name: str) -> LoadedAsset:
-    for category, file in ROWS:
+    for category, file in manifest():
         if file == name:
             result = _load(category, file)
             assert isinstance(result, LoadedAsset)
@@ -102,7 +99,7 @@ def test_huge_injection_order_in_hoxilo() -> None:
 
 
 def test_card_books_total_matches_the_research_count() -> None:
-    total = sum(_by_name(f).counts["book_entries"] for c, f in ROWS if c == "cards")
+    total = sum(_by_name(f).counts["book_entries"] for c, f in manifest() if c == "cards")
     assert total == 766
 
 
@@ -115,7 +112,7 @@ def test_world_books_total_matches_the_manifest() -> None:
 def test_corpus_books_give_world_info_a_complete_sillytavern_dict() -> None:
     from tavernbox.assets import ST_ENTRY_DEFAULTS
 
-    for category, file in ROWS:
+    for category, file in manifest():
         if category not in ("cards", "worldbooks"):
             continue
         model: Any = _by_name(file).model
@@ -129,7 +126,7 @@ def test_corpus_books_give_world_info_a_complete_sillytavern_dict() -> None:
 
 def test_corpus_presets_cards_and_books_round_trip_unknown_fields() -> None:
     checked = 0
-    for category, file in ROWS:
+    for category, file in manifest():
         if category not in ("presets", "worldbooks", "cards"):
             continue
         asset = _by_name(file)

@@ -130,7 +130,7 @@ def test_the_macros_cli_refuses_a_world_book_given_as_the_card(tmp_path: Path) -
     assert "Traceback" not in result.output
 
 
-@pytest.mark.skipif(not CORPORA.is_dir(), reason="the shared corpora are not beside this clone")
+@pytest.mark.needs_shared("corpora")
 def test_corpus_assets_load_as_their_own_kind_and_refuse_another() -> None:
     folders = {"cards": "card", "worldbooks": "world_book", "presets": "preset"}
     for folder, kind in folders.items():

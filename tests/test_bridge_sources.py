@@ -158,6 +158,7 @@ def test_metadata_decorators() -> None:
 # --- MVU ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.needs_shared("corpora/mvu")
 def test_mvu_real_initvar_and_getvar_pairs() -> None:
     mvu = MvuSource.load(CORPUS / "mvu" / "mvu-example-liuli-initvar1.yaml")
     stat = mvu.data["stat_data"]
@@ -315,6 +316,7 @@ CORPUS_CASES = {
 }
 
 
+@pytest.mark.needs_shared("corpora/ejs-templates", "corpora/mvu")
 @pytest.mark.parametrize("name", sorted(CORPUS_CASES))
 def test_corpus_templates(name: str) -> None:
     mvu_file, expected = CORPUS_CASES[name]
@@ -330,6 +332,7 @@ def test_corpus_templates(name: str) -> None:
     assert result.usage.passes >= 1
 
 
+@pytest.mark.needs_shared("corpora/ejs-templates", "corpora/mvu")
 def test_corpus_staged_persona_follows_the_variables() -> None:
     source = (CORPUS / "ejs-templates" / "mvu-example-liuli-affection-stages.md").read_text(encoding="utf-8-sig")
     mvu = MvuSource.load(CORPUS / "mvu" / "mvu-example-liuli-initvar1.yaml")
@@ -346,6 +349,7 @@ CARD_CASES = [("zhanguo.v3.json", "zhanguo__background-controller.txt", "公元�
               ("de-quoc-la-ma-than-thanh.vi.v3.json", "de-quoc-la-ma__event-controller.txt", "Reconquista")]
 
 
+@pytest.mark.needs_shared("corpora/ejs-templates", "corpora/cards")
 @pytest.mark.parametrize(("card_file", "template", "expected"), CARD_CASES)
 def test_corpus_controllers_against_their_cards(card_file: str, template: str, expected: str) -> None:
     from tavernbox.assets import load_asset

@@ -19,7 +19,7 @@ def test_card_option_accepts_a_png_card(tmp_path: Path) -> None:
     png.write_bytes(png_card({"chara": card}))
     result = CliRunner().invoke(command, ["--card", str(png)], input="{{char}} / {{personality}}")
     assert result.exit_code == 0, result.output
-    assert result.output == "Mira / calm, observant, stubborn about safety"
+    assert result.output == "Mira / calm, observant, stubborn about safety\n"
 
 
 def test_card_option_reports_a_broken_card_with_its_code(tmp_path: Path) -> None:

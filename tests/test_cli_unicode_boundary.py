@@ -83,8 +83,12 @@ def test_macros_context_with_a_surrogate_is_refused(tmp_path: Path) -> None:
     ctx = put(tmp_path, "ctx.json", {"char": "A", "character": {"description": LONE}})
     result = run(["macros", "--context", ctx, "--jsonl"], '{"template": "x"}\n')
     assert result.exit_code == 1
-    assert "TEXT_SURROGATE" in result.stderr and "$.character.description" in result.stderr
-    assert "INTERNAL_ERROR" not in result.output + result.stderr
+    err = error_of(answers(result)[0])  # a batch's whole-command error is JSON on stdout, as its rows are
+    assert (err["code"], err["path"]) == ("TEXT_SURROGATE", "$.character.description")
+    plain = run(["macros", "--context", ctx], "x")
+    assert plain.exit_code == 1 and plain.stdout == ""
+    assert "TEXT_SURROGATE" in plain.stderr and "$.character.description" in plain.stderr
+    assert "INTERNAL_ERROR" not in result.output + plain.output
 
 
 def test_import_of_a_card_named_with_a_surrogate(tmp_path: Path) -> None:
@@ -105,7 +109,10 @@ def test_activate_book_chat_and_jsonl(tmp_path: Path) -> None:
                        (["--book", book, "--chat", bad_chat], "$[0]")):
         result = run(["activate", *args, "--json"])
         assert result.exit_code == 1
-        assert "TEXT_SURROGATE" in result.stderr and path in result.stderr
+        assert (error_of(answers(result)[0])["code"], error_of(answers(result)[0])["path"]) == ("TEXT_SURROGATE", path)
+        plain = run(["activate", *args])
+        assert plain.exit_code == 1 and plain.stdout == ""
+        assert "TEXT_SURROGATE" in plain.stderr and path in plain.stderr
     lines = [{"entries": [{"keys": ["a"], "content": LONE}], "chat": ["a"]},
              {"entries": [{"keys": ["a"], "content": "fine"}], "chat": ["a"]}]
     result = run(["activate", "--jsonl"], "\n".join(json.dumps(x) for x in lines) + "\n")
@@ -130,15 +137,17 @@ def test_assemble_inputs(tmp_path: Path, which: str) -> None:
     paths = {k: put(tmp_path, f"{k}.json", v) for k, v in files.items()}
     args = ["assemble", "--strategy", "builtin-native-roles", "--chat", paths["chat"], "--preset", paths["preset"],
             "--card", paths["card"], "--book", paths["book"]]
-    result = run(args)
+    result = run([*args, "--json"])
     assert result.exit_code == 1, result.output
     err = error_of(answers(result)[0])
     assert (err["code"], err["path"]) == ("TEXT_SURROGATE", bad[which][1])
+    plain = run(args)
+    assert plain.exit_code == 1 and plain.stdout == "" and "TEXT_SURROGATE" in plain.stderr
 
 
 def test_assemble_strategy_file_with_a_surrogate(tmp_path: Path) -> None:
     strategy = put(tmp_path, "s.json", {"format": "dsh-tavern-request-assembly", "version": 1, "name": LONE})
-    result = run(["assemble", "--strategy", strategy, "--chat", put(tmp_path, "c.json", CHAT)])
+    result = run(["assemble", "--strategy", strategy, "--chat", put(tmp_path, "c.json", CHAT), "--json"])
     err = error_of(answers(result)[0])
     assert result.exit_code == 1 and err["code"] == "TEXT_SURROGATE" and err["path"] == "$.name"
 
@@ -161,11 +170,12 @@ def test_render_output_that_cuts_a_pair_is_refused_not_escaped(tmp_path: Path) -
 def test_render_vars_with_a_surrogate(tmp_path: Path) -> None:
     template = put(tmp_path, "t.ejs", "<%= variables.a %>")
     result = run(["render", "--json", template, "--vars", put(tmp_path, "v.json", {"a": LONE})])
-    assert result.exit_code == 1 and "TEXT_SURROGATE" in result.stderr and "$.a" in result.stderr
+    assert result.exit_code == 1 and (error_of(answers(result)[0])["code"], error_of(answers(result)[0])["path"]) \
+        == ("TEXT_SURROGATE", "$.a")
 
 
 def test_replay_record_with_a_surrogate(tmp_path: Path) -> None:
-    result = run(["replay", put(tmp_path, "r.json", {"record": {"messages": [{"content": LONE}]}})])
+    result = run(["replay", put(tmp_path, "r.json", {"record": {"messages": [{"content": LONE}]}}), "--json"])
     err = error_of(answers(result)[0])
     assert result.exit_code == 1 and err["code"] == "TEXT_SURROGATE"
 
@@ -289,7 +299,8 @@ def test_yaml_vars_with_nan_are_refused(tmp_path: Path) -> None:
     yaml_vars = tmp_path / "v.yaml"
     yaml_vars.write_text("a: .nan\n")
     result = run(["render", "--json", template, "--vars", str(yaml_vars)])
-    assert result.exit_code == 1 and "INPUT_INVALID" in result.stderr and "$.a" in result.stderr
+    assert result.exit_code == 1 and (error_of(answers(result)[0])["code"], error_of(answers(result)[0])["path"]) \
+        == ("INPUT_INVALID", "$.a")
 
 
 def test_find_surrogate_reports_the_first_in_document_order_with_a_readable_path() -> None:
@@ -317,5 +328,8 @@ def test_assemble_builtin_st_refuses_a_surrogate_before_printing(tmp_path: Path)
         result = run(["assemble", "--strategy", "builtin-st", "--chat", chat, "--preset", put(tmp_path, "p.json", preset),
                       *extra])
         assert result.exit_code == 1
+        if not extra:  # plain output: the error on stderr, nothing on stdout (nothing printed before the refusal)
+            assert result.stdout == "" and "TEXT_SURROGATE" in result.stderr
+            continue
         out = answers(result)
         assert len(out) == 1 and error_of(out[0])["code"] == "TEXT_SURROGATE"  # nothing printed before the refusal

@@ -45,7 +45,7 @@ CONTEXT: dict[str, Any] = {
     "chat_id_hash": 123456,
 }
 
-pytestmark = pytest.mark.skipif(not DATA.exists(), reason="shared/conformance is not beside the clone")
+pytestmark = pytest.mark.needs_shared("conformance/st-macros.jsonl")
 
 
 def _strings(values: dict[str, Any] | None) -> dict[str, str]:

@@ -24,7 +24,7 @@ DATA = SHARED / "conformance" / "st-worldinfo.jsonl"
 DEVIATIONS_FILE = Path(__file__).parent / "data" / "worldinfo_conformance_deviations.json"
 DEVIATIONS_DOC = ROOT / "docs" / "DEVIATIONS.md"
 
-pytestmark = pytest.mark.skipif(not DATA.exists(), reason="shared/conformance is not beside the repository")
+pytestmark = pytest.mark.needs_shared("conformance/st-worldinfo.jsonl")
 
 
 def _rows() -> list[dict[str, Any]]:

@@ -83,5 +83,6 @@ def test_jsonl_batch_contract() -> None:
 
 
 def test_jsonl_takes_no_file(tmp_path: Path) -> None:
-    code, _, err = run(["--jsonl", str(tmp_path / "t.ejs")], "")
-    assert code == 2 and "--jsonl" in err
+    code, out, _ = run(["--jsonl", str(tmp_path / "t.ejs")], "")
+    error = json.loads(out)["error"]  # a batch reads JSON on stdout: the usage error comes there too
+    assert code == 2 and error["code"] == "USAGE_INVALID" and "--jsonl" in error["message"]

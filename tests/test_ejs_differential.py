@@ -25,11 +25,12 @@ MIN_GENERATED = 500
 FEATURES = ("<%=", "<%-", "<%_", "<%#", "<%%", "%%>", "-%>", "_%>", "\r\n", "\t", "print(", "await ", "for (",
             "if (", "function ")
 
-GOLDEN = [
-    case
-    for case in json.loads((Path(__file__).parent / "golden" / "ejs_cases.json").read_text(encoding="utf-8"))["cases"]
-    if case.get("oracle", True)
-]
+
+
+def golden_cases(shared: Any) -> list[dict[str, Any]]:
+    """The recorded cases of ``golden/ejs_cases.json`` that the ``ejs`` package is asked about."""
+    cases = json.loads((Path(__file__).parent / "golden" / "ejs_cases.json").read_text(encoding="utf-8"))["cases"]
+    return [case for case in cases if case.get("oracle", True)]
 
 
 @pytest.fixture(scope="module")
@@ -61,12 +62,9 @@ def _compare(oracle: Oracle, template: str, variables: Any) -> str:
     return "both-failed"
 
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-
-
-def _corpus_templates() -> list[tuple[str, str]]:
+def _corpus_templates(shared: Any) -> list[tuple[str, str]]:
     """Real-world EJS from the shared corpora: template files and world-book entries with tags."""
-    corpora = SHARED / "corpora"
+    corpora = shared("corpora")
     found: list[tuple[str, str]] = []
     for path in sorted((corpora / "ejs-templates").glob("*")):
         found.append((path.name, path.read_text(encoding="utf-8-sig")))
@@ -83,19 +81,15 @@ def _corpus_templates() -> list[tuple[str, str]]:
     return found
 
 
-CORPUS = _corpus_templates() if (SHARED / "corpora").is_dir() else []
-
-
-@pytest.mark.skipif(not CORPUS, reason="the shared corpora are not beside the repository")
-def test_real_world_templates_match_ejs(oracle: Oracle) -> None:
+def test_real_world_templates_match_ejs(oracle: Oracle, shared: Any) -> None:
     # Most of them call ST's getvar & co. (the bridge issue), so they fail on both sides at run
     # time; the point is that tokenising, compiling and the failure kind agree on real inputs.
-    outcomes = [_compare(oracle, template, {"stat_data": {}}) for _, template in CORPUS]
+    outcomes = [_compare(oracle, template, {"stat_data": {}}) for _, template in _corpus_templates(shared)]
     assert len(outcomes) >= 20
     assert "text" in outcomes
 
 
-@pytest.mark.parametrize("case", GOLDEN, ids=[c["id"] for c in GOLDEN])
+@pytest.mark.cases("case", golden_cases, ids=lambda c: c["id"])
 def test_digest_cases_match_ejs(oracle: Oracle, case: dict[str, Any]) -> None:
     outcome = _compare(oracle, case["template"], case["variables"])
     assert outcome == ("text" if "text" in case else "both-failed")

@@ -15,12 +15,15 @@ from typing import Any
 import pytest
 from ejs_support import render
 
-CASES: list[dict[str, Any]] = json.loads(
-    (Path(__file__).parent / "golden" / "ejs_cases.json").read_text(encoding="utf-8")
-)["cases"]
+
+def cases(shared: Any = None) -> list[dict[str, Any]]:
+    """The recorded cases of ``golden/ejs_cases.json``."""
+    golden: list[dict[str, Any]] = json.loads(
+        (Path(__file__).parent / "golden" / "ejs_cases.json").read_text(encoding="utf-8"))["cases"]
+    return golden
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+@pytest.mark.cases("case", cases, ids=lambda c: c["id"])
 def test_golden(case: dict[str, Any]) -> None:
     text, error = render(case["template"], case["variables"])
     if "text" in case:
@@ -37,5 +40,5 @@ def test_golden(case: dict[str, Any]) -> None:
 
 
 def test_case_ids_are_unique() -> None:
-    ids = [c["id"] for c in CASES]
+    ids = [c["id"] for c in cases()]
     assert len(ids) == len(set(ids))

@@ -20,7 +20,7 @@ from tavernbox.lint.report import to_sarif
 from test_assets_cards import png_card
 
 ROOT = Path(__file__).resolve().parents[1]
-SCHEMA = json.loads((ROOT / "tests" / "data" / "sarif-schema-2.1.0.json").read_text(encoding="utf-8"))
+SCHEMA = ROOT / "tests" / "data" / "sarif-schema-2.1.0.json"
 CORPUS = ROOT.parent / "shared" / "corpora"
 MANIFEST = CORPUS / "MANIFEST.tsv"
 
@@ -35,7 +35,7 @@ def write(tmp_path: Path, name: str, value: Any) -> str:
 
 
 def validate_sarif(doc: dict[str, Any]) -> None:
-    validator = jsonschema.Draft4Validator(SCHEMA, format_checker=jsonschema.Draft4Validator.FORMAT_CHECKER)
+    validator = jsonschema.Draft4Validator(json.loads(SCHEMA.read_text(encoding="utf-8")), format_checker=jsonschema.Draft4Validator.FORMAT_CHECKER)
     errors = sorted(validator.iter_errors(doc), key=lambda e: list(e.path))
     assert not errors, [f"{list(e.path)}: {e.message}" for e in errors[:5]]
 
@@ -145,7 +145,7 @@ def corpus_files() -> list[Path]:
         return [CORPUS / row["category"] / row["file"] for row in csv.DictReader(fh, delimiter="\t")]
 
 
-@pytest.mark.skipif(not MANIFEST.exists(), reason="the shared corpus is not beside the repository")
+@pytest.mark.needs_shared("corpora/MANIFEST.tsv")
 def test_the_74_corpus_files_lint_without_a_crash_and_give_valid_sarif() -> None:
     files = corpus_files()
     assert len(files) == 74

@@ -32,14 +32,14 @@ def test_text_mode_prints_the_expansion_and_diagnostics_on_stderr(tmp_path: Path
     ctx, src = _files(tmp_path)
     result = CliRunner().invoke(main, ["macros", "--context", ctx, src])
     assert result.exit_code == 0
-    assert result.stdout == "Hello Ann, 5 {{nope}}"
+    assert result.stdout == "Hello Ann, 5 {{nope}}\n"  # the output ends with a newline (issue 28)
     assert "MACRO_UNKNOWN" in result.stderr and "t.txt:1:31" in result.stderr
 
 
 def test_stdin_is_read_when_no_file_is_given(tmp_path: Path) -> None:
     ctx, _ = _files(tmp_path)
     result = CliRunner().invoke(main, ["macros", "--context", ctx], input="{{char}}!")
-    assert result.stdout == "Bob!"
+    assert result.stdout == "Bob!\n"
 
 
 def test_json_mode_prints_the_whole_result(tmp_path: Path) -> None:
@@ -86,7 +86,7 @@ def test_card_fills_the_character_fields_and_name(tmp_path: Path) -> None:
     src = tmp_path / "t.txt"
     src.write_text("{{char}}: {{description}}", encoding="utf-8")
     result = CliRunner().invoke(main, ["macros", "--card", str(card), src.as_posix()])
-    assert result.stdout == "Seraphina: A guardian of User."
+    assert result.stdout == "Seraphina: A guardian of User.\n"
 
 
 def test_bad_inputs_fail_cleanly_with_a_code(tmp_path: Path) -> None:

@@ -47,7 +47,7 @@ def _three_ways(text: str, ctx: MacroContext) -> None:
     assert expand_macros(text, ctx) == fresh  # through expand_macros' own template cache
 
 
-@pytest.mark.skipif(not DATA.exists(), reason="shared/conformance is not beside the clone")
+@pytest.mark.needs_shared("conformance/st-macros.jsonl")
 def test_compiled_and_cached_expansion_equals_fresh_on_every_conformance_row() -> None:
     rows = [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitlines() if line.strip()]
     for row in rows:

@@ -11,7 +11,13 @@ import pytest
 from tavernbox.macros import expand_macros
 from tavernbox.macros.variables import js_string
 
-CASES = json.loads((Path(__file__).parent / "golden" / "macros_facts.json").read_text(encoding="utf-8"))["cases"]
+
+
+def cases(shared: Any = None) -> list[dict[str, Any]]:
+    """The recorded facts of ``golden/macros_facts.json``."""
+    facts: list[dict[str, Any]] = json.loads(
+        (Path(__file__).parent / "golden" / "macros_facts.json").read_text(encoding="utf-8"))["cases"]
+    return facts
 
 BASE: dict[str, Any] = {
     "user": "User",
@@ -30,7 +36,7 @@ BASE: dict[str, Any] = {
 }
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+@pytest.mark.cases("case", cases, ids=lambda c: c["id"])
 def test_fact(case: dict[str, Any]) -> None:
     context = dict(BASE)
     context["variables"] = {"local": case.get("vars", {}), "global": case.get("globals", {})}

@@ -16,7 +16,10 @@ import pytest
 from tavernbox.macros import lalr, lalr_table, parse_macros
 from tavernbox.macros.write_lalr_table import canonical_table, table_module_text
 
-GRAMMAR = (resources.files("tavernbox.grammars") / "macros.lark").read_text(encoding="utf-8")
+
+def grammar() -> str:
+    return (resources.files("tavernbox.grammars") / "macros.lark").read_text(encoding="utf-8")
+
 
 #: texts whose macros go through the LALR table (nested, scoped, variable shorthands, malformed)
 TEXTS = [
@@ -29,10 +32,10 @@ TEXTS = [
 
 
 def test_the_stored_table_is_larks_table_for_the_grammar() -> None:
-    assert lalr_table.GRAMMAR_DIGEST == hashlib.sha256(GRAMMAR.encode("utf-8")).hexdigest(), \
+    assert lalr_table.GRAMMAR_DIGEST == hashlib.sha256(grammar().encode("utf-8")).hexdigest(), \
         "the grammar changed: run python -m tavernbox.macros.write_lalr_table"
-    assert lalr_table.TABLE == canonical_table(lalr.build_table(GRAMMAR))
-    assert canonical_table(lalr.build_table(GRAMMAR)) == canonical_table(lalr.build_table(GRAMMAR))
+    assert lalr_table.TABLE == canonical_table(lalr.build_table(grammar()))
+    assert canonical_table(lalr.build_table(grammar())) == canonical_table(lalr.build_table(grammar()))
     assert table_module_text().endswith("\n") and "GRAMMAR_DIGEST" in table_module_text()
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -25,13 +25,11 @@ from tavernbox.macros.recovery import _Parser
 from tavernbox.testing.strategies import macro_templates
 from macro_support import NO_REUSE
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "conformance" / "st-macros.jsonl"
 
-
-def _templates() -> list[str]:
-    if not DATA.exists():
-        return ["{{user}}", "{{reverse::a|b}}", "Test {{ hehe {{user}}"]
-    return [json.loads(line)["template"] for line in DATA.read_text(encoding="utf-8").splitlines() if line.strip()]
+def _templates(shared: Any) -> list[str]:
+    """The templates of SillyTavern's conformance rows (``../shared``)."""
+    data = shared("conformance", "st-macros.jsonl")
+    return [json.loads(line)["template"] for line in data.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def _both(text: str) -> tuple[list | None, list, int]:
@@ -52,9 +50,9 @@ def _strip(items: list) -> list:
     return out
 
 
-def test_lalr_grammar_is_exactly_the_well_formed_boundary_on_conformance_data() -> None:
+def test_lalr_grammar_is_exactly_the_well_formed_boundary_on_conformance_data(shared: Any) -> None:
     accepted = 0
-    for text in _templates():
+    for text in _templates(shared):
         lalr, items, anomalies = _both(text)
         if anomalies == 0:
             assert lalr is not None, text
@@ -75,9 +73,9 @@ def test_lalr_grammar_boundary_on_generated_templates(text: str) -> None:
         assert lalr is None
 
 
-def test_reusing_parsed_arguments_equals_reparsing_them_on_conformance_data() -> None:
+def test_reusing_parsed_arguments_equals_reparsing_them_on_conformance_data(shared: Any) -> None:
     ctx = {"user": "User", "char": "Character", "chat_id_hash": 123456}
-    for text in _templates():
+    for text in _templates(shared):
         a = expand_macros(text, ctx)
         b = expand_macros(text, ctx, shortcuts=NO_REUSE)
         assert (a.text, a.variables) == (b.text, b.variables), text

@@ -63,7 +63,7 @@ def _plans(template: Any) -> list[LevelPlan]:
     return level_plans(template)
 
 
-@pytest.mark.skipif(not DATA.exists(), reason="shared/conformance is not beside the clone")
+@pytest.mark.needs_shared("conformance/st-macros.jsonl")
 def test_plans_equal_the_evaluator_on_every_conformance_row() -> None:
     rows = [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitlines() if line.strip()]
     assert len(rows) > 1000

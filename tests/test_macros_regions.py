@@ -23,7 +23,6 @@ from tavernbox.macros.regions import _region_items
 from tavernbox.testing.strategies import macro_templates
 from macro_support import NO_REGIONS
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "conformance" / "st-macros.jsonl"
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
@@ -54,16 +53,16 @@ def _same(text: str, lo: int = 0, hi: int | None = None) -> bool:
     return True
 
 
-def _texts() -> list[str]:
-    if not DATA.exists():
-        return ["{{user}}", "{{reverse::a|b}}", "Test {{ hehe {{user}}", "{{/if}}{{random:: a :: :: b}}"]
-    return [json.loads(line)["template"] for line in DATA.read_text(encoding="utf-8").splitlines() if line.strip()]
+def _texts(shared: Any) -> list[str]:
+    """The templates of SillyTavern's conformance rows (``../shared``)."""
+    data = shared("conformance", "st-macros.jsonl")
+    return [json.loads(line)["template"] for line in data.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def test_regions_equal_the_whole_document_on_conformance_rows_and_their_windows() -> None:
+def test_regions_equal_the_whole_document_on_conformance_rows_and_their_windows(shared: Any) -> None:
     rnd = random.Random(7)
     answered = 0
-    for text in _texts():
+    for text in _texts(shared):
         answered += _same(text)
         for _ in range(4):  # windows, as the evaluator parses argument and body spans
             lo = rnd.randrange(len(text) + 1)

@@ -127,7 +127,7 @@ def test_traced_post_processing_gives_the_same_text(pieces: list[str]) -> None:
     assert 0 <= ranges[0][0] <= ranges[0][1] <= len(post_process(text))
 
 
-@pytest.mark.skipif(not DATA.exists(), reason="shared/conformance is not beside the clone")
+@pytest.mark.needs_shared("conformance/st-macros.jsonl")
 def test_tracing_never_changes_a_conformance_render() -> None:
     base = {
         "user": "User",
@@ -149,7 +149,7 @@ def test_tracing_never_changes_a_conformance_render() -> None:
         _check_ranges(traced.text, traced.segments)
 
 
-@pytest.mark.skipif(not DATA.exists(), reason="shared/conformance is not beside the clone")
+@pytest.mark.needs_shared("conformance/st-macros.jsonl")
 def test_traced_renders_from_the_plan_equal_the_first_traced_render() -> None:
     # the first render marks ranges in the evaluator; from the third on the top level runs
     # from its plan's traced twin: the same text, variables and ranges every time

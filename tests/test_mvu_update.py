@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import SHARED
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -17,7 +17,7 @@ from tavernbox import CODES, TemplateError
 from tavernbox.bridge import MvuUpdate, apply_mvu_reply
 from tavernbox.bridge import mvu_commands as mc
 
-CORPUS = Path("/work/shared/corpora/mvu")
+CORPUS = SHARED / "corpora" / "mvu"
 
 
 def run(state: dict[str, Any], reply: str) -> MvuUpdate:
@@ -344,7 +344,7 @@ def _example_block(text: str) -> str:
     return text[text.index("example: |-"):]
 
 
-@pytest.mark.skipif(not CORPUS.is_dir(), reason="the shared MVU corpus is not on this machine")
+@pytest.mark.needs_shared("corpora/mvu")
 def test_corpus_liuli_example_commands_run_on_a_matching_state() -> None:
     rules = (CORPUS / "mvu-example-liuli-update-rules.md").read_text("utf-8")
     example = _example_block(rules)
@@ -356,7 +356,7 @@ def test_corpus_liuli_example_commands_run_on_a_matching_state() -> None:
     assert result.delta_data["悠纪"]["好感度"] == "33->35 (愉快的一次讨论，悠纪觉得与你一起是开心的)"
 
 
-@pytest.mark.skipif(not CORPUS.is_dir(), reason="the shared MVU corpus is not on this machine")
+@pytest.mark.needs_shared("corpora/mvu")
 def test_corpus_stagedog_patch_on_its_initvar() -> None:
     state = yaml.safe_load((CORPUS / "stagedog-example-initvar.yaml").read_text("utf-8"))
     state["世界"]["当前时间"] = str(state["世界"]["当前时间"])

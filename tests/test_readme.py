@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Any
 from pathlib import Path
 
 import pytest
@@ -12,18 +13,25 @@ from click.testing import CliRunner
 from tavernbox.cli.main import main as cli
 
 ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text(encoding="utf-8")
-SNIPPETS = re.findall(r"```python\n(.*?)```", README, re.S)
 
 
-@pytest.mark.parametrize("index", range(len(SNIPPETS)))
-def test_readme_python_snippet_runs(index: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def readme() -> str:
+    return (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def snippets(shared: Any = None) -> list[str]:
+    """The README's Python snippets."""
+    return re.findall(r"```python\n(.*?)```", readme(), re.S)
+
+
+@pytest.mark.cases("snippet", lambda shared: [pytest.param(s, id=str(i)) for i, s in enumerate(snippets())])
+def test_readme_python_snippet_runs(snippet: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)
-    exec(compile(SNIPPETS[index], f"README.md snippet {index}", "exec"), {"__name__": "readme"})
+    exec(compile(snippet, "README.md snippet", "exec"), {"__name__": "readme"})
 
 
 def test_readme_try_it_command_assembles_the_bundled_request(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert "tavernbox assemble --request corpora/sample-request.json" in README
+    assert "tavernbox assemble --request corpora/sample-request.json" in readme()
     monkeypatch.chdir(ROOT)
     res = CliRunner().invoke(cli, ["assemble", "--request", "corpora/sample-request.json"])
     assert res.exit_code == 0, res.output

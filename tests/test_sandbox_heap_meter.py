@@ -8,6 +8,7 @@ figure is the same one ``memory()`` reports and that it follows what the templat
 from __future__ import annotations
 
 import json
+from functools import cache
 from typing import Any
 
 import _quickjs
@@ -15,27 +16,32 @@ import _quickjs
 from sandbox_helpers import QuietChannel, WORKER_LIMITS, load_worker, prog
 
 worker_module = load_worker("tavernbox_worker_heap_meter")
-WORKER = worker_module.Worker()
+
+
+@cache
+def worker() -> Any:
+    """One worker for the module's tests, made at first use (it reads the harness)."""
+    return worker_module.Worker()
 
 
 def usage_of(body: str) -> dict[str, Any]:
     payload = "[" + json.dumps(prog(body)) + ",[\n" + json.dumps(None) + "\n]]"
-    reply = json.loads(WORKER.render(QuietChannel(), 1, WORKER_LIMITS, payload))
-    WORKER.retired = None
-    WORKER.prewarm()
+    reply = json.loads(worker().render(QuietChannel(), 1, WORKER_LIMITS, payload))
+    worker().retired = None
+    worker().prewarm()
     assert reply["error"] is None, reply
     return reply["usage"]
 
 
 def test_the_meter_reads_without_walking_on_this_engine() -> None:
-    assert WORKER.heap.fast is True
+    assert worker().heap.fast is True
 
 
 def test_the_meter_agrees_with_the_binding_figure() -> None:
     ctx = _quickjs.Context()
     ctx.set_memory_limit(7 * 1024 * 1024)
     ctx.eval("var kept = []; for (let i = 0; i < 3000; i++) kept.push('item ' + i);")
-    assert WORKER.heap(ctx) == ctx.memory()["malloc_size"]
+    assert worker().heap(ctx) == ctx.memory()["malloc_size"]
     slow = worker_module.HeapMeter(False)
     assert slow.fast is False
     assert slow(ctx) == ctx.memory()["malloc_size"]

@@ -60,7 +60,12 @@ def test_healthz_needs_no_token_and_everything_else_does(service: RunningService
 
 def test_the_login_url_sets_a_strict_cookie_that_then_authorises(service: RunningService) -> None:
     first = httpx.get(service.base + f"/docs?token={TOKEN}")
-    assert first.status_code == 200 and "swagger" in first.text.lower()
+    # the service's own docs page: its script and style come from the service, never a CDN (works offline)
+    assert first.status_code == 200 and '<script type="module" src="/static/docs.js">' in first.text
+    assert "http://" not in first.text and "https://" not in first.text and "cdn" not in first.text.lower()
+    assert "script-src 'self'" in first.headers["content-security-policy"]
+    script = httpx.get(service.base + "/static/docs.js")
+    assert script.status_code == 200 and 'fetch("/openapi.json"' in script.text and "https://" not in script.text
     cookie = first.headers["set-cookie"]
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
     with httpx.Client(base_url=service.base, cookies=first.cookies) as browser:
@@ -280,6 +285,10 @@ def test_library_round_trip_revisions_and_conditional_writes(client: httpx.Clien
     assert client.put("/v1/library/cards/alice", json=card2, headers={"If-Match": '"1"'}).status_code == 200
     stale = client.put("/v1/library/cards/alice", json=card, headers={"If-Match": '"1"'})
     assert stale.status_code == 412 and stale.json()["error"]["code"] == "LIBRARY_CONFLICT"
+    # an entity-tag the service never issued matches no revision: 412 too (RFC 9110), not a malformed request
+    never = client.put("/v1/library/cards/alice", json=card, headers={"If-Match": '"stale-revision"'})
+    assert never.status_code == 412 and never.json()["error"]["code"] == "LIBRARY_CONFLICT"
+    assert client.put("/v1/library/cards/alice", json=card, headers={"If-Match": "no-quotes"}).status_code == 400
     assert client.get("/v1/library/cards/alice").json()["data"] == card2
     assert client.get("/v1/library/cards/alice", params={"revision": 1}).json()["data"] == card
     assert client.put("/v1/library/cards/alice", json=card, headers={"If-None-Match": "*"}).status_code == 412

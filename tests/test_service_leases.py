@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from _assembler_support import rule
 from fastapi.testclient import TestClient
-from lease_support import CARD, PRESET, assemble_body, stale, two_processes_make_a_replay_stale
+from lease_support import assemble_body, card, preset, stale, two_processes_make_a_replay_stale
 from service_support import RunningService
 
 from tavernbox import TemplateError
@@ -45,7 +45,11 @@ from tavernbox.service.leases import MAX_AGE_S, LibraryLeases
 from tavernbox.store import MemorySnapshotStore, SQLiteLibrary, Storage, open_database
 from tavernbox.strategies import st_registry
 
-MAIN = next(p["content"] for p in PRESET["prompts"] if p["identifier"] == "main")
+
+
+def main_prompt() -> str:
+    return next(p["content"] for p in preset()["prompts"] if p["identifier"] == "main")
+
 TEMPLATE_KIND = "pmp-dsh-tavern/prompt-template"
 
 
@@ -120,7 +124,7 @@ class FlipOnLookup:
 
 
 def bridged_sources(head: Head) -> Any:
-    sources = sources_from_inputs(preset=PRESET, card=CARD)
+    sources = sources_from_inputs(preset=preset(), card=card())
     sources.input_leases = {"preset": (AssetLease("presets", "p", 1, "sha256:one", probe=head.probe).check_current,)}
     return sources
 
@@ -129,7 +133,7 @@ def test_the_bridge_fails_a_render_whose_stored_preset_changed_mid_render() -> N
     head = Head()
     template = "<%- getpreset('main') %>|<%- getchar() %>"
     calm = render_with_dependencies(template, FlipOnLookup(bridged_sources(head), "character", lambda: None))
-    assert calm.text.startswith(MAIN[:20]) and head.calls > 0
+    assert calm.text.startswith(main_prompt()[:20]) and head.calls > 0
     head = Head()
 
     def write() -> None:
@@ -146,26 +150,26 @@ def test_a_lookup_holds_only_the_lease_of_the_asset_it_read() -> None:
     head = Head()
     head.now = (2, "sha256:two")  # the preset moved on, but this template never reads it
     result = render_with_dependencies("<%- getchar() %>", bridged_sources(head))
-    assert result.text == CARD.get("data", CARD)["description"]
+    assert result.text == card().get("data", card())["description"]
     assert head.calls == 0
 
 
 def test_mid_render_checks_read_the_library_at_most_once_per_interval(tmp_path: Path) -> None:
     """A template awaiting in a loop makes the bridge check its leases after every job step: bounded reads."""
     library = SQLiteLibrary(tmp_path / "lib.db")
-    entry = library.put("presets", "p", PRESET)
+    entry = library.put("presets", "p", preset())
     ref = {"ref": "presets/p", "kind": "presets", "id": "p", "revision": entry.revision, "digest": entry.digest,
            "path": "$.preset"}
     leased = LibraryLeases(library, [ref])
-    sources = sources_from_inputs(preset=PRESET)
+    sources = sources_from_inputs(preset=preset())
     template = "<% for (let i = 0; i < 900; i++) { await Promise.resolve(i); } %><%= getpreset('main').length %>"
     started = time.monotonic()
     result = render_with_sources(template, sources, leases=leased.leases.lease_set())
     elapsed = time.monotonic() - started
-    assert result.text == str(len(MAIN)) and result.usage.job_steps >= 1800  # two passes of 900 awaits
+    assert result.text == str(len(main_prompt())) and result.usage.job_steps >= 1800  # two passes of 900 awaits
     assert 1 <= leased.reads <= 2 + elapsed / MAX_AGE_S
     assert leased.reads < result.usage.job_steps / 10
-    library.put("presets", "p", edited(PRESET, "new"))
+    library.put("presets", "p", edited(preset(), "new"))
     with pytest.raises(TemplateError) as err:  # a commit check always reads anew
         leased.check("before the answer was sent")
     assert err.value.code == "SOURCE_CONTENT_CHANGED" and "now holds revision 2" in err.value.message
@@ -179,7 +183,7 @@ def rules_request(templates: list[dict[str, Any]]) -> dict[str, Any]:
     return {"preset": {"format": "dsh-tavern-request-assembly", "version": 1, "name": "t", "rules": rules},
             "messages": [{"id": "s", "role": "system", "content": "S"}, {"id": "u", "role": "user", "content": "hi"}],
             "input_ids": ["u"], "session_id": "chat-1",
-            "assets": {"st_preset": PRESET, "prompt_templates": templates}}
+            "assets": {"st_preset": preset(), "prompt_templates": templates}}
 
 
 def reads_preset() -> dict[str, Any]:
@@ -197,7 +201,7 @@ def test_an_assembly_whose_stored_preset_changes_mid_render_fails_and_saves_noth
     store = MemorySnapshotStore()
     head = Head()
     ok = Assembler(st_registry(), store=store).assemble(rules_request([reads_preset()]), leases=preset_leases(head))
-    assert f"MAIN={len(MAIN)}" in ok.messages[0]["content"] and store.load("chat-1").revision == 1
+    assert f"MAIN={len(main_prompt())}" in ok.messages[0]["content"] and store.load("chat-1").revision == 1
     first_check = Head()
     original = first_check.probe
 
@@ -215,6 +219,8 @@ def test_an_assembly_whose_stored_preset_changes_mid_render_fails_and_saves_noth
     assert other.load("chat-1").revision == 0
 
 
+KEEPER = {"spec": "chara_card_v2", "spec_version": "2.0",
+          "data": {"name": "Mira", "description": "Mira keeps the lighthouse on the northern cliff."}}
 BOOK = {"name": "Lore", "entries": {"0": {"uid": 0, "key": ["gull"], "comment": "Gull", "content": "GULL ROCK"}}}
 
 
@@ -223,7 +229,7 @@ BOOK = {"name": "Lore", "entries": {"0": {"uid": 0, "key": ["gull"], "comment": 
      {"world_books": [BOOK], "world_info": [{"book": "Lore", "uid": 0, "content": "GULL ROCK"}]}, {}, "GULL ROCK"),
     ("$.assets.mvu", "HP <%= getvar('stat_data.hp') %>", {"mvu": {"name": "hero", "stat_data": {"hp": 7}}},
      {"variable_resource_id": "mvu:hero"}, "HP 7"),
-    ("$.assets.character", "<%- getchar() %>", {"character": CARD}, {}, CARD.get("data", CARD)["description"]),
+    ("$.assets.character", "<%- getchar() %>", {"character": KEEPER}, {}, KEEPER["data"]["description"]),
 ])
 def test_getwi_getvar_and_getchar_hold_the_lease_of_the_stored_asset_they_read(path: str, content: str,
                                                                                extra: dict[str, Any],
@@ -314,9 +320,9 @@ def served(database: str) -> Iterator[tuple[TestClient, BumpingLibrary]]:
 
 def test_assemble_fails_when_a_ref_changes_mid_request_and_stores_nothing(served: Any) -> None:
     client, library = served
-    client.put("/v1/library/presets/p", json=PRESET)
-    client.put("/v1/library/cards/c", json=CARD)
-    library.bump = ("presets", "p", edited(PRESET, "edited meanwhile"))
+    client.put("/v1/library/presets/p", json=preset())
+    client.put("/v1/library/cards/c", json=card())
+    library.bump = ("presets", "p", edited(preset(), "edited meanwhile"))
     answer = client.post("/v1/assemble", json=assemble_body(store=True, record_id="r"))
     stale(answer, "presets/p was read at revision 1; the library now holds revision 2")
     assert client.get("/v1/library/records/r").status_code == 404  # no record of the failed request
@@ -329,8 +335,8 @@ def test_assemble_fails_when_a_ref_changes_mid_request_and_stores_nothing(served
 
 def test_a_library_that_cannot_be_read_at_the_commit_check_is_its_own_error_not_a_stale_lease(served: Any) -> None:
     client, library = served
-    client.put("/v1/library/presets/p", json=PRESET)
-    client.put("/v1/library/cards/c", json=CARD)
+    client.put("/v1/library/presets/p", json=preset())
+    client.put("/v1/library/cards/c", json=card())
     library.down = True
     answer = client.post("/v1/assemble", json=assemble_body(store=True, record_id="r"))
     assert answer.status_code == 503 and answer.json()["error"]["code"] == "SNAPSHOT_STORE_UNAVAILABLE"
@@ -340,10 +346,10 @@ def test_a_library_that_cannot_be_read_at_the_commit_check_is_its_own_error_not_
 
 def test_a_pinned_ref_reads_its_revision_and_stays_current_after_newer_writes(served: Any) -> None:
     client, library = served
-    client.put("/v1/library/presets/p", json=PRESET)
-    client.put("/v1/library/cards/c", json=CARD)
+    client.put("/v1/library/presets/p", json=preset())
+    client.put("/v1/library/cards/c", json=card())
     first = client.post("/v1/assemble", json=assemble_body()).json()
-    library.bump = ("presets", "p", edited(PRESET, "revision two"))
+    library.bump = ("presets", "p", edited(preset(), "revision two"))
     pinned = client.post("/v1/assemble", json=assemble_body(preset={"ref": "presets/p@1"}))
     assert pinned.status_code == 200, pinned.text
     assert pinned.json()["messages"] == first["messages"] and pinned.json()["refs"][0]["revision"] == 1
@@ -352,18 +358,18 @@ def test_a_pinned_ref_reads_its_revision_and_stays_current_after_newer_writes(se
 
 def test_chat_completions_never_forward_a_request_built_from_a_changed_asset(served: Any) -> None:
     client, library = served
-    client.put("/v1/library/presets/p", json=PRESET)
-    library.bump = ("presets", "p", edited(PRESET, "x"))
+    client.put("/v1/library/presets/p", json=preset())
+    library.bump = ("presets", "p", edited(preset(), "x"))
     answer = client.post("/v1/chat/completions", json={
         "model": "m", "messages": [{"role": "user", "content": "Hello!"}],
-        "tavernbox": {"preset": {"ref": "presets/p"}, "card": CARD}})
+        "tavernbox": {"preset": {"ref": "presets/p"}, "card": card()}})
     stale(answer, "before the request was forwarded upstream", "presets/p")  # 422, not the dead upstream's 502
 
 
 def test_a_render_of_a_stored_template_that_changes_fails(served: Any) -> None:
     client, library = served
     client.put("/v1/library/templates/t", json="<%= 1 + 1 %>")
-    client.put("/v1/library/presets/p", json=PRESET)
+    client.put("/v1/library/presets/p", json=preset())
     library.bump = ("templates", "t", "<%= 2 + 2 %>")
     answer = client.post("/v1/render", json={"template": {"ref": "templates/t"}, "preset": {"ref": "presets/p"}})
     assert answer.status_code == 422 and answer.json()["error"]["code"] == "SOURCE_CONTENT_CHANGED"
@@ -380,9 +386,9 @@ def session_body(**assets: Any) -> dict[str, Any]:
 
 def test_a_rule_file_session_fails_when_a_stored_asset_changes_mid_render(served: Any) -> None:
     client, library = served
-    client.put("/v1/library/presets/st", json=PRESET)
+    client.put("/v1/library/presets/st", json=preset())
     client.put("/v1/library/templates/scene", json="MAIN=<%= getpreset('main').length %>")
-    library.bump = ("presets", "st", edited(PRESET, "short"))  # read by getpreset
+    library.bump = ("presets", "st", edited(preset(), "short"))  # read by getpreset
     answer = client.post("/v1/assemble/rules", json=session_body())
     stale(answer, "after a lookup was resolved", "presets/st was read at revision 1; the library now holds revision 2")
     assert client.get("/v1/sessions/chat-1/snapshots").json()["revision"] == 0
@@ -399,15 +405,15 @@ def test_a_rule_file_session_fails_when_a_stored_asset_changes_mid_render(served
 
 def test_replaying_a_record_whose_assets_changed(served: Any) -> None:
     client, _ = served
-    client.put("/v1/library/presets/p", json=PRESET)
-    client.put("/v1/library/cards/c", json=CARD)
+    client.put("/v1/library/presets/p", json=preset())
+    client.put("/v1/library/cards/c", json=card())
     made = client.post("/v1/assemble", json=assemble_body(store=True, record_id="r")).json()
     client.post("/v1/assemble", json=assemble_body(preset={"ref": "presets/p@1"}, store=True, record_id="pinned"))
     before = client.post("/v1/replay", json={"ref": "records/r"})
     assert before.status_code == 200, before.text
     direct = client.post("/v1/replay", json=made)
     assert direct.status_code == 200
-    assert client.put("/v1/library/presets/p", json=edited(PRESET, "later")).json()["revision"] == 2
+    assert client.put("/v1/library/presets/p", json=edited(preset(), "later")).json()["revision"] == 2
     stale(client.post("/v1/replay", json={"ref": "records/r"}), "when the record was replayed",
           "presets/p was read at revision 1; the library now holds revision 2")
     stale(client.post("/v1/replay", json=made), "presets/p")  # an answer posted back names the same leases

@@ -6,18 +6,15 @@ the other's writes at once, and conditional writes stay exclusive across them.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
-from lease_support import two_processes_make_a_replay_stale
+from lease_support import card, two_processes_make_a_replay_stale
 from postgres_support import fresh_database
 from service_support import RunningService
 
-CARD = json.loads((Path(__file__).resolve().parents[1] / "corpora" / "sample-card.json").read_text())
 
 
 @pytest.fixture
@@ -29,12 +26,12 @@ def database() -> Iterator[str]:
 def test_two_processes_see_each_others_writes(database: str) -> None:
     with RunningService(database) as a, RunningService(database) as b:
         assert a.client is not None and b.client is not None
-        assert a.client.put("/v1/library/cards/alice", json=CARD).status_code == 201
+        assert a.client.put("/v1/library/cards/alice", json=card()).status_code == 201
         seen = b.client.get("/v1/library/cards/alice")
-        assert seen.status_code == 200 and seen.json()["data"] == CARD and seen.headers["etag"] == '"1"'
-        assert b.client.put("/v1/library/cards/alice", json={**CARD, "name": "B"}, headers={"If-Match": '"1"'}).status_code == 200
+        assert seen.status_code == 200 and seen.json()["data"] == card() and seen.headers["etag"] == '"1"'
+        assert b.client.put("/v1/library/cards/alice", json={**card(), "name": "B"}, headers={"If-Match": '"1"'}).status_code == 200
         assert a.client.get("/v1/library/cards/alice").json()["revision"] == 2
-        assert a.client.put("/v1/library/cards/alice", json=CARD, headers={"If-Match": '"1"'}).status_code == 412
+        assert a.client.put("/v1/library/cards/alice", json=card(), headers={"If-Match": '"1"'}).status_code == 412
         assert [i["id"] for i in b.client.get("/v1/library/cards").json()["items"]] == ["alice"]
         assert b.log().count("PUT /v1/library/cards/alice") == 1 and a.log().count("PUT /v1/library/cards/alice") == 2
 

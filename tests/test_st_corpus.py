@@ -11,23 +11,32 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import SHARED
 
 from tavernbox import assemble_request
 from tavernbox.assets import load_asset
 from tavernbox.errors import CODES
 
-CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
-PRESETS = sorted((CORPORA / "presets").glob("*.json"))
-CARDS = sorted(p for p in (CORPORA / "cards").iterdir() if p.suffix in (".json", ".png")) if CORPORA.exists() else []
+
+CORPORA = SHARED / "corpora"
 CHAT = {"messages": [{"role": "assistant", "content": "The gates creak open."},
                      {"role": "user", "content": "Hello there. Tell me about the city and the king."}]}
 
-pytestmark = pytest.mark.skipif(not PRESETS or not CARDS, reason="shared/corpora is not beside the repository")
+pytestmark = pytest.mark.needs_shared("corpora/presets", "corpora/cards")
 
 
-@pytest.mark.parametrize("preset_path", PRESETS, ids=lambda p: p.stem)
-def test_corpus_preset_assembles_with_default_options(preset_path: Path) -> None:
-    card = CARDS[PRESETS.index(preset_path) % len(CARDS)]
+def presets(shared: Any) -> list[Path]:
+    return sorted(shared("corpora", "presets").glob("*.json"))
+
+
+def cards(shared: Any) -> list[Path]:
+    return sorted(p for p in shared("corpora", "cards").iterdir() if p.suffix in (".json", ".png"))
+
+
+@pytest.mark.cases("preset_path", presets, ids=lambda p: p.stem)
+def test_corpus_preset_assembles_with_default_options(preset_path: Path, shared: Any) -> None:
+    all_presets, all_cards = presets(shared), cards(shared)
+    card = all_cards[all_presets.index(preset_path) % len(all_cards)]
     sends_chat = _sends_chat(preset_path)
     if _max_context(preset_path) < 16_000 or not sends_chat:
         # a small context holds a small card only; a preset without a chat-history marker sends the
@@ -88,7 +97,8 @@ def _constant_contents(card: Path) -> list[str]:
             and "{{" not in e.content and "<%" not in e.content]
 
 
-@pytest.mark.parametrize("card_path", [c for c in CARDS if _constant_contents(c)], ids=lambda p: p.stem)
+@pytest.mark.cases("card_path", lambda shared: [c for c in cards(shared) if _constant_contents(c)],
+                   ids=lambda p: p.stem)
 def test_embedded_lorebook_constants_fire(card_path: Path) -> None:
     result = assemble_request({"preset": str(CORPORA / "presets" / "st-default-openai.json"), "card": str(card_path),
                                "chat": CHAT, "world_info": {"world_info_budget": 100},

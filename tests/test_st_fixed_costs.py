@@ -15,6 +15,9 @@ CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
 PRESET = CORPORA / "presets" / "hoxilo-it-takes-two-v5.2.vi.json"
 CARD = CORPORA / "cards" / "de-quoc-la-ma-than-thanh.vi.v3.json"
 BOOK = CORPORA / "worldbooks" / "prolix-zzz-lorebook-vector.json"
+NEEDS_CORPUS = pytest.mark.needs_shared("corpora/presets/hoxilo-it-takes-two-v5.2.vi.json",
+                                       "corpora/cards/de-quoc-la-ma-than-thanh.vi.v3.json",
+                                       "corpora/worldbooks/prolix-zzz-lorebook-vector.json")
 
 
 def _clear_everything() -> None:
@@ -39,7 +42,7 @@ def _request(n: int, budget: dict[str, Any] | None = None) -> dict[str, Any]:
     return req
 
 
-@pytest.mark.skipif(not PRESET.exists(), reason="the corpora live in ../shared beside the repository")
+@NEEDS_CORPUS
 @pytest.mark.parametrize("budget", [None, {"max_context": 120_000, "max_tokens": 300},
                                     {"max_context": 60_000, "max_tokens": 300}])
 def test_the_corpus_request_is_the_same_cold_and_warm(budget: dict[str, Any] | None) -> None:
@@ -60,7 +63,7 @@ def test_shared_frozen_values_are_one_object_per_content() -> None:
     assert json.loads(json.dumps(list(map(dict, a)))) == [{"uid": 1, "content": "x", "order": 1.0}]
 
 
-@pytest.mark.skipif(not PRESET.exists(), reason="the corpora live in ../shared beside the repository")
+@NEEDS_CORPUS
 @pytest.mark.parametrize("max_context", [120_000, 690_000, 700_000, 2_000_000])
 def test_world_info_bounded_by_bytes_equals_counting_every_time(max_context: int,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
@@ -77,7 +80,7 @@ def test_world_info_bounded_by_bytes_equals_counting_every_time(max_context: int
     assert bounded == counted
 
 
-@pytest.mark.skipif(not PRESET.exists(), reason="the corpora live in ../shared beside the repository")
+@NEEDS_CORPUS
 @pytest.mark.parametrize("templates", [False, True])
 def test_a_json_request_far_from_its_budget_imports_no_tokenizer_yaml_or_regex_engine(templates: bool) -> None:
     """What only some requests need is imported when one does: the o200k tokenizer (a count near
@@ -102,7 +105,7 @@ def test_a_json_request_far_from_its_budget_imports_no_tokenizer_yaml_or_regex_e
     assert json.loads(done.stdout.strip().splitlines()[-1]) == (["regex"] if templates else [])
 
 
-@pytest.mark.skipif(not PRESET.exists(), reason="the corpora live in ../shared beside the repository")
+@NEEDS_CORPUS
 def test_the_cached_preset_is_read_not_changed() -> None:
     """The chat-history check parses the cached preset's own plain data (no copy): it must only read it."""
     from tavernbox.assets.cache import load_cached
@@ -139,11 +142,14 @@ def test_the_cli_checks_what_it_prints_for_lone_surrogates(tmp_path: Path, mode:
         encoding="utf-8")
     result = CliRunner().invoke(main, ["assemble", "--chat", str(chat), "--preset", str(preset), *mode])
     assert result.exit_code == 1
+    if "--json" not in mode:  # plain output (--messages included): the error on stderr, nothing printed
+        assert result.stdout == "" and "error TEXT_SURROGATE" in result.stderr
+        return
     lines = [line for line in result.stdout.splitlines() if line.strip()]
     assert len(lines) == 1 and json.loads(lines[0])["error"]["code"] == "TEXT_SURROGATE"
 
 
-@pytest.mark.skipif(not PRESET.exists(), reason="the corpora live in ../shared beside the repository")
+@NEEDS_CORPUS
 def test_each_generation_type_is_the_same_cold_and_after_the_others() -> None:
     """What the preset source keeps per preset (its parse, its prompt sequence per generation
     type) gives every generation type its own answer, whatever ran before."""

@@ -22,17 +22,18 @@ from st_oracle_support import load_cases, mask_volatile, matches_volatile, scena
 
 from tavernbox import assemble_request
 
-CASES = load_cases()
+
 @pytest.fixture(scope="module")
-def resolve() -> Any:
+def resolve(shared: Any) -> Any:
+    shared("corpora")  # the scenarios name their preset, card and books in ../shared/corpora
     return scenarios_module().resolve
 
 
 def test_the_golden_file_is_present() -> None:
-    assert len(CASES) >= 10, "tests/golden/st_oracle/requests.jsonl holds the recorded SillyTavern requests"
+    assert len(load_cases()) >= 10, "tests/golden/st_oracle/requests.jsonl holds the recorded SillyTavern requests"
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+@pytest.mark.cases("case", lambda shared: load_cases(), ids=lambda c: c["id"])
 def test_sillytavern_sends_the_same_messages(case: dict[str, Any], resolve: Any) -> None:
     request = to_request(case, resolve)
     volatile = bool(case.get("volatile"))

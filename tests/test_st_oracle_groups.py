@@ -22,8 +22,12 @@ from st_oracle_support import GOLDEN, scenarios_module
 from tavernbox import assemble_request
 
 GROUP_REQUESTS = GOLDEN / "group_requests.jsonl"
-CASES = [json.loads(line) for line in GROUP_REQUESTS.read_text(encoding="utf-8").splitlines() if line.strip()] \
-    if GROUP_REQUESTS.exists() else []
+
+
+def group_cases(shared: Any = None) -> list[dict[str, Any]]:
+    """The recorded group requests (``golden/st_oracle/group_requests.jsonl``)."""
+    lines = GROUP_REQUESTS.read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
 MODES = ("swap", "append", "append_disabled")
 
 
@@ -56,12 +60,13 @@ def group_request(case: dict[str, Any], resolve: Any) -> dict[str, Any]:
 
 
 def test_the_group_goldens_are_present() -> None:
-    assert len(CASES) >= 6, "tests/golden/st_oracle/group_requests.jsonl holds the recorded group requests"
-    assert {c["scenario"]["generation_mode"] for c in CASES} == {0, 1, 2}
+    assert len(group_cases()) >= 6, "tests/golden/st_oracle/group_requests.jsonl holds the recorded group requests"
+    assert {c["scenario"]["generation_mode"] for c in group_cases()} == {0, 1, 2}
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
-def test_sillytavern_sends_the_same_group_messages(case: dict[str, Any]) -> None:
+@pytest.mark.cases("case", group_cases, ids=lambda c: c["id"])
+def test_sillytavern_sends_the_same_group_messages(case: dict[str, Any], shared: Any) -> None:
+    shared("corpora")  # the scenarios name their cards and preset in ../shared/corpora
     request = group_request(case, scenarios_module().resolve)
     got = assemble_request(request).messages
     assert got == case["messages"]

@@ -418,9 +418,12 @@ def test_cli_reads_a_jsonl_chat_and_standard_input(tmp_path: Path) -> None:
 def test_cli_bad_request_is_a_coded_error_not_a_traceback(tmp_path: Path) -> None:
     (tmp_path / "req.json").write_text(json.dumps({"preset": BASIC, "chat": CHAT, "colour": 1}))
     res = CliRunner().invoke(cli, ["assemble", "--request", str(tmp_path / "req.json")])
+    assert res.exit_code == 1 and res.stdout == ""
+    assert res.stderr == f"{tmp_path / 'req.json'}:$.colour: error REQUEST_INVALID unknown field 'colour' at $.colour\n"
+    res = CliRunner().invoke(cli, ["assemble", "--request", str(tmp_path / "req.json"), "--json"])
     assert res.exit_code == 1
     assert json.loads(res.stdout)["error"] == {"code": "REQUEST_INVALID", "message": "unknown field 'colour' at $.colour",
-                                               "path": "$.colour"}
+                                               "path": "$.colour", "where": str(tmp_path / "req.json")}
 
 
 def test_cli_json_carries_provenance_and_the_world_info_trace(tmp_path: Path) -> None:
@@ -492,8 +495,11 @@ def test_provenance_describes_the_sent_messages_and_names_world_info_entries() -
 def test_request_and_chat_files_follow_the_strict_json_rule(tmp_path: Path, text: str, code: str) -> None:
     (tmp_path / "chat.json").write_text(text)
     (tmp_path / "p.json").write_text(json.dumps(BASIC))
-    res = CliRunner().invoke(cli, ["assemble", "--preset", str(tmp_path / "p.json"), "--chat", str(tmp_path / "chat.json")])
+    args = ["assemble", "--preset", str(tmp_path / "p.json"), "--chat", str(tmp_path / "chat.json")]
+    res = CliRunner().invoke(cli, [*args, "--json"])
     assert res.exit_code == 1 and json.loads(res.stdout)["error"]["code"] == code
+    plain = CliRunner().invoke(cli, args)
+    assert plain.exit_code == 1 and plain.stdout == "" and f"error {code} " in plain.stderr
 
 
 def test_global_variables_set_in_one_prompt_are_read_in_a_later_one() -> None:

@@ -23,16 +23,19 @@ from tavernbox.strategies import builtin_strategy, st_registry
 from tavernbox.strategies.sillytavern import prompt_sequence
 from tavernbox.worldinfo import activate_world_info
 
-CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
-PRESETS = sorted((CORPORA / "presets").glob("*.json"))
-CARDS = sorted(p for p in (CORPORA / "cards").iterdir() if p.suffix in (".json", ".png"))
 CHAT = [
     {"id": "u1", "role": "user", "content": "Hello there. Tell me about the city and the king."},
     {"id": "a1", "role": "assistant", "content": "The city is quiet tonight."},
     {"id": "u2", "role": "user", "content": "What happens next?"},
 ]
 
-pytestmark = pytest.mark.skipif(not PRESETS or not CARDS, reason="shared/corpora is not beside the repository")
+
+def presets(shared: Any) -> list[Path]:
+    return sorted(shared("corpora", "presets").glob("*.json"))
+
+
+def cards(shared: Any) -> list[Path]:
+    return sorted(p for p in shared("corpora", "cards").iterdir() if p.suffix in (".json", ".png"))
 
 
 @cache
@@ -54,10 +57,11 @@ def _st(path: Path) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("strategy", ["builtin-st", "builtin-native-slots"])
-@pytest.mark.parametrize("preset_path", PRESETS, ids=lambda p: p.stem)
-def test_corpus_preset_assembles_with_a_card(preset_path: Path, strategy: str) -> None:
+@pytest.mark.cases("preset_path", presets, ids=lambda p: p.stem)
+def test_corpus_preset_assembles_with_a_card(preset_path: Path, strategy: str, shared: Any) -> None:
     st = _st(preset_path)
-    card, world_info = _card(CARDS[PRESETS.index(preset_path) % len(CARDS)])
+    all_presets, all_cards = presets(shared), cards(shared)
+    card, world_info = _card(all_cards[all_presets.index(preset_path) % len(all_cards)])
     result = Assembler(st_registry()).assemble({
         "preset": builtin_strategy(strategy), "messages": CHAT, "input_ids": ["u2"],
         "assets": {"st_preset": st, "character": card, "world_info": world_info, "include_greeting_reference": True,

@@ -78,6 +78,7 @@ def test_cli_jsonl_bad_line_is_an_error_object_and_exit_one() -> None:
     assert [o["error"]["code"] for o in outs] == ["INPUT_INVALID", "INPUT_INVALID"]
 
 
+@pytest.mark.needs_shared("conformance/st-worldinfo.jsonl")
 def test_cli_jsonl_matches_the_conformance_format() -> None:
     row = json.loads((CORPORA.parent / "conformance" / "st-worldinfo.jsonl").read_text().splitlines()[1])
     out = json.loads(invoke("--jsonl", stdin=json.dumps(row)).stdout)
@@ -128,13 +129,11 @@ SAMPLE_CHATS = [
 ]
 
 
-def _corpus_books() -> list[Path]:
-    paths = sorted((CORPORA / "worldbooks").glob("*.json")) + sorted((CORPORA / "cards").glob("*.json"))
-    return paths
+def _corpus_books(shared: Any) -> list[Path]:
+    return sorted(shared("corpora", "worldbooks").glob("*.json")) + sorted(shared("corpora", "cards").glob("*.json"))
 
 
-@pytest.mark.skipif(not CORPORA.exists(), reason="shared/corpora is not beside the repository")
-@pytest.mark.parametrize("path", _corpus_books(), ids=lambda p: p.name)
+@pytest.mark.cases("path", _corpus_books, ids=lambda p: p.name)
 def test_corpus_books_activate_without_error(path: Path) -> None:
     from tavernbox.assets import load_asset
 

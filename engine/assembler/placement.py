@@ -14,6 +14,7 @@ rule's own depth overrides the depths its blocks carry.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 from ..errors import Diagnostic, TemplateError
@@ -382,7 +383,7 @@ class Planner:
             # chat at a depth it trims (``populationInjectionPrompts``)
             bool(getattr(renderer, "trim", False)) and (self.preset.placement != "st" or block.depth is not None),
         )
-        self.diagnostics.extend(rendered.diagnostics)
+        self.diagnostics.extend(_in_block(d, block) for d in rendered.diagnostics)
         if not rendered.text:
             return None
         role = (block.role or "system") if rule.role == "preserve" else rule.role
@@ -417,3 +418,12 @@ class Planner:
             block.field,
             children=children,
         )
+
+
+def _in_block(d: Diagnostic, block: Block) -> Diagnostic:
+    """A render's diagnostic tagged with the block it was raised in and the text it concerns (at most 200
+    characters), so that a reader of the request's warnings learns which prompt or entry held it."""
+    where: dict[str, Any] = {"block_id": block.id, "resource_id": block.resource_id, "field": block.field}
+    if d.span is not None and 0 <= d.span.start <= d.span.end <= len(block.text):
+        where["text"] = block.text[d.span.start:min(d.span.end, d.span.start + 200)]
+    return replace(d, data={**d.data, **where})

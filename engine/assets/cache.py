@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..errors import Diagnostic
+from ..errors import BoundedDiagnostics, Diagnostic
 from .frozen import freeze_owned, is_frozen, json_digest, json_text, text_digest
 
 __all__ = ["AssetCache", "AssetView", "ASSET_CACHE", "clear_asset_cache", "load_cached", "parse_cached"]
@@ -263,7 +263,7 @@ class AssetCache:
         from .presets import parse_preset
         from .worldbooks import parse_world_book
 
-        diags: list[Diagnostic] = []
+        diags = BoundedDiagnostics()
         model: Any
         if kind == "preset":
             model = parse_preset(data, name=name, base_path=base_path, diagnostics=diags)
@@ -272,7 +272,7 @@ class AssetCache:
         else:
             model = parse_world_book(data, name=name, base_path=base_path, diagnostics=diags)
         display = name if kind == "preset" else getattr(model, "name", None)
-        return _Entry(kind, model, tuple(diags), display, "utf-8", "json", {}, size)
+        return _Entry(kind, model, tuple(diags.finished()), display, "utf-8", "json", {}, size)
 
 
 #: the process-wide cache used by the request path

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import Diagnostic, TemplateError
+from ..errors import BoundedDiagnostics, Diagnostic, TemplateError, bound_diagnostics
 from ..strict_json import NonFiniteNumber
 from .cards import PNG_SIGNATURE, CharacterCard, parse_card, read_png_card
 from .decoding import decode_bytes, parse_json5_text, parse_json_text, parse_yaml_text
@@ -51,7 +51,8 @@ class LoadedAsset:
             "encoding": self.encoding,
             "syntax": self.syntax,
             "counts": dict(self.counts),
-            "diagnostics": [d.to_dict() for d in self.diagnostics],
+            # identical findings shown a few times each, with how many more were like them
+            "diagnostics": [d.to_dict() for d in bound_diagnostics(self.diagnostics)],
         }
 
 
@@ -164,6 +165,27 @@ def _check_forced_kind(kind: str, value: Any) -> None:
         )
 
 
+#: the signatures of files people mistake for cards (an image saved without the card, an archive)
+_NOT_ASSETS = ((b"\xff\xd8\xff", "a JPEG image"), (b"GIF8", "a GIF image"), (b"%PDF", "a PDF document"),
+               (b"PK\x03\x04", "a ZIP archive"), (b"\x1f\x8b", "a gzip file"), (b"BM", "a BMP image"))
+
+
+def _refuse_binary(data: bytes, kind: str | None) -> None:
+    """``ASSET_KIND_UNKNOWN`` (``ASSET_INVALID`` when a kind was asked for) naming what a binary file is, rather than
+    the encoding error that decoding it as text would give."""
+    what = next((label for magic, label in _NOT_ASSETS if data.startswith(magic)), None)
+    if what is None and data[8:12] == b"WEBP" and data.startswith(b"RIFF"):
+        what = "a WebP image"
+    if what is None and b"\x00" in data[:4096] and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        what = "binary data"
+    if what is None:
+        return
+    wanted = "a PNG or JSON card (a card is a PNG with its card data, or JSON)" if kind in (None, "card") \
+        else f"a JSON or YAML {kind.replace('_', ' ')}"
+    raise TemplateError(f"the file is {what}, not {wanted}",
+                        code="ASSET_INVALID" if kind is not None else "ASSET_KIND_UNKNOWN", path="$")
+
+
 def load_asset(
     source: str | Path | bytes, *, kind: str | None = None, name: str | None = None, summary_only: bool = False
 ) -> LoadedAsset:
@@ -193,7 +215,8 @@ def load_asset(
         if name is None:
             name = path.stem
     suffix = Path(file_name).suffix.lower() if file_name else ""
-    diagnostics: list[Diagnostic] = []
+    # a mistake repeated in every entry of a large book is kept a hundred times and counted after that
+    diagnostics = BoundedDiagnostics()
     if data.startswith(PNG_SIGNATURE):
         value, chunk, diags = read_png_card(data)
         diagnostics.extend(diags)
@@ -203,6 +226,7 @@ def load_asset(
         else:
             _check_forced_kind(kind, value)
     else:
+        _refuse_binary(data, kind)
         decoded = decode_bytes(data)
         diagnostics.extend(decoded.diagnostics)
         encoding = decoded.encoding
@@ -232,7 +256,7 @@ def load_asset(
     return LoadedAsset(
         kind=kind,
         model=model,
-        diagnostics=tuple(diagnostics),
+        diagnostics=tuple(diagnostics.finished()),
         name=display,
         encoding=encoding,
         syntax=syntax,

@@ -163,6 +163,7 @@ def _print_human(activation: Any) -> None:
 @click.command("activate")
 @click.option("--book", "books", multiple=True, type=click.Path(dir_okay=False), help="A world book (repeatable).")
 @click.option("--card", type=click.Path(dir_okay=False), help="A character card: its book and texts join the scan.")
+@click.option("--user", "user_name", default=None, help="The user's name ({{user}} in keys and contents; default User).")
 @click.option("--chat", type=click.Path(dir_okay=False),
               help="The chat: SillyTavern's .jsonl export, {\"messages\": [...]} JSON, or a JSON list of messages "
                    "(oldest first) or strings.")
@@ -175,9 +176,9 @@ def _print_human(activation: Any) -> None:
 @click.option("--macros/--no-macros", "macros", default=None,
               help="Macro-expand keys and contents (default: on, off with --jsonl like the conformance data).")
 @click.argument("input_path", required=False, metavar="[INPUT]")
-def command(books: tuple[str, ...], card: str | None, chat: str | None, settings_path: str | None,
-            state_path: str | None, seed: int, as_json: bool, jsonl: bool, macros: bool | None,
-            input_path: str | None) -> None:
+def command(books: tuple[str, ...], card: str | None, user_name: str | None, chat: str | None,
+            settings_path: str | None, state_path: str | None, seed: int, as_json: bool, jsonl: bool,
+            macros: bool | None, input_path: str | None) -> None:
     """Activate world-info entries for a chat, the way SillyTavern 1.18 does, and explain each one.
 
     --jsonl reads one scenario per line, {"entries" or "books", "chat", "settings", "max_context"}
@@ -215,10 +216,10 @@ def command(books: tuple[str, ...], card: str | None, chat: str | None, settings
             all_books.append(book)
             diagnostics.extend(diags)
         context: dict[str, Any] = {}
-        macro_context: dict[str, Any] | None = None
+        macro_context: dict[str, Any] | None = {"user": user_name} if user_name is not None else None
         if card:
             card_book, context, diags = guarded_load(card, _load_card)
-            macro_context = {"char": context.pop("character_name")}
+            macro_context = {**(macro_context or {}), "char": context.pop("character_name")}
             diagnostics.extend(diags)
             if card_book is not None:
                 all_books.append(card_book)
@@ -241,7 +242,7 @@ def command(books: tuple[str, ...], card: str | None, chat: str | None, settings
         else:
             _print_human(activation)
 
-    guarded(body)
+    guarded(body, as_json=as_json or jsonl)
 
 
 def _read_chat(path: str, macro_context: dict[str, Any] | None) -> tuple[list[Any], dict[str, str], list[Diagnostic]]:

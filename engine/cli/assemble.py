@@ -10,9 +10,9 @@ nodes, provenance, world-info trace and record), ``--messages`` only the array t
 
 Any other strategy (a rule file in format ``dsh-tavern-request-assembly`` v1, or the other
 built-ins) takes the assembler's own chat file ``{"messages": [...], "input_ids": [...]}`` with
-message ids and prints its projected ``messages`` as JSON. A failure prints
-``{"error": {"code", "message"}}`` and exits 1, never a traceback: the CLI is where hostile input
-arrives.
+message ids and prints its projected ``messages`` as JSON. A failure is reported as every command reports
+it (:func:`tavernbox.cli.output.guarded`): ``where: error CODE message`` on stderr, or with ``--json`` the
+``{"error": {...}}`` object on stdout; exit status 1, never a traceback: the CLI is where hostile input arrives.
 """
 
 from __future__ import annotations
@@ -20,44 +20,18 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
 from typing import Any
 
 import click
 
 from ..errors import TemplateError
 from ..strict_json import check_json_source, check_output
-from .output import read_json_arg, stderr, surrogate_error
+from .output import guarded, read_json_arg, stderr
 
-__all__ = ["command", "emit_error", "json_guard"]
+__all__ = ["command"]
 
 #: built-in strategy ids (upstream), defined in :mod:`tavernbox.strategies.builtin`
 KNOWN_BUILTINS = ("builtin-native-slots", "builtin-native-roles", "builtin-st")
-
-
-def emit_error(error: TemplateError) -> None:
-    """Print the error object on stdout (and exit 1)."""
-    out: dict[str, Any] = {"code": error.code, "message": error.message}
-    if error.path:
-        out["path"] = error.path
-    if error.line is not None:
-        out["line"], out["column"] = error.line, error.column
-    click.echo(json.dumps({"error": out}, ensure_ascii=False))
-    sys.exit(1)
-
-
-def json_guard(body: Callable[[], None]) -> None:
-    """Run ``body``; every failure becomes ``{"error": ...}`` with exit status 1."""
-    try:
-        body()
-    except TemplateError as exc:
-        emit_error(exc)
-    except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
-        raise
-    except UnicodeEncodeError as exc:  # text no check saw: the lone-surrogate rule's code, not INTERNAL_ERROR
-        emit_error(surrogate_error(exc) or TemplateError(f"{type(exc).__name__}: {exc}", code="INTERNAL_ERROR"))
-    except Exception as exc:  # the boundary: no traceback for the user
-        emit_error(TemplateError(f"{type(exc).__name__}: {exc}", code="INTERNAL_ERROR"))
 
 
 def _strategy(value: str) -> Any:
@@ -133,6 +107,13 @@ def _st_request(request_path: str | None, flags: dict[str, Any]) -> tuple[dict[s
         if not isinstance(loaded, dict):
             raise TemplateError("a request must be a JSON object", code="REQUEST_INVALID", path="$")
         data = loaded
+    return _with_flags(data, flags), base
+
+
+def _with_flags(data: dict[str, Any], flags: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with the shorthand flags filled in over it (asset paths relative to the current directory)."""
+    from pathlib import Path
+
     cwd = str(Path.cwd())
     for key in ("preset", "card", "chat"):
         if flags.get(key):
@@ -165,7 +146,59 @@ def _st_request(request_path: str | None, flags: dict[str, Any]) -> tuple[dict[s
             data[section] = {**(data.get(section) or {}), **given}
     if options:
         data["options"] = options
-    return data, base
+    return data
+
+
+def _run_jsonl(path: str, flags: dict[str, Any], as_json: bool) -> None:
+    """``--jsonl``: one request object a line in, one answer a line out, in one process (issue 11).
+
+    An answer is ``{"messages", "warnings"}`` (and ``body`` for a ``--target`` other than openai), or with ``--json``
+    the whole result; a line that cannot be assembled answers ``{"error": {...}}`` and the batch goes on (exit 1 at
+    the end). Relative asset paths resolve against the file's folder (the current one for ``-``).
+    """
+    from pathlib import Path
+
+    from ..sillytavern.batch import assemble_requests
+    from .output import checked_answer, echo_json, parse_json_row, read_json_lines
+
+    base = Path.cwd() if path == "-" else Path(path).resolve().parent
+    failures = 0
+    rows: list[Any] = []
+
+    def requests() -> Any:
+        for number, raw in read_json_lines(path):
+            row: Any = raw if isinstance(raw, TemplateError) else _row(raw, number, parse_json_row)
+            rows.append(row)
+            yield _with_flags(row, flags) if isinstance(row, dict) else {}
+
+    for answer in assemble_requests(requests(), base_dir=base):
+        given = rows.pop(0)
+        if isinstance(given, TemplateError):
+            answer = given
+        if isinstance(answer, TemplateError):
+            failures += 1
+            out: dict[str, Any] = {"error": answer.to_dict()}
+        elif as_json:
+            out = answer.to_dict()
+        else:
+            out = {"messages": answer.messages, "warnings": [d.to_dict() for d in answer.warnings]}
+            if set(answer.body) != {"messages"}:
+                out["body"] = answer.body
+        out = checked_answer(out, lambda exc: {"error": exc.to_dict()})
+        echo_json(out, pretty=False)
+    if failures:
+        sys.exit(1)
+
+
+def _row(raw: str, number: int, parse: Any) -> Any:
+    try:
+        row = parse(raw, number, what="request line")
+    except TemplateError as exc:
+        return exc
+    if not isinstance(row, dict):
+        return TemplateError(f"line {number}: a request is a JSON object", code="REQUEST_INVALID", path="$",
+                             line=number)
+    return row
 
 
 def _with_regex_files(extensions: Any, paths: tuple[str, ...]) -> dict[str, Any]:
@@ -282,6 +315,8 @@ def _warn(diagnostics: list[Any]) -> None:
 @click.option("--seed", type=int, default=None, help="Seed for random macros and world info (default 0).")
 @click.option("--max-profile-bytes", type=int, default=None, help="Logical extra-byte limit (default 512 KiB).")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON.")
+@click.option("--jsonl", "jsonl_path", metavar="FILE", help="Many requests in one process: one request object a line "
+                                                              "in FILE ('-': stdin), one answer a line out.")
 def command(
     strategy: str,
     request_path: str | None,
@@ -308,6 +343,7 @@ def command(
     seed: int | None,
     max_profile_bytes: int | None,
     as_json: bool,
+    jsonl_path: str | None,
 ) -> None:
     """Assemble the chat-completion messages for one request (by default exactly what SillyTavern sends)."""
 
@@ -319,12 +355,19 @@ def command(
             if value is not None:
                 raise TemplateError(f"{flag} applies to rule-file strategies; builtin-st sends what SillyTavern sends "
                                     "(use --strategy FILE for it)", code="INPUT_INVALID")
-        data, base = _st_request(request_path, {
+        flags = {
             "preset": st_preset, "card": card, "chat": chat_path, "books": books, "regex": regex_files,
             "user": user_name,
             "persona": persona, "post_processing": post_processing, "seed": seed, "preview": preview,
             "target": target, "generation_type": generation_type, "quiet_prompt": quiet_prompt,
-            "max_context": max_context, "max_tokens": max_tokens, "tokenizer": tokenizer})
+            "max_context": max_context, "max_tokens": max_tokens, "tokenizer": tokenizer}
+        if jsonl_path is not None:
+            if request_path or as_messages or chat_path == "-":
+                raise click.UsageError("--jsonl reads one request a line; it takes no --request, --messages or "
+                                       "--chat - (the other flags fill in every line)")
+            _run_jsonl(jsonl_path, flags, as_json)
+            return
+        data, base = _st_request(request_path, flags)
         result = assemble_request(data, base_dir=base)
         # the lone-surrogate rule (tavernbox.strict_json) on exactly what is printed, before any of it
         # is: the whole result with --json (built once, written in pieces), else the messages (or the
@@ -358,6 +401,8 @@ def command(
         if regex_files:
             raise TemplateError("--regex is for the builtin-st strategy (SillyTavern's regex scripts)",
                                 code="INPUT_INVALID")
+        if jsonl_path is not None:
+            raise click.UsageError("--jsonl is for the builtin-st strategy")
         if not chat_path:
             raise TemplateError("--chat is required", code="INPUT_INVALID")
         preset = _strategy(strategy)
@@ -409,4 +454,4 @@ def command(
         check_output(out)  # the lone-surrogate rule (tavernbox.strict_json) on the answer
         click.echo(json.dumps(out, ensure_ascii=False, indent=2))
 
-    json_guard(st_body if strategy == "builtin-st" else body)
+    guarded(st_body if strategy == "builtin-st" else body, label=request_path or "", as_json=as_json or jsonl_path is not None)

@@ -45,7 +45,7 @@ def command(request_file: str, turns: int | None, fmt: str, gap: int, next_user:
             _print(report)
         return 0
 
-    sys.exit(guarded(body, label=request_file))
+    sys.exit(guarded(body, label=request_file, as_json=fmt == "json"))
 
 
 def _print(report: object) -> None:

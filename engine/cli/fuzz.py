@@ -778,6 +778,9 @@ def command(target_name: str, seconds: float, seed: int, corpus: Path | None, ou
 
     def body() -> int:
         try:
+            from ..extras import require_extra
+
+            require_extra("fuzz", "tavernbox fuzz")
             target = TARGETS[target_name]()
             corpus_texts = load_corpus(corpus) if corpus is not None else []
         except TemplateError as exc:  # a usage problem, not a finding: exit 2

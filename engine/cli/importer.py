@@ -14,7 +14,7 @@ from typing import Any
 import click
 from rich.markup import escape
 
-from ..errors import TemplateError
+from ..errors import TemplateError, bound_diagnostics
 from .output import guarded, print_diagnostics, stderr, stream_json
 
 __all__ = ["command", "import_one"]
@@ -62,20 +62,20 @@ def _print_human(report: dict[str, Any]) -> None:
         err = report["error"]
         where = _where(err)
         label = f"{path}:{where}" if where else path
-        stderr.print(f"{escape(label)}: [red]rejected[/] [bold]{err['code']}[/] {escape(err['message'])}")
+        stderr.print(f"{escape(label)}: [red]error[/] [bold]{err['code']}[/] {escape(err['message'])}")
         return
     counts = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in report["counts"].items())
     name = f" {report['name']!r}" if report.get("name") else ""
     click.echo(f"{path}: {_KIND_LABEL.get(report['kind'], report['kind'])}{name} ({counts})")
     asset = report["_asset"]
-    shown = [d for d in asset.diagnostics][:HUMAN_DIAGNOSTIC_CAP]
-    print_diagnostics(shown, label=path)
-    left = asset.diagnostics[HUMAN_DIAGNOSTIC_CAP:]
+    bounded = bound_diagnostics(asset.diagnostics)  # identical ones counted, as --json reports them
+    print_diagnostics(bounded[:HUMAN_DIAGNOSTIC_CAP], label=path)
+    left = bounded[HUMAN_DIAGNOSTIC_CAP:]
     if left:
         by_code = Counter(d.code for d in left)
         codes = ", ".join(f"{code} {count:,}" for code, count in by_code.most_common())
         stderr.print(f"{escape(path)}: ... {len(left):,} more diagnostics not shown ({escape(codes)}); "
-                     "--json lists them all")
+                     "--json lists them")
 
 
 @click.command("import")
@@ -90,8 +90,8 @@ def _print_human(report: dict[str, Any]) -> None:
 def command(files: tuple[str, ...], as_json: bool, kind: str | None) -> None:
     """Detect each FILE's kind (card, world book, preset, MVU variables), validate it and summarise it.
 
-    FILE ``-`` is standard input. Without --json at most 20 diagnostics a file are printed, then a count by
-    code; --json reports every one.
+    FILE ``-`` is standard input. Identical diagnostics (same code, same message shape) are shown three times, the
+    last saying how many more were like it; without --json at most 20 a file are printed, then a count by code.
     """
 
     def body() -> int:
@@ -102,8 +102,6 @@ def command(files: tuple[str, ...], as_json: bool, kind: str | None) -> None:
         else:
             for r in reports:
                 _print_human(r)
-        if any(not r["ok"] and r["error"]["code"] == "INTERNAL_ERROR" for r in reports):
-            return 2
         return 0 if all(r["ok"] for r in reports) else 1
 
-    sys.exit(guarded(body))
+    sys.exit(guarded(body, as_json=as_json))

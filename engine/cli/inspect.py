@@ -57,4 +57,4 @@ def command(template_file: str, name: str | None, as_json: bool) -> None:
             print_diagnostics(diagnostics, content, label=template_file)
         return 0 if ok else 1
 
-    sys.exit(guarded(body, label=template_file))
+    sys.exit(guarded(body, label=template_file, as_json=as_json))

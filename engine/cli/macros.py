@@ -139,7 +139,8 @@ def _run_single(
         echo_json(result.to_dict(text))
     else:
         check_output({"text": result.text}, what="the expanded text")  # the lone-surrogate rule
-        sys.stdout.write(result.text)
+        # ends with a newline, as a shell's output should (one added only when the text has none)
+        sys.stdout.write(result.text if result.text.endswith("\n") else result.text + "\n")
         sys.stdout.flush()
     print_diagnostics(result.diagnostics, text, label=label)
 
@@ -184,4 +185,4 @@ def command(
         else:
             _run_single(context, seed, as_json, text_file, trace, time_limit)
 
-    guarded(body, label="macros")
+    guarded(body, label="macros", as_json=as_json or jsonl)

@@ -7,6 +7,7 @@ Commands live one per module in this package and are imported only when invoked,
 from __future__ import annotations
 
 import importlib
+from typing import Any, NoReturn
 
 import click
 
@@ -37,6 +38,19 @@ class LazyGroup(click.Group):
         command: click.Command = getattr(module, attr)
         return command
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta["tavernbox.argv"] = list(args)  # whether a usage error is reported as JSON (see invoke)
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; a usage error is reported as every error is (:func:`.output.guarded`), exit 2."""
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            from .output import json_mode
+
+            report_usage_error(exc, as_json=json_mode(ctx.meta.get("tavernbox.argv", ())))
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """The command list from :data:`SUMMARIES` (as click would print it), importing no command."""
         names = [n for n in self.list_commands(ctx) if n in SUMMARIES]
@@ -49,6 +63,22 @@ class LazyGroup(click.Group):
             rows = [(n, click.Command(n, help=SUMMARIES[n]).get_short_help_str(limit)) for n in names]
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
+
+
+def report_usage_error(exc: click.UsageError, *, as_json: bool) -> NoReturn:
+    """``where: error USAGE_INVALID message`` on stderr after the command's usage line, or its JSON on stdout."""
+    from ..errors import TemplateError
+    from .output import fail, fail_json, stderr
+
+    where = exc.ctx.command_path if exc.ctx is not None else "tavernbox"
+    error = TemplateError(exc.format_message(), code="USAGE_INVALID")
+    if as_json:
+        fail_json(error, label=where, exit_code=2)
+    if exc.ctx is not None:
+        stderr.print(exc.ctx.get_usage(), markup=False, highlight=False)
+        help_option = (exc.ctx.help_option_names or ["--help"])[0]
+        stderr.print(f"Try '{where} {help_option}' for help.", markup=False, highlight=False)
+    fail(error, label=where, exit_code=2)
 
 
 @click.group(cls=LazyGroup, help=GROUP_HELP, context_settings={"help_option_names": ["-h", "--help"]})

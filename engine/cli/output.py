@@ -17,7 +17,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from ..errors import Diagnostic, TemplateError
+from ..errors import Diagnostic, TemplateError, bound_diagnostics
 from ..strict_json import check_output, loads, refuse_surrogates
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -25,8 +25,11 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 __all__ = [
     "checked_answer",
     "echo_json",
+    "error_object",
     "fail",
+    "fail_json",
     "guarded",
+    "json_mode",
     "parse_json_row",
     "print_diagnostics",
     "printable",
@@ -103,10 +106,13 @@ def parse_json_row(line: str, number: int, *, what: str = "line") -> Any:
 
 
 def print_diagnostics(diagnostics: Iterable[Diagnostic], source: str | None = None, *, label: str = "") -> None:
-    """Print diagnostics to stderr: ``label:line:col: severity CODE message`` plus a caret snippet."""
+    """Print diagnostics to stderr: ``label:line:col: severity CODE message`` plus a caret snippet.
+
+    Identical ones (same code, same message shape) are shown a few times, the last with how many more were like it.
+    """
     from ..spans import caret_snippet, line_col
 
-    for d in diagnostics:
+    for d in bound_diagnostics(diagnostics):
         where = label
         if d.span is not None and source is not None:
             line, col = line_col(source, d.span.start)
@@ -129,7 +135,7 @@ def printable(text: str) -> str:
 
 
 def fail(error: TemplateError, *, label: str = "", exit_code: int = 1) -> NoReturn:
-    """Report ``error`` on stderr and exit with ``exit_code``."""
+    """Report ``error`` on stderr (``where: error CODE message`` and its snippet) and exit with ``exit_code``."""
     where = label
     if error.line is not None:
         where = f"{label}:{error.line}:{error.column}" if label else f"{error.line}:{error.column}"
@@ -140,6 +146,28 @@ def fail(error: TemplateError, *, label: str = "", exit_code: int = 1) -> NoRetu
     snippet = error.snippet()
     if snippet:
         stderr.print(escape(printable(snippet)))
+    sys.exit(exit_code)
+
+
+def error_object(error: TemplateError, *, label: str = "") -> dict[str, Any]:
+    """The JSON form of a command's error: ``{"error": {"code", "message", "where"?, "path"?, "line"?, "column"?}}``.
+
+    ``where`` is what plain output prints first: the file the error concerns, or the command.
+    """
+    out: dict[str, Any] = {"code": error.code, "message": error.message}
+    if label:
+        out["where"] = label
+    if error.path:
+        out["path"] = error.path
+    if error.line is not None:
+        out["line"], out["column"] = error.line, error.column
+    return {"error": out}
+
+
+def fail_json(error: TemplateError, *, label: str = "", exit_code: int = 1) -> NoReturn:
+    """Report ``error`` as its JSON object on stdout (what a ``--json`` caller parses) and exit with ``exit_code``."""
+    click.echo(json.dumps(error_object(error, label=label), ensure_ascii=False).encode("utf-8", "backslashreplace")
+               .decode("utf-8"))
     sys.exit(exit_code)
 
 
@@ -159,12 +187,19 @@ def surrogate_error(exc: UnicodeEncodeError) -> TemplateError | None:
     )
 
 
-def guarded(body: Callable[[], T], *, label: str = "") -> T:
-    """Run ``body``; report tavernbox errors cleanly and never show a Python traceback."""
+def guarded(body: Callable[[], T], *, label: str = "", as_json: bool = False) -> T:
+    """Run ``body``; report tavernbox errors in one place and never show a Python traceback.
+
+    Every command reports the same way: in plain output the error goes to stderr as ``where: error CODE
+    message`` (with its snippet) and nothing to stdout; with ``as_json`` (``--json``, ``--format json``) its JSON
+    object goes to stdout, where the caller reads answers. The exit status is 1 (usage errors, 2, are
+    click's: :meth:`tavernbox.cli.main.LazyGroup.invoke` reports them the same two ways).
+    """
+    report = fail_json if as_json else fail
     try:
         return body()
     except TemplateError as exc:
-        fail(exc, label=label)
+        report(exc, label=label)
     except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
         raise
     except KeyboardInterrupt:
@@ -177,13 +212,22 @@ def guarded(body: Callable[[], T], *, label: str = "") -> T:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         sys.exit(141)
-    except UnicodeEncodeError as exc:
-        refused = surrogate_error(exc)
-        if refused is not None:
-            fail(refused, label=label)
-        fail(TemplateError(f"{type(exc).__name__}: {exc}", code="INTERNAL_ERROR"), label=label, exit_code=2)
+    except UnicodeEncodeError as exc:  # text no check saw: the lone-surrogate rule's code, not INTERNAL_ERROR
+        report(surrogate_error(exc) or TemplateError(f"{type(exc).__name__}: {exc}", code="INTERNAL_ERROR"),
+               label=label)
     except Exception as exc:  # the boundary: no traceback for the user
-        fail(TemplateError(f"{type(exc).__name__}: {exc}", code="INTERNAL_ERROR"), label=label, exit_code=2)
+        report(TemplateError(f"{type(exc).__name__}: {exc}", code="INTERNAL_ERROR"), label=label)
+
+
+def json_mode(args: Iterable[str]) -> bool:
+    """Whether a command line asks for JSON output (``--json``, ``--jsonl``, ``--format json|sarif``)."""
+    items = list(args)
+    for i, arg in enumerate(items):
+        if arg in ("--json", "--jsonl") or arg in ("--format=json", "--format=sarif"):
+            return True
+        if arg == "--format" and i + 1 < len(items) and items[i + 1] in ("json", "sarif"):
+            return True
+    return False
 
 
 def read_bytes_arg(path: str | None) -> bytes:

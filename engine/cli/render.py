@@ -265,7 +265,7 @@ def command(template_file: str | None, vars_file: str | None, as_json: bool, jso
         if template_file is not None or vars_file is not None or as_json or bridge or dialect is not None:
             raise click.UsageError("--jsonl reads its jobs from stdin; it takes no file, --vars, --json, --dialect "
                                    "or asset options (use the row fields)")
-        guarded(_run_batch)
+        guarded(_run_batch, as_json=True)
         return
     if template_file is None:
         raise click.UsageError("missing TEMPLATE_FILE (use - for stdin)")
@@ -303,4 +303,4 @@ def command(template_file: str | None, vars_file: str | None, as_json: bool, jso
             sys.exit(1)
         _print_json({"text": result.text, "error": None, "usage": _usage_dict(result.usage)})
 
-    guarded(body, label=template_file)
+    guarded(body, label=template_file, as_json=as_json)

@@ -3,7 +3,8 @@
 ``RECORD_FILE`` is a record (the ``record`` field of ``tavernbox assemble --json``) or the whole
 ``--json`` output. The messages are rebuilt from the recorded source outputs and renders and
 checked against the recorded hash, so a stale or edited record fails instead of printing
-something that was never sent.
+something that was never sent. A record of the default strategy prints exactly what
+``tavernbox assemble --messages`` printed (the converted body with ``--target claude|google``).
 """
 
 from __future__ import annotations
@@ -13,8 +14,7 @@ import json
 import click
 
 from ..strict_json import check_output
-from .assemble import json_guard
-from .output import read_json_arg
+from .output import guarded, read_json_arg
 
 __all__ = ["command"]
 
@@ -26,14 +26,17 @@ def command(record_file: str, as_json: bool) -> None:
     """Rebuild the messages of a recorded assembly without resolving any source."""
 
     def body() -> None:
-        from ..assembler import replay
+        from ..sillytavern.replay import ReplayedRequest, replay
 
         data = read_json_arg(record_file, "record file")
         if isinstance(data, dict) and isinstance(data.get("record"), dict):
             data = data["record"]
         result = replay(data)
-        out = result.to_dict() if as_json else result.messages
+        if as_json:
+            out = result.to_dict()
+        else:  # what `assemble --messages` printed for the record
+            out = result.sent if isinstance(result, ReplayedRequest) else result.messages
         check_output(out)  # the lone-surrogate rule (tavernbox.strict_json) on the answer
         click.echo(json.dumps(out, ensure_ascii=False, indent=2))
 
-    json_guard(body)
+    guarded(body, label=record_file, as_json=as_json)

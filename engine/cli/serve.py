@@ -9,7 +9,7 @@ Binds to loopback by default. On start it prints the URL with a login token (``T
 or a fresh random one), as Jupyter does: ``/?token=...`` opens the web playground, ``/docs?token=...``
 the API docs; API clients send ``Authorization: Bearer <token>``.
 ``--port 0`` takes a free port (the URL printed names it). The database is an SQLite file
-(default ``tavernbox.db`` in the current directory) or a PostgreSQL URL; ``--upstream`` is the
+(default ``tavernbox.db`` in the user's data folder, :func:`default_database`) or a PostgreSQL URL; ``--upstream`` is the
 OpenAI-compatible server ``/v1/chat/completions`` forwards to (its key, if it needs one, from
 ``TAVERNBOX_UPSTREAM_KEY``). ``--workers N`` runs N service processes on the one port (uvicorn's
 supervisor), each with its own database connection: renders are stateless and state is in the
@@ -24,12 +24,37 @@ import logging
 import os
 import socket
 import sys
+from pathlib import Path
 
 import click
 
 from .output import guarded, stderr
 
-__all__ = ["command"]
+__all__ = ["ENVIRONMENT", "command", "default_database"]
+
+#: every environment variable ``tavernbox serve`` reads (its ``--help`` lists them, and so does the README)
+ENVIRONMENT = {
+    "TAVERNBOX_TOKEN": "the login token (default: a fresh random one, printed with the URL)",
+    "TAVERNBOX_UPSTREAM_KEY": "the API key sent to --upstream as 'Authorization: Bearer' (if it needs one)",
+}
+
+
+def default_database() -> Path:
+    """The SQLite file used without ``--database``: ``tavernbox/tavernbox.db`` in the user's data folder
+    (``$XDG_DATA_HOME`` or ``~/.local/share`` on Linux, ``~/Library/Application Support`` on macOS, ``%APPDATA%`` on
+    Windows), never the current directory (where it would show in a clone's ``git status``)."""
+    if sys.platform == "win32":
+        base = Path(os.environ.get("APPDATA") or Path.home() / "AppData" / "Roaming")
+    elif sys.platform == "darwin":
+        base = Path.home() / "Library" / "Application Support"
+    else:
+        base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return base / "tavernbox" / "tavernbox.db"
+
+
+def _epilog() -> str:
+    rows = "\n".join(f"  {name}: {what}" for name, what in ENVIRONMENT.items())
+    return f"\b\nEnvironment:\n{rows}\n\n\b\nThe default database: {default_database()}"
 
 
 def _is_loopback(host: str) -> bool:
@@ -58,19 +83,30 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-@click.command("serve")
+@click.command("serve", epilog=_epilog())
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (loopback by default).")
 @click.option("--port", default=8787, show_default=True, type=click.IntRange(0, 65535), help="Port (0: a free one).")
-@click.option("--database", default="tavernbox.db", show_default=True,
-              help="SQLite file, or postgresql://user@host:port/db for PostgreSQL.")
+@click.option("--database", default=None,
+              help="SQLite file, or postgresql://user@host:port/db for PostgreSQL [default: tavernbox.db in the "
+                   "user's data folder, below].")
 @click.option("--upstream", default=None, help="OpenAI-compatible base URL /v1/chat/completions forwards to "
                                                "(e.g. http://127.0.0.1:5001/v1).")
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64),
               help="Service processes sharing the port (each its own database connection).")
-def command(host: str, port: int, database: str, upstream: str | None, workers: int) -> None:
+def command(host: str, port: int, database: str | None, upstream: str | None, workers: int) -> None:
     """Serve the engines, an asset library and an OpenAI-compatible endpoint over HTTP."""
 
     def body() -> None:
+        from ..extras import require_extra
+
+        require_extra("serve", "tavernbox serve")
+        nonlocal database
+        if database is None:
+            default = default_database()
+            default.parent.mkdir(parents=True, exist_ok=True)
+            database = str(default)
+        if database.startswith(("postgresql://", "postgres://")):
+            require_extra("postgres", "a PostgreSQL database")
         import uvicorn
 
         from ..service import ServiceConfig, create_app

@@ -17,7 +17,7 @@ from typing import Any
 from ..errors import Diagnostic, TemplateError
 from ..macros import MAX_CPU_SECONDS, MAX_INPUT_CHARS
 from ..macros.budget import cpu_budget
-from ..macros.evaluator import RenderState, arity_message
+from ..macros.evaluator import RenderState, arity_code, arity_message
 from ..macros.parser import MacroNode, Plain, document_items
 from ..macros.registry import MacroDef, MacroRegistry, check_type
 from ..macros.tavern_helper import MACRO_NAMES as TAVERN_HELPER_MACROS
@@ -170,7 +170,8 @@ class _Walker:
                 self.add("MACRO_UNCLOSED_SCOPE", f"{{{{{m.name}}}}} has no {{{{/{m.name}}}}}; it is left as written",
                          m.start, f"close it with {{{{/{m.name}}}}}")
             else:
-                self.add("MACRO_ARITY", arity_message(definition, count), m.start, "check the macro's arguments")
+                self.add(arity_code(definition, count), arity_message(definition, count), m.start,
+                         "check the macro's arguments")
         elif definition.strict and definition.arg_types:
             for i, arg in enumerate(m.args):
                 if arg.span is None or i >= len(definition.arg_types):

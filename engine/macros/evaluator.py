@@ -1011,17 +1011,33 @@ class RenderState:
     def _arity_diag(self, definition: MacroDef, count: int, start: int, end: int) -> None:
         """``MACRO_ARITY``, its message written only while diagnostics are still kept (a text of
         200,000 wrong calls counts the rest, as :meth:`diag` does)."""
+        code = arity_code(definition, count)
         if len(self.diagnostics) < MAX_DIAGNOSTICS:
-            self.diag("MACRO_ARITY", arity_message(definition, count), start, end)
+            self.diag(code, arity_message(definition, count), start, end)
             return
         omitted = self.omitted
         if omitted is None:
             omitted = self.omitted = {}
-        omitted["MACRO_ARITY"] = omitted.get("MACRO_ARITY", 0) + 1
+        omitted[code] = omitted.get(code, 0) + 1
+
+
+def _unclosed(definition: MacroDef, count: int) -> bool:
+    """Whether a call short of arguments is a scoped macro whose closing tag is missing (``{{if x}}text``): its body
+    would have been the argument it lacks. Only a block macro (one whose arguments wait for it: ``{{if}}``) reads so;
+    ``{{shout::x}}`` of a two-argument macro, or ``{{roll}}`` with none, is short of an argument."""
+    return definition.delay_args and 1 <= count == definition.min_args - 1 and definition.can_take_body(count)
+
+
+def arity_code(definition: MacroDef, count: int) -> str:
+    """``MACRO_UNCLOSED_SCOPE`` for a scoped macro left open, else ``MACRO_ARITY``."""
+    return "MACRO_UNCLOSED_SCOPE" if _unclosed(definition, count) else "MACRO_ARITY"
 
 
 def arity_message(definition: MacroDef, count: int) -> str:
-    """The ``MACRO_ARITY`` message (the evaluator's and the linter's: one wording)."""
+    """The ``MACRO_ARITY`` message (the evaluator's and the linter's: one wording); a scoped macro left open is said
+    to be unclosed, not short of an argument."""
+    if _unclosed(definition, count):
+        return f"{{{{{definition.name}}}}} is not closed: its {{{{/{definition.name}}}}} is missing; left as written"
     if definition.max_args is None:
         want = f"at least {definition.min_args}"
     elif definition.min_args == definition.max_args:

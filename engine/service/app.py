@@ -215,7 +215,8 @@ def create_app(config: ServiceConfig) -> Any:
 
     warm_engines()
 
-    app = FastAPI(title="tavernbox", version=__version__, docs_url="/docs", redoc_url=None,
+    # /docs is the service's own page (playground.py), not Swagger UI from a CDN: it works offline
+    app = FastAPI(title="tavernbox", version=__version__, docs_url=None, redoc_url=None,
                   openapi_url="/openapi.json",
                   description="SillyTavern-exact prompt assembly, rendering and an asset library over HTTP. "
                               "Every route but GET /healthz needs `Authorization: Bearer <token>`.")

@@ -277,7 +277,7 @@ REPLAY_REVISIONS = ("current", "recorded")
 
 def _replay(request: Request, body: dict[str, Any], leases: LibraryLeases) -> dict[str, Any]:
     """Replay a record: the revisions it names are leases, checked (see the module docstring) before the answer."""
-    from ..assembler import replay
+    from ..sillytavern.replay import replay
 
     mode = body.get("revisions", "current")
     if mode not in REPLAY_REVISIONS:

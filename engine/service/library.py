@@ -61,12 +61,18 @@ def check_document(kind: str, data: Any) -> None:
 
 
 def _revision_header(value: str | None, name: str) -> int | None:
+    """The revision an ``If-Match`` names. An entity-tag this service never issued (``"stale-revision"``) matches
+    no revision: ``LIBRARY_CONFLICT``, 412 (RFC 9110, 13.1.1); a value that is no entity-tag at all is refused (400)."""
     if value is None:
         return None
     text = value.strip()
     if text.startswith("W/"):
         text = text[2:]
+    quoted = len(text) >= 2 and text[0] == text[-1] == '"' and '"' not in text[1:-1]
     text = text.strip('"')
+    if quoted and not (text.isdigit() and len(text) <= 18):
+        raise TemplateError(f"{name} {value.strip()} matches no revision (this service's entity-tags are revision "
+                            'numbers, like "3")', code="LIBRARY_CONFLICT")
     if not text.isdigit() or len(text) > 18:
         raise TemplateError(f'{name} takes the ETag of one revision, like "3" (got {value!r})', code="LIBRARY_INVALID")
     return int(text)

@@ -76,6 +76,11 @@ async def index() -> Response:
     return _file("index.html")
 
 
+@router.api_route("/docs", methods=["GET", "HEAD"], summary="The API docs (read from /openapi.json, offline)")
+async def docs() -> Response:
+    return _file("docs.html")
+
+
 @router.api_route(PUBLIC_PREFIX + "{name}", methods=["GET", "HEAD"], summary="A static file of the playground")
 async def static(name: str) -> Response:
     return _file(name)

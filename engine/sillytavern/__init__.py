@@ -17,9 +17,10 @@ the stages that rewrite texts (regex scripts, templates); :func:`assemble_reques
 from __future__ import annotations
 
 from .assemble import StAssembly, assemble_request, chat_completion
+from .batch import assemble_requests
 from .front import Front, build_front
 from .passes import PASS_ORDER, TEXT_KINDS, Text, TextKind, TextPass
 from .request import StRequest, parse_request
 
 __all__ = ["PASS_ORDER", "TEXT_KINDS", "Front", "StAssembly", "StRequest", "Text", "TextKind", "TextPass",
-           "assemble_request", "build_front", "chat_completion", "parse_request"]
+           "assemble_request", "assemble_requests", "build_front", "chat_completion", "parse_request"]

@@ -31,14 +31,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import Diagnostic, TemplateError
+from ..errors import Diagnostic, TemplateError, bound_diagnostics
 from ..worldinfo import to_json
 from .fitting import fit_budget
 from .front import Front, build_front
 from .passes import TextPass
 from .placement import place
-from .sending import finish
+from .replay import SentSteps, st_record
 from .request import StRequest
+from .sending import finish
 
 __all__ = ["StAssembly", "assemble_request", "chat_completion"]
 
@@ -66,6 +67,8 @@ class StAssembly:
     _provenance: list[dict[str, Any]] | None = field(default=None, repr=False, compare=False)
     #: SillyTavern's template extensions as they ran (:class:`~.templates.TemplateRun`), or ``None``
     templates: Any = None
+    #: what was done to the assembler's logical messages before sending them: with its record, the replay
+    sent_steps: SentSteps | None = None
 
     @property
     def variables_patch(self) -> dict[str, list[dict[str, Any]]]:
@@ -103,7 +106,7 @@ class StAssembly:
             "provenance_of": self.provenance_of,
             "regex": self.regex_edits,
             "trace": {"world_info": _wi_trace(self.world_info)},
-            "record": inner.record,
+            "record": inner.record if self.sent_steps is None else st_record(inner.record, self.sent_steps, self.body),
         }
         if self.templates is not None and (self.templates.reads or self.variables_patch):
             out["templates"] = {"variables_patch": self.variables_patch, "reads": self.templates.reads,
@@ -141,7 +144,8 @@ def chat_completion(front: Front) -> StAssembly:
     fitted = fit_budget(placed)
     sent = finish(fitted)
     regex = next((p for p in front.loaded.passes if p.name == "regex" and p.report is not None), None)
-    return StAssembly(sent.messages, front.loaded.warnings, placed.result, front.lore.activation, sent.fields,
+    return StAssembly(sent.messages, bound_diagnostics(front.loaded.warnings), placed.result, front.lore.activation,
+                      sent.fields,
                       sent.body, fitted.report, provenance_source=sent.span_source, provenance_of=sent.provenance_of,
                       regex_edits=regex.report() if regex is not None and regex.report is not None else [],
-                      templates=front.loaded.templates)
+                      templates=front.loaded.templates, sent_steps=sent.steps)

@@ -16,6 +16,7 @@ from typing import Any
 from ..assets.cache import load_cached, parse_cached  # read-only views of validated assets, cached
 from ..assets.chats import StChat, parse_chat, read_chat_file
 from ..errors import Diagnostic, TemplateError
+from .diagnostics import asset_warnings
 from .passes import TextPass, request_passes
 from .request import StRequest, parse_request
 
@@ -72,10 +73,12 @@ def load_inputs(request: StRequest, base_dir: Path | None = None) -> LoadedInput
     """Read every asset the request names (objects or paths)."""
     diags: list[Diagnostic] = []
     preset_model, preset_name = _load("preset", request.preset, base_dir, "$.preset")
+    diags.extend(asset_warnings(preset_model, "$.preset", _resolve(request.preset, base_dir)))
     preset = preset_model.model_dump(mode="json", exclude_none=True)
     card = card_model = None
     if request.card is not None:
         card_model, _ = _load("card", request.card, base_dir, "$.card")
+        diags.extend(asset_warnings(card_model, "$.card", _resolve(request.card, base_dir)))
         dumped = card_model.model_dump(mode="json")
         data = dumped.get("data", dumped)
         card = {k: v for k, v in data.items() if k != "character_book"}
@@ -87,6 +90,7 @@ def load_inputs(request: StRequest, base_dir: Path | None = None) -> LoadedInput
             source = item.get("source")
             item, where = item["book"], f"{where}.book"
         model, stem = _load("world_book", item, base_dir, where)
+        diags.extend(asset_warnings(model, where, _resolve(item, base_dir)))
         if not getattr(model, "name", None) and stem:
             model = model.with_name(stem)
         books.append((model, source, where))
@@ -102,6 +106,7 @@ def load_inputs(request: StRequest, base_dir: Path | None = None) -> LoadedInput
     for i, value in enumerate(request.group.cards if request.group is not None else ()):
         where = f"$.group.cards[{i}]"
         model, _ = _load("card", value, base_dir, where)
+        diags.extend(asset_warnings(model, where, _resolve(value, base_dir)))
         dumped = model.model_dump(mode="json")
         data = dumped.get("data", dumped)
         name = str(data.get("name") or "")

@@ -17,6 +17,7 @@ from typing import Any
 from ..assembler import Assembler, AssemblyRequest
 from ..strategies.builtin import builtin_strategy
 from ..strategies.sillytavern import st_registry
+from .diagnostics import named_render_warning, said_before
 from .front import Front
 from .texts import author_note_block, persona_block
 
@@ -43,7 +44,11 @@ def place(front: Front) -> Placed:
         "preset": builtin_strategy("builtin-st"), "messages": front.history, "input_ids": front.input_ids,
         "assets": placement_assets(front), "preview": req.options.dry_run, "system_prompt_update": "in-history",
         "seed": req.options.seed}))
-    front.loaded.warnings.extend(d for d in result.diagnostics if d.severity in ("warning", "error"))
+    loaded = front.loaded
+    loaded.warnings.extend(
+        named_render_warning(d, loaded.preset, loaded.inputs.preset_name, front.lore.world_info or (), front.texts.char)
+        for d in result.diagnostics
+        if d.severity in ("warning", "error") and not said_before(d, loaded.inputs.diagnostics))
     placed = Placed(front, result, [dict(m) for m in result.logical_messages],
                     {mid: str(n.get("block_id") or "") for n in result.nodes for mid in n.get("input_message_ids", ())})
     chat = front.chat

@@ -18,6 +18,7 @@ from .fitting import Fitted
 from .front import Front
 from .passes import TextPass, run_passes, wants
 from .postprocess import PromptNames, post_process, to_claude, to_google
+from .replay import SentSteps, kept_messages, sendable
 from .templates import apply_templates
 
 __all__ = ["Sent", "finish"]
@@ -33,6 +34,8 @@ class Sent:
     #: ``(message id, text, character ranges)`` per sent message
     span_source: list[Any] = field(default_factory=list)
     provenance_of: str = "messages"
+    #: what was done to the assembler's logical messages before sending them: with its record, the replay
+    steps: SentSteps | None = None
 
 
 def finish(fitted: Fitted) -> Sent:
@@ -49,6 +52,8 @@ def finish(fitted: Fitted) -> Sent:
                                                                          "block_id": block_of.get(m["id"])})]
     squash = req.options.squash_system_messages if req.options.squash_system_messages is not None else \
         bool(preset.get("squash_system_messages", False))
+    kept = kept_messages(logical, result.logical_messages)
+    separators: set[str] = set()
     if squash and not req.options.dry_run:
         separators = {m["id"] for m in logical if block_of.get(m["id"], "").endswith((":newChat", ":groupNudge"))}
         logical = squash_system_messages(logical, separators, spans_of)
@@ -56,12 +61,13 @@ def finish(fitted: Fitted) -> Sent:
     span_source: list[tuple[str, str, list[Any]]] = []
     final = []
     for m in logical:
-        item = _sent_message(m)
-        if item["content"] or item.get("tool_calls"):
+        item = sendable(m)
+        if item is not None:
             final.append(item)
             text = item["content"] if isinstance(item["content"], str) else ""
             span_source.append((m["id"], text, _with_entry_spans(text, spans_of.get(m["id"], []), entries_by_key)))
     provenance_of = "messages"
+    passed = final
     if wants(front.loaded.passes, "final_message"):
         final = _passed_final(final, front.loaded.passes)
         provenance_of = "messages before the text passes"
@@ -73,10 +79,25 @@ def finish(fitted: Fitted) -> Sent:
             provenance_of = "messages before the template extensions"
         final = templated
     sent = _post_processed(final, front)
+    # a replay rebuilds the sent messages from the record without running a pass or a template again: what
+    # they made is kept in it as data
+    evaluated = final if final is not passed else None
+    sent.steps = SentSteps(kept, squash and not req.options.dry_run, sorted(separators), req.options.post_processing,
+                           {"char": sent.fields["char_name"], "user": sent.fields["user_name"],
+                            "group": list(sent.fields["group_names"])},
+                           req.options.target or "openai", _use_sysprompt(front),
+                           str(sent.fields.get("assistant_prefill") or ""), evaluated)
     if provenance_of == "messages" and sent.provenance_of != "messages":
         provenance_of = sent.provenance_of
     sent.span_source, sent.provenance_of = span_source, provenance_of
     return sent
+
+
+def _use_sysprompt(front: Front) -> bool:
+    """Whether the target's conversion sends the system prompt apart (the request's option, else the preset's)."""
+    req = front.req
+    return req.options.use_sysprompt if req.options.use_sysprompt is not None else \
+        bool(front.loaded.preset.get("use_sysprompt", False))
 
 
 def _templated_spans(span_source: list[Any], before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[Any]:
@@ -94,18 +115,6 @@ def _templated_spans(span_source: list[Any], before: list[dict[str, Any]], after
     return out
 
 
-def _sent_message(m: Mapping[str, Any]) -> dict[str, Any]:
-    """A placed message as it is sent: role, content, and its name and tool fields when set."""
-    item: dict[str, Any] = {"role": m["role"], "content": m["content"]}
-    if m.get("name"):
-        item["name"] = m["name"]
-    if m.get("tool_calls"):
-        item["tool_calls"] = m["tool_calls"]
-    if m["role"] == "tool" and m.get("tool_call_id"):
-        item["tool_call_id"] = m["tool_call_id"]
-    return item
-
-
 def _passed_final(final: list[dict[str, Any]], passes: Sequence[TextPass]) -> list[dict[str, Any]]:
     """The messages about to be sent through the text passes (text contents only)."""
     return [{**m, "content": run_passes(passes, "final_message", m["content"], {"index": i, "role": m["role"]})}
@@ -121,8 +130,7 @@ def _post_processed(final: list[dict[str, Any]], front: Front) -> Sent:
         final = post_process(final, kind, names)
     fields: dict[str, Any] = {"custom_prompt_post_processing": "" if kind == "none" else kind, "char_name": texts.char,
                               "user_name": texts.user, "group_names": list(names.group)}
-    use_sysprompt = req.options.use_sysprompt if req.options.use_sysprompt is not None else \
-        bool(preset.get("use_sysprompt", False))
+    use_sysprompt = _use_sysprompt(front)
     if req.options.target == "claude":
         prefill = str(preset.get("assistant_prefill") or "")
         body: dict[str, Any] = to_claude(final, names, use_sysprompt=use_sysprompt, prefill=prefill)

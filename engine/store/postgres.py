@@ -55,10 +55,11 @@ class PostgresDatabase:
     """
 
     def __init__(self, url: str, *, size: int = 4, timeout: float = 30.0) -> None:
-        try:
-            import psycopg
-        except ImportError:  # pragma: no cover - a declared dependency
-            raise TemplateError("PostgreSQL support needs the psycopg package", code="SNAPSHOT_STORE_UNAVAILABLE") from None
+        from ..extras import require_extra
+
+        require_extra("postgres", "a PostgreSQL database")
+        import psycopg
+
         self._psycopg = psycopg
         self.url = url
         self.where = _redact(url)

@@ -28,6 +28,8 @@ from tavernbox import (
     TemplateSources,
     activate_world_info,
     apply_mvu_reply,
+    assemble_request,
+    assemble_requests,
     builtin_strategy,
     compile_macros,
     expand_macros,
@@ -43,6 +45,7 @@ from tavernbox.assembler import AssemblyResult, Preset, SourceRegistry
 from tavernbox.assets import LoadedAsset
 from tavernbox.bridge import BridgeResult, DependencyResolver, TemplateMetadata
 from tavernbox.macros import CompiledMacros, MacroDef
+from tavernbox.strategies import StAssembly
 from tavernbox.strategies.builtin import Selection
 from tavernbox.worldinfo import ActivatedEntry
 
@@ -96,3 +99,11 @@ def errors(error: TemplateError, diagnostic: Diagnostic) -> None:
     assert_type(diagnostic.span, Span | None)
     assert_type(CODES, dict[str, str])
     assert_type(tavernbox.__version__, str)
+
+
+def requests() -> None:
+    one = assemble_request({"preset": "p.json", "chat": "c.jsonl"}, base_dir=".")
+    assert_type(one, StAssembly)
+    assert_type(one.messages, list[dict[str, Any]])
+    for answer in assemble_requests([{"preset": "p.json", "chat": "c.jsonl"}], base_dir="."):
+        assert_type(answer, StAssembly | TemplateError)
