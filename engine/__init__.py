@@ -93,14 +93,12 @@ if TYPE_CHECKING:  # pragma: no cover - the lazy exports' real types, for type c
         StAssembly as StAssembly,
         StRequest as StRequest,
         assemble_request as assemble_request,
+        assemble_requests as assemble_requests,
         parse_request as parse_request,
     )
     from .strategies import (
         SelectionStore as SelectionStore,
-        StAssembly as StAssembly,
         StrategyLibrary as StrategyLibrary,
-        assemble_request as assemble_request,
-        assemble_requests as assemble_requests,
         builtin_strategy as builtin_strategy,
         st_registry as st_registry,
     )

@@ -45,7 +45,7 @@ from tavernbox.assembler import AssemblyResult, Preset, SourceRegistry
 from tavernbox.assets import LoadedAsset
 from tavernbox.bridge import BridgeResult, DependencyResolver, TemplateMetadata
 from tavernbox.macros import CompiledMacros, MacroDef
-from tavernbox.strategies import StAssembly
+from tavernbox.sillytavern import StAssembly
 from tavernbox.strategies.builtin import Selection
 from tavernbox.worldinfo import ActivatedEntry
 
