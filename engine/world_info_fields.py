@@ -4,7 +4,7 @@ Two layers read them and must agree: the asset importers (``assets/worldbooks.py
 model, SillyTavern's new-entry template, which fields may hold ``null``) and world-info activation
 (``worldinfo/entries.py``: which field becomes which :class:`~tavernbox.worldinfo.entries.Entry`
 attribute and how its value is read; ``worldinfo/settings.py``: the settings' names), as does the
-request file (``strategies/st_request.py``: the settings a request may set, with their bounds).
+request file (``sillytavern/request.py``: the settings a request may set, with their bounds).
 Each builds its models, defaults and name maps from the rows below, so a field is added or changed
 here, once. This module sits below both layers and imports nothing of the project.
 """

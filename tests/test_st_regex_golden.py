@@ -16,19 +16,19 @@ from st_oracle_support import REGEX_REQUESTS, load_cases, mask_volatile, matches
 
 from tavernbox import assemble_request
 
-CASES = load_cases(REGEX_REQUESTS)
-
 
 @pytest.fixture(scope="module")
-def resolve() -> Any:
+def resolve(shared: Any) -> Any:
+    shared("corpora")  # the scenarios name their preset, card and books in ../shared/corpora
     return scenarios_module().resolve
 
 
 def test_the_golden_file_is_present() -> None:
-    assert len(CASES) >= 40, "tests/golden/st_oracle/regex_requests.jsonl holds the recorded SillyTavern requests"
+    assert len(load_cases(REGEX_REQUESTS)) >= 40, \
+        "tests/golden/st_oracle/regex_requests.jsonl holds the recorded SillyTavern requests"
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+@pytest.mark.cases("case", lambda shared: load_cases(REGEX_REQUESTS), ids=lambda c: c["id"])
 def test_sillytavern_sends_the_same_messages(case: dict[str, Any], resolve: Any) -> None:
     request = to_request(case, resolve)
     if case.get("volatile"):  # random macros: each matches any text (the rest must still be exact)

@@ -162,12 +162,13 @@ def test_cli_bad_regex_file_and_catastrophic_script_are_coded_errors(tmp_path: P
     (tmp_path / "bad.json").write_text("{not json")
     (tmp_path / "slow.json").write_text(json.dumps(script("/(a+)+b/", name="slow")))
     base = ["assemble", "--preset", str(tmp_path / "p.json"), "--chat", str(tmp_path / "chat.json")]
-    res = CliRunner().invoke(cli, [*base, "--regex", str(tmp_path / "bad.json")])
+    res = CliRunner().invoke(cli, [*base, "--json", "--regex", str(tmp_path / "bad.json")])
     assert res.exit_code == 1
     assert json.loads(res.stdout)["error"] | {"message": ""} == {"code": "INPUT_INVALID", "message": "", "line": 1,
                                                                  "column": 2}
     (tmp_path / "req.json").write_text(json.dumps({"extensions": {"regex": {"time_limit": 0.2}}}))
-    res = CliRunner().invoke(cli, [*base, "--request", str(tmp_path / "req.json"), "--regex", str(tmp_path / "slow.json")])
+    res = CliRunner().invoke(cli, [*base, "--json", "--request", str(tmp_path / "req.json"), "--regex",
+                                   str(tmp_path / "slow.json")])
     error = json.loads(res.stdout)["error"]
     assert res.exit_code == 1 and error["code"] == "REGEX_TIME_LIMIT" and "'slow'" in error["message"]
     res = CliRunner().invoke(cli, [*base, "--messages"])

@@ -16,7 +16,7 @@ from pydantic.alias_generators import to_camel
 
 from tavernbox.assets.worldbooks import ST_ENTRY_DEFAULTS, WorldInfoEntry
 from tavernbox.errors import TemplateError
-from tavernbox.strategies.st_request import WorldInfoOptions, parse_request
+from tavernbox.sillytavern.request import WorldInfoOptions, parse_request
 from tavernbox.world_info_fields import ENTRY_FIELDS, ENTRY_KINDS, NO_DEFAULT, SETTING_FIELDS
 from tavernbox.worldinfo.entries import _SPECS, CharacterFilter, Entry, normalize_entry
 from tavernbox.worldinfo.settings import WorldInfoSettings

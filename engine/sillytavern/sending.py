@@ -81,7 +81,7 @@ def finish(fitted: Fitted) -> Sent:
     sent = _post_processed(final, front)
     # a replay rebuilds the sent messages from the record without running a pass or a template again: what
     # they made is kept in it as data
-    evaluated = final if final is not passed else None
+    evaluated = final if final != passed else None
     sent.steps = SentSteps(kept, squash and not req.options.dry_run, sorted(separators), req.options.post_processing,
                            {"char": sent.fields["char_name"], "user": sent.fields["user_name"],
                             "group": list(sent.fields["group_names"])},
