@@ -12,7 +12,7 @@ from tavernbox.handlebars import HandlebarsLimits, RenderSettings, compile_templ
 
 ST = RenderSettings(helpers={"trim": lambda params, options: "{{trim}}"}, missing=lambda name: "{{" + name + "}}")
 
-# SillyTavern 1.18.0's default context template's story string (default/content/presets/context/Default.json)
+# a story string in the style of the context templates SillyTavern ships (written here, not copied)
 DEFAULT_STORY = (
     "{{#if system}}{{system}}\n{{/if}}{{#if wiBefore}}{{wiBefore}}\n{{/if}}{{#if description}}{{description}}\n"
     "{{/if}}{{#if personality}}{{char}}'s personality: {{personality}}\n{{/if}}{{#if scenario}}Scenario: "

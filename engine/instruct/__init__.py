@@ -1,0 +1,32 @@
+"""SillyTavern's text-completion formatting as pure functions: instruct mode, context templates, stop strings.
+
+What SillyTavern 1.18 does to build a text-completion prompt out of its pieces, one job a function
+(``instruct-mode.js``, ``renderStoryString``, ``getStoppingStrings``): the story string
+(:mod:`.story`), messages, example dialogues and the last prompt line (:mod:`.messages`), and the
+stop strings (:mod:`.stops`). Every function takes the caller's macro substitution (``Substitute``)
+rather than reaching for a request: the text-completion back end binds it to the request's names.
+"""
+
+from __future__ import annotations
+
+from .messages import ForceSequence, Speaker, format_examples, format_message, format_prompt_line
+from .stops import StopSettings, stopping_strings
+from .story import StoryParams, render_story_string, wrap_story_string
+from .templates import Context, Instruct, Substitute, replace_name
+
+__all__ = [
+    "Context",
+    "ForceSequence",
+    "Instruct",
+    "Speaker",
+    "StopSettings",
+    "StoryParams",
+    "Substitute",
+    "format_examples",
+    "format_message",
+    "format_prompt_line",
+    "render_story_string",
+    "replace_name",
+    "stopping_strings",
+    "wrap_story_string",
+]
