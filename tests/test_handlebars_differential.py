@@ -10,9 +10,13 @@ rendering). The seeded part renders 1,000 fixed cases and 500 from a fresh seed 
 
 from __future__ import annotations
 
+import json
 import random
 from collections import Counter
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from handlebars_support import disagreement, oracle_render_many, require_oracle
 from hypothesis import HealthCheck, Phase, given, settings
@@ -71,3 +75,37 @@ def test_hypothesis_story_strings_match_handlebars() -> None:
     collect()
     _check(drawn, "hypothesis")
     assert len(drawn) >= 100
+
+
+def _corpus_texts(corpora: Path) -> list[str]:
+    texts: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, str):
+            if "{{" in value:
+                texts.append(value)
+        elif isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    for path in sorted(corpora.rglob("*.json")):
+        try:
+            walk(json.loads(path.read_text(encoding="utf-8-sig")))
+        except (UnicodeDecodeError, ValueError):
+            continue
+    return texts
+
+
+def test_every_corpus_text_with_mustaches_matches_handlebars() -> None:
+    # real card fields, prompts and world-book entries: SillyTavern macros that are not Handlebars
+    # ({{setvar::x::1}} inside text, {{// comments}}) must fail or render exactly as Handlebars does
+    corpora = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
+    if not corpora.is_dir():
+        pytest.skip("the shared corpora are not beside the repository")
+    data = {"description": "D", "personality": "", "scenario": "S", "char": "C", "user": "U"}
+    texts = _corpus_texts(corpora)
+    outcomes = _check([(text, data) for text in texts], "corpus")
+    assert len(texts) >= 500 and outcomes["text"] >= 100

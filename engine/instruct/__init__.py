@@ -2,30 +2,42 @@
 
 What SillyTavern 1.18 does to build a text-completion prompt out of its pieces, one job a function
 (``instruct-mode.js``, ``renderStoryString``, ``getStoppingStrings``): the story string
-(:mod:`.story`), messages, example dialogues and the last prompt line (:mod:`.messages`), and the
-stop strings (:mod:`.stops`). Every function takes the caller's macro substitution (``Substitute``)
+(:mod:`.story`), messages, example dialogues and the last prompt line (:mod:`.messages`), the stop
+strings (:mod:`.stops`), and the prompt joined from those pieces (:mod:`.prompt`). Every function takes the caller's macro substitution (``Substitute``)
 rather than reaching for a request: the text-completion back end binds it to the request's names.
 """
 
 from __future__ import annotations
 
-from .messages import ForceSequence, Speaker, format_examples, format_message, format_prompt_line
+from .messages import (
+    ForceSequence,
+    Speaker,
+    format_examples,
+    format_message,
+    format_prompt_line,
+    split_example_blocks,
+)
+from .prompt import ChatItem, PromptPieces, assemble_prompt
 from .stops import StopSettings, stopping_strings
 from .story import StoryParams, render_story_string, wrap_story_string
 from .templates import Context, Instruct, Substitute, replace_name
 
 __all__ = [
+    "ChatItem",
     "Context",
     "ForceSequence",
     "Instruct",
+    "PromptPieces",
     "Speaker",
     "StopSettings",
     "StoryParams",
     "Substitute",
+    "assemble_prompt",
     "format_examples",
     "format_message",
     "format_prompt_line",
     "render_story_string",
+    "split_example_blocks",
     "replace_name",
     "stopping_strings",
     "wrap_story_string",

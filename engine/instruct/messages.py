@@ -13,6 +13,7 @@ Each function is SillyTavern's of the same job, over an :class:`~.templates.Inst
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
@@ -20,7 +21,8 @@ from enum import IntEnum
 from ..strategies.sillytavern import split_examples
 from .templates import Context, Instruct, Substitute, replace_name
 
-__all__ = ["ForceSequence", "Speaker", "format_examples", "format_message", "format_prompt_line"]
+__all__ = ["ForceSequence", "Speaker", "format_examples", "format_message", "format_prompt_line",
+           "split_example_blocks"]
 
 
 class ForceSequence(IntEnum):
@@ -79,6 +81,21 @@ def format_message(instruct: Instruct, speaker: Speaker, substitute: Substitute,
         suffix = "\n"
     body = f"{name}: {text}" if include_names and name else text
     return instruct.separator.join(part for part in (prefix, body + suffix) if part)
+
+
+_START = re.compile(r"<START>", re.IGNORECASE)
+
+
+def split_example_blocks(text: str, context: Context, substitute: Substitute, *, instruct_on: bool) -> list[str]:
+    """``parseMesExamples``: the card's examples (after their macros) as dialogue blocks, each headed
+    ``<START>`` for instruct mode (formatted later) or by the example separator without it."""
+    if not text or text == "<START>":
+        return []
+    if not text.startswith("<START>"):
+        text = "<START>\n" + text.strip()
+    separator = substitute(context.example_separator) + "\n" if context.example_separator else ""
+    heading = "<START>\n" if instruct_on else separator
+    return [f"{heading}{block.strip()}\n" for block in _START.split(text)[1:]]
 
 
 def format_examples(blocks: Sequence[str], instruct: Instruct, context: Context, speaker: Speaker,

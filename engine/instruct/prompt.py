@@ -1,0 +1,159 @@
+"""The text-completion prompt put together from its pieces, as SillyTavern's ``Generate`` joins them.
+
+This is the back half of ``Generate`` for text-completion APIs once the front has done its work:
+the story string (rendered and wrapped), the example dialogues (formatted), and the chat history
+(oldest first, each message already through its macros), for a request where everything fits the
+context and no prompt is injected into the history at a depth (world info at depth, the Author's
+Note in the chat, the card's depth prompt, a persona at depth, the story string in the chat: those
+come with the shared front's stages; :func:`assemble_prompt` refuses them by taking none).
+
+The joins, in SillyTavern's order:
+
+1. the post-history instructions (when the system prompt is on and has them) become one more user
+   message at the end of the history (before the message continued, for a continue);
+2. each message is formatted: with instruct mode, by :func:`~.messages.format_message` (the oldest
+   with the *first* sequences, the last user message with the *last* input sequence unless
+   impersonating); without, as ``Name: text`` and a line break (a narrator's without the name);
+3. for a continue, the newest message is cut where its text ends and held back to go last;
+4. the newest message sent loses one trailing line break (instruct off, or ``wrap`` on), then the
+   last prompt line is added to it: the instruct prompt line (:func:`~.messages.format_prompt_line`)
+   or, instruct off, ``Char:`` on a line of its own (``User:`` when impersonating);
+5. story string + examples + ``chat_start`` + the messages + the held-back continued message, without
+   ``\\r``; with ``collapse_newlines``, runs of line breaks become one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .messages import ForceSequence, Speaker, format_message, format_prompt_line
+from .templates import Context, Instruct, Substitute
+
+__all__ = ["ChatItem", "PromptPieces", "assemble_prompt"]
+
+
+@dataclass(frozen=True, slots=True)
+class ChatItem:
+    """One history message as ``Generate`` reads it (``mes`` after its macros and regexes)."""
+
+    name: str
+    mes: str
+    is_user: bool
+    is_narrator: bool = False
+    force_avatar: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PromptPieces:
+    """Everything :func:`assemble_prompt` joins; ``instruct`` is None with instruct mode off."""
+
+    instruct: Instruct | None
+    context: Context
+    speaker: Speaker
+    story: str
+    examples: Sequence[str] = ()
+    history: Sequence[ChatItem] = ()
+    generation: str = "normal"  # normal | continue | impersonate | regenerate | swipe
+    post_history: str = ""
+    force_name2: bool = True
+    collapse_newlines: bool = False
+
+
+_FORMAT_TOKEN = "\u0000\ufffc\u0000\ufffd"
+_NEWLINES = re.compile(r"\n+")
+
+
+def _format(pieces: PromptPieces, item: ChatItem, substitute: Substitute, force: ForceSequence) -> str:
+    if pieces.instruct is None:
+        if item.name and not item.is_narrator:
+            return f"{item.name}: {item.mes}\n"
+        return f"{item.mes}\n"
+    return format_message(pieces.instruct, pieces.speaker, substitute, name=item.name, text=item.mes,
+                          is_user=item.is_user, is_narrator=item.is_narrator, force_avatar=item.force_avatar,
+                          force=force)
+
+
+def _history_texts(pieces: PromptPieces, substitute: Substitute) -> tuple[list[str], str]:
+    """The formatted messages, oldest first, and the held-back continued message."""
+    core = list(pieces.history)
+    is_continue = pieces.generation == "continue"
+    if pieces.post_history:
+        phi = ChatItem(name="", mes=pieces.post_history, is_user=True)
+        core.insert(len(core) - 1 if is_continue else len(core), phi)
+    last_user = max((i for i, item in enumerate(core) if item.is_user), default=-1)
+    texts: list[str] = []
+    held = ""
+    for j, item in enumerate(core):
+        force = ForceSequence.FIRST if j == 0 and pieces.instruct is not None else ForceSequence.NONE
+        if j == last_user and pieces.instruct is not None and pieces.generation != "impersonate":
+            force = ForceSequence.LAST
+        text = _format(pieces, item, substitute, force)
+        if is_continue and j == len(core) - 1:
+            if pieces.instruct is not None:
+                marked = ChatItem(item.name, item.mes.replace(_FORMAT_TOKEN, "") + _FORMAT_TOKEN, item.is_user,
+                                  item.is_narrator, item.force_avatar)
+                text = _format(pieces, marked, substitute, ForceSequence.LAST)
+            if _FORMAT_TOKEN in text:
+                text = text[: text.rfind(_FORMAT_TOKEN)]
+            else:
+                text = text[: text.rfind(item.mes) + len(item.mes)]
+        texts.append(text)
+    if is_continue and len(texts) > 1:
+        held = texts.pop()
+    return texts, held
+
+
+def _last_line(pieces: PromptPieces, substitute: Substitute) -> str:
+    """``modifyLastPromptLine('')``'s additions after the newest message."""
+    instruct, speaker = pieces.instruct, pieces.speaker
+    is_continue = pieces.generation == "continue"
+    impersonate = pieces.generation == "impersonate"
+    if instruct is not None:
+        if is_continue:
+            return ""
+        name = speaker.user if impersonate else speaker.char
+        return format_prompt_line(instruct, speaker, substitute, name=name, impersonate=impersonate)
+    return ""
+
+
+def assemble_prompt(pieces: PromptPieces, substitute: Substitute) -> str:
+    """The prompt string (see the module's description for what it covers)."""
+    texts, held = _history_texts(pieces, substitute)
+    instruct = pieces.instruct
+    if texts and pieces.generation != "continue" and (instruct is None or instruct.wrap):
+        texts[-1] = texts[-1][:-1] if texts[-1].endswith("\n") else texts[-1]
+    last = texts[-1] if texts else ""
+    last += _last_line(pieces, substitute)
+    if instruct is None:
+        last = _plain_last_line(pieces, last)
+    if texts:
+        texts[-1] = last
+    else:
+        texts = [last]
+    chat = "".join(texts)
+    if pieces.context.chat_start:
+        chat = substitute(pieces.context.chat_start + "\n") + chat
+    prompt = (pieces.story + "".join(pieces.examples) + chat + held).replace("\r", "")
+    if pieces.collapse_newlines:
+        prompt = _NEWLINES.sub("\n", prompt)
+    return prompt
+
+
+def _plain_last_line(pieces: PromptPieces, last: str) -> str:
+    """Instruct off: ``User:`` when impersonating, ``Char:`` when names are forced (not after a user
+    message being continued)."""
+    speaker = pieces.speaker
+    is_continue = pieces.generation == "continue"
+    if pieces.generation == "impersonate" and not is_continue:
+        if not last.endswith("\n"):
+            last += "\n"
+        last += speaker.user + ":"
+    continuing_first = is_continue and len(pieces.history) == 1
+    if pieces.force_name2 and not continuing_first:
+        if not last.endswith("\n"):
+            last += "\n"
+        if not is_continue or not (pieces.history and pieces.history[-1].is_user):
+            last += f"{speaker.char}:"
+    return last
