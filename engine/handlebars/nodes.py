@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
@@ -28,31 +28,35 @@ _WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012345678
 
 @dataclass(frozen=True, slots=True)
 class Path:
-    """``foo.bar``, ``../foo``, ``this``, ``@index``: ``parts`` without ``this``/``.``/``..``."""
+    """``foo.bar``, ``../foo``, ``this``, ``@index``: ``parts`` without ``this``/``.``/``..``.
+
+    ``scoped`` is Handlebars' ``scopedId`` (the original starts with ``.`` or holds the word
+    ``this``); ``simple`` its ``simpleId`` (one part, not scoped, no ``../``). Both are worked out
+    once, here, rather than at every render.
+    """
 
     data: bool
     depth: int
     parts: tuple[str, ...]
     original: str
     start: int
+    scoped: bool = field(init=False)
+    simple: bool = field(init=False)
 
-    @property
-    def scoped(self) -> bool:
-        """Handlebars' ``scopedId``: the original starts with ``.`` or holds the word ``this``."""
-        original = self.original
-        if original.startswith("."):
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "scoped", _scoped(self.original))
+        object.__setattr__(self, "simple", len(self.parts) == 1 and not self.scoped and not self.depth)
+
+
+def _scoped(original: str) -> bool:
+    if original.startswith("."):
+        return True
+    at = original.find("this")
+    while at != -1:
+        if original[at + 4: at + 5] not in _WORD:
             return True
-        at = original.find("this")
-        while at != -1:
-            if original[at + 4: at + 5] not in _WORD:
-                return True
-            at = original.find("this", at + 1)
-        return False
-
-    @property
-    def simple(self) -> bool:
-        """Handlebars' ``simpleId``: one part, not scoped, no ``../``."""
-        return len(self.parts) == 1 and not self.scoped and not self.depth
+        at = original.find("this", at + 1)
+    return False
 
 
 @dataclass(frozen=True, slots=True)

@@ -88,6 +88,8 @@ class _Scope:
     depths: tuple[Any, ...]
     params: tuple[list[Any] | None, ...]
     declared: tuple[tuple[str, ...], ...]
+    #: some level declares block parameters (``as |x|``): only then can a name be one
+    any_declared: bool = False
 
 
 class _Fn:
@@ -105,8 +107,9 @@ class _Fn:
         depths = outer.depths
         if not js_loose_equal(context, depths[0]) and not (context is NULL_CONTEXT and depths[0] is None):
             depths = (context, *depths)
-        scope = _Scope(context, data or outer.data, depths, (params, *outer.params),
-                       (self.program.block_params, *outer.declared))
+        declared = self.program.block_params
+        scope = _Scope(context, data or outer.data, depths, (params, *outer.params), (declared, *outer.declared),
+                       outer.any_declared or bool(declared))
         return self.render.program(self.program, scope)
 
 
@@ -243,7 +246,7 @@ class _Render:
                  sexpr: bool) -> str:
         """``"helper"``, ``"ambiguous"`` or ``"simple"``, as Handlebars' ``classifySexpr``."""
         simple = path.simple
-        block_param = simple and _block_param_index(scope, path.parts[0]) is not None
+        block_param = simple and scope.any_declared and _block_param_index(scope, path.parts[0]) is not None
         helper = not block_param and (sexpr or bool(params) or bool(hash_))
         eligible = not block_param and (helper or simple)
         if eligible and not helper and path.parts[0] in KNOWN_HELPERS:
@@ -307,7 +310,7 @@ class _Render:
     def path(self, path: Path, scope: _Scope, *, falsy: bool = False) -> Any:
         """A path's value (Handlebars' ``PathExpression``)."""
         parts = path.parts
-        if not path.depth and not path.scoped and parts:
+        if scope.any_declared and not path.depth and not path.scoped and parts:
             index = _block_param_index(scope, parts[0])
             if index is not None:
                 level = scope.params[index[0]] if index[0] < len(scope.params) else None
@@ -328,6 +331,8 @@ class _Render:
 
 
 def _js_add_all(values: list[Any]) -> Any:
+    if all(value.__class__ is str for value in values):
+        return "".join(values)
     result = values[0]
     for value in values[1:]:
         result = js_add(result, value)

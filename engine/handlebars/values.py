@@ -243,6 +243,8 @@ def _to_number(value: Any) -> float:
 
 def js_add(a: Any, b: Any) -> Any:
     """JavaScript's ``a + b``: text when either side is (or converts to) a string, else numbers."""
+    if a.__class__ is str and b.__class__ is str:
+        return a + b
     a, b = _to_primitive(a), _to_primitive(b)
     if isinstance(a, str) or isinstance(b, str):
         return js_string(a) + js_string(b)

@@ -3,8 +3,10 @@
 What SillyTavern 1.18 does to build a text-completion prompt out of its pieces, one job a function
 (``instruct-mode.js``, ``renderStoryString``, ``getStoppingStrings``): the story string
 (:mod:`.story`), messages, example dialogues and the last prompt line (:mod:`.messages`), the stop
-strings (:mod:`.stops`), and the prompt joined from those pieces (:mod:`.prompt`). Every function takes the caller's macro substitution (``Substitute``)
-rather than reaching for a request: the text-completion back end binds it to the request's names.
+strings (:mod:`.stops`), prompts placed in the chat at a depth (:mod:`.inject`), and the prompt
+joined from those pieces (:mod:`.prompt`). Every function takes the caller's macro substitution
+(``Substitute``) rather than reaching for a request: the text-completion back end binds it to the
+request's names.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from .messages import (
     format_prompt_line,
     split_example_blocks,
 )
-from .prompt import ChatItem, PromptPieces, assemble_prompt
+from .inject import ExtensionPrompt, inject_in_chat
+from .prompt import PromptPieces, assemble_prompt
+from .prompt_items import ChatItem
 from .stops import StopSettings, stopping_strings
 from .story import StoryParams, render_story_string, wrap_story_string
 from .templates import Context, Instruct, Substitute, replace_name
@@ -25,6 +29,7 @@ from .templates import Context, Instruct, Substitute, replace_name
 __all__ = [
     "ChatItem",
     "Context",
+    "ExtensionPrompt",
     "ForceSequence",
     "Instruct",
     "PromptPieces",
@@ -36,6 +41,7 @@ __all__ = [
     "format_examples",
     "format_message",
     "format_prompt_line",
+    "inject_in_chat",
     "render_story_string",
     "split_example_blocks",
     "replace_name",

@@ -1,15 +1,15 @@
 """The text-completion prompt put together from its pieces, as SillyTavern's ``Generate`` joins them.
 
 This is the back half of ``Generate`` for text-completion APIs once the front has done its work:
-the story string (rendered and wrapped), the example dialogues (formatted), and the chat history
-(oldest first, each message already through its macros), for a request where everything fits the
-context and no prompt is injected into the history at a depth (world info at depth, the Author's
-Note in the chat, the card's depth prompt, a persona at depth, the story string in the chat: those
-come with the shared front's stages; :func:`assemble_prompt` refuses them by taking none).
+the story string (rendered and wrapped), the example dialogues (formatted), the chat history
+(oldest first, each message already through its macros) and the prompts placed in it at a depth
+(:mod:`.inject`), for a request where everything fits the context (the budget that drops examples
+and old messages comes with the shared front's stages).
 
 The joins, in SillyTavern's order:
 
-1. the post-history instructions (when the system prompt is on and has them) become one more user
+1. the prompts at a depth go into the history (:func:`~.inject.inject_in_chat`); then the
+   post-history instructions (when the system prompt is on and has them) become one more user
    message at the end of the history (before the message continued, for a continue);
 2. each message is formatted: with instruct mode, by :func:`~.messages.format_message` (the oldest
    with the *first* sequences, the last user message with the *last* input sequence unless
@@ -28,21 +28,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .inject import ExtensionPrompt, inject_in_chat
 from .messages import ForceSequence, Speaker, format_message, format_prompt_line
+from .prompt_items import ChatItem
 from .templates import Context, Instruct, Substitute
 
 __all__ = ["ChatItem", "PromptPieces", "assemble_prompt"]
-
-
-@dataclass(frozen=True, slots=True)
-class ChatItem:
-    """One history message as ``Generate`` reads it (``mes`` after its macros and regexes)."""
-
-    name: str
-    mes: str
-    is_user: bool
-    is_narrator: bool = False
-    force_avatar: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +46,8 @@ class PromptPieces:
     story: str
     examples: Sequence[str] = ()
     history: Sequence[ChatItem] = ()
+    #: prompts placed in the history at a depth (Author's Note, depth prompt, persona, story string...)
+    injections: Sequence[ExtensionPrompt] = ()
     generation: str = "normal"  # normal | continue | impersonate | regenerate | swipe
     post_history: str = ""
     force_name2: bool = True
@@ -77,8 +70,8 @@ def _format(pieces: PromptPieces, item: ChatItem, substitute: Substitute, force:
 
 def _history_texts(pieces: PromptPieces, substitute: Substitute) -> tuple[list[str], str]:
     """The formatted messages, oldest first, and the held-back continued message."""
-    core = list(pieces.history)
     is_continue = pieces.generation == "continue"
+    core, _ = inject_in_chat(pieces.history, pieces.injections, pieces.speaker, substitute, is_continue=is_continue)
     if pieces.post_history:
         phi = ChatItem(name="", mes=pieces.post_history, is_user=True)
         core.insert(len(core) - 1 if is_continue else len(core), phi)
