@@ -15,10 +15,12 @@ The joins, in SillyTavern's order:
    with the *first* sequences, the last user message with the *last* input sequence unless
    impersonating); without, as ``Name: text`` and a line break (a narrator's without the name);
 3. for a continue, the newest message is cut where its text ends and held back to go last;
-4. the newest message sent loses one trailing line break (instruct off, or ``wrap`` on), then the
+4. with instruct mode, the template's ``user_alignment_message`` opens the history as a user message
+   (with the first input sequence) unless the oldest message sent is a user's;
+5. the newest message sent loses one trailing line break (instruct off, or ``wrap`` on), then the
    last prompt line is added to it: the instruct prompt line (:func:`~.messages.format_prompt_line`)
    or, instruct off, ``Char:`` on a line of its own (``User:`` when impersonating);
-5. story string + examples + ``chat_start`` + the messages + the held-back continued message, without
+6. story string + examples + ``chat_start`` + the messages + the held-back continued message, without
    ``\\r``; with ``collapse_newlines``, runs of line breaks become one.
 """
 
@@ -68,8 +70,9 @@ def _format(pieces: PromptPieces, item: ChatItem, substitute: Substitute, force:
                           force=force)
 
 
-def _history_texts(pieces: PromptPieces, substitute: Substitute) -> tuple[list[str], str]:
-    """The formatted messages, oldest first, and the held-back continued message."""
+def _history_texts(pieces: PromptPieces, substitute: Substitute) -> tuple[list[str], str, bool]:
+    """The formatted messages, oldest first, the held-back continued message, and whether the
+    oldest message sent is a user's."""
     is_continue = pieces.generation == "continue"
     core, _ = inject_in_chat(pieces.history, pieces.injections, pieces.speaker, substitute, is_continue=is_continue)
     if pieces.post_history:
@@ -95,7 +98,7 @@ def _history_texts(pieces: PromptPieces, substitute: Substitute) -> tuple[list[s
         texts.append(text)
     if is_continue and len(texts) > 1:
         held = texts.pop()
-    return texts, held
+    return texts, held, bool(core) and core[0].is_user
 
 
 def _last_line(pieces: PromptPieces, substitute: Substitute) -> str:
@@ -111,9 +114,20 @@ def _last_line(pieces: PromptPieces, substitute: Substitute) -> str:
     return ""
 
 
+def _user_alignment(pieces: PromptPieces, substitute: Substitute, oldest_is_user: bool) -> str:
+    """The instruct template's ``user_alignment_message``, as a first user message, unless the
+    oldest message sent already is a user's."""
+    instruct = pieces.instruct
+    if instruct is None or not instruct.user_alignment_message or oldest_is_user:
+        return ""
+    item = ChatItem(name=pieces.speaker.user, mes=substitute(instruct.user_alignment_message), is_user=True)
+    return _format(pieces, item, substitute, ForceSequence.FIRST)
+
+
 def assemble_prompt(pieces: PromptPieces, substitute: Substitute) -> str:
     """The prompt string (see the module's description for what it covers)."""
-    texts, held = _history_texts(pieces, substitute)
+    texts, held, oldest_is_user = _history_texts(pieces, substitute)
+    alignment = _user_alignment(pieces, substitute, oldest_is_user)
     instruct = pieces.instruct
     if texts and pieces.generation != "continue" and (instruct is None or instruct.wrap):
         texts[-1] = texts[-1][:-1] if texts[-1].endswith("\n") else texts[-1]
@@ -125,7 +139,7 @@ def assemble_prompt(pieces: PromptPieces, substitute: Substitute) -> str:
         texts[-1] = last
     else:
         texts = [last]
-    chat = "".join(texts)
+    chat = alignment + "".join(texts)
     if pieces.context.chat_start:
         chat = substitute(pieces.context.chat_start + "\n") + chat
     prompt = (pieces.story + "".join(pieces.examples) + chat + held).replace("\r", "")
@@ -144,7 +158,8 @@ def _plain_last_line(pieces: PromptPieces, last: str) -> str:
             last += "\n"
         last += speaker.user + ":"
     continuing_first = is_continue and len(pieces.history) == 1
-    if pieces.force_name2 and not continuing_first:
+    # ``force_name2`` is off for an impersonation (the user speaks next)
+    if pieces.force_name2 and pieces.generation != "impersonate" and not continuing_first:
         if not last.endswith("\n"):
             last += "\n"
         if not is_continue or not (pieces.history and pieces.history[-1].is_user):
