@@ -14,7 +14,7 @@ object each call, as a host sends one; the two sizes take turns). Two shapes:
 (growth in new text only: 2 expected, the new message and the preset's prompt that quotes it
 through ``{{lastUserMessage}}``).
 
-What keeps the 5,000-message chat near the 200-message one (``strategies/st_history.py``): the
+What keeps the 5,000-message chat near the 200-message one (``sillytavern/history.py``): the
 chat is read in one C-speed pass, only the history the budget can reach is built, expanded and
 counted, the chat macros get the few messages they read plus ``chat_omitted``, and world info a
 ``ChatTail`` as deep as its deepest scan.
@@ -67,14 +67,14 @@ def _best_cpu(sizes: tuple[int, int], words: int, repeat: int) -> list[tuple[flo
 
 
 def run(repeat: int, sizes: tuple[int, int] = (200, 5000)) -> dict[str, Any]:
-    from tavernbox.strategies import st_assemble
+    from tavernbox.sillytavern import budget as st_budget
 
     out: dict[str, Any] = {}
     for shape, words in (("short", 1), ("long", 30)):
         small, large = _best_cpu(sizes, words, repeat)
         out[shape] = {f"{sizes[0]}_cpu_ms": small[0], f"{sizes[1]}_cpu_ms": large[0], "sent": [small[1], large[1]],
                       "dropped": [small[2], large[2]], "ratio": large[0] / small[0]}
-    counter = st_assemble._counters.get("o200k")
+    counter = st_budget._counters.get("o200k")
     if counter is not None:
         before = counter.misses
         chat = _chat(sizes[1], 30)

@@ -13,7 +13,7 @@ slows both sides):
   every call, as in a real conversation (nothing can be answered from the previous result).
 - ``first`` / ``warm`` in a fresh process (<= 2x): the first assembly pays every one-time cost that
   is not an import (reading the assets, compiling grammars and regexes, first-call caches). The
-  import itself (``import_ms``, which includes every stage of the request path: ``st_assemble``
+  import itself (``import_ms``, which includes every stage of the request path: ``sillytavern.assemble``
   imports them) is measured separately, as are the 2nd and 3rd assemblies. A second set of
   processes builds the o200k tokenizer before the first assembly and reports that cost apart
   (``fresh_tokenizer_preloaded``): this request's budget is far from full, so it never counts
@@ -73,7 +73,7 @@ import json, statistics, sys, time
 sys.path.insert(0, {bench_dir!r})
 start = time.perf_counter()
 from tavernbox import assemble_request
-import tavernbox.strategies.st_assemble
+import tavernbox.sillytavern.assemble
 imported = time.perf_counter()
 tokenizer_ms = 0.0
 if {preload}:  # the o200k encoding (the budget's default tokenizer) built before the first assembly

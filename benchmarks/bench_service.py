@@ -41,7 +41,7 @@ TOKEN = "bench-token"
 
 def sample_parts() -> dict[str, Any]:
     """The bundled sample request's card, book and chat (documented JSON chat form), user and options."""
-    from tavernbox.strategies.st_chat import parse_chat_text
+    from tavernbox.assets.chats import parse_chat_text
 
     request = json.loads((ROOT / "corpora" / "sample-request.json").read_text(encoding="utf-8"))
     chat = parse_chat_text((ROOT / "corpora" / "sample-chat.jsonl").read_text(encoding="utf-8"), hint="chat.jsonl")
@@ -126,7 +126,7 @@ async def phase(base: str, assemble_body: dict[str, Any], count: int, hostile_ev
 
 def floor(request: dict[str, Any], repeat: int) -> float:
     """Median seconds of one in-process assembly of the same request (after a warm-up)."""
-    from tavernbox.strategies.st_assemble import assemble_request
+    from tavernbox.sillytavern.assemble import assemble_request
 
     assemble_request(request)
     times = []

@@ -35,10 +35,10 @@ _LAZY: dict[str, str] = {
     "st_registry": "tavernbox.strategies",
     "SelectionStore": "tavernbox.strategies",
     "StrategyLibrary": "tavernbox.strategies",
-    "assemble_request": "tavernbox.strategies",
-    "parse_request": "tavernbox.strategies",
-    "StAssembly": "tavernbox.strategies",
-    "StRequest": "tavernbox.strategies",
+    "assemble_request": "tavernbox.sillytavern",
+    "parse_request": "tavernbox.sillytavern",
+    "StAssembly": "tavernbox.sillytavern",
+    "StRequest": "tavernbox.sillytavern",
     "render_with_dependencies": "tavernbox.bridge",
     "inspect_template_metadata": "tavernbox.bridge",
     "TemplateSources": "tavernbox.bridge",
@@ -88,6 +88,12 @@ if TYPE_CHECKING:  # pragma: no cover - the lazy exports' real types, for type c
         expand_macros as expand_macros,
     )
     from .sandbox import Limits as Limits
+    from .sillytavern import (
+        StAssembly as StAssembly,
+        StRequest as StRequest,
+        assemble_request as assemble_request,
+        parse_request as parse_request,
+    )
     from .strategies import (
         SelectionStore as SelectionStore,
         StrategyLibrary as StrategyLibrary,

@@ -102,6 +102,8 @@ CODES: dict[str, str] = {
     "ASSEMBLY_REQUEST_INVALID": "an assembly request (chat messages, input ids, options) has the wrong shape",
     "REQUEST_INVALID": "a SillyTavern request file (preset, card, books, chat, user, options) has the wrong shape "
                        "or an unknown field",
+    "ST_WORLD_INFO_BUDGET": "triggered world-info entries left out by the world-info budget (SillyTavern's overflow "
+                            "alert): how many, their tokens, the budget",
     "ST_LINKED_WORLD_MISSING": "the card links a world book that is not among the given books; it is not scanned",
     "ST_LOREBOOK_MISSING": "the chat or persona lorebook named is not among the given books; it is not scanned",
     "ST_GROUP_CARD_MISSING": "a group joining its cards has a member whose card is not given; the member is skipped",

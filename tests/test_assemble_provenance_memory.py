@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from tavernbox.assembler import compose
 from tavernbox.assembler.render import FrozenInfo
 from tavernbox.cli.main import main
-from tavernbox.strategies.st_assemble import assemble_request
+from tavernbox.sillytavern.assemble import assemble_request
 
 
 def _preset(content: str) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 Covers the asset cache (``assets/cache.py``: files by identity and version, objects by content),
 the frozen JSON views it hands out (``assets/frozen.py``), the assembler's fingerprint path for
 assets holding those views (``freeze_assets``), the normalised world-info books of cached assets
-(``strategies/st_cache.py``), the whole-word key search (``worldinfo/matching._bounded_find``) and
+(``sillytavern/cache.py``), the whole-word key search (``worldinfo/matching._bounded_find``) and
 the ``--help`` command list that imports no command.
 """
 
@@ -26,8 +26,8 @@ from tavernbox.assembler.registry import freeze_assets
 from tavernbox.assets.cache import AssetCache, AssetView, clear_asset_cache
 from tavernbox.assets.frozen import FrozenDict, FrozenList, fingerprint, freeze_json, json_digest, json_text, thaw_json
 from tavernbox.errors import TemplateError
-from tavernbox.strategies import st_assemble
-from tavernbox.strategies.st_cache import clear_scan_books
+from tavernbox.sillytavern import loading as st_loading
+from tavernbox.sillytavern.cache import clear_scan_books
 from tavernbox.worldinfo.matching import _bounded, _bounded_find
 
 CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
@@ -221,7 +221,7 @@ def _uncached_load(kind: str, value: Any, base_dir: Path | None, where: str) -> 
 
     from tavernbox.assets import load_asset, parse_card, parse_preset, parse_world_book
 
-    value = st_assemble._resolve(value, base_dir)
+    value = st_loading._resolve(value, base_dir)
     if isinstance(value, Path):
         return load_asset(value, kind=kind).model, value.stem
     assert isinstance(value, Mapping)
@@ -257,7 +257,7 @@ def test_cached_results_equal_the_uncached_path(assets: dict[str, Path], monkeyp
     request = {"preset": str(assets["preset"]), "card": str(assets["card"]), "books": [str(assets["book"])],
                "chat": _chat(40)}
     with monkeypatch.context() as m:
-        m.setattr(st_assemble, "_load", _uncached_load)
+        m.setattr(st_loading, "_load", _uncached_load)
         plain = _result(request)
     _clear()
     cold = _result(request)
@@ -267,7 +267,7 @@ def test_cached_results_equal_the_uncached_path(assets: dict[str, Path], monkeyp
                   "card": json.loads(assets["card"].read_text(encoding="utf-8")),
                   "books": [json.loads(assets["book"].read_text(encoding="utf-8"))]}
     with monkeypatch.context() as m:
-        m.setattr(st_assemble, "_load", _uncached_load)
+        m.setattr(st_loading, "_load", _uncached_load)
         plain_objects = _result(as_objects)
     assert _result(as_objects) == plain_objects and _result(as_objects) == plain_objects
 
@@ -283,7 +283,7 @@ def test_mutating_results_and_inputs_does_not_change_the_next_result() -> None:
         m["content"] = "tampered"
     res.messages.clear()
     res.body.clear()
-    inputs = st_assemble.load_inputs(st_assemble.parse_request(request))
+    inputs = st_loading.load_inputs(st_loading.parse_request(request))
     with pytest.raises(TypeError):
         inputs.preset["prompts"] = []  # type: ignore[index]
     own = inputs.card or {}

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from tavernbox.cli.cache_report import command
 from tavernbox.errors import TemplateError
 from tavernbox.lint.prefix_cache import MAX_TURNS, NEXT_REPLY, NEXT_USER, _Serialised, cache_report
-from tavernbox.strategies.st_assemble import assemble_request
+from tavernbox.sillytavern.assemble import assemble_request
 from tavernbox.tokenizers import MessageCounter, get_tokenizer
 
 NOW = "2026-12-01T10:00:00Z"

@@ -29,7 +29,7 @@ SSE_CHUNKS = [b'data: {"choices":[{"delta":{"content":"Hel"}}]}\n\n',
 
 def sample_request() -> dict[str, Any]:
     """The bundled sample request with every asset inline (the chat as the documented JSON form)."""
-    from tavernbox.strategies.st_chat import parse_chat_text
+    from tavernbox.assets.chats import parse_chat_text
 
     request = json.loads((CORPORA / "sample-request.json").read_text())
     chat = parse_chat_text((CORPORA / "sample-chat.jsonl").read_text(), hint="sample-chat.jsonl")

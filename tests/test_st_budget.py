@@ -102,10 +102,10 @@ def test_budget_properties(n: int, context: int, pinned: bool) -> None:
 
 
 def test_a_long_chat_is_recounted_only_for_its_new_messages() -> None:
-    from tavernbox.strategies import st_assemble
+    from tavernbox.sillytavern import budget as st_budget
 
     run(200, budget={"max_context": 2000, "max_tokens": 100})
-    counter = st_assemble._counters["o200k"]
+    counter = st_budget._counters["o200k"]
     before = counter.misses
     assemble_request({"preset": BASE, "card": CARD, "budget": {"max_context": 2000, "max_tokens": 100},
                       "chat": {"messages": chat(200)["messages"] + [{"role": "user", "content": "one more"}]}})

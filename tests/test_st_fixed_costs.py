@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tavernbox import assemble_request
-from tavernbox.strategies.st_cache import clear_scan_books, shared_frozen
+from tavernbox.sillytavern.cache import clear_scan_books, shared_frozen
 
 CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
 PRESET = CORPORA / "presets" / "hoxilo-it-takes-two-v5.2.vi.json"
@@ -66,7 +66,7 @@ def test_world_info_bounded_by_bytes_equals_counting_every_time(max_context: int
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """``_wi_counter``'s promise (counts never above bytes) changes no decision, near the budget
     or far from it: the same request with a counter that counts every text gives the same result."""
-    import tavernbox.strategies.st_assemble as st
+    import tavernbox.sillytavern.lore as st
     from tavernbox.tokenizers import get_tokenizer
 
     budget = {"max_context": max_context, "max_tokens": 300}

@@ -271,7 +271,7 @@ def test_depth_prompts_are_bounded_too() -> None:
 def test_a_joined_field_just_under_the_limit_is_built() -> None:
     """The limit counts what is written: 8 members' 1 MiB descriptions (8 Mi characters with the newlines
     less 1) are joined; one character more each is refused."""
-    from tavernbox.strategies.st_group import MAX_JOINED_CHARS, joined_card
+    from tavernbox.sillytavern.groups import MAX_JOINED_CHARS, joined_card
 
     names = [f"M{i}" for i in range(8)]
     each = (MAX_JOINED_CHARS - 7) // 8
@@ -305,7 +305,7 @@ def test_a_blank_override_leaves_the_joined_field_in_a_join_mode() -> None:
 
 
 def test_chat_override_fields_are_checked_and_read_from_an_export() -> None:
-    from tavernbox.strategies.st_chat import parse_chat, parse_chat_jsonl
+    from tavernbox.assets.chats import parse_chat, parse_chat_jsonl
 
     with pytest.raises(TemplateError) as err:
         parse_chat({"messages": [], "scenario": 3}, path="$.chat")

@@ -22,9 +22,10 @@ import tavernbox.worldinfo as worldinfo
 from tavernbox import assemble_request
 from tavernbox.errors import TemplateError
 from tavernbox.macros import MacroContext, expand_macros
-from tavernbox.strategies import st_assemble, st_chat, st_history
-from tavernbox.strategies.st_chat import ChatMessage, parse_chat
-from tavernbox.strategies.st_history import macro_messages
+from tavernbox.assets import chats as st_chat
+from tavernbox.sillytavern import chat as st_chat_stage, history as st_history, lore as st_lore
+from tavernbox.assets.chats import ChatMessage, parse_chat
+from tavernbox.sillytavern.history import macro_messages
 from tavernbox.worldinfo import ChatTail, activate_world_info
 
 CHAT_MACROS = ("id={{lastMessageId}} range={{allChatRange}} first={{firstDisplayedMessageId}} last=[{{lastMessage}}] "
@@ -79,7 +80,7 @@ def plain(monkeypatch: pytest.MonkeyPatch) -> None:
     """Turn every shortcut off: the whole history built and placed, the whole chat in the macro
     contexts, the whole chat scanned."""
     monkeypatch.setattr(st_history, "PRE_CUT_MIN", 10**9)
-    monkeypatch.setattr(st_assemble, "macro_messages", lambda roles: list(range(len(roles))))
+    monkeypatch.setattr(st_chat_stage, "macro_messages", lambda roles: list(range(len(roles))))
     monkeypatch.setattr(worldinfo, "ChatTail", lambda length, newest: list(newest(length)))
 
 
@@ -169,7 +170,7 @@ def _spy(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[int]]:
     monkeypatch.setattr(st_history, "history_item", item)
     monkeypatch.setattr(MacroContext, "from_dict", classmethod(from_dict))
     monkeypatch.setattr(worldinfo, "ChatTail", tail)
-    monkeypatch.setattr(st_assemble, "ChatTail", tail)  # imported with the module (issue 11's first-request cost)
+    monkeypatch.setattr(st_lore, "ChatTail", tail)  # imported with the module (issue 11's first-request cost)
     return seen
 
 

@@ -18,8 +18,8 @@ from st_support import marker, order, prompt
 from tavernbox import assemble_request, parse_request
 from tavernbox.cli.main import main as cli
 from tavernbox.errors import TemplateError
-from tavernbox.strategies.st_chat import parse_chat, parse_chat_jsonl, parse_chat_text
-from tavernbox.strategies.st_postprocess import PLACEHOLDER, PromptNames, history_messages, post_process, sanitize_name
+from tavernbox.assets.chats import parse_chat, parse_chat_jsonl, parse_chat_text
+from tavernbox.sillytavern.postprocess import PLACEHOLDER, PromptNames, history_messages, post_process, sanitize_name
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -81,7 +81,7 @@ def test_the_shipped_tokenizers_promise_and_keep_it() -> None:
 
 
 def test_a_registered_tokenizer_without_the_promise_is_always_counted() -> None:
-    from tavernbox.strategies.st_assemble import _wi_counter
+    from tavernbox.sillytavern.lore import _wi_counter
     from tavernbox.tokenizers import register_tokenizer
 
     calls: list[str] = []
@@ -113,7 +113,7 @@ def _fits_by_bytes(messages: list[dict[str, Any]], budget: int) -> bool:
 
 @pytest.mark.parametrize("text", ["plain ascii", "Tiếng Việt có dấu", "龍が空を飛ぶ", "🐉 astral 🐉", "\ud800x"])
 def test_fits_without_counting_equals_the_byte_rule_at_every_budget(text: str) -> None:
-    from tavernbox.strategies.st_budget import fits_without_counting
+    from tavernbox.sillytavern.budget import fits_without_counting
 
     messages = [{"role": "system", "content": text * 3}, {"role": "user", "content": text, "name": text[:4]},
                 {"role": "assistant", "content": ""}, {"role": "user", "content": None}]

@@ -37,6 +37,7 @@ __all__ = [
 MAX_SAFE_INTEGER = 2**53 - 1
 
 _BOM = b"\xef\xbb\xbf"
+_UTF16_LE, _UTF16_BE = b"\xff\xfe", b"\xfe\xff"
 _CONTROL = re.compile(r"[\x00-\x1f]")
 
 
@@ -50,12 +51,17 @@ class DecodedText:
 
 
 def decode_bytes(data: bytes) -> DecodedText:
-    """Decode asset bytes: UTF-8 (BOM removed), else Windows-1252 with a warning.
+    """Decode asset bytes: UTF-8 (BOM removed), UTF-16 with its byte-order mark, else Windows-1252
+    with a warning.
 
     Windows-1252 is the only fallback because it is what Windows editors save "ANSI" text as, and it
-    is what the one non-UTF-8 file in the shared corpus is. Bytes that are neither (the five bytes
-    cp1252 leaves undefined) are rejected with ``ASSET_ENCODING`` rather than guessed at.
+    is what the one non-UTF-8 file in the shared corpus is. UTF-16 is read only with its byte-order
+    mark (what Windows editors write as "Unicode"): without one it cannot be told from other bytes.
+    Bytes that are none of these (the five bytes cp1252 leaves undefined, UTF-16 with a broken
+    surrogate) are rejected with ``ASSET_ENCODING`` rather than guessed at.
     """
+    if data.startswith((_UTF16_LE, _UTF16_BE)):
+        return _decode_utf16(data)
     diagnostics: list[Diagnostic] = []
     encoding = "utf-8"
     if data.startswith(_BOM):
@@ -94,6 +100,19 @@ def decode_bytes(data: bytes) -> DecodedText:
             )
         )
     return DecodedText(text, encoding, tuple(diagnostics))
+
+
+def _decode_utf16(data: bytes) -> DecodedText:
+    """UTF-16 text with its byte-order mark (little- or big-endian), the mark removed."""
+    encoding = "utf-16-le" if data.startswith(_UTF16_LE) else "utf-16-be"
+    try:
+        text = data[2:].decode(encoding)
+    except UnicodeDecodeError as exc:
+        raise TemplateError(f"the file starts with a UTF-16 byte-order mark but is not UTF-16 ({exc.reason} at "
+                            f"offset {exc.start + 2})", code="ASSET_ENCODING", path="$") from None
+    note = Diagnostic("ASSET_BOM", f"the file is UTF-16 ({encoding[-2:].upper()}, with a byte-order mark); it was "
+                      "read as such", severity="info", path="$", data={"encoding": encoding})
+    return DecodedText(text, encoding, (note,))
 
 
 def _json_error(text: str, exc: json.JSONDecodeError, what: str = "JSON") -> TemplateError:

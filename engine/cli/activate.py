@@ -163,7 +163,9 @@ def _print_human(activation: Any) -> None:
 @click.command("activate")
 @click.option("--book", "books", multiple=True, type=click.Path(dir_okay=False), help="A world book (repeatable).")
 @click.option("--card", type=click.Path(dir_okay=False), help="A character card: its book and texts join the scan.")
-@click.option("--chat", type=click.Path(dir_okay=False), help="JSON list of messages (oldest first) or strings.")
+@click.option("--chat", type=click.Path(dir_okay=False),
+              help="The chat: SillyTavern's .jsonl export, {\"messages\": [...]} JSON, or a JSON list of messages "
+                   "(oldest first) or strings.")
 @click.option("--settings", "settings_path", type=click.Path(dir_okay=False),
               help="JSON object with SillyTavern's world_info_* names, max_context and tokenizer.")
 @click.option("--state", "state_path", type=click.Path(dir_okay=False), help="Timed-effects state from a previous run.")
@@ -220,7 +222,10 @@ def command(books: tuple[str, ...], card: str | None, chat: str | None, settings
             diagnostics.extend(diags)
             if card_book is not None:
                 all_books.append(card_book)
-        chat_data = read_json_arg(chat, "chat")
+        chat_data, chat_names, chat_diags = _read_chat(chat, macro_context)
+        diagnostics.extend(chat_diags)
+        if chat_names and macros is not False:
+            macro_context = {**chat_names, **(macro_context or {})}
         settings = read_json_arg(settings_path, "settings") if settings_path else {}
         from ..worldinfo import WorldInfoSettings
 
@@ -237,6 +242,41 @@ def command(books: tuple[str, ...], card: str | None, chat: str | None, settings
             _print_human(activation)
 
     guarded(body)
+
+
+def _read_chat(path: str, macro_context: dict[str, Any] | None) -> tuple[list[Any], dict[str, str], list[Diagnostic]]:
+    """The chat to scan, through the one chat reader (:mod:`tavernbox.assets.chats`): its encoding rule
+    (UTF-8, UTF-16 with its byte-order mark, the Windows-1252 fallback with its warning) and its forms.
+
+    A JSON array is the scan's own list (strings, or messages with ``content``/``mes``, ``name``,
+    ``role``/``is_system``); SillyTavern's ``.jsonl`` export and ``{"messages": [...]}`` are read as
+    ``assemble`` reads them, each message named by its speaker (the export's ``user_name`` and
+    ``character_name`` when the message has none), a narrator's as "System". Returns the messages,
+    the export's names as macro names (``user``, ``char``) and the reader's warnings.
+    """
+    from ..assets.chats import read_chat_bytes, scan_messages
+    from ..assets.decoding import decode_bytes
+    from ..strict_json import loads
+    from .output import read_bytes_arg
+
+    data = read_bytes_arg(path)
+    try:
+        decoded = decode_bytes(data)
+        diagnostics = [d for d in decoded.diagnostics if d.severity != "info"]
+        if decoded.text.lstrip().startswith("["):
+            return loads(decoded.text, what=f"chat {path}", code="INPUT_INVALID"), {}, diagnostics
+        chat = read_chat_bytes(data, hint=Path(path).name)
+    except TemplateError as exc:
+        exc.message = f"{path}: {exc.message}"
+        raise
+    except ValueError as exc:  # JSONDecodeError: the strict reader's refusal, with its position
+        raise TemplateError(f"chat {path} is not valid JSON: {getattr(exc, 'msg', exc)}", code="INPUT_INVALID",
+                            line=getattr(exc, "lineno", None), column=getattr(exc, "colno", None)) from None
+    except RecursionError:
+        raise TemplateError(f"chat {path} is nested too deeply", code="INPUT_INVALID") from None
+    messages = scan_messages(chat, char=(macro_context or {}).get("char"))
+    names = {k: v for k, v in (("user", chat.user_name), ("char", chat.character_name)) if v}
+    return messages, names, diagnostics
 
 
 def guarded_load(path: str, loader: Any) -> Any:

@@ -2,7 +2,7 @@
 
 With the default strategy, ``builtin-st``, the answer is exactly what SillyTavern sends for the
 request: ``--request REQ.json`` carries everything (preset, card, books, chat, user and persona,
-Author's Note, world-info settings, options; see :mod:`tavernbox.strategies.st_request`), and the
+Author's Note, world-info settings, options; see :mod:`tavernbox.sillytavern.request`), and the
 flags ``--preset``, ``--card``, ``--book``, ``--chat``, ``--user``, ``--persona``,
 ``--post-processing`` and ``--seed`` are shorthands that fill or override its fields. The messages
 are printed readably, warnings go to stderr; ``--json`` prints the whole result (messages, warnings,
@@ -124,7 +124,7 @@ def _st_request(request_path: str | None, flags: dict[str, Any]) -> tuple[dict[s
     """The request object: the file (if any) with the shorthand flags filled in over it."""
     from pathlib import Path
 
-    from ..strategies.st_assemble import read_request_file
+    from ..sillytavern.loading import read_request_file
 
     data: dict[str, Any] = {}
     base: Any = Path.cwd()
@@ -167,12 +167,14 @@ def _st_request(request_path: str | None, flags: dict[str, Any]) -> tuple[dict[s
 
 
 def _stdin_chat() -> Any:
-    from ..strategies.st_chat import parse_chat_text
-    from .output import read_text_arg
+    """The chat on standard input (either form, any encoding the chat reader reads) as the request's JSON form."""
+    from ..assets.chats import read_chat_bytes
+    from .output import read_bytes_arg
 
-    chat = parse_chat_text(read_text_arg("-"))
+    chat = read_chat_bytes(read_bytes_arg("-"))
     extra = {k: v for k, v in (("lorebook", chat.lorebook), ("scenario", chat.scenario),
-                                ("mes_example", chat.mes_example)) if v}
+                                ("mes_example", chat.mes_example), ("user_name", chat.user_name),
+                                ("character_name", chat.character_name), ("input_ids", list(chat.input_ids))) if v}
     return {"messages": [m.to_dict() for m in chat.messages], **extra}
 
 
@@ -280,7 +282,7 @@ def command(
     """Assemble the chat-completion messages for one request (by default exactly what SillyTavern sends)."""
 
     def st_body() -> None:
-        from ..strategies.st_assemble import assemble_request
+        from ..sillytavern.assemble import assemble_request
 
         for flag, value in (("--mvu", mvu), ("--templates", templates), ("--session", session_id),
                             ("--max-profile-bytes", max_profile_bytes)):

@@ -34,7 +34,7 @@ def command(request_file: str, turns: int | None, fmt: str, gap: int, next_user:
 
     def body() -> int:
         from ..lint.prefix_cache import NEXT_REPLY, NEXT_USER, cache_report
-        from ..strategies.st_assemble import read_request_file
+        from ..sillytavern.loading import read_request_file
 
         data, base = read_request_file(request_file)
         report = cache_report(data, base_dir=base, turns=turns, gap=timedelta(seconds=gap),

@@ -468,7 +468,7 @@ def _with(request: Mapping[str, Any], chat: dict[str, Any], now: datetime) -> di
 def _pair(request: Mapping[str, Any], base: Path | None, before: list[dict[str, Any]], added: list[dict[str, Any]],
           lorebook: str | None, now: datetime, gap: timedelta, turn: int, counter: Any,
           memo: dict[tuple[int, datetime], Any] | None = None) -> TurnReport:
-    from ..strategies.st_assemble import assemble_request
+    from ..sillytavern.assemble import assemble_request
 
     memo = {} if memo is None else memo
 
@@ -515,7 +515,7 @@ def _pair(request: Mapping[str, Any], base: Path | None, before: list[dict[str, 
 def cache_report(request: Mapping[str, Any], *, base_dir: str | Path | None = None, turns: int | None = None,
                  gap: timedelta = DEFAULT_GAP, next_user: str = NEXT_USER, reply: str = NEXT_REPLY,
                  tokenizer: str | None = None) -> CacheReport:
-    """The cache-stability report of a request-file object (see :mod:`tavernbox.strategies.st_request`).
+    """The cache-stability report of a request-file object (see :mod:`tavernbox.sillytavern.request`).
 
     Without ``turns``: the current turn against the next one, where the chat gains the model's reply
     and the user's next message (``reply``/``next_user``; a chat that ends with the assistant gains
@@ -525,8 +525,8 @@ def cache_report(request: Mapping[str, Any], *, base_dir: str | Path | None = No
     ``tokenizer`` (a name, see :mod:`tavernbox.tokenizers`), else the request's ``budget.tokenizer``.
     Raises ``TemplateError`` (``REQUEST_INVALID``) for a bad request, or a chat too short for ``turns``.
     """
-    from ..strategies.st_assemble import load_inputs
-    from ..strategies.st_request import parse_request
+    from ..sillytavern.loading import load_inputs
+    from ..sillytavern.request import parse_request
 
     if not isinstance(request, Mapping):
         raise TemplateError("the request must be a JSON object", code="REQUEST_INVALID", path="$")

@@ -199,7 +199,7 @@ def warm_engines() -> None:
     from ..ejs.render import compile_source
     from ..macros import expand_macros
     from ..macros.parser import validate_macro
-    from ..strategies.st_assemble import assemble_request
+    from ..sillytavern.assemble import assemble_request
 
     validate_macro("{{setvar::warm::{{char}}}}")
     expand_macros("{{char}} {{roll:1d6}} {{setvar::w::1}}{{getvar::w}} {{.w += 1}}", {"char": "C"})

@@ -227,6 +227,10 @@ def _activate(body: dict[str, Any]) -> dict[str, Any]:
             raise TemplateError("seed should be an integer", code="INPUT_INVALID", path="$.seed")
         conf = WorldInfoSettings.from_mapping(settings, path="$.settings")
         chat = body.get("chat", [])
+        if isinstance(chat, dict):  # the chat reader's form ({"messages": [...]}), as assemble reads it
+            from ..assets.chats import parse_chat, scan_messages
+
+            chat = scan_messages(parse_chat(chat, path="$.chat"))
         chat_scan_messages(chat, include_names=False, path="$.chat")
         context = ScanContext.from_mapping(body.get("context"), path="$.context")
         books: list[Any]

@@ -44,7 +44,7 @@ _JSON_BODY = {"requestBody": {"required": True, "content": {"application/json": 
 
 def _tavernbox_fields() -> tuple[str, ...]:
     """The request-file fields a ``tavernbox`` object may carry: all but ``chat`` (the OpenAI ``messages``)."""
-    from ..strategies.st_request import StRequest
+    from ..sillytavern.request import StRequest
 
     return tuple(name for name in StRequest.model_fields if name != "chat")
 
@@ -73,7 +73,7 @@ def _refuse_paths(request: dict[str, Any], prefix: str = "$") -> None:
 
 
 def _assemble(request: dict[str, Any]) -> Any:
-    from ..strategies.st_assemble import assemble_request
+    from ..sillytavern.assemble import assemble_request
 
     return assemble_request(request)
 

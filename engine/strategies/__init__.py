@@ -1,9 +1,9 @@
 """Strategies: SillyTavern's prompt manager as a source, and the built-in assembly strategies.
 
-``sillytavern`` places a SillyTavern chat-completion preset plus a card as SillyTavern does;
-``builtin`` holds the three built-in strategies (immutable, copy-on-edit) and the per-session
-selection (apply, select, preview); ``st_request``/``st_chat``/``st_assemble``/``st_postprocess``
-turn a request file into exactly the messages SillyTavern sends (:func:`assemble_request`).
+``sillytavern`` places a SillyTavern chat-completion preset plus a card as SillyTavern does (the
+``builtin-st`` strategy's source); ``builtin`` holds the three built-in strategies (immutable,
+copy-on-edit) and the per-session selection (apply, select, preview); ``components`` the prompt
+studio's components. The request SillyTavern sends, built on these, is :mod:`tavernbox.sillytavern`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,6 @@ from .builtin import (
     builtin_strategy,
     is_builtin,
 )
-from .st_assemble import StAssembly, assemble_request
-from .st_request import StRequest, parse_request
 from .sillytavern import (
     PRESET_SOURCE,
     apply_names_behavior,
@@ -33,14 +31,10 @@ __all__ = [
     "DEFAULT_STRATEGY",
     "PRESET_SOURCE",
     "SelectionStore",
-    "StAssembly",
-    "StRequest",
     "StrategyLibrary",
     "apply_names_behavior",
-    "assemble_request",
     "builtin_strategy",
     "is_builtin",
-    "parse_request",
     "register_preset_source",
     "split_examples",
     "squash_system_messages",

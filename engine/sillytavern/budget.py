@@ -17,6 +17,7 @@ SillyTavern fills a chat-completion request in a fixed order (``populateChatComp
 
 :func:`fit` applies this to the assembled messages (each tagged with its kind) and reports every
 cut: which chat messages and which dialogues were left out, and the tokens of each collection.
+:mod:`.fitting` is the stage that runs it over the placed messages.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import TemplateError
-from ..tokenizers import MessageCounter
+from ..tokenizers import MessageCounter, get_tokenizer
 
-__all__ = ["BudgetReport", "MessageKind", "byte_bound", "fit", "fits_without_counting"]
+__all__ = ["BudgetReport", "MessageKind", "byte_bound", "counter_for", "fit", "fits_without_counting"]
 
 #: the priming SillyTavern reserves for every reply (``<|start|>assistant<|message|>``)
 PRIMING = 3
@@ -200,3 +201,14 @@ def byte_bound(message: Mapping[str, Any]) -> int:
     name = message.get("name")
     return len(text.encode("utf-8", "surrogatepass")) + len(str(message.get("role") or "")) + 4 \
         + (len(str(name).encode("utf-8", "surrogatepass")) + 1 if name else 0)
+
+
+_counters: dict[str, Any] = {}
+
+
+def counter_for(tokenizer: str) -> MessageCounter:
+    """The budget pass's message counter for ``tokenizer``, kept between requests (counts cached by content)."""
+    counter = _counters.get(tokenizer)
+    if counter is None:
+        counter = _counters[tokenizer] = MessageCounter(get_tokenizer(tokenizer))
+    return counter

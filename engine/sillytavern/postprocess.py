@@ -17,7 +17,10 @@ Three steps that SillyTavern applies outside the prompt manager, each as SillyTa
 * :func:`to_claude` and :func:`to_google` are the server's conversions for the Claude and Google
   sources (``convertClaudeMessages``, ``convertGooglePrompt``): the leading system messages become
   the system prompt when ``use_sysprompt`` is on, every later one is sent as a user message.
-* :func:`squash_system_messages` lives in :mod:`.sillytavern` (it works on the assembler's nodes).
+* :func:`squash_system_messages` lives in :mod:`tavernbox.strategies.sillytavern` (it works on the
+  assembler's nodes).
+
+The stage that applies them to the fitted messages is :mod:`.sending`.
 
 Why here and not in the assembler: these are properties of SillyTavern's request, applied to the
 finished array, and other strategies (the DSH projection) must not inherit them.

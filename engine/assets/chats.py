@@ -1,5 +1,11 @@
 """Chats as users have them: SillyTavern's ``.jsonl`` export and tavernbox's documented JSON form.
 
+The one chat reader of every command (``assemble``, ``activate``, ``cache-report``, ``lint``) and of
+the service: :func:`read_chat_file` reads a file's bytes by the assets' encoding rule
+(:func:`~tavernbox.assets.decoding.decode_bytes`: UTF-8, UTF-16 with its byte-order mark, the
+Windows-1252 fallback with its ``ASSET_ENCODING`` warning, anything else a coded error), then
+:func:`parse_chat_text` reads either form.
+
 Both read into the same list of chat messages, oldest first::
 
     {"role": "user" | "assistant" | "system", "content": str, "name"?: str, "force_avatar"?: bool}
@@ -28,17 +34,21 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from itertools import repeat
 from operator import itemgetter
 from typing import Any, NamedTuple
 
-from ..collector import bulk_allocation
-from ..errors import TemplateError
-from ..strict_json import loads
+from pathlib import Path
 
-__all__ = ["ChatMessage", "StChat", "parse_chat", "parse_chat_jsonl", "parse_chat_text"]
+from ..collector import bulk_allocation
+from ..errors import Diagnostic, TemplateError
+from ..strict_json import loads
+from .decoding import decode_bytes
+
+__all__ = ["ChatMessage", "StChat", "parse_chat", "parse_chat_jsonl", "parse_chat_text", "read_chat_bytes",
+           "read_chat_file", "scan_messages"]
 
 _ROLES = ("user", "assistant", "system")
 _MESSAGE_KEYS = {"id", "role", "content", "name", "force_avatar"}
@@ -85,6 +95,10 @@ class StChat:
     #: ``mes_example``, the "scenario override" of a chat or group), which win over the card's
     scenario: str = ""
     mes_example: str = ""
+    #: what reading the file went through (a Windows-1252 fallback, a byte-order mark), path ``$``
+    diagnostics: tuple[Diagnostic, ...] = ()
+    #: the trailing messages the user has just sent (the seeds' ``input_ids``), by id
+    input_ids: tuple[str, ...] = ()
 
 
 def _bad(message: str, path: str) -> TemplateError:
@@ -173,16 +187,25 @@ def _checked_in_bulk(messages: list[Any]) -> tuple[ChatMessage, ...] | None:
     return tuple(map(_NEW_MESSAGE, zip(roles, contents, names, forces, ids)))
 
 
+_CHAT_KEYS = ("messages", "lorebook", "scenario", "mes_example", "user_name", "character_name", "input_ids")
+
+
 def parse_chat(data: Any, *, path: str = "$") -> StChat:
-    """The JSON form: ``{"messages": [...], "lorebook"?: str, "scenario"?: str, "mes_example"?: str}`` or a
-    bare list of messages."""
+    """The JSON form: ``{"messages": [...], "lorebook"?: str, "scenario"?: str, "mes_example"?: str,
+    "user_name"?: str, "character_name"?: str, "input_ids"?: [str]}`` or a bare list of messages.
+
+    ``user_name`` and ``character_name`` are the names an export's metadata carries (used when the
+    request gives none); ``input_ids`` (the seeds' chat form) name the trailing messages the user has
+    just sent."""
     lorebook = None
     overrides = {"scenario": "", "mes_example": ""}
+    names: dict[str, str | None] = {"user_name": None, "character_name": None}
+    input_ids: Any = ()
+    root = path
     if isinstance(data, Mapping):
-        unknown = sorted(set(data) - {"messages", "lorebook", *overrides})
+        unknown = sorted(set(data) - set(_CHAT_KEYS))
         if unknown:
-            raise _bad(f"unknown chat field {unknown[0]!r} (known: messages, lorebook, scenario, mes_example)",
-                       f"{path}.{unknown[0]}")
+            raise _bad(f"unknown chat field {unknown[0]!r} (known: {', '.join(_CHAT_KEYS)})", f"{path}.{unknown[0]}")
         lorebook = data.get("lorebook")
         if lorebook is not None and not isinstance(lorebook, str):
             raise _bad("lorebook must be a book name", f"{path}.lorebook")
@@ -191,6 +214,12 @@ def parse_chat(data: Any, *, path: str = "$") -> StChat:
             if not isinstance(value, str):
                 raise _bad(f"{key} must be a string", f"{path}.{key}")
             overrides[key] = value
+        for key in names:
+            value = data.get(key)
+            if value is not None and not isinstance(value, str):
+                raise _bad(f"{key} must be a string", f"{path}.{key}")
+            names[key] = value
+        input_ids = data.get("input_ids", ())
         messages = data.get("messages")
         path = f"{path}.messages"
     else:
@@ -198,12 +227,40 @@ def parse_chat(data: Any, *, path: str = "$") -> StChat:
     if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
         raise _bad("a chat is {\"messages\": [...]} or a list of messages", path)
     if _is_st_shaped(messages):
-        return _parse_st_shaped(messages, path, lorebook, overrides)
-    with bulk_allocation():  # one tuple per message, all kept: no collection walking them meanwhile
-        read = _checked_in_bulk(messages) if type(messages) is list else None
-        if read is None:
-            read = tuple(_message(m, f"{path}[{i}]") for i, m in enumerate(messages))
-    return StChat(read, lorebook=lorebook, **overrides)
+        chat = _parse_st_shaped(messages, path, lorebook, overrides)
+    else:
+        with bulk_allocation():  # one tuple per message, all kept: no collection walking them meanwhile
+            read = _checked_in_bulk(messages) if type(messages) is list else None
+            if read is None:
+                read = tuple(_message(m, f"{path}[{i}]") for i, m in enumerate(messages))
+        chat = StChat(read, lorebook=lorebook, **overrides)
+    given = {k: v for k, v in names.items() if v is not None}
+    if given or input_ids:
+        chat = replace(chat, **given, input_ids=_trailing_input(chat.messages, input_ids, f"{root}.input_ids"))
+    return chat
+
+
+def _trailing_input(messages: Sequence[ChatMessage], ids: Any, path: str) -> tuple[str, ...]:
+    """The seeds' ``input_ids``, checked: each names one of the trailing user messages, which together
+    are the last ``len(ids)`` messages (a message without an ``id`` is ``chat-N``, N its index)."""
+    if not isinstance(ids, Sequence) or isinstance(ids, (str, bytes)):
+        raise _bad("input_ids must be a list of message ids", path)
+    n = len(messages)
+    trailing = {(m.id if m.id is not None else f"chat-{i}"): i for i, m in enumerate(messages)
+                if i >= n - len(ids)}
+    seen: set[str] = set()
+    for k, mid in enumerate(ids):
+        if not isinstance(mid, str):
+            raise _bad("a message id must be a string", f"{path}[{k}]")
+        if mid not in trailing or mid in seen:
+            what = "named twice" if mid in seen else "not one of the trailing messages the user has just sent " \
+                f"(the last {len(ids)} of the chat)"
+            raise _bad(f"input id {mid!r} is {what}", f"{path}[{k}]")
+        if messages[trailing[mid]].role != "user":
+            raise _bad(f"input id {mid!r} names a {messages[trailing[mid]].role} message; the input is what the user "
+                       "has just sent", f"{path}[{k}]")
+        seen.add(mid)
+    return tuple(ids)
 
 
 def parse_chat_jsonl(text: str) -> StChat:
@@ -371,3 +428,43 @@ def _looks_jsonl(text: str) -> bool:
     except json.JSONDecodeError:
         return False
     return True
+
+
+def read_chat_bytes(data: bytes, *, hint: str = "") -> StChat:
+    """A chat file's bytes in either form, decoded by the assets' rule (``hint``: the file's name)."""
+    decoded = decode_bytes(data)
+    chat = parse_chat_text(decoded.text, hint=hint)
+    return replace(chat, diagnostics=decoded.diagnostics) if decoded.diagnostics else chat
+
+
+def read_chat_file(path: str | Path, *, code: str = "REQUEST_INVALID", where: str | None = None) -> StChat:
+    """The chat file at ``path`` (either form, any encoding :func:`read_chat_bytes` reads).
+
+    A file that cannot be read is ``code`` (with the JSON path ``where`` when given); the reader's own
+    errors keep their codes, their message naming the file.
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        at = f"{where}: " if where else ""
+        raise TemplateError(f"{at}cannot read {str(path)!r}: {exc.strerror or exc}", code=code,
+                            path=where) from None
+    try:
+        return read_chat_bytes(data, hint=path.name)
+    except TemplateError as exc:  # the reader's path and position are in the file: the message names it
+        exc.message = f"the chat {str(path)!r}: {exc.message}"
+        if exc.code == "ASSET_ENCODING":
+            exc.path = where
+        raise
+
+
+def scan_messages(chat: StChat, *, char: str | None = None) -> list[dict[str, Any]]:
+    """The chat as world info scans it: each message named by its speaker (the export's ``user_name``
+    and ``character_name``, or ``char``, when it has no name of its own), a narrator's as "System"
+    (SillyTavern scans narrator messages; only hidden ones are left out)."""
+    speakers = {"user": chat.user_name or "User", "assistant": char or chat.character_name or "Assistant",
+                "system": "System"}
+    return [{"role": "assistant" if m.role == "system" else m.role, "name": m.name or speakers[m.role],
+             "content": m.content} for m in chat.messages]
+

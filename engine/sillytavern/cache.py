@@ -1,6 +1,6 @@
 """The request path's world-info fast path: cached assets' books read once, not per request.
 
-:func:`~.st_assemble.world_info_books` hands :func:`~tavernbox.worldinfo.activate_world_info` one
+:func:`~.assemble.world_info_books` hands :func:`~tavernbox.worldinfo.activate_world_info` one
 dict per book. When that dict is built from a cached asset (its entries are the asset's frozen
 view, :mod:`tavernbox.assets.frozen`), reading it again each request would rebuild thousands of
 entries, and the world-info engine's prepared-book cache (keyed by the book objects) would miss

@@ -27,9 +27,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..tokenizers import MessageCounter
-from .st_budget import PRIMING, byte_bound
-from .st_chat import ChatMessage
-from .st_postprocess import history_item
+from .budget import PRIMING, byte_bound
+from ..assets.chats import ChatMessage
+from .postprocess import history_item
 
 __all__ = ["PRE_CUT_MIN", "ChatHistory", "macro_messages", "reachable_start"]
 

@@ -224,8 +224,8 @@ def _path_of(loc: tuple[Any, ...]) -> str:
 def parse_request(data: Any, *, base_dir: str | Path | None = None) -> StRequest:
     """Validate a request object (``REQUEST_INVALID`` with the JSON path of the first problem).
 
-    Asset fields are checked for shape only here; they are read by :func:`tavernbox.strategies.
-    st_assemble.assemble_request`. ``base_dir`` is kept for resolving relative paths.
+    Asset fields are checked for shape only here; they are read by
+    :func:`tavernbox.sillytavern.assemble_request`. ``base_dir`` is kept for resolving relative paths.
     """
     if isinstance(data, StRequest):
         return data

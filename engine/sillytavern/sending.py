@@ -1,0 +1,151 @@
+"""Sending: the fitted messages as SillyTavern sends them.
+
+The last stage of the chat-completion back end: system messages squashed (outside dry runs, as the
+preset says), each message reduced to what is sent, the text passes over the final messages
+(:mod:`.passes`), SillyTavern's prompt post-processing and the target's conversion
+(:mod:`.postprocess`), and the provenance of each sent message (world-info ranges narrowed to their
+entries).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..strategies.sillytavern import squash_system_messages
+from .fitting import Fitted
+from .front import Front
+from .passes import TextPass, run_passes, wants
+from .postprocess import PromptNames, post_process, to_claude, to_google
+
+__all__ = ["Sent", "finish"]
+
+
+@dataclass(slots=True)
+class Sent:
+    """What is sent: the messages, the body for the target, the request's fields, and the spans."""
+
+    messages: list[dict[str, Any]]
+    body: dict[str, Any]
+    fields: dict[str, Any]
+    #: ``(message id, text, character ranges)`` per sent message
+    span_source: list[Any] = field(default_factory=list)
+    provenance_of: str = "messages"
+
+
+def finish(fitted: Fitted) -> Sent:
+    """Stage 8: squashed system messages (outside dry runs), the messages as sent, post-processing and
+    the target's conversion."""
+    placed = fitted.placed
+    front = placed.front
+    req, preset = front.req, front.loaded.preset
+    result, block_of, logical = placed.result, placed.block_of, fitted.logical
+    spans_of: dict[str, Any] = {m["id"]: sp for m, sp in zip(result.logical_messages, result.logical_spans)}
+    for m in logical:
+        if m["id"] not in spans_of:  # a message made here (the continued message sent last)
+            spans_of[m["id"]] = [(0, len(str(m.get("content") or "")), {"kind": "chat_message",
+                                                                         "block_id": block_of.get(m["id"])})]
+    squash = req.options.squash_system_messages if req.options.squash_system_messages is not None else \
+        bool(preset.get("squash_system_messages", False))
+    if squash and not req.options.dry_run:
+        separators = {m["id"] for m in logical if block_of.get(m["id"], "").endswith((":newChat", ":groupNudge"))}
+        logical = squash_system_messages(logical, separators, spans_of)
+    entries_by_key = _wi_entries_for_spans(front.lore.world_info or [])
+    span_source: list[tuple[str, str, list[Any]]] = []
+    final = []
+    for m in logical:
+        item = _sent_message(m)
+        if item["content"] or item.get("tool_calls"):
+            final.append(item)
+            text = item["content"] if isinstance(item["content"], str) else ""
+            span_source.append((m["id"], text, _with_entry_spans(text, spans_of.get(m["id"], []), entries_by_key)))
+    provenance_of = "messages"
+    if wants(front.loaded.passes, "final_message"):
+        final = _passed_final(final, front.loaded.passes)
+        provenance_of = "messages before the text passes"
+    sent = _post_processed(final, front)
+    if provenance_of == "messages" and sent.provenance_of != "messages":
+        provenance_of = sent.provenance_of
+    sent.span_source, sent.provenance_of = span_source, provenance_of
+    return sent
+
+
+def _sent_message(m: Mapping[str, Any]) -> dict[str, Any]:
+    """A placed message as it is sent: role, content, and its name and tool fields when set."""
+    item: dict[str, Any] = {"role": m["role"], "content": m["content"]}
+    if m.get("name"):
+        item["name"] = m["name"]
+    if m.get("tool_calls"):
+        item["tool_calls"] = m["tool_calls"]
+    if m["role"] == "tool" and m.get("tool_call_id"):
+        item["tool_call_id"] = m["tool_call_id"]
+    return item
+
+
+def _passed_final(final: list[dict[str, Any]], passes: Sequence[TextPass]) -> list[dict[str, Any]]:
+    """The messages about to be sent through the text passes (text contents only)."""
+    return [{**m, "content": run_passes(passes, "final_message", m["content"], {"index": i, "role": m["role"]})}
+            if isinstance(m["content"], str) else m for i, m in enumerate(final)]
+
+
+def _post_processed(final: list[dict[str, Any]], front: Front) -> Sent:
+    """SillyTavern's prompt post-processing, then the target's body (OpenAI-compatible, Claude, Google)."""
+    req, preset, texts = front.req, front.loaded.preset, front.texts
+    kind = req.options.post_processing
+    names = PromptNames(char=texts.char, user=texts.user, group=tuple(req.group.members) if req.group else ())
+    if kind not in ("", "none"):
+        final = post_process(final, kind, names)
+    fields: dict[str, Any] = {"custom_prompt_post_processing": "" if kind == "none" else kind, "char_name": texts.char,
+                              "user_name": texts.user, "group_names": list(names.group)}
+    use_sysprompt = req.options.use_sysprompt if req.options.use_sysprompt is not None else \
+        bool(preset.get("use_sysprompt", False))
+    if req.options.target == "claude":
+        prefill = str(preset.get("assistant_prefill") or "")
+        body: dict[str, Any] = to_claude(final, names, use_sysprompt=use_sysprompt, prefill=prefill)
+        fields["assistant_prefill"] = prefill
+    elif req.options.target == "google":
+        body = to_google(final, names, use_sysprompt=use_sysprompt)
+    else:
+        body = {"messages": final}
+    if req.generation.type == "impersonate" and req.options.target == "claude":
+        fields["assistant_impersonation"] = str(preset.get("assistant_impersonation") or "")
+    provenance_of = "messages" if kind in ("", "none") else "messages before post-processing"
+    return Sent(final, body, fields, provenance_of=provenance_of)
+
+
+def _wi_entries_for_spans(entries: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [e for e in entries if isinstance(e.get("content"), str) and e["content"].strip()]
+
+_WI_BLOCKS = ("preset:worldInfoBefore", "preset:worldInfoAfter", "preset:inject:", "preset:authorsNote",
+              "preset:dialogueExamples")
+
+def _with_entry_spans(text: str, spans: list[Any], entries: list[Mapping[str, Any]]) -> list[Any]:
+    """World-info spans narrowed to the entry each range came from: book, uid and comment.
+
+    A world-info marker's range holds the activated entries' texts joined; each entry's text found
+    in it (in placement order) gets a range of its own naming the entry, so a reader sees which
+    lorebook entry put which words in the request. Text not found as written (an entry whose macros
+    expanded) keeps the marker's range.
+    """
+    if not entries or not any(str(info.get("block_id") or "").startswith(_WI_BLOCKS) for _a, _b, info in spans):
+        return spans
+    out: list[Any] = []
+    for start, end, info in spans:
+        if not str(info.get("block_id") or "").startswith(_WI_BLOCKS):
+            out.append((start, end, info))
+            continue
+        cursor = start
+        for entry in entries:
+            at = text.find(entry["content"], cursor, end)
+            if at < 0:
+                continue
+            if at > cursor:
+                out.append((cursor, at, info))
+            stop = at + len(entry["content"])
+            out.append((at, stop, {**info, "kind": "world_info", "book": entry.get("book"), "uid": entry.get("uid"),
+                                   "comment": entry.get("comment") or None}))
+            cursor = stop
+        if cursor < end:
+            out.append((cursor, end, info))
+    return out
