@@ -93,3 +93,61 @@ def test_a_bad_template_field_names_its_path() -> None:
     with pytest.raises(TemplateError) as info:
         assemble_text_completion(request)
     assert (info.value.code, info.value.path) == ("ASSET_INVALID", "$.text_completion.instruct.wrap")
+
+
+def _templates_from_recordings(folder: Path) -> list[str]:
+    """Every shipped instruct template with its context template, as SillyTavern applied them in
+    the recordings, written as a template folder (instruct/, context/, sysprompt/)."""
+    names = []
+    for kind in ("instruct", "context", "sysprompt"):
+        (folder / kind).mkdir(parents=True, exist_ok=True)
+    for record in _records():
+        if not record["id"].startswith("instruct-") or record["id"].startswith("instruct-off"):
+            continue
+        snap = record["snapshot"]
+        name = record["id"][len("instruct-"):]
+        (folder / "instruct" / f"{name}.json").write_text(json.dumps(snap["instruct"]), encoding="utf-8")
+        (folder / "context" / f"{name}.json").write_text(json.dumps(snap["context"]), encoding="utf-8")
+        (folder / "sysprompt" / "Neutral - Chat.json").write_text(json.dumps(snap["sysprompt"]), encoding="utf-8")
+        names.append(name)
+    return names
+
+
+def test_every_corpus_card_assembles_with_every_instruct_template(tmp_path: Path) -> None:
+    corpora = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
+    if not corpora.is_dir():
+        pytest.skip("the shared corpora are not beside the repository")
+    names = _templates_from_recordings(tmp_path)
+    assert len(names) >= 38
+    cards = sorted(p for p in (corpora / "cards").iterdir() if p.suffix in (".json", ".png"))
+    chat = str(Path(__file__).resolve().parents[1] / "corpora" / "sample-chat.jsonl")
+    for card in cards:
+        for name in names:
+            result = assemble_text_completion({"card": str(card), "chat": chat, "text_completion": {
+                "instruct": name, "context": name, "sysprompt": "Neutral - Chat", "templates": str(tmp_path)}})
+            assert result.prompt.strip() and result.stop, (card.name, name)
+
+
+def test_the_cli_prints_the_prompt_or_the_json(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from tavernbox.cli.main import main as cli
+
+    names = _templates_from_recordings(tmp_path)
+    assert "ChatML" in names
+    record = next(r for r in _records() if r["id"] == "instruct-ChatML")
+    request = request_for(record)
+    del request["text_completion"]
+    path = tmp_path / "request.json"
+    path.write_text(json.dumps(request), encoding="utf-8")
+    args = ["assemble", "--request", str(path), "--instruct", "ChatML", "--context", "ChatML",
+            "--sysprompt", "Neutral - Chat", "--st-templates", str(tmp_path)]
+    plain = CliRunner().invoke(cli, args)
+    assert plain.exit_code == 0, plain.output
+    assert plain.output == record["prompt"] + ("" if record["prompt"].endswith("\n") else "\n")
+    answer = CliRunner().invoke(cli, [*args, "--json"])
+    assert answer.exit_code == 0, answer.output
+    data = json.loads(answer.output)
+    assert (data["prompt"], data["stop"]) == (record["prompt"], record["stop"])
+    missing = CliRunner().invoke(cli, [*args[:-2], "--st-templates", str(tmp_path / "nowhere"), "--json"])
+    assert missing.exit_code == 1 and json.loads(missing.output)["error"]["code"] == "INPUT_INVALID"

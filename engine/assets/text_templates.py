@@ -205,8 +205,9 @@ def _unknown_name(kind: str, name: str, folder: TemplateFolder | None) -> Templa
     if folder is None:
         return TemplateError(
             f"no {kind} template file {name!r}, and no template folder to look the name up in: SillyTavern's "
-            f"templates are not shipped with tavernbox (AGPL-3.0); point {ENV_FOLDER} (or --templates) at a "
-            "SillyTavern install's default/content/presets or its data/default-user folder",
+            f"templates are not shipped with tavernbox (AGPL-3.0); point {ENV_FOLDER} (or the request's "
+            "text_completion.templates, or --st-templates) at a SillyTavern install's default/content/presets or "
+            "its data/default-user folder",
             code="INPUT_INVALID")
     names = folder.names(kind)
     close = [n for n in names if n.lower().startswith(name.lower()[:3])][:8] or names[:8]

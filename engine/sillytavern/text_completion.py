@@ -78,12 +78,12 @@ class TextCompletion:
     templates: TextTemplates
     warnings: list[Diagnostic] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {"prompt": self.prompt, "stop": self.stop,
                 "templates": {"instruct": self.templates.instruct.name if self.templates.instruct else None,
                               "context": self.templates.context.name,
                               "sysprompt": self.templates.sysprompt.name if self.templates.sysprompt else None},
-                "warnings": [d.to_json() for d in self.warnings]}
+                "warnings": [d.to_dict() for d in self.warnings]}
 
 
 def load_templates(spec: Any) -> TextTemplates:
