@@ -19,6 +19,7 @@ from .messages import (
     format_prompt_line,
     split_example_blocks,
 )
+from .fitting import PromptBudget, fit_prompt
 from .inject import ExtensionPrompt, inject_in_chat
 from .prompt import PromptPieces, assemble_prompt
 from .prompt_items import ChatItem
@@ -32,6 +33,7 @@ __all__ = [
     "ExtensionPrompt",
     "ForceSequence",
     "Instruct",
+    "PromptBudget",
     "PromptPieces",
     "Speaker",
     "StopSettings",
@@ -40,6 +42,7 @@ __all__ = [
     "assemble_prompt",
     "format_examples",
     "format_message",
+    "fit_prompt",
     "format_prompt_line",
     "inject_in_chat",
     "render_story_string",

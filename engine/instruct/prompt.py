@@ -3,8 +3,7 @@
 This is the back half of ``Generate`` for text-completion APIs once the front has done its work:
 the story string (rendered and wrapped), the example dialogues (formatted), the chat history
 (oldest first, each message already through its macros) and the prompts placed in it at a depth
-(:mod:`.inject`), for a request where everything fits the context (the budget that drops examples
-and old messages comes with the shared front's stages).
+(:mod:`.inject`), fitted to the context budget when one is given (:mod:`.fitting`).
 
 The joins, in SillyTavern's order:
 
@@ -29,7 +28,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
+from .fitting import PromptBudget, fit_prompt
 from .inject import ExtensionPrompt, inject_in_chat
 from .messages import ForceSequence, Speaker, format_message, format_prompt_line
 from .prompt_items import ChatItem
@@ -54,6 +55,8 @@ class PromptPieces:
     post_history: str = ""
     force_name2: bool = True
     collapse_newlines: bool = False
+    #: the context budget (None: everything is sent)
+    budget: PromptBudget | None = None
 
 
 _FORMAT_TOKEN = "\u0000\ufffc\u0000\ufffd"
@@ -70,11 +73,22 @@ def _format(pieces: PromptPieces, item: ChatItem, substitute: Substitute, force:
                           force=force)
 
 
-def _history_texts(pieces: PromptPieces, substitute: Substitute) -> tuple[list[str], str, bool]:
-    """The formatted messages, oldest first, the held-back continued message, and whether the
-    oldest message sent is a user's."""
+class _History(NamedTuple):
+    """The formatted history, oldest first, with what the budget needs to know of each message."""
+
+    texts: list[str]
+    injected: list[bool]
+    users: list[bool]
+    #: the message continued, held back to go last (``continue``)
+    held: str
+
+
+def _history_texts(pieces: PromptPieces, substitute: Substitute) -> _History:
+    """The formatted messages, oldest first, and the held-back continued message."""
     is_continue = pieces.generation == "continue"
-    core, _ = inject_in_chat(pieces.history, pieces.injections, pieces.speaker, substitute, is_continue=is_continue)
+    core, injected_at = inject_in_chat(pieces.history, pieces.injections, pieces.speaker, substitute,
+                                       is_continue=is_continue)
+    injected = {id(core[i]) for i in injected_at}
     if pieces.post_history:
         phi = ChatItem(name="", mes=pieces.post_history, is_user=True)
         core.insert(len(core) - 1 if is_continue else len(core), phi)
@@ -96,9 +110,13 @@ def _history_texts(pieces: PromptPieces, substitute: Substitute) -> tuple[list[s
             else:
                 text = text[: text.rfind(item.mes) + len(item.mes)]
         texts.append(text)
+    flags = [id(item) in injected for item in core]
+    users = [item.is_user for item in core]
     if is_continue and len(texts) > 1:
         held = texts.pop()
-    return texts, held, bool(core) and core[0].is_user
+        flags.pop()
+        users.pop()
+    return _History(texts, flags, users, held)
 
 
 def _last_line(pieces: PromptPieces, substitute: Substitute) -> str:
@@ -114,11 +132,11 @@ def _last_line(pieces: PromptPieces, substitute: Substitute) -> str:
     return ""
 
 
-def _user_alignment(pieces: PromptPieces, substitute: Substitute, oldest_is_user: bool) -> str:
-    """The instruct template's ``user_alignment_message``, as a first user message, unless the
-    oldest message sent already is a user's."""
+def _user_alignment(pieces: PromptPieces, substitute: Substitute) -> str:
+    """The instruct template's ``user_alignment_message`` as a first user message (sent unless the
+    oldest message sent already is a user's)."""
     instruct = pieces.instruct
-    if instruct is None or not instruct.user_alignment_message or oldest_is_user:
+    if instruct is None or not instruct.user_alignment_message:
         return ""
     item = ChatItem(name=pieces.speaker.user, mes=substitute(instruct.user_alignment_message), is_user=True)
     return _format(pieces, item, substitute, ForceSequence.FIRST)
@@ -126,8 +144,19 @@ def _user_alignment(pieces: PromptPieces, substitute: Substitute, oldest_is_user
 
 def assemble_prompt(pieces: PromptPieces, substitute: Substitute) -> str:
     """The prompt string (see the module's description for what it covers)."""
-    texts, held, oldest_is_user = _history_texts(pieces, substitute)
-    alignment = _user_alignment(pieces, substitute, oldest_is_user)
+    history = _history_texts(pieces, substitute)
+    texts, examples = history.texts, list(pieces.examples)
+    alignment = _user_alignment(pieces, substitute)
+    chat_start = substitute(pieces.context.chat_start + "\n") if pieces.context.chat_start else ""
+    if pieces.budget is not None:
+        line = _last_line(pieces, substitute) if pieces.instruct is not None else _plain_last_line(pieces, "")
+        fitted = fit_prompt(pieces.budget, fixed=(pieces.story, line, history.held), messages=texts,
+                            injected=history.injected, users=history.users, examples=examples,
+                            alignment=alignment, chat_start=chat_start)
+        texts, examples = fitted.messages, examples[:fitted.examples]
+        use_alignment = fitted.alignment
+    else:
+        use_alignment = bool(alignment) and not (history.users and history.users[0])
     instruct = pieces.instruct
     if texts and pieces.generation != "continue" and (instruct is None or instruct.wrap):
         texts[-1] = texts[-1][:-1] if texts[-1].endswith("\n") else texts[-1]
@@ -139,10 +168,8 @@ def assemble_prompt(pieces: PromptPieces, substitute: Substitute) -> str:
         texts[-1] = last
     else:
         texts = [last]
-    chat = alignment + "".join(texts)
-    if pieces.context.chat_start:
-        chat = substitute(pieces.context.chat_start + "\n") + chat
-    prompt = (pieces.story + "".join(pieces.examples) + chat + held).replace("\r", "")
+    chat = (alignment if use_alignment else "") + "".join(texts)
+    prompt = (pieces.story + "".join(examples) + chat_start + chat + history.held).replace("\r", "")
     if pieces.collapse_newlines:
         prompt = _NEWLINES.sub("\n", prompt)
     return prompt

@@ -15,13 +15,15 @@ instruct, context and system-prompt templates (``text_completion`` in the reques
   the post-history instructions, then the last prompt line (:func:`~tavernbox.instruct.assemble_prompt`);
 - the stop strings (:func:`~tavernbox.instruct.stopping_strings`).
 
-Not yet here: the context budget (SillyTavern's text path drops examples, then the oldest messages,
-counting with the model's tokenizer: ``llama3`` and the sentencepiece models are not offline yet),
+The context budget (:mod:`tavernbox.instruct.fitting`) counts with the request's tokenizer; SillyTavern
+counts with the model's (``llama3``, the sentencepiece models: not offline yet), so only ``estimate``
+(SillyTavern's count without a tokenizer) keeps exactly what SillyTavern keeps. Not yet here:
 group chats' member names as stop strings, quiet prompts.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from dataclasses import dataclass, field
@@ -35,6 +37,7 @@ from ..instruct import (
     Context,
     ExtensionPrompt,
     Instruct,
+    PromptBudget,
     PromptPieces,
     Speaker,
     StopSettings,
@@ -47,6 +50,7 @@ from ..instruct import (
     wrap_story_string,
 )
 from ..macros import expand_macros
+from ..tokenizers import CHARS_PER_TOKEN, get_tokenizer
 from .chat import _macro_base
 from .front import Front, build_front
 from .passes import TextPass
@@ -223,7 +227,8 @@ def text_completion(front: Front) -> TextCompletion:
                           history=history, injections=prompts, generation=front.chat.gen,
                           post_history=_post_history(templates, card, settings, names),
                           force_name2=bool(settings["always_force_name2"]),
-                          collapse_newlines=bool(settings["collapse_newlines"]))
+                          collapse_newlines=bool(settings["collapse_newlines"]),
+                          budget=_budget(front, settings))
     prompt = assemble_prompt(pieces, names)
     stop = stopping_strings(instruct, context, speaker, names, StopSettings(
         custom_stopping_strings=str(settings["custom_stopping_strings"] or ""),
@@ -235,6 +240,20 @@ def text_completion(front: Front) -> TextCompletion:
         if template is not None:
             warnings.extend(template.diagnostics)
     return TextCompletion(prompt, stop, templates, warnings)
+
+
+def _guesstimate(text: str) -> int:
+    """SillyTavern's count without a tokenizer (``guesstimate``): UTF-8 bytes / 3.35, rounded up."""
+    return math.ceil(len(text.encode("utf-8", "surrogatepass")) / CHARS_PER_TOKEN)
+
+
+def _budget(front: Front, settings: Mapping[str, Any]) -> PromptBudget:
+    """The room for the prompt (``max_context - max_tokens``), counted with the request's tokenizer
+    (``estimate`` as SillyTavern's text path guesses: by UTF-8 bytes) plus ``token_padding``."""
+    name = front.req.budget.tokenizer
+    count = _guesstimate if name == "estimate" else get_tokenizer(name).count
+    return PromptBudget(count=count, max_prompt=front.max_context - front.max_tokens,
+                        padding=int(settings.get("token_padding", 64)))
 
 
 def _system_prompt(templates: TextTemplates, card: Mapping[str, Any], settings: Mapping[str, Any],

@@ -211,6 +211,11 @@ def scenarios() -> list[dict[str, Any]]:
                      chat=long_chat, max_context=768, max_tokens=256))
     out.append(_base("budget-trims-history-off", "a small context budget, instruct off", chat=long_chat,
                      max_context=768, max_tokens=256, instruct=None, context="Default"))
+    for label, instruct, context in (("", "ChatML", "ChatML"), ("-off", None, "Default")):
+        out.append(_base(f"budget-estimate{label}", "a small context budget counted by SillyTavern's estimate "
+                         "(tokenizer None: 3.35 characters a token, 64 tokens of padding)", chat=long_chat,
+                         max_context=768, max_tokens=256, instruct=instruct, context=context,
+                         power_user={"tokenizer": 0}))
     out.append(_base("handlebars-story-string", "a hand-written Handlebars story string",
                      context_overrides={"story_string": HANDWRITTEN_STORY}))
     out.append(_base("handlebars-story-string-off", "a hand-written Handlebars story string, instruct off",
