@@ -12,9 +12,10 @@ or on with ``wrap`` and no ``story_string_suffix``. With instruct on, the instru
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from typing import Any
 
-from ..handlebars import HandlebarsLimits, RenderSettings, compile_template
+from ..handlebars import CompiledTemplate, HandlebarsLimits, RenderSettings, compile_template
 from .templates import Context, Instruct, Substitute, replace_name
 
 __all__ = ["StoryParams", "render_story_string", "wrap_story_string"]
@@ -44,6 +45,12 @@ class StoryParams:
         return asdict(self)
 
 
+@lru_cache(maxsize=64)
+def _compiled(source: str, limits: HandlebarsLimits) -> CompiledTemplate:
+    """A context template's story string, parsed once (the same few templates serve every request)."""
+    return compile_template(source, limits)
+
+
 def _settings(substitute: Substitute, limits: HandlebarsLimits) -> RenderSettings:
     return RenderSettings(helpers={"trim": lambda params, options: "{{trim}}"},
                           missing=lambda name: substitute("{{" + name + "}}"), limits=limits)
@@ -53,7 +60,7 @@ def render_story_string(context: Context, instruct: Instruct | None, params: Sto
                         limits: HandlebarsLimits | None = None) -> str:
     """The rendered story string (before :func:`wrap_story_string`); ``instruct`` is None when off."""
     limits = limits or HandlebarsLimits()
-    text = compile_template(context.story_string, limits).render(params.data(), _settings(substitute, limits))
+    text = _compiled(context.story_string, limits).render(params.data(), _settings(substitute, limits))
     text = substitute(text)
     text = text.lstrip("\n")
     if text and not text.endswith("\n") and not context.in_chat:

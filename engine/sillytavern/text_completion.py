@@ -49,7 +49,7 @@ from ..instruct import (
     stopping_strings,
     wrap_story_string,
 )
-from ..macros import expand_macros
+from ..macros import MacroContext, expand_macros
 from ..tokenizers import CHARS_PER_TOKEN, get_tokenizer
 from .chat import _macro_base
 from .front import Front, build_front
@@ -164,20 +164,36 @@ def _lore(front: Front) -> _Lore:
 
 
 class _Names:
-    """The request's macro context (names, persona, card, chat) as one substitution."""
+    """The request's macro context (names, persona, card, chat) as one substitution.
+
+    The context is built once a request, and each distinct text is expanded once: instruct
+    sequences are substituted for every message, and expanding is deterministic for a request
+    (random macros are seeded).
+    """
 
     def __init__(self, front: Front) -> None:
         self.base = {**_macro_base(front.texts), **front.chat.macro_chat}
         self.seed = self.base.get("seed", 0)
+        self._context: MacroContext | None = None
+        self._done: dict[str, str] = {}
 
     def __call__(self, text: str) -> str:
-        return self.expand(text)
-
-    def expand(self, text: str, original: str | None = None) -> str:
         if not text or ("{{" not in text and "<" not in text):
             return text
-        context = self.base if original is None else {**self.base, "original": original}
-        return expand_macros(text, context, seed=self.seed).text
+        done = self._done.get(text)
+        if done is None:
+            if self._context is None:
+                self._context = MacroContext.from_dict(self.base)
+            done = self._done[text] = expand_macros(text, self._context, seed=self.seed).text
+        return done
+
+    def expand(self, text: str, original: str | None = None) -> str:
+        """``text`` with ``{{original}}`` standing for ``original``."""
+        if original is None:
+            return self(text)
+        if not text or ("{{" not in text and "<" not in text):
+            return text
+        return expand_macros(text, {**self.base, "original": original}, seed=self.seed).text
 
 
 def _settings(spec: Any) -> dict[str, Any]:
