@@ -155,3 +155,11 @@ def test_the_cli_prints_the_prompt_or_the_json(tmp_path: Path) -> None:
     assert (data["prompt"], data["stop"]) == (record["prompt"], record["stop"])
     missing = CliRunner().invoke(cli, [*args[:-2], "--st-templates", str(tmp_path / "nowhere"), "--json"])
     assert missing.exit_code == 1 and json.loads(missing.output)["error"]["code"] == "INPUT_INVALID"
+
+
+def test_the_chat_completion_entry_refuses_a_text_completion_request() -> None:
+    from tavernbox.sillytavern.assemble import assemble_request
+
+    with pytest.raises(TemplateError) as info:
+        assemble_request(request_for(_records()[0]))
+    assert (info.value.code, info.value.path) == ("REQUEST_INVALID", "$.text_completion")
