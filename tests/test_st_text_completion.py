@@ -163,3 +163,17 @@ def test_the_chat_completion_entry_refuses_a_text_completion_request() -> None:
     with pytest.raises(TemplateError) as info:
         assemble_request(request_for(_records()[0]))
     assert (info.value.code, info.value.path) == ("REQUEST_INVALID", "$.text_completion")
+
+
+def test_every_part_of_the_prompt_names_its_source() -> None:
+    record = next(r for r in _records() if r["id"] == "world-info-all")
+    result = assemble_text_completion(request_for(record))
+    assert "".join(result.prompt[s.start:s.end] for s in result.spans) == result.prompt
+    assert all(a.end == b.start for a, b in zip(result.spans, result.spans[1:]))
+    by_source = {s.source: result.prompt[s.start:s.end] for s in result.spans}
+    assert "[Lore before: Grey Point is a rocky cape.]" in by_source["story_string"]
+    assert by_source["chat[1]"].startswith("<|im_start|>user\nThank you.")
+    assert "[Author's note: keep it tense.]" in by_source["in-chat:2_floating_prompt+customDepthWI_2_0"]
+    assert by_source["prompt_line"] == "\n<|im_start|>assistant\n"
+    provenance = result.to_dict()["provenance"]
+    assert provenance[-1]["end"] == len(result.prompt.encode("utf-16-le")) // 2

@@ -21,7 +21,7 @@ from .messages import (
 )
 from .fitting import PromptBudget, fit_prompt
 from .inject import ExtensionPrompt, inject_in_chat
-from .prompt import PromptPieces, assemble_prompt
+from .prompt import PromptPieces, PromptText, Span, assemble_prompt, assemble_prompt_spans
 from .prompt_items import ChatItem
 from .stops import StopSettings, stopping_strings
 from .story import StoryParams, render_story_string, wrap_story_string
@@ -35,11 +35,14 @@ __all__ = [
     "Instruct",
     "PromptBudget",
     "PromptPieces",
+    "PromptText",
+    "Span",
     "Speaker",
     "StopSettings",
     "StoryParams",
     "Substitute",
     "assemble_prompt",
+    "assemble_prompt_spans",
     "format_examples",
     "format_message",
     "fit_prompt",

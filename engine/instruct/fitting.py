@@ -34,9 +34,9 @@ class PromptBudget:
 
 @dataclass(frozen=True, slots=True)
 class Fitted:
-    """What fits: the kept messages (oldest first) and how many example dialogues."""
+    """What fits: the indexes of the kept messages (oldest first) and how many example dialogues."""
 
-    messages: list[str]
+    kept: list[int]
     examples: int
     alignment: bool
 
@@ -85,4 +85,5 @@ def fit_prompt(budget: PromptBudget, *, fixed: Sequence[str], messages: Sequence
             if tokens >= budget.max_prompt:
                 break
             shown += 1
-    return Fitted([m for m in reversed(kept) if m is not None], shown, with_alignment)
+    last = len(newest) - 1
+    return Fitted([last - i for i in range(len(newest) - 1, -1, -1) if kept[i] is not None], shown, with_alignment)

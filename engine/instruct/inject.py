@@ -35,11 +35,11 @@ class ExtensionPrompt:
     role: str = "system"
 
 
-def _role_text(prompts: Sequence[ExtensionPrompt], depth: int, role: str, substitute: Substitute) -> str:
-    values = [js_trim(p.value) for p in sorted(prompts, key=lambda p: p.key)
-              if p.value and p.depth == depth and p.role == role]
-    joined = "\n".join(values)
-    return substitute(joined).lstrip() if joined else ""
+def _role_text(prompts: Sequence[ExtensionPrompt], depth: int, role: str,
+               substitute: Substitute) -> tuple[str, list[str]]:
+    chosen = [p for p in sorted(prompts, key=lambda p: p.key) if p.value and p.depth == depth and p.role == role]
+    joined = "\n".join(js_trim(p.value) for p in chosen)
+    return (substitute(joined).lstrip() if joined else ""), [p.key for p in chosen]
 
 
 def inject_in_chat(history: Sequence[ChatItem], prompts: Sequence[ExtensionPrompt], speaker: Speaker,
@@ -52,10 +52,10 @@ def inject_in_chat(history: Sequence[ChatItem], prompts: Sequence[ExtensionPromp
     for depth in range(max_depth + 1):
         messages = []
         for role in ROLES:
-            text = _role_text(prompts, depth, role, substitute)
+            text, keys = _role_text(prompts, depth, role, substitute)
             if text:
                 messages.append(ChatItem(name=names[role], mes=text, is_user=role == "user",
-                                         is_narrator=role == "system"))
+                                         is_narrator=role == "system", source="in-chat:" + "+".join(keys)))
         if messages:
             at = min((1 if is_continue and depth == 0 else depth) + len(inserted), len(newest_first))
             newest_first[at:at] = messages

@@ -77,6 +77,7 @@ class _History(NamedTuple):
     """The formatted history, oldest first, with what the budget needs to know of each message."""
 
     texts: list[str]
+    sources: list[str]
     injected: list[bool]
     users: list[bool]
     #: the message continued, held back to go last (``continue``)
@@ -90,7 +91,7 @@ def _history_texts(pieces: PromptPieces, substitute: Substitute) -> _History:
                                        is_continue=is_continue)
     injected = {id(core[i]) for i in injected_at}
     if pieces.post_history:
-        phi = ChatItem(name="", mes=pieces.post_history, is_user=True)
+        phi = ChatItem(name="", mes=pieces.post_history, is_user=True, source="post_history")
         core.insert(len(core) - 1 if is_continue else len(core), phi)
     last_user = max((i for i, item in enumerate(core) if item.is_user), default=-1)
     texts: list[str] = []
@@ -112,11 +113,13 @@ def _history_texts(pieces: PromptPieces, substitute: Substitute) -> _History:
         texts.append(text)
     flags = [id(item) in injected for item in core]
     users = [item.is_user for item in core]
+    sources = [item.source or f"message[{j}]" for j, item in enumerate(core)]
     if is_continue and len(texts) > 1:
         held = texts.pop()
         flags.pop()
         users.pop()
-    return _History(texts, flags, users, held)
+        sources.pop()
+    return _History(texts, sources, flags, users, held)
 
 
 def _last_line(pieces: PromptPieces, substitute: Substitute) -> str:
@@ -142,10 +145,35 @@ def _user_alignment(pieces: PromptPieces, substitute: Substitute) -> str:
     return _format(pieces, item, substitute, ForceSequence.FIRST)
 
 
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A range of the prompt (character offsets) and what produced it."""
+
+    start: int
+    end: int
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class PromptText:
+    """The prompt and, for each of its parts, where it came from."""
+
+    text: str
+    spans: tuple[Span, ...]
+
+
 def assemble_prompt(pieces: PromptPieces, substitute: Substitute) -> str:
     """The prompt string (see the module's description for what it covers)."""
+    return assemble_prompt_spans(pieces, substitute).text
+
+
+def assemble_prompt_spans(pieces: PromptPieces, substitute: Substitute) -> PromptText:
+    """The prompt string with the provenance of every part: ``story_string``, ``example[i]``,
+    ``chat_start``, ``user_alignment``, ``message[i]`` (the history given, in order, after the
+    in-chat prompts are placed), ``in-chat:KEY+KEY`` (prompts placed at a depth), ``post_history``,
+    ``prompt_line`` (the sequence the reply starts after) and ``continued``."""
     history = _history_texts(pieces, substitute)
-    texts, examples = history.texts, list(pieces.examples)
+    texts, sources, examples = history.texts, history.sources, list(pieces.examples)
     alignment = _user_alignment(pieces, substitute)
     chat_start = substitute(pieces.context.chat_start + "\n") if pieces.context.chat_start else ""
     if pieces.budget is not None:
@@ -153,26 +181,48 @@ def assemble_prompt(pieces: PromptPieces, substitute: Substitute) -> str:
         fitted = fit_prompt(pieces.budget, fixed=(pieces.story, line, history.held), messages=texts,
                             injected=history.injected, users=history.users, examples=examples,
                             alignment=alignment, chat_start=chat_start)
-        texts, examples = fitted.messages, examples[:fitted.examples]
+        texts, sources = [texts[i] for i in fitted.kept], [sources[i] for i in fitted.kept]
+        examples = examples[:fitted.examples]
         use_alignment = fitted.alignment
     else:
         use_alignment = bool(alignment) and not (history.users and history.users[0])
     instruct = pieces.instruct
     if texts and pieces.generation != "continue" and (instruct is None or instruct.wrap):
         texts[-1] = texts[-1][:-1] if texts[-1].endswith("\n") else texts[-1]
-    last = texts[-1] if texts else ""
-    last += _last_line(pieces, substitute)
+    newest = texts[-1] if texts else ""
+    last = newest + _last_line(pieces, substitute)
     if instruct is None:
         last = _plain_last_line(pieces, last)
+    segments: list[tuple[str, str]] = [("story_string", pieces.story)]
+    segments += [(f"example[{i}]", example) for i, example in enumerate(examples)]
+    segments += [("chat_start", chat_start), ("user_alignment", alignment if use_alignment else "")]
+    segments += list(zip(sources[:-1], texts[:-1]))
     if texts:
-        texts[-1] = last
-    else:
-        texts = [last]
-    chat = (alignment if use_alignment else "") + "".join(texts)
-    prompt = (pieces.story + "".join(examples) + chat_start + chat + history.held).replace("\r", "")
-    if pieces.collapse_newlines:
-        prompt = _NEWLINES.sub("\n", prompt)
-    return prompt
+        segments.append((sources[-1], newest))
+    segments += [("prompt_line", last[len(newest):]), ("continued", history.held)]
+    return _join(segments, pieces.collapse_newlines)
+
+
+def _join(segments: list[tuple[str, str]], collapse: bool) -> PromptText:
+    """The segments joined without ``\r`` (and, with ``collapse``, each run of line breaks made one,
+    the run's first break kept where it is), with their spans."""
+    out: list[str] = []
+    spans: list[Span] = []
+    at = 0
+    ends_in_newline = False
+    for source, text in segments:
+        text = text.replace("\r", "")
+        if collapse and text:
+            text = _NEWLINES.sub("\n", text)
+            if ends_in_newline:
+                text = text.lstrip("\n")
+        if not text:
+            continue
+        out.append(text)
+        spans.append(Span(at, at + len(text), source))
+        at += len(text)
+        ends_in_newline = text.endswith("\n")
+    return PromptText("".join(out), tuple(spans))
 
 
 def _plain_last_line(pieces: PromptPieces, last: str) -> str:

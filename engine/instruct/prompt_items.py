@@ -16,3 +16,5 @@ class ChatItem:
     is_user: bool
     is_narrator: bool = False
     force_avatar: bool = False
+    #: where the message comes from, for provenance (``chat[3]``, ``in-chat:2_floating_prompt``...)
+    source: str = ""

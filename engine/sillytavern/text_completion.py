@@ -42,7 +42,8 @@ from ..instruct import (
     Speaker,
     StopSettings,
     StoryParams,
-    assemble_prompt,
+    Span,
+    assemble_prompt_spans,
     format_examples,
     render_story_string,
     split_example_blocks,
@@ -50,6 +51,7 @@ from ..instruct import (
     wrap_story_string,
 )
 from ..macros import MacroContext, expand_macros
+from ..spans import utf16_offset
 from ..tokenizers import CHARS_PER_TOKEN, get_tokenizer
 from .chat import _macro_base
 from .front import Front, build_front
@@ -81,13 +83,25 @@ class TextCompletion:
     stop: list[str]
     templates: TextTemplates
     warnings: list[Diagnostic] = field(default_factory=list)
+    #: what produced each part of the prompt (character offsets; :meth:`to_dict` gives UTF-16 ones)
+    spans: list[Span] = field(default_factory=list)
+
+    def provenance(self) -> list[dict[str, Any]]:
+        """The spans with UTF-16 offsets, as the chat-completion provenance gives them."""
+        out = []
+        at = 0
+        for span in self.spans:
+            length = utf16_offset(self.prompt[span.start:span.end], span.end - span.start)
+            out.append({"start": at, "end": at + length, "source": span.source})
+            at += length
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         return {"prompt": self.prompt, "stop": self.stop,
                 "templates": {"instruct": self.templates.instruct.name if self.templates.instruct else None,
                               "context": self.templates.context.name,
                               "sysprompt": self.templates.sysprompt.name if self.templates.sysprompt else None},
-                "warnings": [d.to_dict() for d in self.warnings]}
+                "warnings": [d.to_dict() for d in self.warnings], "provenance": self.provenance()}
 
 
 def load_templates(spec: Any) -> TextTemplates:
@@ -245,7 +259,8 @@ def text_completion(front: Front) -> TextCompletion:
                           force_name2=bool(settings["always_force_name2"]),
                           collapse_newlines=bool(settings["collapse_newlines"]),
                           budget=_budget(front, settings))
-    prompt = assemble_prompt(pieces, names)
+    assembled = assemble_prompt_spans(pieces, names)
+    prompt = assembled.text
     stop = stopping_strings(instruct, context, speaker, names, StopSettings(
         custom_stopping_strings=str(settings["custom_stopping_strings"] or ""),
         custom_stopping_strings_macro=bool(settings["custom_stopping_strings_macro"]),
@@ -255,7 +270,7 @@ def text_completion(front: Front) -> TextCompletion:
     for template in (templates.instruct, templates.context, templates.sysprompt):
         if template is not None:
             warnings.extend(template.diagnostics)
-    return TextCompletion(prompt, stop, templates, warnings)
+    return TextCompletion(prompt, stop, templates, warnings, list(assembled.spans))
 
 
 def _guesstimate(text: str) -> int:
@@ -349,7 +364,8 @@ def _history(front: Front, names: _Names) -> list[ChatItem]:
         default = {"user": texts.user, "assistant": texts.char}.get(role, "System")
         name = getattr(message, "name", None) or default
         items.append(ChatItem(name=name, mes=chat.expand(message.content), is_user=role == "user",
-                              is_narrator=role == "system", force_avatar=bool(getattr(message, "force_avatar", None))))
+                              is_narrator=role == "system", force_avatar=bool(getattr(message, "force_avatar", None)),
+                              source=f"chat[{len(items)}]"))
     return items
 
 
