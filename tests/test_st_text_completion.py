@@ -177,3 +177,16 @@ def test_every_part_of_the_prompt_names_its_source() -> None:
     assert by_source["prompt_line"] == "\n<|im_start|>assistant\n"
     provenance = result.to_dict()["provenance"]
     assert provenance[-1]["end"] == len(result.prompt.encode("utf-16-le")) // 2
+
+
+def test_a_master_export_gives_the_three_templates(tmp_path: Path) -> None:
+    record = next(r for r in _records() if r["id"] == "instruct-Llama 3 Instruct")
+    request = request_for(record)
+    snap = record["snapshot"]
+    export = {"instruct": snap["instruct"], "context": snap["context"], "sysprompt": snap["sysprompt"],
+              "preset": {"temp": 0.7}, "reasoning": {}}
+    path = tmp_path / "master-export.json"
+    path.write_text(json.dumps(export), encoding="utf-8")
+    request["text_completion"] = {"export": str(path), "settings": request["text_completion"]["settings"]}
+    result = assemble_text_completion(request)
+    assert (result.prompt, result.stop) == (record["prompt"], record["stop"])
