@@ -190,3 +190,22 @@ def test_a_master_export_gives_the_three_templates(tmp_path: Path) -> None:
     request["text_completion"] = {"export": str(path), "settings": request["text_completion"]["settings"]}
     result = assemble_text_completion(request)
     assert (result.prompt, result.stop) == (record["prompt"], record["stop"])
+
+
+def test_a_story_string_error_names_the_template_and_its_line() -> None:
+    request = request_for(next(r for r in _records() if r["id"] == "instruct-ChatML"))
+    request["text_completion"]["context"] = {**request["text_completion"]["context"],
+                                             "story_string": "{{#if description}}\n{{description}\n{{/if}}"}
+    with pytest.raises(TemplateError) as info:
+        assemble_text_completion(request)
+    error = info.value
+    assert (error.code, error.path, error.line) == ("HANDLEBARS_SYNTAX", "$.text_completion.context.story_string", 2)
+
+
+def test_the_story_string_can_place_the_examples_itself() -> None:
+    request = request_for(next(r for r in _records() if r["id"] == "instruct-off-Default"))
+    context = request["text_completion"]["context"]
+    request["text_completion"]["context"] = {**context, "story_string": "{{mesExamplesRaw}}|{{description}}"}
+    prompt = assemble_text_completion(request).prompt
+    assert prompt.startswith("***\nAsh: Do you ever get lonely?\nMira: *She smiles.*")
+    assert "|Mira is the keeper" in prompt

@@ -147,6 +147,7 @@ class _Lore:
     after: str = ""
     an_top: tuple[str, ...] = ()
     an_bottom: tuple[str, ...] = ()
+    #: example-message entries before the examples (each put first in turn, so the last ends first)
     em_top: tuple[str, ...] = ()
     em_bottom: tuple[str, ...] = ()
     depth: tuple[ExtensionPrompt, ...] = ()
@@ -172,7 +173,7 @@ def _lore(front: Front) -> _Lore:
         depth.setdefault((int(entry["depth"]), str(entry["role"])), []).append(str(entry["content"]))
     texts = {k: [str(e["content"]) for e in v] for k, v in by_slot.items()}
     return _Lore("\n".join(texts.get(0, [])), "\n".join(texts.get(1, [])), tuple(texts.get(2, [])),
-                 tuple(texts.get(3, [])), tuple(reversed(texts.get(5, []))), tuple(texts.get(6, [])),
+                 tuple(texts.get(3, [])), tuple(texts.get(5, [])), tuple(texts.get(6, [])),
                  tuple(ExtensionPrompt(f"customDepthWI_{d}_{_ROLES.index(r)}", "\n".join(v), d, r)
                        for (d, r), v in depth.items()))
 
@@ -241,11 +242,9 @@ def text_completion(front: Front) -> TextCompletion:
         system=_system_prompt(templates, card, settings, names), char=texts.char, user=texts.user,
         wiBefore=lore.before, wiAfter=lore.after, loreBefore=lore.before, loreAfter=lore.after,
         anchorBefore=before, anchorAfter=after)
-    story = render_story_string(context, instruct, params, names)
-    examples = _examples(card, context, instruct, speaker, names, lore)
-    params = StoryParams(**{**params.data(), "mesExamples": "".join(examples)})
-    if "mesExamples" in context.story_string:
-        story = render_story_string(context, instruct, params, names)
+    examples, raw_examples = _examples(card, context, instruct, speaker, names, lore)
+    params = StoryParams(**{**params.data(), "mesExamples": "".join(examples), "mesExamplesRaw": "".join(raw_examples)})
+    story = _story(context, instruct, params, names)
     if instruct is not None:
         story = wrap_story_string(story, context, instruct, names)
     if context.in_chat and story:
@@ -271,6 +270,17 @@ def text_completion(front: Front) -> TextCompletion:
         if template is not None:
             warnings.extend(template.diagnostics)
     return TextCompletion(prompt, stop, templates, warnings, list(assembled.spans))
+
+
+def _story(context: Context, instruct: Instruct | None, params: StoryParams, names: _Names) -> str:
+    """The rendered story string; a Handlebars error names the context template's ``story_string``
+    (its line and column are in the story string)."""
+    try:
+        return render_story_string(context, instruct, params, names)
+    except TemplateError as exc:
+        if exc.code.startswith("HANDLEBARS_") and exc.path is None:
+            exc.path = "$.text_completion.context.story_string"
+        raise
 
 
 def _guesstimate(text: str) -> int:
@@ -342,7 +352,8 @@ def _placed_prompts(front: Front, names: _Names, lore: _Lore,
 
 
 def _examples(card: Mapping[str, Any], context: Context, instruct: Instruct | None, speaker: Speaker,
-              names: Callable[[str], str], lore: _Lore) -> list[str]:
+              names: Callable[[str], str], lore: _Lore) -> tuple[list[str], list[str]]:
+    """The example dialogues as sent (formatted for instruct mode) and as written (``mesExamplesRaw``)."""
     on = instruct is not None
     blocks = split_example_blocks(names(str(card.get("mes_example") or "")), context, names, instruct_on=on)
     for text in lore.em_top:
@@ -350,8 +361,8 @@ def _examples(card: Mapping[str, Any], context: Context, instruct: Instruct | No
     for text in lore.em_bottom:
         blocks += split_example_blocks(names(text), context, names, instruct_on=on)
     if instruct is None:
-        return blocks
-    return format_examples(blocks, instruct, context, speaker, names)
+        return blocks, blocks
+    return format_examples(blocks, instruct, context, speaker, names), blocks
 
 
 def _history(front: Front, names: _Names) -> list[ChatItem]:
