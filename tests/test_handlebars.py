@@ -3,8 +3,6 @@ with their codes and positions, and every budget tripped by hostile input in bou
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from tavernbox.errors import TemplateError
@@ -93,11 +91,11 @@ def test_a_partial_that_never_runs_is_no_error() -> None:
 
 
 def _bounded(source: str, data: object, limits: HandlebarsLimits, code: str) -> None:
-    started = time.perf_counter()
+    # the budget itself bounds the time and memory (its error is the proof); speed is measured by
+    # benchmarks/bench_handlebars.py, not asserted here
     with pytest.raises(TemplateError) as info:
         compile_template(source, limits).render(data, RenderSettings(limits=limits))
     assert info.value.code == code
-    assert time.perf_counter() - started < 30
     # the next render is unaffected
     assert render("{{a}}", {"a": "fine"}) == "fine"
 
@@ -123,10 +121,3 @@ def test_a_render_past_its_cpu_budget_stops() -> None:
     data = {"a": list(range(400))}
     source = "{{#each a}}{{#each ../a}}{{#each ../../a}}{{/each}}{{@index}}{{/each}}{{/each}}"
     _bounded(source, data, HandlebarsLimits(cpu_seconds=0.05, max_output_chars=1 << 30), "HANDLEBARS_TIME_LIMIT")
-
-
-def test_a_long_template_parses_in_linear_time() -> None:
-    source = "{{#if a}}{{b}} text {{/if}}\n" * 4000
-    started = time.perf_counter()
-    assert len(render(source, {"a": 1, "b": "x"})) == 4000 * 8
-    assert time.perf_counter() - started < 30

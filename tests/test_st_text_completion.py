@@ -8,6 +8,7 @@ prompt and the stop strings must equal what SillyTavern sent, byte for byte.
 from __future__ import annotations
 
 import json
+import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -20,9 +21,13 @@ from tavernbox.sillytavern.text_completion import assemble_text_completion
 GOLDEN = Path(__file__).parent / "golden" / "st_text_completion" / "requests.jsonl"
 PERSONA_POSITIONS = {0: "in_prompt", 2: "top_an", 3: "bottom_an", 4: "at_depth", 9: "none"}
 ROLES = ("system", "user", "assistant")
-#: these budget cases need the llama3 tokenizer SillyTavern counted with (not offline yet); the
-#: ``budget-estimate*`` ones count as SillyTavern does without a tokenizer and are compared
-NOT_YET = {"budget-trims-history", "budget-trims-history-off"}
+#: these budget cases count with SillyTavern's llama3 tokenizer file, which is not shipped (Meta's
+#: licence): they are compared where a SillyTavern install's src/tokenizers is at hand
+#: (``TAVERNBOX_ST_TOKENIZERS``, else the st-oracle install); the ``budget-estimate*`` ones count as
+#: SillyTavern does without a tokenizer and are always compared
+LLAMA3 = {"budget-trims-history", "budget-trims-history-off"}
+ST_TOKENIZERS = Path(os.environ.get("TAVERNBOX_ST_TOKENIZERS")
+                     or Path.home() / ".cache" / "st-oracle" / "st" / "src" / "tokenizers")
 
 
 @lru_cache(maxsize=1)
@@ -55,7 +60,7 @@ def request_for(record: dict[str, Any]) -> dict[str, Any]:
     }
     if sc.get("max_context"):
         request["budget"] = {"max_context": sc["max_context"], "max_tokens": sc["max_tokens"],
-                             "tokenizer": "estimate" if pu["tokenizer"] == 0 else "o200k"}
+                             "tokenizer": {0: "estimate", 12: "llama3"}.get(pu["tokenizer"], "o200k")}
     if sc.get("author_note"):
         request["author_note"] = sc["author_note"]
     if sc.get("book"):
@@ -66,7 +71,7 @@ def request_for(record: dict[str, Any]) -> dict[str, Any]:
 def test_every_recording_is_sillytaverns_prompt_and_stop_list() -> None:
     failures, checked = [], 0
     for record in _records():
-        if record["id"] in NOT_YET:
+        if record["id"] in LLAMA3:
             continue
         result = assemble_text_completion(request_for(record))
         checked += 1
@@ -209,3 +214,21 @@ def test_the_story_string_can_place_the_examples_itself() -> None:
     prompt = assemble_text_completion(request).prompt
     assert prompt.startswith("***\nAsh: Do you ever get lonely?\nMira: *She smiles.*")
     assert "|Mira is the keeper" in prompt
+
+
+def test_the_llama3_budget_recordings_match_where_the_tokenizer_file_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    records = [r for r in _records() if r["id"] in LLAMA3]
+    assert len(records) == 2
+    if not (ST_TOKENIZERS / "llama3.json").is_file():
+        # without the file, llama3 says where to get it (never a silent fallback)
+        monkeypatch.delenv("TAVERNBOX_ST_TOKENIZERS", raising=False)
+        from tavernbox.tokenizers import hf_bpe
+
+        with pytest.raises(TemplateError, match="TAVERNBOX_ST_TOKENIZERS") as info:
+            hf_bpe.HfByteLevelBpe("llama3.json").count("x")
+        assert info.value.code == "INPUT_INVALID"
+        return
+    monkeypatch.setenv("TAVERNBOX_ST_TOKENIZERS", str(ST_TOKENIZERS))
+    for record in records:
+        result = assemble_text_completion(request_for(record))
+        assert (result.prompt, result.stop) == (record["prompt"], record["stop"]), record["id"]

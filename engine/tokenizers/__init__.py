@@ -178,7 +178,15 @@ _REGISTRY: dict[str, Callable[[], Tokenizer]] = {
     "cl100k": lambda: _Tiktoken("cl100k"),
     "estimate": _Estimate,
     "words": _Words,
+    # SillyTavern's Llama 3 tokenizer, read from the user's copy (hf_bpe.py says why)
+    "llama3": lambda: _hf_bpe("llama3.json"),
 }
+
+
+def _hf_bpe(file_name: str) -> Tokenizer:
+    from .hf_bpe import HfByteLevelBpe
+
+    return HfByteLevelBpe(file_name)
 _INSTANCES: dict[str, Tokenizer] = {}
 
 
