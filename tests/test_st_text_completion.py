@@ -232,3 +232,11 @@ def test_the_llama3_budget_recordings_match_where_the_tokenizer_file_is(monkeypa
     for record in records:
         result = assemble_text_completion(request_for(record))
         assert (result.prompt, result.stop) == (record["prompt"], record["stop"]), record["id"]
+
+
+def test_a_quiet_generation_is_refused_rather_than_sent_without_its_prompt() -> None:
+    request = request_for(_records()[0])
+    request["generation"] = {"type": "quiet", "quiet_prompt": "Summarise."}
+    with pytest.raises(TemplateError) as info:
+        assemble_text_completion(request)
+    assert (info.value.code, info.value.path) == ("REQUEST_INVALID", "$.generation.type")

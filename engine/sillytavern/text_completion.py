@@ -225,6 +225,9 @@ def text_completion(front: Front) -> TextCompletion:
     if spec is None:
         raise TemplateError("the request has no text_completion field", code="REQUEST_INVALID",
                             path="$.text_completion")
+    if front.chat.gen == "quiet":
+        raise TemplateError("the text-completion path does not build quiet prompts yet (generation type quiet)",
+                            code="REQUEST_INVALID", path="$.generation.type")
     templates = load_templates(spec)
     settings = _settings(spec)
     instruct = Instruct.from_fields(templates.instruct.fields) if templates.instruct is not None else None
