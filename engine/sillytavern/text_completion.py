@@ -16,9 +16,9 @@ instruct, context and system-prompt templates (``text_completion`` in the reques
 - the stop strings (:func:`~tavernbox.instruct.stopping_strings`).
 
 The context budget (:mod:`tavernbox.instruct.fitting`) counts with the request's tokenizer; SillyTavern
-counts with the model's: ``llama3`` (from the user's copy of SillyTavern's file) and ``estimate``
-(SillyTavern's count without a tokenizer) keep exactly what it keeps; the sentencepiece models are
-not available yet. Not yet here: group chats' member names as stop strings, quiet prompts.
+counts with the model's: ``llama3`` and the sentencepiece models (from the user's copies of
+SillyTavern's files) and ``estimate`` (SillyTavern's count without a tokenizer) keep exactly what it
+keeps. Not yet here: group chats' member names as stop strings, quiet prompts.
 """
 
 from __future__ import annotations

@@ -183,6 +183,17 @@ _REGISTRY: dict[str, Callable[[], Tokenizer]] = {
 }
 
 
+def _sentencepiece(name: str) -> Tokenizer:
+    from .sentencepiece_models import SentencePieceModel
+
+    return SentencePieceModel(name)
+
+
+# SillyTavern's sentencepiece tokenizers, read from the user's copies (sentencepiece_models.py)
+for _name in ("llama", "mistral", "yi", "gemma", "nerdstash", "nerdstash_v2", "jamba"):
+    _REGISTRY[_name] = (lambda n: lambda: _sentencepiece(n))(_name)
+
+
 def _hf_bpe(file_name: str) -> Tokenizer:
     from .hf_bpe import HfByteLevelBpe
 
