@@ -195,3 +195,15 @@ def test_zhanguo_with_the_default_preset_says_its_lore_was_cut() -> None:
     assert result.exit_code == 0
     lines = [line for line in result.stderr.splitlines() if "ST_WORLD_INFO_BUDGET" in line]
     assert len(lines) == 1 and "15 triggered entries" in lines[0], result.stderr
+
+
+def test_the_services_activate_reads_the_chat_readers_json_form() -> None:
+    from tavernbox.service.engines import _activate
+
+    book = json.loads((CORPORA / "sample-book.json").read_text(encoding="utf-8"))
+    documented = _activate({"books": [book], "chat": {"messages": [{"role": "user", "content": "the storm"}]}})
+    assert {"book": "Gull Rock", "uid": 2} in documented["activated"]
+    as_list = _activate({"books": [book], "chat": [{"role": "user", "content": "the storm"}]})
+    assert documented["activated"] == as_list["activated"]
+    bad = _activate({"books": [book], "chat": {"messages": [{"role": "narrator", "content": "x"}]}})
+    assert bad["error"]["code"] == "REQUEST_INVALID" and bad["error"]["path"] == "$.chat.messages[0].role"

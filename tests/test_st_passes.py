@@ -109,3 +109,16 @@ def test_a_pass_that_returns_no_string_is_refused() -> None:
         run_passes([TextPass("broken", frozenset({"persona"}), lambda t: None)], "persona", "x")  # type: ignore
     with pytest.raises(TemplateError):  # the request itself is still checked first
         run({"preset": 5}, [])
+
+
+def test_a_requests_own_passes_run_first_and_a_builder_may_decline(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tavernbox.sillytavern import passes
+
+    assert passes._builders() == []  # no pass module ships yet: nothing is looked up per request
+    seen: list[str] = []
+    own = TextPass("regex", frozenset({"persona"}), lambda t: seen.append("regex") or t.text + "[regex]")
+    monkeypatch.setattr(passes, "_builders", lambda: [("regex", lambda loaded: own), ("templates", lambda loaded: None)])
+    caller = TextPass("caller", frozenset({"persona"}), lambda t: seen.append("caller") or t.text.replace("[regex]", "[both]"))
+    front = build_front(sample(), base_dir=CORPORA, passes=[caller])
+    assert [p.name for p in front.loaded.passes] == ["regex", "caller"]
+    assert seen == ["regex", "caller"] and front.texts.persona_text.endswith("[both]")

@@ -16,7 +16,7 @@ from typing import Any
 from ..assets.cache import load_cached, parse_cached  # read-only views of validated assets, cached
 from ..assets.chats import StChat, parse_chat, read_chat_file
 from ..errors import Diagnostic, TemplateError
-from .passes import TextPass
+from .passes import TextPass, request_passes
 from .request import StRequest, parse_request
 
 __all__ = ["Loaded", "LoadedInputs", "ST_PRESET_DEFAULTS", "load", "load_inputs", "read_request_file",
@@ -184,7 +184,12 @@ class Loaded:
 
 def load(request: Mapping[str, Any] | StRequest, base_dir: str | Path | None = None,
          passes: Sequence[TextPass] = ()) -> Loaded:
-    """Stage 1: the request parsed and its assets read (relative paths against ``base_dir``)."""
+    """Stage 1: the request parsed and its assets read (relative paths against ``base_dir``), and the
+    text passes it runs: the request's own (:func:`~.passes.request_passes`), then ``passes``."""
     req = parse_request(request)
     inputs = load_inputs(req, Path(base_dir) if base_dir is not None else None)
-    return Loaded(req, inputs, with_st_defaults(inputs.preset), list(inputs.diagnostics), tuple(passes))
+    loaded = Loaded(req, inputs, with_st_defaults(inputs.preset), list(inputs.diagnostics), tuple(passes))
+    asked = request_passes(loaded)
+    if asked:  # the request's own passes (regex scripts, templates) run before the caller's
+        loaded.passes = asked + loaded.passes
+    return loaded

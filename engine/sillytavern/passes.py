@@ -33,18 +33,23 @@ extension. ``is_system`` is SillyTavern's narrator flag as the prompt sees it (h
 never reach a pass). ``reasoning`` is ``None``: the chat reader does not keep a message's
 reasoning yet.
 
-Passes run in the order given (:data:`PASS_ORDER` names the planned ones: ``regex`` before
-``templates``). With no pass, :func:`run_passes` is never called: the request is byte-identical and
-costs what it did.
+Passes run in the order given. The passes a request asks for itself come first, in
+:data:`PASS_ORDER` (``regex`` before ``templates``): the pass named ``N`` is built by
+``build_pass(loaded) -> TextPass | None`` of the module ``tavernbox.sillytavern.pass_N`` when that
+module exists (:func:`request_passes`; each pass lives in its own module, and adding one edits no
+other), then the caller's ``passes``. With no pass, :func:`run_passes` is never called: the request
+is byte-identical and costs what it did.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["PASS_ORDER", "TEXT_KINDS", "Text", "TextKind", "TextPass", "run_passes", "wants"]
+__all__ = ["PASS_ORDER", "TEXT_KINDS", "Text", "TextKind", "TextPass", "request_passes", "run_passes", "wants"]
 
 TextKind = Literal["chat_message", "world_info_entry", "preset_prompt", "card_field", "persona", "author_note",
                    "final_message"]
@@ -88,3 +93,26 @@ def run_passes(passes: Sequence[TextPass], kind: TextKind, text: str, facts: Map
             if not isinstance(text, str):
                 raise TypeError(f"the text pass {p.name!r} returned {type(text).__name__}, not a string")
     return text
+
+
+_BUILDERS: list[tuple[str, Callable[[Any], TextPass | None]]] = []
+_LOOKED_UP: list[bool] = []
+
+
+def _builders() -> list[tuple[str, Callable[[Any], TextPass | None]]]:
+    """``(name, build_pass)`` of each pass module present, in :data:`PASS_ORDER` (looked up once)."""
+    if not _LOOKED_UP:
+        for name in PASS_ORDER:
+            module = f"{__package__}.pass_{name}"
+            if importlib.util.find_spec(module) is not None:
+                _BUILDERS.append((name, importlib.import_module(module).build_pass))
+        _LOOKED_UP.append(True)
+    return _BUILDERS
+
+
+def request_passes(loaded: Any) -> tuple[TextPass, ...]:
+    """The passes the request asks for (:data:`PASS_ORDER`), each built from the loaded request by its
+    module's ``build_pass``; a module that finds nothing to do in this request returns ``None``."""
+    built = (build(loaded) for _name, build in _builders())
+    return tuple(p for p in built if p is not None)
+
