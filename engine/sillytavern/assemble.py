@@ -114,7 +114,7 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
         # the messages of a chat-completion request would not be what SillyTavern sends this request
         raise TemplateError("this request is for a text-completion API (it has text_completion): its prompt is "
                             "assembled by tavernbox.sillytavern.text_completion.assemble_text_completion (the CLI's "
-                            "tavernbox assemble prints it); the HTTP service does not assemble text completion yet",
+                            "tavernbox assemble prints it; the service's POST /v1/completions forwards it)",
                             code="REQUEST_INVALID", path="$.text_completion")
     try:
         return chat_completion(build_front(request, base_dir=base_dir, passes=passes))
