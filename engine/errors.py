@@ -41,6 +41,14 @@ CODES: dict[str, str] = {
     "MACRO_REPEAT_LIMIT": "{{newline}} or {{space}} asks for more repetitions than the limit",
     "MACRO_DIAGNOSTICS_LIMIT": "a render raised more diagnostics than it reports; the rest are counted by code",
     "MACRO_TIME_LIMIT": "rendering the macros used up its CPU time budget",
+    # Handlebars (SillyTavern's story strings)
+    "HANDLEBARS_SYNTAX": "the story string is not valid Handlebars (Handlebars would refuse to compile it)",
+    "HANDLEBARS_UNSUPPORTED": "the story string uses partial blocks, decorators or raw blocks, which story strings cannot",
+    "HANDLEBARS_RUNTIME": "rendering the story string failed where Handlebars throws (a helper's arguments, a missing partial)",
+    "HANDLEBARS_TOO_LARGE": "the story string is longer than the limit",
+    "HANDLEBARS_NESTING_LIMIT": "blocks or sub-expressions nest deeper than the limit",
+    "HANDLEBARS_OUTPUT_LIMIT": "the rendered story string passed the output limit",
+    "HANDLEBARS_TIME_LIMIT": "rendering the story string used up its CPU time budget",
     # templates (EJS + sandbox)
     "TEMPLATE_SYNTAX": "the template or its JavaScript does not compile",
     "TEMPLATE_TOO_LARGE": "the template is longer than the limit",

@@ -2,7 +2,8 @@
 
 The core install is what the engines need (an application embedding the macro or template engine gets nothing
 else); the service, PostgreSQL and fuzzing are extras (``pyproject.toml``): ``tavernbox[serve]``,
-``tavernbox[postgres]``, ``tavernbox[fuzz]``, ``tavernbox[all]``.
+``tavernbox[postgres]``, ``tavernbox[fuzz]``, ``tavernbox[tokenizers]`` (SillyTavern's sentencepiece
+tokenizers), ``tavernbox[all]``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "serve": ("fastapi", "uvicorn", "httpx"),
     "postgres": ("psycopg",),
     "fuzz": ("hypothesis",),
+    "tokenizers": ("sentencepiece",),
 }
 
 

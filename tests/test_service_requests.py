@@ -71,6 +71,15 @@ class Upstream:
                             outer.gate_opened_by_client.append(outer.gate.wait(20))
                     self.wfile.write(b"0\r\n\r\n")
                     return
+                if "prompt" in body:  # a text completion
+                    answer = json.dumps({"id": "t1", "object": "text_completion", "choices": [
+                        {"index": 0, "text": f"{len(body['prompt'])} characters", "finish_reason": "stop"}]}).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(answer)))
+                    self.end_headers()
+                    self.wfile.write(answer)
+                    return
                 status = 200 if body.get("model") != "missing" else 404
                 answer = json.dumps({"id": "c1", "object": "chat.completion", "choices": [
                     {"index": 0, "message": {"role": "assistant", "content": f"{len(body['messages'])} messages"},
@@ -275,3 +284,29 @@ def test_chat_completion_requests_that_cannot_be_assembled(client: httpx.Client,
                                                            path: str) -> None:
     answer = client.post("/v1/chat/completions", json=body)
     assert answer.status_code == 400 and answer.json()["error"]["path"] == path
+
+
+def test_text_completions_forward_sillytaverns_prompt_and_stop_strings(client: httpx.Client,
+                                                                      upstream: Upstream) -> None:
+    from tavernbox.sillytavern.text_completion import assemble_text_completion
+
+    request = {k: v for k, v in sample_request().items() if k != "preset"}
+    request["text_completion"] = {
+        "instruct": {"input_sequence": "<|user|>", "output_sequence": "<|bot|>", "stop_sequence": "</s>"},
+        "context": {"story_string": "{{#if description}}{{description}}\n{{/if}}{{trim}}", "chat_start": ""},
+        "sysprompt": None}
+    expected = assemble_text_completion(request)
+    before = len(upstream.received)
+    answer = client.post("/v1/completions", json={"model": "m", "max_tokens": 64, "stop": ["###"],
+                                                   "tavernbox": request})
+    assert answer.status_code == 200, answer.text
+    sent = upstream.received[before]
+    assert sent["path"] == "/v1/completions" and "tavernbox" not in sent["body"]
+    assert sent["body"]["prompt"] == expected.prompt and sent["body"]["max_tokens"] == 64
+    assert sent["body"]["stop"] == [*expected.stop, "###"]
+    assert answer.json()["choices"][0]["text"] == f"{len(expected.prompt)} characters"
+    refused = client.post("/v1/completions", json={"model": "m", "tavernbox": {"card": request["card"]}})
+    assert refused.status_code == 400 and refused.json()["error"]["path"] == "$.tavernbox.text_completion"
+    with client.stream("POST", "/v1/completions", json={"model": "m", "stream": True, "tavernbox": request}) as streamed:
+        assert streamed.status_code == 200 and streamed.headers["content-type"].startswith("text/event-stream")
+        assert b"".join(streamed.iter_raw()) == b"".join(SSE_CHUNKS)

@@ -226,6 +226,41 @@ def _with_regex_files(extensions: Any, paths: tuple[str, ...]) -> dict[str, Any]
     return ext
 
 
+def _text_completion_flags(data: dict[str, Any], flags: dict[str, str | None]) -> None:
+    """``--instruct``/``--context``/``--sysprompt``/``--st-templates`` over the request's ``text_completion``."""
+    from pathlib import Path
+
+    if all(value is None for value in flags.values()):
+        return
+    spec = dict(data.get("text_completion") or {})
+    for key, value in flags.items():
+        if value is None:
+            continue
+        if key == "instruct" and value.lower() in ("none", "off"):
+            spec[key] = None
+        elif key == "templates" or Path(value).is_file():
+            spec[key] = str(Path(value).resolve())
+        else:
+            spec[key] = value  # a name, looked up in the template folder
+    data["text_completion"] = spec
+
+
+def _text_body(data: dict[str, Any], base: Any) -> None:
+    """Text completion: ``--json`` prints the prompt, the stop strings and the warnings; else the prompt."""
+    from ..sillytavern.text_completion import assemble_text_completion
+
+    result = assemble_text_completion(data, base_dir=base)
+    answer = result.to_dict()
+    check_output(answer)
+    if click.get_current_context().params.get("as_json"):
+        _echo_json(answer)
+        return
+    _warn(result.warnings)
+    click.echo(result.prompt, nl=False)
+    if not result.prompt.endswith("\n"):
+        click.echo()
+
+
 def _stdin_chat() -> Any:
     """The chat on standard input (either form, any encoding the chat reader reads) as the request's JSON form."""
     from ..assets.chats import read_chat_bytes
@@ -314,6 +349,12 @@ def _warn(diagnostics: list[Any]) -> None:
 @click.option("--preview", is_flag=True, help="Preview (SillyTavern's dry run: no squashing).")
 @click.option("--seed", type=int, default=None, help="Seed for random macros and world info (default 0).")
 @click.option("--max-profile-bytes", type=int, default=None, help="Logical extra-byte limit (default 512 KiB).")
+@click.option("--instruct", help="Text completion: an instruct template (a file, or the name of one in the template "
+                                "folder; 'none' for instruct mode off).")
+@click.option("--context", "context_template", help="Text completion: a context template (a file or a name).")
+@click.option("--sysprompt", help="Text completion: a system prompt (a file or a name; default none).")
+@click.option("--st-templates", help="The template folder names are looked up in (a SillyTavern install's "
+                                     "default/content/presets or its data/default-user; default: $TAVERNBOX_ST_TEMPLATES).")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON.")
 @click.option("--jsonl", "jsonl_path", metavar="FILE", help="Many requests in one process: one request object a line "
                                                               "in FILE ('-': stdin), one answer a line out.")
@@ -342,6 +383,10 @@ def command(
     preview: bool,
     seed: int | None,
     max_profile_bytes: int | None,
+    instruct: str | None,
+    context_template: str | None,
+    sysprompt: str | None,
+    st_templates: str | None,
     as_json: bool,
     jsonl_path: str | None,
 ) -> None:
@@ -368,6 +413,11 @@ def command(
             _run_jsonl(jsonl_path, flags, as_json)
             return
         data, base = _st_request(request_path, flags)
+        _text_completion_flags(data, {"instruct": instruct, "context": context_template, "sysprompt": sysprompt,
+                                      "templates": st_templates})
+        if data.get("text_completion") is not None:
+            _text_body(data, base)
+            return
         result = assemble_request(data, base_dir=base)
         # the lone-surrogate rule (tavernbox.strict_json) on exactly what is printed, before any of it
         # is: the whole result with --json (built once, written in pieces), else the messages (or the

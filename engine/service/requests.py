@@ -1,4 +1,4 @@
-"""``POST /v1/assemble`` and ``POST /v1/chat/completions``: SillyTavern's outgoing request over HTTP.
+"""``POST /v1/assemble``, ``/v1/chat/completions`` and ``/v1/completions``: SillyTavern's outgoing request over HTTP.
 
 ``/v1/assemble`` takes the request-file object of ``tavernbox assemble --request`` (preset, card,
 books, chat, user, author_note, world_info, group, options) and answers what ``assemble --request
@@ -16,6 +16,11 @@ the chat, plus a ``tavernbox`` object naming the preset, card, books, user... (r
 every request-file field but ``chat``). It assembles the real messages, replaces
 ``messages`` with them and forwards everything else unchanged to ``--upstream`` (:mod:`.upstream`),
 streaming the answer back as it comes (``stream: true``: server-sent events, byte for byte).
+
+``/v1/completions`` is the same for a text-completion API (OpenAI's ``/v1/completions``): the
+``tavernbox`` object is a whole request file with ``text_completion`` (its ``chat`` included, as a
+text completion has no ``messages``); SillyTavern's prompt replaces ``prompt``, and its stop strings
+come first in ``stop`` (the client's own follow).
 
 The service never reads a file on its own machine for a client: asset fields given as strings
 (paths, in the request file) are refused here with their JSON path.
@@ -191,3 +196,42 @@ async def chat_completions(request: Request) -> Response:
     outgoing, refs = await run_in_threadpool(work)
     headers = {"X-Tavernbox-Refs": ",".join(f"{r['kind']}/{r['id']}@{r['revision']}" for r in refs)} if refs else {}
     return await forward(config, outgoing, headers)
+
+
+def _stops(theirs: list[str], given: Any) -> list[str]:
+    """SillyTavern's stop strings, then the client's own (``stop``: a string or a list), each once."""
+    extra = [given] if isinstance(given, str) else [s for s in given if isinstance(s, str)] \
+        if isinstance(given, list) else []
+    return list(dict.fromkeys([*theirs, *extra]))
+
+
+@router.post("/completions", summary="OpenAI-compatible text completion: assemble SillyTavern's prompt and stop "
+             "strings and forward upstream", openapi_extra=_JSON_BODY)
+async def completions(request: Request) -> Response:
+    from ..sillytavern.text_completion import assemble_text_completion
+    from .upstream import forward
+
+    config = request.app.state.service
+    if not config.upstream:
+        raise TemplateError("no upstream is configured (start the service with --upstream URL)",
+                            code="SERVICE_UPSTREAM_UNCONFIGURED")
+    body = await read_json(request)
+    library = config.storage.library
+
+    def work() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        extra = body.get("tavernbox")
+        if not isinstance(extra, dict) or not isinstance(extra.get("text_completion"), dict):
+            raise TemplateError("a 'tavernbox' object is the request file, with its chat and text_completion "
+                                "(refs or inline)", code="SERVICE_REQUEST_INVALID", path="$.tavernbox.text_completion")
+        resolved, refs = resolve_refs(library, extra, "$.tavernbox")
+        _refuse_paths(resolved, "$.tavernbox")
+        assembled = assemble_text_completion(resolved)
+        LibraryLeases(library, refs).check("before the request was forwarded upstream")
+        outgoing = {k: v for k, v in body.items() if k != "tavernbox"}
+        outgoing["prompt"] = assembled.prompt
+        outgoing["stop"] = _stops(assembled.stop, body.get("stop"))
+        return outgoing, refs
+
+    outgoing, refs = await run_in_threadpool(work)
+    headers = {"X-Tavernbox-Refs": ",".join(f"{r['kind']}/{r['id']}@{r['revision']}" for r in refs)} if refs else {}
+    return await forward(config, outgoing, headers, path="/completions")

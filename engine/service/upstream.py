@@ -2,7 +2,7 @@
 
 Why byte-for-byte: the client asked an OpenAI-compatible question and must get the upstream's
 own answer (its status, its JSON, its server-sent events) as if it had called it directly; only
-``messages`` were rewritten on the way out. With ``stream: true`` every chunk is passed on as
+``messages`` (or, for a text completion, ``prompt`` and ``stop``) were rewritten on the way out. With ``stream: true`` every chunk is passed on as
 soon as it arrives (no buffering), so tokens reach the client at the upstream's pace. An
 upstream that cannot be reached is ``502 SERVICE_UPSTREAM_FAILED``.
 """
@@ -42,9 +42,10 @@ def _passed(upstream: httpx.Response, extra: dict[str, str]) -> dict[str, str]:
     return out
 
 
-async def forward(config: Any, body: dict[str, Any], extra_headers: dict[str, str]) -> Response:
-    """POST ``body`` to ``{upstream}/chat/completions`` and answer with the upstream's answer."""
-    url = f"{config.upstream}/chat/completions"
+async def forward(config: Any, body: dict[str, Any], extra_headers: dict[str, str],
+                  path: str = "/chat/completions") -> Response:
+    """POST ``body`` to ``{upstream}{path}`` (chat or text completions) and answer with the upstream's answer."""
+    url = f"{config.upstream}{path}"
     timeout = httpx.Timeout(config.upstream_timeout, connect=10.0)
     client = httpx.AsyncClient(timeout=timeout)
     if not body.get("stream"):

@@ -125,6 +125,13 @@ def assemble_request(request: Mapping[str, Any] | StRequest, *, base_dir: str | 
 
     ``passes`` are text passes (:mod:`.passes`) run over every text SillyTavern will send, in order.
     """
+    text = request.get("text_completion") if isinstance(request, Mapping) else request.text_completion
+    if text is not None:
+        # the messages of a chat-completion request would not be what SillyTavern sends this request
+        raise TemplateError("this request is for a text-completion API (it has text_completion): its prompt is "
+                            "assembled by tavernbox.sillytavern.text_completion.assemble_text_completion (the CLI's "
+                            "tavernbox assemble prints it; the service's POST /v1/completions forwards it)",
+                            code="REQUEST_INVALID", path="$.text_completion")
     try:
         return chat_completion(build_front(request, base_dir=base_dir, passes=passes))
     except TemplateError as exc:

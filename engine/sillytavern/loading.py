@@ -72,8 +72,13 @@ def _load(kind: str, value: Any, base_dir: Path | None, where: str) -> tuple[Any
 def load_inputs(request: StRequest, base_dir: Path | None = None) -> LoadedInputs:
     """Read every asset the request names (objects or paths)."""
     diags: list[Diagnostic] = []
-    preset_model, preset_name = _load("preset", request.preset, base_dir, "$.preset")
-    diags.extend(asset_warnings(preset_model, "$.preset", _resolve(request.preset, base_dir)))
+    preset_source = request.preset
+    if preset_source is None:
+        # text completion reads no preset: its context size and reply length are the text-completion
+        # settings' (SillyTavern's first-run 8192 and 350)
+        preset_source = {"name": "text completion", "openai_max_context": 8192, "openai_max_tokens": 350}
+    preset_model, preset_name = _load("preset", preset_source, base_dir, "$.preset")
+    diags.extend(asset_warnings(preset_model, "$.preset", _resolve(preset_source, base_dir)))
     preset = preset_model.model_dump(mode="json", exclude_none=True)
     card = card_model = None
     if request.card is not None:

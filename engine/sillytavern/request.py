@@ -245,6 +245,36 @@ class RequestExtensions(_Strict):
         return given or None
 
 
+class TextCompletionSettings(_Strict):
+    """SillyTavern's ``power_user`` settings that shape a text-completion prompt (its names and defaults)."""
+
+    trim_spaces: bool = True
+    collapse_newlines: bool = False
+    always_force_name2: bool = True
+    single_line: bool = False
+    custom_stopping_strings: str = ""
+    custom_stopping_strings_macro: bool = True
+    prefer_character_prompt: bool = True
+    prefer_character_jailbreak: bool = True
+    token_padding: int = 64
+
+
+class TextCompletionSpec(_Strict):
+    """Text completion (``text_completion``): SillyTavern's instruct, context and system-prompt
+    templates, each an object in SillyTavern's field names, a file, or a name looked up in
+    ``templates`` (a SillyTavern template folder; else the ``TAVERNBOX_ST_TEMPLATES`` folder).
+    ``instruct: null`` is instruct mode off, ``sysprompt: null`` a disabled system prompt;
+    ``export`` is SillyTavern's master export (an object or a file), whose parts fill what is not
+    given. ``settings``: the ``power_user`` settings that shape the prompt."""
+
+    instruct: Any = None
+    context: Any = None
+    sysprompt: Any = None
+    export: Any = None
+    templates: str | None = None
+    settings: TextCompletionSettings = TextCompletionSettings()
+
+
 class StRequest(_Strict):
     """One SillyTavern chat-completion request, as data."""
 
@@ -262,6 +292,8 @@ class StRequest(_Strict):
     extensions: RequestExtensions = RequestExtensions()
     #: SillyTavern's global variables (``extension_settings.variables.global``)
     global_variables: dict[str, Any] | None = None
+    #: present: the request is for a text-completion API (the preset is then not needed)
+    text_completion: TextCompletionSpec | None = None
 
 
 def _path_of(loc: tuple[Any, ...]) -> str:
@@ -290,7 +322,7 @@ def parse_request(data: Any, *, base_dir: str | Path | None = None) -> StRequest
         if err["type"] == "extra_forbidden":
             message = f"unknown field {loc[-1]!r}" if loc else "unknown field"
         raise TemplateError(f"{message} at {_path_of(loc)}", code="REQUEST_INVALID", path=_path_of(loc)) from None
-    if request.preset is None:
+    if request.preset is None and request.text_completion is None:
         raise TemplateError("a request needs a preset (a SillyTavern chat-completion preset or its path)",
                             code="REQUEST_INVALID", path="$.preset")
     if request.chat is None:

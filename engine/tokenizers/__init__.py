@@ -178,7 +178,29 @@ _REGISTRY: dict[str, Callable[[], Tokenizer]] = {
     "cl100k": lambda: _Tiktoken("cl100k"),
     "estimate": _Estimate,
     "words": _Words,
+    # SillyTavern's Llama 3 tokenizer, read from the user's copy (hf_bpe.py says why)
+    "llama3": lambda: _hf_bpe("llama3.json"),
 }
+
+
+def _sentencepiece(name: str) -> Tokenizer:
+    from ..extras import require_extra
+    from .sentencepiece_models import SentencePieceModel
+
+    require_extra("tokenizers", f"the {name} tokenizer")
+
+    return SentencePieceModel(name)
+
+
+# SillyTavern's sentencepiece tokenizers, read from the user's copies (sentencepiece_models.py)
+for _name in ("llama", "mistral", "yi", "gemma", "nerdstash", "nerdstash_v2", "jamba"):
+    _REGISTRY[_name] = (lambda n: lambda: _sentencepiece(n))(_name)
+
+
+def _hf_bpe(file_name: str) -> Tokenizer:
+    from .hf_bpe import HfByteLevelBpe
+
+    return HfByteLevelBpe(file_name)
 _INSTANCES: dict[str, Tokenizer] = {}
 
 
