@@ -216,6 +216,17 @@ def test_assets_with_frozen_views_freeze_to_the_plain_paths_object() -> None:
 # --- the request path ------------------------------------------------------------------------
 
 
+class _Uncached:
+    """A validated model with the diagnostics its reading gave, as the cache's views carry them (the request
+    names an asset's diagnostics in its warnings)."""
+
+    def __init__(self, model: Any, diagnostics: Any) -> None:
+        self._model, self.diagnostics = model, tuple(diagnostics)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._model, name)
+
+
 def _uncached_load(kind: str, value: Any, base_dir: Path | None, where: str) -> tuple[Any, str]:
     """The request path's loader without the cache (validated models, as before the cache)."""
     from collections.abc import Mapping
@@ -224,14 +235,18 @@ def _uncached_load(kind: str, value: Any, base_dir: Path | None, where: str) -> 
 
     value = st_loading._resolve(value, base_dir)
     if isinstance(value, Path):
-        return load_asset(value, kind=kind).model, value.stem
+        loaded = load_asset(value, kind=kind)
+        return _Uncached(loaded.model, loaded.diagnostics), value.stem
     assert isinstance(value, Mapping)
     data = dict(value)
+    diagnostics: list[Any] = []
     if kind == "preset":
-        return parse_preset(data, base_path=where), str(data.get("name") or "preset")
+        model: Any = parse_preset(data, base_path=where, diagnostics=diagnostics)
+        return _Uncached(model, diagnostics), str(data.get("name") or "preset")
     if kind == "card":
-        return parse_card(data, base_path=where), ""
-    return parse_world_book(data, base_path=where), str(data.get("name") or "")
+        return _Uncached(parse_card(data, base_path=where, diagnostics=diagnostics), diagnostics), ""
+    model = parse_world_book(data, base_path=where, diagnostics=diagnostics)
+    return _Uncached(model, diagnostics), str(data.get("name") or "")
 
 
 def _chat(n: int) -> dict[str, Any]:

@@ -43,11 +43,11 @@ def _core(*args: str, blocked: tuple[str, ...] = EXTRA_MODULES) -> subprocess.Co
 def test_the_core_dependencies_leave_the_extras_out() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     core = " ".join(project["dependencies"])
-    for name in ("fastapi", "uvicorn", "httpx", "psycopg", "hypothesis"):
+    for name in ("fastapi", "uvicorn", "httpx", "psycopg", "hypothesis", "sentencepiece"):
         assert name not in core
     extras = project["optional-dependencies"]
-    assert {"serve", "postgres", "fuzz", "all", "test"} <= set(extras)
-    assert "tavernbox[all]" in extras["test"] and extras["all"] == ["tavernbox[serve,postgres,fuzz]"]
+    assert {"serve", "postgres", "fuzz", "tokenizers", "all", "test"} <= set(extras)
+    assert "tavernbox[all]" in extras["test"] and extras["all"] == ["tavernbox[serve,postgres,fuzz,tokenizers]"]
 
 
 def test_the_public_api_works_without_the_extras() -> None:
