@@ -152,7 +152,7 @@ def test_a_cached_plain_prompt_follows_its_field_values() -> None:
 
 
 def test_a_long_level_outside_the_unrolled_plan_renders_as_the_evaluator_does() -> None:
-    # over 400 parts: the plan loops; variables make it impure (no kept output)
+    # over 400 parts: the plan loops (and keeps its output: its inputs are the name and the first read of x)
     text = "".join(f"p{i} {{{{user}}}} {{{{getvar::x}}}} {{{{setvar::x::{i}}}}} " for i in range(150))
     ctx = {"user": "Ash", "variables": {"local": {"x": "0"}}}
     expected = expand_macros(text, ctx, shortcuts=Shortcuts(plans=False, reuse_parse=False))
