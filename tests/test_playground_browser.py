@@ -212,6 +212,27 @@ def test_ejs_mode_names_the_output_tag(page: Any) -> None:
     assert highlighted(page, "source") == "<%= variables.place %>"
 
 
+def test_world_info_shows_each_activated_entry_apart_and_the_trace_in_book_order(page: Any) -> None:
+    """Issue 28: the activated text is split by entry (each piece names its entry), and the trace lists the book's
+    entries in the book's order, not the order the activation evaluated them."""
+    set_mode(page, "worldinfo")
+    book = {"name": "Lore", "entries": {
+        "7": {"uid": 7, "key": ["zzz"], "comment": "Never", "content": "Not sent.", "order": 1, "position": 0},
+        "2": {"uid": 2, "key": [], "constant": True, "comment": "Second", "content": "The second fact.",
+              "order": 10, "position": 0},
+        "5": {"uid": 5, "key": [], "constant": True, "comment": "First", "content": "The first fact.",
+              "order": 90, "position": 0}}}
+    fill(page, "source", json.dumps(book, indent=2))
+    uids = page.eval_on_selector_all("[data-testid=trace] tbody tr", "rows => rows.map(r => r.dataset.uid)")
+    # the book's order is its entries' keys as JavaScript (and SillyTavern) reads them: integer keys ascending; the
+    # activation evaluates by "order", highest first (5, 2, 7)
+    assert uids == ["2", "5", "7"]
+    labels = page.eval_on_selector_all("[data-testid=output] .piece", "ps => ps.map(p => p.getAttribute('aria-label'))")
+    entries = [label for label in labels if label.startswith("entry ")]
+    assert any(label.startswith("entry 5 (First): The first fact.") for label in entries), labels
+    assert any(label.startswith("entry 2 (Second): The second fact.") for label in entries), labels
+
+
 def test_selecting_a_trace_row_highlights_its_entry(page: Any) -> None:
     set_mode(page, "worldinfo")
     page.click("[data-testid=trace] tr[data-uid='3']")
