@@ -95,3 +95,15 @@ def test_an_unclosed_if_is_reported_as_unclosed(tmp_path: Path) -> None:
     template = tmp_path / "t.txt"
     template.write_text("a {{if 1}}the rest", encoding="utf-8")
     assert "MACRO_UNCLOSED_SCOPE" in [f.code for f in lint_files([str(template)]).findings]
+
+
+def test_lint_counts_identical_findings_in_the_readable_report(tmp_path: Path) -> None:
+    book = tmp_path / "many.json"
+    book.write_text(json.dumps({"entries": {str(i): {"uid": i, "key": [], "content": f"c{i}"} for i in range(50)}}),
+                    encoding="utf-8")
+    plain = CliRunner().invoke(main, ["lint", str(book)])
+    lines = [line for line in plain.output.splitlines() if "WI_ENTRY_UNREACHABLE" in line]
+    assert len(lines) == 3 and lines[-1].endswith("(and 47 more like it)")
+    assert "50 warnings" in plain.output  # the totals count every one
+    every = json.loads(CliRunner().invoke(main, ["lint", "--format", "json", str(book)]).stdout)
+    assert sum(f["code"] == "WI_ENTRY_UNREACHABLE" for f in every["findings"]) == 50

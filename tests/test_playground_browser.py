@@ -10,7 +10,11 @@ holds at 200% zoom.
 
 from __future__ import annotations
 
+import base64
 import json
+import struct
+import time
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -212,6 +216,27 @@ def test_ejs_mode_names_the_output_tag(page: Any) -> None:
     assert highlighted(page, "source") == "<%= variables.place %>"
 
 
+def test_world_info_shows_each_activated_entry_apart_and_the_trace_in_book_order(page: Any) -> None:
+    """Issue 28: the activated text is split by entry (each piece names its entry), and the trace lists the book's
+    entries in the book's order, not the order the activation evaluated them."""
+    set_mode(page, "worldinfo")
+    book = {"name": "Lore", "entries": {
+        "7": {"uid": 7, "key": ["zzz"], "comment": "Never", "content": "Not sent.", "order": 1, "position": 0},
+        "2": {"uid": 2, "key": [], "constant": True, "comment": "Second", "content": "The second fact.",
+              "order": 10, "position": 0},
+        "5": {"uid": 5, "key": [], "constant": True, "comment": "First", "content": "The first fact.",
+              "order": 90, "position": 0}}}
+    fill(page, "source", json.dumps(book, indent=2))
+    uids = page.eval_on_selector_all("[data-testid=trace] tbody tr", "rows => rows.map(r => r.dataset.uid)")
+    # the book's order is its entries' keys as JavaScript (and SillyTavern) reads them: integer keys ascending; the
+    # activation evaluates by "order", highest first (5, 2, 7)
+    assert uids == ["2", "5", "7"]
+    labels = page.eval_on_selector_all("[data-testid=output] .piece", "ps => ps.map(p => p.getAttribute('aria-label'))")
+    entries = [label for label in labels if label.startswith("entry ")]
+    assert any(label.startswith("entry 5 (First): The first fact.") for label in entries), labels
+    assert any(label.startswith("entry 2 (Second): The second fact.") for label in entries), labels
+
+
 def test_selecting_a_trace_row_highlights_its_entry(page: Any) -> None:
     set_mode(page, "worldinfo")
     page.click("[data-testid=trace] tr[data-uid='3']")
@@ -368,6 +393,49 @@ def test_an_assembled_request_can_use_library_refs_and_be_exported(page: Any, se
     direct = service.client.post("/v1/assemble", json=request).json()
     assert exported == direct["body"]
     assert httpx.get(service.base + "/v1/library/cards").status_code == 401  # the page never made the API public
+
+
+def _png_card(card: dict[str, Any]) -> bytes:
+    """A 1x1 PNG carrying ``card`` as SillyTavern writes it: base64 JSON in a ``chara`` text chunk."""
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    text = base64.b64encode(json.dumps(card).encode("utf-8"))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 0, 0, 0, 0))
+            + chunk(b"tEXt", b"chara\x00" + text) + chunk(b"IDAT", zlib.compress(b"\x00\x00")) + chunk(b"IEND", b""))
+
+
+def test_opened_files_fill_the_request_a_png_card_included(page: Any, tmp_path: Path) -> None:
+    """Issue 28: a file opened (or dropped) goes where it belongs: a PNG card read in the page into the request's
+    card, a preset into its preset, a book appended to its books."""
+    set_mode(page, "assemble")
+    assert page.input_value("[data-testid=lib-target]") == "inputs"
+    card = tmp_path / "nora.png"
+    card.write_bytes(_png_card({"spec": "chara_card_v2", "spec_version": "2.0",
+                                "data": {"name": "Nora", "description": "Nora mends nets by the harbour."}}))
+    before = runs(page)
+    page.set_input_files("[data-testid=open-file]", str(card))
+    wait_runs(page, before + 1)
+    assert "Opened nora.png as the request's card." in page.inner_text("[data-testid=lib-status]")
+    assert json.loads(page.input_value("[data-testid=inputs]"))["card"]["data"]["name"] == "Nora"
+    assert "Nora mends nets by the harbour." in page.inner_text("[data-testid=output]")
+    book = tmp_path / "harbour.json"
+    book.write_text(json.dumps({"name": "Harbour", "entries": {"0": {"uid": 0, "key": [], "constant": True,
+                                                                     "content": "The harbour bell rings at dusk."}}}))
+    before = runs(page)
+    page.set_input_files("[data-testid=open-file]", str(book))
+    wait_runs(page, before + 1)
+    request = json.loads(page.input_value("[data-testid=inputs]"))
+    assert request["books"][-1]["name"] == "Harbour" and len(request["books"]) >= 2
+    assert "The harbour bell rings at dusk." in page.inner_text("[data-testid=output]")
+    page.select_option("[data-testid=lib-target]", "source")
+    text = tmp_path / "notes.txt"
+    text.write_text("Plain notes", encoding="utf-8")
+    page.set_input_files("[data-testid=open-file]", str(text))
+    deadline = time.monotonic() + 20
+    while page.input_value("[data-testid=source]") != "Plain notes" and time.monotonic() < deadline:
+        page.wait_for_timeout(50)
+    assert page.input_value("[data-testid=source]") == "Plain notes"
 
 
 def test_assemble_saves_a_request_part_and_picks_it_back_as_a_ref(page: Any, service: RunningService) -> None:

@@ -99,9 +99,26 @@ def to_sarif(report: LintReport) -> dict[str, Any]:
 
 
 def print_report(report: LintReport, console: Console) -> None:
-    """The readable report: one block per file, one line per finding, then the totals."""
+    """The readable report: one block per file, one line per finding, then the totals.
+
+    Identical findings of a file (same code, same message shape) are shown three times, the third saying how many
+    more were like it (the json and sarif formats list every one)."""
+    from collections import Counter
+
+    from ..errors import SHOWN_PER_SHAPE, message_shape
+
+    def kind(f: Any) -> tuple[str, str, str]:
+        return (f.file, f.code, message_shape(f.message))
+
+    totals = Counter(kind(f) for f in report.findings)
+    shown: Counter[tuple[str, str, str]] = Counter()
     current = None
     for f in report.findings:
+        key = kind(f)
+        shown[key] += 1
+        if shown[key] > SHOWN_PER_SHAPE:
+            continue
+        more = totals[key] - SHOWN_PER_SHAPE if shown[key] == SHOWN_PER_SHAPE else 0
         if f.file != current:
             current = f.file
             console.print(f"\n[bold underline]{escape(f.file)}[/]")
@@ -109,7 +126,8 @@ def print_report(report: LintReport, console: Console) -> None:
         if f.line is not None:
             where = f"{where}:{f.line}:{f.column}" if where else f"{f.line}:{f.column}"
         colour = _COLOUR[f.severity]
-        console.print(f"  {escape(where)}  [{colour}]{f.severity}[/] [bold]{f.code}[/] {escape(f.message)}")
+        tail = f" (and {more:,} more like it)" if more > 0 else ""
+        console.print(f"  {escape(where)}  [{colour}]{f.severity}[/] [bold]{f.code}[/] {escape(f.message)}{tail}")
         if f.suggestion:
             console.print(f"      [dim]hint: {escape(f.suggestion)}[/]")
     counts = report.counts()

@@ -5,6 +5,7 @@ import { diffModels } from "./diff.js";
 import { Editor, caretSnippet, offsetOfLineCol } from "./editor.js";
 import { JsonPosError, lineCol, parseWithPositions, rangeOf } from "./jsonpos.js";
 import { CATEGORIES, assembleModel, ejsModel, macrosModel, worldinfoModel } from "./provenance.js";
+import { readFile, requestPartOf } from "./files.js";
 import { SAMPLES } from "./samples.js";
 
 const $ = (id) => document.getElementById(id);
@@ -591,6 +592,28 @@ async function libraryLoad() {
   }
 }
 
+async function openFile(file, target) {
+  // a file opened or dropped: in assemble mode an asset goes into its field of the request, else the editor takes it
+  let read;
+  try { read = await readFile(file); } catch (err) { libStatus(`Not opened: ${file.name}: ${err.message}`); return; }
+  const part = target === "inputs" && state.mode === "assemble" ? requestPartOf(read.value, read.kind) : null;
+  if (part) {
+    let request;
+    try { request = parseWithPositions(inputs.value).value; } catch { request = null; }
+    if (request && typeof request === "object" && !Array.isArray(request)) {
+      if (part === "books") request.books = [...(Array.isArray(request.books) ? request.books : []), read.value];
+      else request[part] = read.value;
+      inputs.value = pretty(request);
+      libStatus(`Opened ${file.name} as the request's ${part === "books" ? "book " + request.books.length : part}.`);
+      schedule();
+      return;
+    }
+  }
+  editorOf(target).value = typeof read.value === "string" ? read.value : pretty(read.value);
+  libStatus(`Opened ${file.name} in the ${target}.`);
+  schedule();
+}
+
 function exportResult() {
   if (!state.model || !state.model.exportable) { libStatus("Nothing to export yet: run first."); return; }
   const blob = new Blob([pretty(state.model.exportable) + "\n"], { type: "application/json" });
@@ -630,7 +653,14 @@ function start() {
   try { state.drafts = JSON.parse(sessionStorage.getItem("tavernbox.drafts") || "{}") || {}; } catch { state.drafts = {}; }
   wireToken();
   wireOutput();
-  for (const ed of [source, inputs]) {
+  for (const [name, ed] of [["source", source], ["inputs", inputs]]) {
+    ed.area.addEventListener("dragover", (e) => { if (e.dataTransfer?.types.includes("Files")) e.preventDefault(); });
+    ed.area.addEventListener("drop", (e) => {
+      const file = e.dataTransfer?.files?.[0];
+      if (!file) return;
+      e.preventDefault();
+      openFile(file, name);
+    });
     ed.area.addEventListener("input", schedule);
     ed.area.addEventListener("keydown", (e) => {
       if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); run(); }
@@ -651,6 +681,11 @@ function start() {
   $("lib-save").addEventListener("click", librarySave);
   $("lib-load").addEventListener("click", libraryLoad);
   $("export").addEventListener("click", exportResult);
+  $("open-file").addEventListener("change", (e) => {
+    const file = e.target.files?.[0];
+    if (file) openFile(file, $("lib-target").value);
+    e.target.value = "";
+  });
   const wanted = new URL(window.location.href).searchParams.get("mode");
   const mode = wanted in MODES ? wanted : "macros";
   if (!hasToken()) askToken("Paste the service token to start (or open the URL tavernbox serve printed).");

@@ -119,8 +119,44 @@ export function entryPath(books, bookName, uid, bookIndexHint) {
   return null;
 }
 
+function bookEntries(book) {
+  // the book's entries in its own order (an object's keys as written, or a list's items)
+  const entries = book && book.entries;
+  if (Array.isArray(entries)) return entries.filter((e) => e && typeof e === "object");
+  if (entries && typeof entries === "object") return Object.values(entries).filter((e) => e && typeof e === "object");
+  return [];
+}
+
+function entryPieces(text, outlet, activated, byUid) {
+  // an outlet's text (the activated entries joined with newlines) as one piece per entry, where each entry's text
+  // is found; text that is no entry's content as written (expanded macros) stays the outlet's
+  const found = [];
+  for (const a of activated) {
+    const entry = byUid.get(a.uid);
+    const content = entry && typeof entry.content === "string" ? entry.content.trim() : "";
+    const at = content ? text.indexOf(content) : -1;
+    if (at >= 0) found.push({ at, a, entry, content });
+  }
+  found.sort((x, y) => x.at - y.at);
+  const pieces = [];
+  let cursor = 0;
+  for (const { at, a, entry, content } of found) {
+    if (at < cursor) continue;
+    if (at > cursor) pieces.push(piece(text.slice(cursor, at), "world_info", `the "${outlet}" outlet`, { outlet }));
+    const name = entry.comment ? ` (${entry.comment})` : "";
+    pieces.push(piece(content, "world_info", `entry ${a.uid}${name}`, { outlet, book: a.book, uid: a.uid }));
+    cursor = at + content.length;
+  }
+  if (cursor < text.length) pieces.push(piece(text.slice(cursor), "world_info", `the "${outlet}" outlet`, { outlet }));
+  return pieces;
+}
+
 export function worldinfoModel(answer, book, sourceRanges) {
-  const rows = answer.trace || [];
+  const entries = bookEntries(book);
+  const order = new Map(entries.map((e, i) => [e.uid, i]));
+  const byUid = new Map(entries.map((e) => [e.uid, e]));
+  // the trace in book order (the activation's own order is its evaluation order)
+  const rows = [...(answer.trace || [])].sort((a, b) => (order.get(a.uid) ?? Infinity) - (order.get(b.uid) ?? Infinity));
   const diagnostics = [];
   const table = rows.map((row) => {
     const path = entryPath([book], row.book, row.uid, 0);
@@ -131,7 +167,7 @@ export function worldinfoModel(answer, book, sourceRanges) {
   const pieces = [];
   const outlets = ["before", "after"];
   for (const name of outlets) {
-    if (answer[name]) pieces.push(piece(answer[name], "world_info", `the "${name}" outlet`, { outlet: name }));
+    if (answer[name]) pieces.push(...entryPieces(answer[name], name, answer.activated || [], byUid));
   }
   for (const name of ["an_top", "an_bottom", "em_top", "em_bottom"]) {
     for (const text of answer[name] || []) pieces.push(piece(text, "world_info", `the ${name} outlet`, { outlet: name }));
