@@ -50,6 +50,23 @@ def matches_volatile(got: str, expected: str) -> bool:
     return re.fullmatch(pattern, expected) is not None
 
 
+def assert_sends_the_recorded_messages(case: dict[str, Any], request: dict[str, Any]) -> None:
+    """``assemble_request(request)`` sends the messages the case recorded: roles, names and contents byte for byte,
+    except that each random macro the case masked (``volatile``) matches any text."""
+    import copy
+
+    from tavernbox import assemble_request
+
+    if case.get("volatile"):
+        request = copy.deepcopy(request)
+        request["preset"] = mask_volatile(request["preset"])
+    got = assemble_request(request).messages
+    expected = case["messages"]
+    assert [(m["role"], m.get("name")) for m in got] == [(m["role"], m.get("name")) for m in expected]
+    for i, (g, e) in enumerate(zip(got, expected, strict=True)):
+        assert matches_volatile(g["content"], e["content"]), f"message {i} differs"
+
+
 def scenarios_module() -> ModuleType:
     """The scenario generator (it resolves corpus references the same way the recording did)."""
     spec = importlib.util.spec_from_file_location("st_oracle_make_scenarios", GOLDEN / "make_scenarios.py")

@@ -14,13 +14,10 @@ Time macros use the time the case was recorded (``options.now``).
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
-from st_oracle_support import load_cases, mask_volatile, matches_volatile, scenarios_module, to_request
-
-from tavernbox import assemble_request
+from st_oracle_support import assert_sends_the_recorded_messages, load_cases, scenarios_module, to_request
 
 
 @pytest.fixture(scope="module")
@@ -35,13 +32,4 @@ def test_the_golden_file_is_present() -> None:
 
 @pytest.mark.cases("case", lambda shared: load_cases(), ids=lambda c: c["id"])
 def test_sillytavern_sends_the_same_messages(case: dict[str, Any], resolve: Any) -> None:
-    request = to_request(case, resolve)
-    volatile = bool(case.get("volatile"))
-    if volatile:
-        request = copy.deepcopy(request)
-        request["preset"] = mask_volatile(request["preset"])
-    got = assemble_request(request).messages
-    expected = case["messages"]
-    assert [(m["role"], m.get("name")) for m in got] == [(m["role"], m.get("name")) for m in expected]
-    for i, (g, e) in enumerate(zip(got, expected, strict=True)):
-        assert matches_volatile(g["content"], e["content"]), f"message {i} differs"
+    assert_sends_the_recorded_messages(case, to_request(case, resolve))

@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..macros.variables import js_number_string
+
 __all__ = [
     "NULL_CONTEXT",
     "UNDEFINED",
@@ -93,40 +95,7 @@ def js_number_text(value: float | int) -> str:
         return "NaN"
     if math.isinf(value):
         return "Infinity" if value > 0 else "-Infinity"
-    if value == 0:
-        return "0"
-    if value.is_integer() and abs(value) < 1e21:
-        return str(int(value))
-    sign = "-" if value < 0 else ""
-    digits, exponent = _shortest_digits(abs(value))
-    k = len(digits)
-    n = exponent + k  # the decimal point sits after n digits
-    if k <= n <= 21:
-        body = digits + "0" * (n - k)
-    elif 0 < n <= 21:
-        body = digits[:n] + "." + digits[n:]
-    elif -6 < n <= 0:
-        body = "0." + "0" * (-n) + digits
-    else:
-        e = n - 1
-        mantissa = digits if k == 1 else digits[0] + "." + digits[1:]
-        body = f"{mantissa}e{'+' if e >= 0 else '-'}{abs(e)}"
-    return sign + body
-
-
-def _shortest_digits(value: float) -> tuple[str, int]:
-    """The shortest round-trip decimal digits of a positive double and their exponent."""
-    text = repr(value)
-    mantissa, _, exp = text.partition("e")
-    exponent = int(exp) if exp else 0
-    whole, _, fraction = mantissa.partition(".")
-    if fraction == "0":
-        fraction = ""
-    digits = (whole + fraction).lstrip("0")
-    exponent -= len(fraction)
-    stripped = digits.rstrip("0")
-    exponent += len(digits) - len(stripped)
-    return stripped or "0", exponent
+    return js_number_string(value)
 
 
 def js_string(value: Any) -> str:

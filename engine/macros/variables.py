@@ -20,6 +20,7 @@ __all__ = [
     "JS_WHITESPACE",
     "VariableStore",
     "js_number",
+    "js_number_string",
     "js_string",
     "js_json",
     "js_trim",
@@ -80,7 +81,7 @@ def js_number(value: Any) -> float | None:
     return None
 
 
-def _number_string(x: float) -> str:
+def js_number_string(x: float) -> str:
     """JavaScript's ``Number.prototype.toString()`` for a finite double."""
     if x == 0:
         return "0"
@@ -115,7 +116,7 @@ def js_string(value: Any) -> str:
     if cls is str:
         return value
     if cls is float and value.is_integer() and -1e21 < value < 1e21:
-        return str(int(value))  # what _number_string gives an integral double (-0 too)
+        return str(int(value))  # what js_number_string gives an integral double (-0 too)
     if value is None:
         return ""
     if isinstance(value, str):
@@ -123,13 +124,13 @@ def js_string(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
-        return str(value) if abs(value) < 10**21 else _number_string(float(value))
+        return str(value) if abs(value) < 10**21 else js_number_string(float(value))
     if isinstance(value, float):
         if math.isnan(value):
             return "NaN"
         if math.isinf(value):
             return "Infinity" if value > 0 else "-Infinity"
-        return _number_string(value)
+        return js_number_string(value)
     if isinstance(value, (list, dict)):
         try:
             return js_json(value)
