@@ -426,8 +426,17 @@ def _digest(books: dict[str, Any] | list[Any], version: int) -> bytes:
 
 def _remember(digest: bytes, books: tuple[list[WorldBook], tuple[Diagnostic, ...]]) -> None:
     if digest not in _NORMALIZED_CACHE and len(_NORMALIZED_CACHE) >= _NORMALIZED_CACHE_SIZE:
-        _NORMALIZED_CACHE.pop(next(iter(_NORMALIZED_CACHE)))
+        _evict_oldest(_NORMALIZED_CACHE)
     _NORMALIZED_CACHE[digest] = books
+
+
+def _evict_oldest(cache: dict[Any, Any]) -> None:
+    """Drop ``cache``'s oldest item; another thread evicting at the same time may have dropped it
+    (or be changing the dict) already, which is as good."""
+    try:
+        cache.pop(next(iter(cache)), None)
+    except (StopIteration, RuntimeError):
+        pass
 
 
 _PREPARED_CACHE: dict[tuple[Any, ...], tuple[tuple[WorldBook, ...], _Prepared]] = {}
@@ -447,7 +456,7 @@ def _prepared_for(books: list[WorldBook], settings: WorldInfoSettings, entries_f
         prepared = _Prepared(entries_factory(), settings, key_text)
     if cacheable:
         if len(_PREPARED_CACHE) >= _PREPARED_CACHE_SIZE:
-            _PREPARED_CACHE.pop(next(iter(_PREPARED_CACHE)))
+            _evict_oldest(_PREPARED_CACHE)
         _PREPARED_CACHE[key] = (tuple(books), prepared)
     return prepared
 
