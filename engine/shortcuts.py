@@ -3,8 +3,12 @@
 Every shortcut gives exactly what a plain path gives (ARCHITECTURE's table of shortcuts names the
 test that proves each). A call takes them all by default; :data:`PLAIN` switches them all off and
 runs the reference path, and a test comparing one shortcut with its plain path switches off that
-one (``Shortcuts(plans=False)``). The value travels with the call, so two threads may run with
-different shortcuts at once (no module global to patch).
+one (``Shortcuts(plans=False)``, ``Shortcuts(wi_incremental=False)``). The value travels with the
+call, so two threads may run with different shortcuts at once (no module global to patch).
+
+The macro engine's fields (``plans``, ``reuse_parse``, ``regions``) reach ``expand_macros``,
+``CompiledMacros`` and ``RenderState``; world info's (``wi_*``) reach ``activate_world_info``,
+``ActivationOptions``, the activation loop, the key matcher and the raw-book cache.
 """
 
 from __future__ import annotations
@@ -29,9 +33,27 @@ class Shortcuts:
     #: malformed region recovered on its own, ``macros/parser.py``); off: the whole-document
     #: lexer and parser
     regions: bool = True
+    #: world info: a recursion pass re-decides only the entries whose answer can have changed
+    #: (``worldinfo/activation.py``, ``_Run.changed_entries``), and the first pass looks only at
+    #: entries that can be candidates; off: every pass looks at every entry
+    wi_incremental: bool = True
+    #: world info: the entries the first pass never looked at get its "no match" decision directly
+    #: (``_Run.resolve_pending``); off: each goes through ``_Run.consider``
+    wi_fast_pending: bool = True
+    #: world info: an entry with regex keys whose keys provably still answer as before keeps its
+    #: decision (``_Run.settle_regex_entries``); off: it is looked at again in every pass
+    wi_settled_regex: bool = True
+    #: world info: a raw book argument is looked up in the cache by the digest of ``marshal``'s
+    #: current encoding before version 2's (``_normalized_books``); off: the version-2 digest alone
+    wi_quick_digest: bool = True
+    #: world info: a regex key that begins with its required literal is tried only where the
+    #: literal occurs (``worldinfo/matching.py``, ``KeyMatcher._anchors``); off: the search from the
+    #: literal's first place to the end of the text
+    wi_anchored_regex: bool = True
 
 
 #: every shortcut (what a call takes when it names none)
 DEFAULT = Shortcuts()
 #: no shortcut: the reference path
-PLAIN = Shortcuts(plans=False, reuse_parse=False, regions=False)
+PLAIN = Shortcuts(plans=False, reuse_parse=False, regions=False, wi_incremental=False, wi_fast_pending=False,
+                  wi_settled_regex=False, wi_quick_digest=False, wi_anchored_regex=False)

@@ -1,6 +1,6 @@
 """A regex key that begins with its literal is tried only where the literal occurs: the same answers.
 
-``matching.ANCHORED_REGEX`` (on by default) hands QuickJS the places where the key's required
+``Shortcuts.wi_anchored_regex`` (on by default) hands QuickJS the places where the key's required
 literal occurs and tries a sticky copy of the regex at each; the plain path searches from the
 first place to the end of the text. These tests compare the two, for single searches and for
 whole activations with recursion.
@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tavernbox.shortcuts import Shortcuts
 from tavernbox.worldinfo import activate_world_info
 from tavernbox.worldinfo import matching as matching_module
 from tavernbox.worldinfo.regexes import (fold_for_literal, js_regex_resume, js_regex_search, js_regex_search_at,
@@ -68,7 +69,7 @@ def _world(rnd: random.Random) -> tuple[dict[str, Any], list[str]]:
     return {"entries": entries}, chat
 
 
-def test_activations_with_anchored_regex_keys_equal_the_plain_search(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_activations_with_anchored_regex_keys_equal_the_plain_search() -> None:
     rnd = random.Random(29)
     passes = 0
     for _ in range(60):
@@ -76,9 +77,7 @@ def test_activations_with_anchored_regex_keys_equal_the_plain_search(monkeypatch
         conf = {"world_info_depth": rnd.randint(1, 3), "world_info_budget": 100, "max_context": 1000,
                 "world_info_recursive": True}
         fast = activate_world_info(book, chat, conf)
-        with monkeypatch.context() as patched:
-            patched.setattr(matching_module, "ANCHORED_REGEX", False)
-            plain = activate_world_info(book, chat, conf)
+        plain = activate_world_info(book, chat, conf, shortcuts=Shortcuts(wi_anchored_regex=False))
         assert fast.uids == plain.uids
         assert fast.trace.to_list() == plain.trace.to_list()
         passes += len(fast.trace.steps)

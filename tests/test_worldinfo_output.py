@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from tavernbox import TemplateError
+from tavernbox.shortcuts import Shortcuts
 from tavernbox.worldinfo import Activation, REASONS, activate_world_info
-from tavernbox.worldinfo import activation as activation_module
 
 PLAIN = {"world_info_depth": 2, "world_info_budget": 100, "max_context": 1000, "world_info_include_names": False,
          "world_info_match_whole_words": False}
@@ -187,14 +187,13 @@ def _random_book(rnd: random.Random) -> tuple[list[dict[str, Any]], list[str], d
     return entries, chat, settings
 
 
-def test_incremental_passes_match_full_rescans(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_incremental_passes_match_full_rescans() -> None:
     rnd = random.Random(5)
     for _ in range(150):
         entries, chat, settings = _random_book(rnd)
         fast = activate_world_info({"entries": entries}, chat, settings, seed=3)
-        monkeypatch.setattr(activation_module, "INCREMENTAL", False)
-        slow = activate_world_info({"entries": entries}, chat, settings, seed=3)
-        monkeypatch.setattr(activation_module, "INCREMENTAL", True)
+        slow = activate_world_info({"entries": entries}, chat, settings, seed=3,
+                                   shortcuts=Shortcuts(wi_incremental=False))
         assert fast.uids == slow.uids
         assert fast.by_position.to_json() == slow.by_position.to_json()
         assert [(r.outcome, r.reason) for r in fast.trace] == [(r.outcome, r.reason) for r in slow.trace]

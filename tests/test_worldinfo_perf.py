@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tavernbox.shortcuts import Shortcuts
 from tavernbox.worldinfo import Entry, normalize_book
 from tavernbox.worldinfo.entries import CharacterFilter, js_key_order, normalize_entry
 
@@ -169,9 +170,8 @@ def test_regex_keys_skipped_by_their_literal_give_the_same_scan(monkeypatch: pyt
         assert fast.trace.to_list() == slow.trace.to_list()
 
 
-def test_pending_entries_get_the_decision_a_full_look_gives(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pending_entries_get_the_decision_a_full_look_gives() -> None:
     from tavernbox.worldinfo import activate_world_info
-    from tavernbox.worldinfo import activation as activation_module
 
     rnd = __import__("random").Random(3)
     words = ["ash", "oak", "elm", "fir", "yew", "red oak"]
@@ -195,9 +195,8 @@ def test_pending_entries_get_the_decision_a_full_look_gives(monkeypatch: pytest.
         chat = [" ".join(rnd.sample(words, 2)) for _ in range(2)]
         conf = {"world_info_depth": rnd.randint(0, 2), "world_info_budget": 100, "max_context": 1000}
         fast = activate_world_info({"entries": entries}, chat, conf).trace.to_list()
-        with monkeypatch.context() as patched:
-            patched.setattr(activation_module, "FAST_PENDING", False)
-            full = activate_world_info({"entries": entries}, chat, conf).trace.to_list()
+        full = activate_world_info({"entries": entries}, chat, conf,
+                                   shortcuts=Shortcuts(wi_fast_pending=False)).trace.to_list()
         assert fast == full
     assert any(r["reason"] == "no_match" and r["step"] == 1 for r in fast)
 
@@ -229,9 +228,8 @@ def test_trace_list_without_records_equals_the_records_dicts() -> None:
     assert {r["reason"] for r in listed} >= {"key", "no_match", "group", "disabled"}
 
 
-def test_carried_forward_regex_decisions_equal_a_fresh_look(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_carried_forward_regex_decisions_equal_a_fresh_look() -> None:
     from tavernbox.worldinfo import activate_world_info
-    from tavernbox.worldinfo import activation as activation_module
 
     rnd = __import__("random").Random(8)
     words = ["ash", "oak", "elm", "fir", "yew", "Ivy"]
@@ -255,9 +253,7 @@ def test_carried_forward_regex_decisions_equal_a_fresh_look(monkeypatch: pytest.
         conf = {"world_info_depth": rnd.randint(1, 2), "world_info_budget": 100, "max_context": 1000,
                 "world_info_case_sensitive": rnd.random() < 0.3}
         fast = activate_world_info({"entries": entries}, chat, conf)
-        with monkeypatch.context() as patched:
-            patched.setattr(activation_module, "SETTLED_REGEX", False)
-            full = activate_world_info({"entries": entries}, chat, conf)
+        full = activate_world_info({"entries": entries}, chat, conf, shortcuts=Shortcuts(wi_settled_regex=False))
         assert fast.uids == full.uids
         assert fast.trace.to_list() == full.trace.to_list()
         carried += len(fast.trace.steps)
@@ -295,17 +291,15 @@ def test_entry_read_by_shape_equals_the_general_reading(fields: dict[str, Any], 
 # -- word keys in earlier recursion pieces, answered from the piece index ----------------------------
 
 
-def test_word_keys_in_earlier_recursion_pieces_are_found_from_the_piece_index(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_word_keys_in_earlier_recursion_pieces_are_found_from_the_piece_index() -> None:
     """A word key first tested passes after the piece holding it was added is still found there.
 
     Entry 3 is looked at in the third pass (its primary key is in the second piece) and needs its
     secondary key from the first piece; entry 5's NOT ANY key is in no piece at all. The
     incremental loop answers these from the words :meth:`KeyMatcher.piece_hits` recorded; the
-    full rescans (``INCREMENTAL`` off) search the pieces, and both must agree.
+    full rescans (``Shortcuts(wi_incremental=False)``) search the pieces, and both must agree.
     """
     from tavernbox.worldinfo import activate_world_info
-    from tavernbox.worldinfo import activation as activation_module
 
     entries = {
         "1": {"uid": 1, "key": ["start"], "content": "Alpha"},
@@ -323,8 +317,8 @@ def test_word_keys_in_earlier_recursion_pieces_are_found_from_the_piece_index(
         (1, ["book.1"]), (2, ["book.2"]), (3, ["book.3"]), (4, ["book.5"])]
     assert fast.trace.get("book", 4).reason == "secondary_logic"  # type: ignore[union-attr]
     assert fast.trace.get("book", 6).reason == "no_match"  # type: ignore[union-attr]
-    monkeypatch.setattr(activation_module, "INCREMENTAL", False)
-    slow = activate_world_info({"entries": entries}, ["start here"], settings)
+    slow = activate_world_info({"entries": entries}, ["start here"], settings,
+                               shortcuts=Shortcuts(wi_incremental=False))
     assert slow.uids == fast.uids
     # a full rescan re-decides unchanged entries in later steps: compare what was decided, not when
     assert [(r.outcome, r.reason, r.key, r.secondary) for r in slow.trace] == \

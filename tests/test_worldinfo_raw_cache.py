@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tavernbox.shortcuts import Shortcuts
 from tavernbox.worldinfo import activate_world_info
 from tavernbox.worldinfo import activation as activation_module
 
@@ -72,8 +73,7 @@ def test_values_equal_in_python_but_of_other_types_are_other_books(normalized: l
 def test_without_the_quick_digest_the_activation_is_the_same(monkeypatch: pytest.MonkeyPatch,
                                                              normalized: list[Any]) -> None:
     quick = activate_world_info(json.loads(json.dumps(BOOK)), CHAT)
-    monkeypatch.setattr(activation_module, "QUICK_DIGEST", False)
     monkeypatch.setattr(activation_module, "_NORMALIZED_CACHE", {})
-    plain = activate_world_info(json.loads(json.dumps(BOOK)), CHAT)
+    plain = activate_world_info(json.loads(json.dumps(BOOK)), CHAT, shortcuts=Shortcuts(wi_quick_digest=False))
     assert quick.uids == plain.uids and quick.trace.to_list() == plain.trace.to_list()
     assert quick.by_position.to_json() == plain.by_position.to_json()

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 
 from ..errors import Diagnostic, TemplateError
 from ..collector import bulk_allocation
+from ..shortcuts import DEFAULT, Shortcuts
 from .entries import Entry, Logic, WorldBook, js_key_order, normalize_books
 from .matching import _NOT_FOUND as _FAR
 from .matching import (_WORD_RUN, INDEX_DIRTY, INDEX_EMPTY_INVALID, INDEX_OTHER, INDEX_WORD, REGEX, KeyMatcher,
@@ -36,13 +37,6 @@ from .trace import Draw, StepRecord, Trace, TraceRecord, trace_dicts, trace_reco
 __all__ = ["Activation", "ScanContext", "activate_world_info", "sort_entries", "to_json"]
 
 Expand = Callable[[str], str]
-
-#: Re-evaluate only what can have changed in a recursion pass (tests switch it off to compare).
-INCREMENTAL = True
-#: Fill in the "no match" decision of entries the first pass never looked at (tests switch it off to compare).
-FAST_PENDING = True
-#: Carry forward the decision of an entry whose regex keys provably still answer as before (tests switch it off).
-SETTLED_REGEX = True
 
 GENERATION_TYPES = ("normal", "continue", "impersonate", "swipe", "regenerate", "quiet")
 
@@ -380,11 +374,9 @@ class _Prepared:
 #: under two digests, see :func:`_normalized_books`)
 _NORMALIZED_CACHE: dict[bytes, tuple[list[WorldBook], tuple[Diagnostic, ...]]] = {}
 _NORMALIZED_CACHE_SIZE = 8
-#: look a raw book up by its quick digest first (tests switch it off to compare)
-QUICK_DIGEST = True
 
 
-def _normalized_books(books: Any) -> tuple[list[WorldBook], list[Diagnostic]]:
+def _normalized_books(books: Any, shortcuts: Shortcuts = DEFAULT) -> tuple[list[WorldBook], list[Diagnostic]]:
     """:func:`normalize_books`, cached by the content of a raw (dict or list) book argument.
 
     A host that keeps its books as the JSON dicts it loaded passes them again on every chat
@@ -400,13 +392,16 @@ def _normalized_books(books: Any) -> tuple[list[WorldBook], list[Diagnostic]]:
     times faster on a parsed book (its keys are shared strings), but the same content held with
     other sharing can give other bytes. Either encoding decodes to its content, so equal bytes
     always mean equal content; the quick one is looked up first (a fresh ``json.loads`` of the
-    same text gives the same bytes), and on a miss the plain one decides.
+    same text gives the same bytes), and on a miss the plain one decides. With
+    ``shortcuts.wi_quick_digest`` off only the plain one is taken. The switch chooses which digest
+    is looked up, never what it maps to (both map a content to its own normalisation), so the
+    cache's key needs nothing else: a book cached by one call is the right answer for the other.
     """
     if type(books) is not dict and type(books) is not list:
         return normalize_books(books)
     quick: bytes | None = None
     try:
-        if QUICK_DIGEST:
+        if shortcuts.wi_quick_digest:
             quick = _digest(books, marshal.version)
             hit = _NORMALIZED_CACHE.get(quick)
             if hit is not None:
@@ -431,8 +426,17 @@ def _digest(books: dict[str, Any] | list[Any], version: int) -> bytes:
 
 def _remember(digest: bytes, books: tuple[list[WorldBook], tuple[Diagnostic, ...]]) -> None:
     if digest not in _NORMALIZED_CACHE and len(_NORMALIZED_CACHE) >= _NORMALIZED_CACHE_SIZE:
-        _NORMALIZED_CACHE.pop(next(iter(_NORMALIZED_CACHE)))
+        _evict_oldest(_NORMALIZED_CACHE)
     _NORMALIZED_CACHE[digest] = books
+
+
+def _evict_oldest(cache: dict[Any, Any]) -> None:
+    """Drop ``cache``'s oldest item; another thread evicting at the same time may have dropped it
+    (or be changing the dict) already, which is as good."""
+    try:
+        cache.pop(next(iter(cache)), None)
+    except (StopIteration, RuntimeError):
+        pass
 
 
 _PREPARED_CACHE: dict[tuple[Any, ...], tuple[tuple[WorldBook, ...], _Prepared]] = {}
@@ -452,7 +456,7 @@ def _prepared_for(books: list[WorldBook], settings: WorldInfoSettings, entries_f
         prepared = _Prepared(entries_factory(), settings, key_text)
     if cacheable:
         if len(_PREPARED_CACHE) >= _PREPARED_CACHE_SIZE:
-            _PREPARED_CACHE.pop(next(iter(_PREPARED_CACHE)))
+            _evict_oldest(_PREPARED_CACHE)
         _PREPARED_CACHE[key] = (tuple(books), prepared)
     return prepared
 
@@ -513,9 +517,11 @@ class _Run:
         # the deepest any scan looks: the global depth and every entry's own scan depth, unless the
         # minimum-activations rule may walk further back
         reach = prepared.reach(settings)
+        self.shortcuts = options.shortcuts
         self.matcher = KeyMatcher(self.buffer, case_sensitive=settings.case_sensitive,
                                   whole_words=settings.match_whole_words, regex_timeout=regex_timeout,
-                                  diagnostics=diagnostics, needles=prepared.needles, reach=reach)
+                                  diagnostics=diagnostics, needles=prepared.needles, reach=reach,
+                                  shortcuts=options.shortcuts)
         n = len(entries)
         self.decisions: list[_Decision] = [_NOT_SCANNED] * n
         self.ids = prepared.ids
@@ -966,7 +972,7 @@ class _Run:
         """
         self._hay_cache = [None] * self.prepared.hay_classes
         decisions, simple = self.decisions, self.simple
-        fast = FAST_PENDING
+        fast = self.shortcuts.wi_fast_pending
         for i, decision in enumerate(decisions):
             if decision is _PENDING:
                 if simple[i] and fast:
@@ -1018,14 +1024,15 @@ class _Run:
         keys, sticky or forced ones, regex owners, and owners of a primary key found in the chat
         or the extra sources; the rest are decided lazily (no match). A later pass looks at what
         can have changed (:meth:`changed_entries`), or at everything when the minimum-activations
-        rule moved the chat's window (or ``INCREMENTAL`` is off).
+        rule moved the chat's window (or ``shortcuts.wi_incremental`` is off).
         """
         context = (cursor.state, cursor.level, self.buffer.skew)
         waiting, self.waiting = self.waiting, set()
         previous, cursor.previous = cursor.previous, context
-        if previous is None and INCREMENTAL:
+        incremental = self.shortcuts.wi_incremental
+        if previous is None and incremental:
             return self.first_pass_entries()
-        if (not INCREMENTAL or previous is None or ScanState.MIN_ACTIVATIONS in (cursor.state, previous[0])
+        if (not incremental or previous is None or ScanState.MIN_ACTIVATIONS in (cursor.state, previous[0])
                 or previous[2] != context[2]):
             return range(len(self.entries))
         return self.changed_entries(cursor, previous != context, waiting)
@@ -1041,7 +1048,7 @@ class _Run:
             dirty |= self.matcher.piece_hits(piece, prepared.word_maps, prepared.other_maps)
         if moved:
             dirty.update(prepared.state_sensitive)
-        if SETTLED_REGEX:
+        if self.shortcuts.wi_settled_regex:
             self.settle_regex_entries(dirty, waiting, cursor)
         else:
             dirty |= prepared.always_dirty
@@ -1337,6 +1344,8 @@ class ActivationOptions:
     forced: frozenset[str] = frozenset()
     rng: Callable[[], float] | None = None
     regex_timeout: float = DEFAULT_TIMEOUT
+    #: the performance shortcuts the scan may take (all by default; ``PLAIN``: the reference path)
+    shortcuts: Shortcuts = DEFAULT
 
     @classmethod
     def read(cls, settings: Mapping[str, Any] | WorldInfoSettings | None = None,
@@ -1344,14 +1353,18 @@ class ActivationOptions:
              token_counter: Callable[[str], int] | None = None,
              context: Mapping[str, Any] | ScanContext | None = None, generation_type: str = "normal",
              dry_run: bool = False, forced: Iterable[tuple[str, int | str]] = (),
-             rng: Callable[[], float] | None = None, regex_timeout: float = DEFAULT_TIMEOUT) -> ActivationOptions:
+             rng: Callable[[], float] | None = None, regex_timeout: float = DEFAULT_TIMEOUT,
+             shortcuts: Shortcuts = DEFAULT) -> ActivationOptions:
         """The options from :func:`activate_world_info`'s arguments (``INPUT_INVALID`` for a bad one)."""
         if generation_type not in GENERATION_TYPES:
             raise TemplateError(f"unknown generation type {generation_type!r}; expected one of "
                                 f"{', '.join(GENERATION_TYPES)}", code="INPUT_INVALID")
+        if not isinstance(shortcuts, Shortcuts):
+            raise TemplateError(f"shortcuts should be a Shortcuts value, not {type(shortcuts).__name__}",
+                                code="INPUT_INVALID")
         return cls(WorldInfoSettings.from_mapping(settings), state, seed, expand, token_counter,
                    ScanContext.from_mapping(context), generation_type, dry_run,
-                   frozenset(_js_key(b, u) for b, u in forced), rng, regex_timeout)
+                   frozenset(_js_key(b, u) for b, u in forced), rng, regex_timeout, shortcuts)
 
 
 def activate_world_info(
@@ -1369,6 +1382,7 @@ def activate_world_info(
     forced: Iterable[tuple[str, int | str]] = (),
     rng: Callable[[], float] | None = None,
     regex_timeout: float = DEFAULT_TIMEOUT,
+    shortcuts: Shortcuts = DEFAULT,
 ) -> Activation:
     """Scan ``chat`` for the entries of ``books`` the way SillyTavern 1.18 does, and place them.
 
@@ -1379,7 +1393,10 @@ def activate_world_info(
     SillyTavern's names (see :class:`WorldInfoSettings`). ``state``: the timed-effects state from
     the previous scan (returned as ``Activation.state``). ``seed`` drives probability and group
     rolls unless ``rng`` (a ``random()``-like callable) is given. ``expand`` macro-expands keys and
-    contents; ``token_counter`` replaces the settings' tokenizer for the budget.
+    contents; ``token_counter`` replaces the settings' tokenizer for the budget. ``shortcuts``
+    names the performance shortcuts the scan may take (:class:`~tavernbox.shortcuts.Shortcuts`,
+    its ``wi_*`` fields; all by default, each giving exactly what its plain path gives):
+    :data:`~tavernbox.shortcuts.PLAIN` runs the reference path.
 
     The cyclic garbage collector is paused for the call (see :func:`bulk_allocation`): a scan of a
     large book allocates its index and records in bursts that would otherwise trigger repeated
@@ -1387,14 +1404,14 @@ def activate_world_info(
     """
     options = ActivationOptions.read(settings, state, seed, expand=expand, token_counter=token_counter,
                                      context=context, generation_type=generation_type, dry_run=dry_run,
-                                     forced=forced, rng=rng, regex_timeout=regex_timeout)
+                                     forced=forced, rng=rng, regex_timeout=regex_timeout, shortcuts=shortcuts)
     with bulk_allocation():
         return _activate(books, chat, options)
 
 
 def _activate(books: Any, chat: Any, options: ActivationOptions) -> Activation:
     """The body of :func:`activate_world_info`: books and chat read, the loop run, its result placed."""
-    world_books, diagnostics = _normalized_books(books)
+    world_books, diagnostics = _normalized_books(books, options.shortcuts)
     prepared = _prepared_books(world_books, options, diagnostics)
     entries = prepared.entries
     messages, chat_length = _scanned_messages(chat, prepared, options)

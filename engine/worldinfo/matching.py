@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from ..errors import Diagnostic
+from ..shortcuts import DEFAULT, Shortcuts
 from .entries import Entry
 from .regexes import (DEFAULT_TIMEOUT, JsRegex, fold_for_literal, js_regex_resume, js_regex_search, js_regex_search_at,
                       parse_js_regex)
@@ -46,9 +47,8 @@ SUB, WORD, BOUNDED = 0, 1, 2
 _FOLD_MARGIN = 64
 
 #: A regex key that begins with its required literal is tried only where the literal occurs (at
-#: most :data:`MAX_ANCHORS` places), not at every index to the end of the text: the plain search
-#: (``False``, tests switch it off to compare) tries the same places among all the others.
-ANCHORED_REGEX = True
+#: most this many places), not at every index to the end of the text: the plain search
+#: (``Shortcuts(wi_anchored_regex=False)``) tries the same places among all the others.
 MAX_ANCHORS = 64
 #: places of one literal kept per haystack (past it the plain search runs)
 _KEPT_PLACES = 4 * MAX_ANCHORS
@@ -223,8 +223,11 @@ class KeyMatcher:
                  regex_timeout: float = DEFAULT_TIMEOUT,
                  diagnostics: list[Diagnostic] | None = None,
                  needles: dict[tuple[str, bool, bool], Needle] | None = None,
-                 reach: int | None = None) -> None:
+                 reach: int | None = None, shortcuts: Shortcuts = DEFAULT) -> None:
         self.buffer = buffer
+        #: try a regex key that begins with its required literal only where the literal occurs
+        #: (``shortcuts.wi_anchored_regex``, see :meth:`_anchors`)
+        self._anchored = shortcuts.wi_anchored_regex
         #: how many of the newest messages any scan of this request can look at (``None``: all the
         #: buffer holds); the chat index covers only those, so a long chat costs what is scanned
         self.reach = reach
@@ -578,7 +581,7 @@ class KeyMatcher:
         text plus recursion pieces, so only the new end is searched (a place in the old text lies
         wholly before it).
         """
-        if not (ANCHORED_REGEX and rx.literal_at_start and rx.literal and not rx.sticky):
+        if not (self._anchored and rx.literal_at_start and rx.literal and not rx.sticky):
             return None
         literal = rx.literal
         folded = self._fold(text) if rx.ignore_case else text
