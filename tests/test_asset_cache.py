@@ -224,14 +224,29 @@ def _uncached_load(kind: str, value: Any, base_dir: Path | None, where: str) -> 
 
     value = st_assemble._resolve(value, base_dir)
     if isinstance(value, Path):
-        return load_asset(value, kind=kind).model, value.stem
+        loaded = load_asset(value, kind=kind)
+        return _WithDiagnostics(loaded.model, loaded.diagnostics), value.stem
     assert isinstance(value, Mapping)
     data = dict(value)
+    diags: list[Any] = []
     if kind == "preset":
-        return parse_preset(data, base_path=where), str(data.get("name") or "preset")
+        return _WithDiagnostics(parse_preset(data, base_path=where, diagnostics=diags), diags), \
+            str(data.get("name") or "preset")
     if kind == "card":
-        return parse_card(data, base_path=where), ""
-    return parse_world_book(data, base_path=where), str(data.get("name") or "")
+        return _WithDiagnostics(parse_card(data, base_path=where, diagnostics=diags), diags), ""
+    return _WithDiagnostics(parse_world_book(data, base_path=where, diagnostics=diags), diags), \
+        str(data.get("name") or "")
+
+
+class _WithDiagnostics:
+    """A model with the diagnostics of reading it, as the cache's view carries them (the request says them)."""
+
+    def __init__(self, model: Any, diagnostics: Any) -> None:
+        self._model = model
+        self.diagnostics = tuple(diagnostics)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._model, name)
 
 
 def _chat(n: int) -> dict[str, Any]:
