@@ -1047,8 +1047,10 @@ def input_error(text: str) -> RenderFailed:
     return RenderFailed("INPUT_INVALID", "the input is not valid JSON: " + text.splitlines()[0][:200])
 
 
-#: a backtrace frame of the engine's interrupt error; only the positions are passed on
-INTERRUPT_FRAME = re.compile(r"<input>:(\d+):(\d+)")
+#: a backtrace frame of the engine's interrupt error (a line's last position); only the positions are passed on.
+#: Diagnostics only: a template can rename its functions (the names are printed), so it can add frames and make
+#: the host name another template of the render; the code is decided by the CPU time charged, never by this text.
+INTERRUPT_FRAME = re.compile(r"<input>:(\d+):(\d+)\)?$", re.MULTILINE)
 #: how much of the interrupt's text is searched for frames (QuickJS prints at most 64 frames)
 MAX_STACK_CHARS = 16 * 1024
 
