@@ -12,7 +12,15 @@
   ``REPEAT`` runs. ``ratio_with_compile`` compares it with compiling the template's JavaScript and calling it in
   the bare context: a fresh VM per request compiles every template it runs, which a warm bare context does not.
 
-Run: ``python benchmarks/bench_prompt_template.py [REPEAT] [--json]`` (default 9).
+- ``loops``: a request whose template loops forever (in a message, in an entry ``getwi`` reads, in an
+  ``@INJECT`` entry) against its CPU budget (``LOOP_BUDGETS_MS``): the median wall time of ``REPEAT`` failing
+  requests, its overshoot past the budget (the issue's target: within 50 ms) and, as the peer measured in the same
+  run, the same loop in a plain render of one template (``render_template``) with the same budget. ``named`` is
+  how many of the failures named the looping template, that is, were stopped by the VM's own interrupt rather
+  than by the pool killing the worker (which names no template); on a loaded machine a CPU budget can outlast the
+  wall deadline (budget + 1 s) and the pool wins.
+
+Run: ``python benchmarks/bench_prompt_template.py [REPEAT] [--json] [--loops-only]`` (default 9).
 """
 
 from __future__ import annotations
@@ -135,9 +143,58 @@ def bench_marginal(repeat: int, base: int = 4, more: int = 16) -> dict[str, Any]
             "bare_compile_and_call_ms": round(c, 4), "ratio_with_compile": round(m / c, 2) if c > 0 else None}
 
 
+LOOP_BUDGETS_MS = (150.0, 2000.0)
+LOOP_TARGET_OVERSHOOT_MS = 50.0
+
+
+def _loop_cases() -> dict[str, tuple[list[Any], dict[str, Any], tuple[Any, ...], str]]:
+    from tavernbox.ejs.st_prompt_template import InjectEntry, TemplateText, WorldEntry
+
+    return {"message": ([TemplateText("<% while (true) {} %>", "message 0 (user)")], {}, (), "message 0 (user)"),
+            "getwi-entry": ([TemplateText("<%- await getwi('B', 'loops') %>", "message 0 (system)")],
+                            {"B": [WorldEntry("B", 1, "loops", "<% for (;;) {} %>")]}, (), "world info B/loops"),
+            "inject-entry": ([TemplateText("<%- 1 %>", "message 0 (system)")], {},
+                             (InjectEntry("B", 2, "@INJECT pos=1", "<% for (;;) {} %>"),), "world info B/@INJECT")}
+
+
+def bench_loops(repeat: int) -> dict[str, Any]:
+    from tavernbox.ejs import render_template
+    from tavernbox.ejs.st_prompt_template import PromptTemplateLimits, evaluate_prompt_templates
+    from tavernbox.errors import TemplateError
+    from tavernbox.sandbox import Limits
+
+    def failing_ms(run: Any, *args: Any, **kwargs: Any) -> tuple[float, str]:
+        t0 = time.perf_counter()
+        try:
+            run(*args, **kwargs)
+        except TemplateError as exc:
+            return (time.perf_counter() - t0) * 1000, f"{exc.code}: {exc.message}"
+        raise AssertionError("the loop did not fail")
+
+    out: dict[str, Any] = {}
+    for budget in LOOP_BUDGETS_MS:
+        peer = statistics.median(failing_ms(render_template, "<% while (true) {} %>", {}, Limits(time_ms=budget))[0]
+                                 for _ in range(repeat))
+        row: dict[str, Any] = {"plain_render_ms": round(peer, 1)}
+        for name, (texts, books, inject, label) in _loop_cases().items():
+            limits = PromptTemplateLimits(time_ms=budget)
+            runs = [failing_ms(evaluate_prompt_templates, texts, books=books, default_book="B", limits=limits,
+                               inject=inject) for _ in range(repeat)]
+            wall = statistics.median(ms for ms, _ in runs)
+            row[name] = {"wall_ms": round(wall, 1), "overshoot_ms": round(wall - budget, 1),
+                         "vs_plain_render": round(wall / peer, 2),
+                         "named": sum("TEMPLATE_TIME_LIMIT" in m and label in m for _, m in runs), "of": repeat}
+        out[f"{budget:g}ms"] = row
+    out["target_overshoot_ms"] = LOOP_TARGET_OVERSHOOT_MS
+    return out
+
+
 def main(argv: list[str]) -> int:
     repeat = int(next((a for a in argv if a.isdigit()), "9"))
-    report = {"marginal": bench_marginal(repeat)}
+    if "--loops-only" in argv:
+        print(json.dumps({"loops": bench_loops(repeat)}, ensure_ascii=False, indent=1))
+        return 0
+    report = {"marginal": bench_marginal(repeat), "loops": bench_loops(repeat)}
     try:
         report["assembly"] = bench_assembly(repeat)
     except Exception as exc:  # the request fields arrive with the stage integration

@@ -185,6 +185,7 @@ def _result(reply: dict[str, Any]) -> SandboxResult:
             js_name=error.get("name"),
             js_message=error.get("js_message"),
             usage=usage,
+            js_stack=error.get("stack"),
         )
     result = reply["result"]
     if result.get("pending") is not None:

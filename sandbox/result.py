@@ -59,7 +59,10 @@ class SandboxError(TemplateError):
     ``TEMPLATE_EXECUTION_FAILED``, ``js_line``/``js_column`` are 1-based positions inside the
     program when the engine reported them, and ``js_name``/``js_message`` the JavaScript error's
     name and message, already reduced to plain strings inside the VM. ``line``/``column`` stay
-    unset: mapping program positions back to the template is the compiler's job.
+    unset: mapping program positions back to the template is the compiler's job. ``js_stack`` is
+    the engine's backtrace when the VM's interrupt stopped the render (``TEMPLATE_TIME_LIMIT``):
+    its ``<input>:line:column`` frames, innermost first, say where the program was running (they
+    may include the harness's own lines, which share the ``<input>`` name).
     """
 
     default_code = "TEMPLATE_EXECUTION_FAILED"
@@ -74,12 +77,14 @@ class SandboxError(TemplateError):
         js_name: str | None = None,
         js_message: str | None = None,
         usage: Usage | None = None,
+        js_stack: str | None = None,
     ) -> None:
         super().__init__(message, code=code)
         self.js_line = js_line
         self.js_column = js_column
         self.js_name = js_name
         self.js_message = js_message
+        self.js_stack = js_stack
         self.usage = usage if usage is not None else EMPTY_USAGE
 
 

@@ -23,7 +23,8 @@ Protocol on stdin/stdout (all ASCII except the UTF-8 result text):
   inside JS is); the parent's wall deadline keeps running.
 * worker -> parent, per render: ``{"id":N,"usage":{...},"error":E,"result":R}\\n`` where R is the
   harness's own JSON (``{"ok":true,"text":...}``) or null, and E null or
-  ``{"code","message","name","js_message","line","column"}``.
+  ``{"code","message","name","js_message","line","column"}``; a time trip by the interrupt
+  carries ``"stack"`` instead: the interrupt's ``<input>:line:column`` frames, one a line.
 
 Time: the binding's limit restarts on every entry into JS, so the budget is kept here: before
 each entry ``set_time_limit(remaining)``, after it the ``process_time`` delta is charged. A
@@ -37,6 +38,7 @@ import ctypes
 import json
 from collections import OrderedDict
 import os
+import re
 import select
 import sys
 import time
@@ -1045,10 +1047,22 @@ def input_error(text: str) -> RenderFailed:
     return RenderFailed("INPUT_INVALID", "the input is not valid JSON: " + text.splitlines()[0][:200])
 
 
+#: a backtrace frame of the engine's interrupt error (a line's last position); only the positions are passed on.
+#: Diagnostics only: a template can rename its functions (the names are printed), so it can add frames and make
+#: the host name another template of the render; the code is decided by the CPU time charged, never by this text.
+INTERRUPT_FRAME = re.compile(r"<input>:(\d+):(\d+)\)?$", re.MULTILINE)
+#: how much of the interrupt's text is searched for frames (QuickJS prints at most 64 frames)
+MAX_STACK_CHARS = 16 * 1024
+
+
 def engine_error(exc: Exception, used: float, budget: float) -> RenderFailed:
     """An exception that escaped the harness (only the engine's uncatchable ones can)."""
     if used >= budget:
-        return RenderFailed("TEMPLATE_TIME_LIMIT", time_message(budget))
+        # The interrupt's backtrace (the engine's text, program positions only) says where the
+        # program was; the host maps it to the template that looped.
+        frames = INTERRUPT_FRAME.findall(str(exc)[:MAX_STACK_CHARS])
+        detail = {"stack": "\n".join(f"<input>:{line}:{column}" for line, column in frames)} if frames else None
+        return RenderFailed("TEMPLATE_TIME_LIMIT", time_message(budget), detail)
     # Not our clock, so not an interrupt. User code cannot get a value here (every entry into
     # it is wrapped by the harness); what remains is the engine failing to allocate, which
     # surfaces as `null`, an out-of-memory InternalError or an uninitialized exception slot.

@@ -242,6 +242,20 @@ def test_time_budget() -> None:
     assert code_of(body, limits=Limits(time_ms=2)) == "TEMPLATE_TIME_LIMIT"
 
 
+def test_an_interrupted_render_says_where_the_program_was() -> None:
+    # the interrupt's backtrace comes back as positions only: the caller's frame is the line that called the loop
+    program = prog("function spin() {\n  for (;;) {}\n}\nappend(1);\nspin()")
+    call_line = program.split("\n").index("spin()") + 1
+    with pytest.raises(SandboxError) as info:
+        run_program(program, "null", limits=Limits(time_ms=50))
+    assert info.value.code == "TEMPLATE_TIME_LIMIT" and info.value.js_stack is not None
+    frames = [tuple(map(int, f.removeprefix("<input>:").split(":"))) for f in info.value.js_stack.split("\n")]
+    assert call_line in [line for line, _ in frames]
+    with pytest.raises(SandboxError) as thrown:  # a template's own text is not taken for the engine's
+        run_program(prog("throw new Error('interrupted at <input>:1:1')"), "null")
+    assert thrown.value.js_stack is None
+
+
 def test_time_budget_is_cumulative_over_jobs() -> None:
     # Each job burns a few ms of CPU: one job is fine, many together exceed the 75 ms budget.
     # (A counted loop: Date.now() is the render's fixed clock and does not advance.)

@@ -13,6 +13,7 @@ from st_ext_support import ext_cases, ext_request, ext_variables, extensions_of,
 from tavernbox import assemble_request, expand_macros
 from tavernbox.assets.worldbooks import card_book_to_world_book
 from tavernbox.ejs.st_prompt_template import (
+    InjectEntry,
     PromptTemplateContext,
     PromptTemplateLimits,
     TemplateText,
@@ -211,9 +212,36 @@ def test_a_hostile_entry_fails_the_request_with_its_code_and_the_next_request_is
     with pytest.raises(TemplateError) as caught:
         evaluate_prompt_templates(texts, books=books, default_book="B", limits=limits)
     assert caught.value.code == code
-    if code != "TEMPLATE_TIME_LIMIT":
-        assert "hostile" in caught.value.message or "cycle" in caught.value.message
+    assert "hostile" in caught.value.message or "cycle" in caught.value.message
     after = evaluate_prompt_templates([TemplateText("<%- typeof s %> <%- 1 + 1 %>", "next")], books=books)
+    assert after.texts == ["undefined 2"]
+
+
+#: where a looping template can sit: (the texts, the books, the @INJECT entries, the label the error must give)
+LOOPS = {
+    "message": ([TemplateText("fine <%- 1 %>", "message 0 (system)"), TemplateText("a\nb <% while (true) {} %>",
+                                                                                   "message 1 (user)")], {}, (),
+                "message 1 (user)"),
+    "getwi-entry": ([TemplateText("X <%- await getwi('B', 'loops') %>", "message 0 (system)")],
+                    {"B": [WorldEntry("B", 1, "fine", "<%- 1 %>"), WorldEntry("B", 2, "loops", "x\n <% for (;;) {} %>")]},
+                    (), "world info B/loops"),
+    "world-info-entry": ([TemplateText("fine <%- 1 %>", "message 0 (system)")], {},
+                         (InjectEntry("B", 7, "@INJECT pos=1,role=system", "y <% let n = 0; while (n >= 0) n++ %>"),),
+                         "world info B/@INJECT pos=1,role=system"),
+}
+
+
+@pytest.mark.parametrize("place", sorted(LOOPS))
+def test_a_looping_template_is_stopped_by_the_vm_and_named(place: str) -> None:
+    # the VM's own interrupt stops the loop at the request's budget, so the error names the template that was
+    # running (the pool's deadline, which kills the worker, could not); the wall time is benchmarks/' job
+    texts, books, inject, label = LOOPS[place]
+    limits = PromptTemplateLimits(time_ms=150.0)
+    with pytest.raises(TemplateError) as caught:
+        evaluate_prompt_templates(texts, books=books, default_book="B", limits=limits, inject=inject)
+    assert caught.value.code == "TEMPLATE_TIME_LIMIT"
+    assert caught.value.message == f"the render used up its time budget of 150 ms in {label}"
+    after = evaluate_prompt_templates([TemplateText("<%- typeof n %> <%- 1 + 1 %>", "next")], books=books)
     assert after.texts == ["undefined 2"]
 
 

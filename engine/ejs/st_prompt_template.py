@@ -422,10 +422,16 @@ def _run(payload: dict[str, Any], books_json: str, limits: PromptTemplateLimits,
 
 
 def _budget_error(exc: TemplateError, layout: _Layout) -> TemplateError:
-    where = layout.locate(None, getattr(exc, "js_line", None), getattr(exc, "js_column", None))
+    """A budget the sandbox enforced, as the request's error naming the template that tripped it."""
+    where = layout.locate(getattr(exc, "js_stack", None), getattr(exc, "js_line", None),
+                          getattr(exc, "js_column", None))
     if where is None:
         return TemplateError(f"{exc.message} while evaluating the request's templates", code=exc.code)
     unit, pos = where
+    if getattr(exc, "js_stack", None):
+        # an interrupt's innermost frame is where the template last called out (or began), not
+        # where it was running: it names the template, its line:column would mislead
+        pos = None
     at = f" at {pos[0]}:{pos[1]}" if pos else ""
     return TemplateError(f"{exc.message} in {unit.label}{at}", code=exc.code,
                          line=pos[0] if pos else None, column=pos[1] if pos else None)
