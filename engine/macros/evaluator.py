@@ -315,10 +315,10 @@ class RenderInputs:
     """What a render reads and never changes: the text, the context, the catalogue and the
     limits (a :class:`RenderState`'s :attr:`~RenderState.inputs`).
 
-    Read-only by contract, not ``frozen``: a frozen dataclass's ``__init__`` costs 1 us
-    against 0.23 us here, paid by every cached render with a new context, and a
-    ``NamedTuple``'s field reads cost three times a slot's. A compiled template keeps its last
-    cached render's inputs for the next render with the same context and seed
+    Read-only by contract, not ``frozen``: a frozen dataclass's ``__init__`` costs about four
+    times this one's, paid by every cached render with a new context, and a ``NamedTuple``'s
+    field reads cost about three times a slot's. A compiled template keeps its last cached
+    render's inputs for the next render with the same context and seed
     (``CompiledMacros._expand_planned``), so nothing may write them.
     """
 
@@ -346,9 +346,9 @@ class RenderOutputs:
 
     :class:`RenderState` extends it: these are the state's own fields rather than a second
     object, because the plans' generated code writes ``produced`` for every macro and handlers
-    append draws and diagnostics on the hottest path (a separate object cost the cached
-    renders 5-10%, ``benchmarks/bench_macros.py``). :func:`.new_state` and the result
-    (``tavernbox.macros._finish``) read them as a ``RenderOutputs``.
+    append draws and diagnostics on the hottest path (a separate object measurably slowed the
+    cached renders of ``benchmarks/bench_macros.py``). The result (``tavernbox.macros._finish``)
+    reads them as a ``RenderOutputs``.
     """
 
     #: the variable stores, seeded from the context and written by the render (their final
@@ -388,12 +388,12 @@ class RenderState(RenderOutputs):
     #: the hot copy of ``inputs.source`` (read for every item of every level)
     source: str = field(init=False)
     content: str = field(init=False)
+    #: macros left to evaluate before the CPU budget is checked again (see :mod:`.budget`)
+    _ticks: int = CHECK_EVERY
 
     # ---- the random stream ------------------------------------------------------------------
     #: where the render is in its seed's draws (:class:`.prng.DrawCursor`, made at the first draw)
     draws_at: DrawCursor | None = None
-    #: macros left to evaluate before the CPU budget is checked again (see :mod:`.budget`)
-    _ticks: int = CHECK_EVERY
 
     # ---- caches -------------------------------------------------------------------------------
     #: ``(lo, hi) -> (items, diagnostics, clean, untrusted ranges)``: the parse of every span
