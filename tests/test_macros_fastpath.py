@@ -8,7 +8,7 @@ as the general path does and gives the same results.
 from __future__ import annotations
 
 from tavernbox.macros import MacroContext, MacroRegistry, compile_macros
-from tavernbox.macros.evaluator import MAX_OUTPUT_CHARS, RenderState, new_state
+from tavernbox.macros.evaluator import MAX_OUTPUT_CHARS, RenderInputs, RenderOutputs, RenderState, new_state, planned_inputs
 from tavernbox.macros.variables import VariableStore
 from tavernbox.shortcuts import DEFAULT
 from macro_support import NO_PLANS
@@ -23,22 +23,24 @@ def test_new_state_sets_every_field_as_the_dataclass_does() -> None:
     local, glob = VariableStore({"a": 1}), VariableStore({})
     cache: dict = {}
     memo: dict = {}
-    fast = new_state("src", "content", CTX, reg, local, glob, "tavernbox-macros:4", [], cache, memo)
+    fast = new_state(planned_inputs("src", "content", CTX, reg, "tavernbox-macros:4"), local, glob, [], cache, memo)
     slow = RenderState(
-        source="src",
-        content="content",
-        ctx=CTX,
-        registry=reg,
-        dynamic={},
         local=local,
         glob=glob,
-        rng_seed="tavernbox-macros:4",
-        max_output=MAX_OUTPUT_CHARS,
-        shortcuts=DEFAULT,
+        inputs=RenderInputs(
+            source="src",
+            content="content",
+            ctx=CTX,
+            registry=reg,
+            dynamic={},
+            rng_seed="tavernbox-macros:4",
+            shortcuts=DEFAULT,
+            max_output=MAX_OUTPUT_CHARS,
+        ),
         parse_cache=cache,
         levels=memo,
     )
-    for name in RenderState.__slots__:
+    for name in (*RenderOutputs.__slots__, *RenderState.__slots__):
         assert getattr(fast, name) == getattr(slow, name), name
     assert fast.draws is not slow.draws and fast._body_cache is not slow._body_cache
 
@@ -63,6 +65,26 @@ def test_the_fast_path_is_taken_and_gives_the_general_paths_results() -> None:
     assert template.expand(CTX, registry=other, seed=0).text == want[0].text
     assert "U" in template.expand(CTX, dynamic={"unknown": "U"}).text
     assert template.expand(CTX, trace=True, seed=0).text == want[0].text
+
+
+def test_the_kept_inputs_follow_each_renders_context_and_seed() -> None:
+    # the fast path keeps its last RenderInputs while the context and seed are the same
+    # objects; a render with another context or seed gets its own (and its own text)
+    other = MacroContext.from_dict({"user": "Bo", "char": "Mira", "seed": 4, "now": "2026-11-30T10:15:00Z"})
+    text = "{{user}} {{random::a::b::c::d::e::f}} {{roll::1d1000}}"
+    contexts = (CTX, other)
+    want = {(i, s): compile_macros(text).expand(c, seed=s, shortcuts=NO_PLANS).text for i, c in enumerate(contexts) for s in (1, 2)}
+    template = compile_macros(text)
+    for _ in range(4):  # the fourth render is the first to take the fast path
+        template.expand(CTX, seed=1)
+    kept = template._inputs
+    assert kept is not None and kept.ctx is CTX
+    assert template.expand(CTX, seed=1).text == want[(0, 1)]
+    assert template._inputs is kept
+    for i, s in [(1, 1), (0, 2), (1, 2), (0, 1)]:
+        assert template.expand(contexts[i], seed=s).text == want[(i, s)]
+        assert template._inputs is not None
+        assert template._inputs.ctx is contexts[i] and template._inputs.rng_seed == f"tavernbox-macros:{s}"
 
 
 def test_date_macros_follow_each_renders_clock() -> None:

@@ -5,21 +5,23 @@ from __future__ import annotations
 import pytest
 
 from tavernbox.macros import MacroContext, MacroRegistry, prng
-from tavernbox.macros.evaluator import RenderState
+from tavernbox.macros.evaluator import RenderInputs, RenderState
 from tavernbox.macros.prng import SeedRandom, SeedStream
 from tavernbox.macros.variables import VariableStore
 
 
 def _state(seed: str) -> RenderState:
     return RenderState(
-        source="",
-        content="",
-        ctx=MacroContext(),
-        registry=MacroRegistry.default_shared(),
-        dynamic={},
         local=VariableStore(),
         glob=VariableStore(),
-        rng_seed=seed,
+        inputs=RenderInputs(
+            source="",
+            content="",
+            ctx=MacroContext(),
+            registry=MacroRegistry.default_shared(),
+            dynamic={},
+            rng_seed=seed,
+        ),
     )
 
 

@@ -20,8 +20,19 @@ from ..shortcuts import DEFAULT, PLAIN, Shortcuts
 from ..spans import Span
 from .budget import MAX_CPU_SECONDS, enter_budget, leave_budget
 from .context import ChatMessage, MacroContext
-from .evaluator import MAX_OUTPUT_CHARS, Draw, LevelMemo, MacroCall, RenderState, capped_diagnostics, post_process
+from .evaluator import (
+    MAX_OUTPUT_CHARS,
+    Draw,
+    LevelMemo,
+    MacroCall,
+    RenderInputs,
+    RenderOutputs,
+    RenderState,
+    capped_diagnostics,
+    post_process,
+)
 from .evaluator import new_state as _new_state
+from .evaluator import planned_inputs as _planned_inputs
 from .evaluator import use_planner
 from .parser import ArgNode, MacroNode, Plain, VarNode, document_parse, parse_macros
 from .plan import build_plan
@@ -211,7 +222,7 @@ class CompiledMacros:
     """
 
     __slots__ = (
-        "_diagnostics", "_items", "_levels", "_omap", "_parse_cache", "_post", "_static", "_top", "source", "text",
+        "_diagnostics", "_inputs", "_items", "_levels", "_omap", "_parse_cache", "_post", "_static", "_top", "source", "text",
     )
 
     def __init__(
@@ -268,6 +279,8 @@ class CompiledMacros:
         #: the last planned render's evaluator output and its post-processed text (see
         #: :meth:`_expand_planned`), replaced whole
         self._post: tuple[str, str] = ("", "")
+        #: the last cached render's inputs (:meth:`_expand_planned`)
+        self._inputs: RenderInputs | None = None
 
     @property
     def items(self) -> tuple | None:
@@ -359,17 +372,20 @@ class CompiledMacros:
         """A render's state: the template's caches when parses are reused, a traced render's logs."""
         effective_seed = seed if seed is not None else (ctx.seed if ctx.seed is not None else 0)
         reuse_parse = shortcuts.reuse_parse
-        state = RenderState(
+        inputs = RenderInputs(
             source=self.source,
             content=self.text,
             ctx=ctx,
             registry=registry if registry is not None else MacroRegistry.default_shared(),
             dynamic=dynamic_table(dynamic),
+            rng_seed=f"tavernbox-macros:{effective_seed}",
+            shortcuts=shortcuts,
+            max_output=MAX_OUTPUT_CHARS,
+        )
+        state = RenderState(
             local=local,
             glob=glob,
-            rng_seed=f"tavernbox-macros:{effective_seed}",
-            max_output=MAX_OUTPUT_CHARS,
-            shortcuts=shortcuts,
+            inputs=inputs,
             parse_cache=self._parse_cache if reuse_parse else None,
             levels=self._levels if reuse_parse else {},
         )
@@ -384,14 +400,14 @@ class CompiledMacros:
         run; traced: the plan's marking twin). With the shared built-in registry, the plan is
         kept for :meth:`_expand_planned`."""
         items = self._items
-        shortcuts = state.shortcuts
+        shortcuts = state.inputs.shortcuts
         plan = None
-        if items is not None and shortcuts.reuse_parse and shortcuts.plans and not state.dynamic:
+        if items is not None and shortcuts.reuse_parse and shortcuts.plans and not state.inputs.dynamic:
             plan = state.known_plan(items, 0)
         if plan is None or items is None:
             return state.evaluate(0, len(self.source), 0, items)
         if shared_registry:  # later renders go straight to it
-            self._top = (state.registry, state.registry._version, plan)
+            self._top = (state.inputs.registry, state.inputs.registry._version, plan)
         return run_traced(plan, state, items) if trace else plan.run(state, 0)
 
     def _expand_planned(self, ctx: MacroContext, seed: int | None, registry: MacroRegistry, plan: Any) -> MacroResult:
@@ -412,18 +428,12 @@ class CompiledMacros:
             rng_seed = f"tavernbox-macros:{effective_seed}"
             if effective_seed.__class__ is int:
                 _remember_seed(effective_seed, rng_seed)
-        state = _new_state(
-            self.source,
-            self.text,
-            ctx,
-            registry,
-            local,
-            glob,
-            rng_seed,
-            list(self._diagnostics),
-            self._parse_cache,
-            self._levels,
-        )
+        # renders mostly repeat the context and seed: the last inputs (an immutable value) are
+        # kept while they are the same objects
+        inputs = self._inputs
+        if inputs is None or inputs.ctx is not ctx or inputs.rng_seed is not rng_seed or inputs.registry is not registry:
+            inputs = self._inputs = _planned_inputs(self.source, self.text, ctx, registry, rng_seed)
+        state = _new_state(inputs, local, glob, list(self._diagnostics), self._parse_cache, self._levels)
         omap = self._omap
         try:
             raw = plan.run(state, 0)
@@ -484,18 +494,18 @@ def _finish(
     out: str,
     local: VariableStore,
     glob: VariableStore,
-    state: RenderState,
+    outputs: RenderOutputs,
     omap: _OffsetMap,
     segments: tuple[MacroSegment, ...] = (),
 ) -> MacroResult:
-    """The result of a render: variables after it, diagnostics and draws mapped back to the
-    caller's text (offsets moved by the pre-processors)."""
-    draws = state.draws
+    """The result of a render from its outputs (a :class:`RenderState`): variables after it,
+    diagnostics and draws mapped back to the caller's text (offsets moved by the pre-processors)."""
+    draws = outputs.draws
     return _make_result(
         out,
         {"local": local.snapshot(), "global": glob.snapshot()},
-        _remap(capped_diagnostics(state.diagnostics, state.omitted), omap)
-        if state.diagnostics or state.omitted
+        _remap(capped_diagnostics(outputs.diagnostics, outputs.omitted), omap)
+        if outputs.diagnostics or outputs.omitted
         else (),
         (
             tuple(Draw(d.kind, omap.back(d.offset), d.value, d.macro, d.rolls) for d in draws)

@@ -41,6 +41,8 @@ __all__ = [
     "MAX_SCOPE_DEPTH",
     "Draw",
     "MacroCall",
+    "RenderInputs",
+    "RenderOutputs",
     "RenderState",
     "dedent_trim",
     "post_process",
@@ -309,24 +311,26 @@ class LevelMemo:
 
 
 @dataclass(slots=True)
-class RenderState:
-    """One render's state, in four groups: what the render reads (its inputs), what it produces
-    (its outputs and their budget), its random stream, and its caches.
+class RenderInputs:
+    """What a render reads and never changes: the text, the context, the catalogue and the
+    limits (a :class:`RenderState`'s :attr:`~RenderState.inputs`).
 
-    ``source`` is the pre-processed text every node offset refers to; ``content`` is the
-    caller's original text (``{{pick}}`` hashes it, as SillyTavern does).
+    Read-only by contract, not ``frozen``: a frozen dataclass's ``__init__`` costs about four
+    times this one's, paid by every cached render with a new context, and a ``NamedTuple``'s
+    field reads cost about three times a slot's. A compiled template keeps its last cached
+    render's inputs for the next render with the same context and seed
+    (``CompiledMacros._expand_planned``), so nothing may write them.
     """
 
-    # ---- inputs ---------------------------------------------------------------------------
+    #: the pre-processed text every node offset refers to (:attr:`RenderState.source` is its hot copy)
     source: str
+    #: the caller's original text (``{{pick}}`` hashes it, as SillyTavern does)
     content: str
     ctx: MacroContext
     registry: MacroRegistry
+    #: per-call macros, shadowing registered ones
     dynamic: dict[str, MacroDef]
-    #: the variables (read and written: their final values are part of the result)
-    local: VariableStore
-    glob: VariableStore
-    #: the seed's text (see :meth:`random`)
+    #: the seed's text (see :meth:`RenderState.random`)
     rng_seed: str
     #: the shortcuts the render may take (:class:`~tavernbox.shortcuts.Shortcuts`): plans, a
     #: well-formed parent's parse of arguments/bodies reused instead of re-parsing their text,
@@ -334,10 +338,27 @@ class RenderState:
     shortcuts: Shortcuts = DEFAULT
     max_output: int = MAX_OUTPUT_CHARS
 
-    # ---- outputs and their budget -----------------------------------------------------------
+
+@dataclass(slots=True)
+class RenderOutputs:
+    """What a render produces: the variables it writes, its draws, diagnostics and trace, and
+    the size its output budget counts.
+
+    :class:`RenderState` extends it: these are the state's own fields rather than a second
+    object, because the plans' generated code writes ``produced`` for every macro and handlers
+    append draws and diagnostics on the hottest path (a separate object measurably slowed the
+    cached renders of ``benchmarks/bench_macros.py``). The result (``tavernbox.macros._finish``)
+    reads them as a ``RenderOutputs``.
+    """
+
+    #: the variable stores, seeded from the context and written by the render (their final
+    #: values are part of the result)
+    local: VariableStore
+    glob: VariableStore
     draws: list[Draw] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
-    #: diagnostics :meth:`diag` left out past :data:`MAX_DIAGNOSTICS`, by code (``None``: none)
+    #: diagnostics :meth:`RenderState.diag` left out past :data:`MAX_DIAGNOSTICS`, by code
+    #: (``None``: none)
     omitted: dict[str, int] | None = None
     #: a traced render (``expand_macros(trace=True)``): the top level's macro output ranges
     #: ``(start, end, node, source end, reads)`` in evaluator output, and the variable reads
@@ -346,8 +367,27 @@ class RenderState:
     reads: list[tuple[str, str]] | None = None
     #: ``{{original}}`` was expanded (SillyTavern expands it once per render)
     original_used: bool = False
-    #: characters handlers produced so far (nested values count at every level)
+    #: characters handlers produced so far (nested values count at every level), against
+    #: :data:`MAX_PRODUCED_CHARS`
     produced: int = 0
+
+
+@dataclass(slots=True, kw_only=True)
+class RenderState(RenderOutputs):
+    """One render's state: what it reads (:attr:`inputs`, a :class:`RenderInputs`), what it
+    produces (the :class:`RenderOutputs` fields it extends), its random stream
+    (:class:`.prng.DrawCursor`), and its caches.
+
+    ``content`` is the text ``{{pick}}`` hashes: the caller's original text
+    (:attr:`RenderInputs.content`) at the top level, the pre-processed ``source`` while a
+    handler re-enters the engine (:meth:`MacroCall.evaluate`, as SillyTavern's nested calls
+    see it).
+    """
+
+    inputs: RenderInputs
+    #: the hot copy of ``inputs.source`` (read for every item of every level)
+    source: str = field(init=False)
+    content: str = field(init=False)
     #: macros left to evaluate before the CPU budget is checked again (see :mod:`.budget`)
     _ticks: int = CHECK_EVERY
 
@@ -372,22 +412,25 @@ class RenderState:
     _defs: dict[str, MacroDef] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._defs = self.registry._defs
+        inputs = self.inputs
+        self.source = inputs.source
+        self.content = inputs.content
+        self._defs = inputs.registry._defs
 
     # ---- lookups --------------------------------------------------------------------------
     def lookup(self, key: str) -> MacroDef | None:
         """Dynamic (per-call) macros shadow registered ones."""
-        found = self.dynamic.get(key)
-        return found if found is not None else self.registry.get(key)
+        found = self.inputs.dynamic.get(key)
+        return found if found is not None else self.inputs.registry.get(key)
 
     def parse(self, lo: int, hi: int) -> tuple[Sequence[Any], Sequence[Diagnostic], bool, tuple[tuple[int, int], ...]]:
         """``document_parse`` of ``source[lo:hi]``, memoised in :attr:`parse_cache`."""
         cache = self.parse_cache
         if cache is None:
-            return document_parse(self.source, lo, hi, shortcuts=self.shortcuts)
+            return document_parse(self.source, lo, hi, shortcuts=self.inputs.shortcuts)
         hit = cache.get((lo, hi))
         if hit is None:
-            items, diags, clean, untrusted = document_parse(self.source, lo, hi, shortcuts=self.shortcuts)
+            items, diags, clean, untrusted = document_parse(self.source, lo, hi, shortcuts=self.inputs.shortcuts)
             hit = cache[(lo, hi)] = (tuple(items), tuple(diags), clean, untrusted)
         return hit
 
@@ -420,7 +463,7 @@ class RenderState:
         """The next draw of the render's seeded sequence (:class:`.prng.DrawCursor`)."""
         cursor = self.draws_at
         if cursor is None:
-            cursor = self.draws_at = DrawCursor(seed_stream(self.rng_seed))
+            cursor = self.draws_at = DrawCursor(seed_stream(self.inputs.rng_seed))
         return cursor.random()
 
     # ---- evaluation -----------------------------------------------------------------------
@@ -438,7 +481,8 @@ class RenderState:
             self.diag("MACRO_NESTING_LIMIT", "macros nested deeper than the limit; left as written", lo, hi)
             return src[lo:hi]
         clean, untrusted = True, ()
-        if items is None or not self.shortcuts.reuse_parse:
+        shortcuts = self.inputs.shortcuts
+        if items is None or not shortcuts.reuse_parse:
             if src.find("{{", lo, hi) < 0:
                 return src[lo:hi]
             items, diags, clean, untrusted = self.parse(lo, hi)
@@ -447,7 +491,7 @@ class RenderState:
         level = self.level(items)
         if not level.has_macro:
             return src[lo:hi]  # plain items and the gaps between them: the span as written
-        if clean and self.shortcuts.plans and self.shortcuts.reuse_parse and not self.dynamic:
+        if clean and shortcuts.plans and shortcuts.reuse_parse and not self.inputs.dynamic:
             plan = self._planned(level, lo, hi, depth)
             if plan is not None:
                 return plan.run(self, depth)  # type: ignore[no-any-return]
@@ -475,7 +519,7 @@ class RenderState:
         if level is None or level.items is not items:
             return None
         memo = level.depths.get(depth)
-        registry = self.registry
+        registry = self.inputs.registry
         if memo is None or memo.registry is not registry or memo.version != registry._version:
             return None
         return memo.plan
@@ -490,7 +534,7 @@ class RenderState:
         builds its plan (a later traced render runs it through :func:`.trace.run_traced`) but
         marks its ranges in the evaluator this time.
         """
-        memo = level.at(depth, self.registry)
+        memo = level.at(depth, self.inputs.registry)
         traced_top = depth == 0 and self.segments is not None
         if memo.plan is not None:
             return None if traced_top else memo.plan
@@ -511,7 +555,7 @@ class RenderState:
         """The level's scoped pairs at ``depth``; they depend on its items, the depth and the
         registry (which definitions may take a body): kept per registry version, unless finding
         them warned."""
-        memo = level.at(depth, self.registry)
+        memo = level.at(depth, self.inputs.registry)
         if memo.pairing is not None:
             return memo.pairing
         before = self.diagnostic_count()
@@ -576,9 +620,9 @@ class RenderState:
                     cursor = item.end
                     idx += 1
             size += len(piece)
-            if size > self.max_output:
+            if size > self.inputs.max_output:
                 raise TemplateError(
-                    f"the expanded text would pass {self.max_output} characters",
+                    f"the expanded text would pass {self.inputs.max_output} characters",
                     code="MACRO_OUTPUT_LIMIT",
                     span=Span(item.start, item.end),
                     source=self.source,
@@ -600,7 +644,7 @@ class RenderState:
         append = out.append
         size = 0
         cursor = lo
-        max_output = self.max_output
+        max_output = self.inputs.max_output
         eval_macro = self.eval_macro
         marks: list[tuple[int, Any, int, int]] | None = [] if depth == 0 and self.segments is not None else None
         #: without marks (which index ``out``), every _CHUNK pieces are joined: 200,000 small
@@ -657,7 +701,7 @@ class RenderState:
         cache_key = (m.key, len(m.args))
         cached = self._body_cache.get(cache_key)
         if cached is None:
-            definition = self.registry.get(m.key)
+            definition = self.inputs.registry.get(m.key)
             cached = True if definition is None else definition.can_take_body(len(m.args))
             self._body_cache[cache_key] = cached
         return cached
@@ -798,7 +842,7 @@ class RenderState:
         if m.var is not None:
             return self._account(eval_shorthand(self, m, depth))
         key = m.key
-        dynamic = self.dynamic
+        dynamic = self.inputs.dynamic
         registered = self._defs.get(key)
         definition = dynamic.get(key) if dynamic else None
         if definition is None:
@@ -927,7 +971,7 @@ class RenderState:
         evaluated as a level of its own; ``None`` instead of evaluating one when not
         ``evaluate`` (a plan binds only arguments whose value is fixed)."""
         src = self.source
-        literal_ok = self.shortcuts.reuse_parse and depth < MAX_SCOPE_DEPTH
+        literal_ok = self.inputs.shortcuts.reuse_parse and depth < MAX_SCOPE_DEPTH
         values: list[str] = []
         spans: list[tuple[int, int] | None] = []
         known: list[Sequence[Any] | None] = []
@@ -990,16 +1034,16 @@ class RenderState:
 
     def _account(self, text: str) -> str:
         self.produced += len(text)
-        if len(text) > self.max_output or self.produced > MAX_PRODUCED_CHARS:
+        if len(text) > self.inputs.max_output or self.produced > MAX_PRODUCED_CHARS:
             raise TemplateError(
-                f"the expanded text would pass {self.max_output} characters",
+                f"the expanded text would pass {self.inputs.max_output} characters",
                 code="MACRO_OUTPUT_LIMIT",
             )
         return text
 
     def _literal_args(self, m: MacroNode, depth: int) -> bool:
         """Whether each argument of ``m`` evaluates to its own text (as :meth:`eval_macro` reads them)."""
-        literal_ok = self.shortcuts.reuse_parse and depth < MAX_SCOPE_DEPTH
+        literal_ok = self.inputs.shortcuts.reuse_parse and depth < MAX_SCOPE_DEPTH
         for arg in m.args:
             if arg.span is None:
                 continue
@@ -1088,50 +1132,47 @@ def capped_diagnostics(diagnostics: Sequence[Diagnostic], omitted: dict[str, int
 _new_object = object.__new__
 
 
+def planned_inputs(source: str, content: str, ctx: MacroContext, registry: MacroRegistry, rng_seed: str) -> RenderInputs:
+    """The :class:`RenderInputs` of a compiled template's cached render: no dynamic macros, the
+    default shortcuts and output limit."""
+    return RenderInputs(source, content, ctx, registry, {}, rng_seed, DEFAULT, MAX_OUTPUT_CHARS)
+
+
 def new_state(
-    source: str,
-    content: str,
-    ctx: MacroContext,
-    registry: MacroRegistry,
+    inputs: RenderInputs,
     local: VariableStore,
     glob: VariableStore,
-    rng_seed: str,
     diagnostics: list[Diagnostic],
     parse_cache: dict[tuple[int, int], tuple[tuple, tuple, bool, tuple[tuple[int, int], ...]]],
     levels: dict[int, LevelMemo],
 ) -> RenderState:
-    """A :class:`RenderState` for a compiled template's render: no dynamic macros, parses reused,
-    untraced, the default output limit; every other field at its default.
+    """A :class:`RenderState` for a compiled template's render from ``inputs`` (made by
+    :func:`planned_inputs`): parses reused, untraced; every other field at its default.
 
-    Part of every cached render: the dataclass ``__init__`` (keyword arguments, four default
+    Part of every cached render: the dataclasses' ``__init__`` (keyword arguments, default
     factories, ``__post_init__``) costs about four times these slot stores.
     ``tests/test_macros_fastpath.py`` checks that it sets the same fields to the same values.
     """
     state = _new_object(RenderState)
-    state.source = source
-    state.content = content
-    state.ctx = ctx
-    state.registry = registry
-    state.dynamic = {}
+    state.inputs = inputs
     state.local = local
     state.glob = glob
-    state.rng_seed = rng_seed
     state.draws = []
     state.diagnostics = diagnostics
-    state.produced = 0
+    state.omitted = None
+    state.segments = None
+    state.reads = None
     state.original_used = False
-    state.max_output = MAX_OUTPUT_CHARS
+    state.produced = 0
+    state.source = inputs.source
+    state.content = inputs.content
     state._body_cache = {}
-    state.shortcuts = DEFAULT
     state.parse_cache = parse_cache
     state.levels = levels
     state.draws_at = None
     state._astral = None
-    state.omitted = None
-    state.segments = None
-    state.reads = None
     state._ticks = CHECK_EVERY
-    state._defs = registry._defs
+    state._defs = inputs.registry._defs
     return state
 
 
@@ -1157,7 +1198,7 @@ class MacroCall:
 
     @property
     def ctx(self) -> MacroContext:
-        return self.state.ctx
+        return self.state.inputs.ctx
 
     def arg(self, index: int, default: str = "") -> str:
         return self.args[index] if index < len(self.args) else default

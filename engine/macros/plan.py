@@ -195,11 +195,12 @@ class LevelPlan:
         kept: list[Any] = [None]  # (values, output, produced, max_output), replaced whole
 
         def memoised(state: RenderState, depth: int) -> str:
+            inputs = state.inputs
             local, glob = state.local, state.glob
             if uses_store and (local.__class__ is not VariableStore or glob.__class__ is not VariableStore):
                 return self.runner(state, depth)
             try:
-                values: tuple[Any, ...] = () if getter is None else getter(state.ctx)
+                values: tuple[Any, ...] = () if getter is None else getter(inputs.ctx)
                 if single:
                     values = (values,)
                 if reads:
@@ -209,7 +210,7 @@ class LevelPlan:
             last = kept[0]
             if (
                 last is not None
-                and last[3] == state.max_output
+                and last[3] == inputs.max_output
                 and last[0] == values
                 and state.produced + last[2] <= MAX_PRODUCED_CHARS
             ):
@@ -223,7 +224,7 @@ class LevelPlan:
             warned = state.diagnostic_count()
             out = self.runner(state, depth)
             if self.warm and state.diagnostic_count() == warned and all(v.__class__ is str for v in values):
-                kept[0] = (values, out, state.produced - before, state.max_output)
+                kept[0] = (values, out, state.produced - before, inputs.max_output)
             return out
 
         return memoised
@@ -248,10 +249,10 @@ class LevelPlan:
         def looped(state: RenderState, depth: int) -> str:
             out: list[str] = []
             append = out.append
-            max_output = state.max_output
+            max_output = state.inputs.max_output
             slack = max_output - counted
             size = 0
-            ctx = state.ctx
+            ctx = state.inputs.ctx
             ticks = CHECK_EVERY
             for kind, a, part in steps:
                 if kind == 0:
@@ -311,7 +312,7 @@ class LevelPlan:
         }
         lines = [
             "def run(state, depth):",
-            "    max_output = state.max_output",
+            "    max_output = state.inputs.max_output",
             "    cap = slack = max_output - counted",
             "    size = acc = 0",
             "    base = state.produced",
@@ -436,7 +437,7 @@ class LevelPlan:
         if uses_glob:
             lines.insert(1, "    glob_get = state.glob.get")
         if uses_ctx:
-            lines.insert(1, "    ctx = state.ctx")
+            lines.insert(1, "    ctx = state.inputs.ctx")
         names["counted"] = self.counted
         namespace: dict[str, Any] = {}
         exec("\n".join(lines), names, namespace)  # noqa: S102 - names only, see docstring
@@ -447,7 +448,7 @@ class LevelPlan:
         append = out.append
         # the evaluator checks the running size after every item; as long as the calls' output
         # plus *all* literals stays within the limit no check can fail, so only that is tracked
-        slack = state.max_output - self.counted
+        slack = state.inputs.max_output - self.counted
         size = 0
         for part in self.parts:
             if part.__class__ is str:
@@ -462,7 +463,7 @@ class LevelPlan:
 
     def _run_checked(self, state: RenderState, depth: int, out: list[str]) -> str:
         """The rest of :meth:`run` with the evaluator's exact per-item check (huge outputs)."""
-        limit = state.max_output
+        limit = state.inputs.max_output
         parts, meta = self.parts, self.meta
         size = 0
         done = len(out)
@@ -499,7 +500,7 @@ def _pieces_so_far(order: list[str], names: dict[str, Any]) -> Callable[[dict[st
 
 def _too_long(state: RenderState, item: Any) -> None:
     raise TemplateError(
-        f"the expanded text would pass {state.max_output} characters",
+        f"the expanded text would pass {state.inputs.max_output} characters",
         code="MACRO_OUTPUT_LIMIT",
         span=Span(item.start, item.end),
         source=state.source,
@@ -598,16 +599,16 @@ def _bind(state: RenderState, m: MacroNode, depth: int) -> Part:
             # a handler that only reads a context field (``{{user}}``, ``{{char}}``...)
             def read(state: RenderState, depth: int) -> str:
                 try:
-                    value = fast(state.ctx)
+                    value = fast(state.inputs.ctx)
                 except Exception:  # reported exactly as the evaluator reports it
                     return state.eval_macro(m, None, depth, None)
                 if type(value) is not str:
                     value = js_string(value)
                 produced = state.produced + len(value)
                 state.produced = produced
-                if produced > MAX_PRODUCED_CHARS or len(value) > state.max_output:
+                if produced > MAX_PRODUCED_CHARS or len(value) > state.inputs.max_output:
                     raise TemplateError(  # as RenderState._call raises it
-                        f"the expanded text would pass {state.max_output} characters",
+                        f"the expanded text would pass {state.inputs.max_output} characters",
                         code="MACRO_OUTPUT_LIMIT",
                     )
                 return value
@@ -674,7 +675,7 @@ def _emit(state: RenderState, text: str) -> str:
     """``RenderState._call``'s output accounting for a value a plan produced itself."""
     produced = state.produced + len(text)
     state.produced = produced
-    if produced > MAX_PRODUCED_CHARS or len(text) > state.max_output:
+    if produced > MAX_PRODUCED_CHARS or len(text) > state.inputs.max_output:
         _too_much(state)
     return text
 
@@ -682,7 +683,7 @@ def _emit(state: RenderState, text: str) -> str:
 def _too_much(state: RenderState) -> None:
     """The error ``RenderState._call`` raises when a value passes the output limits."""
     raise TemplateError(
-        f"the expanded text would pass {state.max_output} characters",
+        f"the expanded text would pass {state.inputs.max_output} characters",
         code="MACRO_OUTPUT_LIMIT",
     )
 
@@ -812,7 +813,7 @@ def _handler_part(run: Callable[[RenderState, int], str], m: MacroNode, entries:
             result = js_string(result)
         produced = state.produced + len(result)  # ``_emit``, inlined
         state.produced = produced
-        if produced > MAX_PRODUCED_CHARS or len(result) > state.max_output:
+        if produced > MAX_PRODUCED_CHARS or len(result) > state.inputs.max_output:
             _too_much(state)
         return result
 

@@ -183,7 +183,7 @@ def run_traced(plan: Any, state: Any, items: Sequence[Any]) -> str:
     """
     from .plan import LevelPlan
 
-    memo = state.level(items).at(0, state.registry)  # where the plan itself is kept
+    memo = state.level(items).at(0, state.inputs.registry)  # where the plan itself is kept
     entry = memo.traced
     if entry is None or entry.plan is not plan:
         ends: dict[int, int] = {}

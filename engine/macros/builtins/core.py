@@ -73,12 +73,12 @@ def _reverse(call: MacroCall) -> str:
 
 def _original(call: MacroCall) -> str:
     state = call.state
-    if state.ctx.original is None:
+    if state.inputs.ctx.original is None:
         raise LookupError("no original text was supplied")
     if state.original_used:
         return ""
     state.original_used = True
-    return state.ctx.original
+    return state.inputs.ctx.original
 
 
 def _banned(call: MacroCall) -> str:
@@ -88,7 +88,7 @@ def _banned(call: MacroCall) -> str:
         word = word[1:]
     if word.endswith('"'):
         word = word[:-1]
-    banned = call.state.ctx.extras.get("_banned_words")
+    banned = call.state.inputs.ctx.extras.get("_banned_words")
     if isinstance(banned, list):
         banned.append(word)
     return ""
@@ -125,7 +125,7 @@ def _split_else(
     if seen is not None and not seen[2]:
         parsed, clean, untrusted = seen[0], False, seen[3]
     else:
-        parsed, diags, clean, untrusted = document_parse(state.source, lo, hi, shortcuts=state.shortcuts)
+        parsed, diags, clean, untrusted = document_parse(state.source, lo, hi, shortcuts=state.inputs.shortcuts)
         if not clean and cache is not None:
             # an unclean content without an ``{{else}}`` is evaluated as one level, and that
             # level re-parses exactly this span: the evaluator's memo hands it this parse (a
