@@ -82,7 +82,7 @@ def prepare_chat(texts: Texts) -> PreparedChat:
     # chat yet (``Generate`` adds them only when not ``dryRun``)
     unsent = 1 if req.options.dry_run and edited.appended else 0
     macro_chat, has_first = _macro_chat(chat[:len(chat) - unsent], roles[:len(roles) - unsent], edited.swiped)
-    macro_base = _macro_base(texts)
+    macro_base = macro_base_context(texts)
     first = macro_chat["chat"][0] if has_first else None
     if first is not None and "{{" in first["content"]:
         # ``Generate`` substitutes the first message's macros in place before the prompts are built
@@ -128,7 +128,7 @@ def _edit_for_generation(chat: list[ChatMessage], gen: str, typed: str | None, p
     return _Edited(chat, appended, swiped)
 
 
-def _macro_base(texts: Texts) -> dict[str, Any]:
+def macro_base_context(texts: Texts) -> dict[str, Any]:
     """The macro context's names, persona and card, as the chat's macros read them."""
     req = texts.loaded.req
     card = texts.read_card if texts.read_card is not None else texts.card

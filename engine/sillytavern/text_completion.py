@@ -53,7 +53,7 @@ from ..instruct import (
 from ..macros import MacroContext, expand_macros
 from ..spans import utf16_offset
 from ..tokenizers import CHARS_PER_TOKEN, get_tokenizer
-from .chat import _macro_base
+from .chat import macro_base_context
 from .front import Front, build_front
 from .passes import TextPass
 from .request import StRequest
@@ -187,7 +187,7 @@ class _Names:
     """
 
     def __init__(self, front: Front) -> None:
-        self.base = {**_macro_base(front.texts), **front.chat.macro_chat}
+        self.base = {**macro_base_context(front.texts), **front.chat.macro_chat}
         self.seed = self.base.get("seed", 0)
         self._context: MacroContext | None = None
         self._done: dict[str, str] = {}
