@@ -58,6 +58,8 @@ def request_for(record: dict[str, Any]) -> dict[str, Any]:
                                             "prefer_character_prompt", "prefer_character_jailbreak")},
         },
     }
+    if sc.get("quiet_prompt"):
+        request["generation"]["quiet_prompt"] = sc["quiet_prompt"]
     if sc.get("max_context"):
         request["budget"] = {"max_context": sc["max_context"], "max_tokens": sc["max_tokens"],
                              "tokenizer": {0: "estimate", 12: "llama3"}.get(pu["tokenizer"], "o200k")}
