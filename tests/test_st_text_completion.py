@@ -299,3 +299,25 @@ def test_the_quiet_prompt_is_counted_in_the_budget() -> None:
     assert "Do you ever get lonely?" in short
     assert "Do you ever get lonely?" not in long
     assert "Thank you. The storm is getting worse." in long
+
+
+def test_a_group_chat_stops_at_the_other_members_names() -> None:
+    # getStoppingStrings: in a group, "\nName:" for each member but the one replying, in the group's
+    # order, after the user's and the character's lines and before the instruct sequences
+    record = next(r for r in _records() if r["id"] == "instruct-ChatML")
+    request = request_for(record)
+    request["group"] = {"members": ["Ghost", "Mira", "Bard", "Ash"]}
+    result = assemble_text_completion(request)
+    assert record["stop"][0] == "\nAsh:"
+    assert result.stop == ["\nAsh:", "\nGhost:", "\nBard:"] + record["stop"][1:]
+    request["generation"] = {"type": "impersonate"}
+    assert assemble_text_completion(request).stop[:4] == ["\nMira:", "\nAsh:", "\nGhost:", "\nBard:"]
+
+
+def test_group_member_stop_strings_follow_names_as_stop_strings() -> None:
+    record = next(r for r in _records() if r["id"] == "instruct-off-Default")
+    request = request_for(record)
+    request["group"] = {"members": ["Mira", "Ghost"]}
+    assert assemble_text_completion(request).stop == ["\nAsh:", "\nGhost:"]
+    request["text_completion"]["context"] = {**request["text_completion"]["context"], "names_as_stop_strings": False}
+    assert "\nGhost:" not in assemble_text_completion(request).stop

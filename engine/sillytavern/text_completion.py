@@ -19,8 +19,8 @@ The context budget (:mod:`tavernbox.instruct.fitting`) counts with the request's
 counts with the model's: ``llama3`` and the sentencepiece models (from the user's copies of
 SillyTavern's files) and ``estimate`` (SillyTavern's count without a tokenizer) keep exactly what it
 keeps. A quiet generation (``generation.type`` ``quiet``) ends the prompt with its ``quiet_prompt``
-as ``generateQuietPrompt`` sends it (not ``quietToLoud``, no ``quietName``). Not yet here: group
-chats' member names as stop strings.
+as ``generateQuietPrompt`` sends it (not ``quietToLoud``, no ``quietName``). In a group chat the other members' ``Name:`` lines
+are stop strings too.
 """
 
 from __future__ import annotations
@@ -268,7 +268,8 @@ def text_completion(front: Front) -> TextCompletion:
         custom_stopping_strings=str(settings["custom_stopping_strings"] or ""),
         custom_stopping_strings_macro=bool(settings["custom_stopping_strings_macro"]),
         single_line=bool(settings["single_line"])), impersonate=front.chat.gen == "impersonate",
-        continue_after_user=front.chat.gen == "continue" and bool(history) and history[-1].is_user)
+        continue_after_user=front.chat.gen == "continue" and bool(history) and history[-1].is_user,
+        group_members=tuple(req.group.members) if req.group is not None else ())
     warnings = list(front.loaded.warnings)
     for template in (templates.instruct, templates.context, templates.sysprompt):
         if template is not None:
