@@ -85,7 +85,7 @@ def test_every_recording_is_sillytaverns_prompt_and_stop_list() -> None:
         elif result.stop != record["stop"]:
             failures.append(f"{record['id']}: stop {result.stop!r} != {record['stop']!r}")
     assert not failures, f"{len(failures)} of {checked} differ:\n" + "\n".join(failures[:6])
-    assert checked >= 85
+    assert checked >= 100
 
 
 def test_text_completion_needs_no_preset_but_a_context_template() -> None:

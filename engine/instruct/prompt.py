@@ -3,7 +3,9 @@
 This is the back half of ``Generate`` for text-completion APIs once the front has done its work:
 the story string (rendered and wrapped), the example dialogues (formatted), the chat history
 (oldest first, each message already through its macros) and the prompts placed in it at a depth
-(:mod:`.inject`), fitted to the context budget when one is given (:mod:`.fitting`).
+(:mod:`.inject`), fitted to the context budget when one is given (:mod:`.fitting`; a continue's
+prompt is counted a second time there, and each count adds the last prompt line to the newest
+message once more).
 
 The joins, in SillyTavern's order:
 
@@ -32,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from .fitting import PromptBudget, fit_prompt
+from .fitting import PromptBudget, fit_prompt, recheck_continue
 from .inject import ExtensionPrompt, inject_in_chat
 from .messages import ForceSequence, Speaker, format_message, format_prompt_line
 from .prompt_items import ChatItem
@@ -215,13 +217,20 @@ def assemble_prompt_spans(pieces: PromptPieces, substitute: Substitute) -> Promp
         use_alignment = fitted.alignment
     else:
         use_alignment = bool(alignment) and not (history.users and history.users[0])
+    modified = 1
+    if pieces.budget is not None and pieces.generation == "continue" and history.held:
+        sent = Sent(texts, sources, examples, use_alignment)
+        sent, modified = _recheck(pieces, substitute, sent, alignment, chat_start, history.held)
+        texts, sources, examples, use_alignment = sent
     instruct = pieces.instruct
     # instruct mode keeps the newest message's line break for a quiet generation (``Generate``)
     if texts and pieces.generation != "continue" and (
             instruct is None or (instruct.wrap and pieces.generation != "quiet")):
         texts[-1] = texts[-1][:-1] if texts[-1].endswith("\n") else texts[-1]
     newest = texts[-1] if texts else ""
-    last = _last_line(pieces, substitute, newest)
+    for _ in range(modified - 1):  # the continue's second count added the prompt line more than once
+        newest += _last_line(pieces, substitute, newest).text
+    last = _last_line(pieces, substitute, newest) if modified else _LastLine("", "")
     segments: list[tuple[str, str]] = [("story_string", pieces.story)]
     segments += [(f"example[{i}]", example) for i, example in enumerate(examples)]
     segments += [("chat_start", chat_start), ("user_alignment", alignment if use_alignment else "")]
@@ -230,6 +239,33 @@ def assemble_prompt_spans(pieces: PromptPieces, substitute: Substitute) -> Promp
         segments.append((sources[-1], newest))
     segments += [("quiet_prompt", last.quiet), ("prompt_line", last.line), ("continued", history.held)]
     return _join(segments, pieces.collapse_newlines)
+
+
+class Sent(NamedTuple):
+    """The messages (oldest first), their sources and the example dialogues sent, and whether the
+    user alignment message opens the history."""
+
+    texts: list[str]
+    sources: list[str]
+    examples: list[str]
+    alignment: bool
+
+
+def _recheck(pieces: PromptPieces, substitute: Substitute, sent: Sent, alignment: str, chat_start: str,
+             held: str) -> tuple[Sent, int]:
+    """The continue's second count (:func:`~.fitting.recheck_continue`) applied to what is sent; the
+    number of times the newest message gets the last prompt line."""
+    assert pieces.budget is not None
+    messages = ([alignment] if sent.alignment else []) + sent.texts
+    checked = recheck_continue(pieces.budget, story=pieces.story, examples=sent.examples, chat_start=chat_start,
+                               messages=messages, held=held,
+                               modify=lambda text: text + _last_line(pieces, substitute, text).text)
+    dropped = checked.dropped
+    use_alignment = sent.alignment
+    if use_alignment and dropped:
+        use_alignment, dropped = False, dropped - 1
+    return Sent(sent.texts[dropped:], sent.sources[dropped:], sent.examples[:checked.examples],
+                use_alignment), checked.modified
 
 
 def _join(segments: list[tuple[str, str]], collapse: bool) -> PromptText:

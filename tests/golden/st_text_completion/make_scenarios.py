@@ -230,6 +230,14 @@ def scenarios() -> list[dict[str, Any]]:
     out.append(_base("single-line", "single_line", power_user={"single_line": True}))
     out.append(_base("no-examples-card", "a card without examples or personality",
                      card=_card(mes_example="", personality="")))
+    for max_context, max_tokens in ((768, 79), (768, 300), (1024, 556), (768, 256)):
+        out.append(_base(f"budget-continue-recheck-off-{max_context}-{max_tokens}", "a continue whose assembled "
+                         "prompt is counted again (checkPromptSize), instruct off", chat=long_chat,
+                         generation_type="continue", max_context=max_context, max_tokens=max_tokens, instruct=None,
+                         context="Default", power_user={"tokenizer": 0}))
+    out.append(_base("budget-continue-recheck", "a continue whose assembled prompt is counted again "
+                     "(checkPromptSize)", chat=long_chat, generation_type="continue", max_context=768,
+                     max_tokens=300, power_user={"tokenizer": 0}))
     quiet = "Summarise {{char}}'s mood in one line."
     out.append(_base("quiet", "a quiet prompt (generateQuietPrompt)", generation_type="quiet", quiet_prompt=quiet))
     out.append(_base("quiet-off", "a quiet prompt, instruct off", generation_type="quiet", quiet_prompt=quiet,
