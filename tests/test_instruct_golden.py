@@ -169,9 +169,10 @@ def test_the_prompt_ends_with_the_prompt_line() -> None:
 def _check_prompt_line(case: _Case) -> bool:
     if case.instruct is None or case.gen == "continue":
         return False  # instruct off, or a continue (the prompt ends inside the message continued)
-    name = case.speaker.user if case.gen == "impersonate" else case.speaker.char
+    quiet = case.gen == "quiet"  # generateQuietPrompt: the system's prompt line, named "System"
+    name = "System" if quiet else case.speaker.user if case.gen == "impersonate" else case.speaker.char
     line = format_prompt_line(case.instruct, case.speaker, case.substitute, name=name,
-                              impersonate=case.gen == "impersonate")
+                              impersonate=case.gen == "impersonate", quiet=quiet)
     assert case.record["prompt"].endswith(line.lstrip("\n")), line
     return True
 
@@ -270,7 +271,9 @@ def _check_whole_prompt(case: _Case) -> bool:
         story = ""
     pieces = PromptPieces(instruct=case.instruct, context=case.context, speaker=case.speaker, story=story,
                           examples=examples, history=_history(case), injections=injections, generation=case.gen,
-                          post_history=_post_history(case), force_name2=case.power_user["always_force_name2"],
+                          quiet_prompt=case.substitute(case.scenario.get("quiet_prompt") or ""),
+                          post_history=_post_history(case),
+                          force_name2=case.power_user["always_force_name2"] or case.gen == "quiet",
                           collapse_newlines=case.power_user["collapse_newlines"])
     prompt = assemble_prompt(pieces, case.substitute)
     assert prompt == case.record["prompt"], _first_difference(prompt, case.record["prompt"])

@@ -466,3 +466,44 @@ def test_the_budget_used_is_shown(page: Any, service: RunningService) -> None:
     assert service.client is not None
     budget = service.client.post("/v1/assemble", json=request).json()["budget"]
     assert f"budget {budget['used']} of 300 tokens (o200k" in page.inner_text("[data-testid=stats]")
+
+
+# -- text completion ----------------------------------------------------------------------------
+
+
+CHATML = {"input_sequence": "<|im_start|>user", "output_sequence": "<|im_start|>assistant",
+          "system_sequence": "<|im_start|>system", "stop_sequence": "<|im_end|>", "input_suffix": "<|im_end|>\n",
+          "output_suffix": "<|im_end|>\n", "system_suffix": "<|im_end|>\n", "wrap": True}
+
+
+def test_assemble_shows_a_text_completion_prompt_by_source_and_its_stop_strings(page: Any,
+                                                                                service: RunningService) -> None:
+    set_mode(page, "assemble")
+    request = json.loads(page.input_value("[data-testid=inputs]"))
+    del request["preset"]
+    request["text_completion"] = {"instruct": CHATML, "sysprompt": None, "context": {
+        "story_string": "<|im_start|>system\n{{#if description}}{{description}}\n{{/if}}{{#if persona}}{{persona}}\n"
+                        "{{/if}}<|im_end|>", "chat_start": ""}}
+    fill(page, "inputs", json.dumps(request, indent=2))
+    assert service.client is not None
+    expected = service.client.post("/v1/assemble", json=request).json()
+    blocks = page.locator("[data-testid=output] .block")
+    assert blocks.count() == 2
+    title = blocks.nth(0).locator(".block-title").evaluate("el => el.textContent")
+    assert title == "text-completion prompt · instruct inline, context inline, sysprompt off"
+    # the prompt is the service's, byte for byte, in pieces that each name their source
+    shown = blocks.nth(0).locator(".block-text").evaluate("el => el.textContent")
+    assert shown == expected["prompt"]
+    assert "Ash is a courier who missed the last ferry." in blocks.nth(0).locator(".piece-story").inner_text()
+    assert "Keep the scene cosy" in blocks.nth(0).locator(".piece-author_note").inner_text()
+    message = blocks.nth(0).locator(".piece-history", has_text="Is the storm going to last?")
+    message.hover()
+    assert "chat message 1" in page.inner_text("[data-testid=provenance]")
+    assert highlighted(page, "inputs") == json.dumps(request["chat"]["messages"][1]["content"])
+    blocks.nth(0).locator(".piece-literal").last.hover()
+    assert "last prompt line" in page.inner_text("[data-testid=provenance]")
+    # then the stop strings, in SillyTavern's order, written as JSON strings
+    stops = blocks.nth(1).locator(".piece-stop").evaluate_all("els => els.map(e => e.textContent.trim())")
+    assert stops == [json.dumps(s) for s in expected["stop"]] and json.dumps("\n<|im_end|>") in stops
+    title = blocks.nth(1).locator(".block-title").evaluate("el => el.textContent")
+    assert title == f"stop strings ({len(expected['stop'])})"

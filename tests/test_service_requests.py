@@ -310,3 +310,22 @@ def test_text_completions_forward_sillytaverns_prompt_and_stop_strings(client: h
     with client.stream("POST", "/v1/completions", json={"model": "m", "stream": True, "tavernbox": request}) as streamed:
         assert streamed.status_code == 200 and streamed.headers["content-type"].startswith("text/event-stream")
         assert b"".join(streamed.iter_raw()) == b"".join(SSE_CHUNKS)
+
+
+def test_assemble_answers_a_text_completion_prompt_with_its_sources(client: httpx.Client) -> None:
+    from tavernbox.sillytavern.text_completion import assemble_text_completion
+
+    request = {k: v for k, v in sample_request().items() if k != "preset"}
+    request["text_completion"] = {
+        "instruct": {"input_sequence": "<|user|>", "output_sequence": "<|bot|>", "stop_sequence": "</s>"},
+        "context": {"story_string": "{{#if description}}{{description}}\n{{/if}}{{trim}}", "chat_start": ""},
+        "sysprompt": None}
+    expected = assemble_text_completion(request).to_dict()
+    answer = client.post("/v1/assemble", json=request)
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert (body["prompt"], body["stop"]) == (expected["prompt"], expected["stop"])
+    assert body["provenance"] == expected["provenance"] and body["provenance"][0]["source"] == "story_string"
+    assert "messages" not in body
+    refused = client.post("/v1/assemble", json={**request, "store": True})
+    assert refused.status_code == 400 and refused.json()["error"]["path"] == "$.store"

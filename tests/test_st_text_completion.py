@@ -58,6 +58,8 @@ def request_for(record: dict[str, Any]) -> dict[str, Any]:
                                             "prefer_character_prompt", "prefer_character_jailbreak")},
         },
     }
+    if sc.get("quiet_prompt"):
+        request["generation"]["quiet_prompt"] = sc["quiet_prompt"]
     if sc.get("max_context"):
         request["budget"] = {"max_context": sc["max_context"], "max_tokens": sc["max_tokens"],
                              "tokenizer": {0: "estimate", 12: "llama3"}.get(pu["tokenizer"], "o200k")}
@@ -83,7 +85,7 @@ def test_every_recording_is_sillytaverns_prompt_and_stop_list() -> None:
         elif result.stop != record["stop"]:
             failures.append(f"{record['id']}: stop {result.stop!r} != {record['stop']!r}")
     assert not failures, f"{len(failures)} of {checked} differ:\n" + "\n".join(failures[:6])
-    assert checked >= 85
+    assert checked >= 100
 
 
 def test_text_completion_needs_no_preset_but_a_context_template() -> None:
@@ -234,9 +236,88 @@ def test_the_llama3_budget_recordings_match_where_the_tokenizer_file_is(monkeypa
         assert (result.prompt, result.stop) == (record["prompt"], record["stop"]), record["id"]
 
 
-def test_a_quiet_generation_is_refused_rather_than_sent_without_its_prompt() -> None:
-    request = request_for(_records()[0])
+def _quiet(record_id: str, quiet_prompt: str = "Summarise {{char}}'s mood.") -> tuple[dict[str, Any], Any]:
+    record = next(r for r in _records() if r["id"] == record_id)
+    request = request_for(record)
+    request["generation"] = {"type": "quiet", "quiet_prompt": quiet_prompt}
+    return record, assemble_text_completion(request)
+
+
+def test_a_quiet_prompt_in_instruct_mode_is_a_system_message_before_the_system_prompt_line() -> None:
+    # Generate('quiet'): the newest message keeps its line break (wrap is skipped for quiet), the
+    # quiet prompt (macros substituted) follows as a narrator's message, then the prompt line is
+    # the quiet one (last_system_sequence, else the output sequence), without names
+    record, result = _quiet("instruct-ChatML")
+    line = "<|im_start|>assistant\n"
+    assert record["prompt"].endswith("<|im_end|>\n" + line)
+    assert result.prompt == (record["prompt"].removesuffix(line)
+                             + "<|im_start|>system\nSummarise Mira's mood.<|im_end|>\n" + line)
+    assert result.stop == record["stop"]
+    by_source = {s.source: result.prompt[s.start:s.end] for s in result.spans}
+    assert by_source["quiet_prompt"] == "<|im_start|>system\nSummarise Mira's mood.<|im_end|>\n"
+    assert by_source["prompt_line"] == line
+
+
+def test_a_quiet_prompt_uses_the_last_system_sequence_when_the_template_has_one() -> None:
+    record = next(r for r in _records() if r["id"] == "instruct-ChatML")
+    request = request_for(record)
+    request["generation"] = {"type": "quiet", "quiet_prompt": "Describe the room."}
+    request["text_completion"]["instruct"] = {**request["text_completion"]["instruct"],
+                                              "last_system_sequence": "<|im_start|>narrator",
+                                              "names_behavior": "always"}
+    prompt = assemble_text_completion(request).prompt
+    # names_behavior "always" names no one on a quiet prompt line
+    assert prompt.endswith("Describe the room.<|im_end|>\n<|im_start|>narrator\n")
+
+
+def test_a_quiet_prompt_without_instruct_mode_ends_the_prompt_on_its_own_line() -> None:
+    # instruct off: the quiet prompt goes on a line of its own and nothing follows (no "Char:")
+    record, result = _quiet("instruct-off-Default")
+    assert record["prompt"].endswith("How long have you lived here?\nMira:")
+    assert result.prompt == record["prompt"].removesuffix("\nMira:") + "\nSummarise Mira's mood."
+    assert result.stop == record["stop"]
+
+
+def test_a_quiet_generation_with_no_prompt_is_a_normal_prompt_line_keeping_the_line_break() -> None:
+    # an empty quiet prompt adds nothing, but the newest message still keeps its line break, so
+    # the ordinary prompt line (with its own leading separator) follows a blank line
+    record, result = _quiet("instruct-ChatML", "")
+    line = "\n<|im_start|>assistant\n"
+    assert result.prompt == record["prompt"].removesuffix(line) + "\n" + line
+
+
+def test_the_quiet_prompt_is_counted_in_the_budget() -> None:
+    record = next(r for r in _records() if r["id"] == "instruct-ChatML")
+    request = request_for(record)
+    request["budget"] = {"max_context": 600, "max_tokens": 100, "tokenizer": "estimate"}
     request["generation"] = {"type": "quiet", "quiet_prompt": "Summarise."}
-    with pytest.raises(TemplateError) as info:
-        assemble_text_completion(request)
-    assert (info.value.code, info.value.path) == ("REQUEST_INVALID", "$.generation.type")
+    short = assemble_text_completion(request).prompt
+    request["generation"]["quiet_prompt"] = "Summarise. " + "Be thorough. " * 60
+    long = assemble_text_completion(request).prompt
+    assert "Be thorough." in long
+    # the longer quiet prompt leaves less room: the example dialogues (added last) no longer fit
+    assert "Do you ever get lonely?" in short
+    assert "Do you ever get lonely?" not in long
+    assert "Thank you. The storm is getting worse." in long
+
+
+def test_a_group_chat_stops_at_the_other_members_names() -> None:
+    # getStoppingStrings: in a group, "\nName:" for each member but the one replying, in the group's
+    # order, after the user's and the character's lines and before the instruct sequences
+    record = next(r for r in _records() if r["id"] == "instruct-ChatML")
+    request = request_for(record)
+    request["group"] = {"members": ["Ghost", "Mira", "Bard", "Ash"]}
+    result = assemble_text_completion(request)
+    assert record["stop"][0] == "\nAsh:"
+    assert result.stop == ["\nAsh:", "\nGhost:", "\nBard:"] + record["stop"][1:]
+    request["generation"] = {"type": "impersonate"}
+    assert assemble_text_completion(request).stop[:4] == ["\nMira:", "\nAsh:", "\nGhost:", "\nBard:"]
+
+
+def test_group_member_stop_strings_follow_names_as_stop_strings() -> None:
+    record = next(r for r in _records() if r["id"] == "instruct-off-Default")
+    request = request_for(record)
+    request["group"] = {"members": ["Mira", "Ghost"]}
+    assert assemble_text_completion(request).stop == ["\nAsh:", "\nGhost:"]
+    request["text_completion"]["context"] = {**request["text_completion"]["context"], "names_as_stop_strings": False}
+    assert "\nGhost:" not in assemble_text_completion(request).stop

@@ -3,7 +3,9 @@
 This is the back half of ``Generate`` for text-completion APIs once the front has done its work:
 the story string (rendered and wrapped), the example dialogues (formatted), the chat history
 (oldest first, each message already through its macros) and the prompts placed in it at a depth
-(:mod:`.inject`), fitted to the context budget when one is given (:mod:`.fitting`).
+(:mod:`.inject`), fitted to the context budget when one is given (:mod:`.fitting`; a continue's
+prompt is counted a second time there, and each count adds the last prompt line to the newest
+message once more).
 
 The joins, in SillyTavern's order:
 
@@ -16,8 +18,10 @@ The joins, in SillyTavern's order:
 3. for a continue, the newest message is cut where its text ends and held back to go last;
 4. with instruct mode, the template's ``user_alignment_message`` opens the history as a user message
    (with the first input sequence) unless the oldest message sent is a user's;
-5. the newest message sent loses one trailing line break (instruct off, or ``wrap`` on), then the
-   last prompt line is added to it: the instruct prompt line (:func:`~.messages.format_prompt_line`)
+5. the newest message sent loses one trailing line break (instruct off, or ``wrap`` on and not a
+   quiet generation), then the last prompt line is added to it: for a quiet generation its prompt
+   first (instruct off: on a line of its own, and nothing more; on: as a narrator's message), then
+   the instruct prompt line (:func:`~.messages.format_prompt_line`; the system's for a quiet prompt)
    or, instruct off, ``Char:`` on a line of its own (``User:`` when impersonating);
 6. story string + examples + ``chat_start`` + the messages + the held-back continued message, without
    ``\\r``; with ``collapse_newlines``, runs of line breaks become one.
@@ -30,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from .fitting import PromptBudget, fit_prompt
+from .fitting import PromptBudget, fit_prompt, recheck_continue
 from .inject import ExtensionPrompt, inject_in_chat
 from .messages import ForceSequence, Speaker, format_message, format_prompt_line
 from .prompt_items import ChatItem
@@ -51,7 +55,9 @@ class PromptPieces:
     history: Sequence[ChatItem] = ()
     #: prompts placed in the history at a depth (Author's Note, depth prompt, persona, story string...)
     injections: Sequence[ExtensionPrompt] = ()
-    generation: str = "normal"  # normal | continue | impersonate | regenerate | swipe
+    generation: str = "normal"  # normal | continue | impersonate | regenerate | swipe | quiet
+    #: a quiet generation's prompt (macros substituted), added after the newest message
+    quiet_prompt: str = ""
     post_history: str = ""
     force_name2: bool = True
     collapse_newlines: bool = False
@@ -122,17 +128,42 @@ def _history_texts(pieces: PromptPieces, substitute: Substitute) -> _History:
     return _History(texts, sources, flags, users, held)
 
 
-def _last_line(pieces: PromptPieces, substitute: Substitute) -> str:
-    """``modifyLastPromptLine('')``'s additions after the newest message."""
+class _LastLine(NamedTuple):
+    """``modifyLastPromptLine``'s additions after the newest message: the quiet prompt, then the line
+    the reply starts after."""
+
+    quiet: str
+    line: str
+
+    @property
+    def text(self) -> str:
+        return self.quiet + self.line
+
+
+def _last_line(pieces: PromptPieces, substitute: Substitute, newest: str = "") -> _LastLine:
+    """What ``modifyLastPromptLine`` adds after ``newest``: a quiet generation's prompt (instruct
+    off: on a line of its own, and nothing after it; on: formatted as a narrator's message, then the
+    system's prompt line), then the instruct prompt line or, instruct off, the name line."""
     instruct, speaker = pieces.instruct, pieces.speaker
     is_continue = pieces.generation == "continue"
     impersonate = pieces.generation == "impersonate"
-    if instruct is not None:
-        if is_continue:
-            return ""
-        name = speaker.user if impersonate else speaker.char
-        return format_prompt_line(instruct, speaker, substitute, name=name, impersonate=impersonate)
-    return ""
+    quiet = pieces.quiet_prompt
+    if instruct is None:
+        if quiet:
+            return _LastLine("\n" + quiet, "")
+        return _LastLine("", _plain_last_line(pieces, newest)[len(newest):])
+    quiet_text = ""
+    if quiet:
+        quiet_text = format_message(instruct, speaker, substitute, name=speaker.user, text=quiet, is_user=False,
+                                    is_narrator=True)
+    if is_continue:
+        return _LastLine(quiet_text, "")
+    name = speaker.user if impersonate else speaker.char
+    if quiet and not impersonate:
+        name = "System"
+    line = format_prompt_line(instruct, speaker, substitute, name=name, impersonate=impersonate,
+                              quiet=bool(quiet) and pieces.generation == "quiet")
+    return _LastLine(quiet_text, line)
 
 
 def _user_alignment(pieces: PromptPieces, substitute: Substitute) -> str:
@@ -171,13 +202,13 @@ def assemble_prompt_spans(pieces: PromptPieces, substitute: Substitute) -> Promp
     """The prompt string with the provenance of every part: ``story_string``, ``example[i]``,
     ``chat_start``, ``user_alignment``, ``message[i]`` (the history given, in order, after the
     in-chat prompts are placed), ``in-chat:KEY+KEY`` (prompts placed at a depth), ``post_history``,
-    ``prompt_line`` (the sequence the reply starts after) and ``continued``."""
+    ``quiet_prompt``, ``prompt_line`` (the sequence the reply starts after) and ``continued``."""
     history = _history_texts(pieces, substitute)
     texts, sources, examples = history.texts, history.sources, list(pieces.examples)
     alignment = _user_alignment(pieces, substitute)
     chat_start = substitute(pieces.context.chat_start + "\n") if pieces.context.chat_start else ""
     if pieces.budget is not None:
-        line = _last_line(pieces, substitute) if pieces.instruct is not None else _plain_last_line(pieces, "")
+        line = _last_line(pieces, substitute).text
         fitted = fit_prompt(pieces.budget, fixed=(pieces.story, line, history.held), messages=texts,
                             injected=history.injected, users=history.users, examples=examples,
                             alignment=alignment, chat_start=chat_start)
@@ -186,21 +217,55 @@ def assemble_prompt_spans(pieces: PromptPieces, substitute: Substitute) -> Promp
         use_alignment = fitted.alignment
     else:
         use_alignment = bool(alignment) and not (history.users and history.users[0])
+    modified = 1
+    if pieces.budget is not None and pieces.generation == "continue" and history.held:
+        sent = Sent(texts, sources, examples, use_alignment)
+        sent, modified = _recheck(pieces, substitute, sent, alignment, chat_start, history.held)
+        texts, sources, examples, use_alignment = sent
     instruct = pieces.instruct
-    if texts and pieces.generation != "continue" and (instruct is None or instruct.wrap):
+    # instruct mode keeps the newest message's line break for a quiet generation (``Generate``)
+    if texts and pieces.generation != "continue" and (
+            instruct is None or (instruct.wrap and pieces.generation != "quiet")):
         texts[-1] = texts[-1][:-1] if texts[-1].endswith("\n") else texts[-1]
     newest = texts[-1] if texts else ""
-    last = newest + _last_line(pieces, substitute)
-    if instruct is None:
-        last = _plain_last_line(pieces, last)
+    for _ in range(modified - 1):  # the continue's second count added the prompt line more than once
+        newest += _last_line(pieces, substitute, newest).text
+    last = _last_line(pieces, substitute, newest) if modified else _LastLine("", "")
     segments: list[tuple[str, str]] = [("story_string", pieces.story)]
     segments += [(f"example[{i}]", example) for i, example in enumerate(examples)]
     segments += [("chat_start", chat_start), ("user_alignment", alignment if use_alignment else "")]
     segments += list(zip(sources[:-1], texts[:-1]))
     if texts:
         segments.append((sources[-1], newest))
-    segments += [("prompt_line", last[len(newest):]), ("continued", history.held)]
+    segments += [("quiet_prompt", last.quiet), ("prompt_line", last.line), ("continued", history.held)]
     return _join(segments, pieces.collapse_newlines)
+
+
+class Sent(NamedTuple):
+    """The messages (oldest first), their sources and the example dialogues sent, and whether the
+    user alignment message opens the history."""
+
+    texts: list[str]
+    sources: list[str]
+    examples: list[str]
+    alignment: bool
+
+
+def _recheck(pieces: PromptPieces, substitute: Substitute, sent: Sent, alignment: str, chat_start: str,
+             held: str) -> tuple[Sent, int]:
+    """The continue's second count (:func:`~.fitting.recheck_continue`) applied to what is sent; the
+    number of times the newest message gets the last prompt line."""
+    assert pieces.budget is not None
+    messages = ([alignment] if sent.alignment else []) + sent.texts
+    checked = recheck_continue(pieces.budget, story=pieces.story, examples=sent.examples, chat_start=chat_start,
+                               messages=messages, held=held,
+                               modify=lambda text: text + _last_line(pieces, substitute, text).text)
+    dropped = checked.dropped
+    use_alignment = sent.alignment
+    if use_alignment and dropped:
+        use_alignment, dropped = False, dropped - 1
+    return Sent(sent.texts[dropped:], sent.sources[dropped:], sent.examples[:checked.examples],
+                use_alignment), checked.modified
 
 
 def _join(segments: list[tuple[str, str]], collapse: bool) -> PromptText:

@@ -2,6 +2,7 @@
 
 1. with the context template's ``names_as_stop_strings``: ``"\\n<char>:"`` when impersonating, else
    ``"\\n<user>:"``; then ``"\\n<user>:"``; on a continue after a user message, ``"\\n<char>:"``;
+   in a group chat, ``"\\n<member>:"`` for every other member, in the group's order;
 2. with instruct mode on: its ``stop_sequence``, and with ``sequences_as_stop_strings`` the input,
    output, first/last output, system and last system sequences, split into lines, each non-blank
    line once, after a line break when ``wrap`` is on (macros substituted when ``macro`` is on);
@@ -71,14 +72,17 @@ def _unique(items: Sequence[str]) -> list[str]:
 
 def stopping_strings(instruct: Instruct | None, context: Context, speaker: Speaker, substitute: Substitute,
                      settings: StopSettings = StopSettings(), *, impersonate: bool = False,
-                     continue_after_user: bool = False) -> list[str]:
-    """The ``stop`` list; ``instruct`` is None with instruct mode off."""
+                     continue_after_user: bool = False, group_members: Sequence[str] = ()) -> list[str]:
+    """The ``stop`` list; ``instruct`` is None with instruct mode off. ``group_members`` are a group
+    chat's members in the group's order: each one but the member replying (``speaker.char``) stops
+    the reply at its ``Name:`` line, after the user's and the character's."""
     result: list[str] = []
     if context.names_as_stop_strings:
         char_line, user_line = f"\n{speaker.char}:", f"\n{speaker.user}:"
         result += [char_line if impersonate else user_line, user_line]
         if continue_after_user:
             result.append(char_line)
+        result += [f"\n{name}:" for name in group_members if name and name != speaker.char]
     if instruct is not None:
         result += _instruct_sequences(instruct, context, speaker, substitute)
     if context.use_stop_strings:

@@ -2,7 +2,8 @@
 
 ``/v1/assemble`` takes the request-file object of ``tavernbox assemble --request`` (preset, card,
 books, chat, user, author_note, world_info, group, options) and answers what ``assemble --request
---json`` prints (messages, body, warnings, nodes, provenance, trace, record). ``"preview": true``
+--json`` prints (messages, body, warnings, nodes, provenance, trace, record; for a request with
+``text_completion``: prompt, stop, templates, warnings and the prompt's provenance). ``"preview": true``
 asks for SillyTavern's dry run (``options.dry_run``); ``"store": true`` also keeps the answer's
 record in the library as ``records/<id>`` (``"record_id"`` or the request id), so ``/v1/replay``
 with ``{"ref": "records/<id>"}`` rebuilds it after a restart. Any asset may be a library ref;
@@ -83,6 +84,17 @@ def _assemble(request: dict[str, Any]) -> Any:
     return assemble_request(request)
 
 
+def _assemble_answer(request: dict[str, Any]) -> dict[str, Any]:
+    """What ``assemble --request --json`` prints: for a request with ``text_completion``, the prompt,
+    the stop strings and the prompt's provenance (each span's source) instead of the messages."""
+    if request.get("text_completion") is not None:
+        from ..sillytavern.text_completion import assemble_text_completion
+
+        return assemble_text_completion(request).to_dict()
+    answer: dict[str, Any] = _assemble(request).to_dict()
+    return answer
+
+
 def _prepare(body: dict[str, Any]) -> tuple[dict[str, Any], bool, str | None]:
     """Split the service's own fields (preview, store, record_id) from the request file."""
     request = dict(body)
@@ -113,11 +125,14 @@ async def assemble(request: Request) -> Response:
     def work() -> dict[str, Any]:
         resolved, refs = resolve_refs(library, body)
         prepared, store, record_id = _prepare(resolved)
-        answer = _assemble(prepared).to_dict()
+        answer = _assemble_answer(prepared)
         LibraryLeases(library, refs).check("before the assembly was committed")
         if refs:
             answer["refs"] = refs
         if store:
+            if "prompt" in answer:
+                raise TemplateError("a text-completion assembly has no record to store (no replay yet)",
+                                    code="SERVICE_REQUEST_INVALID", path="$.store")
             stored = {"record": answer.get("record"), "messages": answer.get("messages"), "refs": refs,
                       "request_id": rid, "preview": bool(prepared.get("options", {}).get("dry_run"))}
             answer["stored"] = library.put("records", record_id or rid, stored).to_dict(with_data=False)

@@ -18,7 +18,9 @@ instruct, context and system-prompt templates (``text_completion`` in the reques
 The context budget (:mod:`tavernbox.instruct.fitting`) counts with the request's tokenizer; SillyTavern
 counts with the model's: ``llama3`` and the sentencepiece models (from the user's copies of
 SillyTavern's files) and ``estimate`` (SillyTavern's count without a tokenizer) keep exactly what it
-keeps. Not yet here: group chats' member names as stop strings, quiet prompts.
+keeps. A quiet generation (``generation.type`` ``quiet``) ends the prompt with its ``quiet_prompt``
+as ``generateQuietPrompt`` sends it (not ``quietToLoud``, no ``quietName``). In a group chat the other members' ``Name:`` lines
+are stop strings too.
 """
 
 from __future__ import annotations
@@ -225,9 +227,6 @@ def text_completion(front: Front) -> TextCompletion:
     if spec is None:
         raise TemplateError("the request has no text_completion field", code="REQUEST_INVALID",
                             path="$.text_completion")
-    if front.chat.gen == "quiet":
-        raise TemplateError("the text-completion path does not build quiet prompts yet (generation type quiet)",
-                            code="REQUEST_INVALID", path="$.generation.type")
     templates = load_templates(spec)
     settings = _settings(spec)
     instruct = Instruct.from_fields(templates.instruct.fields) if templates.instruct is not None else None
@@ -257,8 +256,10 @@ def text_completion(front: Front) -> TextCompletion:
     history = _history(front, names)
     pieces = PromptPieces(instruct=instruct, context=context, speaker=speaker, story=story, examples=examples,
                           history=history, injections=prompts, generation=front.chat.gen,
+                          quiet_prompt=front.chat.quiet_prompt if front.chat.gen == "quiet" else "",
                           post_history=_post_history(templates, card, settings, names),
-                          force_name2=bool(settings["always_force_name2"]),
+                          # a quiet prompt is generated with ``force_name2`` (``generateQuietPrompt``)
+                          force_name2=bool(settings["always_force_name2"]) or front.chat.gen == "quiet",
                           collapse_newlines=bool(settings["collapse_newlines"]),
                           budget=_budget(front, settings))
     assembled = assemble_prompt_spans(pieces, names)
@@ -267,7 +268,8 @@ def text_completion(front: Front) -> TextCompletion:
         custom_stopping_strings=str(settings["custom_stopping_strings"] or ""),
         custom_stopping_strings_macro=bool(settings["custom_stopping_strings_macro"]),
         single_line=bool(settings["single_line"])), impersonate=front.chat.gen == "impersonate",
-        continue_after_user=front.chat.gen == "continue" and bool(history) and history[-1].is_user)
+        continue_after_user=front.chat.gen == "continue" and bool(history) and history[-1].is_user,
+        group_members=tuple(req.group.members) if req.group is not None else ())
     warnings = list(front.loaded.warnings)
     for template in (templates.instruct, templates.context, templates.sysprompt):
         if template is not None:

@@ -4,7 +4,7 @@ import { ApiError, adoptTokenFromUrl, call, hasToken, setToken } from "./api.js"
 import { diffModels } from "./diff.js";
 import { Editor, caretSnippet, offsetOfLineCol } from "./editor.js";
 import { JsonPosError, lineCol, parseWithPositions, rangeOf } from "./jsonpos.js";
-import { CATEGORIES, assembleModel, ejsModel, macrosModel, worldinfoModel } from "./provenance.js";
+import { CATEGORIES, assembleModel, ejsModel, macrosModel, textCompletionModel, worldinfoModel } from "./provenance.js";
 import { readFile, requestPartOf } from "./files.js";
 import { SAMPLES } from "./samples.js";
 
@@ -210,6 +210,8 @@ async function run() {
     for (const d of data.diagnostics || []) {
       model.diagnostics.push({ code: d.code, message: d.message, severity: d.severity || "warning", path: d.path });
     }
+  } else if (data && typeof data.prompt === "string") {
+    model = textCompletionModel(data, parsedInputs.ranges);
   } else {
     model = assembleModel(data, given, parsedInputs.ranges, inp, src);
   }

@@ -14,7 +14,7 @@ export const CATEGORIES = {
   preset: "preset prompt", character: "character card", persona: "persona", world_info: "world info",
   author_note: "author's note", history: "chat history", input: "new message", macro: "macro output",
   variable: "variable read", literal: "template text", ejs_output: "EJS output tag", ejs_code: "EJS code",
-  other: "other",
+  story: "story string", stop: "stop string", other: "other",
 };
 
 function piece(text, cls, label, info, target) {
@@ -311,4 +311,65 @@ export function assembleModel(answer, request, ranges, inputsText, sendBox) {
   return { blocks, diagnostics, exportable: answer.body ?? answer, size: { chars, messages: messages.length },
     budget: answer.budget, note: usePost ? "provenance of the messages before post-processing" : null,
     trace: answer.trace };
+}
+
+// --- text completion ---------------------------------------------------------------------------
+
+// The prompt's sources (text_completion.to_dict's provenance): what each names, and its colour.
+const PROMPT_PARTS = {
+  story_string: ["story", "story string (context template)"], chat_start: ["literal", "chat start (context template)"],
+  user_alignment: ["literal", "user alignment message (instruct template)"],
+  post_history: ["preset", "post-history instructions"], quiet_prompt: ["input", "quiet prompt"],
+  prompt_line: ["literal", "last prompt line (instruct template)"], continued: ["history", "the message continued"],
+};
+const IN_CHAT = [["2_floating_prompt", "author_note"], ["customDepthWI", "world_info"],
+  ["PERSONA_DESCRIPTION", "persona"], ["DEPTH_PROMPT", "character"], ["__STORY_STRING__", "story"]];
+
+function promptPart(source) {
+  if (source in PROMPT_PARTS) return PROMPT_PARTS[source];
+  let m = /^example\[(\d+)\]$/.exec(source);
+  if (m) return ["character", `example dialogue ${Number(m[1]) + 1} (card)`];
+  m = /^chat\[(\d+)\]$/.exec(source);
+  if (m) return ["history", `chat message ${m[1]}`];
+  if (source.startsWith("in-chat:")) {
+    const keys = source.slice(8).split("+");
+    const hit = IN_CHAT.find(([key]) => keys[0].startsWith(key));
+    return [hit ? hit[1] : "other", "placed in the chat at a depth: " + keys.join(", ")];
+  }
+  return ["other", source];
+}
+
+// The request's JSON text a chat message's span came from ($.chat.messages[i].content).
+function chatTarget(source, ranges) {
+  const m = /^chat\[(\d+)\]$/.exec(source);
+  if (!m || !ranges) return null;
+  for (const path of [`$.chat.messages[${m[1]}].content`, `$.chat[${m[1]}].content`]) {
+    const r = ranges.get(path);
+    if (r) return { editor: "inputs", path, start: r.start, end: r.end };
+  }
+  return null;
+}
+
+// A text-completion answer: the prompt as one block of its sources, then the stop strings.
+export function textCompletionModel(answer, ranges) {
+  const prompt = answer.prompt ?? "";
+  const pieces = []; // the provenance's offsets are UTF-16, as the prompt string here
+  let at = 0;
+  for (const span of answer.provenance || []) {
+    if (span.start > at) pieces.push(piece(prompt.slice(at, span.start), "other", "unattributed", {}));
+    const [cls, label] = promptPart(span.source);
+    pieces.push(piece(prompt.slice(span.start, span.end), cls, label, { source: span.source },
+      chatTarget(span.source, ranges)));
+    at = span.end;
+  }
+  if (prompt.length > at) pieces.push(piece(prompt.slice(at), "other", "unattributed", {}));
+  const stops = (answer.stop || []).map((s, i) => piece(JSON.stringify(s) + "\n", "stop", `stop string ${i + 1}`,
+    { stop: JSON.stringify(s) }));
+  const templates = answer.templates || {};
+  const title = "text-completion prompt · " + ["instruct", "context", "sysprompt"]
+    .map((k) => `${k} ${templates[k] == null ? "off" : templates[k] || "inline"}`).join(", ");
+  const blocks = [{ title, pieces }, { title: `stop strings (${stops.length})`, pieces: stops }];
+  const diagnostics = (answer.warnings || []).map((w) => ({ code: w.code || "WARNING", message: w.message || String(w),
+    severity: w.severity || "warning", path: w.path }));
+  return { blocks, diagnostics, exportable: answer, size: { chars: prompt.length }, budget: undefined };
 }

@@ -26,7 +26,9 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 SHARED = os.environ.get("TAVERNBOX_SHARED", os.path.join(REPO, "..", "shared"))
-ORACLE = os.path.join(SHARED, "tools", "st-oracle", "oracle_tc.py")
+# the quiet cases need an oracle that sends generation type quiet through generateQuietPrompt({quietPrompt}), as
+# the chat-completion oracle.py does (TAVERNBOX_ORACLE_TC names such a copy until the shared one does)
+ORACLE = os.environ.get("TAVERNBOX_ORACLE_TC") or os.path.join(SHARED, "tools", "st-oracle", "oracle_tc.py")
 OUT = os.path.join(HERE, "requests.jsonl")
 FAILED = os.path.join(HERE, "failed.jsonl")
 ST_HOME = os.environ.get("ST_ORACLE_HOME", os.path.join(os.path.expanduser("~"), ".cache", "st-oracle"))
@@ -228,6 +230,24 @@ def scenarios() -> list[dict[str, Any]]:
     out.append(_base("single-line", "single_line", power_user={"single_line": True}))
     out.append(_base("no-examples-card", "a card without examples or personality",
                      card=_card(mes_example="", personality="")))
+    for max_context, max_tokens in ((768, 79), (768, 300), (1024, 556), (768, 256)):
+        out.append(_base(f"budget-continue-recheck-off-{max_context}-{max_tokens}", "a continue whose assembled "
+                         "prompt is counted again (checkPromptSize), instruct off", chat=long_chat,
+                         generation_type="continue", max_context=max_context, max_tokens=max_tokens, instruct=None,
+                         context="Default", power_user={"tokenizer": 0}))
+    out.append(_base("budget-continue-recheck", "a continue whose assembled prompt is counted again "
+                     "(checkPromptSize)", chat=long_chat, generation_type="continue", max_context=768,
+                     max_tokens=300, power_user={"tokenizer": 0}))
+    quiet = "Summarise {{char}}'s mood in one line."
+    out.append(_base("quiet", "a quiet prompt (generateQuietPrompt)", generation_type="quiet", quiet_prompt=quiet))
+    out.append(_base("quiet-off", "a quiet prompt, instruct off", generation_type="quiet", quiet_prompt=quiet,
+                     instruct=None, context="Default"))
+    out.append(_base("quiet-last-system-sequence", "a quiet prompt with last_system_sequence and names always",
+                     generation_type="quiet", quiet_prompt=quiet, instruct_overrides={
+                         "last_system_sequence": "<|im_start|>narrator", "names_behavior": "always"}))
+    out.append(_base("quiet-llama3-wrap-off", "a quiet prompt, Llama 3 Instruct with wrap off",
+                     generation_type="quiet", quiet_prompt=quiet, instruct="Llama 3 Instruct",
+                     context="Llama 3 Instruct", instruct_overrides={"wrap": False}))
     return out
 
 
