@@ -207,3 +207,26 @@ def test_the_services_activate_reads_the_chat_readers_json_form() -> None:
     assert documented["activated"] == as_list["activated"]
     bad = _activate({"books": [book], "chat": {"messages": [{"role": "narrator", "content": "x"}]}})
     assert bad["error"]["code"] == "REQUEST_INVALID" and bad["error"]["path"] == "$.chat.messages[0].role"
+
+
+def test_a_jsonl_chat_of_documented_messages_is_read_whole() -> None:
+    """One ``{"role", "content"}`` message a line is the documented form, line by line: every message is read
+    (the first is not taken for the export's metadata, the others not for empty stored messages)."""
+    lines = [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi there", "name": "Mira"}]
+    chat = read_chat_bytes("\n".join(json.dumps(m) for m in lines).encode(), hint="chat.jsonl")
+    assert [(m.role, m.content, m.name) for m in chat.messages] == [("user", "hello", None),
+                                                                    ("assistant", "hi there", "Mira")]
+    with_meta = [{"user_name": "Ash"}, *lines]
+    chat = read_chat_bytes("\n".join(json.dumps(m) for m in with_meta).encode(), hint="chat.jsonl")
+    assert chat.user_name == "Ash" and [m.content for m in chat.messages] == ["hello", "hi there"]
+
+
+@pytest.mark.parametrize(("lines", "line", "says"), [
+    ([{"role": "user", "content": "hello"}, {"name": "Mira", "is_user": False, "mes": "x"}], 2, "not both"),
+    ([{"role": "user", "content": "hello"}, {"role": "user", "content": 5}], 2, "content must be a string"),
+])
+def test_a_jsonl_chat_that_mixes_forms_or_holds_a_bad_message_names_its_line(lines: list[Any], line: int,
+                                                                              says: str) -> None:
+    with pytest.raises(TemplateError) as caught:
+        read_chat_bytes("\n".join(json.dumps(m) for m in lines).encode(), hint="chat.jsonl")
+    assert caught.value.code == "REQUEST_INVALID" and caught.value.line == line and says in caught.value.message

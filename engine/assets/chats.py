@@ -305,15 +305,41 @@ def parse_chat_jsonl(text: str) -> StChat:
         rows = [(n, _strict_line(n, line)) for n, line in lines]
     head_line, head = rows[0]
     meta: dict[str, Any] = {}
-    if isinstance(head, Mapping) and "mes" not in head:
+    if isinstance(head, Mapping) and "mes" not in head and "role" not in head:
         meta = dict(head)
         rows = rows[1:]
     chat_meta = meta.get("chat_metadata") if isinstance(meta.get("chat_metadata"), Mapping) else {}
     lorebook = chat_meta.get("world_info") if isinstance(chat_meta.get("world_info"), str) else None
-    read = [_st_message(row, f"$[line {n}]", f"chat export line {n}", n) for n, row in rows]
+    if rows and _documented_lines(rows):
+        # one documented message (``role``, ``content``) a line: read as ``{"messages": [...]}`` is
+        read = [_documented_line(row, n) for n, row in rows]
+    else:
+        read = [_st_message(row, f"$[line {n}]", f"chat export line {n}", n) for n, row in rows]
     return _stored_chat(read, meta, lorebook,
                         {key: chat_meta[key] if isinstance(chat_meta.get(key), str) else ""
                          for key in ("scenario", "mes_example")})
+
+
+def _documented_lines(rows: Sequence[tuple[int, Any]]) -> bool:
+    """Whether the lines hold documented messages (``role``/``content``) rather than SillyTavern's stored ones
+    (``mes``/``is_user``); a file that mixes the two is refused, naming the first line of the other form."""
+    documented = [isinstance(row, Mapping) and "role" in row and "mes" not in row for _n, row in rows]
+    if not any(documented):
+        return False
+    for (n, _row), is_documented in zip(rows, documented):
+        if not is_documented:
+            raise TemplateError(f"chat line {n} is not a message like the others ({{\"role\", \"content\"}}): a "
+                                "chat file holds SillyTavern's stored messages or documented ones, not both",
+                                code="REQUEST_INVALID", path=f"$[line {n}]", line=n, column=1)
+    return True
+
+
+def _documented_line(row: Any, line: int) -> ChatMessage:
+    """One documented message of a ``.jsonl`` chat, its errors pointing at its line."""
+    try:
+        return _message(row, f"$[line {line}]")
+    except TemplateError as exc:
+        raise TemplateError(exc.message, code=exc.code, path=exc.path, line=line, column=1) from None
 
 
 def _stored_chat(read: list[ChatMessage | None], meta: dict[str, Any], lorebook: str | None,
