@@ -57,6 +57,11 @@ class _Pairing:
     def diag(self, code: str, message: str, start: int, end: int, **data: Any) -> None:
         self.diagnostics.append(Diagnostic(code, message, Span(start, max(start, end)), data=data))
 
+    @property
+    def inputs(self) -> _Pairing:
+        """The pairing rule reads the registry as a render's inputs (``state.inputs.registry``)."""
+        return self
+
     _can_take_body = RenderState._can_take_body
     _pairs = RenderState._pairs
 
