@@ -534,6 +534,12 @@ def test_out_of_memory_matrix_never_crashes(pattern: str, memory_mib: int, pool:
             # The parser sometimes reports running out of memory as a bogus SyntaxError
             # ("invalid assignment left-hand side"): an engine quirk, not a crash.
             allowed.add(FAILED)
+        if pattern == "split" and detail == "uncaught null":
+            # A heap of small strings can leave the engine no room for its out-of-memory error, so it
+            # throws null; classify_null's probe (four times the memory) can fill that heap too, and then
+            # takes the null for the template's own (DEVIATIONS, "Sandbox"). A misnamed failure, not a
+            # crash or a hang: the rest of this test still holds.
+            allowed.add(FAILED)
         assert code in allowed, (pattern, exponent, code, detail)
         assert time.monotonic() - start < WALL_S, (pattern, exponent, time.monotonic() - start)
     check_healthy(pool)
