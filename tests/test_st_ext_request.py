@@ -32,7 +32,10 @@ def test_the_default_path_evaluates_templates_and_tavern_helpers_macros() -> Non
     assert [m["content"] for m in sent.messages] == ["Main. HP 9 chat", "[Start a new Chat]", "Hi.",
                                                      "Hello Ash."]
     assert not sent.warnings
-    assert sent.variables_patch == {"message": [{"op": "add", "path": "/seen", "value": 1}]}
+    # the user's message (the chat's last: generation's message scope) took a copy of the message before it when
+    # the chat loaded, then its template wrote ``seen`` (recorded: vars-chat-depths)
+    assert sent.variables_patch == {"message": [{"op": "add", "path": "/stat_data", "value": {"hp": 9}},
+                                                {"op": "add", "path": "/seen", "value": 1}]}
 
 
 def test_with_the_extensions_off_sillytavern_alone_is_sent() -> None:
@@ -45,7 +48,8 @@ def test_with_the_extensions_off_sillytavern_alone_is_sent() -> None:
 
 def test_the_json_form_reports_the_patch_and_the_reads() -> None:
     out = assemble_request(_request()).to_dict()
-    assert out["templates"]["variables_patch"] == {"message": [{"op": "add", "path": "/seen", "value": 1}]}
+    assert out["templates"]["variables_patch"] == {"message": [{"op": "add", "path": "/stat_data", "value": {"hp": 9}},
+                                                               {"op": "add", "path": "/seen", "value": 1}]}
     kinds = {(r["kind"], r.get("scope"), r.get("key")) for r in out["templates"]["reads"]}
     assert ("get_message_variable", "message", "stat_data.hp") in kinds and ("getvar", "cache", "cv") in kinds
 

@@ -221,6 +221,7 @@ class Assembler:
             snapshots=prior_records,
         )
         result.draws = [{"key": r["key"], "draws": r["draws"]} for r in renders if r["draws"]]
+        result.variables = {"local": state.local_variables, "global": state.global_variables}
         # the record is built when read; what it describes is taken now (the messages as assembled:
         # the dicts belong to the caller once returned)
         sent, notices, early = assembled_messages(result.messages), list(state.notices), list(diags)

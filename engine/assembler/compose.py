@@ -199,6 +199,9 @@ class AssemblyResult:
     #: that send the logical array themselves (SillyTavern's request) and need its provenance
     logical_spans: list[Any] = field(default_factory=list, repr=False, compare=False)
     _record: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    #: the chat-local and global variables as the renders left them (``{"local": ..., "global": ...}``; ``global``
+    #: is ``None`` when no render changed the given ones): SillyTavern's ``{{setvar}}`` family's writes
+    variables: dict[str, Any] | None = field(default=None, repr=False, compare=False)
     #: builds :attr:`record` on first read (set by the assembler; see :attr:`record`)
     record_builder: Callable[[], dict[str, Any]] | None = field(default=None, repr=False, compare=False)
 

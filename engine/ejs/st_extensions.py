@@ -21,12 +21,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import Diagnostic
-from ..macros.st_extension_settings import PROMPT_TEMPLATE_SETTINGS, ExtensionSettings, parse_extensions
-from ..macros.st_variables import StVariables
+from ..macros.st_extension_settings import PROMPT_TEMPLATE_SETTINGS, ExtensionSettings, load_steps, parse_extensions
+from ..macros.st_variables import StVariables, copied_forward
 from ..macros.tavern_helper import MacroUse, expand_variable_macros
 from .st_prompt_template import (
     InjectEntry,
@@ -38,8 +38,9 @@ from .st_prompt_template import (
     split_decorators,
 )
 
-__all__ = ["ChatLoad", "ExtensionSettings", "ExtensionsResult", "PROMPT_TEMPLATE_SETTINGS", "filter_templates",
-           "initial_variables", "inject_entries", "load_chat", "parse_extensions", "prepare_world_entries", "run_extensions", "world_entries"]
+__all__ = ["ChatLoad", "ExtensionSettings", "ExtensionsResult", "PROMPT_TEMPLATE_SETTINGS", "copied_forward",
+           "filter_templates", "initial_variables", "inject_entries", "load_chat", "load_steps", "parse_extensions",
+           "prepare_world_entries", "run_extensions", "world_entries"]
 
 #: the regex script ST-Prompt-Template installs to hide the chat's ``<% %>`` from generation
 #: (``filter_message_enabled``; prompt only, user and assistant messages)
@@ -88,6 +89,7 @@ def run_extensions(
     now_ms: int | None = None,
     initial: Mapping[str, Any] | None = None,
     inject_entries: Sequence[InjectEntry] = (),
+    message_index: int | None = None,
 ) -> ExtensionsResult:
     """Tavern Helper's pass, then ST-Prompt-Template's evaluation, over the final ``messages`` (``role`` and
     ``content`` each). Raises ``TemplateError`` when a template budget trips."""
@@ -104,7 +106,8 @@ def run_extensions(
     result = evaluate_prompt_templates(texts, variables=variables, books=books, default_book=default_book,
                                        context=context, limits=limits, now_ms=now_ms, initial_variables=initial,
                                        inject=inject_entries if settings.prompt_template.get("inject_loader_enabled")
-                                       else (), roles=[str(m.get("role") or "system") for m in messages])
+                                       else (), roles=[str(m.get("role") or "system") for m in messages],
+                                       message_index=message_index)
     return ExtensionsResult(result.texts, result.warnings, result.variables_patch, reads + result.reads,
                             result.evaluated, result.messages, result.variables_after)
 
@@ -124,6 +127,11 @@ class ChatLoad:
     reads: list[dict[str, Any]]
 
 
+#: a chat without templates has its message variables copied forward in Python (False: in the VM, the plain path
+#: it must equal)
+COPY_WITHOUT_VM = True
+
+
 def load_chat(
     contents: Sequence[str],
     *,
@@ -135,23 +143,29 @@ def load_chat(
     limits: PromptTemplateLimits | None = None,
     now_ms: int | None = None,
 ) -> ChatLoad:
-    """What ST-Prompt-Template does to the stored chat before a generation: it evaluates every message's templates
-    when the chat is shown (writing their variables; with ``raw_message_evaluation_enabled`` the message keeps the
-    result), and with ``filter_message_enabled`` hides what is left of ``<% %>`` from the prompt."""
+    """What ST-Prompt-Template does to the stored chat before a generation: when the chat is shown it evaluates each
+    shown message's templates (:func:`load_steps`) with that message's own variables as the message scope, in order
+    (writing their variables; with ``raw_message_evaluation_enabled`` the message keeps the result), and with
+    ``filter_message_enabled`` hides what is left of ``<% %>`` from the prompt."""
     out = list(contents)
     pt = settings.prompt_template
-    if not pt.get("enabled") or not any("<%" in c for c in out):
+    if not pt.get("enabled"):
         return ChatLoad(out, variables, [], [])
     warnings: list[Diagnostic] = []
     reads: list[dict[str, Any]] = []
-    if pt.get("render_enabled") or pt.get("raw_message_evaluation_enabled"):
+    steps = load_steps(out, settings)
+    if steps and (not COPY_WITHOUT_VM or any("<%" in out[i] for i in steps)):
+        from .st_prompt_template import evaluate_chat_templates
+
         texts = [TemplateText(c, f"chat message {i}") for i, c in enumerate(out)]
-        result = evaluate_prompt_templates(texts, variables=variables, books=books, default_book=default_book,
-                                           context=context, limits=limits, now_ms=now_ms)
+        result = evaluate_chat_templates(texts, steps=steps, variables=variables, books=books,
+                                         default_book=default_book, context=context, limits=limits, now_ms=now_ms)
         warnings, reads = result.warnings, result.reads
         variables = result.variables_after or variables
         if pt.get("raw_message_evaluation_enabled"):
             out = result.texts
+    elif steps:
+        variables = replace(variables, messages=copied_forward(variables.messages, steps))
     if pt.get("filter_message_enabled"):
         out = [filter_templates(c) for c in out]
     return ChatLoad(out, variables, warnings, reads)

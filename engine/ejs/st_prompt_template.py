@@ -16,7 +16,8 @@ extension's behaviour instead: that message stays as it was, and a warning names
 Browser-only calls (``execute``, quick replies) fail their template with ``TEMPLATE_UNSUPPORTED``.
 
 Writes never reach the caller's objects: they come back as ``variables_patch``, JSON Patch operations per scope
-(``global``, ``chat``, ``message``: the latest message's variables).
+(``global``, ``chat``, ``message``: the message scope's variables). :func:`evaluate_chat_templates` is the chat's own
+templates when the chat is shown, each message in its own message scope.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from ..macros.st_variables import StVariables
 from ..sandbox import Limits, Usage, run_program
 
 __all__ = ["InjectEntry", "PromptTemplateContext", "PromptTemplateLimits", "PromptTemplateResult", "TemplateText", "WorldEntry",
-           "evaluate_prompt_templates", "json_patch", "split_decorators"]
+           "evaluate_chat_templates", "evaluate_prompt_templates", "json_patch", "split_decorators"]
 
 _FRAME = re.compile(r"<input>:(\d+):(\d+)")
 #: the decorators ST-Prompt-Template knows (a first line ``@@name args``); ``@@@`` escapes one
@@ -295,10 +296,13 @@ def evaluate_prompt_templates(
     initial_variables: Mapping[str, Any] | None = None,
     inject: Sequence[InjectEntry] = (),
     roles: Sequence[str] = (),
+    message_index: int | None = None,
 ) -> PromptTemplateResult:
     """Evaluate the ``<% %>`` of ``texts`` in order, in one VM (texts without ``<%`` are not touched and cost no
     VM when none has one). ``initial_variables`` are the extension's ``[InitialVariables]`` (read between the
-    global and the chat variables, never written). Raises ``TemplateError`` when a budget trips."""
+    global and the chat variables, never written). ``message_index`` is the chat message whose variables are the
+    message scope (the generation's: the chat's last message); without it, the latest message that has variables.
+    Raises ``TemplateError`` when a budget trips."""
     variables = variables or StVariables()
     context = context or PromptTemplateContext()
     limits = limits or PromptTemplateLimits()
@@ -310,7 +314,7 @@ def evaluate_prompt_templates(
     templates, order, warnings = _place_templates(texts, layout)
     if not templates and not inject:
         return PromptTemplateResult(out_texts, warnings, {}, [], [False] * len(texts))
-    latest = variables.latest_message()
+    latest = _message_scope(variables, message_index)
     payload = {
         "books": None,
         "limits": {"template_output": limits.template_output_chars, "getwi_depth": limits.getwi_depth,
@@ -325,7 +329,66 @@ def evaluate_prompt_templates(
     if inject:  # every message's text and role, for placing the injected ones
         payload.update(texts=out_texts, roles=list(roles) or ["system"] * len(texts))
     reply = _run(payload, books_json, limits, layout, now_ms)
-    return _collected(reply, texts, order, warnings, variables, layout)
+    return _collected(reply, texts, order, warnings, variables, layout, message_index)
+
+
+def _message_scope(variables: StVariables, index: int | None) -> Any:
+    """The message scope's object: message ``index``'s variables (an empty object when it has none), or without an
+    index the latest message that has variables."""
+    if index is None:
+        return variables.latest_message()
+    value = variables.messages[index] if 0 <= index < len(variables.messages) else None
+    return value if value is not None else {}
+
+
+def evaluate_chat_templates(
+    texts: Sequence[TemplateText],
+    *,
+    steps: Sequence[int],
+    variables: StVariables,
+    books: Mapping[str, Sequence[WorldEntry]] | None = None,
+    default_book: str = "",
+    context: PromptTemplateContext | None = None,
+    limits: PromptTemplateLimits | None = None,
+    now_ms: int | None = None,
+    initial_variables: Mapping[str, Any] | None = None,
+) -> PromptTemplateResult:
+    """The chat's own templates as ST-Prompt-Template evaluates them when the chat is shown: ``texts`` are the chat's
+    messages, ``steps`` the indices of those it evaluates, in order. Each evaluated message's templates run with that
+    message's variables as the message scope (a message after the first first takes a copy of the nearest earlier
+    message's variables, its own keys winning); all in one VM. ``variables_after.messages`` holds every message's
+    variables as the load left them (``None`` for a message it did not reach and that had none); the result's
+    ``variables_patch`` is empty (:class:`~tavernbox.sillytavern.templates.TemplateRun` reports per message).
+    Raises ``TemplateError`` when a budget trips."""
+    context = context or PromptTemplateContext()
+    limits = limits or PromptTemplateLimits()
+    layout = _Layout()
+    books_json = _books_json(books or {}, layout)
+    chosen = set(steps)
+    shown = [t if i in chosen else TemplateText("", t.label) for i, t in enumerate(texts)]
+    templates, order, warnings = _place_templates(shown, layout)
+    for t in templates:
+        t["scope"] = t["index"]
+    payload = {
+        "books": None,
+        "limits": {"template_output": limits.template_output_chars, "getwi_depth": limits.getwi_depth,
+                   "reads": limits.reads},
+        "vars": {"global": dict(variables.global_vars), "chat": dict(variables.chat), "message": {},
+                 "initial": dict(initial_variables or {})},
+        "context": _context_input(context), "chat": [dict(m) for m in context.chat],
+        "default_book": default_book, "character_text": context.character_text,
+        "preset_prompts": dict(context.preset_prompts), "templates": [], "inject": [],
+        "load": {"messages": [m if isinstance(m, dict) else None for m in variables.messages],
+                 "steps": list(steps), "templates": templates},
+    }
+    reply = _run(payload, books_json, limits, layout, now_ms)
+    result = _collected(reply, texts, order, warnings, variables, layout)
+    after = reply["variables"]
+    result.variables_patch = {}
+    result.variables_after = StVariables(global_vars=after["global"], chat=after["chat"],
+                                         messages=tuple(after["messages"]), character=variables.character,
+                                         preset=variables.preset)
+    return result
 
 
 def _place_templates(texts: Sequence[TemplateText], layout: _Layout
@@ -349,9 +412,10 @@ def _place_templates(texts: Sequence[TemplateText], layout: _Layout
 
 
 def _collected(reply: Mapping[str, Any], texts: Sequence[TemplateText], order: list[int], warnings: list[Diagnostic],
-               variables: StVariables, layout: _Layout) -> PromptTemplateResult:
+               variables: StVariables, layout: _Layout, message_index: int | None = None) -> PromptTemplateResult:
     """The VM's answer as the result: texts (a failed one unchanged), warnings, the patch, the reads and the
-    variables as the templates left them (their message writes on the latest message with variables)."""
+    variables as the templates left them (their message writes on message ``message_index``, or without one on the
+    latest message with variables)."""
     out_texts = [t.text for t in texts]
     evaluated = [False] * len(texts)
     for i, r in zip(order, reply["results"], strict=False):
@@ -361,7 +425,7 @@ def _collected(reply: Mapping[str, Any], texts: Sequence[TemplateText], order: l
             warnings.append(_failure(r["error"], texts[i], layout))
     for error in reply.get("inject_errors") or []:
         warnings.append(_failure(error, TemplateText("", error.get("label") or "@INJECT"), layout))
-    latest = variables.latest_message()
+    latest = _message_scope(variables, message_index)
     after = reply["variables"]
     patch = {scope: ops for scope, ops in (
         ("global", json_patch(variables.global_vars, after["global"])),
@@ -372,8 +436,9 @@ def _collected(reply: Mapping[str, Any], texts: Sequence[TemplateText], order: l
              for k, a, b in reply["reads"]]
     messages = list(variables.messages)
     if patch.get("message"):
-        index = max((i for i, v in enumerate(messages) if isinstance(v, (dict, list))), default=len(messages) - 1)
-        if index >= 0:
+        index = message_index if message_index is not None else max(
+            (i for i, v in enumerate(messages) if isinstance(v, (dict, list))), default=len(messages) - 1)
+        if 0 <= index < len(messages):
             messages[index] = after["message"]
     variables_after = StVariables(global_vars=after["global"], chat=after["chat"], messages=tuple(messages),
                                   character=variables.character, preset=variables.preset)

@@ -474,6 +474,48 @@
   }
   out.inject_errors = [];
 
+  // --- the chat's own templates when the chat loads: each message in its own message scope -------------------------
+  // ST-Prompt-Template evaluates the shown messages in order when the chat loads, each with that message's variables
+  // (`variables[swipe_id]`) as its message scope and a variables cache made for it. A message after the first that was
+  // never initialised first takes a copy of the nearest earlier message's variables (the initial variables when no
+  // earlier message has any), its own keys winning; the first message gets an empty object when it has none.
+  // `IN.load`: the messages' variables, the indices evaluated (`steps`) and the templates, each with its `scope`.
+  const MSGS = IN.load ? IN.load.messages.map((m) => (m == null ? null : clone(m))) : null;
+  function enterMessage(index) {
+    if (index > 0) {
+      let prev = null;
+      for (let j = index - 1; j >= 0 && prev === null; j--) if (MSGS[j] != null) prev = MSGS[j];
+      MSGS[index] = clone(Object.assign({}, prev === null ? IN.vars.initial || {} : prev, MSGS[index] || {}));
+    } else if (MSGS[index] == null) {
+      MSGS[index] = {};
+    }
+    V.message = MSGS[index];
+    cache = clone(Object.assign({}, V.global, IN.vars.initial || {}, V.local, V.message));
+    const m = CHAT[index] || {};
+    Object.assign(CTX, { runType: 'render', message_id: index, swipe_id: 0, is_last: index === MSGS.length - 1,
+                         is_user: !!m.is_user, is_system: !!m.is_system, name: m.name });
+  }
+  async function loadChat() {
+    for (const index of IN.load.steps) {
+      enterMessage(index);
+      for (const t of IN.load.templates) {
+        if (t.scope !== index) continue;
+        try {
+          out.results.push({ text: await run('m' + out.results.length, t.source, t.line, t.label) });
+        } catch (e) {
+          if (tripped !== null) { out.tripped = tripped; return; }
+          const note = isObj(e) ? notes.get(e) || {} : {};
+          out.results.push({ error: {
+            name: isObj(e) && typeof e.name === 'string' ? e.name : typeof e,
+            message: isObj(e) && typeof e.message === 'string' ? e.message : String(e),
+            stack: isObj(e) && typeof e.stack === 'string' ? e.stack.slice(0, 2000) : '',
+            label: note.label || t.label, code: note.code || null } });
+        }
+      }
+    }
+  }
+  if (IN.load) await loadChat();
+
   for (let i = 0; i < IN.templates.length; i++) {
     const t = IN.templates[i];
     try {
@@ -506,6 +548,7 @@
     if (out.injected) for (const m of out.injected) m.content = fillOutlets(m.content);
   }
   out.variables = { global: V.global, chat: V.local, message: V.message };
+  if (MSGS) out.variables.messages = MSGS;
   __tb.append(JSON.stringify(out));
   __tb.finish();
 })

@@ -6,13 +6,13 @@ request costs nothing: a request whose templates never run never imports the EJS
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import TemplateError
 
-__all__ = ["PROMPT_TEMPLATE_SETTINGS", "ExtensionSettings", "parse_extensions"]
+__all__ = ["PROMPT_TEMPLATE_SETTINGS", "SHOWN_MESSAGES", "ExtensionSettings", "load_steps", "parse_extensions"]
 
 #: ST-Prompt-Template's settings (``extension_settings.EjsTemplate``) and their defaults
 PROMPT_TEMPLATE_SETTINGS: dict[str, Any] = {
@@ -85,3 +85,22 @@ def parse_extensions(raw: Any, *, path: str = "$.extensions") -> ExtensionSettin
     else:
         th_on = _flag(th, f"{path}.tavern_helper")
     return ExtensionSettings(pt, th_on)
+
+
+#: the messages SillyTavern shows when a chat opens (its ``chat_truncation`` default): the extension evaluates those
+SHOWN_MESSAGES = 100
+
+
+def load_steps(contents: Sequence[str], settings: ExtensionSettings) -> list[int]:
+    """The messages ST-Prompt-Template evaluates when the chat opens, in order: none unless it is on with its
+    world-info preload and message rendering (it renders from the preload, on a chat of more than one message);
+    then the shown messages within ``depth_limit`` of the end, except empty ones and SillyTavern's ``...``
+    placeholder."""
+    pt = settings.prompt_template
+    if not (pt.get("enabled") and pt.get("preload_worldinfo_enabled") and pt.get("render_enabled")) \
+            or len(contents) <= 1:
+        return []
+    n = len(contents)
+    limit = pt.get("depth_limit", -1)
+    first = max(0, n - SHOWN_MESSAGES)
+    return [i for i in range(first, n) if (limit < 0 or n - i - 1 <= limit) and contents[i] not in ("", "...")]

@@ -13,11 +13,13 @@ objects or the caller's files.
 
 from __future__ import annotations
 
+import json
+
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["StVariables", "message_variables"]
+__all__ = ["StVariables", "copied_forward", "message_variables"]
 
 
 def message_variables(message: Mapping[str, Any]) -> Any:
@@ -95,3 +97,20 @@ class StVariables:
                 return value
         last = self.messages[-1] if self.messages else None
         return last if last is not None else {}
+
+
+def copied_forward(messages: Sequence[Any], steps: Sequence[int], initial: Mapping[str, Any] | None = None
+                   ) -> tuple[Any, ...]:
+    """The messages' variables after the load of a chat without templates: each evaluated message after the first
+    takes a copy of the nearest earlier message's variables (``initial`` when none has any), its own keys winning;
+    the first gets an empty object when it has none. (The runtime's ``enterMessage`` does the same in the VM.)"""
+    out = list(messages)
+    for index in steps:
+        if index > 0:
+            prev = next((out[j] for j in range(index - 1, -1, -1) if out[j] is not None), None)
+            base = prev if isinstance(prev, Mapping) else (initial or {}) if prev is None else {}
+            own = out[index] if isinstance(out[index], Mapping) else {}
+            out[index] = json.loads(json.dumps({**base, **own}))
+        elif out[index] is None:
+            out[index] = {}
+    return tuple(out)

@@ -22,6 +22,7 @@ from .history import ChatHistory, macro_messages
 from .passes import TextPass, run_passes, wants
 from .postprocess import history_item
 from .reasoning import add_reasoning
+from .templates import chat_macro_variables, keep_chat_macro_writes
 from .texts import Texts
 
 __all__ = ["PreparedChat", "prepare_chat"]
@@ -96,7 +97,7 @@ def prepare_chat(texts: Texts) -> PreparedChat:
         if first_text is None and chat and "{{" in chat[0].content:
             first_text = expand_macros(chat[0].content, context, seed=macro_base.get("seed", 0)).text
         chat = _passed_chat(chat, gen, passes, edited.appended, first_text, context)
-    expand = _chat_macro_expander(context)
+    expand = _chat_macro_expander(context, getattr(loaded, "templates", None))
     if req.options.reasoning.add_to_prompts or gen == "continue":
         chat = add_reasoning(chat, gen, req.options.reasoning, passes, expand,
                              texts.char if req.group is not None else None, texts.user, context)
@@ -203,18 +204,22 @@ def _macro_chat(chat: Sequence[ChatMessage], roles: Sequence[str],
                       "swipes": [swiped.content], "swipe_id": 1})
     return {"chat": items, "chat_omitted": n - len(picks)}, bool(picks) and picks[0] == 0
 
-def _chat_macro_expander(context: dict[str, Any]) -> Callable[[str], str]:
+def _chat_macro_expander(context: dict[str, Any], run: Any = None) -> Callable[[str], str]:
     """Expands a chat message's macros, as SillyTavern prepares each history message
     (``populateChatHistory`` passes every one through ``preparePrompt``).
 
     The macro context (with the chat of :func:`_macro_chat`) is built once, on the first message
-    that has a macro.
+    that has a macro. With the request's variables (``run``, the template extensions' state) a
+    message's ``{{getvar}}`` reads the chat's variables and its ``{{setvar}}`` writes them, as
+    SillyTavern's ``chat_metadata.variables`` (:func:`.templates.chat_macro_variables`).
     """
     built: list[MacroContext] = []
 
     def expand(text: str) -> str:
         if not built:
             built.append(MacroContext.from_dict(context))
-        return expand_macros(text, built[0], seed=context.get("seed", 0)).text
+        result = expand_macros(text, chat_macro_variables(run, built[0]), seed=context.get("seed", 0))
+        keep_chat_macro_writes(run, result.variables)
+        return result.text
 
     return expand

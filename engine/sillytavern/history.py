@@ -41,9 +41,10 @@ PRE_CUT_MIN = 200
 class ChatHistory:
     """The history messages of ``chat`` (``{"id", "role", "content", "name"?}``), each built on demand.
 
-    ``expand`` expands a message's macros (called only for a text holding ``{{``); messages are
-    expanded independently of one another, as SillyTavern prepares each (no variable a message
-    sets is seen by another), so building only some of them gives those the same text.
+    ``expand`` expands a message's macros (called only for a text holding ``{{``), newest first as
+    SillyTavern prepares them; a message's ``{{setvar}}`` is seen by the older messages built after
+    it (the chat's variables, :func:`.chat._chat_macro_expander`), and a message the budget leaves
+    out is not expanded at all (SillyTavern stops preparing messages once the budget is full).
     """
 
     def __init__(self, chat: Sequence[ChatMessage], *, behavior: int, user: str, char: str, group: bool,
@@ -68,8 +69,11 @@ class ChatHistory:
         return got
 
     def items(self, start: int, end: int) -> list[dict[str, Any]]:
-        """History messages ``start`` to ``end`` (exclusive), oldest first."""
-        return [self.item(i) for i in range(start, end)]
+        """History messages ``start`` to ``end`` (exclusive), oldest first, built newest first (as SillyTavern
+        prepares the history, so a message's ``{{getvar}}`` sees what newer messages' ``{{setvar}}`` wrote)."""
+        for i in range(end - 1, start - 1, -1):
+            self.item(i)
+        return [self._built[i] for i in range(start, end)]
 
     @property
     def built(self) -> int:

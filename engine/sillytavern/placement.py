@@ -19,6 +19,7 @@ from ..strategies.builtin import builtin_strategy
 from ..strategies.sillytavern import st_registry
 from .diagnostics import named_render_warning, said_before
 from .front import Front
+from .templates import take_macro_writes
 from .texts import author_note_block, persona_block
 
 __all__ = ["Placed", "place", "placement_assets"]
@@ -49,6 +50,7 @@ def place(front: Front) -> Placed:
         named_render_warning(d, loaded.preset, loaded.inputs.preset_name, front.lore.world_info or (), front.texts.char)
         for d in result.diagnostics
         if d.severity in ("warning", "error") and not said_before(d, loaded.inputs.diagnostics))
+    take_macro_writes(loaded, result.variables)
     placed = Placed(front, result, [dict(m) for m in result.logical_messages],
                     {mid: str(n.get("block_id") or "") for n in result.nodes for mid in n.get("input_message_ids", ())})
     chat = front.chat

@@ -8,13 +8,17 @@ With both installed, SillyTavern 1.18 sends what :mod:`tavernbox.ejs.st_extensio
 three parts, each called by the stage it extends:
 
 1. :func:`prepare_templates` (after loading): the request's extension settings and variables (global, the chat's,
-   each message's); the chat's own templates as the extension treats them when the chat loads (evaluated, kept with
-   ``raw_message_evaluation_enabled``, hidden from generation by its filter).
+   each message's); the chat's own templates as the extension treats them when the chat loads (each shown message
+   evaluated in its own message scope, kept with ``raw_message_evaluation_enabled``, hidden from generation by its
+   filter), and the message generation reads and writes (:attr:`TemplateRun.current`).
 2. :func:`prepare_books` (in :mod:`.lore`, before the scan): the extension's special entries taken out of world
    info, ``@@if`` conditions evaluated, ``@@private`` entries wrapped; the ``[InitialVariables]`` and the ``@INJECT``
    entries read; the books ``getwi`` reads kept (SillyTavern's macros expanded in their entries).
 3. :func:`apply_templates` (in :mod:`.sending`, before post-processing): Tavern Helper's macros in every final
    message, then every final message's templates in one VM, then ``@INJECT``.
+
+Between 2 and 3, SillyTavern's own variable macros (``{{setvar}}``...) write the chat and global variables: the chat's
+messages' (:func:`chat_macro_variables`) and the prompts' (:func:`take_macro_writes`, after placement).
 
 Both are on by default and change nothing in a request without ``<%`` or Tavern Helper's macros (no VM is started,
 and the template machinery is not even imported: a plain request costs what it did). The writes come back as
@@ -29,14 +33,41 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..macros import expand_macros
-from ..macros.st_variables import StVariables
+from ..macros.st_extension_settings import load_steps
+from ..macros.st_variables import StVariables, copied_forward
 from ..macros.tavern_helper import MACRO_NAMES, MacroUse, expand_variable_macros
 
 if TYPE_CHECKING:
     from ..ejs.st_prompt_template import InjectEntry, PromptTemplateContext, WorldEntry
     from ..macros.st_extension_settings import ExtensionSettings
 
-__all__ = ["TemplateRun", "apply_templates", "prepare_books", "prepare_templates"]
+__all__ = ["TemplateRun", "apply_templates", "prepare_books", "prepare_templates", "take_macro_writes"]
+
+
+@dataclass(slots=True)
+class ChatMacroVariables:
+    """The chat and global variables SillyTavern's macros in the chat's messages read and write (``{{setvar}}`` in a
+    message), from what they were when the first such message was expanded."""
+
+    start_local: dict[str, Any]
+    start_global: dict[str, Any]
+    local: dict[str, Any]
+    global_vars: dict[str, Any]
+
+    def applied(self, local: Mapping[str, Any], global_vars: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``local`` and ``global_vars`` with the messages' writes (set or removed names) applied."""
+        return _changes(self.start_local, self.local, local), _changes(self.start_global, self.global_vars, global_vars)
+
+
+def _changes(start: Mapping[str, Any], now: Mapping[str, Any], onto: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(onto)
+    for key in start:
+        if key not in now:
+            out.pop(key, None)
+    for key, value in now.items():
+        if key not in start or start[key] != value:
+            out[key] = value
+    return out
 
 
 @dataclass(slots=True)
@@ -64,6 +95,10 @@ class TemplateRun:
     preset_prompts: dict[str, str] = field(default_factory=dict)
     #: the books SillyTavern scans, as :func:`prepare_books` saw them (read by ``getwi`` once a template runs)
     scanned: list[dict[str, Any]] = field(default_factory=list)
+    #: the chat message whose variables generation reads and writes (the message scope; -1: none)
+    current: int = -1
+    #: what the chat's messages' own macros wrote (``None``: none ran)
+    chat_macros: ChatMacroVariables | None = None
     _settings: Any = None
 
     @property
@@ -75,17 +110,26 @@ class TemplateRun:
         return self._settings
 
     @property
-    def variables_patch(self) -> dict[str, list[dict[str, Any]]]:
-        """JSON Patch operations per scope from the request's variables to the templates' (``message``: the
-        latest message that has variables)."""
-        latest_given, latest_now = self.given.latest_message(), self.variables.latest_message()
-        scopes = (("global", self.given.global_vars, self.variables.global_vars),
-                  ("chat", self.given.chat, self.variables.chat), ("message", latest_given, latest_now))
+    def variables_patch(self) -> dict[str, Any]:
+        """JSON Patch operations per scope from the request's variables to what the request left: ``global``,
+        ``chat``, ``message`` (the message generation reads and writes, :attr:`current`) and ``message[i]`` for any
+        other chat message ``i`` whose variables changed (the chat's own templates, or the copy the extension gives
+        a message when the chat loads). A message given without variables counts as an empty object."""
         if self.variables is self.given:
             return {}
         from ..ejs.st_prompt_template import json_patch
 
-        return {name: ops for name, old, new in scopes if (ops := json_patch(old, new))}
+        out = {name: ops for name, old, new in (("global", self.given.global_vars, self.variables.global_vars),
+                                                ("chat", self.given.chat, self.variables.chat)) if (ops := json_patch(old, new))}
+        given, now = self.given.messages, self.variables.messages
+        for i, new in enumerate(now):
+            old = given[i] if i < len(given) else None
+            if new is old or new is None:
+                continue
+            ops = json_patch(old if old is not None else {}, new)
+            if ops:
+                out["message" if i == self.current else f"message[{i}]"] = ops
+        return out
 
     def context(self) -> PromptTemplateContext:
         from ..ejs.st_prompt_template import PromptTemplateContext
@@ -126,17 +170,82 @@ def prepare_templates(loaded: Any) -> None:
     loaded.templates = run
     if req.extensions.template_settings() is not None:
         run.settings  # noqa: B018 - a malformed extensions object is refused whether or not a template runs
-    if not any("<%" in m.content for m in chat.messages) or not run.settings.prompt_template.get("enabled"):
+    if not run.settings.prompt_template.get("enabled"):
         return
-    from ..ejs.st_extensions import load_chat
+    if any("<%" in m.content for m in chat.messages):
+        from ..ejs.st_extensions import load_chat
 
-    load = load_chat([m.content for m in chat.messages], settings=run.settings, variables=given,
-                     context=run.context(), now_ms=None)
-    loaded.warnings.extend(load.warnings)
-    run.reads.extend(load.reads)
-    run.variables = load.variables
-    messages = tuple(m._replace(content=text) for m, text in zip(chat.messages, load.contents, strict=True))
-    inputs.chat = replace(chat, messages=messages)
+        load = load_chat([m.content for m in chat.messages], settings=run.settings, variables=given,
+                         context=run.context(), now_ms=None)
+        loaded.warnings.extend(load.warnings)
+        run.reads.extend(load.reads)
+        run.variables = load.variables
+        messages = tuple(m._replace(content=text) for m, text in zip(chat.messages, load.contents, strict=True))
+        inputs.chat = replace(chat, messages=messages)
+    elif any(m.variables is not None for m in chat.messages):
+        # no template, but the extension still gives every shown message a copy of the variables before it
+        steps = load_steps([m.content for m in chat.messages], run.settings)
+        run.variables = replace(given, messages=copied_forward(given.messages, steps))
+    _enter_generation(run, req, len(chat.messages), loaded.preset)
+
+
+def _enter_generation(run: TemplateRun, req: Any, stored: int, preset: Any) -> None:
+    """The message whose variables generation reads and writes (``run.current``), given an object as the extension
+    gives it when generation starts: the chat's last message as generation sees it, the one before it when the last
+    is generated in place (``continue``, ``swipe``); a message the user sends first is a new one, with a copy of the
+    variables before it."""
+    gen = req.generation
+    typed = gen.input
+    sends = (bool(typed) and gen.type != "quiet") or (typed == "" and gen.type == "normal" and str(
+        (preset or {}).get("send_if_empty") or "").strip() != "")
+    messages = run.variables.messages
+    if sends:
+        messages = copied_forward((*messages, None), [len(messages)]) if messages else ({},)
+        run.current = len(messages) - 1
+    else:
+        last = stored - 1
+        if gen.type == "regenerate" and messages and run.chat and not run.chat[-1]["is_user"]:
+            last -= 1
+        run.current = last - 1 if gen.type in ("continue", "swipe") else last
+    if 0 <= run.current < len(messages) and messages[run.current] is None:
+        messages = (*messages[:run.current], {}, *messages[run.current + 1:])
+    if messages is not run.variables.messages:
+        run.variables = replace(run.variables, messages=messages)
+
+
+def chat_macro_variables(run: TemplateRun | None, context: Any) -> Any:
+    """The macro context a chat message's macros are expanded with: the chat and global variables as the chat's
+    earlier expanded messages left them (the request's, after the chat's own templates, at first)."""
+    if run is None:
+        return context
+    held = run.chat_macros
+    if held is None:
+        held = run.chat_macros = ChatMacroVariables(dict(run.variables.chat), dict(run.variables.global_vars),
+                                                    dict(run.variables.chat), dict(run.variables.global_vars))
+    return replace(context, local_variables=held.local, global_variables=held.global_vars)
+
+
+def keep_chat_macro_writes(run: TemplateRun | None, variables: Mapping[str, Any]) -> None:
+    """What one chat message's macros left (the expansion's ``{"local", "global"}``)."""
+    if run is not None and run.chat_macros is not None:
+        run.chat_macros.local = dict(variables.get("local") or {})
+        run.chat_macros.global_vars = dict(variables.get("global") or {})
+
+
+def take_macro_writes(loaded: Any, variables: Mapping[str, Any] | None) -> None:
+    """SillyTavern's own variable macros (``{{setvar}}``, ``{{incvar}}``, ``{{setglobalvar}}``...) ran while the
+    prompt was built, before the extensions: the chat and global variables they left are what Tavern Helper and the
+    templates read, and the patch reports them. ``variables`` is the assembler's ``{"local", "global"}``."""
+    run: TemplateRun | None = getattr(loaded, "templates", None)
+    if run is None or not variables:
+        return
+    local, glob = variables.get("local"), variables.get("global")
+    chat = dict(local) if isinstance(local, Mapping) else run.variables.chat
+    global_vars = dict(glob) if isinstance(glob, Mapping) else run.variables.global_vars
+    if run.chat_macros is not None:  # SillyTavern expands the history's macros after the prompts'
+        chat, global_vars = run.chat_macros.applied(chat, global_vars)
+    if chat != run.variables.chat or global_vars != run.variables.global_vars:
+        run.variables = replace(run.variables, chat=chat, global_vars=global_vars)
 
 
 _BOOK_MARKERS = ("<%", "@@", "@INJECT", "[GENERATE:", "[RENDER:", "[InitialVariables]")
@@ -234,7 +343,8 @@ def _evaluated(final: list[dict[str, Any]], texts: list[str | None], run: Templa
     settings = replace(run.settings, tavern_helper=False)  # its pass ran above
     result = run_extensions(items, settings=settings, variables=run.variables, books=_getwi_books(run),
                             default_book=run.default_book, context=run.context(), initial=run.initial,
-                            inject_entries=run.inject, now_ms=_now_ms(loaded.req.options.now))
+                            inject_entries=run.inject, now_ms=_now_ms(loaded.req.options.now),
+                            message_index=run.current if run.current >= 0 else None)
     loaded.warnings.extend(result.warnings)
     run.reads.extend(result.reads)
     run.evaluated = result.evaluated

@@ -13,7 +13,8 @@ messages (`GENERATE_AFTER_DATA`), then ST-Prompt-Template evaluates the `<% %>` 
 
 `run` drives SillyTavern 1.18.0 through `../shared/tools/st-oracle/oracle.py` with both extensions installed
 (`setup.py --install-extension`); ST_ORACLE_HOME, ST_URL and STUB_URL choose the oracle (a copy on other ports
-works). The results are kept in `ext_requests.jsonl` beside this file, in the format of `requests.jsonl` plus the
+works). The results are kept in `ext_requests.jsonl` beside this file (the `vars-` group in
+`ext_variables_requests.jsonl`), in the format of `requests.jsonl` plus the
 scenario's extension fields and what SillyTavern held after generating (`after_generation`: the variables the
 templates wrote).
 """
@@ -29,6 +30,9 @@ from collections.abc import Iterator
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "ext_requests.jsonl")
 FAILED = os.path.join(HERE, "ext_failed.jsonl")
+#: the variables group (ids ``vars-``): per-message scopes, SillyTavern's own variable macros
+VARS_OUT = os.path.join(HERE, "ext_variables_requests.jsonl")
+VARS_FAILED = os.path.join(HERE, "ext_variables_failed.jsonl")
 
 
 def _module(name: str, path: str) -> Any:
@@ -224,7 +228,85 @@ def scenarios() -> Iterator[dict]:
     yield corpus_card_case("ext-card-qingkong", "cards/mvu-qingkong-li.v3.json", "[InitVar]1st",
                            "早上好。", "（理微微点头。）")
     yield corpus_card_case("ext-card-lide", "cards/lide-ai.v3.json", "[InitVar]请勿打开", "你好。", "（沈念笑了笑。）")
+    yield from variables_scenarios()
 
+
+# ---------------------------------------------------------------- group V: per-message scopes, SillyTavern's writes
+# (ids prefixed ``vars-``; their results go to ``ext_variables_requests.jsonl``)
+
+#: a chat whose messages carry different variables, each reading and writing its own message scope at load
+DEPTHS_CHAT = [
+    a("Greeting x=<%- getvar('x') %> only0=<%- getvar('only0') %><% setvar('w0', 'from0') %>.",
+      variables={"x": "m0", "only0": "zero"}),
+    u("U1 x=<%- getvar('x') %> w0=<%- getvar('w0') %> msg=<%- getMessageVar('x') %><% incvar('n') %> n=<%- getvar('n') %>"),
+    a("A2 x=<%- getvar('x') %> only0=<%- getvar('only0') %> w0=<%- getvar('w0') %> n=<%- getvar('n') %>"
+      "<% setvar('w2', getvar('y') + 1); setvar('cv', 'chat-from-2', {scope: 'local'}); "
+      "setvar('gw', 'global-from-2', {scope: 'global'}) %>.", variables={"x": "m2", "y": 2}),
+    u("U3 x=<%- getvar('x') %> w2=<%- getvar('w2') %> y=<%- getvar('y') %> cv=<%- getvar('cv') %>"
+      "<% incvar('n') %> n=<%- getvar('n') %>", variables={"x": "m3"}),
+    a("A4 plain, no template."),
+    u("Last x=<%- getvar('x') %> n=<%- getvar('n') %><% setvar('w5', 'five') %>"),
+]
+DEPTHS_CARD = small_card(
+    "Mira", "Gen: x=<%- getvar('x') %> w0=<%- getvar('w0') %> w2=<%- getvar('w2') %> w5=<%- getvar('w5') %> "
+            "n=<%- getvar('n') %> cv=<%- getvar('cv') %> gw=<%- getvar('gw') %> y=<%- getvar('y') %> "
+            "only0=<%- getvar('only0') %> msg.x=<%- getvar('x', {scope: 'message'}) %>"
+            "<% setvar('wg', 'gen') %>\nTH: {{get_message_variable::x}} {{get_message_variable::w2}} "
+            "{{get_chat_variable::cv}} {{get_global_variable::gw}}")
+
+#: SillyTavern's own variable macros in the preset, the card and the chat, then templates and Tavern Helper. The
+#: page builds the prompt in dry runs too (its prompt manager's token counts: after the chat opens, racing the
+#: generation), which run the macros once more: every block here sets what it counts from first, so a dry run changes
+#: nothing sent; the order of the blocks shows in what the last writer of a name left (``who``: the main prompt, then
+#: the post-history instructions; ``order``: the history newest first). The card's fields, which SillyTavern expands
+#: before the prompts and tavernbox in prompt order, write nothing another block reads (DEVIATIONS).
+MACROS_MAIN = ("Main. {{setvar::pv::from-main}}{{setvar::cnt::5}}{{incvar::cnt}}{{incvar::cnt}}{{setglobalvar::pg::G1}}"
+               "{{setvar::lst::[\"a\"]}}{{addvar::lst::x}}{{setvar::dn::0}}{{decvar::dn}}{{flushvar::old}}"
+               "{{setvar::dropped::d}}{{deletevar::dropped}}{{setvar::who::main}}"
+               "main reads pv={{getvar::pv}} cnt={{getvar::cnt}} has={{hasvar::pv}} dropped={{hasvar::dropped}}")
+MACROS_PHI = ("PHI {{setvar::late::L}}{{setvar::who::phi}} T: <%- getvar('late') %>/<%- getvar('pv') %>/"
+              "<%- getvar('fromchat') %>/<%- getvar('gn') %>/<%- getvar('who') %>/<%- getvar('order') %>")
+MACROS_PRESET = ms.corpus("presets/st-default-openai.json", prompts_patch={
+    "main": {"content": MACROS_MAIN}, "jailbreak": {"content": MACROS_PHI}})
+MACROS_CARD = small_card(
+    "Mira", "Desc T: pv=<%- getvar('pv') %> cnt=<%- getvar('cnt') %> lst=<%- JSON.stringify(getvar('lst')) %> "
+            "local.pv=<%- getvar('pv', {scope: 'local'}) %> g=<%- getvar('pg', {scope: 'global'}) %>/<%- getvar('gn') %>/"
+            "<%- getvar('ga') %>/<%- getvar('gd') %> old=<%- getvar('old') %> late=<%- getvar('late') %> "
+            "dn=<%- getvar('dn') %> fromchat=<%- getvar('fromchat') %> dropped=<%- getvar('dropped') %>"
+            "<% setvar('cnt', getvar('cnt') + 10, {scope: 'local'}); setvar('tg', 'T', {scope: 'global'}) %>\n"
+            "TH: {{get_chat_variable::pv}} {{get_global_variable::pg}} {{get_chat_variable::cnt}} "
+            "{{get_global_variable::gn}} {{get_chat_variable::order}}",
+    personality="Pers {{setvar::pers::P}}{{getvar::pers}} T: <%- getvar('pers') %> cnt=<%- getvar('cnt') %>")
+MACROS_CHAT = chat(a("*She nods.*{{setvar::fromchat::c1}}{{setvar::order::2}}"),
+                   u("And now? {{setvar::order::3}}{{setglobalvar::gn::10}}{{incglobalvar::gn}}{{incglobalvar::gn}}"
+                     "{{setglobalvar::ga::5}}{{addglobalvar::ga::5}}{{setglobalvar::gd::3}}{{decglobalvar::gd}} "
+                     "cv={{getvar::cv}}"))
+
+
+def variables_scenarios() -> Iterator[dict]:
+    yield sc("vars-chat-depths", "each chat message's templates read and write its own message's variables at load "
+             "(cloned from the message before), generation reads and writes the last message's; defaults",
+             DEPTHS_CARD, chat=DEPTHS_CHAT, chat_variables={"cv": "chatval"}, global_variables={"gv": "g"})
+    yield sc("vars-chat-depths-raw-off", "the same with raw-message evaluation and the message filter off: load "
+             "evaluates for display, generation evaluates the chat's templates again",
+             DEPTHS_CARD, chat=DEPTHS_CHAT, chat_variables={"cv": "chatval"}, global_variables={"gv": "g"},
+             extensions={"prompt_template": {"enabled": True, "settings": {
+                 "raw_message_evaluation_enabled": False, "filter_message_enabled": False}}, "tavern_helper": True})
+    yield sc("vars-chat-depths-limit", "the same with depth_limit 1: only the last two messages are evaluated at load",
+             DEPTHS_CARD, chat=DEPTHS_CHAT, chat_variables={"cv": "chatval"}, global_variables={"gv": "g"},
+             extensions={"prompt_template": {"enabled": True, "settings": {"depth_limit": 1}}, "tavern_helper": True})
+    yield sc("vars-chat-depths-no-preload", "the same with preload_worldinfo_enabled off: nothing is evaluated when "
+             "the chat loads", DEPTHS_CARD, chat=DEPTHS_CHAT, chat_variables={"cv": "chatval"},
+             global_variables={"gv": "g"}, extensions={"prompt_template": {"enabled": True, "settings": {
+                 "preload_worldinfo_enabled": False}}, "tavern_helper": True})
+    yield sc("vars-st-macros", "SillyTavern's setvar/incvar/addvar/decvar/flushvar/deletevar and their global twins "
+             "in the preset, card and chat (the history newest first), then the templates and Tavern Helper reading "
+             "them; after_generation", MACROS_CARD, preset=MACROS_PRESET, chat=MACROS_CHAT,
+             chat_variables={"cnt": 5, "old": "gone", "lst": "[\"a\"]", "cv": "C"}, global_variables={"gd": 3, "gn": 10})
+    yield sc("vars-st-macros-pt-off", "the same with ST-Prompt-Template off: what SillyTavern's macros alone hold",
+             MACROS_CARD, preset=MACROS_PRESET, chat=MACROS_CHAT,
+             chat_variables={"cnt": 5, "old": "gone", "lst": "[\"a\"]", "cv": "C"}, global_variables={"gd": 3, "gn": 10},
+             extensions={"prompt_template": False, "tavern_helper": True})
 
 # ---------------------------------------------------------------- running (make_scenarios' machinery)
 
@@ -259,7 +341,9 @@ def main(argv: list) -> int:
     if "--only" in argv:
         want = set(argv[argv.index("--only") + 1].split(","))
         sel = [s for s in sel if s["id"] in want]
-    done, failed = ms.load_jsonl(OUT), ms.load_jsonl(FAILED)
+    files = {False: (OUT, FAILED), True: (VARS_OUT, VARS_FAILED)}
+    done = {**ms.load_jsonl(OUT), **ms.load_jsonl(VARS_OUT)}
+    failed = {**ms.load_jsonl(FAILED), **ms.load_jsonl(VARS_FAILED)}
     res = ms.run_batch(sel)
     for s in sel:
         r = res.get(s["id"]) or {"ok": False, "error": "no result"}
@@ -269,14 +353,17 @@ def main(argv: list) -> int:
         else:
             failed[s["id"]] = {"id": s["id"], "error": r.get("error", "")[:2000]}
             done.pop(s["id"], None)
-    with open(OUT, "w", encoding="utf-8") as f:
-        for cid in ids:
-            if cid in done:
-                f.write(json.dumps(done[cid], ensure_ascii=False) + "\n")
-    with open(FAILED, "w", encoding="utf-8") as f:
-        for cid in ids:
-            if cid in failed:
-                f.write(json.dumps(failed[cid], ensure_ascii=False) + "\n")
+    for group, (out, fail) in files.items():
+        mine = [cid for cid in ids if cid.startswith("vars-") == group]
+        with open(out, "w", encoding="utf-8") as f:
+            for cid in mine:
+                if cid in done:
+                    f.write(json.dumps(done[cid], ensure_ascii=False) + "\n")
+        if any(cid in failed for cid in mine) or os.path.exists(fail):
+            with open(fail, "w", encoding="utf-8") as f:
+                for cid in mine:
+                    if cid in failed:
+                        f.write(json.dumps(failed[cid], ensure_ascii=False) + "\n")
     print(f"{len(done)} recorded, {len(failed)} failed", flush=True)
     return 0
 
