@@ -20,7 +20,12 @@
   than by the pool killing the worker (which names no template); on a loaded machine a CPU budget can outlast the
   wall deadline (budget + 1 s) and the pool wins.
 
-Run: ``python benchmarks/bench_prompt_template.py [REPEAT] [--json] [--loops-only]`` (default 9).
+- ``chat_load``: a 100-message MVU chat (``stat_data`` on every message) assembled with the extensions on against
+  off: the chat's load (each shown message in its own message scope, a copy of the variables before it) without
+  templates in the chat (copied in Python) and with one in every message (one VM for the chat's load, one for
+  generation). No target: the figures say what a long chat costs.
+
+Run: ``python benchmarks/bench_prompt_template.py [REPEAT] [--json] [--loops-only | --chat-load-only]`` (default 9).
 """
 
 from __future__ import annotations
@@ -189,12 +194,50 @@ def bench_loops(repeat: int) -> dict[str, Any]:
     return out
 
 
+def chat_request(messages: int, *, templates: bool, chat_templates: bool) -> dict[str, Any]:
+    """``card_request`` of ``zhanguo.v3.json`` with a chat of ``messages`` messages, every one carrying the card's
+    initial variables as MVU leaves them (``stat_data`` on each message), and with ``chat_templates`` a template in
+    each that reads and writes its message's variables."""
+    request = card_request(*CARDS["zhanguo"], templates=templates)
+    stat = request["chat"]["messages"][-1]["variables"]
+    body = "Turn {i}." + (" <% incvar('turns') %><%- getvar('turns') %>" if chat_templates else "")
+    request["chat"]["messages"] = [{"role": "user" if i % 2 else "assistant", "content": body.format(i=i),
+                                    "variables": stat} for i in range(messages)]
+    return request
+
+
+def bench_chat_load(repeat: int, messages: int = 100) -> dict[str, Any]:
+    """The chat's load as the extension does it (each shown message in its own scope, a copy of the variables before
+    it): a long MVU chat assembled with the extensions on against off, without and with templates in the chat."""
+    import tavernbox
+
+    out: dict[str, Any] = {}
+    for label, chat_templates in (("variables only", False), ("a template in every message", True)):
+        on = chat_request(messages, templates=True, chat_templates=chat_templates)
+        off = chat_request(messages, templates=False, chat_templates=chat_templates)
+        for request in (on, off, on, off):
+            tavernbox.assemble_request(request)
+        times: dict[str, list[float]] = {"on": [], "off": []}
+        for _ in range(repeat):
+            for side, request in (("on", on), ("off", off)):
+                t0 = time.perf_counter()
+                tavernbox.assemble_request(request)
+                times[side].append((time.perf_counter() - t0) * 1000)
+        on_ms, off_ms = statistics.median(times["on"]), statistics.median(times["off"])
+        out[label] = {"messages": messages, "on_ms": round(on_ms, 2), "off_ms": round(off_ms, 2),
+                      "ratio": round(on_ms / off_ms, 2)}
+    return out
+
+
 def main(argv: list[str]) -> int:
     repeat = int(next((a for a in argv if a.isdigit()), "9"))
     if "--loops-only" in argv:
         print(json.dumps({"loops": bench_loops(repeat)}, ensure_ascii=False, indent=1))
         return 0
-    report = {"marginal": bench_marginal(repeat), "loops": bench_loops(repeat)}
+    if "--chat-load-only" in argv:
+        print(json.dumps({"chat_load": bench_chat_load(repeat)}, ensure_ascii=False, indent=1))
+        return 0
+    report = {"marginal": bench_marginal(repeat), "loops": bench_loops(repeat), "chat_load": bench_chat_load(repeat)}
     try:
         report["assembly"] = bench_assembly(repeat)
     except Exception as exc:  # the request fields arrive with the stage integration

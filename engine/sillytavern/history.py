@@ -43,8 +43,8 @@ class ChatHistory:
 
     ``expand`` expands a message's macros (called only for a text holding ``{{``), newest first as
     SillyTavern prepares them; a message's ``{{setvar}}`` is seen by the older messages built after
-    it (the chat's variables, :func:`.chat._chat_macro_expander`), and a message the budget leaves
-    out is not expanded at all (SillyTavern stops preparing messages once the budget is full).
+    it (the chat's variables, :func:`.chat._chat_macro_expander`); a message the budget pass never
+    reaches is not expanded, and its macros write nothing.
     """
 
     def __init__(self, chat: Sequence[ChatMessage], *, behavior: int, user: str, char: str, group: bool,
