@@ -173,3 +173,19 @@ def test_generation_writes_the_message_the_extension_reads(gen: str, key: str, v
     patch = assemble_request(_gen_request(gen)).variables_patch
     ops = {op["path"]: op["value"] for op in patch[key]}
     assert ops["/w"] == value
+
+
+def test_a_chat_exports_messages_read_their_current_swipes_variables(tmp_path: Any) -> None:
+    # the oracle's chat form stores swipe 0 only; an export's ``variables[swipe_id]`` is the message's scope
+    import json
+
+    preset = _gen_request("normal")["preset"]
+    lines = [{"user_name": "Ash", "character_name": "Mira", "chat_metadata": {}},
+             {"name": "Mira", "is_user": False, "is_system": False, "mes": "A <%- getvar('hp') %>", "swipe_id": 1,
+              "swipes": ["A", "B"], "variables": [{"hp": 1}, {"hp": 2}]},
+             {"name": "Ash", "is_user": True, "is_system": False, "mes": "U <%- getvar('hp') %><% setvar('hp', 3) %>"}]
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text("\n".join(json.dumps(line) for line in lines) + "\n", encoding="utf-8")
+    sent = assemble_request({"preset": preset, "chat": str(chat), "user": {"name": "Ash"}})
+    assert [m["content"] for m in sent.messages[-2:]] == ["A 2", "U 2"]
+    assert sent.variables_patch == {"message": [{"op": "add", "path": "/hp", "value": 3}]}

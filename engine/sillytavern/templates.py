@@ -110,7 +110,7 @@ class TemplateRun:
         return self._settings
 
     @property
-    def variables_patch(self) -> dict[str, Any]:
+    def variables_patch(self) -> dict[str, list[dict[str, Any]]]:
         """JSON Patch operations per scope from the request's variables to what the request left: ``global``,
         ``chat``, ``message`` (the message generation reads and writes, :attr:`current`) and ``message[i]`` for any
         other chat message ``i`` whose variables changed (the chat's own templates, or the copy the extension gives
