@@ -103,17 +103,21 @@ def test_with_the_template_extension_off_the_macros_still_write() -> None:
     assert chat["/cnt"] == 7 and chat["/fromchat"] == "c1" and chat["/order"] == "2"
 
 
-def _load(contents: list[str], messages: list[Any], **settings: Any) -> Any:
+def _load(contents: list[str], messages: list[Any], flags: Any = (), **settings: Any) -> Any:
     return load_chat(contents, settings=parse_extensions({"prompt_template": {"enabled": True, **settings}}),
-                     variables=StVariables.build(chat={"c": 1}, messages=messages))
+                     variables=StVariables.build(chat={"c": 1}, messages=messages), flags=flags)
 
 
 def test_a_chat_without_templates_copies_forward_as_the_vm_does(monkeypatch: pytest.MonkeyPatch) -> None:
     contents = ["a", "b", "c", "d", "e"]
     messages: list[Any] = [None, {"x": 1, "k": {"deep": [1]}}, None, {"x": 2}, None]
+    flags = [(False, False), (False, False), (False, False), (False, True), (False, False)]
     fast = _load(contents, messages).variables.messages
+    fast_flagged = _load(contents, messages, flags).variables.messages
     monkeypatch.setattr(st_extensions, "COPY_WITHOUT_VM", False)
     plain = _load(contents, messages).variables.messages
+    assert fast_flagged == _load(contents, messages, flags).variables.messages
+    assert fast_flagged[3] == {"x": 2} and fast_flagged[4] == {"x": 2}  # message 3 took its copy before
     assert fast == plain == ({}, {"x": 1, "k": {"deep": [1]}}, {"x": 1, "k": {"deep": [1]}},
                              {"x": 2, "k": {"deep": [1]}}, {"x": 2, "k": {"deep": [1]}})
     assert messages[2] is None  # the caller's list is not changed
@@ -189,3 +193,39 @@ def test_a_chat_exports_messages_read_their_current_swipes_variables(tmp_path: A
     sent = assemble_request({"preset": preset, "chat": str(chat), "user": {"name": "Ash"}})
     assert [m["content"] for m in sent.messages[-2:]] == ["A 2", "U 2"]
     assert sent.variables_patch == {"message": [{"op": "add", "path": "/hp", "value": 3}]}
+
+
+def test_an_exports_messages_shown_before_are_not_evaluated_again_nor_copied(tmp_path: Any) -> None:
+    # ``is_ejs_processed``: the extension evaluates the message again without writing (its text, which raw-message
+    # evaluation already replaced, stays); ``variables_initialized``: it took its copy when it was first shown
+    import json
+
+    preset = _gen_request("normal")["preset"]
+
+    def row(mes: str, user: bool, variables: Any = None, shown: bool = False) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": "Ash" if user else "Mira", "is_user": user, "is_system": False, "mes": mes}
+        if variables is not None:
+            out.update(variables=[variables], swipe_id=0, swipes=[mes])
+        if shown:
+            out.update(is_ejs_processed=[True], variables_initialized=[True])
+        return out
+
+    lines = [{"user_name": "Ash", "character_name": "Mira", "chat_metadata": {}},
+             row("A", False, {"a": 1}, shown=True),
+             row("U <% setvar('w', 1) %>kept", True, {"b": 2}, shown=True),
+             row("New <%- getvar('a') %>/<%- getvar('b') %>", False)]
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text("\n".join(json.dumps(line) for line in lines) + "\n", encoding="utf-8")
+    sent = assemble_request({"preset": preset, "chat": str(chat), "user": {"name": "Ash"},
+                             "extensions": {"prompt_template": {"filter_message_enabled": False}}})
+    # message 1 kept its own variables (no copy of message 0's) and wrote nothing when the chat loaded; message 2
+    # took message 1's; generation (the filter off) evaluated message 1's template in message 2's scope
+    assert sent.messages[-1]["content"] == "New /2"
+    assert sent.messages[-2]["content"] == "U kept"
+    assert sent.variables_patch == {"message": [{"op": "add", "path": "/b", "value": 2},
+                                                {"op": "add", "path": "/w", "value": 1}]}
+    # the export's flags are read as the current swipe's
+    from tavernbox.assets.chats import parse_chat_jsonl
+
+    assert parse_chat_jsonl(chat.read_text(encoding="utf-8")).template_flags == (
+        (True, True), (True, True), (False, False))

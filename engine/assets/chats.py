@@ -111,6 +111,10 @@ class StChat:
     input_ids: tuple[str, ...] = ()
     #: the chat's variables (``chat_metadata.variables``): ``{{getvar}}``'s and the templates' local scope
     variables: dict[str, Any] | None = None
+    #: per message, what ST-Prompt-Template's flags of an export say of its current swipe: ``(shown,
+    #: initialized)`` (``is_ejs_processed``: its templates ran when it was shown; ``variables_initialized``: it
+    #: took its copy of the variables before it); empty when no message has either
+    template_flags: tuple[tuple[bool, bool], ...] = ()
 
 
 def _bad(message: str, path: str) -> TemplateError:
@@ -317,7 +321,7 @@ def parse_chat_jsonl(text: str) -> StChat:
         read = [_st_message(row, f"$[line {n}]", f"chat export line {n}", n) for n, row in rows]
     return _stored_chat(read, meta, lorebook,
                         {key: chat_meta[key] if isinstance(chat_meta.get(key), str) else ""
-                         for key in ("scenario", "mes_example")})
+                         for key in ("scenario", "mes_example")}, [row for _n, row in rows])
 
 
 def _documented_lines(rows: Sequence[tuple[int, Any]]) -> bool:
@@ -342,8 +346,27 @@ def _documented_line(row: Any, line: int) -> ChatMessage:
         raise TemplateError(exc.message, code=exc.code, path=exc.path, line=line, column=1) from None
 
 
+def _template_flags(read: Sequence[ChatMessage | None], rows: Sequence[Any]) -> tuple[tuple[bool, bool], ...]:
+    """ST-Prompt-Template's ``is_ejs_processed`` and ``variables_initialized`` of each kept message's current
+    swipe (:attr:`StChat.template_flags`); empty when no row has either."""
+    if not any(isinstance(r, Mapping) and ("is_ejs_processed" in r or "variables_initialized" in r) for r in rows):
+        return ()
+
+    def flag(row: Mapping[str, Any], key: str) -> bool:
+        value = row.get(key)
+        swipe = row.get("swipe_id")
+        index = swipe if isinstance(swipe, int) and not isinstance(swipe, bool) else 0
+        if isinstance(value, Mapping):  # the extension's older form, keyed by swipe
+            value = [value.get(str(index))] if str(index) in value else []
+            index = 0
+        return isinstance(value, list) and 0 <= index < len(value) and bool(value[index])
+
+    return tuple((flag(r, "is_ejs_processed"), flag(r, "variables_initialized"))
+                 for m, r in zip(read, rows, strict=True) if m is not None and isinstance(r, Mapping))
+
+
 def _stored_chat(read: list[ChatMessage | None], meta: dict[str, Any], lorebook: str | None,
-                 overrides: dict[str, str]) -> StChat:
+                 overrides: dict[str, str], rows: Sequence[Any] = ()) -> StChat:
     """The chat of SillyTavern's stored messages (``None``: a hidden one) and the export's metadata."""
     out = tuple(m for m in read if m is not None)
     chat_meta = meta.get("chat_metadata") if isinstance(meta.get("chat_metadata"), Mapping) else {}
@@ -352,7 +375,8 @@ def _stored_chat(read: list[ChatMessage | None], meta: dict[str, Any], lorebook:
                   user_name=meta.get("user_name") if isinstance(meta.get("user_name"), str) else None,
                   character_name=meta.get("character_name") if isinstance(meta.get("character_name"), str) else None,
                   hidden=len(read) - len(out), metadata=meta, **overrides,
-                  variables=dict(variables) if isinstance(variables, Mapping) else None)
+                  variables=dict(variables) if isinstance(variables, Mapping) else None,
+                  template_flags=_template_flags(read, rows) if len(rows) == len(read) else ())
 
 
 def _st_message(row: Any, where: str, what: str, line: int | None = None) -> ChatMessage | None:
@@ -421,7 +445,7 @@ def _parse_st_shaped(messages: Sequence[Any], path: str, lorebook: str | None,
             raise _bad("this chat mixes SillyTavern's stored messages (mes, is_user) with role/content ones; "
                        "use one form", f"{path}[{i}].{'role' if 'role' in row else 'content'}")
         read.append(_st_message(row, f"{path}[{i}]", f"chat message {i}"))
-    return _stored_chat(read, meta, lorebook, overrides)
+    return _stored_chat(read, meta, lorebook, overrides, [row for _i, row in rows])
 
 
 class _NotPlain(ValueError):

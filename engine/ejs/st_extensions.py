@@ -142,11 +142,15 @@ def load_chat(
     context: PromptTemplateContext | None = None,
     limits: PromptTemplateLimits | None = None,
     now_ms: int | None = None,
+    flags: Sequence[tuple[bool, bool]] = (),
 ) -> ChatLoad:
     """What ST-Prompt-Template does to the stored chat before a generation: when the chat is shown it evaluates each
     shown message's templates (:func:`load_steps`) with that message's own variables as the message scope, in order
     (writing their variables; with ``raw_message_evaluation_enabled`` the message keeps the result), and with
-    ``filter_message_enabled`` hides what is left of ``<% %>`` from the prompt."""
+    ``filter_message_enabled`` hides what is left of ``<% %>`` from the prompt. ``flags`` are an export's
+    ``(is_ejs_processed, variables_initialized)`` per message (``StChat.template_flags``): a message shown before
+    is not evaluated again (the extension evaluates it without writing), one initialised before takes no copy."""
+    shown, initialized = [f[0] for f in flags], [f[1] for f in flags]
     out = list(contents)
     pt = settings.prompt_template
     if not pt.get("enabled"):
@@ -159,13 +163,14 @@ def load_chat(
 
         texts = [TemplateText(c, f"chat message {i}") for i, c in enumerate(out)]
         result = evaluate_chat_templates(texts, steps=steps, variables=variables, books=books,
-                                         default_book=default_book, context=context, limits=limits, now_ms=now_ms)
+                                         default_book=default_book, context=context, limits=limits, now_ms=now_ms,
+                                         shown=shown, initialized=initialized)
         warnings, reads = result.warnings, result.reads
         variables = result.variables_after or variables
         if pt.get("raw_message_evaluation_enabled"):
             out = result.texts
     elif steps:
-        variables = replace(variables, messages=copied_forward(variables.messages, steps))
+        variables = replace(variables, messages=copied_forward(variables.messages, steps, initialized=initialized))
     if pt.get("filter_message_enabled"):
         out = [filter_templates(c) for c in out]
     return ChatLoad(out, variables, warnings, reads)

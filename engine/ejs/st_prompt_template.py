@@ -352,9 +352,13 @@ def evaluate_chat_templates(
     limits: PromptTemplateLimits | None = None,
     now_ms: int | None = None,
     initial_variables: Mapping[str, Any] | None = None,
+    shown: Sequence[bool] = (),
+    initialized: Sequence[bool] = (),
 ) -> PromptTemplateResult:
     """The chat's own templates as ST-Prompt-Template evaluates them when the chat is shown: ``texts`` are the chat's
-    messages, ``steps`` the indices of those it evaluates, in order. Each evaluated message's templates run with that
+    messages, ``steps`` the indices of those it evaluates, in order. A message ``shown`` before (the export's
+    ``is_ejs_processed``) is evaluated without writing, so not here (its text stays); one ``initialized`` before
+    (``variables_initialized``) takes no copy of the variables before it. Each evaluated message's templates run with that
     message's variables as the message scope (a message after the first first takes a copy of the nearest earlier
     message's variables, its own keys winning); all in one VM. ``variables_after.messages`` holds every message's
     variables as the load left them (``None`` for a message it did not reach and that had none); the result's
@@ -364,9 +368,9 @@ def evaluate_chat_templates(
     limits = limits or PromptTemplateLimits()
     layout = _Layout()
     books_json = _books_json(books or {}, layout)
-    chosen = set(steps)
-    shown = [t if i in chosen else TemplateText("", t.label) for i, t in enumerate(texts)]
-    templates, order, warnings = _place_templates(shown, layout)
+    run = {i for i in steps if not (i < len(shown) and shown[i])}
+    evaluated = [t if i in run else TemplateText("", t.label) for i, t in enumerate(texts)]
+    templates, order, warnings = _place_templates(evaluated, layout)
     for t in templates:
         t["scope"] = t["index"]
     payload = {
@@ -379,7 +383,9 @@ def evaluate_chat_templates(
         "default_book": default_book, "character_text": context.character_text,
         "preset_prompts": dict(context.preset_prompts), "templates": [], "inject": [],
         "load": {"messages": [m if isinstance(m, dict) else None for m in variables.messages],
-                 "steps": list(steps), "templates": templates},
+                 "steps": list(steps), "templates": templates,
+                 "initialized": [bool(initialized[i]) if i < len(initialized) else False
+                                 for i in range(len(variables.messages))]},
     }
     reply = _run(payload, books_json, limits, layout, now_ms)
     result = _collected(reply, texts, order, warnings, variables, layout)

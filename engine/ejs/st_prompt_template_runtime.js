@@ -478,11 +478,12 @@
   // ST-Prompt-Template evaluates the shown messages in order when the chat loads, each with that message's variables
   // (`variables[swipe_id]`) as its message scope and a variables cache made for it. A message after the first that was
   // never initialised first takes a copy of the nearest earlier message's variables (the initial variables when no
-  // earlier message has any), its own keys winning; the first message gets an empty object when it has none.
-  // `IN.load`: the messages' variables, the indices evaluated (`steps`) and the templates, each with its `scope`.
+  // earlier message has any), its own keys winning; the first message (or one initialised before) gets an empty
+  // object when it has none. `IN.load`: the messages' variables, the indices evaluated (`steps`), which were
+  // initialised before (`initialized`) and the templates, each with its `scope`.
   const MSGS = IN.load ? IN.load.messages.map((m) => (m == null ? null : clone(m))) : null;
   function enterMessage(index) {
-    if (index > 0) {
+    if (index > 0 && !IN.load.initialized[index]) {
       let prev = null;
       for (let j = index - 1; j >= 0 && prev === null; j--) if (MSGS[j] != null) prev = MSGS[j];
       MSGS[index] = clone(Object.assign({}, prev === null ? IN.vars.initial || {} : prev, MSGS[index] || {}));

@@ -99,14 +99,15 @@ class StVariables:
         return last if last is not None else {}
 
 
-def copied_forward(messages: Sequence[Any], steps: Sequence[int], initial: Mapping[str, Any] | None = None
-                   ) -> tuple[Any, ...]:
+def copied_forward(messages: Sequence[Any], steps: Sequence[int], initial: Mapping[str, Any] | None = None,
+                   initialized: Sequence[bool] = ()) -> tuple[Any, ...]:
     """The messages' variables after the load of a chat without templates: each evaluated message after the first
     takes a copy of the nearest earlier message's variables (``initial`` when none has any), its own keys winning;
-    the first gets an empty object when it has none. (The runtime's ``enterMessage`` does the same in the VM.)"""
+    the first, and one ``initialized`` before (an export's ``variables_initialized``), gets an empty object when it
+    has none. (The runtime's ``enterMessage`` does the same in the VM.)"""
     out = list(messages)
     for index in steps:
-        if index > 0:
+        if index > 0 and not (index < len(initialized) and initialized[index]):
             prev = next((out[j] for j in range(index - 1, -1, -1) if out[j] is not None), None)
             base = prev if isinstance(prev, Mapping) else (initial or {}) if prev is None else {}
             own = out[index] if isinstance(out[index], Mapping) else {}

@@ -176,7 +176,7 @@ def prepare_templates(loaded: Any) -> None:
         from ..ejs.st_extensions import load_chat
 
         load = load_chat([m.content for m in chat.messages], settings=run.settings, variables=given,
-                         context=run.context(), now_ms=None)
+                         context=run.context(), now_ms=None, flags=chat.template_flags)
         loaded.warnings.extend(load.warnings)
         run.reads.extend(load.reads)
         run.variables = load.variables
@@ -185,7 +185,8 @@ def prepare_templates(loaded: Any) -> None:
     elif any(m.variables is not None for m in chat.messages):
         # no template, but the extension still gives every shown message a copy of the variables before it
         steps = load_steps([m.content for m in chat.messages], run.settings)
-        run.variables = replace(given, messages=copied_forward(given.messages, steps))
+        run.variables = replace(given, messages=copied_forward(given.messages, steps, initialized=[
+            f[1] for f in chat.template_flags]))
     _enter_generation(run, req, len(chat.messages), loaded.preset)
 
 
