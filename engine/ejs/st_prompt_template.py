@@ -35,6 +35,7 @@ from typing import Any
 from ..errors import Diagnostic, Span, TemplateError
 from ..macros.st_variables import StVariables
 from ..sandbox import Limits, Usage, run_program
+from ..shortcuts import DEFAULT, Shortcuts
 
 __all__ = ["InjectEntry", "PromptTemplateContext", "PromptTemplateLimits", "PromptTemplateResult", "TemplateText", "WorldEntry",
            "evaluate_prompt_templates", "json_patch", "split_decorators"]
@@ -295,10 +296,13 @@ def evaluate_prompt_templates(
     initial_variables: Mapping[str, Any] | None = None,
     inject: Sequence[InjectEntry] = (),
     roles: Sequence[str] = (),
+    shortcuts: Shortcuts = DEFAULT,
 ) -> PromptTemplateResult:
     """Evaluate the ``<% %>`` of ``texts`` in order, in one VM (texts without ``<%`` are not touched and cost no
     VM when none has one). ``initial_variables`` are the extension's ``[InitialVariables]`` (read between the
-    global and the chat variables, never written). Raises ``TemplateError`` when a budget trips."""
+    global and the chat variables, never written). ``shortcuts.pt_bytecode``: templates the sandbox worker
+    compiled in an earlier request are loaded from its bytecode (off: the VM compiles each). Raises
+    ``TemplateError`` when a budget trips."""
     variables = variables or StVariables()
     context = context or PromptTemplateContext()
     limits = limits or PromptTemplateLimits()
@@ -324,7 +328,7 @@ def evaluate_prompt_templates(
     }
     if inject:  # every message's text and role, for placing the injected ones
         payload.update(texts=out_texts, roles=list(roles) or ["system"] * len(texts))
-    reply = _run(payload, books_json, limits, layout, now_ms)
+    reply = _run(payload, books_json, limits, layout, now_ms, shortcuts.pt_bytecode)
     return _collected(reply, texts, order, warnings, variables, layout)
 
 
@@ -401,7 +405,7 @@ def _inject_input(inject: Sequence[InjectEntry], layout: _Layout) -> list[dict[s
 
 
 def _run(payload: dict[str, Any], books_json: str, limits: PromptTemplateLimits, layout: _Layout,
-         now_ms: int | None) -> dict[str, Any]:
+         now_ms: int | None, template_cache: bool = False) -> dict[str, Any]:
     # the books' part is spliced in as JSON text (kept between requests); inside JSON strings every quote is
     # escaped, so the key's one raw occurrence is the one replaced
     text = json.dumps(payload, ensure_ascii=True, separators=(",", ":")).replace('"books":null', '"books":' +
@@ -410,7 +414,7 @@ def _run(payload: dict[str, Any], books_json: str, limits: PromptTemplateLimits,
                             output_bytes=256 * 1024 * 1024, job_steps=1_000_000, stack_bytes=1024 * 1024,
                             template_chars=1024 * 1024)
     try:
-        result = run_program(_runtime(), text, limits=sandbox_limits, now_ms=now_ms)
+        result = run_program(_runtime(), text, limits=sandbox_limits, now_ms=now_ms, template_cache=template_cache)
     except TemplateError as exc:
         raise _budget_error(exc, layout) from None
     reply: dict[str, Any] = json.loads(result.text)
