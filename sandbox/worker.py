@@ -527,6 +527,8 @@ class TemplateCache:
         self.entries: OrderedDict[tuple[bytes, int], bytes] = OrderedDict()
         #: texts that did not compile here (the program reports their error itself)
         self.refused: OrderedDict[tuple[bytes, int], None] = OrderedDict()
+        #: each cached key by its length, line and ends (``_stored``)
+        self.probes: dict[tuple[int, int, bytes, bytes], tuple[bytes, int]] = {}
         #: texts seen in a render, to compile after its reply
         self.pending: OrderedDict[tuple[bytes, int], None] = OrderedDict()
         self.bytes = 0
@@ -625,12 +627,13 @@ class TemplateCache:
 
     def _compiled(self, cx: int, key: tuple[bytes, int]) -> Any:
         """The text's function bytecode read into ``cx``, or None (then it may wait for ``compile_pending``)."""
-        code = self.entries.get(key)
-        if code is None:
+        stored = self._stored(key)
+        if stored is None:
             if key not in self.refused and len(self.pending) < self.MAX_PENDING:
                 self.pending[key] = None
             return None
-        self.entries.move_to_end(key)
+        code = self.entries[stored]
+        self.entries.move_to_end(stored)
         compiled = self.lib.JS_ReadObject(cx, code, len(code), PrecompiledHarness.READ_BYTECODE)
         if compiled.tag == PrecompiledHarness.TAG_EXCEPTION:  # out of the render's memory: the program's eval
             self._drop_exception(cx)
@@ -652,7 +655,7 @@ class TemplateCache:
         cx = self.harness._pointer(ctx)
         while self.pending:
             key, _ = self.pending.popitem(last=False)
-            if key in self.entries or key in self.refused:
+            if self._stored(key) is not None or key in self.refused:
                 continue
             source, line = key
             text = b"\n" * (line - 1) + source
@@ -675,14 +678,34 @@ class TemplateCache:
             self.compiles += 1
         del ctx
 
+    @staticmethod
+    def _probe(key: tuple[bytes, int]) -> tuple[int, int, bytes, bytes]:
+        source, line = key
+        return len(source), line, source[:64], source[-64:]
+
+    def _stored(self, key: tuple[bytes, int]) -> tuple[bytes, int] | None:
+        """The cached key equal to ``key``, or None.
+
+        A shortcut beside ``key in self.entries``: hashing a fresh 30 KB bytes object costs ~10 us
+        on every load, so entries are found by length, line and both ends, then compared whole
+        (the stored key's hash is cached by Python). Two texts with the same probe share its slot:
+        the later one kept wins, the other is only compiled again, never confused with it."""
+        stored = self.probes.get(self._probe(key))
+        if stored is None or stored[0] != key[0] or stored not in self.entries:
+            return None
+        return stored
+
     def _remember(self, key: tuple[bytes, int], code: bytes) -> None:
         if len(code) + len(key[0]) > self.MAX_BYTES // 4:
             return
         self.entries[key] = code
+        self.probes[self._probe(key)] = key
         self.bytes += len(code) + len(key[0])
         while len(self.entries) > self.MAX_ENTRIES or self.bytes > self.MAX_BYTES:
             old_key, old = self.entries.popitem(last=False)
             self.bytes -= len(old) + len(old_key[0])
+            if self.probes.get(self._probe(old_key)) is old_key:
+                del self.probes[self._probe(old_key)]
 
     def _evaluate(self, cx: int, compiled: Any, request: _JSValue) -> None:
         """Run the text's top level (takes ``compiled``) and put the outcome on the request object."""

@@ -186,3 +186,14 @@ def test_the_host_counts_a_finished_text_as_the_harness_does(worker_module: Modu
     harness = worker_reply(worker, body)
     assert here["usage"] == harness["usage"] and here["error"] == harness["error"] is None
     assert here["result"]["text"] == harness["result"]["text"]
+
+
+def test_texts_alike_at_both_ends_are_never_confused(worker_module: ModuleType) -> None:
+    worker = worker_module.Worker()
+    cache = worker.templates
+    pad = "x" * 200
+    one, two = f"<%= '{pad}' + 'A' + '{pad}' %>", f"<%= '{pad}' + 'B' + '{pad}' %>"
+    for _ in range(3):  # each evicts the other's probe slot: compiled again, never loaded for the other
+        assert _render(worker, [one])["results"][0]["text"] == pad + "A" + pad
+        assert _render(worker, [two])["results"][0]["text"] == pad + "B" + pad
+    assert cache.compiles >= 2 and len(cache.probes) == 1
