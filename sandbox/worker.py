@@ -641,19 +641,27 @@ class TemplateCache:
         self.hits += 1
         return compiled
 
-    def compile_pending(self) -> None:
+    def compile_pending(self, slice_s: float = 0.01) -> None:
         """Compile the texts renders asked for and keep their bytecode (between renders: no render pays).
 
         In a scratch context of the worker's own: compiling runs no code, and the scratch context
-        holds nothing but the compiler's work, dropped when done."""
+        holds nothing but the compiler's work, dropped when done. At most ``slice_s`` of CPU per
+        call (a request that arrives meanwhile waits for it): the rest waits for the next reply.
+        Any failure drops what is pending (those texts stay on the plain path)."""
         if self.lib is None or not self.pending:
             return
+        try:
+            self._compile_some(time.process_time() + slice_s)
+        except Exception:  # noqa: BLE001 - the cache is an optimisation: never the worker's end
+            self.pending.clear()
+
+    def _compile_some(self, until: float) -> None:
         lib = self.lib
         ctx = _quickjs.Context()
         ctx.set_memory_limit(self.SCRATCH_MEMORY)
         ctx.set_max_stack_size(self.SCRATCH_STACK)
         cx = self.harness._pointer(ctx)
-        while self.pending:
+        while self.pending and time.process_time() < until:
             key, _ = self.pending.popitem(last=False)
             if self._stored(key) is not None or key in self.refused:
                 continue

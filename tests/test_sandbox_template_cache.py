@@ -197,3 +197,17 @@ def test_texts_alike_at_both_ends_are_never_confused(worker_module: ModuleType) 
         assert _render(worker, [one])["results"][0]["text"] == pad + "A" + pad
         assert _render(worker, [two])["results"][0]["text"] == pad + "B" + pad
     assert cache.compiles >= 2 and len(cache.probes) == 1
+
+
+def test_compiling_after_the_reply_takes_a_slice_of_cpu_at_a_time(worker_module: ModuleType) -> None:
+    worker = worker_module.Worker()
+    cache = worker.templates
+    texts = [f"<%= {i} %>" for i in range(4)]
+    raw = worker.render(QuietChannel(), 1, LIMITS, _payload(texts), None, True)
+    worker.retired = None
+    assert json.loads(raw)["error"] is None and len(cache.pending) == 4
+    cache.compile_pending(slice_s=-1.0)  # no time left: everything waits for a later reply
+    assert len(cache.pending) == 4 and cache.compiles == 0
+    cache.compile_pending()
+    assert not cache.pending and cache.compiles == 4
+    assert [r["text"] for r in _render(worker, texts)["results"]] == ["0", "1", "2", "3"] and cache.hits == 4
