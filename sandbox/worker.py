@@ -525,12 +525,14 @@ class TemplateCache:
         #: None: the plain path (the program compiles every template itself)
         self.lib = self._bind(harness.lib) if harness.bytecode is not None else None
         self.entries: OrderedDict[tuple[bytes, int], bytes] = OrderedDict()
-        #: texts that did not compile here (the program reports their error itself)
-        self.refused: OrderedDict[tuple[bytes, int], None] = OrderedDict()
+        #: texts that did not compile here, by length, line and hash (the program reports their error
+        #: itself; a hash collision only leaves a text to the program, the plain path)
+        self.refused: OrderedDict[tuple[int, int, int], None] = OrderedDict()
         #: each cached key by its length, line and ends (``_stored``)
         self.probes: dict[tuple[int, int, bytes, bytes], tuple[bytes, int]] = {}
-        #: texts seen in a render, to compile after its reply
+        #: texts seen in a render, to compile after its reply, and their bytes
         self.pending: OrderedDict[tuple[bytes, int], None] = OrderedDict()
+        self.pending_bytes = 0
         self.bytes = 0
         self.tracker = _REJECTION_TRACKER(self._track)
         self.cx = 0
@@ -629,8 +631,10 @@ class TemplateCache:
         """The text's function bytecode read into ``cx``, or None (then it may wait for ``compile_pending``)."""
         stored = self._stored(key)
         if stored is None:
-            if key not in self.refused and len(self.pending) < self.MAX_PENDING:
+            if (len(self.pending) < self.MAX_PENDING and self.pending_bytes + len(key[0]) <= self.MAX_BYTES
+                    and key not in self.pending and self._refusal(key) not in self.refused):
                 self.pending[key] = None
+                self.pending_bytes += len(key[0])
             return None
         code = self.entries[stored]
         self.entries.move_to_end(stored)
@@ -654,6 +658,7 @@ class TemplateCache:
             self._compile_some(time.process_time() + slice_s)
         except Exception:  # noqa: BLE001 - the cache is an optimisation: never the worker's end
             self.pending.clear()
+            self.pending_bytes = 0
 
     def _compile_some(self, until: float) -> None:
         lib = self.lib
@@ -663,7 +668,8 @@ class TemplateCache:
         cx = self.harness._pointer(ctx)
         while self.pending and time.process_time() < until:
             key, _ = self.pending.popitem(last=False)
-            if self._stored(key) is not None or key in self.refused:
+            self.pending_bytes -= len(key[0])
+            if self._stored(key) is not None:
                 continue
             source, line = key
             text = b"\n" * (line - 1) + source
@@ -671,7 +677,7 @@ class TemplateCache:
                                    ProgramCache.EVAL_TYPE_INDIRECT | PrecompiledHarness.COMPILE_ONLY)
             if compiled.tag == PrecompiledHarness.TAG_EXCEPTION:
                 self._drop_exception(cx)  # a syntax error: the program's own eval reports it
-                self.refused[key] = None
+                self.refused[self._refusal(key)] = None
                 if len(self.refused) > self.MAX_ENTRIES:
                     self.refused.popitem(last=False)
                 continue
@@ -685,6 +691,10 @@ class TemplateCache:
             lib.js_free(cx, buffer)
             self.compiles += 1
         del ctx
+
+    @staticmethod
+    def _refusal(key: tuple[bytes, int]) -> tuple[int, int, int]:
+        return len(key[0]), key[1], hash(key[0])
 
     @staticmethod
     def _probe(key: tuple[bytes, int]) -> tuple[int, int, bytes, bytes]:
