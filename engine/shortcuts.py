@@ -8,7 +8,8 @@ call, so two threads may run with different shortcuts at once (no module global 
 
 The macro engine's fields (``plans``, ``reuse_parse``, ``regions``) reach ``expand_macros``,
 ``CompiledMacros`` and ``RenderState``; world info's (``wi_*``) reach ``activate_world_info``,
-``ActivationOptions``, the activation loop, the key matcher and the raw-book cache.
+``ActivationOptions``, the activation loop, the key matcher and the raw-book cache; ST-Prompt-Template's
+(``pt_*``) reach ``evaluate_prompt_templates``.
 """
 
 from __future__ import annotations
@@ -50,10 +51,14 @@ class Shortcuts:
     #: literal occurs (``worldinfo/matching.py``, ``KeyMatcher._anchors``); off: the search from the
     #: literal's first place to the end of the text
     wi_anchored_regex: bool = True
+    #: ST-Prompt-Template at generation: a template whose text an earlier request of the same sandbox
+    #: worker compiled is loaded from that worker's bytecode (``sandbox/worker.py``, ``TemplateCache``);
+    #: off: the request's VM compiles every template it runs (``(0, eval)``)
+    pt_bytecode: bool = True
 
 
 #: every shortcut (what a call takes when it names none)
 DEFAULT = Shortcuts()
 #: no shortcut: the reference path
 PLAIN = Shortcuts(plans=False, reuse_parse=False, regions=False, wi_incremental=False, wi_fast_pending=False,
-                  wi_settled_regex=False, wi_quick_digest=False, wi_anchored_regex=False)
+                  wi_settled_regex=False, wi_quick_digest=False, wi_anchored_regex=False, pt_bytecode=False)

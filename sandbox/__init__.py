@@ -135,6 +135,7 @@ def run_program(
     lease_check: Callable[[int], tuple[str, str] | None] | None = None,
     template_api: bool = False,
     now_ms: int | None = None,
+    template_cache: bool = False,
 ) -> SandboxResult:
     """Render ``program`` with ``input_json`` as ``__tb.locals.variables``.
 
@@ -158,6 +159,11 @@ def run_program(
     and the render fails with that code (the bridge's stale leases). Pass it only when leases
     are held: each call is a pipe round trip, and without it the worker never asks.
 
+    ``template_cache``: the program may call ``__tbTemplate(source, line)`` for what ``(0,
+    eval)("\\n".repeat(line - 1) + source)`` gives, from the worker's bytecode of that text (see
+    ``worker.TemplateCache``; the program must take and delete that global before running
+    anything else, and define the data property ``__tbTemplateValue`` the answer arrives in).
+
     Raises ``SandboxError`` (a ``TemplateError``) with one of the ``TEMPLATE_*`` codes, or
     ``INPUT_INVALID`` when ``input_json`` is not JSON.
     """
@@ -167,6 +173,8 @@ def run_program(
     target = pool or default_pool()
     if bridge is not None and lease_check is not None:
         reply = target.run(payload.encode("ascii"), lim, cancel, lease_check=lease_check)
+    elif template_cache:
+        reply = target.run(payload.encode("ascii"), lim, cancel, templates=True)
     else:
         reply = target.run(payload.encode("ascii"), lim, cancel)
     return _result(reply)

@@ -442,14 +442,19 @@ def _is_ready_line(line: bytes) -> bool:
 _WIRE_LIMITS: dict[Limits, str] = {}
 
 
-def _header(render_id: int, size: int, limits: Limits, leases: bool) -> bytes:
-    """The render request's header line (the limits' JSON is kept per ``Limits``: it never changes)."""
+def _header(render_id: int, size: int, limits: Limits, leases: bool, templates: bool = False) -> bytes:
+    """The render request's header line (the limits' JSON is kept per ``Limits``: it never changes).
+
+    ``templates``: the program may load the templates it compiles from the worker's bytecode cache
+    (``worker.TemplateCache``)."""
     wire = _WIRE_LIMITS.get(limits)
     if wire is None:
         wire = json.dumps(limits.to_wire())
         if len(_WIRE_LIMITS) < 64:
             _WIRE_LIMITS[limits] = wire
     lease = ', "leases": true' if leases else ""
+    if templates:
+        lease += ', "templates": true'
     return ('{"op": "render", "id": %d, "size": %d, "limits": %s%s}\n' % (render_id, size, wire, lease)).encode()
 
 
@@ -639,7 +644,8 @@ class WorkerPool:
             return self._next_id
 
     def run(
-        self, payload: bytes, limits: Limits, cancel: CancelToken | None, lease_check: LeaseCheck | None = None
+        self, payload: bytes, limits: Limits, cancel: CancelToken | None, lease_check: LeaseCheck | None = None,
+        templates: bool = False,
     ) -> dict[str, Any]:
         """Send one render request and return the worker's decoded reply.
 
@@ -666,7 +672,7 @@ class WorkerPool:
                 raise SandboxError(
                     "the sandbox worker failed to start", code="TEMPLATE_SANDBOX_CRASHED"
                 ) from None
-            header = _header(render_id, len(payload), limits, lease_check is not None)
+            header = _header(render_id, len(payload), limits, lease_check is not None, templates)
             allowance = len(payload) / (1024 * 1024) * INPUT_ALLOWANCE_S_PER_MIB
             watch = _Watch(worker, limits, allowance)
             try:

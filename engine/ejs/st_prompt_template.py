@@ -36,6 +36,7 @@ from typing import Any
 from ..errors import Diagnostic, Span, TemplateError
 from ..macros.st_variables import StVariables
 from ..sandbox import Limits, Usage, run_program
+from ..shortcuts import DEFAULT, Shortcuts
 
 __all__ = ["InjectEntry", "PromptTemplateContext", "PromptTemplateLimits", "PromptTemplateResult", "TemplateText", "WorldEntry",
            "evaluate_chat_templates", "evaluate_prompt_templates", "json_patch", "split_decorators"]
@@ -297,12 +298,14 @@ def evaluate_prompt_templates(
     inject: Sequence[InjectEntry] = (),
     roles: Sequence[str] = (),
     message_index: int | None = None,
+    shortcuts: Shortcuts = DEFAULT,
 ) -> PromptTemplateResult:
     """Evaluate the ``<% %>`` of ``texts`` in order, in one VM (texts without ``<%`` are not touched and cost no
     VM when none has one). ``initial_variables`` are the extension's ``[InitialVariables]`` (read between the
     global and the chat variables, never written). ``message_index`` is the chat message whose variables are the
     message scope (the generation's: the chat's last message); without it, the latest message that has variables.
-    Raises ``TemplateError`` when a budget trips."""
+    ``shortcuts.pt_bytecode``: templates the sandbox worker compiled in an earlier request are loaded from its
+    bytecode (off: the VM compiles each). Raises ``TemplateError`` when a budget trips."""
     variables = variables or StVariables()
     context = context or PromptTemplateContext()
     limits = limits or PromptTemplateLimits()
@@ -328,7 +331,7 @@ def evaluate_prompt_templates(
     }
     if inject:  # every message's text and role, for placing the injected ones
         payload.update(texts=out_texts, roles=list(roles) or ["system"] * len(texts))
-    reply = _run(payload, books_json, limits, layout, now_ms)
+    reply = _run(payload, books_json, limits, layout, now_ms, shortcuts.pt_bytecode)
     return _collected(reply, texts, order, warnings, variables, layout, message_index)
 
 
@@ -354,6 +357,7 @@ def evaluate_chat_templates(
     initial_variables: Mapping[str, Any] | None = None,
     shown: Sequence[bool] = (),
     initialized: Sequence[bool] = (),
+    shortcuts: Shortcuts = DEFAULT,
 ) -> PromptTemplateResult:
     """The chat's own templates as ST-Prompt-Template evaluates them when the chat is shown: ``texts`` are the chat's
     messages, ``steps`` the indices of those it evaluates, in order. A message ``shown`` before (the export's
@@ -387,7 +391,7 @@ def evaluate_chat_templates(
                  "initialized": [bool(initialized[i]) if i < len(initialized) else False
                                  for i in range(len(variables.messages))]},
     }
-    reply = _run(payload, books_json, limits, layout, now_ms)
+    reply = _run(payload, books_json, limits, layout, now_ms, shortcuts.pt_bytecode)
     result = _collected(reply, texts, order, warnings, variables, layout)
     after = reply["variables"]
     result.variables_patch = {}
@@ -472,7 +476,7 @@ def _inject_input(inject: Sequence[InjectEntry], layout: _Layout) -> list[dict[s
 
 
 def _run(payload: dict[str, Any], books_json: str, limits: PromptTemplateLimits, layout: _Layout,
-         now_ms: int | None) -> dict[str, Any]:
+         now_ms: int | None, template_cache: bool = False) -> dict[str, Any]:
     # the books' part is spliced in as JSON text (kept between requests); inside JSON strings every quote is
     # escaped, so the key's one raw occurrence is the one replaced
     text = json.dumps(payload, ensure_ascii=True, separators=(",", ":")).replace('"books":null', '"books":' +
@@ -481,7 +485,7 @@ def _run(payload: dict[str, Any], books_json: str, limits: PromptTemplateLimits,
                             output_bytes=256 * 1024 * 1024, job_steps=1_000_000, stack_bytes=1024 * 1024,
                             template_chars=1024 * 1024)
     try:
-        result = run_program(_runtime(), text, limits=sandbox_limits, now_ms=now_ms)
+        result = run_program(_runtime(), text, limits=sandbox_limits, now_ms=now_ms, template_cache=template_cache)
     except TemplateError as exc:
         raise _budget_error(exc, layout) from None
     reply: dict[str, Any] = json.loads(result.text)

@@ -21,6 +21,7 @@
   let tripped = null;
   let depth = 0;
   const notes = new WeakMap();
+  const LOAD = takeTemplateLoader();
 
   function budget(code, message, label) {
     const e = new RangeError(message);
@@ -241,10 +242,37 @@
   const compiled = new Map();
   function fnOf(key, src, line) {
     if (compiled.has(key)) return compiled.get(key);
-    let made;
-    try { made = { fn: (0, eval)('\n'.repeat(line - 1) + src) }; } catch (e) { made = { error: e }; }
+    let made = loaded(src, line);
+    if (made === null) {
+      try { made = { fn: (0, eval)('\n'.repeat(line - 1) + src) }; } catch (e) { made = { error: e }; }
+    }
     compiled.set(key, made);
     return made;
+  }
+  // The worker's template cache (run_program's template_cache, worker.py's TemplateCache): a request is this
+  // private object rejected with its text; the worker, when it serves the render, answers on it synchronously.
+  // Its first rejection, before any template runs, introduces it. Without the worker's answer (kind 0) the
+  // text is compiled here: the plain path.
+  function takeTemplateLoader() {
+    const request = Object.create(null);
+    request.src = ''; request.line = 0; request.kind = 0; request.value = undefined;
+    const reject = Promise.reject;
+    const ask = function () { Function.prototype.call.call(reject, Promise, request); };
+    ask();
+    return { request: request, ask: ask };
+  }
+  // What `(0, eval)('\n'.repeat(line - 1) + src)` gives ({ fn } or { error }), evaluated by the worker from
+  // the text's bytecode; null when it did not run it (then this evaluates the text itself).
+  function loaded(src, line) {
+    const r = LOAD.request;
+    r.src = src; r.line = line; r.kind = 0; r.value = undefined;
+    LOAD.ask();
+    const kind = r.kind, value = r.value;
+    r.src = ''; r.kind = 0; r.value = undefined;
+    if (kind === 0) return null;
+    if (kind === 1) return { fn: value };
+    if (kind === 2) return { error: value };
+    return { error: budget('TEMPLATE_MEMORY_LIMIT', 'the VM ran out of its memory budget loading a template', null) };
   }
 
   const CTX = Object.assign(Object.create(null), IN.context);
