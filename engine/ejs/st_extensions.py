@@ -91,6 +91,7 @@ def run_extensions(
 ) -> ExtensionsResult:
     """Tavern Helper's pass, then ST-Prompt-Template's evaluation, over the final ``messages`` (``role`` and
     ``content`` each). Raises ``TemplateError`` when a template budget trips."""
+    limits = limits or _limits(settings)
     contents = [str(m.get("content") or "") for m in messages]
     reads: list[dict[str, Any]] = []
     if settings.tavern_helper:
@@ -138,6 +139,7 @@ def load_chat(
     """What ST-Prompt-Template does to the stored chat before a generation: it evaluates every message's templates
     when the chat is shown (writing their variables; with ``raw_message_evaluation_enabled`` the message keeps the
     result), and with ``filter_message_enabled`` hides what is left of ``<% %>`` from the prompt."""
+    limits = limits or _limits(settings)
     out = list(contents)
     pt = settings.prompt_template
     if not pt.get("enabled") or not any("<%" in c for c in out):
@@ -184,6 +186,7 @@ def prepare_world_entries(
     enabled entry whose ``@@if`` condition is false taken out (all conditions evaluated in one VM), an enabled
     ``@@private`` entry's content wrapped in a function of its own. The entries are new objects; the given ones
     are not changed."""
+    limits = limits or _limits(settings)
     if not settings.prompt_template.get("enabled"):
         return list(entries), []
     kept: list[Mapping[str, Any]] = []
@@ -210,6 +213,12 @@ def prepare_world_entries(
     result = evaluate_prompt_templates(texts, variables=variables, context=context, limits=limits, now_ms=now_ms)
     dropped = {i for (i, _), text in zip(conditions, result.texts, strict=True) if text == "false"}
     return [e for i, e in enumerate(kept) if i not in dropped], result.warnings
+
+
+def _limits(settings: ExtensionSettings) -> PromptTemplateLimits:
+    """The budgets the request's settings give (``time_limit``, ``template_time_limit``: CPU seconds)."""
+    return PromptTemplateLimits(time_ms=settings.time_limit * 1000.0,
+                                template_time_ms=settings.template_time_limit * 1000.0)
 
 
 def _merge_replacing_lists(dst: dict[str, Any], src: Mapping[str, Any]) -> None:

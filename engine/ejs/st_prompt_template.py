@@ -76,6 +76,8 @@ class PromptTemplateLimits:
     """The request's budgets (the whole evaluation) and each template's."""
 
     time_ms: float = 2000.0
+    #: each template's CPU time within ``time_ms`` (a ``getwi`` entry's own time is its own, not its reader's)
+    template_time_ms: float = 1000.0
     memory_bytes: int = 64 * 1024 * 1024
     template_output_chars: int = 4 * 1024 * 1024
     getwi_depth: int = 32
@@ -193,6 +195,18 @@ class _Layout:
         self.units.append(unit)
         return unit
 
+    def innermost(self, unit: _Unit, stack: str | None) -> tuple[int, int] | None:
+        """The template position of ``stack``'s innermost frame inside ``unit`` that maps to one (not to the
+        template's first character: a frame that recorded nothing since the template's body began says no more
+        than the template's name)."""
+        for a, b in _FRAME.findall(stack or ""):
+            line = int(a)
+            if unit.line <= line <= unit.last_line:
+                pos = unit.compiled.position(line - unit.line + 1, int(b))
+                if pos is not None:
+                    return pos if pos != (1, 1) else None
+        return None
+
     def locate(self, stack: str | None, js_line: int | None = None, js_column: int | None = None
                ) -> tuple[_Unit, tuple[int, int] | None] | None:
         frames = [(int(a), int(b)) for a, b in _FRAME.findall(stack or "")]
@@ -253,7 +267,7 @@ def _entries_input(books: Mapping[str, Sequence[WorldEntry]], layout: _Layout) -
         for e in entries:
             label = f"world info {e.world}/{e.comment or e.uid}"
             row: dict[str, Any] = {"uid": e.uid, "comment": e.comment, "content": e.content, "source": None,
-                                   "line": 0, "key": f"w:{e.world}:{e.uid}", "label": label,
+                                   "line": 0, "unit": -1, "key": f"w:{e.world}:{e.uid}", "label": label,
                                    "info": {"world": e.world, "uid": e.uid, "comment": e.comment}}
             if "<%" in e.content:
                 compiled = _compile(e.content)
@@ -263,7 +277,7 @@ def _entries_input(books: Mapping[str, Sequence[WorldEntry]], layout: _Layout) -
                     row["line"] = 1
                 else:
                     unit = layout.place(row["key"], label, compiled)
-                    row["source"], row["line"] = compiled.program, unit.line
+                    row["source"], row["line"], row["unit"] = compiled.program, unit.line, len(layout.units) - 1
             rows.append(row)
         out[name] = rows
     return out
@@ -343,7 +357,8 @@ def _place_templates(texts: Sequence[TemplateText], layout: _Layout
             warnings.append(_warning(t.label, compiled.message, "TEMPLATE_SYNTAX", t.text, compiled.span))
             continue
         unit = layout.place(f"m{len(templates)}", t.label, compiled)
-        templates.append({"source": compiled.program, "line": unit.line, "label": t.label, "index": i})
+        templates.append({"source": compiled.program, "line": unit.line, "label": t.label, "index": i,
+                          "unit": len(layout.units) - 1})
         order.append(i)
     return templates, order, warnings
 
@@ -387,7 +402,7 @@ def _inject_input(inject: Sequence[InjectEntry], layout: _Layout) -> list[dict[s
     for e in inject:
         label = f"world info {e.world}/{e.comment or e.uid}"
         row: dict[str, Any] = {"comment": e.comment, "content": e.content, "order": e.order, "source": None,
-                               "line": 0, "key": f"i:{e.world}:{e.uid}", "label": label,
+                               "line": 0, "unit": -1, "key": f"i:{e.world}:{e.uid}", "label": label,
                                "info": {"world": e.world, "uid": e.uid, "comment": e.comment}}
         if "<%" in e.content:
             compiled = _compile(e.content)
@@ -396,6 +411,7 @@ def _inject_input(inject: Sequence[InjectEntry], layout: _Layout) -> list[dict[s
                                               + "); })"), 1
             else:
                 row["source"], row["line"] = compiled.program, layout.place(row["key"], label, compiled).line
+                row["unit"] = len(layout.units) - 1
         rows.append(row)
     return rows
 
@@ -408,7 +424,7 @@ def _run(payload: dict[str, Any], books_json: str, limits: PromptTemplateLimits,
                                                                                   books_json, 1)
     sandbox_limits = Limits(time_ms=limits.time_ms, memory_bytes=limits.memory_bytes, input_bytes=64 * 1024 * 1024,
                             output_bytes=256 * 1024 * 1024, job_steps=1_000_000, stack_bytes=1024 * 1024,
-                            template_chars=1024 * 1024)
+                            template_chars=1024 * 1024, template_time_ms=min(limits.template_time_ms, limits.time_ms))
     try:
         result = run_program(_runtime(), text, limits=sandbox_limits, now_ms=now_ms)
     except TemplateError as exc:
@@ -422,16 +438,23 @@ def _run(payload: dict[str, Any], books_json: str, limits: PromptTemplateLimits,
 
 
 def _budget_error(exc: TemplateError, layout: _Layout) -> TemplateError:
-    """A budget the sandbox enforced, as the request's error naming the template that tripped it."""
-    where = layout.locate(getattr(exc, "js_stack", None), getattr(exc, "js_line", None),
-                          getattr(exc, "js_column", None))
+    """A budget the sandbox enforced, as the request's error naming the template that tripped it: the one the
+    runtime had marked as running (``js_template``, a layout unit), else the one the VM's positions fall in."""
+    stack = getattr(exc, "js_stack", None)
+    where = layout.locate(stack, getattr(exc, "js_line", None), getattr(exc, "js_column", None))
+    mark = getattr(exc, "js_template", None)
+    if isinstance(mark, int) and 0 <= mark < len(layout.units) and (where is None or where[0] is not layout.units[mark]):
+        where = (layout.units[mark], layout.innermost(layout.units[mark], stack))
     if where is None:
         return TemplateError(f"{exc.message} while evaluating the request's templates", code=exc.code)
     unit, pos = where
-    if getattr(exc, "js_stack", None):
-        # an interrupt's innermost frame is where the template last called out (or began), not
-        # where it was running: it names the template, its line:column would mislead
-        pos = None
+    if stack:
+        pos = layout.innermost(unit, stack)
+    if stack and pos is not None:
+        # an interrupt's frame holds the last position the engine recorded in the running function (where it
+        # began, last awaited or called out), not the instruction that was running: the loop is at or after it
+        return TemplateError(f"{exc.message} in {unit.label} (running at or after this position)", code=exc.code,
+                             line=pos[0], column=pos[1])
     at = f" at {pos[0]}:{pos[1]}" if pos else ""
     return TemplateError(f"{exc.message} in {unit.label}{at}", code=exc.code,
                          line=pos[0] if pos else None, column=pos[1] if pos else None)
