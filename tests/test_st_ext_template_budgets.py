@@ -120,3 +120,34 @@ def test_the_budgets_are_read_from_the_request_with_their_path() -> None:
             parse_extensions({"prompt_template": {"template_time_limit": bad}})
         assert caught.value.code == "REQUEST_INVALID"
         assert caught.value.path == "$.extensions.prompt_template.template_time_limit"
+
+
+#: the issue's hostile world-info entries, read by a message: (entry source, code, the entry it names, line:column)
+HOSTILE = {
+    "loop": ("<% while (true) {} %>", "TEMPLATE_TIME_LIMIT", "hostile", None),
+    "hundred-mb": ("<% const big = 'x'.repeat(100 * 1024 * 1024) %>", "TEMPLATE_MEMORY_LIMIT", "hostile", (1, 40)),
+    "doubling": ("<% let s = 'x'.repeat(1 << 20); while (true) s = s + s + '.'; %>", "TEMPLATE_MEMORY_LIMIT",
+                 "hostile", None),
+    "recursion": ("<% function f(n) {\n  return f(n + 1) + 1\n}\nf(0) %>", "TEMPLATE_STACK_LIMIT", "hostile", (2, None)),
+    "getwi-cycle": ("<%- await getwi('B', 'cycle') %>", "TEMPLATE_STACK_LIMIT", "cycle", (1, 11)),
+    "output": ("x\n<% for (;;) print('xxxxxxxxxxxxxxxx') %>", "TEMPLATE_OUTPUT_LIMIT", "hostile", (2, 13)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_a_hostile_entry_is_refused_with_its_code_entry_and_position(name: str) -> None:
+    source, code, entry, position = HOSTILE[name]
+    books = {"B": [WorldEntry("B", 1, "hostile", source), WorldEntry("B", 2, "cycle", "<%- await getwi('B', 'cycle') %>"),
+                   WorldEntry("B", 3, "fast", "<%- 1 + 1 %>")]}
+    texts = [TemplateText("fine <%- 1 %>", "message 0"), TemplateText("X <%- await getwi('B', 'hostile') %>", "message 1")]
+    limits = PromptTemplateLimits(time_ms=1000.0, template_time_ms=200.0, template_output_chars=1 << 20)
+    with pytest.raises(TemplateError) as caught:
+        evaluate_prompt_templates(texts, books=books, default_book="B", limits=limits)
+    error = caught.value
+    assert error.code == code
+    assert f"world info B/{entry}" in error.message
+    if position is not None:  # where the engine placed it (the doubling's memory runs out in a loop: no frame)
+        assert error.line == position[0] and position[1] in (None, error.column)  # (a call's column: the engine's)
+    after = evaluate_prompt_templates([TemplateText("<%- typeof s %> <%- await getwi('B', 'fast') %>", "next")],
+                                      books=books, default_book="B", limits=limits)
+    assert after.texts == ["undefined 2"]

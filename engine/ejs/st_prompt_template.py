@@ -433,8 +433,19 @@ def _run(payload: dict[str, Any], books_json: str, limits: PromptTemplateLimits,
     reply["_usage"] = result.usage
     tripped = reply.get("tripped")
     if tripped:
-        raise TemplateError(f"{tripped['message']} ({tripped.get('label') or 'a template'})", code=tripped["code"])
+        raise _tripped_error(tripped, layout)
     return reply
+
+
+def _tripped_error(tripped: Mapping[str, Any], layout: _Layout) -> TemplateError:
+    """A budget the runtime enforced (output, ``getwi`` depth, the engine's memory and stack errors it caught), with
+    the line:column where the template tripped it when the error's stack places it in that template."""
+    label = tripped.get("label") or "a template"
+    where = layout.locate(tripped.get("stack"))
+    pos = layout.innermost(where[0], tripped.get("stack")) if where is not None and where[0].label == label else None
+    at = f" at {pos[0]}:{pos[1]}" if pos else ""
+    return TemplateError(f"{tripped['message']} ({label}{at})", code=tripped["code"],
+                         line=pos[0] if pos else None, column=pos[1] if pos else None)
 
 
 def _budget_error(exc: TemplateError, layout: _Layout) -> TemplateError:

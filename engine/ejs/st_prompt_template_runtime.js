@@ -28,9 +28,17 @@
   const MARK = typeof __tb.mark === 'function' ? __tb.mark : function () {};
   let marked = -1;
 
-  function budget(code, message, label) {
+  // `cause`: the engine's error that tripped it (its stack says where the template was); else this one's
+  function budget(code, message, label, cause) {
     const e = new RangeError(message);
-    tripped = tripped || { code: code, message: message, label: label };
+    if (tripped === null) {
+      let stack = '';
+      try {
+        const from = cause !== undefined ? cause : e;
+        if (isObj(from) && typeof from.stack === 'string') stack = from.stack.slice(0, 4000);
+      } catch (err) { /* a template's own object: no position */ }
+      tripped = { code: code, message: message, label: label, stack: stack };
+    }
     notes.set(e, { budget: true });
     return e;
   }
@@ -416,7 +424,7 @@
     } catch (e) {
       // the engine's own resource errors are budgets (ours), whoever caught them on the way
       const kind = isObj(e) ? resourceKind(e) : null;
-      if (kind !== null) throw budget(kind, label + ': ' + e.name + ': ' + e.message, label);
+      if (kind !== null) throw budget(kind, label + ': ' + e.name + ': ' + e.message, label, e);
       if (isObj(e) && !notes.has(e)) notes.set(e, { label: label });
       else if (isObj(e) && notes.get(e).label === undefined) notes.get(e).label = label;
       throw e;
