@@ -151,3 +151,13 @@ def test_a_hostile_entry_is_refused_with_its_code_entry_and_position(name: str) 
     after = evaluate_prompt_templates([TemplateText("<%- typeof s %> <%- await getwi('B', 'fast') %>", "next")],
                                       books=books, default_book="B", limits=limits)
     assert after.texts == ["undefined 2"]
+
+
+def test_no_template_holds_the_hook() -> None:
+    probe = ("<%- [typeof __tb.mark, typeof globalThis.MARK, typeof globalThis.mark, typeof locals.mark, "
+             "typeof (this || {}).mark, Object.keys(__tb).join('+'), "
+             "(() => { try { return typeof getwi.caller } catch (e) { return 'throws' } })(), "
+             "(() => { try { return typeof arguments.callee.caller } catch (e) { return 'throws' } })()].join() %>")
+    result = evaluate_prompt_templates([TemplateText(probe, "message 0")], books=BOOK, default_book="B")
+    assert result.texts == ["undefined,undefined,undefined,undefined,undefined,api+locals+escape+finish+append,"
+                            "throws,throws"]
