@@ -161,3 +161,15 @@ def test_no_template_holds_the_hook() -> None:
     result = evaluate_prompt_templates([TemplateText(probe, "message 0")], books=BOOK, default_book="B")
     assert result.texts == ["undefined,undefined,undefined,undefined,undefined,api+locals+escape+finish+append,"
                             "throws,throws"]
+
+
+def test_the_sandbox_limit_is_off_by_default_and_checked() -> None:
+    assert Limits().template_time_ms == 0.0 and "template_time_ms" not in Limits().to_wire()
+    assert Limits(template_time_ms=250.0).to_wire()["template_time_ms"] == 250.0
+    for bad in (-1.0, 60_001.0, float("nan")):
+        with pytest.raises(ValueError):
+            Limits(template_time_ms=bad)
+    # unmarked, a plain render has only its budget: nothing is charged to a template
+    with pytest.raises(SandboxError) as caught:
+        run_program("(async function (__tb) { for (;;) {} })", "{}", limits=Limits(time_ms=120.0, template_time_ms=50.0))
+    assert (caught.value.message, caught.value.js_template) == ("the render used up its time budget of 120 ms", None)
