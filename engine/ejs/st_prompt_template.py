@@ -9,7 +9,9 @@ tavernbox's EJS compiler, and the data travel as its input), so the request pays
 requests.
 
 Budgets are ours, not the extension's: the request's CPU time (``PromptTemplateLimits.time_ms``, 2 s by default),
-the VM's memory, each template's output and ``getwi``'s nesting. Tripping one fails the request with its code
+each template's CPU time within it (``template_time_ms``, 1 s: the runtime marks the template it runs, the sandbox
+charges it; see the sandbox worker's ``TemplateClock``), the VM's memory, each template's output and ``getwi``'s
+nesting. Tripping one fails the request with its code
 (``TEMPLATE_TIME_LIMIT``, ``TEMPLATE_MEMORY_LIMIT``, ``TEMPLATE_OUTPUT_LIMIT``, ``TEMPLATE_STACK_LIMIT``) naming
 the template and, when the VM reported one, the line:column. An ordinary error (a throw, a syntax error) is the
 extension's behaviour instead: that message stays as it was, and a warning names the template and line:column.
@@ -443,8 +445,12 @@ def _tripped_error(tripped: Mapping[str, Any], layout: _Layout) -> TemplateError
     label = tripped.get("label") or "a template"
     where = layout.locate(tripped.get("stack"))
     pos = layout.innermost(where[0], tripped.get("stack")) if where is not None and where[0].label == label else None
-    at = f" at {pos[0]}:{pos[1]}" if pos else ""
-    return TemplateError(f"{tripped['message']} ({label}{at})", code=tripped["code"],
+    message = str(tripped["message"])
+    if message.startswith(label + ":"):  # the runtime named it already
+        message += f" (at {pos[0]}:{pos[1]})" if pos else ""
+    else:
+        message += f" ({label} at {pos[0]}:{pos[1]})" if pos else f" ({label})"
+    return TemplateError(message, code=tripped["code"],
                          line=pos[0] if pos else None, column=pos[1] if pos else None)
 
 
