@@ -76,7 +76,8 @@ def parse_extensions(raw: Any, *, path: str = "$.extensions") -> ExtensionSettin
                 budgets[key] = _seconds(value, PROMPT_TEMPLATE_BUDGETS[key][1], where)
                 continue
             if key not in PROMPT_TEMPLATE_SETTINGS:
-                raise TemplateError(f"unknown field {key!r} at {where} (ST-Prompt-Template's setting names)",
+                raise TemplateError(f"unknown field {key!r} at {where} (ST-Prompt-Template's setting names, "
+                                    "time_limit, template_time_limit)",
                                     code="REQUEST_INVALID", path=where)
             default = PROMPT_TEMPLATE_SETTINGS[key]
             if isinstance(default, bool):
