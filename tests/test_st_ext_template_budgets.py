@@ -5,8 +5,13 @@ the runtime gives the sandbox (docs/ARCHITECTURE.md, "Per-template time")."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 import pytest
 
+from tavernbox import assemble_request
 from tavernbox.ejs.st_extensions import parse_extensions
 from tavernbox.ejs.st_prompt_template import (
     PromptTemplateLimits,
@@ -173,3 +178,38 @@ def test_the_sandbox_limit_is_off_by_default_and_checked() -> None:
     with pytest.raises(SandboxError) as caught:
         run_program("(async function (__tb) { for (;;) {} })", "{}", limits=Limits(time_ms=120.0, template_time_ms=50.0))
     assert (caught.value.message, caught.value.js_template) == ("the render used up its time budget of 120 ms", None)
+
+
+def _request_with_entries(*entries: tuple[str, str, int]) -> dict[str, Any]:
+    """The bundled sample request with constant world-info entries ``(comment, content, order)`` in book "lore"."""
+    root = Path(__file__).resolve().parents[1] / "corpora"
+    request = json.loads((root / "sample-request.json").read_text(encoding="utf-8"))
+    for key in ("preset", "card", "chat"):
+        request[key] = str(root / request[key])
+    request["books"] = [{"name": "lore", "entries": {str(uid): {
+        "uid": uid, "key": [], "keysecondary": [], "comment": comment, "constant": True, "content": content,
+        "disable": False, "order": order, "position": 0} for uid, (comment, content, order) in enumerate(entries)}}]
+    return request
+
+
+def test_a_request_names_the_world_info_entry_a_looping_template_came_from() -> None:
+    request = _request_with_entries(("intro", "The city.", 10), ("spin", "Weather: <% while (true) {} %>", 90))
+    request["extensions"] = {"prompt_template": {"template_time_limit": 0.1}}
+    with pytest.raises(TemplateError) as caught:
+        assemble_request(request)
+    assert caught.value.code == "TEMPLATE_TIME_LIMIT"
+    # no position from the engine: the only part of the message with a template is the entry
+    assert caught.value.message == f"{TEMPLATE_TRIP} in message 1 (system), from world info lore/spin"
+    request["books"][0]["entries"]["1"]["content"] = "Weather: <%- 'fine' %>"
+    assert "Weather: fine" in json.dumps(assemble_request(request).messages)
+
+
+def test_a_request_places_a_budget_trip_in_the_entry_it_came_from() -> None:
+    hostile = "Weather: <% let n = 1;\nconst big = 'x'.repeat(100 * 1024 * 1024) %>"
+    request = _request_with_entries(("intro", "The city.\nIt rains.", 10), ("big", hostile, 90))
+    with pytest.raises(TemplateError) as caught:
+        assemble_request(request)
+    error = caught.value
+    assert error.code == "TEMPLATE_MEMORY_LIMIT"
+    assert (error.line, error.column) == (4, 37)  # in the message: the entry follows the intro's two lines
+    assert error.message.endswith(", from world info lore/big at 2:37")  # in the entry's own text

@@ -38,8 +38,8 @@ from ..errors import Diagnostic, Span, TemplateError
 from ..macros.st_variables import StVariables
 from ..sandbox import Limits, Usage, run_program
 
-__all__ = ["InjectEntry", "PromptTemplateContext", "PromptTemplateLimits", "PromptTemplateResult", "TemplateText", "WorldEntry",
-           "evaluate_prompt_templates", "json_patch", "split_decorators"]
+__all__ = ["InjectEntry", "PromptTemplateContext", "PromptTemplateLimits", "PromptTemplateResult", "TemplateBudgetError",
+           "TemplateText", "WorldEntry", "evaluate_prompt_templates", "json_patch", "split_decorators"]
 
 _FRAME = re.compile(r"<input>:(\d+):(\d+)")
 #: the decorators ST-Prompt-Template knows (a first line ``@@name args``); ``@@@`` escapes one
@@ -71,6 +71,18 @@ def split_decorators(content: str) -> tuple[list[str], str]:
         else:
             fallback = True
     return decorators, "\n".join(lines[start:])
+
+
+class TemplateBudgetError(TemplateError):
+    """A budget a template tripped, failing the request; ``template`` is how the request names it (its label,
+    ``message 3 (system)``, ``world info Book/entry``), ``line``/``column`` are in that template's text."""
+
+    def __init__(self, message: str, *, code: str, template: str | None = None, line: int | None = None,
+                 column: int | None = None) -> None:
+        super().__init__(message, code=code, line=line, column=column)
+        self.template = template
+        #: the index among the evaluated texts of the one whose template tripped it (None: a world-info entry's)
+        self.text: int | None = None
 
 
 @dataclass(frozen=True)
@@ -340,7 +352,11 @@ def evaluate_prompt_templates(
     }
     if inject:  # every message's text and role, for placing the injected ones
         payload.update(texts=out_texts, roles=list(roles) or ["system"] * len(texts))
-    reply = _run(payload, books_json, limits, layout, now_ms)
+    try:
+        reply = _run(payload, books_json, limits, layout, now_ms)
+    except TemplateBudgetError as exc:
+        exc.text = next((i for i, t in enumerate(texts) if t.label == exc.template), None)
+        raise
     return _collected(reply, texts, order, warnings, variables, layout)
 
 
@@ -450,8 +466,8 @@ def _tripped_error(tripped: Mapping[str, Any], layout: _Layout) -> TemplateError
         message += f" (at {pos[0]}:{pos[1]})" if pos else ""
     else:
         message += f" ({label} at {pos[0]}:{pos[1]})" if pos else f" ({label})"
-    return TemplateError(message, code=tripped["code"],
-                         line=pos[0] if pos else None, column=pos[1] if pos else None)
+    return TemplateBudgetError(message, code=tripped["code"], template=tripped.get("label"),
+                               line=pos[0] if pos else None, column=pos[1] if pos else None)
 
 
 def _budget_error(exc: TemplateError, layout: _Layout) -> TemplateError:
@@ -470,11 +486,11 @@ def _budget_error(exc: TemplateError, layout: _Layout) -> TemplateError:
     if stack and pos is not None:
         # an interrupt's frame holds the last position the engine recorded in the running function (where it
         # began, last awaited or called out), not the instruction that was running: the loop is at or after it
-        return TemplateError(f"{exc.message} in {unit.label} (running at or after this position)", code=exc.code,
-                             line=pos[0], column=pos[1])
+        return TemplateBudgetError(f"{exc.message} in {unit.label} (running at or after this position)",
+                                   code=exc.code, template=unit.label, line=pos[0], column=pos[1])
     at = f" at {pos[0]}:{pos[1]}" if pos else ""
-    return TemplateError(f"{exc.message} in {unit.label}{at}", code=exc.code,
-                         line=pos[0] if pos else None, column=pos[1] if pos else None)
+    return TemplateBudgetError(f"{exc.message} in {unit.label}{at}", code=exc.code, template=unit.label,
+                               line=pos[0] if pos else None, column=pos[1] if pos else None)
 
 
 def _warning(label: str, message: str, code: str, source: str, span: Span | None,
