@@ -24,6 +24,12 @@
   than by the pool killing the worker (which names no template); on a loaded machine a CPU budget can outlast the
   wall deadline (budget + 1 s) and the pool wins.
 
+- ``template_limit``: the per-template CPU limit (``template_time_ms``, within the default 2 s request budget): a
+  request of eight messages reading four entries, one of which loops forever. Its failure's median wall time, the
+  same request without the loop, the overshoot past the limit (wall - limit - the request without the loop;
+  target within 50 ms), how many failures named the looping entry, and the request right after a failure against
+  one right after a trivial request (the pool is unaffected: ratio ~1).
+
 - ``chat_load``: a 100-message MVU chat (``stat_data`` on every message) assembled with the extensions on against
   off: the chat's load (each shown message in its own message scope, a copy of the variables before it) without
   templates in the chat (copied in Python) and with one in every message (one VM for the chat's load, one for
@@ -202,7 +208,8 @@ def bench_loops(repeat: int) -> dict[str, Any]:
                                  for _ in range(repeat))
         row: dict[str, Any] = {"plain_render_ms": round(peer, 1)}
         for name, (texts, books, inject, label) in _loop_cases().items():
-            limits = PromptTemplateLimits(time_ms=budget)
+            # the request's budget alone (each template may use all of it): what this row measures
+            limits = PromptTemplateLimits(time_ms=budget, template_time_ms=budget)
             runs = [failing_ms(evaluate_prompt_templates, texts, books=books, default_book="B", limits=limits,
                                inject=inject) for _ in range(repeat)]
             wall = statistics.median(ms for ms, _ in runs)
@@ -249,15 +256,85 @@ def bench_chat_load(repeat: int, messages: int = 100) -> dict[str, Any]:
     return out
 
 
+TEMPLATE_LIMITS_MS = (100.0, 1000.0)
+
+
+def _template_limit_request(looping: bool) -> tuple[list[Any], dict[str, Any]]:
+    """Eight messages and four entries ``getwi`` reads, the third entry looping forever (or printing, ``looping``
+    false), within the default 2 s request budget."""
+    from tavernbox.ejs.st_prompt_template import TemplateText, WorldEntry
+
+    entries = [WorldEntry("B", n, f"e{n}", f"<% const n{n} = [1, 2, 3].map((x) => x * {n}) %><%- n{n}.join(',') %>")
+               for n in range(4)]
+    entries[2] = WorldEntry("B", 2, "e2", "<% for (;;) {} %>" if looping else "<%- 'fast' %>")
+    texts = [TemplateText(f"m{n} <%- await getwi('B', 'e{n % 4}') %> <%- getvar('x', {{ defaults: {n} }}) %>",
+                          f"message {n}") for n in range(8)]
+    return texts, {"B": entries}
+
+
+def bench_template_limit(repeat: int) -> dict[str, Any]:
+    """The per-template limit: a request whose third message reads a looping entry among fast templates, the
+    failure's wall time against the limit (overshoot = wall - limit - the same request without the loop), and
+    the request after it against one after a trivial request (the pool unaffected)."""
+    from tavernbox.ejs.st_prompt_template import PromptTemplateLimits, TemplateText, evaluate_prompt_templates
+    from tavernbox.errors import TemplateError
+
+    loop_texts, loop_books = _template_limit_request(True)
+    fast_texts, fast_books = _template_limit_request(False)
+    trivial = [TemplateText("<%- 1 %>", "trivial")]
+
+    def wall(run: Any) -> float:
+        t0 = time.perf_counter()
+        run()
+        return (time.perf_counter() - t0) * 1000
+
+    named: list[bool] = []
+
+    def fails(limits: PromptTemplateLimits) -> None:
+        try:
+            evaluate_prompt_templates(loop_texts, books=loop_books, default_book="B", limits=limits)
+        except TemplateError as exc:
+            named.append(exc.code == "TEMPLATE_TIME_LIMIT" and exc.message.endswith("world info B/e2"))
+            return
+        raise AssertionError("the loop did not fail")
+
+    def fast(limits: PromptTemplateLimits) -> None:
+        evaluate_prompt_templates(fast_texts, books=fast_books, default_book="B", limits=limits)
+
+    out: dict[str, Any] = {}
+    for limit in TEMPLATE_LIMITS_MS:
+        limits = PromptTemplateLimits(template_time_ms=limit)
+        named.clear()
+        for _ in range(2):
+            fast(limits)
+        base, failing, after_fail, after_trivial = [], [], [], []
+        for _ in range(repeat):
+            base.append(wall(lambda: fast(limits)))  # noqa: B023 - called at once
+            failing.append(wall(lambda: fails(limits)))  # noqa: B023 - called at once
+            after_fail.append(wall(lambda: fast(limits)))  # noqa: B023 - called at once
+            evaluate_prompt_templates(trivial)
+            after_trivial.append(wall(lambda: fast(limits)))  # noqa: B023 - called at once
+        b, f = statistics.median(base), statistics.median(failing)
+        out[f"{limit:g}ms"] = {"wall_ms": round(f, 1), "without_loop_ms": round(b, 1),
+                               "overshoot_ms": round(f - limit - b, 1), "named": sum(named), "of": repeat,
+                               "next_after_failure_ms": round(statistics.median(after_fail), 2),
+                               "next_after_trivial_ms": round(statistics.median(after_trivial), 2),
+                               "next_ratio": round(statistics.median(after_fail) / statistics.median(after_trivial), 2)}
+    out["target_overshoot_ms"] = LOOP_TARGET_OVERSHOOT_MS
+    return out
+
+
 def main(argv: list[str]) -> int:
     repeat = int(next((a for a in argv if a.isdigit()), "9"))
     if "--loops-only" in argv:
-        print(json.dumps({"loops": bench_loops(repeat)}, ensure_ascii=False, indent=1))
+        print(json.dumps({"loops": bench_loops(repeat), "template_limit": bench_template_limit(repeat)},
+                         ensure_ascii=False, indent=1))
         return 0
     if "--chat-load-only" in argv:
         print(json.dumps({"chat_load": bench_chat_load(repeat)}, ensure_ascii=False, indent=1))
         return 0
-    report = {"marginal": bench_marginal(repeat), "loops": bench_loops(repeat), "chat_load": bench_chat_load(repeat)}
+    report = {"marginal": bench_marginal(repeat), "loops": bench_loops(repeat),
+              "template_limit": bench_template_limit(repeat), "chat_load": bench_chat_load(repeat)}
     try:
         report["assembly"] = bench_assembly(repeat)
     except Exception as exc:  # the request fields arrive with the stage integration

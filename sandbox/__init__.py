@@ -194,6 +194,7 @@ def _result(reply: dict[str, Any]) -> SandboxResult:
             js_message=error.get("js_message"),
             usage=usage,
             js_stack=error.get("stack"),
+            js_template=error.get("template"),
         )
     result = reply["result"]
     if result.get("pending") is not None:

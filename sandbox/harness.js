@@ -686,6 +686,17 @@
   // callbacks it left behind; they may not make the host resolve anything.
   let bodyFinished = false;
   api.finish = ({ finish() { bodyFinished = true; } }).finish;
+  // Per-template time (worker.py TemplateClock, only when the host set template_time_ms): the
+  // program names the template it is about to run (a small integer, -1 for none) and the host
+  // reads it between pending-job steps (host.mark) to give that template its own slice of the
+  // render's budget. Only a number is taken: nothing is converted, so no template code runs here.
+  // What calling it buys a template that reaches it: docs/ARCHITECTURE.md "Per-template time".
+  let currentMark = -1;
+  api.mark = ({
+    mark(n) {
+      if (typeof n === 'number' && (n | 0) === n && n >= -1) currentMark = n;
+    },
+  }).mark;
 
   function here() {
     const pos = position(new Error('position'), true);
@@ -1141,6 +1152,7 @@
   }).poll;
   // Bridge mode: has the pass reached its end (a lookup is pending or a bridge failure stuck)?
   host.settled = () => pendingKey !== null || bridgeTrip !== null;
+  host.mark = () => currentMark;
   host.seeds = () => seeds;
   host.lazy = () => LAZY_NAMES;
   host.tied = () => LAZY_TIED;

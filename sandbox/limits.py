@@ -41,6 +41,11 @@ class Limits:
     """CPU milliseconds of compile plus run, cumulative over every entry into the VM of one render
     (kept by the host, not by the binding's per-call clock) -> ``TEMPLATE_TIME_LIMIT``."""
 
+    template_time_ms: float = 0.0
+    """CPU milliseconds each template of a many-template program may use of ``time_ms`` (0: no
+    such limit), the program marking which template runs (``__tb.mark``, see worker.py's
+    ``TemplateClock``) -> ``TEMPLATE_TIME_LIMIT`` naming the marked template."""
+
     job_steps: int = 1000
     """Pending-job steps allowed in one pass (one drain of the microtask queue) ->
     ``TEMPLATE_JOB_LIMIT``."""
@@ -83,6 +88,7 @@ class Limits:
             "stack_bytes": self.stack_bytes,
             "time_ms": float(self.time_ms),
             "job_steps": self.job_steps,
+            **({"template_time_ms": float(self.template_time_ms)} if self.template_time_ms else {}),
         }
 
 
@@ -96,6 +102,7 @@ HARD_MAXIMA: dict[str, tuple[float, float]] = {
     "memory_bytes": (1 * MIB, 1024 * MIB),
     "stack_bytes": (16 * KIB, 4 * MIB),
     "time_ms": (1.0, 60_000.0),
+    "template_time_ms": (0.0, 60_000.0),
     "job_steps": (1, 1_000_000),
     "new_lookups": (0, 100_000),
     "bridge_calls": (0, 1_000_000),

@@ -62,7 +62,9 @@ class SandboxError(TemplateError):
     unset: mapping program positions back to the template is the compiler's job. ``js_stack`` is
     the engine's backtrace when the VM's interrupt stopped the render (``TEMPLATE_TIME_LIMIT``):
     its ``<input>:line:column`` frames, innermost first, say where the program was running (they
-    may include the harness's own lines, which share the ``<input>`` name).
+    may include the harness's own lines, which share the ``<input>`` name). ``js_template`` is
+    the template the program had marked (``__tb.mark``) when a budget tripped, with
+    ``Limits.template_time_ms`` set.
     """
 
     default_code = "TEMPLATE_EXECUTION_FAILED"
@@ -78,6 +80,7 @@ class SandboxError(TemplateError):
         js_message: str | None = None,
         usage: Usage | None = None,
         js_stack: str | None = None,
+        js_template: int | None = None,
     ) -> None:
         super().__init__(message, code=code)
         self.js_line = js_line
@@ -85,6 +88,7 @@ class SandboxError(TemplateError):
         self.js_name = js_name
         self.js_message = js_message
         self.js_stack = js_stack
+        self.js_template = js_template
         self.usage = usage if usage is not None else EMPTY_USAGE
 
 

@@ -1067,6 +1067,8 @@ class RenderRun:
         self.steps = 0
         self.passes = 0
         self.output_bytes = 0
+        #: per-template time, when the host asked for it (``limits["template_time_ms"]``)
+        self.clock = TemplateClock.of(limits)
         self.ctx, self.dispatch = worker.take_context()
 
     def execute(self) -> RenderOutcome:
@@ -1096,6 +1098,8 @@ class RenderRun:
         handed = self._load_program()
         bridge = bool(self.enter(self.dispatch, "start", int(self.limits["output_bytes"]), handed))
         self.passes = 1
+        if self.clock is not None:
+            self.clock.read(self)
         self._drain(bridge)
         status = self._final_status()
         if self.used >= self.budget:
@@ -1103,18 +1107,30 @@ class RenderRun:
         return self._outcome(status)
 
     def enter(self, call: Any, *args: Any) -> Any:
-        """``call(*args)`` in JS with what is left of the budget; its CPU time is charged."""
+        """``call(*args)`` in JS with what is left of the budget; its CPU time is charged.
+
+        With per-template time (``self.clock``) the engine gets the lesser of what is left of the
+        render's budget and of the current template's, and the time is charged to both.
+        """
         remaining = self.budget - self.used
         if remaining <= 0:
             raise RenderFailed("TEMPLATE_TIME_LIMIT", time_message(self.budget))
+        if self.clock is not None:
+            remaining = self.clock.slice(remaining)
         self.ctx.set_time_limit(remaining)
         t0 = time.process_time()
         try:
             value = call(*args)
         except _quickjs.JSException as exc:
-            self.used += time.process_time() - t0
+            spent = time.process_time() - t0
+            self.used += spent
+            if self.clock is not None:
+                raise self.clock.failure(exc, spent, self.used, self.budget) from None
             raise engine_error(exc, self.used, self.budget) from None
-        self.used += time.process_time() - t0
+        spent = time.process_time() - t0
+        self.used += spent
+        if self.clock is not None:
+            self.clock.charge(spent)
         return value
 
     def _install_template_loader(self) -> None:
@@ -1169,6 +1185,8 @@ class RenderRun:
                 return
             if not self.enter(self.ctx.execute_pending_job):
                 return
+            if self.clock is not None:
+                self.clock.read(self)
             self.steps += 1
             pass_steps += 1
             if pass_steps > job_limit:
@@ -1225,6 +1243,76 @@ class RenderRun:
         retired = (self.ctx, self.dispatch)
         del self.ctx, self.dispatch
         return retired
+
+
+class TemplateClock:
+    """Per-template CPU time inside one render: each template its own slice of the render's budget.
+
+    Why: a render that runs many templates (ST-Prompt-Template's request, issue 26) has one budget
+    for all of them, and one slow template could take the whole of it. The program tells the
+    harness which template it is about to run (``__tb.mark(n)``, a small integer; -1: none) and
+    then awaits, so the template starts in a pending-job step of its own; between steps the
+    worker reads the mark (``host.mark``, harness code) and charges each step's CPU time to the
+    template marked when it began. The engine's limit for a step is the lesser of what is left of
+    the render's budget and of that template's ``limit``. A step's time is never split: whatever
+    runs in it is the marked template's (a detached promise job another template left behind, or
+    templates run side by side through ``Promise.all``, are charged to the one marked last).
+
+    Safety: the mark moves time between templates' accounts, never out of the render's budget,
+    which every step is still charged and bounded by; a program that marks falsely (or a
+    template that reached the hook) can at worst get each template's limit anew and misname the
+    template that used the time. See docs/ARCHITECTURE.md, "Per-template time".
+    """
+
+    def __init__(self, limit: float) -> None:
+        self.limit = limit
+        self.mark = -1
+        self.used: dict[int, float] = {}
+
+    @classmethod
+    def of(cls, limits: dict[str, Any]) -> TemplateClock | None:
+        limit = float(limits.get("template_time_ms") or 0.0) / 1000.0
+        return cls(limit) if limit > 0 else None
+
+    def read(self, run: RenderRun) -> None:
+        """The template the program marked last (harness code: a number, no template code runs)."""
+        mark = run.enter(run.dispatch, "mark")
+        # (a number the VM holds as a double, such as one parsed from JSON, arrives as a float)
+        if isinstance(mark, float) and mark.is_integer():
+            mark = int(mark)
+        self.mark = mark if isinstance(mark, int) and not isinstance(mark, bool) and mark >= -1 else -1
+
+    def slice(self, remaining: float) -> float:
+        """The engine's limit for the next step, given what is left of the render's budget."""
+        if self.mark < 0:
+            return remaining
+        left = self.limit - self.used.get(self.mark, 0.0)
+        if left <= 0:
+            raise RenderFailed("TEMPLATE_TIME_LIMIT", self.message(), {"template": self.mark})
+        return min(remaining, left)
+
+    def charge(self, spent: float) -> None:
+        if self.mark < 0:
+            return
+        used = self.used.get(self.mark, 0.0) + spent
+        self.used[self.mark] = used
+        if used >= self.limit:
+            raise RenderFailed("TEMPLATE_TIME_LIMIT", self.message(), {"template": self.mark})
+
+    def failure(self, exc: Exception, spent: float, used: float, budget: float) -> RenderFailed:
+        """What an exception that escaped a step means, its template named when one was marked."""
+        if self.mark < 0:
+            return engine_error(exc, used, budget)
+        total = self.used.get(self.mark, 0.0) + spent
+        self.used[self.mark] = total
+        failed = engine_error(exc, used if total < self.limit else budget, budget)
+        if total >= self.limit and used < budget:
+            failed.message = self.message()
+        failed.detail["template"] = self.mark
+        return failed
+
+    def message(self) -> str:
+        return f"a template used up its time limit of {self.limit * 1000.0:g} ms"
 
 
 def reply_head(render_id: int, usage: dict[str, Any], error: dict[str, Any] | None) -> str:

@@ -93,6 +93,7 @@ def run_extensions(
 ) -> ExtensionsResult:
     """Tavern Helper's pass, then ST-Prompt-Template's evaluation, over the final ``messages`` (``role`` and
     ``content`` each). Raises ``TemplateError`` when a template budget trips."""
+    limits = limits or _limits(settings)
     contents = [str(m.get("content") or "") for m in messages]
     reads: list[dict[str, Any]] = []
     if settings.tavern_helper:
@@ -151,6 +152,7 @@ def load_chat(
     ``(is_ejs_processed, variables_initialized)`` per message (``StChat.template_flags``): a message shown before
     is not evaluated again (the extension evaluates it without writing), one initialised before takes no copy."""
     shown, initialized = [f[0] for f in flags], [f[1] for f in flags]
+    limits = limits or _limits(settings)
     out = list(contents)
     pt = settings.prompt_template
     if not pt.get("enabled"):
@@ -203,6 +205,7 @@ def prepare_world_entries(
     enabled entry whose ``@@if`` condition is false taken out (all conditions evaluated in one VM), an enabled
     ``@@private`` entry's content wrapped in a function of its own. The entries are new objects; the given ones
     are not changed."""
+    limits = limits or _limits(settings)
     if not settings.prompt_template.get("enabled"):
         return list(entries), []
     kept: list[Mapping[str, Any]] = []
@@ -229,6 +232,12 @@ def prepare_world_entries(
     result = evaluate_prompt_templates(texts, variables=variables, context=context, limits=limits, now_ms=now_ms)
     dropped = {i for (i, _), text in zip(conditions, result.texts, strict=True) if text == "false"}
     return [e for i, e in enumerate(kept) if i not in dropped], result.warnings
+
+
+def _limits(settings: ExtensionSettings) -> PromptTemplateLimits:
+    """The budgets the request's settings give (``time_limit``, ``template_time_limit``: CPU seconds)."""
+    return PromptTemplateLimits(time_ms=settings.time_limit * 1000.0,
+                                template_time_ms=settings.template_time_limit * 1000.0)
 
 
 def _merge_replacing_lists(dst: dict[str, Any], src: Mapping[str, Any]) -> None:

@@ -9,7 +9,9 @@ tavernbox's EJS compiler, and the data travel as its input), so the request pays
 requests.
 
 Budgets are ours, not the extension's: the request's CPU time (``PromptTemplateLimits.time_ms``, 2 s by default),
-the VM's memory, each template's output and ``getwi``'s nesting. Tripping one fails the request with its code
+each template's CPU time within it (``template_time_ms``, 1 s: the runtime marks the template it runs, the sandbox
+charges it; see the sandbox worker's ``TemplateClock``), the VM's memory, each template's output and ``getwi``'s
+nesting. Tripping one fails the request with its code
 (``TEMPLATE_TIME_LIMIT``, ``TEMPLATE_MEMORY_LIMIT``, ``TEMPLATE_OUTPUT_LIMIT``, ``TEMPLATE_STACK_LIMIT``) naming
 the template and, when the VM reported one, the line:column. An ordinary error (a throw, a syntax error) is the
 extension's behaviour instead: that message stays as it was, and a warning names the template and line:column.
@@ -38,8 +40,9 @@ from ..macros.st_variables import StVariables
 from ..sandbox import Limits, Usage, run_program
 from ..shortcuts import DEFAULT, Shortcuts
 
-__all__ = ["InjectEntry", "PromptTemplateContext", "PromptTemplateLimits", "PromptTemplateResult", "TemplateText", "WorldEntry",
-           "evaluate_chat_templates", "evaluate_prompt_templates", "json_patch", "split_decorators"]
+__all__ = ["InjectEntry", "PromptTemplateContext", "PromptTemplateLimits", "PromptTemplateResult", "TemplateBudgetError",
+           "TemplateText", "WorldEntry", "evaluate_chat_templates", "evaluate_prompt_templates", "json_patch",
+           "split_decorators"]
 
 _FRAME = re.compile(r"<input>:(\d+):(\d+)")
 #: the decorators ST-Prompt-Template knows (a first line ``@@name args``); ``@@@`` escapes one
@@ -73,11 +76,25 @@ def split_decorators(content: str) -> tuple[list[str], str]:
     return decorators, "\n".join(lines[start:])
 
 
+class TemplateBudgetError(TemplateError):
+    """A budget a template tripped, failing the request; ``template`` is how the request names it (its label,
+    ``message 3 (system)``, ``world info Book/entry``), ``line``/``column`` are in that template's text."""
+
+    def __init__(self, message: str, *, code: str, template: str | None = None, line: int | None = None,
+                 column: int | None = None) -> None:
+        super().__init__(message, code=code, line=line, column=column)
+        self.template = template
+        #: the index among the evaluated texts of the one whose template tripped it (None: a world-info entry's)
+        self.text: int | None = None
+
+
 @dataclass(frozen=True)
 class PromptTemplateLimits:
     """The request's budgets (the whole evaluation) and each template's."""
 
     time_ms: float = 2000.0
+    #: each template's CPU time within ``time_ms`` (a ``getwi`` entry's own time is its own, not its reader's)
+    template_time_ms: float = 1000.0
     memory_bytes: int = 64 * 1024 * 1024
     template_output_chars: int = 4 * 1024 * 1024
     getwi_depth: int = 32
@@ -195,6 +212,18 @@ class _Layout:
         self.units.append(unit)
         return unit
 
+    def innermost(self, unit: _Unit, stack: str | None) -> tuple[int, int] | None:
+        """The template position of ``stack``'s innermost frame inside ``unit`` that maps to one (not to the
+        template's first character: a frame that recorded nothing since the template's body began says no more
+        than the template's name)."""
+        for a, b in _FRAME.findall(stack or ""):
+            line = int(a)
+            if unit.line <= line <= unit.last_line:
+                pos = unit.compiled.position(line - unit.line + 1, int(b))
+                if pos is not None:
+                    return pos if pos != (1, 1) else None
+        return None
+
     def locate(self, stack: str | None, js_line: int | None = None, js_column: int | None = None
                ) -> tuple[_Unit, tuple[int, int] | None] | None:
         frames = [(int(a), int(b)) for a, b in _FRAME.findall(stack or "")]
@@ -255,7 +284,7 @@ def _entries_input(books: Mapping[str, Sequence[WorldEntry]], layout: _Layout) -
         for e in entries:
             label = f"world info {e.world}/{e.comment or e.uid}"
             row: dict[str, Any] = {"uid": e.uid, "comment": e.comment, "content": e.content, "source": None,
-                                   "line": 0, "key": f"w:{e.world}:{e.uid}", "label": label,
+                                   "line": 0, "unit": -1, "key": f"w:{e.world}:{e.uid}", "label": label,
                                    "info": {"world": e.world, "uid": e.uid, "comment": e.comment}}
             if "<%" in e.content:
                 compiled = _compile(e.content)
@@ -265,7 +294,7 @@ def _entries_input(books: Mapping[str, Sequence[WorldEntry]], layout: _Layout) -
                     row["line"] = 1
                 else:
                     unit = layout.place(row["key"], label, compiled)
-                    row["source"], row["line"] = compiled.program, unit.line
+                    row["source"], row["line"], row["unit"] = compiled.program, unit.line, len(layout.units) - 1
             rows.append(row)
         out[name] = rows
     return out
@@ -331,8 +360,18 @@ def evaluate_prompt_templates(
     }
     if inject:  # every message's text and role, for placing the injected ones
         payload.update(texts=out_texts, roles=list(roles) or ["system"] * len(texts))
-    reply = _run(payload, books_json, limits, layout, now_ms, shortcuts.pt_bytecode)
+    reply = _run_naming(payload, books_json, limits, layout, now_ms, shortcuts.pt_bytecode, texts)
     return _collected(reply, texts, order, warnings, variables, layout, message_index)
+
+
+def _run_naming(payload: dict[str, Any], books_json: str, limits: PromptTemplateLimits, layout: _Layout,
+                now_ms: int | None, template_cache: bool, texts: Sequence[TemplateText]) -> dict[str, Any]:
+    """:func:`_run`; a budget error says which of ``texts`` was being evaluated (``text``)."""
+    try:
+        return _run(payload, books_json, limits, layout, now_ms, template_cache)
+    except TemplateBudgetError as exc:
+        exc.text = next((i for i, t in enumerate(texts) if t.label == exc.template), None)
+        raise
 
 
 def _message_scope(variables: StVariables, index: int | None) -> Any:
@@ -391,7 +430,7 @@ def evaluate_chat_templates(
                  "initialized": [bool(initialized[i]) if i < len(initialized) else False
                                  for i in range(len(variables.messages))]},
     }
-    reply = _run(payload, books_json, limits, layout, now_ms, shortcuts.pt_bytecode)
+    reply = _run_naming(payload, books_json, limits, layout, now_ms, shortcuts.pt_bytecode, texts)
     result = _collected(reply, texts, order, warnings, variables, layout)
     after = reply["variables"]
     result.variables_patch = {}
@@ -416,7 +455,8 @@ def _place_templates(texts: Sequence[TemplateText], layout: _Layout
             warnings.append(_warning(t.label, compiled.message, "TEMPLATE_SYNTAX", t.text, compiled.span))
             continue
         unit = layout.place(f"m{len(templates)}", t.label, compiled)
-        templates.append({"source": compiled.program, "line": unit.line, "label": t.label, "index": i})
+        templates.append({"source": compiled.program, "line": unit.line, "label": t.label, "index": i,
+                          "unit": len(layout.units) - 1})
         order.append(i)
     return templates, order, warnings
 
@@ -462,7 +502,7 @@ def _inject_input(inject: Sequence[InjectEntry], layout: _Layout) -> list[dict[s
     for e in inject:
         label = f"world info {e.world}/{e.comment or e.uid}"
         row: dict[str, Any] = {"comment": e.comment, "content": e.content, "order": e.order, "source": None,
-                               "line": 0, "key": f"i:{e.world}:{e.uid}", "label": label,
+                               "line": 0, "unit": -1, "key": f"i:{e.world}:{e.uid}", "label": label,
                                "info": {"world": e.world, "uid": e.uid, "comment": e.comment}}
         if "<%" in e.content:
             compiled = _compile(e.content)
@@ -471,6 +511,7 @@ def _inject_input(inject: Sequence[InjectEntry], layout: _Layout) -> list[dict[s
                                               + "); })"), 1
             else:
                 row["source"], row["line"] = compiled.program, layout.place(row["key"], label, compiled).line
+                row["unit"] = len(layout.units) - 1
         rows.append(row)
     return rows
 
@@ -483,7 +524,7 @@ def _run(payload: dict[str, Any], books_json: str, limits: PromptTemplateLimits,
                                                                                   books_json, 1)
     sandbox_limits = Limits(time_ms=limits.time_ms, memory_bytes=limits.memory_bytes, input_bytes=64 * 1024 * 1024,
                             output_bytes=256 * 1024 * 1024, job_steps=1_000_000, stack_bytes=1024 * 1024,
-                            template_chars=1024 * 1024)
+                            template_chars=1024 * 1024, template_time_ms=min(limits.template_time_ms, limits.time_ms))
     try:
         result = run_program(_runtime(), text, limits=sandbox_limits, now_ms=now_ms, template_cache=template_cache)
     except TemplateError as exc:
@@ -492,24 +533,46 @@ def _run(payload: dict[str, Any], books_json: str, limits: PromptTemplateLimits,
     reply["_usage"] = result.usage
     tripped = reply.get("tripped")
     if tripped:
-        raise TemplateError(f"{tripped['message']} ({tripped.get('label') or 'a template'})", code=tripped["code"])
+        raise _tripped_error(tripped, layout)
     return reply
 
 
+def _tripped_error(tripped: Mapping[str, Any], layout: _Layout) -> TemplateError:
+    """A budget the runtime enforced (output, ``getwi`` depth, the engine's memory and stack errors it caught), with
+    the line:column where the template tripped it when the error's stack places it in that template."""
+    label = tripped.get("label") or "a template"
+    where = layout.locate(tripped.get("stack"))
+    pos = layout.innermost(where[0], tripped.get("stack")) if where is not None and where[0].label == label else None
+    message = str(tripped["message"])
+    if message.startswith(label + ":"):  # the runtime named it already
+        message += f" (at {pos[0]}:{pos[1]})" if pos else ""
+    else:
+        message += f" ({label} at {pos[0]}:{pos[1]})" if pos else f" ({label})"
+    return TemplateBudgetError(message, code=tripped["code"], template=tripped.get("label"),
+                               line=pos[0] if pos else None, column=pos[1] if pos else None)
+
+
 def _budget_error(exc: TemplateError, layout: _Layout) -> TemplateError:
-    """A budget the sandbox enforced, as the request's error naming the template that tripped it."""
-    where = layout.locate(getattr(exc, "js_stack", None), getattr(exc, "js_line", None),
-                          getattr(exc, "js_column", None))
+    """A budget the sandbox enforced, as the request's error naming the template that tripped it: the one the
+    runtime had marked as running (``js_template``, a layout unit), else the one the VM's positions fall in."""
+    stack = getattr(exc, "js_stack", None)
+    where = layout.locate(stack, getattr(exc, "js_line", None), getattr(exc, "js_column", None))
+    mark = getattr(exc, "js_template", None)
+    if isinstance(mark, int) and 0 <= mark < len(layout.units) and (where is None or where[0] is not layout.units[mark]):
+        where = (layout.units[mark], layout.innermost(layout.units[mark], stack))
     if where is None:
         return TemplateError(f"{exc.message} while evaluating the request's templates", code=exc.code)
     unit, pos = where
-    if getattr(exc, "js_stack", None):
-        # an interrupt's innermost frame is where the template last called out (or began), not
-        # where it was running: it names the template, its line:column would mislead
-        pos = None
+    if stack:
+        pos = layout.innermost(unit, stack)
+    if stack and pos is not None:
+        # an interrupt's frame holds the last position the engine recorded in the running function (where it
+        # began, last awaited or called out), not the instruction that was running: the loop is at or after it
+        return TemplateBudgetError(f"{exc.message} in {unit.label} (running at or after this position)",
+                                   code=exc.code, template=unit.label, line=pos[0], column=pos[1])
     at = f" at {pos[0]}:{pos[1]}" if pos else ""
-    return TemplateError(f"{exc.message} in {unit.label}{at}", code=exc.code,
-                         line=pos[0] if pos else None, column=pos[1] if pos else None)
+    return TemplateBudgetError(f"{exc.message} in {unit.label}{at}", code=exc.code, template=unit.label,
+                               line=pos[0] if pos else None, column=pos[1] if pos else None)
 
 
 def _warning(label: str, message: str, code: str, source: str, span: Span | None,

@@ -22,10 +22,24 @@
   let depth = 0;
   const notes = new WeakMap();
   const LOAD = takeTemplateLoader();
+  // Per-template time: the harness's hook, taken before any template exists and never handed to one (templates
+  // get their own `tb`, never `__tb`). `run` names the template about to run (its layout unit, -1: none), then
+  // awaits, so the template starts in a pending-job step of its own; the host charges each step to the template
+  // marked when it began (worker.py TemplateClock).
+  const MARK = typeof __tb.mark === 'function' ? __tb.mark : function () {};
+  let marked = -1;
 
-  function budget(code, message, label) {
+  // `cause`: the engine's error that tripped it (its stack says where the template was); else this one's
+  function budget(code, message, label, cause) {
     const e = new RangeError(message);
-    tripped = tripped || { code: code, message: message, label: label };
+    if (tripped === null) {
+      let stack = '';
+      try {
+        const from = cause !== undefined ? cause : e;
+        if (isObj(from) && typeof from.stack === 'string') stack = from.stack.slice(0, 4000);
+      } catch (err) { /* a template's own object: no position */ }
+      tripped = { code: code, message: message, label: label, stack: stack };
+    }
     notes.set(e, { budget: true });
     return e;
   }
@@ -293,7 +307,7 @@
     if (e.source === null) return e.content;
     depth++;
     try {
-      return await run(e.key, e.source, e.line, e.label);
+      return await run(e.key, e.source, e.line, e.label, e.unit);
     } finally {
       depth--;
     }
@@ -404,7 +418,21 @@
   }
 
   // --- one template -------------------------------------------------------------------------------------------------
-  async function run(key, source, line, label) {
+  async function run(key, source, line, label, unit) {
+    const outer = marked;
+    marked = unit;
+    MARK(unit);
+    try {
+      await null; // the template (its compilation included: a template can break out of its function) starts here
+      return await runMarked(key, source, line, label);
+    } finally {
+      // back to the template that read this one; after a message's template the mark stays until the next one
+      // is marked, so a promise job a template left behind is charged to a template, never to none
+      marked = outer;
+      if (outer >= 0) MARK(outer);
+    }
+  }
+  async function runMarked(key, source, line, label) {
     const made = fnOf(key, source, line);
     if (made.error !== undefined) throw made.error;
     const parts = [];
@@ -424,7 +452,7 @@
     } catch (e) {
       // the engine's own resource errors are budgets (ours), whoever caught them on the way
       const kind = isObj(e) ? resourceKind(e) : null;
-      if (kind !== null) throw budget(kind, label + ': ' + e.name + ': ' + e.message, label);
+      if (kind !== null) throw budget(kind, label + ': ' + e.name + ': ' + e.message, label, e);
       if (isObj(e) && !notes.has(e)) notes.set(e, { label: label });
       else if (isObj(e) && notes.get(e).label === undefined) notes.get(e).label = label;
       throw e;
@@ -444,7 +472,7 @@
       let content;
       try {
         merge(CTX, { world_info: e.info });
-        content = e.source === null ? e.content : await run(e.key, e.source, e.line, e.label);
+        content = e.source === null ? e.content : await run(e.key, e.source, e.line, e.label, e.unit);
       } catch (err) {
         if (tripped !== null) throw err;
         out.inject_errors.push({ label: e.label, name: isObj(err) ? err.name : typeof err, message: isObj(err) ? err.message : String(err),
@@ -530,7 +558,7 @@
       for (const t of IN.load.templates) {
         if (t.scope !== index) continue;
         try {
-          out.results.push({ text: await run('m' + out.results.length, t.source, t.line, t.label) });
+          out.results.push({ text: await run('m' + out.results.length, t.source, t.line, t.label, t.unit) });
         } catch (e) {
           if (tripped !== null) { out.tripped = tripped; return; }
           const note = isObj(e) ? notes.get(e) || {} : {};
@@ -548,7 +576,7 @@
   for (let i = 0; i < IN.templates.length; i++) {
     const t = IN.templates[i];
     try {
-      out.results.push({ text: await run('m' + i, t.source, t.line, t.label) });
+      out.results.push({ text: await run('m' + i, t.source, t.line, t.label, t.unit) });
     } catch (e) {
       if (tripped !== null) { out.tripped = tripped; break; }
       const note = isObj(e) ? notes.get(e) || {} : {};

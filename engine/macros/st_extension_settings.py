@@ -14,6 +14,9 @@ from ..errors import TemplateError
 
 __all__ = ["PROMPT_TEMPLATE_SETTINGS", "SHOWN_MESSAGES", "ExtensionSettings", "load_steps", "parse_extensions"]
 
+#: tavernbox's own budgets accepted beside them in ``extensions.prompt_template`` (CPU seconds: default, maximum)
+PROMPT_TEMPLATE_BUDGETS: dict[str, tuple[float, float]] = {"time_limit": (2.0, 60.0), "template_time_limit": (1.0, 60.0)}
+
 #: ST-Prompt-Template's settings (``extension_settings.EjsTemplate``) and their defaults
 PROMPT_TEMPLATE_SETTINGS: dict[str, Any] = {
     "enabled": True, "generate_enabled": True, "generate_loader_enabled": True, "render_enabled": True,
@@ -31,6 +34,10 @@ class ExtensionSettings:
 
     prompt_template: Mapping[str, Any] = field(default_factory=lambda: dict(PROMPT_TEMPLATE_SETTINGS))
     tavern_helper: bool = True
+    #: tavernbox's budgets beside the extension's settings (``extensions.prompt_template.time_limit`` /
+    #: ``template_time_limit``): CPU seconds for all of a request's templates, and for each one
+    time_limit: float = 2.0
+    template_time_limit: float = 1.0
 
     @property
     def templates_on(self) -> bool:
@@ -56,6 +63,7 @@ def parse_extensions(raw: Any, *, path: str = "$.extensions") -> ExtensionSettin
                                 code="REQUEST_INVALID", path=f"{path}.{key}")
     pt = dict(PROMPT_TEMPLATE_SETTINGS)
     given = raw.get("prompt_template")
+    budgets = {name: default for name, (default, _) in PROMPT_TEMPLATE_BUDGETS.items()}
     if isinstance(given, bool):
         pt["enabled"] = given
     elif given is not None:
@@ -64,8 +72,12 @@ def parse_extensions(raw: Any, *, path: str = "$.extensions") -> ExtensionSettin
                                 path=f"{path}.prompt_template")
         for key, value in given.items():
             where = f"{path}.prompt_template.{key}"
+            if key in PROMPT_TEMPLATE_BUDGETS:
+                budgets[key] = _seconds(value, PROMPT_TEMPLATE_BUDGETS[key][1], where)
+                continue
             if key not in PROMPT_TEMPLATE_SETTINGS:
-                raise TemplateError(f"unknown field {key!r} at {where} (ST-Prompt-Template's setting names)",
+                raise TemplateError(f"unknown field {key!r} at {where} (ST-Prompt-Template's setting names, "
+                                    "time_limit, template_time_limit)",
                                     code="REQUEST_INVALID", path=where)
             default = PROMPT_TEMPLATE_SETTINGS[key]
             if isinstance(default, bool):
@@ -84,7 +96,14 @@ def parse_extensions(raw: Any, *, path: str = "$.extensions") -> ExtensionSettin
         th_on = True
     else:
         th_on = _flag(th, f"{path}.tavern_helper")
-    return ExtensionSettings(pt, th_on)
+    return ExtensionSettings(pt, th_on, **budgets)
+
+
+def _seconds(value: Any, maximum: float, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= maximum:
+        raise TemplateError(f"{where} must be a number of seconds above 0 and at most {maximum:g}",
+                            code="REQUEST_INVALID", path=where)
+    return float(value)
 
 
 #: the messages SillyTavern shows when a chat opens (its ``chat_truncation`` default): the extension evaluates those

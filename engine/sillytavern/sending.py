@@ -71,7 +71,8 @@ def finish(fitted: Fitted) -> Sent:
     if wants(front.loaded.passes, "final_message"):
         final = _passed_final(final, front.loaded.passes)
         provenance_of = "messages before the text passes"
-    templated = apply_templates(final, front)
+    templated = apply_templates(final, front, [sp for _mid, _text, sp in span_source] if provenance_of == "messages"
+                                else None)
     if templated != final:
         if len(templated) == len(final) and provenance_of == "messages":
             span_source = _templated_spans(span_source, final, templated)

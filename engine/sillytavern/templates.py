@@ -307,9 +307,11 @@ def _getwi_books(run: TemplateRun) -> dict[str, list[WorldEntry]]:
 _TH_MARK = re.compile(r"\{\{(?:get|format)_[a-z]+_variable::", re.I)
 
 
-def apply_templates(final: list[dict[str, Any]], front: Any) -> list[dict[str, Any]]:
+def apply_templates(final: list[dict[str, Any]], front: Any, spans: Sequence[Sequence[Any]] | None = None
+                    ) -> list[dict[str, Any]]:
     """Part 3, on the messages about to be sent: Tavern Helper's macros, then the templates, then ``@INJECT``.
-    Raises ``TemplateError`` when a template budget trips."""
+    Raises ``TemplateError`` when a template budget trips; with ``spans`` (per message, ``(start, end, info)`` as
+    the provenance has them) the error also names the part of the prompt the template came from."""
     loaded = front.loaded
     run: TemplateRun | None = getattr(loaded, "templates", None)
     if run is None:
@@ -326,26 +328,35 @@ def apply_templates(final: list[dict[str, Any]], front: Any) -> list[dict[str, A
         run.reads.extend({"kind": u.name, "scope": u.scope, "key": u.path} for u in uses)
     injecting = bool(run.inject) and bool(run.settings.prompt_template.get("inject_loader_enabled"))
     if run.settings.templates_on and (injecting or any(t is not None and "<%" in t for t in texts)):
-        return _evaluated(final, texts, run, loaded)
+        return _evaluated(final, texts, run, loaded, spans)
     return [{**m, "content": t} if t is not None and t != m["content"] else m
             for m, t in zip(final, texts, strict=True)]
 
 
-def _evaluated(final: list[dict[str, Any]], texts: list[str | None], run: TemplateRun, loaded: Any
-               ) -> list[dict[str, Any]]:
+def _evaluated(final: list[dict[str, Any]], texts: list[str | None], run: TemplateRun, loaded: Any,
+               spans: Sequence[Sequence[Any]] | None = None) -> list[dict[str, Any]]:
     """The templates of every final message (and the ``@INJECT`` entries) in one VM."""
     from ..ejs.st_extensions import run_extensions
+    from ..ejs.st_prompt_template import TemplateBudgetError
 
     items = [{**m, "content": t} for m, t in zip(final, texts, strict=True) if t is not None]
+    positions = [i for i, t in enumerate(texts) if t is not None]
     if _reads_presets(run, items):
         # the preset's prompts by name, SillyTavern's macros expanded (what ``getpreset`` answers)
         run.preset_prompts = {str(p.get("name")): run.expand(str(p.get("content") or ""))
                               for p in loaded.preset.get("prompts") or [] if isinstance(p, Mapping) and p.get("name")}
     settings = replace(run.settings, tavern_helper=False)  # its pass ran above
-    result = run_extensions(items, settings=settings, variables=run.variables, books=_getwi_books(run),
-                            default_book=run.default_book, context=run.context(), initial=run.initial,
-                            inject_entries=run.inject, now_ms=_now_ms(loaded.req.options.now),
-                            message_index=run.current if run.current >= 0 else None)
+    try:
+        result = run_extensions(items, settings=settings, variables=run.variables, books=_getwi_books(run),
+                                default_book=run.default_book, context=run.context(), initial=run.initial,
+                                inject_entries=run.inject, now_ms=_now_ms(loaded.req.options.now),
+                                message_index=run.current if run.current >= 0 else None)
+    except TemplateBudgetError as exc:
+        if spans is None or exc.text is None or exc.text >= len(positions):
+            raise
+        at = positions[exc.text]
+        raise _from_source(exc, str(items[exc.text]["content"]), str(final[at].get("content") or ""),
+                           spans[at]) from None
     loaded.warnings.extend(result.warnings)
     run.reads.extend(result.reads)
     run.evaluated = result.evaluated
@@ -356,6 +367,44 @@ def _evaluated(final: list[dict[str, Any]], texts: list[str | None], run: Templa
         return [{"role": role, "content": content} for role, content in result.injected] + others
     contents = iter(result.contents)
     return [{**m, "content": next(contents)} if isinstance(m.get("content"), str) else m for m in final]
+
+
+def _from_source(exc: Any, text: str, sent: str, spans: Sequence[Any]) -> Any:
+    """A budget a message's template tripped, also named by the part of the prompt the template came from (a
+    world-info entry, a preset prompt, a card field: the span holding the error's position, or the only span with
+    ``<%`` when the engine gave no position) and placed in that part's own text. ``exc`` unchanged when the spans
+    do not tell (positions count only when the templates saw the text the spans describe)."""
+    from ..spans import line_col
+
+    offset = None
+    if exc.line is not None and text == sent:
+        lines = sent.split("\n")
+        if exc.line <= len(lines):
+            offset = sum(len(x) + 1 for x in lines[: exc.line - 1]) + (exc.column or 1) - 1
+    if offset is not None:
+        hit = next(((a, b, info) for a, b, info in spans if a <= offset < b), None)
+    else:
+        holders = [(a, b, info) for a, b, info in spans if "<%" in sent[a:b]]
+        hit = holders[0] if len({_source_name(info) for _a, _b, info in holders}) == 1 else None
+    if hit is None:
+        return exc
+    start, end, info = hit
+    where = ""
+    if offset is not None:
+        line, column = line_col(sent[start:end], offset - start)
+        where = f" at {line}:{column}"
+    error = type(exc)(f"{exc.message}, from {_source_name(info)}{where}", code=exc.code, template=exc.template,
+                      line=exc.line, column=exc.column)
+    error.text = exc.text
+    return error
+
+
+def _source_name(info: Mapping[str, Any]) -> str:
+    """How a provenance span names where its text came from."""
+    if info.get("kind") == "world_info":
+        return f"world info {info.get('book')}/{info.get('comment') or info.get('uid')}"
+    parts = [str(info[k]) for k in ("source_id", "resource_id", "field") if info.get(k)]
+    return " ".join(dict.fromkeys(parts)) or str(info.get("block_id") or info.get("kind") or "the prompt")
 
 
 def _reads_presets(run: TemplateRun, items: Sequence[Mapping[str, Any]]) -> bool:
