@@ -38,6 +38,8 @@ from tavernbox.macros.st_variables import StVariables
 EQUAL = ("ext-order", "ext-order-th-off", "ext-order-pt-off", "ext-failing", "ext-chat-own", "ext-chat-own-raw",
          "ext-vars", "ext-api", "ext-decorators", "ext-initvars", "ext-getwi", "ext-inject", "ext-card-zhanguo",
          "ext-card-de-quoc", "ext-card-qingkong", "ext-card-lide")
+#: the generate loader's recorded cases (``ext_generate_requests.jsonl``), each reproduced byte for byte
+GENERATE_EQUAL = ("gen-before-after", "gen-index", "gen-regex", "gen-preprocess", "gen-preprocess-keyed")
 
 
 def _books(case: dict[str, Any], user: str, char: str) -> tuple[dict[str, list[WorldEntry]], str]:
@@ -123,7 +125,7 @@ def _case(cid: str) -> dict[str, Any]:
     return case
 
 
-@pytest.mark.parametrize("cid", EQUAL)
+@pytest.mark.parametrize("cid", EQUAL + GENERATE_EQUAL)
 def test_the_request_path_sends_what_sillytavern_with_the_extensions_sent(cid: str) -> None:
     case = _case(cid)
     got = assemble_request(ext_request(case)).messages

@@ -36,7 +36,7 @@ from ..errors import Diagnostic, Span, TemplateError
 from ..macros.st_variables import StVariables
 from ..sandbox import Limits, Usage, run_program
 
-__all__ = ["InjectEntry", "PromptTemplateContext", "PromptTemplateLimits", "PromptTemplateResult", "TemplateText", "WorldEntry",
+__all__ = ["GenerateEntry", "GenerateSpec", "InjectEntry", "PromptTemplateContext", "PromptTemplateLimits", "PromptTemplateResult", "TemplateText", "WorldEntry",
            "evaluate_prompt_templates", "json_patch", "split_decorators"]
 
 _FRAME = re.compile(r"<input>:(\d+):(\d+)")
@@ -115,6 +115,55 @@ class InjectEntry:
 
 
 @dataclass(frozen=True)
+class GenerateEntry:
+    """A ``[GENERATE:*]`` / ``@@generate_*`` world-info entry the extension's generate loader may take: its content
+    (decorators removed, SillyTavern's macros expanded), its decorator lines (with their arguments), and what its
+    activation reads (keys with macros expanded, logic, probability, inclusion group, sorting place)."""
+
+    world: str
+    uid: int
+    comment: str
+    content: str
+    decorators: tuple[str, ...] = ()
+    keys: tuple[str, ...] = ()
+    keysecondary: tuple[str, ...] = ()
+    selective: bool = True
+    selective_logic: int = 0
+    constant: bool = False
+    disable: bool = True
+    probability: float = 100
+    use_probability: bool = True
+    group: str = ""
+    group_override: bool = False
+    group_weight: float = 100
+    use_group_scoring: bool | None = None
+    case_sensitive: bool | None = None
+    match_whole_words: bool | None = None
+    order: float = 100
+    position: int = 0
+    depth: int = 4
+    #: the ``@@if`` decorator's condition (JavaScript), if any
+    condition: str | None = None
+
+
+@dataclass(frozen=True)
+class GenerateSpec:
+    """The generate loader's part of one VM run. ``phase`` ``"before"``: ``[GENERATE:BEFORE]`` is evaluated before
+    the run's texts (the pre-scan run); ``"messages"``: the texts are the final messages, each with its
+    ``[GENERATE:n:BEFORE]``/``[GENERATE:n:AFTER]``, then ``[GENERATE:AFTER]``, ``before`` (the pre-scan output)
+    leading the first message."""
+
+    entries: Sequence[GenerateEntry]
+    phase: str = "messages"
+    case_sensitive: bool = False
+    match_whole_words: bool = True
+    use_group_scoring: bool = False
+    seed: int = 0
+    #: the ``[GENERATE:BEFORE]`` pieces from the pre-scan run, ``(label, text)`` each
+    before: Sequence[tuple[str, str]] = ()
+
+
+@dataclass(frozen=True)
 class PromptTemplateContext:
     """What the extension's template context holds besides variables and world info."""
 
@@ -143,6 +192,11 @@ class PromptTemplateResult:
     variables_after: StVariables | None = None
     #: with ``@INJECT`` entries: every message after the injections, ``(role, content)``
     messages: list[tuple[str, str]] | None = None
+    #: with the generate loader, phase "before": the ``[GENERATE:BEFORE]`` output, ``(label, text)`` each
+    generate_before: list[tuple[str, str]] = field(default_factory=list)
+    #: with the generate loader, phase "messages": per text, its pieces ``(label, text)`` (label ``None``: the
+    #: text's own output), or ``None`` when it failed or was not changed
+    pieces: list[list[tuple[str | None, str]] | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -295,20 +349,23 @@ def evaluate_prompt_templates(
     initial_variables: Mapping[str, Any] | None = None,
     inject: Sequence[InjectEntry] = (),
     roles: Sequence[str] = (),
+    generate: GenerateSpec | None = None,
 ) -> PromptTemplateResult:
     """Evaluate the ``<% %>`` of ``texts`` in order, in one VM (texts without ``<%`` are not touched and cost no
     VM when none has one). ``initial_variables`` are the extension's ``[InitialVariables]`` (read between the
-    global and the chat variables, never written). Raises ``TemplateError`` when a budget trips."""
+    global and the chat variables, never written); ``generate`` adds the generate loader's special entries (see
+    :class:`GenerateSpec`). Raises ``TemplateError`` when a budget trips."""
     variables = variables or StVariables()
     context = context or PromptTemplateContext()
     limits = limits or PromptTemplateLimits()
     out_texts = [t.text for t in texts]
-    if not inject and not any("<%" in t.text for t in texts):
+    generating = generate is not None and bool(generate.entries or (generate.phase == "messages" and generate.before))
+    if not inject and not generating and not any("<%" in t.text for t in texts):
         return PromptTemplateResult(out_texts, [], {}, [], [False] * len(texts))
     layout = _Layout()
     books_json = _books_json(books or {}, layout)
     templates, order, warnings = _place_templates(texts, layout)
-    if not templates and not inject:
+    if not templates and not inject and not generating:
         return PromptTemplateResult(out_texts, warnings, {}, [], [False] * len(texts))
     latest = variables.latest_message()
     payload = {
@@ -322,8 +379,11 @@ def evaluate_prompt_templates(
         "character_text": context.character_text, "preset_prompts": dict(context.preset_prompts),
         "templates": templates, "inject": _inject_input(inject, layout),
     }
-    if inject:  # every message's text and role, for placing the injected ones
+    if inject or generating:  # every message's text and role, for placing the injected ones
         payload.update(texts=out_texts, roles=list(roles) or ["system"] * len(texts))
+    if generating and generate is not None:
+        payload["generate"] = _generate_input(generate, layout)
+        payload["failed"] = [i for i, t in enumerate(texts) if "<%" in t.text and i not in order]
     reply = _run(payload, books_json, limits, layout, now_ms)
     return _collected(reply, texts, order, warnings, variables, layout)
 
@@ -378,8 +438,59 @@ def _collected(reply: Mapping[str, Any], texts: Sequence[TemplateText], order: l
     variables_after = StVariables(global_vars=after["global"], chat=after["chat"], messages=tuple(messages),
                                   character=variables.character, preset=variables.preset)
     injected = [(str(m["role"]), str(m["content"])) for m in reply["injected"]] if reply.get("injected") else None
-    return PromptTemplateResult(out_texts, warnings, patch, reads, evaluated, reply.get("_usage"), variables_after,
-                                injected)
+    result = PromptTemplateResult(out_texts, warnings, patch, reads, evaluated, reply.get("_usage"), variables_after,
+                                  injected)
+    _collect_generated(reply, result, layout)
+    return result
+
+
+def _collect_generated(reply: Mapping[str, Any], result: PromptTemplateResult, layout: _Layout) -> None:
+    """The generate loader's part of the VM's answer: its errors as warnings (the entry adds nothing, as in the
+    extension), the ``[GENERATE:BEFORE]`` pieces, and the final texts with each one's pieces."""
+    for error in reply.get("generate_errors") or []:
+        result.warnings.append(_failure(error, TemplateText("", error.get("label") or "[GENERATE]"), layout))
+    result.generate_before = [(str(a), str(b)) for a, b in reply.get("generate_before") or []]
+    generated = reply.get("generated")
+    if generated:
+        result.texts = [str(t) for t in generated["texts"]]
+        result.pieces = [[(a, str(b)) for a, b in p] if p is not None else None for p in generated["pieces"]]
+
+
+def _generate_input(spec: GenerateSpec, layout: _Layout) -> dict[str, Any]:
+    """The generate loader's entries for the VM, their templates (content, ``@@if`` condition) compiled and placed."""
+    rows = []
+    for e in spec.entries:
+        label = f"world info {e.world}/{e.comment or e.uid}"
+        key = f"g:{e.world}:{e.uid}"
+        row: dict[str, Any] = {
+            "world": e.world, "uid": e.uid, "comment": e.comment, "content": e.content, "decos": list(e.decorators),
+            "keys": list(e.keys), "keysecondary": list(e.keysecondary), "selective": e.selective,
+            "selectiveLogic": e.selective_logic, "constant": e.constant, "disable": e.disable,
+            "probability": e.probability, "useProbability": e.use_probability, "group": e.group,
+            "groupOverride": e.group_override, "groupWeight": e.group_weight, "useGroupScoring": e.use_group_scoring,
+            "caseSensitive": e.case_sensitive, "matchWholeWords": e.match_whole_words, "order": e.order,
+            "position": e.position, "depth": e.depth, "key": key, "label": label, "source": None, "line": 0,
+            "cond": None, "info": {"world": e.world, "uid": e.uid, "comment": e.comment}}
+        if "<%" in e.content:
+            row["source"], row["line"] = _placed(e.content, key, label, layout)
+        if e.condition is not None:
+            source, line = _placed("<%- !!(" + e.condition + ") %>", key + ":if", label + " (@@if)", layout)
+            row["cond"] = {"source": source, "line": line}
+        rows.append(row)
+    return {"entries": rows, "phase": spec.phase, "seed": spec.seed,
+            "settings": {"case_sensitive": spec.case_sensitive, "match_whole_words": spec.match_whole_words,
+                         "use_group_scoring": spec.use_group_scoring},
+            "before": "".join(text for _label, text in spec.before),
+            "before_pieces": [[label, text] for label, text in spec.before]}
+
+
+def _placed(text: str, key: str, label: str, layout: _Layout) -> tuple[str, int]:
+    """A template compiled and placed in the layout, as (program, first line); one that does not compile throws
+    its syntax error when run."""
+    compiled = _compile(text)
+    if isinstance(compiled, TemplateError):
+        return "(function () { throw new SyntaxError(" + json.dumps(compiled.message) + "); })", 1
+    return compiled.program, layout.place(key, label, compiled).line
 
 
 def _inject_input(inject: Sequence[InjectEntry], layout: _Layout) -> list[dict[str, Any]]:

@@ -33,7 +33,7 @@ from ..macros.st_variables import StVariables
 from ..macros.tavern_helper import MACRO_NAMES, MacroUse, expand_variable_macros
 
 if TYPE_CHECKING:
-    from ..ejs.st_prompt_template import InjectEntry, PromptTemplateContext, WorldEntry
+    from ..ejs.st_prompt_template import GenerateEntry, GenerateSpec, InjectEntry, PromptTemplateContext, WorldEntry
     from ..macros.st_extension_settings import ExtensionSettings
 
 __all__ = ["TemplateRun", "apply_templates", "prepare_books", "prepare_templates"]
@@ -64,6 +64,13 @@ class TemplateRun:
     preset_prompts: dict[str, str] = field(default_factory=dict)
     #: the books SillyTavern scans, as :func:`prepare_books` saw them (read by ``getwi`` once a template runs)
     scanned: list[dict[str, Any]] = field(default_factory=list)
+    #: the generate loader's ``[GENERATE:*]`` / ``@@generate_*`` entries, and the ``[GENERATE:BEFORE]`` output
+    #: (``(entry label, text)`` each) evaluated before the scan
+    generate: list[GenerateEntry] = field(default_factory=list)
+    generate_before: list[tuple[str, str]] = field(default_factory=list)
+    #: per final message: its pieces ``(label, text)`` when the generate loader changed it (label ``None``: the
+    #: message's own text), for the provenance
+    pieces: list[list[tuple[str | None, str]] | None] | None = None
     _settings: Any = None
 
     @property
@@ -158,27 +165,79 @@ def prepare_books(books: list[dict[str, Any]], loaded: Any) -> list[dict[str, An
                   for k in ("content", "comment")) for b in books]
     if not any(marked) or not run.settings.prompt_template.get("enabled"):
         return books
-    from ..ejs.st_extensions import initial_variables, inject_entries, prepare_world_entries
+    from ..assets.frozen import as_plain
+    from ..ejs.st_extensions import initial_variables, inject_entries
 
-    out = []
-    for book, has_marks in zip(books, marked, strict=True):
-        if not has_marks:
-            out.append(book)
-            continue
-        entries = list((book.get("entries") or {}).values())
-        name = str(book.get("name") or "")
+    picked = [i for i, has_marks in enumerate(marked) if has_marks]
+    for i in picked:
+        entries = list((books[i].get("entries") or {}).values())
+        name = str(books[i].get("name") or "")
         run.inject.extend(inject_entries(entries, world=name, settings=run.settings, expand=run.expand,
                                          seed=loaded.req.options.seed))
         initial, diags = initial_variables(entries, settings=run.settings, expand=run.expand)
         loaded.warnings.extend(diags)
         run.initial.update(initial)
-        kept, diags = prepare_world_entries(entries, settings=run.settings, variables=run.variables,
-                                            context=run.context())
-        loaded.warnings.extend(diags)
+        run.generate.extend(_generate_entries(books[i], loaded, run))
+    prepared = _prepared_world([books[i] for i in picked], loaded, run)
+    out = list(books)
+    for i, kept in zip(picked, prepared, strict=True):
+        entries = list((books[i].get("entries") or {}).values())
         if len(kept) != len(entries) or any(a is not b for a, b in zip(kept, entries, strict=False)):
-            book = {**book, "entries": {str(e.get("uid", i)): e for i, e in enumerate(kept)}}
-        out.append(book)
+            # a cached book's entries are frozen views: the rebuilt book holds plain copies, which the scan reads
+            out[i] = {**books[i], "entries": {str(e.get("uid", k)): as_plain(e) for k, e in enumerate(kept)}}
     return out
+
+
+#: the order in which the extension walks the loaded books' entries (``WORLDINFO_ENTRIES_LOADED``)
+_SOURCE_ORDER = {"character": 0, "global": 1, "persona": 2, "chat": 3}
+
+
+def _prepared_world(books: list[dict[str, Any]], loaded: Any, run: TemplateRun) -> list[list[Mapping[str, Any]]]:
+    """The marked books as the scan gets them, with the pre-scan templates in one VM: ``[GENERATE:BEFORE]``, then
+    ``@@if`` conditions and ``@@preprocessing`` entries (their writes carry to the templates after the scan)."""
+    from ..ejs.st_extensions import prepare_world
+
+    spec = _generate_spec(loaded, run, "before") if run.generate else None
+    order = sorted(range(len(books)), key=lambda i: _SOURCE_ORDER.get(str(books[i].get("source")), 1))
+    prepared = prepare_world([list((b.get("entries") or {}).values()) for b in books], settings=run.settings,
+                             variables=run.variables, context=run.context(), generate=spec,
+                             getwi_books=_getwi_books(run), default_book=run.default_book, expand=run.expand,
+                             order=order, now_ms=_now_ms(loaded.req.options.now))
+    loaded.warnings.extend(prepared.warnings)
+    if prepared.variables is not None:
+        run.variables = prepared.variables
+    run.generate_before = prepared.generate_before
+    return prepared.books
+
+
+def _generate_entries(book: Mapping[str, Any], loaded: Any, run: TemplateRun) -> list[GenerateEntry]:
+    """A book's ``[GENERATE:*]`` entries. The extension takes only entries whose ``vectorized`` is false: an entry
+    of a given world file without the field (the book's model fills it in) is not taken, as SillyTavern loads the
+    file as it is; a card's embedded book gets the field when SillyTavern imports it."""
+    from ..ejs.st_extensions import generate_entries
+
+    name = str(book.get("name") or "")
+    model = next((m for m, _s, _w in loaded.inputs.books if (getattr(m, "name", None) or "book") == name), None)
+    given: Mapping[str, Any] = getattr(model, "entries", None) or {}
+
+    def vectorized(entry: Mapping[str, Any]) -> Any:
+        source = given.get(str(entry.get("uid")))
+        if source is not None and "vectorized" not in getattr(source, "model_fields_set", {"vectorized"}):
+            return None
+        return entry.get("vectorized")
+
+    return generate_entries(list((book.get("entries") or {}).values()), world=name, settings=run.settings,
+                            expand=run.expand, vectorized=vectorized)
+
+
+def _generate_spec(loaded: Any, run: TemplateRun, phase: str) -> GenerateSpec:
+    from ..ejs.st_prompt_template import GenerateSpec
+
+    wi = loaded.req.world_info
+    return GenerateSpec(run.generate, phase=phase, case_sensitive=bool(wi.world_info_case_sensitive),
+                        match_whole_words=bool(wi.world_info_match_whole_words),
+                        use_group_scoring=bool(wi.world_info_use_group_scoring), seed=loaded.req.options.seed,
+                        before=tuple(run.generate_before))
 
 
 def _getwi_books(run: TemplateRun) -> dict[str, list[WorldEntry]]:
@@ -215,7 +274,8 @@ def apply_templates(final: list[dict[str, Any]], front: Any) -> list[dict[str, A
         texts = [expand_variable_macros(t, run.variables, uses) if t is not None else None for t in texts]
         run.reads.extend({"kind": u.name, "scope": u.scope, "key": u.path} for u in uses)
     injecting = bool(run.inject) and bool(run.settings.prompt_template.get("inject_loader_enabled"))
-    if run.settings.templates_on and (injecting or any(t is not None and "<%" in t for t in texts)):
+    generating = bool(run.generate) or bool(run.generate_before)
+    if run.settings.templates_on and (injecting or generating or any(t is not None and "<%" in t for t in texts)):
         return _evaluated(final, texts, run, loaded)
     return [{**m, "content": t} if t is not None and t != m["content"] else m
             for m, t in zip(final, texts, strict=True)]
@@ -234,10 +294,13 @@ def _evaluated(final: list[dict[str, Any]], texts: list[str | None], run: Templa
     settings = replace(run.settings, tavern_helper=False)  # its pass ran above
     result = run_extensions(items, settings=settings, variables=run.variables, books=_getwi_books(run),
                             default_book=run.default_book, context=run.context(), initial=run.initial,
-                            inject_entries=run.inject, now_ms=_now_ms(loaded.req.options.now))
+                            inject_entries=run.inject, now_ms=_now_ms(loaded.req.options.now),
+                            generate=_generate_spec(loaded, run, "messages") if run.generate or run.generate_before
+                            else None)
     loaded.warnings.extend(result.warnings)
     run.reads.extend(result.reads)
     run.evaluated = result.evaluated
+    run.pieces = result.pieces
     if result.variables_after is not None:
         run.variables = result.variables_after
     if result.injected is not None:
