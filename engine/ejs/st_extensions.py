@@ -30,6 +30,7 @@ from ..macros.st_variables import StVariables
 from ..macros.tavern_helper import MacroUse, expand_variable_macros
 from .st_prompt_template import (
     GenerateEntry,
+    GeneratedPiece,
     GenerateSpec,
     InjectEntry,
     PromptTemplateContext,
@@ -77,9 +78,8 @@ class ExtensionsResult:
     injected: list[tuple[str, str]] | None = None
     #: the variables as the templates left them (``None``: no template ran)
     variables_after: StVariables | None = None
-    #: with ``[GENERATE:*]`` entries: per message, its pieces ``(label, text)`` (label ``None``: the message's own
-    #: text), ``None`` for a message they did not change
-    pieces: list[list[tuple[str | None, str]] | None] | None = None
+    #: with ``[GENERATE:*]`` entries: per message, its pieces, ``None`` for a message they left alone
+    pieces: list[list[GeneratedPiece] | None] | None = None
 
 
 def run_extensions(
@@ -202,8 +202,8 @@ class PreparedWorld:
     warnings: list[Diagnostic]
     #: the variables as those templates left them (``None``: none ran)
     variables: StVariables | None = None
-    #: the ``[GENERATE:BEFORE]`` / ``@@generate_before`` output, ``(entry label, text)`` each
-    generate_before: list[tuple[str, str]] = field(default_factory=list)
+    #: the ``[GENERATE:BEFORE]`` / ``@@generate_before`` output, entry by entry
+    generate_before: list[GeneratedPiece] = field(default_factory=list)
 
 
 @dataclass

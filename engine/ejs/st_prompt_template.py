@@ -30,14 +30,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import Diagnostic, Span, TemplateError
 from ..macros.st_variables import StVariables
 from ..sandbox import Limits, Usage, run_program
 
-__all__ = ["GenerateEntry", "GenerateSpec", "InjectEntry", "PromptTemplateContext", "PromptTemplateLimits", "PromptTemplateResult", "TemplateText", "WorldEntry",
-           "evaluate_prompt_templates", "json_patch", "split_decorators"]
+__all__ = ["GenerateEntry", "GenerateSpec", "GeneratedPiece", "InjectEntry", "PromptTemplateContext",
+           "PromptTemplateLimits", "PromptTemplateResult", "TemplateText", "WorldEntry", "evaluate_prompt_templates",
+           "json_patch", "split_decorators"]
 
 _FRAME = re.compile(r"<input>:(\d+):(\d+)")
 #: the decorators ST-Prompt-Template knows (a first line ``@@name args``); ``@@@`` escapes one
@@ -146,6 +147,15 @@ class GenerateEntry:
     condition: str | None = None
 
 
+class GeneratedPiece(NamedTuple):
+    """A part of a text the generate loader built: an entry's output (``label`` names it, ``entry`` holds its
+    ``world``, ``uid`` and ``comment``) or the text's own (``label`` and ``entry`` ``None``)."""
+
+    label: str | None
+    text: str
+    entry: Mapping[str, Any] | None = None
+
+
 @dataclass(frozen=True)
 class GenerateSpec:
     """The generate loader's part of one VM run. ``phase`` ``"before"``: ``[GENERATE:BEFORE]`` is evaluated before
@@ -159,8 +169,8 @@ class GenerateSpec:
     match_whole_words: bool = True
     use_group_scoring: bool = False
     seed: int = 0
-    #: the ``[GENERATE:BEFORE]`` pieces from the pre-scan run, ``(label, text)`` each
-    before: Sequence[tuple[str, str]] = ()
+    #: the ``[GENERATE:BEFORE]`` pieces from the pre-scan run
+    before: Sequence[GeneratedPiece] = ()
 
 
 @dataclass(frozen=True)
@@ -192,11 +202,11 @@ class PromptTemplateResult:
     variables_after: StVariables | None = None
     #: with ``@INJECT`` entries: every message after the injections, ``(role, content)``
     messages: list[tuple[str, str]] | None = None
-    #: with the generate loader, phase "before": the ``[GENERATE:BEFORE]`` output, ``(label, text)`` each
-    generate_before: list[tuple[str, str]] = field(default_factory=list)
-    #: with the generate loader, phase "messages": per text, its pieces ``(label, text)`` (label ``None``: the
-    #: text's own output), or ``None`` when it failed or was not changed
-    pieces: list[list[tuple[str | None, str]] | None] | None = None
+    #: with the generate loader, phase "before": the ``[GENERATE:BEFORE]`` output
+    generate_before: list[GeneratedPiece] = field(default_factory=list)
+    #: with the generate loader, phase "messages": per text, its pieces, or ``None`` when the loader left it alone
+    #: (a failed template, nothing added)
+    pieces: list[list[GeneratedPiece] | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -448,12 +458,13 @@ def _collect_generated(reply: Mapping[str, Any], result: PromptTemplateResult, l
     """The generate loader's part of the VM's answer: its errors as warnings (the entry adds nothing, as in the
     extension), the ``[GENERATE:BEFORE]`` pieces, and the final texts with each one's pieces."""
     for error in reply.get("generate_errors") or []:
-        result.warnings.append(_failure(error, TemplateText("", error.get("label") or "[GENERATE]"), layout))
-    result.generate_before = [(str(a), str(b)) for a, b in reply.get("generate_before") or []]
+        result.warnings.append(_failure(error, TemplateText("", error.get("label") or "[GENERATE]"), layout,
+                                        "the entry adds nothing"))
+    result.generate_before = [GeneratedPiece(*p) for p in reply.get("generate_before") or []]
     generated = reply.get("generated")
     if generated:
         result.texts = [str(t) for t in generated["texts"]]
-        result.pieces = [[(a, str(b)) for a, b in p] if p is not None else None for p in generated["pieces"]]
+        result.pieces = [[GeneratedPiece(*x) for x in p] if p is not None else None for p in generated["pieces"]]
 
 
 def _generate_input(spec: GenerateSpec, layout: _Layout) -> dict[str, Any]:
@@ -480,8 +491,8 @@ def _generate_input(spec: GenerateSpec, layout: _Layout) -> dict[str, Any]:
     return {"entries": rows, "phase": spec.phase, "seed": spec.seed,
             "settings": {"case_sensitive": spec.case_sensitive, "match_whole_words": spec.match_whole_words,
                          "use_group_scoring": spec.use_group_scoring},
-            "before": "".join(text for _label, text in spec.before),
-            "before_pieces": [[label, text] for label, text in spec.before]}
+            "before": "".join(p.text for p in spec.before),
+            "before_pieces": [list(p) for p in spec.before]}
 
 
 def _placed(text: str, key: str, label: str, layout: _Layout) -> tuple[str, int]:
@@ -549,7 +560,7 @@ def _budget_error(exc: TemplateError, layout: _Layout) -> TemplateError:
 
 
 def _warning(label: str, message: str, code: str, source: str, span: Span | None,
-             position: tuple[int, int] | None = None) -> Diagnostic:
+             position: tuple[int, int] | None = None, outcome: str = "sent as it was") -> Diagnostic:
     if position is None and span is not None:
         from ..spans import line_col
 
@@ -558,10 +569,11 @@ def _warning(label: str, message: str, code: str, source: str, span: Span | None
     data: dict[str, Any] = {"template": label}
     if position:
         data["line"], data["column"] = position
-    return Diagnostic(code, f"{label}{at}: {message}; sent as it was", severity="warning", data=data)
+    return Diagnostic(code, f"{label}{at}: {message}; {outcome}", severity="warning", data=data)
 
 
-def _failure(error: Mapping[str, Any], text: TemplateText, layout: _Layout) -> Diagnostic:
+def _failure(error: Mapping[str, Any], text: TemplateText, layout: _Layout,
+             outcome: str = "sent as it was") -> Diagnostic:
     where = layout.locate(error.get("stack"))
     label, position = error.get("label") or text.label, None
     if where is not None:
@@ -569,7 +581,7 @@ def _failure(error: Mapping[str, Any], text: TemplateText, layout: _Layout) -> D
     code = error.get("code") or ("TEMPLATE_SYNTAX" if error.get("name") == "SyntaxError" else
                                  "TEMPLATE_EXECUTION_FAILED")
     message = f"{error.get('name') or 'Error'}: {error.get('message')}"
-    return _warning(label, message, code, text.text, None, position)
+    return _warning(label, message, code, text.text, None, position, outcome)
 
 
 def _pointer(parts: Sequence[str]) -> str:

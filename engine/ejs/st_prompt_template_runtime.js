@@ -579,7 +579,7 @@
     return { label: e.label, name: isObj(err) ? err.name : typeof err, message: isObj(err) ? err.message : String(err),
              stack: isObj(err) && typeof err.stack === 'string' ? err.stack.slice(0, 2000) : '' };
   }
-  // one query: the activated entries' outputs, each as [label, text] (the caller joins them)
+  // one query: the activated entries' outputs, each as [label, text, entry] (the caller joins them)
   async function genQuery(title, decorator, content, buffer) {
     const list = GEN_ENTRIES.filter((e) => e.comment.startsWith(title) || e.decos.includes(decorator));
     const pieces = [];
@@ -589,7 +589,7 @@
         if (e.cond && !e.disable && (await run(e.key + ':if', e.cond.source, e.cond.line, e.label)) === 'false') continue;
         merge(CTX, { world_info: e.info, generateBuffer: buffer });
         const text = e.source === null ? e.content : await run(e.key, e.source, e.line, e.label);
-        pieces.push([e.label, text]);
+        pieces.push([e.label, text, e.info]);
       } catch (err) {
         if (tripped !== null) throw err;
         out.generate_errors.push(genError(e, err));
@@ -625,18 +625,18 @@
       if (prompt !== null) {
         texts[idx] = genJoin(head) + prompt + genJoin(tail);
         collect += texts[idx];
-        pieces[idx] = head.concat([[null, prompt]], tail);
+        pieces[idx] = head.concat([[null, prompt, null]], tail);
       }
     }
     const after = await genQuery('[GENERATE:AFTER]', '@@generate_after', collect, before + collect);
     if (before.trim() && texts.length) {
       texts[0] = before + texts[0];
-      pieces[0] = (GEN.before_pieces || []).concat(pieces[0] || [[null, IN.texts[0]]]);
+      pieces[0] = (GEN.before_pieces || []).concat(pieces[0] || [[null, IN.texts[0], null]]);
     }
     if (genJoin(after).trim() && texts.length) {
       const last = texts.length - 1;
       texts[last] += genJoin(after);
-      pieces[last] = (pieces[last] || [[null, IN.texts[last]]]).concat(after);
+      pieces[last] = (pieces[last] || [[null, IN.texts[last], null]]).concat(after);
     }
     out.generated = { texts: texts, pieces: pieces };
   }

@@ -33,7 +33,14 @@ from ..macros.st_variables import StVariables
 from ..macros.tavern_helper import MACRO_NAMES, MacroUse, expand_variable_macros
 
 if TYPE_CHECKING:
-    from ..ejs.st_prompt_template import GenerateEntry, GenerateSpec, InjectEntry, PromptTemplateContext, WorldEntry
+    from ..ejs.st_prompt_template import (
+        GenerateEntry,
+        GeneratedPiece,
+        GenerateSpec,
+        InjectEntry,
+        PromptTemplateContext,
+        WorldEntry,
+    )
     from ..macros.st_extension_settings import ExtensionSettings
 
 __all__ = ["TemplateRun", "apply_templates", "prepare_books", "prepare_templates"]
@@ -65,12 +72,11 @@ class TemplateRun:
     #: the books SillyTavern scans, as :func:`prepare_books` saw them (read by ``getwi`` once a template runs)
     scanned: list[dict[str, Any]] = field(default_factory=list)
     #: the generate loader's ``[GENERATE:*]`` / ``@@generate_*`` entries, and the ``[GENERATE:BEFORE]`` output
-    #: (``(entry label, text)`` each) evaluated before the scan
+    #: evaluated before the scan
     generate: list[GenerateEntry] = field(default_factory=list)
-    generate_before: list[tuple[str, str]] = field(default_factory=list)
-    #: per final message: its pieces ``(label, text)`` when the generate loader changed it (label ``None``: the
-    #: message's own text), for the provenance
-    pieces: list[list[tuple[str | None, str]] | None] | None = None
+    generate_before: list[GeneratedPiece] = field(default_factory=list)
+    #: per final message: its pieces when the generate loader built it, for the provenance
+    pieces: list[list[GeneratedPiece] | None] | None = None
     _settings: Any = None
 
     @property
