@@ -139,3 +139,15 @@ def test_the_generate_entries_keep_the_decorator_argument_quirk() -> None:
     result = run_extensions([{"role": "system", "content": "A."}, {"role": "user", "content": "B."}],
                             settings=settings, variables=StVariables(), generate=spec)
     assert result.contents == ["A. [after 0]", "B. [after 0]"]
+
+
+def test_one_book_alone_is_prepared_as_in_the_request_path() -> None:
+    from tavernbox.ejs.st_extensions import prepare_world_entries
+
+    entries = [_entry(0, "gated", "@@if getvar('x') === 1\nGated.", disable=False),
+               _entry(1, "pre", "@@preprocessing\n<%- 'Done' %>.", keys=("k",), disable=False),
+               _entry(2, "[GENERATE:AFTER]", "Special.")]
+    kept, warnings = prepare_world_entries(entries, settings=parse_extensions(None),
+                                           variables=StVariables.build(chat={"x": 2}))
+    assert [(e["comment"], e["content"], e["key"]) for e in kept] == [("pre", "Done.", ["Done."])]
+    assert warnings == [] and entries[1]["content"].startswith("@@preprocessing")
