@@ -11,10 +11,13 @@ three parts, each called by the stage it extends:
    each message's); the chat's own templates as the extension treats them when the chat loads (evaluated, kept with
    ``raw_message_evaluation_enabled``, hidden from generation by its filter).
 2. :func:`prepare_books` (in :mod:`.lore`, before the scan): the extension's special entries taken out of world
-   info, ``@@if`` conditions evaluated, ``@@private`` entries wrapped; the ``[InitialVariables]`` and the ``@INJECT``
-   entries read; the books ``getwi`` reads kept (SillyTavern's macros expanded in their entries).
+   info; in one VM, the ``[GENERATE:BEFORE]`` entries evaluated (kept for part 3), then ``@@if`` conditions and
+   ``@@preprocessing`` entries (the scan sees their output); ``@@private`` entries wrapped; the
+   ``[InitialVariables]``, ``@INJECT`` and ``[GENERATE:*]`` entries read; the books ``getwi`` reads kept
+   (SillyTavern's macros expanded in their entries).
 3. :func:`apply_templates` (in :mod:`.sending`, before post-processing): Tavern Helper's macros in every final
-   message, then every final message's templates in one VM, then ``@INJECT``.
+   message, then every final message's templates in one VM, each between its ``[GENERATE:n:BEFORE]`` and
+   ``[GENERATE:n:AFTER]`` entries, then ``[GENERATE:AFTER]`` and ``@INJECT``.
 
 Both are on by default and change nothing in a request without ``<%`` or Tavern Helper's macros (no VM is started,
 and the template machinery is not even imported: a plain request costs what it did). The writes come back as
