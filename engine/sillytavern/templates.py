@@ -206,7 +206,9 @@ def _prepared_world(books: list[dict[str, Any]], loaded: Any, run: TemplateRun) 
     ``@@if`` conditions and ``@@preprocessing`` entries (their writes carry to the templates after the scan)."""
     from ..ejs.st_extensions import prepare_world
 
-    spec = _generate_spec(loaded, run, "before") if run.generate else None
+    leading = any(e.comment.startswith("[GENERATE:BEFORE]") or "@@generate_before" in e.decorators
+                  for e in run.generate)
+    spec = _generate_spec(loaded, run, "before") if leading else None
     order = sorted(range(len(books)), key=lambda i: _SOURCE_ORDER.get(str(books[i].get("source")), 1))
     prepared = prepare_world([list((b.get("entries") or {}).values()) for b in books], settings=run.settings,
                              variables=run.variables, context=run.context(), generate=spec,
@@ -228,15 +230,9 @@ def _generate_entries(book: Mapping[str, Any], loaded: Any, run: TemplateRun) ->
     name = str(book.get("name") or "")
     model = next((m for m, _s, _w in loaded.inputs.books if (getattr(m, "name", None) or "book") == name), None)
     given: Mapping[str, Any] = getattr(model, "entries", None) or {}
-
-    def vectorized(entry: Mapping[str, Any]) -> Any:
-        source = given.get(str(entry.get("uid")))
-        if source is not None and "vectorized" not in getattr(source, "model_fields_set", {"vectorized"}):
-            return None
-        return entry.get("vectorized")
-
-    return generate_entries(list((book.get("entries") or {}).values()), world=name, settings=run.settings,
-                            expand=run.expand, vectorized=vectorized)
+    entries = [{**entry, "vectorized": None} if key in given and "vectorized" not in getattr(
+        given[key], "model_fields_set", {"vectorized"}) else entry for key, entry in (book.get("entries") or {}).items()]
+    return generate_entries(entries, world=name, settings=run.settings, expand=run.expand)
 
 
 def _generate_spec(loaded: Any, run: TemplateRun, phase: str) -> GenerateSpec:
