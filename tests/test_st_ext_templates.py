@@ -41,7 +41,8 @@ EQUAL = ("ext-order", "ext-order-th-off", "ext-order-pt-off", "ext-failing", "ex
          "ext-vars", "ext-api", "ext-decorators", "ext-initvars", "ext-getwi", "ext-inject", "ext-card-zhanguo",
          "ext-card-de-quoc", "ext-card-qingkong", "ext-card-lide")
 #: the generate loader's recorded cases (``ext_generate_requests.jsonl``), each reproduced byte for byte
-GENERATE_EQUAL = ("gen-before-after", "gen-index", "gen-regex", "gen-preprocess", "gen-preprocess-keyed")
+GENERATE_EQUAL = ("gen-before-after", "gen-index", "gen-regex", "gen-preprocess", "gen-preprocess-keyed", "gen-card-book",
+                  "gen-invert-off")
 
 
 def _books(case: dict[str, Any], user: str, char: str) -> tuple[dict[str, list[WorldEntry]], str]:
@@ -122,13 +123,18 @@ def _extended(case: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _generate_spec(case: dict[str, Any], request: dict[str, Any], settings: Any, expand: Any) -> GenerateSpec | None:
-    """The scenario's book's ``[GENERATE:*]`` entries as the extension's loader takes them (from the book as
-    recorded: an entry without ``vectorized`` is not taken), for the run before the scan."""
+    """The ``[GENERATE:*]`` entries of the scenario's book (as recorded: an entry without ``vectorized`` is not
+    taken) and of the card's imported book, as the extension's loader takes them, for the run before the scan."""
     sc = case["scenario"]
-    if not sc.get("book"):
-        return None
-    entries = generate_entries(list(module_resolve(sc["book"])["entries"].values()), world=f"oracle-{case['id']}",
-                               settings=settings, expand=expand)
+    entries = []
+    if sc.get("book"):
+        entries += generate_entries(list(module_resolve(sc["book"])["entries"].values()),
+                                    world=f"oracle-{case['id']}", settings=settings, expand=expand)
+    data = module_resolve(sc["card"]).get("data") or {}
+    if sc.get("import_embedded_book") and data.get("character_book"):
+        linked = (data.get("extensions") or {}).get("world") or ""
+        book = card_book_to_world_book(data["character_book"], name=linked).to_st_dict()["entries"]
+        entries += generate_entries(list(book.values()), world=linked, settings=settings, expand=expand)
     if not entries:
         return None
     wi = request["world_info"]

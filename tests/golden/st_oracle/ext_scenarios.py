@@ -256,6 +256,30 @@ PRE_NOCONST_BOOK = book(
     wi_entry(2, ["zzzz-never"], "@@preprocessing\n<%- 'Any' + ' ships' %>", order=3, vectorized=False))
 
 
+GEN_CARD_BOOK_NAME = "oracle-gen-card-world"
+GEN_CARD_BOOK_CARD = small_card("Mira", "Card-book generate probe for {{char}}.")
+GEN_CARD_BOOK_CARD["data"]["extensions"]["world"] = GEN_CARD_BOOK_NAME
+GEN_CARD_BOOK_CARD["data"]["character_book"] = {"name": GEN_CARD_BOOK_NAME, "entries": [
+    card_entry(0, "[GENERATE:AFTER] card", "\n[card after <%- 1 %>]", enabled=False, constant=True, order=10),
+    card_entry(1, "[GENERATE:1:BEFORE] card", "[card 1-before] ", enabled=False, constant=True),
+    card_entry(2, "[GENERATE:AFTER] gated off", "@@always_enabled\n@@if getvar('flag') === 2\n\n[gated off]",
+               constant=True, order=20),
+    card_entry(3, "[GENERATE:AFTER] gated on", "@@always_enabled\n@@if getvar('flag') === 1\n\n[gated on]",
+               constant=True, order=30),
+    card_entry(4, "pre", "@@preprocessing\nCard pre <%- 'X' + getvar('flag') %>.", constant=True, keys=()),
+    {**card_entry(5, "[GENERATE:AFTER] group a", "\n[group a]", enabled=False, constant=True, order=40),
+     "extensions": {"position": 0, "depth": 4, "probability": 100, "useProbability": True, "group": "g",
+                    "group_override": True}},
+    {**card_entry(6, "[GENERATE:AFTER] group b", "\n[group b]", enabled=False, constant=True, order=50),
+     "extensions": {"position": 0, "depth": 4, "probability": 100, "useProbability": True, "group": "g",
+                    "group_override": True}}]}
+
+GEN_INVERT_BOOK = book(
+    gen_entry(0, [], "\n[enabled after]", "[GENERATE:AFTER] enabled", constant=True, disable=False),
+    gen_entry(1, [], "\n[disabled after]", "[GENERATE:AFTER] disabled", constant=True),
+    gen_entry(2, [], "[enabled before] ", "[GENERATE:BEFORE] enabled", constant=True, disable=False))
+
+
 def gen_scenarios() -> Iterator[dict]:
     yield sc("gen-before-after", "[GENERATE:BEFORE]/[GENERATE:AFTER] and @@generate_before/@@generate_after: "
              "constant and keyed, matched and not, enabled (not taken) and @@always_enabled, a failing one; one VM "
@@ -268,6 +292,13 @@ def gen_scenarios() -> Iterator[dict]:
     yield sc("gen-preprocess", "@@preprocessing / [Preprocessing] evaluated before the world-info scan: a constant "
              "entry writes a keyword another entry waits for; keyed, disabled; keys after preprocessing",
              PRE_CARD, book=PRE_BOOK, group="G")
+    yield sc("gen-card-book", "the card's embedded book (imported: vectorized false): [GENERATE:*] entries, "
+             "@@always_enabled with @@if, an inclusion group with override, @@preprocessing", GEN_CARD_BOOK_CARD,
+             import_embedded_book=True, chat_variables={"flag": 1}, group="G")
+    yield sc("gen-invert-off", "invert_enabled off: enabled special entries are the loader's, disabled ones not",
+             small_card("Mira", "Invert probe for {{char}}."), book=GEN_INVERT_BOOK, group="G",
+             extensions={"prompt_template": {"enabled": True, "settings": {"invert_enabled": False}},
+                         "tavern_helper": True})
     yield sc("gen-preprocess-keyed", "@@preprocessing without the constant flag: what its keys become and what the "
              "scan then activates", small_card("Mira", "Keyed preprocess probe for {{char}}."),
              book=PRE_NOCONST_BOOK, group="G")
