@@ -151,3 +151,15 @@ def test_one_book_alone_is_prepared_as_in_the_request_path() -> None:
                                            variables=StVariables.build(chat={"x": 2}))
     assert [(e["comment"], e["content"], e["key"]) for e in kept] == [("pre", "Done.", ["Done."])]
     assert warnings == [] and entries[1]["content"].startswith("@@preprocessing")
+
+
+def test_a_failing_condition_filters_nothing_and_an_empty_key_activates_nothing() -> None:
+    # as the extension: a condition that throws is not "false"; the first matching key is tested for truth
+    settings = parse_extensions({"prompt_template": {"invert_enabled": False}})
+    entries = [_entry(0, "[GENERATE:AFTER] a", "@@if nope.x\n [cond threw]", constant=True, disable=False),
+               _entry(1, "[GENERATE:AFTER] b", " [empty key]", keys=("",), disable=False)]
+    spec = GenerateSpec(generate_entries(entries, world="lore", settings=settings))
+    result = run_extensions([{"role": "user", "content": "Hi."}], settings=settings, variables=StVariables(),
+                            generate=spec)
+    assert result.contents == ["Hi. [cond threw]"]
+    assert [w.code for w in result.warnings] == ["TEMPLATE_EXECUTION_FAILED"]

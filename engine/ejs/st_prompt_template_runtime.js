@@ -511,7 +511,8 @@
     return new RegExp('(?:^|\\W)(' + escaped + ')(?:$|\\W)').test(hay);
   }
   function genKeysMatch(e, trigger) {
-    if (!e.keys.some((k) => genMatchKey(trigger, k, e))) return false;
+    // (the extension looks for the first matching key and tests it for truth: an empty key never activates)
+    if (!e.keys.find((k) => genMatchKey(trigger, k, e))) return false;
     if (!(e.selective && e.keysecondary.length > 0)) return true;
     const logic = e.selectiveLogic || 0;
     let any = false, all = true;
@@ -585,8 +586,8 @@
     const pieces = [];
     for (const e of genActivated(list, content)) {
       e.decos = e.decos.map((d) => (d.indexOf(' ') >= 0 ? d.slice(0, d.indexOf(' ')) : d));
+      if (e.cond && !e.disable && (await genCondition(e)) === 'false') continue;
       try {
-        if (e.cond && !e.disable && (await run(e.key + ':if', e.cond.source, e.cond.line, e.label)) === 'false') continue;
         merge(CTX, { world_info: e.info, generateBuffer: buffer });
         const text = e.source === null ? e.content : await run(e.key, e.source, e.line, e.label);
         pieces.push([e.label, text, e.info]);
@@ -596,6 +597,16 @@
       }
     }
     return pieces;
+  }
+  // an entry's @@if condition as text; a failing one filters nothing (its error is reported)
+  async function genCondition(e) {
+    try {
+      return await run(e.key + ':if', e.cond.source, e.cond.line, e.label);
+    } catch (err) {
+      if (tripped !== null) throw err;
+      out.generate_errors.push(genError(e, err));
+      return null;
+    }
   }
   function genJoin(pieces) { return pieces.map((p) => p[1]).join(''); }
   // the messages with the generate loader: per message its [GENERATE:n:BEFORE], its own templates, its
