@@ -210,10 +210,14 @@ def _prepared_world(books: list[dict[str, Any]], loaded: Any, run: TemplateRun) 
                   for e in run.generate)
     spec = _generate_spec(loaded, run, "before") if leading else None
     order = sorted(range(len(books)), key=lambda i: _SOURCE_ORDER.get(str(books[i].get("source")), 1))
-    prepared = prepare_world([list((b.get("entries") or {}).values()) for b in books], settings=run.settings,
-                             variables=run.variables, context=run.context(), generate=spec,
-                             getwi_books=_getwi_books(run), default_book=run.default_book, expand=run.expand,
-                             order=order, now_ms=_now_ms(loaded.req.options.now))
+    lists = [list((b.get("entries") or {}).values()) for b in books]
+    # what getwi reads is built only when a template before the scan may call it
+    reads_world = any(any(m in str(e.get("content") or "") for m in ("<%", "getwi", "getWorldInfo"))
+                      for entries in lists for e in entries)
+    prepared = prepare_world(lists, settings=run.settings, variables=run.variables, context=run.context(),
+                             generate=spec, getwi_books=_getwi_books(run) if reads_world else None,
+                             default_book=run.default_book, expand=run.expand, order=order,
+                             now_ms=_now_ms(loaded.req.options.now))
     loaded.warnings.extend(prepared.warnings)
     if prepared.variables is not None:
         run.variables = prepared.variables
