@@ -163,3 +163,23 @@ def test_a_failing_condition_filters_nothing_and_an_empty_key_activates_nothing(
                             generate=spec)
     assert result.contents == ["Hi. [cond threw]"]
     assert [w.code for w in result.warnings] == ["TEMPLATE_EXECUTION_FAILED"]
+
+
+def test_a_book_file_with_special_entries_keeps_every_other_entrys_keys(tmp_path: Any) -> None:
+    # a book read from a file is a cached, frozen asset: the entries the extension's step rebuilds are plain copies
+    import json
+
+    entries = {"0": _entry(0, "[GENERATE:AFTER]", " Tail.", constant=True),
+               "1": _entry(1, "pre", "@@preprocessing\nPre <%- 1 %>.", keys=("ships",), constant=True, disable=False,
+                      order=10),
+               "2": _entry(2, "both keys", "Both keys.", keys=("ships",), disable=False, keysecondary=["lamp"],
+                      order=20)}
+    path = tmp_path / "lore.json"
+    path.write_text(json.dumps({"entries": entries}), encoding="utf-8")
+    req = _request()
+    req["books"] = [{"book": str(path), "source": "global"}]
+    for _ in range(2):  # the second request reads the cached asset
+        result = assemble_request(req)
+        assert result.messages[1]["content"] == "Pre 1.\nBoth keys."
+        assert result.messages[-1]["content"] == "Any ships tonight? Tail."
+        assert not [d for d in result.warnings if d.code == "ASSET_INVALID"]

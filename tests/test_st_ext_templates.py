@@ -24,6 +24,7 @@ from tavernbox.ejs.st_prompt_template import (
     split_decorators,
 )
 from tavernbox.ejs.st_extensions import (
+    activated_entry,
     generate_entries,
     initial_variables,
     inject_entries,
@@ -42,6 +43,7 @@ EQUAL = ("ext-order", "ext-order-th-off", "ext-order-pt-off", "ext-failing", "ex
          "ext-card-de-quoc", "ext-card-qingkong", "ext-card-lide")
 #: the generate loader's recorded cases (``ext_generate_requests.jsonl``), each reproduced byte for byte
 GENERATE_EQUAL = ("gen-before-after", "gen-index", "gen-regex", "gen-preprocess", "gen-preprocess-keyed", "gen-card-book",
+                  "gen-activewi",
                   "gen-invert-off")
 
 
@@ -101,6 +103,10 @@ def _extended(case: dict[str, Any]) -> list[dict[str, Any]]:
                              default_book=linked, generate=generate,
                              expand=lambda text: expand_macros(text, {"user": user, "char": char}).text)
     for book, entries in zip(request.get("books", []), prepared.books, strict=False):
+        for world, uid, forced in prepared.activated:  # what a [GENERATE:BEFORE] entry's activewi named
+            raw = book["book"]["entries"].get(str(uid))
+            if world == f"oracle-{case['id']}" and raw is not None:
+                entries = [e for e in entries if e["uid"] != uid] + [activated_entry(raw, forced)]
         book["book"] = {**book["book"], "entries": {str(e["uid"]): e for e in entries}}
     if card_book and card_book.get("entries"):
         request["card"] = {**request["card"], "data": {**request["card"]["data"], "character_book": {

@@ -42,7 +42,7 @@ from .st_prompt_template import (
 )
 
 __all__ = ["ChatLoad", "ExtensionSettings", "ExtensionsResult", "PROMPT_TEMPLATE_SETTINGS", "PreparedWorld",
-           "filter_templates", "generate_entries", "initial_variables", "inject_entries", "load_chat",
+           "activated_entry", "filter_templates", "generate_entries", "initial_variables", "inject_entries", "load_chat",
            "parse_extensions", "prepare_world", "prepare_world_entries", "run_extensions", "world_entries"]
 
 #: the regex script ST-Prompt-Template installs to hide the chat's ``<% %>`` from generation
@@ -204,6 +204,8 @@ class PreparedWorld:
     variables: StVariables | None = None
     #: the ``[GENERATE:BEFORE]`` / ``@@generate_before`` output, entry by entry
     generate_before: list[GeneratedPiece] = field(default_factory=list)
+    #: the entries ``activewi`` named before the scan: ``(world, uid, forced)`` each (see :func:`activated_entry`)
+    activated: list[tuple[str, int, bool]] = field(default_factory=list)
 
 
 @dataclass
@@ -274,7 +276,21 @@ def prepare_world(
     result = evaluate_prompt_templates(texts, variables=variables, books=getwi_books, default_book=default_book,
                                        context=context, limits=limits, now_ms=now_ms, generate=generate)
     return PreparedWorld(_applied(kept_books, jobs, texts, result), result.warnings, result.variables_after,
-                         result.generate_before)
+                         result.generate_before, result.activated)
+
+
+def activated_entry(entry: Mapping[str, Any], forced: bool) -> dict[str, Any]:
+    """An entry ``activewi`` named before the scan, as the extension adds it to the scan: its decorators removed,
+    enabled; forced, a constant with no cooldown, delay, group or budget limit (and, as the extension writes it,
+    ``delayUntilRecursion`` takes the entry's ``vectorized`` when not forced)."""
+    _, clean = split_decorators(str(entry.get("content") or ""))
+    out = {**entry, "content": clean.replace("@@dont_activate", "") if forced else clean, "disable": False}
+    if "enabled" in entry:
+        out["enabled"] = True
+    out["delayUntilRecursion"] = False if forced else entry.get("vectorized", False)
+    if forced:
+        out.update(constant=True, cooldown=0, delay=0, vectorized=False, group="", ignoreBudget=True)
+    return out
 
 
 def _kept_entries(entries: Sequence[Mapping[str, Any]]) -> list[_Kept]:

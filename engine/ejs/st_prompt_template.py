@@ -207,6 +207,8 @@ class PromptTemplateResult:
     #: with the generate loader, phase "messages": per text, its pieces, or ``None`` when the loader left it alone
     #: (a failed template, nothing added)
     pieces: list[list[GeneratedPiece] | None] | None = None
+    #: the entries ``activewi`` named: ``(world, uid, forced)`` each (they act on a scan still to come)
+    activated: list[tuple[str, int, bool]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -461,6 +463,8 @@ def _collect_generated(reply: Mapping[str, Any], result: PromptTemplateResult, l
         result.warnings.append(_failure(error, TemplateText("", error.get("label") or "[GENERATE]"), layout,
                                         "the entry adds nothing"))
     result.generate_before = [GeneratedPiece(*p) for p in reply.get("generate_before") or []]
+    result.activated = [(str(w), int(u), bool(f)) for w, u, f in reply.get("activated") or []
+                        if isinstance(u, (int, float)) and not isinstance(u, bool)]
     generated = reply.get("generated")
     if generated:
         result.texts = [str(t) for t in generated["texts"]]

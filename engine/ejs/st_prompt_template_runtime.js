@@ -247,6 +247,19 @@
     return made;
   }
 
+  // activewi(world, title, force) / activewi(title, force): the entry is noted (world, uid, forced); before the
+  // world-info scan (IN.generate.phase "before") the caller adds it to this request's scan, as the extension does
+  // with what was activated when the scan starts; later calls change nothing in this request
+  const activations = new Map();
+  async function activewi(world, title, force) {
+    read('activewi', null, null);
+    if (typeof title === 'boolean') { force = title; title = undefined; }
+    const key = String(world) + '.' + String(title);
+    const book = title === undefined ? IN.default_book || '' : String(world);
+    const e = findEntry(book, title === undefined ? world : title);
+    if (e !== null) activations.set(key, [book, e.uid, !!force]);
+    return e === null ? null : { world: book, uid: e.uid, comment: e.comment, content: e.content };
+  }
   const CTX = Object.assign(Object.create(null), IN.context);
   async function getwi(worldOrEntry, entryOrData, data) {
     if (entryOrData === undefined) entryOrData = {};
@@ -353,7 +366,7 @@
     getChatMessages: getChatMessages, getChatMessage: getChatMessage, matchChatMessages: matchChatMessages,
     injectPrompt: injectPrompt, getPromptsInjected: getPromptsInjected, hasPromptsInjected: hasPromptsInjected,
     parseJSON: parseJSON,
-    activewi: function () { read('activewi', null, null); }, activateWorldInfo: function () { read('activewi', null, null); },
+    activewi: activewi, activateWorldInfo: activewi,
     activateRegex: function () { read('activateRegex', null, null); },
     getchar: async function () { return IN.character_text; }, getchr: async function () { return IN.character_text; },
     getChara: async function () { return IN.character_text; },
@@ -710,6 +723,7 @@
       for (const list of out.generated.pieces) if (list) for (const p of list) p[1] = fillOutlets(p[1]);
     }
   }
+  out.activated = Array.from(activations.values());
   out.variables = { global: V.global, chat: V.local, message: V.message };
   __tb.append(JSON.stringify(out));
   __tb.finish();

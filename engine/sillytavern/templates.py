@@ -222,7 +222,32 @@ def _prepared_world(books: list[dict[str, Any]], loaded: Any, run: TemplateRun) 
     if prepared.variables is not None:
         run.variables = prepared.variables
     run.generate_before = prepared.generate_before
-    return prepared.books
+    return _with_activated(books, prepared.books, prepared.activated)
+
+
+def _with_activated(books: list[dict[str, Any]], kept: list[list[Mapping[str, Any]]],
+                    activated: list[tuple[str, int, bool]]) -> list[list[Mapping[str, Any]]]:
+    """The books for the scan with the entries ``activewi`` named before it (a ``[GENERATE:BEFORE]`` entry's call)
+    added as the extension adds them: in place of the entry when the scan has it, else after the book's entries."""
+    if not activated:
+        return kept
+    from ..ejs.st_extensions import activated_entry
+
+    out = [list(entries) for entries in kept]
+    for world, uid, forced in activated:
+        index = next((i for i, b in enumerate(books) if str(b.get("name") or "") == world), None)
+        if index is None:
+            continue
+        raw = next((e for e in (books[index].get("entries") or {}).values() if e.get("uid") == uid), None)
+        if raw is None:
+            continue
+        entry = activated_entry(raw, forced)
+        at = next((k for k, e in enumerate(out[index]) if e.get("uid") == uid), None)
+        if at is None:
+            out[index].append(entry)
+        else:
+            out[index][at] = entry
+    return out
 
 
 def _generate_entries(book: Mapping[str, Any], loaded: Any, run: TemplateRun) -> list[GenerateEntry]:

@@ -280,6 +280,18 @@ GEN_INVERT_BOOK = book(
     gen_entry(2, [], "[enabled before] ", "[GENERATE:BEFORE] enabled", constant=True, disable=False))
 
 
+GEN_ACTIVEWI_BOOK = book(
+    gen_entry(0, [], "<% await activewi('oracle-gen-activewi', 'target forced', true); await activewi("
+                     "'oracle-gen-activewi', 'target keyed'); await activewi('oracle-gen-activewi', 'target plain'); "
+                     "await activewi('oracle-gen-activewi', 'target dont', true); await activewi('oracle-gen-activewi', "
+                     "'no such entry', true) %>", "[GENERATE:BEFORE] activator", constant=True),
+    gen_entry(1, ["zzzz-never"], "Forced target.", "target forced", order=10),
+    gen_entry(2, ["ships"], "Keyed target.", "target keyed", order=20),
+    gen_entry(3, ["zzzz-never"], "Plain target (never).", "target plain", order=30, disable=False),
+    gen_entry(4, ["zzzz-never"], "@@dont_activate\nForced through dont_activate.", "target dont", order=40,
+              disable=False))
+
+
 def gen_scenarios() -> Iterator[dict]:
     yield sc("gen-before-after", "[GENERATE:BEFORE]/[GENERATE:AFTER] and @@generate_before/@@generate_after: "
              "constant and keyed, matched and not, enabled (not taken) and @@always_enabled, a failing one; one VM "
@@ -299,6 +311,9 @@ def gen_scenarios() -> Iterator[dict]:
              small_card("Mira", "Invert probe for {{char}}."), book=GEN_INVERT_BOOK, group="G",
              extensions={"prompt_template": {"enabled": True, "settings": {"invert_enabled": False}},
                          "tavern_helper": True})
+    yield sc("gen-activewi", "activewi from a [GENERATE:BEFORE] entry: forced, keyed, plain, through "
+             "@@dont_activate, a missing entry", small_card("Mira", "Activewi probe for {{char}}."),
+             book=GEN_ACTIVEWI_BOOK, group="G")
     yield sc("gen-preprocess-keyed", "@@preprocessing without the constant flag: what its keys become and what the "
              "scan then activates", small_card("Mira", "Keyed preprocess probe for {{char}}."),
              book=PRE_NOCONST_BOOK, group="G")
