@@ -178,14 +178,19 @@ LOOP_BUDGETS_MS = (150.0, 2000.0)
 LOOP_TARGET_OVERSHOOT_MS = 50.0
 
 
-def _loop_cases() -> dict[str, tuple[list[Any], dict[str, Any], tuple[Any, ...], str]]:
-    from tavernbox.ejs.st_prompt_template import InjectEntry, TemplateText, WorldEntry
+def _loop_cases() -> dict[str, tuple[list[Any], dict[str, Any], tuple[Any, ...], str, Any]]:
+    from tavernbox.ejs.st_prompt_template import GenerateEntry, GenerateSpec, InjectEntry, TemplateText, WorldEntry
 
-    return {"message": ([TemplateText("<% while (true) {} %>", "message 0 (user)")], {}, (), "message 0 (user)"),
+    generate = GenerateSpec([GenerateEntry("B", 3, "[GENERATE:AFTER] loops", "<% for (;;) {} %>", constant=True)])
+    return {"message": ([TemplateText("<% while (true) {} %>", "message 0 (user)")], {}, (), "message 0 (user)",
+                        None),
             "getwi-entry": ([TemplateText("<%- await getwi('B', 'loops') %>", "message 0 (system)")],
-                            {"B": [WorldEntry("B", 1, "loops", "<% for (;;) {} %>")]}, (), "world info B/loops"),
+                            {"B": [WorldEntry("B", 1, "loops", "<% for (;;) {} %>")]}, (), "world info B/loops", None),
             "inject-entry": ([TemplateText("<%- 1 %>", "message 0 (system)")], {},
-                             (InjectEntry("B", 2, "@INJECT pos=1", "<% for (;;) {} %>"),), "world info B/@INJECT")}
+                             (InjectEntry("B", 2, "@INJECT pos=1", "<% for (;;) {} %>"),), "world info B/@INJECT",
+                             None),
+            "generate-entry": ([TemplateText("<%- 1 %>", "message 0 (system)")], {}, (),
+                               "world info B/[GENERATE:AFTER] loops", generate)}
 
 
 def bench_loops(repeat: int) -> dict[str, Any]:
@@ -207,11 +212,11 @@ def bench_loops(repeat: int) -> dict[str, Any]:
         peer = statistics.median(failing_ms(render_template, "<% while (true) {} %>", {}, Limits(time_ms=budget))[0]
                                  for _ in range(repeat))
         row: dict[str, Any] = {"plain_render_ms": round(peer, 1)}
-        for name, (texts, books, inject, label) in _loop_cases().items():
+        for name, (texts, books, inject, label, generate) in _loop_cases().items():
             # the request's budget alone (each template may use all of it): what this row measures
             limits = PromptTemplateLimits(time_ms=budget, template_time_ms=budget)
             runs = [failing_ms(evaluate_prompt_templates, texts, books=books, default_book="B", limits=limits,
-                               inject=inject) for _ in range(repeat)]
+                               inject=inject, generate=generate) for _ in range(repeat)]
             wall = statistics.median(ms for ms, _ in runs)
             row[name] = {"wall_ms": round(wall, 1), "overshoot_ms": round(wall - budget, 1),
                          "vs_plain_render": round(wall / peer, 2),

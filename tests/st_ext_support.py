@@ -24,6 +24,8 @@ GOLDEN = Path(__file__).resolve().parent / "golden" / "st_oracle"
 EXT_REQUESTS = GOLDEN / "ext_requests.jsonl"
 #: the variables group (``vars-`` ids): per-message scopes, SillyTavern's own variable macros
 EXT_VARIABLES_REQUESTS = GOLDEN / "ext_variables_requests.jsonl"
+#: the generate loader's recordings (``[GENERATE:*]``, ``@@generate_*``, ``@@preprocessing``: group G, ``gen-*``)
+EXT_GENERATE_REQUESTS = GOLDEN / "ext_generate_requests.jsonl"
 
 #: world-info settings a request may carry (the snapshot holds more: list selections, alerts)
 _WORLD_INFO_KEYS = ("world_info_depth", "world_info_min_activations", "world_info_min_activations_depth_max",
@@ -34,8 +36,9 @@ _WORLD_INFO_KEYS = ("world_info_depth", "world_info_min_activations", "world_inf
 
 @functools.cache
 def ext_cases() -> dict[str, dict[str, Any]]:
+    """Every recorded case of the three files, by id."""
     cases: dict[str, dict[str, Any]] = {}
-    for path in (EXT_REQUESTS, EXT_VARIABLES_REQUESTS):
+    for path in (EXT_REQUESTS, EXT_GENERATE_REQUESTS, EXT_VARIABLES_REQUESTS):
         if path.exists():
             lines = path.read_text(encoding="utf-8").splitlines()
             cases.update((case["id"], case) for case in (json.loads(line) for line in lines if line.strip()))

@@ -13,6 +13,7 @@ from st_ext_support import ext_cases, ext_request, ext_variables, extensions_of,
 from tavernbox import assemble_request, expand_macros
 from tavernbox.assets.worldbooks import card_book_to_world_book
 from tavernbox.ejs.st_prompt_template import (
+    GenerateSpec,
     InjectEntry,
     PromptTemplateContext,
     PromptTemplateLimits,
@@ -23,11 +24,13 @@ from tavernbox.ejs.st_prompt_template import (
     split_decorators,
 )
 from tavernbox.ejs.st_extensions import (
+    activated_entry,
+    generate_entries,
     initial_variables,
     inject_entries,
     load_chat,
     parse_extensions,
-    prepare_world_entries,
+    prepare_world,
     run_extensions,
     world_entries,
 )
@@ -38,6 +41,10 @@ from tavernbox.macros.st_variables import StVariables
 EQUAL = ("ext-order", "ext-order-th-off", "ext-order-pt-off", "ext-failing", "ext-chat-own", "ext-chat-own-raw",
          "ext-vars", "ext-api", "ext-decorators", "ext-initvars", "ext-getwi", "ext-inject", "ext-card-zhanguo",
          "ext-card-de-quoc", "ext-card-qingkong", "ext-card-lide")
+#: the generate loader's recorded cases (``ext_generate_requests.jsonl``), each reproduced byte for byte
+GENERATE_EQUAL = ("gen-before-after", "gen-index", "gen-regex", "gen-preprocess", "gen-preprocess-keyed", "gen-card-book",
+                  "gen-activewi",
+                  "gen-invert-off")
 
 
 def _books(case: dict[str, Any], user: str, char: str) -> tuple[dict[str, list[WorldEntry]], str]:
@@ -86,27 +93,58 @@ def _extended(case: dict[str, Any]) -> list[dict[str, Any]]:
                                    settings=settings)
     for m, text in zip(request["chat"]["messages"], load.contents, strict=True):
         m["content"] = text
-    for book in request.get("books", []):
-        entries, _ = prepare_world_entries(list(book["book"]["entries"].values()), settings=settings,
-                                           variables=load.variables, context=context)
-        book["book"] = {**book["book"], "entries": {str(e["uid"]): e for e in entries}}
+    generate = _generate_spec(case, request, settings, expand=lambda text: expand_macros(
+        text, {"user": user, "char": char}).text)
     card_book = (request["card"].get("data") or {}).get("character_book")
+    lists = [list(b["book"]["entries"].values()) for b in request.get("books", [])]
     if card_book and card_book.get("entries"):
-        entries, _ = prepare_world_entries(card_book["entries"], settings=settings, variables=load.variables,
-                                           context=context)
-        request["card"] = {**request["card"], "data": {**request["card"]["data"],
-                                                       "character_book": {**card_book, "entries": entries}}}
+        lists.append(card_book["entries"])
+    prepared = prepare_world(lists, settings=settings, variables=load.variables, context=context, getwi_books=books,
+                             default_book=linked, generate=generate,
+                             expand=lambda text: expand_macros(text, {"user": user, "char": char}).text)
+    for book, entries in zip(request.get("books", []), prepared.books, strict=False):
+        for world, uid, forced in prepared.activated:  # what a [GENERATE:BEFORE] entry's activewi named
+            raw = book["book"]["entries"].get(str(uid))
+            if world == f"oracle-{case['id']}" and raw is not None:
+                entries = [e for e in entries if e["uid"] != uid] + [activated_entry(raw, forced)]
+        book["book"] = {**book["book"], "entries": {str(e["uid"]): e for e in entries}}
+    if card_book and card_book.get("entries"):
+        request["card"] = {**request["card"], "data": {**request["card"]["data"], "character_book": {
+            **card_book, "entries": prepared.books[-1]}}}
+    variables = prepared.variables or load.variables
     messages = [dict(m) for m in assemble_request(request).messages]
     inject = [e for b in (request.get("books") or []) for e in inject_entries(
         list(module_resolve(sc["book"])["entries"].values()), world=b["book"].get("name") or "", settings=settings,
         expand=lambda text: expand_macros(text, {"user": user, "char": char}).text)]
-    result = run_extensions(messages, settings=settings, variables=load.variables, books=books,
-                            default_book=linked, context=context, initial=initial, inject_entries=inject)
+    result = run_extensions(messages, settings=settings, variables=variables, books=books,
+                            default_book=linked, context=context, initial=initial, inject_entries=inject,
+                            generate=GenerateSpec(generate.entries, before=prepared.generate_before,
+                                                  match_whole_words=generate.match_whole_words)
+                            if generate is not None else None)
     if result.injected is not None:
         return [{"role": role, "content": content} for role, content in result.injected]
     for m, text in zip(messages, result.contents, strict=True):
         m["content"] = text
     return messages
+
+
+def _generate_spec(case: dict[str, Any], request: dict[str, Any], settings: Any, expand: Any) -> GenerateSpec | None:
+    """The ``[GENERATE:*]`` entries of the scenario's book (as recorded: an entry without ``vectorized`` is not
+    taken) and of the card's imported book, as the extension's loader takes them, for the run before the scan."""
+    sc = case["scenario"]
+    entries = []
+    if sc.get("book"):
+        entries += generate_entries(list(module_resolve(sc["book"])["entries"].values()),
+                                    world=f"oracle-{case['id']}", settings=settings, expand=expand)
+    data = module_resolve(sc["card"]).get("data") or {}
+    if sc.get("import_embedded_book") and data.get("character_book"):
+        linked = (data.get("extensions") or {}).get("world") or ""
+        book = card_book_to_world_book(data["character_book"], name=linked).to_st_dict()["entries"]
+        entries += generate_entries(list(book.values()), world=linked, settings=settings, expand=expand)
+    if not entries:
+        return None
+    wi = request["world_info"]
+    return GenerateSpec(entries, phase="before", match_whole_words=wi["world_info_match_whole_words"])
 
 
 def _pt_settings(sc: dict[str, Any]) -> Any:
@@ -123,7 +161,7 @@ def _case(cid: str) -> dict[str, Any]:
     return case
 
 
-@pytest.mark.parametrize("cid", EQUAL)
+@pytest.mark.parametrize("cid", EQUAL + GENERATE_EQUAL)
 def test_the_request_path_sends_what_sillytavern_with_the_extensions_sent(cid: str) -> None:
     case = _case(cid)
     got = assemble_request(ext_request(case)).messages
@@ -133,7 +171,7 @@ def test_the_request_path_sends_what_sillytavern_with_the_extensions_sent(cid: s
         assert g["content"] == e["content"], f"message {i}"
 
 
-@pytest.mark.parametrize("cid", EQUAL)
+@pytest.mark.parametrize("cid", EQUAL + GENERATE_EQUAL)
 def test_the_stage_functions_alone_give_the_same_messages(cid: str) -> None:
     case = _case(cid)
     got = _extended(case)

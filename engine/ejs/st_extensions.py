@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import Diagnostic
@@ -29,6 +29,9 @@ from ..macros.st_extension_settings import PROMPT_TEMPLATE_SETTINGS, ExtensionSe
 from ..macros.st_variables import StVariables, copied_forward
 from ..macros.tavern_helper import MacroUse, expand_variable_macros
 from .st_prompt_template import (
+    GenerateEntry,
+    GeneratedPiece,
+    GenerateSpec,
     InjectEntry,
     PromptTemplateContext,
     PromptTemplateLimits,
@@ -38,9 +41,10 @@ from .st_prompt_template import (
     split_decorators,
 )
 
-__all__ = ["ChatLoad", "ExtensionSettings", "ExtensionsResult", "PROMPT_TEMPLATE_SETTINGS", "copied_forward",
-           "filter_templates", "initial_variables", "inject_entries", "load_chat", "load_steps", "parse_extensions",
-           "prepare_world_entries", "run_extensions", "world_entries"]
+__all__ = ["ChatLoad", "ExtensionSettings", "ExtensionsResult", "PROMPT_TEMPLATE_SETTINGS", "PreparedWorld",
+           "activated_entry", "copied_forward", "filter_templates", "generate_entries", "initial_variables",
+           "inject_entries", "load_chat", "load_steps", "parse_extensions", "prepare_world", "prepare_world_entries",
+           "run_extensions", "world_entries"]
 
 #: the regex script ST-Prompt-Template installs to hide the chat's ``<% %>`` from generation
 #: (``filter_message_enabled``; prompt only, user and assistant messages)
@@ -75,6 +79,8 @@ class ExtensionsResult:
     injected: list[tuple[str, str]] | None = None
     #: the variables as the templates left them (``None``: no template ran)
     variables_after: StVariables | None = None
+    #: with ``[GENERATE:*]`` entries: per message, its pieces, ``None`` for a message they left alone
+    pieces: list[list[GeneratedPiece] | None] | None = None
 
 
 def run_extensions(
@@ -90,9 +96,11 @@ def run_extensions(
     initial: Mapping[str, Any] | None = None,
     inject_entries: Sequence[InjectEntry] = (),
     message_index: int | None = None,
+    generate: GenerateSpec | None = None,
 ) -> ExtensionsResult:
     """Tavern Helper's pass, then ST-Prompt-Template's evaluation, over the final ``messages`` (``role`` and
-    ``content`` each). Raises ``TemplateError`` when a template budget trips."""
+    ``content`` each), with the generate loader's ``[GENERATE:*]`` entries when ``generate`` gives them. Raises
+    ``TemplateError`` when a budget trips."""
     limits = limits or _limits(settings)
     contents = [str(m.get("content") or "") for m in messages]
     reads: list[dict[str, Any]] = []
@@ -108,9 +116,9 @@ def run_extensions(
                                        context=context, limits=limits, now_ms=now_ms, initial_variables=initial,
                                        inject=inject_entries if settings.prompt_template.get("inject_loader_enabled")
                                        else (), roles=[str(m.get("role") or "system") for m in messages],
-                                       message_index=message_index)
+                                       message_index=message_index, generate=generate)
     return ExtensionsResult(result.texts, result.warnings, result.variables_patch, reads + result.reads,
-                            result.evaluated, result.messages, result.variables_after)
+                            result.evaluated, result.messages, result.variables_after, result.pieces)
 
 
 def filter_templates(text: str) -> str:
@@ -199,39 +207,234 @@ def prepare_world_entries(
     limits: PromptTemplateLimits | None = None,
     now_ms: int | None = None,
 ) -> tuple[list[Mapping[str, Any]], list[Diagnostic]]:
-    """A book's entries as SillyTavern's world info gets them with ST-Prompt-Template on
-    (``WORLDINFO_ENTRIES_LOADED``): its special entries taken out (``[GENERATE:*]``, ``[RENDER:*]``, ``@INJECT``,
-    ``[InitialVariables]``, ``@@generate_*``, ``@@render_*``, ``@@initial_variables``, ``@@only_preload``), an
-    enabled entry whose ``@@if`` condition is false taken out (all conditions evaluated in one VM), an enabled
-    ``@@private`` entry's content wrapped in a function of its own. The entries are new objects; the given ones
-    are not changed."""
+    """One book's entries as SillyTavern's world info gets them with ST-Prompt-Template on (:func:`prepare_world`
+    for one book, without the generate loader)."""
+    prepared = prepare_world([entries], settings=settings, variables=variables, context=context, limits=limits,
+                             now_ms=now_ms)
+    return prepared.books[0], prepared.warnings
+
+
+@dataclass
+class PreparedWorld:
+    """The books as SillyTavern's world info gets them, and what the templates run before the scan left."""
+
+    books: list[list[Mapping[str, Any]]]
+    warnings: list[Diagnostic]
+    #: the variables as those templates left them (``None``: none ran)
+    variables: StVariables | None = None
+    #: the ``[GENERATE:BEFORE]`` / ``@@generate_before`` output, entry by entry
+    generate_before: list[GeneratedPiece] = field(default_factory=list)
+    #: the entries ``activewi`` named before the scan: ``(world, uid, forced)`` each (see :func:`activated_entry`)
+    activated: list[tuple[str, int, bool]] = field(default_factory=list)
+
+
+@dataclass
+class _PreJob:
+    """One template the pre-scan run evaluates for an entry: its ``@@if`` condition (``if``), its preprocessed
+    content (``content``), or one of its preprocessed keys (``key``: list ``field``, position ``index``)."""
+
+    book: int
+    kept: int
+    kind: str
+    text_index: int
+    fallback: str = ""
+    field: str = ""
+    index: int = 0
+
+
+@dataclass
+class _Kept:
+    """An entry kept for the scan, with its decorator lines and its content without them."""
+
+    entry: Mapping[str, Any]
+    decorators: list[str]
+    clean: str
+
+
+def prepare_world(
+    books: Sequence[Sequence[Mapping[str, Any]]],
+    *,
+    settings: ExtensionSettings,
+    variables: StVariables,
+    context: PromptTemplateContext | None = None,
+    limits: PromptTemplateLimits | None = None,
+    now_ms: int | None = None,
+    generate: GenerateSpec | None = None,
+    getwi_books: Mapping[str, Sequence[WorldEntry]] | None = None,
+    default_book: str = "",
+    expand: Callable[[str], str] = lambda text: text,
+    order: Sequence[int] | None = None,
+) -> PreparedWorld:
+    """The books' entries as SillyTavern's world info gets them with ST-Prompt-Template on
+    (``WORLDINFO_ENTRIES_LOADED``), with what runs before the scan in one VM: ``generate`` (phase ``"before"``)
+    evaluates the ``[GENERATE:BEFORE]`` entries first (the extension does it when generation starts); then, book
+    by book in ``order`` (default: as given) and each book's entries last to first, as the extension walks them:
+
+    * special entries taken out (``[GENERATE:*]``, ``[RENDER:*]``, ``@INJECT``, ``[InitialVariables]``,
+      ``@@generate_*``, ``@@render_*``, ``@@initial_variables``, ``@@only_preload``);
+    * an enabled entry whose ``@@if`` condition is false taken out;
+    * an enabled ``@@preprocessing`` (or ``[Preprocessing]`` titled) entry evaluated now, so the scan sees its
+      output: its content (decorators removed, SillyTavern's macros expanded by ``expand``; kept without its
+      decorators when the template fails) and, as the extension does, each of its keys and optional filters
+      replaced by its content evaluated again (without the macros; the key kept when that fails);
+    * an enabled ``@@private`` entry (not preprocessed) wrapped in a function of its own.
+
+    The entries are new objects; the given ones are not changed."""
     limits = limits or _limits(settings)
     if not settings.prompt_template.get("enabled"):
-        return list(entries), []
-    kept: list[Mapping[str, Any]] = []
-    conditions: list[tuple[int, str]] = []
+        return PreparedWorld([list(b) for b in books], [])
+    walks = [_kept_entries(entries) for entries in books]
+    texts: list[TemplateText] = []
+    jobs: list[_PreJob] = []
+    for bi in (order if order is not None else range(len(books))):
+        for ki in reversed(range(len(walks[bi]))):
+            k = walks[bi][ki]
+            if not _disabled(k.entry):
+                _pre_jobs(bi, ki, k, texts, jobs, expand)
+    kept_books = [[k.entry for k in walk] for walk in walks]
+    if not jobs and (generate is None or not generate.entries):
+        return PreparedWorld(kept_books, [])
+    result = evaluate_prompt_templates(texts, variables=variables, books=getwi_books, default_book=default_book,
+                                       context=context, limits=limits, now_ms=now_ms, generate=generate)
+    return PreparedWorld(_applied(kept_books, jobs, texts, result), result.warnings, result.variables_after,
+                         result.generate_before, result.activated)
+
+
+def activated_entry(entry: Mapping[str, Any], forced: bool) -> dict[str, Any]:
+    """An entry ``activewi`` named before the scan, as the extension adds it to the scan: its decorators removed,
+    enabled; forced, a constant with no cooldown, delay, group or budget limit (and, as the extension writes it,
+    ``delayUntilRecursion`` takes the entry's ``vectorized`` when not forced)."""
+    _, clean = split_decorators(str(entry.get("content") or ""))
+    out = {**entry, "content": clean.replace("@@dont_activate", "") if forced else clean, "disable": False}
+    if "enabled" in entry:
+        out["enabled"] = True
+    out["delayUntilRecursion"] = False if forced else entry.get("vectorized", False)
+    if forced:
+        out.update(constant=True, cooldown=0, delay=0, vectorized=False, group="", ignoreBudget=True)
+    return out
+
+
+def _kept_entries(entries: Sequence[Mapping[str, Any]]) -> list[_Kept]:
+    """A book's entries less the extension's special ones; ``@@private`` ones wrapped."""
+    kept = []
     for entry in entries:
         content = str(entry.get("content") or "")
         comment = str(entry.get("comment") or "")
-        decorators, _ = split_decorators(content)
+        decorators, clean = split_decorators(content)
         names = [d.split(" ", 1)[0] for d in decorators]
         if any(c in comment for c in _SPECIAL_COMMENTS) or any(n in _SPECIAL_DECORATORS for n in names):
             continue
-        if not _disabled(entry):
-            for line in decorators:
-                if line.split(" ", 1)[0] == "@@if":
-                    conditions.append((len(kept), line[4:].strip()))
-                    break
-            if "@@private" in names:
-                entry = {**entry, "content": "<% (()=>{%>" + content + "<%})(); %>"}
-        kept.append(entry)
-    if not conditions:
-        return kept, []
-    texts = [TemplateText("<%- !!(" + cond + ") %>", f"@@if of world info entry {kept[i].get('comment') or i}")
-             for i, cond in conditions]
-    result = evaluate_prompt_templates(texts, variables=variables, context=context, limits=limits, now_ms=now_ms)
-    dropped = {i for (i, _), text in zip(conditions, result.texts, strict=True) if text == "false"}
-    return [e for i, e in enumerate(kept) if i not in dropped], result.warnings
+        if not _disabled(entry) and "@@private" in names and not _preprocessing(comment, names):
+            entry = {**entry, "content": "<% (()=>{%>" + content + "<%})(); %>"}
+        kept.append(_Kept(entry, decorators, clean))
+    return kept
+
+
+def _applied(kept_books: list[list[Mapping[str, Any]]], jobs: Sequence[_PreJob], texts: Sequence[TemplateText],
+             result: Any) -> list[list[Mapping[str, Any]]]:
+    """The kept entries with the pre-scan results: false conditions dropped, preprocessed ones rewritten."""
+    dropped: set[tuple[int, int]] = set()
+    changed: dict[tuple[int, int], dict[str, Any]] = {}
+    for job in jobs:
+        text = result.texts[job.text_index]
+        ok = result.evaluated[job.text_index] or "<%" not in texts[job.text_index].text
+        if job.kind == "if":
+            if ok and text == "false":
+                dropped.add((job.book, job.kept))
+            continue
+        entry = changed.setdefault((job.book, job.kept), dict(kept_books[job.book][job.kept]))
+        value = text if ok else job.fallback
+        if job.kind == "content":
+            entry["content"] = value
+        else:
+            entry[job.field] = [*entry[job.field]]
+            entry[job.field][job.index] = value
+    return [[changed.get((bi, ki), e) for ki, e in enumerate(kept) if (bi, ki) not in dropped]
+            for bi, kept in enumerate(kept_books)]
+
+
+def _preprocessing(comment: str, names: Sequence[str]) -> bool:
+    return "[Preprocessing]" in comment or "@@preprocessing" in names
+
+
+def _pre_jobs(bi: int, ki: int, kept: _Kept, texts: list[TemplateText], jobs: list[_PreJob],
+              expand: Callable[[str], str]) -> None:
+    """The pre-scan templates of one enabled entry: its ``@@if`` condition, then (``@@preprocessing``) its content
+    and each key."""
+    entry, clean = kept.entry, kept.clean
+    comment = str(entry.get("comment") or "")
+    label = f"world info entry {comment or entry.get('uid', ki)}"
+    names = [d.split(" ", 1)[0] for d in kept.decorators]
+    for line in kept.decorators:
+        if line.split(" ", 1)[0] == "@@if":
+            jobs.append(_PreJob(bi, ki, "if", len(texts)))
+            texts.append(TemplateText("<%- !!(" + line[4:].strip() + ") %>", f"@@if of {label}"))
+            break
+    if not _preprocessing(comment, names):
+        return
+    jobs.append(_PreJob(bi, ki, "content", len(texts), fallback=clean))
+    texts.append(TemplateText(expand(clean) if "{{" in clean else clean, f"preprocessing of {label}"))
+    for name in ("key", "keysecondary", "keys", "secondary_keys"):
+        for i, key in enumerate(entry.get(name) or []):
+            jobs.append(_PreJob(bi, ki, "key", len(texts), fallback=str(key), field=name, index=i))
+            texts.append(TemplateText(clean, f"preprocessing of {label} key {key}"))
+
+
+def generate_entries(
+    entries: Sequence[Mapping[str, Any]],
+    *,
+    world: str,
+    settings: ExtensionSettings,
+    expand: Callable[[str], str] = lambda text: text,
+    vectorized: Callable[[Mapping[str, Any]], Any] = lambda entry: entry.get("vectorized"),
+) -> list[GenerateEntry]:
+    """A book's entries the extension's generate loader may take (``generate_loader_enabled``): comment starting
+    with ``[GENERATE:`` or a ``@@generate_before`` / ``@@generate_after`` decorator line; disabled (its default
+    ``invert_enabled``; ``@@always_enabled`` either way); not ``@@only_preload``; ``vectorized`` false (the loader
+    asks for non-vectorized entries, and an entry without the field is not one: ``vectorized`` says what the
+    entry as SillyTavern loaded it holds). Content and keys get SillyTavern's macros (``expand``)."""
+    pt = settings.prompt_template
+    if not pt.get("enabled") or not pt.get("generate_loader_enabled"):
+        return []
+    out = []
+    for entry in entries:
+        comment = str(entry.get("comment") or "")
+        decorators, content = split_decorators(str(entry.get("content") or ""))
+        names = [d.split(" ", 1)[0] for d in decorators]
+        if not comment.startswith("[GENERATE:") and not any(n in ("@@generate_before", "@@generate_after")
+                                                                for n in names):
+            continue
+        if (_disabled(entry) != bool(pt.get("invert_enabled")) and "@@always_enabled" not in names) \
+                or "@@only_preload" in names or vectorized(entry) is not False:
+            continue
+        out.append(_generate_entry(entry, world, comment, decorators, content, expand))
+    return out
+
+
+def _number(value: Any, default: float) -> float:
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else default
+
+
+def _generate_entry(entry: Mapping[str, Any], world: str, comment: str, decorators: list[str], content: str,
+                    expand: Callable[[str], str]) -> GenerateEntry:
+    def keys(name: str, alt: str) -> tuple[str, ...]:
+        raw = entry.get(name, entry.get(alt)) or []
+        return tuple(expand(str(k)) if "{{" in str(k) else str(k) for k in raw)
+
+    condition = next((d[4:].strip() for d in decorators if d.split(" ", 1)[0] == "@@if"), None)
+    uid = entry.get("uid", entry.get("id", 0))
+    optional = {k: entry.get(k) if isinstance(entry.get(k), bool) else None
+                for k in ("useGroupScoring", "caseSensitive", "matchWholeWords")}
+    return GenerateEntry(
+        world, int(uid) if isinstance(uid, (int, float)) else 0, comment,
+        expand(content) if "{{" in content else content, tuple(decorators), keys("key", "keys"),
+        keys("keysecondary", "secondary_keys"), bool(entry.get("selective", True)),
+        int(_number(entry.get("selectiveLogic"), 0)), bool(entry.get("constant")), _disabled(entry),
+        _number(entry.get("probability"), 100), bool(entry.get("useProbability", True)),
+        str(entry.get("group") or ""), bool(entry.get("groupOverride")), _number(entry.get("groupWeight"), 100),
+        optional["useGroupScoring"], optional["caseSensitive"], optional["matchWholeWords"],
+        _number(entry.get("order", entry.get("insertion_order")), 100), int(_number(entry.get("position"), 0)),
+        int(_number(entry.get("depth"), 4)), condition)
 
 
 def _limits(settings: ExtensionSettings) -> PromptTemplateLimits:

@@ -33,16 +33,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import Diagnostic, Span, TemplateError
 from ..macros.st_variables import StVariables
 from ..sandbox import Limits, Usage, run_program
 from ..shortcuts import DEFAULT, Shortcuts
 
-__all__ = ["InjectEntry", "PromptTemplateContext", "PromptTemplateLimits", "PromptTemplateResult", "TemplateBudgetError",
-           "TemplateText", "WorldEntry", "evaluate_chat_templates", "evaluate_prompt_templates", "json_patch",
-           "split_decorators"]
+__all__ = ["GenerateEntry", "GenerateSpec", "GeneratedPiece", "InjectEntry", "PromptTemplateContext",
+           "PromptTemplateLimits", "PromptTemplateResult", "TemplateBudgetError", "TemplateText", "WorldEntry",
+           "evaluate_chat_templates", "evaluate_prompt_templates", "json_patch", "split_decorators"]
 
 _FRAME = re.compile(r"<input>:(\d+):(\d+)")
 #: the decorators ST-Prompt-Template knows (a first line ``@@name args``); ``@@@`` escapes one
@@ -134,6 +134,64 @@ class InjectEntry:
 
 
 @dataclass(frozen=True)
+class GenerateEntry:
+    """A ``[GENERATE:*]`` / ``@@generate_*`` world-info entry the extension's generate loader may take: its content
+    (decorators removed, SillyTavern's macros expanded), its decorator lines (with their arguments), and what its
+    activation reads (keys with macros expanded, logic, probability, inclusion group, sorting place)."""
+
+    world: str
+    uid: int
+    comment: str
+    content: str
+    decorators: tuple[str, ...] = ()
+    keys: tuple[str, ...] = ()
+    keysecondary: tuple[str, ...] = ()
+    selective: bool = True
+    selective_logic: int = 0
+    constant: bool = False
+    disable: bool = True
+    probability: float = 100
+    use_probability: bool = True
+    group: str = ""
+    group_override: bool = False
+    group_weight: float = 100
+    use_group_scoring: bool | None = None
+    case_sensitive: bool | None = None
+    match_whole_words: bool | None = None
+    order: float = 100
+    position: int = 0
+    depth: int = 4
+    #: the ``@@if`` decorator's condition (JavaScript), if any
+    condition: str | None = None
+
+
+class GeneratedPiece(NamedTuple):
+    """A part of a text the generate loader built: an entry's output (``label`` names it, ``entry`` holds its
+    ``world``, ``uid`` and ``comment``) or the text's own (``label`` and ``entry`` ``None``)."""
+
+    label: str | None
+    text: str
+    entry: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class GenerateSpec:
+    """The generate loader's part of one VM run. ``phase`` ``"before"``: ``[GENERATE:BEFORE]`` is evaluated before
+    the run's texts (the pre-scan run); ``"messages"``: the texts are the final messages, each with its
+    ``[GENERATE:n:BEFORE]``/``[GENERATE:n:AFTER]``, then ``[GENERATE:AFTER]``, ``before`` (the pre-scan output)
+    leading the first message."""
+
+    entries: Sequence[GenerateEntry]
+    phase: str = "messages"
+    case_sensitive: bool = False
+    match_whole_words: bool = True
+    use_group_scoring: bool = False
+    seed: int = 0
+    #: the ``[GENERATE:BEFORE]`` pieces from the pre-scan run
+    before: Sequence[GeneratedPiece] = ()
+
+
+@dataclass(frozen=True)
 class PromptTemplateContext:
     """What the extension's template context holds besides variables and world info."""
 
@@ -162,6 +220,13 @@ class PromptTemplateResult:
     variables_after: StVariables | None = None
     #: with ``@INJECT`` entries: every message after the injections, ``(role, content)``
     messages: list[tuple[str, str]] | None = None
+    #: with the generate loader, phase "before": the ``[GENERATE:BEFORE]`` output
+    generate_before: list[GeneratedPiece] = field(default_factory=list)
+    #: with the generate loader, phase "messages": per text, its pieces, or ``None`` when the loader left it alone
+    #: (a failed template, nothing added)
+    pieces: list[list[GeneratedPiece] | None] | None = None
+    #: the entries ``activewi`` named: ``(world, uid, forced)`` each (they act on a scan still to come)
+    activated: list[tuple[str, int, bool]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -328,23 +393,26 @@ def evaluate_prompt_templates(
     roles: Sequence[str] = (),
     message_index: int | None = None,
     shortcuts: Shortcuts = DEFAULT,
+    generate: GenerateSpec | None = None,
 ) -> PromptTemplateResult:
     """Evaluate the ``<% %>`` of ``texts`` in order, in one VM (texts without ``<%`` are not touched and cost no
     VM when none has one). ``initial_variables`` are the extension's ``[InitialVariables]`` (read between the
-    global and the chat variables, never written). ``message_index`` is the chat message whose variables are the
-    message scope (the generation's: the chat's last message); without it, the latest message that has variables.
+    global and the chat variables, never written); ``generate`` adds the generate loader's special entries (see
+    :class:`GenerateSpec`). ``message_index`` is the chat message whose variables are the message scope (the
+    generation's: the chat's last message); without it, the latest message that has variables.
     ``shortcuts.pt_bytecode``: templates the sandbox worker compiled in an earlier request are loaded from its
     bytecode (off: the VM compiles each). Raises ``TemplateError`` when a budget trips."""
     variables = variables or StVariables()
     context = context or PromptTemplateContext()
     limits = limits or PromptTemplateLimits()
     out_texts = [t.text for t in texts]
-    if not inject and not any("<%" in t.text for t in texts):
+    generating = generate is not None and bool(generate.entries or (generate.phase == "messages" and generate.before))
+    if not inject and not generating and not any("<%" in t.text for t in texts):
         return PromptTemplateResult(out_texts, [], {}, [], [False] * len(texts))
     layout = _Layout()
     books_json = _books_json(books or {}, layout)
     templates, order, warnings = _place_templates(texts, layout)
-    if not templates and not inject:
+    if not templates and not inject and not generating:
         return PromptTemplateResult(out_texts, warnings, {}, [], [False] * len(texts))
     latest = _message_scope(variables, message_index)
     payload = {
@@ -358,8 +426,11 @@ def evaluate_prompt_templates(
         "character_text": context.character_text, "preset_prompts": dict(context.preset_prompts),
         "templates": templates, "inject": _inject_input(inject, layout),
     }
-    if inject:  # every message's text and role, for placing the injected ones
+    if inject or generating:  # every message's text and role, for placing the injected ones
         payload.update(texts=out_texts, roles=list(roles) or ["system"] * len(texts))
+    if generating and generate is not None:
+        payload["generate"] = _generate_input(generate, layout)
+        payload["failed"] = [i for i, t in enumerate(texts) if "<%" in t.text and i not in order]
     reply = _run_naming(payload, books_json, limits, layout, now_ms, shortcuts.pt_bytecode, texts)
     return _collected(reply, texts, order, warnings, variables, layout, message_index)
 
@@ -493,8 +564,62 @@ def _collected(reply: Mapping[str, Any], texts: Sequence[TemplateText], order: l
     variables_after = StVariables(global_vars=after["global"], chat=after["chat"], messages=tuple(messages),
                                   character=variables.character, preset=variables.preset)
     injected = [(str(m["role"]), str(m["content"])) for m in reply["injected"]] if reply.get("injected") else None
-    return PromptTemplateResult(out_texts, warnings, patch, reads, evaluated, reply.get("_usage"), variables_after,
-                                injected)
+    result = PromptTemplateResult(out_texts, warnings, patch, reads, evaluated, reply.get("_usage"), variables_after,
+                                  injected)
+    _collect_generated(reply, result, layout)
+    return result
+
+
+def _collect_generated(reply: Mapping[str, Any], result: PromptTemplateResult, layout: _Layout) -> None:
+    """The generate loader's part of the VM's answer: its errors as warnings (the entry adds nothing, as in the
+    extension), the ``[GENERATE:BEFORE]`` pieces, and the final texts with each one's pieces."""
+    for error in reply.get("generate_errors") or []:
+        result.warnings.append(_failure(error, TemplateText("", error.get("label") or "[GENERATE]"), layout,
+                                        "the entry adds nothing"))
+    result.generate_before = [GeneratedPiece(*p) for p in reply.get("generate_before") or []]
+    result.activated = [(str(w), int(u), bool(f)) for w, u, f in reply.get("activated") or []
+                        if isinstance(u, (int, float)) and not isinstance(u, bool)]
+    generated = reply.get("generated")
+    if generated:
+        result.texts = [str(t) for t in generated["texts"]]
+        result.pieces = [[GeneratedPiece(*x) for x in p] if p is not None else None for p in generated["pieces"]]
+
+
+def _generate_input(spec: GenerateSpec, layout: _Layout) -> dict[str, Any]:
+    """The generate loader's entries for the VM, their templates (content, ``@@if`` condition) compiled and placed."""
+    rows = []
+    for e in spec.entries:
+        label = f"world info {e.world}/{e.comment or e.uid}"
+        key = f"g:{e.world}:{e.uid}"
+        row: dict[str, Any] = {
+            "world": e.world, "uid": e.uid, "comment": e.comment, "content": e.content, "decos": list(e.decorators),
+            "keys": list(e.keys), "keysecondary": list(e.keysecondary), "selective": e.selective,
+            "selectiveLogic": e.selective_logic, "constant": e.constant, "disable": e.disable,
+            "probability": e.probability, "useProbability": e.use_probability, "group": e.group,
+            "groupOverride": e.group_override, "groupWeight": e.group_weight, "useGroupScoring": e.use_group_scoring,
+            "caseSensitive": e.case_sensitive, "matchWholeWords": e.match_whole_words, "order": e.order,
+            "position": e.position, "depth": e.depth, "key": key, "label": label, "source": None, "line": 0,
+            "cond": None, "unit": -1, "info": {"world": e.world, "uid": e.uid, "comment": e.comment}}
+        if "<%" in e.content:
+            row["source"], row["line"], row["unit"] = _placed(e.content, key, label, layout)
+        if e.condition is not None:
+            source, line, unit = _placed("<%- !!(" + e.condition + ") %>", key + ":if", label + " (@@if)", layout)
+            row["cond"] = {"source": source, "line": line, "unit": unit}
+        rows.append(row)
+    return {"entries": rows, "phase": spec.phase, "seed": spec.seed,
+            "settings": {"case_sensitive": spec.case_sensitive, "match_whole_words": spec.match_whole_words,
+                         "use_group_scoring": spec.use_group_scoring},
+            "before": "".join(p.text for p in spec.before),
+            "before_pieces": [list(p) for p in spec.before]}
+
+
+def _placed(text: str, key: str, label: str, layout: _Layout) -> tuple[str, int, int]:
+    """A template compiled and placed in the layout, as (program, first line, layout unit: what the runtime marks
+    as running); one that does not compile throws its syntax error when run (unit -1: none)."""
+    compiled = _compile(text)
+    if isinstance(compiled, TemplateError):
+        return "(function () { throw new SyntaxError(" + json.dumps(compiled.message) + "); })", 1, -1
+    return compiled.program, layout.place(key, label, compiled).line, len(layout.units) - 1
 
 
 def _inject_input(inject: Sequence[InjectEntry], layout: _Layout) -> list[dict[str, Any]]:
@@ -576,7 +701,7 @@ def _budget_error(exc: TemplateError, layout: _Layout) -> TemplateError:
 
 
 def _warning(label: str, message: str, code: str, source: str, span: Span | None,
-             position: tuple[int, int] | None = None) -> Diagnostic:
+             position: tuple[int, int] | None = None, outcome: str = "sent as it was") -> Diagnostic:
     if position is None and span is not None:
         from ..spans import line_col
 
@@ -585,10 +710,11 @@ def _warning(label: str, message: str, code: str, source: str, span: Span | None
     data: dict[str, Any] = {"template": label}
     if position:
         data["line"], data["column"] = position
-    return Diagnostic(code, f"{label}{at}: {message}; sent as it was", severity="warning", data=data)
+    return Diagnostic(code, f"{label}{at}: {message}; {outcome}", severity="warning", data=data)
 
 
-def _failure(error: Mapping[str, Any], text: TemplateText, layout: _Layout) -> Diagnostic:
+def _failure(error: Mapping[str, Any], text: TemplateText, layout: _Layout,
+             outcome: str = "sent as it was") -> Diagnostic:
     where = layout.locate(error.get("stack"))
     label, position = error.get("label") or text.label, None
     if where is not None:
@@ -596,7 +722,7 @@ def _failure(error: Mapping[str, Any], text: TemplateText, layout: _Layout) -> D
     code = error.get("code") or ("TEMPLATE_SYNTAX" if error.get("name") == "SyntaxError" else
                                  "TEMPLATE_EXECUTION_FAILED")
     message = f"{error.get('name') or 'Error'}: {error.get('message')}"
-    return _warning(label, message, code, text.text, None, position)
+    return _warning(label, message, code, text.text, None, position, outcome)
 
 
 def _pointer(parts: Sequence[str]) -> str:

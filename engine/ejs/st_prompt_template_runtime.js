@@ -289,6 +289,19 @@
     return { error: budget('TEMPLATE_MEMORY_LIMIT', 'the VM ran out of its memory budget loading a template', null) };
   }
 
+  // activewi(world, title, force) / activewi(title, force): the entry is noted (world, uid, forced); before the
+  // world-info scan (IN.generate.phase "before") the caller adds it to this request's scan, as the extension does
+  // with what was activated when the scan starts; later calls change nothing in this request
+  const activations = new Map();
+  async function activewi(world, title, force) {
+    read('activewi', null, null);
+    if (typeof title === 'boolean') { force = title; title = undefined; }
+    const key = String(world) + '.' + String(title);
+    const book = title === undefined ? IN.default_book || '' : String(world);
+    const e = findEntry(book, title === undefined ? world : title);
+    if (e !== null) activations.set(key, [book, e.uid, !!force]);
+    return e === null ? null : { world: book, uid: e.uid, comment: e.comment, content: e.content };
+  }
   const CTX = Object.assign(Object.create(null), IN.context);
   async function getwi(worldOrEntry, entryOrData, data) {
     if (entryOrData === undefined) entryOrData = {};
@@ -395,7 +408,7 @@
     getChatMessages: getChatMessages, getChatMessage: getChatMessage, matchChatMessages: matchChatMessages,
     injectPrompt: injectPrompt, getPromptsInjected: getPromptsInjected, hasPromptsInjected: hasPromptsInjected,
     parseJSON: parseJSON,
-    activewi: function () { read('activewi', null, null); }, activateWorldInfo: function () { read('activewi', null, null); },
+    activewi: activewi, activateWorldInfo: activewi,
     activateRegex: function () { read('activateRegex', null, null); },
     getchar: async function () { return IN.character_text; }, getchr: async function () { return IN.character_text; },
     getChara: async function () { return IN.character_text; },
@@ -571,29 +584,229 @@
       }
     }
   }
-  if (IN.load) await loadChat();
-
-  for (let i = 0; i < IN.templates.length; i++) {
-    const t = IN.templates[i];
+  // --- [GENERATE:*] / @@generate_* special entries (ST-Prompt-Template's generate loader) --------------------------
+  // IN.generate: {entries, settings: {case_sensitive, match_whole_words, use_group_scoring}, seed, phase}. Each
+  // query takes the entries whose comment starts with its title or whose decorators hold its decorator line,
+  // activates them as the extension does (constant, @@activate, else keys against `content`; probability, inclusion
+  // groups), sorts them (depth, order, uid) and evaluates each with `world_info` and `generateBuffer` set; a failed
+  // one adds nothing (its error is reported). As in the extension, an activated entry's decorator lines lose their
+  // arguments for the rest of the run (`@@generate_after 2` then also answers `@@generate_after`).
+  const GEN = IN.generate || null;
+  // the input is frozen: the entries are copied, as their decorator lines change during the run
+  const GEN_ENTRIES = GEN ? GEN.entries.map((e) => Object.assign({}, e, { decos: e.decos.slice() })) : [];
+  let genSeed = GEN ? (GEN.seed >>> 0) : 0;
+  function genRandom(lo, hi) {
+    genSeed = (genSeed + 0x6D2B79F5) >>> 0;
+    let t = genSeed;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    const r = ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    return lo + Math.floor(r * (hi - lo + 1));
+  }
+  function genRegexOf(text) {
+    const m = /^\/([\w\W]+?)\/([gimsuy]*)$/.exec(text);
+    if (!m) return null;
+    try { return new RegExp(m[1], m[2]); } catch (e) { return null; }
+  }
+  function genMatchKey(haystack, needle, e) {
+    const re = genRegexOf(needle);
+    if (re) return re.test(haystack);
+    const cs = e.caseSensitive == null ? GEN.settings.case_sensitive : e.caseSensitive;
+    const hay = cs ? haystack : haystack.toLowerCase();
+    const key = cs ? needle : needle.toLowerCase();
+    const whole = e.matchWholeWords == null ? GEN.settings.match_whole_words : e.matchWholeWords;
+    if (!whole) return hay.includes(key);
+    if (key.split(/\s+/).length > 1) return hay.includes(key);
+    const escaped = key.replace(/[\\^$.*+?()[\]{}|]/g, '\\$&');
+    return new RegExp('(?:^|\\W)(' + escaped + ')(?:$|\\W)').test(hay);
+  }
+  function genKeysMatch(e, trigger) {
+    // (the extension looks for the first matching key and tests it for truth: an empty key never activates)
+    if (!e.keys.find((k) => genMatchKey(trigger, k, e))) return false;
+    if (!(e.selective && e.keysecondary.length > 0)) return true;
+    const logic = e.selectiveLogic || 0;
+    let any = false, all = true;
+    for (const s of e.keysecondary) {
+      const hit = !!s && genMatchKey(trigger, s.trim(), e);
+      if (hit) any = true; else all = false;
+      if (logic === 0 && hit) return true;
+      if (logic === 1 && !hit) return true;
+    }
+    return (logic === 2 && !any) || (logic === 3 && all);
+  }
+  const GEN_DEPTH = { 0: 4, 1: 3, 5: 2, 6: 1, 2: 1, 3: -1 };
+  function genSort(list) {
+    const top = Math.max(...list.map((x) => (x.position === 4 ? x.depth : 0)));
+    function depthOf(x) {
+      const offset = GEN_DEPTH[x.position];
+      return offset === undefined ? (x.depth == null ? 4 : x.depth) : offset + top;
+    }
+    return list.sort((a, b) => depthOf(b) - depthOf(a) || a.order - b.order || b.uid - a.uid);
+  }
+  function genGroupScore(trigger, e) {
+    if (!e.keys.length) return 0;
+    const primary = e.keys.filter((k) => genMatchKey(trigger, k, e)).length;
+    const secondary = e.keysecondary.filter((k) => genMatchKey(trigger, k, e)).length;
+    if (e.keysecondary.length && e.selectiveLogic === 0) return primary + secondary;
+    if (e.keysecondary.length && e.selectiveLogic === 3) return secondary === e.keysecondary.length ? primary + secondary : primary;
+    return primary;
+  }
+  function genActivated(list, trigger) {
+    const active = [];
+    for (const e of list) {
+      if (e.useProbability && e.probability < genRandom(1, 100)) continue;
+      if (e.constant || e.decos.includes('@@activate')) { active.push(e); continue; }
+      if (e.decos.includes('@@dont_activate') || e.decos.includes('@@only_preload')) continue;
+      if (genKeysMatch(e, trigger)) active.push(e);
+    }
+    if (!active.length) return [];
+    const groups = new Map();
+    for (const e of active) { if (!groups.has(e.group)) groups.set(e.group, []); groups.get(e.group).push(e); }
+    const ungrouped = groups.get('') || [];
+    if (ungrouped.length > 0 && groups.size <= 1) return genSort(ungrouped);
+    const chosen = [];
+    for (const [group, items] of groups) {
+      if (group === '') continue;
+      if (items.length === 1) { chosen.push(items[0]); continue; }
+      if (items.some((x) => x.groupOverride)) {
+        const top = Math.min(...items.map((x) => x.order));
+        if (top) { chosen.push(items[Math.max(items.findIndex((x) => x.order <= top), 0)]); continue; }
+      }
+      if (items.some((x) => (x.useGroupScoring == null ? GEN.settings.use_group_scoring : x.useGroupScoring))) {
+        const scores = items.map((x) => genGroupScore(trigger, x));
+        const top = Math.max(...scores);
+        if (top) { chosen.push(items[Math.max(scores.findIndex((x) => x >= top), 0)]); continue; }
+      }
+      if (items.some((x) => !x.groupOverride && !x.useGroupScoring)) {
+        const weights = items.map((x) => (x.groupWeight == null ? 100 : x.groupWeight));
+        let roll = genRandom(1, weights.reduce((a, b) => a + b, 0));
+        const winner = weights.findIndex((w) => (roll -= w) <= 0);
+        if (winner >= 0) chosen.push(items[winner]);
+      }
+    }
+    return genSort(ungrouped.concat(chosen));
+  }
+  function genError(e, err) {
+    return { label: e.label, name: isObj(err) ? err.name : typeof err, message: isObj(err) ? err.message : String(err),
+             stack: isObj(err) && typeof err.stack === 'string' ? err.stack.slice(0, 2000) : '' };
+  }
+  // one query: the activated entries' outputs, each as [label, text, entry] (the caller joins them)
+  async function genQuery(title, decorator, content, buffer) {
+    const list = GEN_ENTRIES.filter((e) => e.comment.startsWith(title) || e.decos.includes(decorator));
+    const pieces = [];
+    for (const e of genActivated(list, content)) {
+      e.decos = e.decos.map((d) => (d.indexOf(' ') >= 0 ? d.slice(0, d.indexOf(' ')) : d));
+      if (e.cond && !e.disable && (await genCondition(e)) === 'false') continue;
+      try {
+        merge(CTX, { world_info: e.info, generateBuffer: buffer });
+        const text = e.source === null ? e.content : await run(e.key, e.source, e.line, e.label, e.unit);
+        pieces.push([e.label, text, e.info]);
+      } catch (err) {
+        if (tripped !== null) throw err;
+        out.generate_errors.push(genError(e, err));
+      }
+    }
+    return pieces;
+  }
+  // an entry's @@if condition as text; a failing one filters nothing (its error is reported)
+  async function genCondition(e) {
     try {
-      out.results.push({ text: await run('m' + i, t.source, t.line, t.label, t.unit) });
+      return await run(e.key + ':if', e.cond.source, e.cond.line, e.label, e.cond.unit);
+    } catch (err) {
+      if (tripped !== null) throw err;
+      out.generate_errors.push(genError(e, err));
+      return null;
+    }
+  }
+  function genJoin(pieces) { return pieces.map((p) => p[1]).join(''); }
+  // the messages with the generate loader: per message its [GENERATE:n:BEFORE], its own templates, its
+  // [GENERATE:n:AFTER]; then [GENERATE:AFTER] over all of it; [GENERATE:BEFORE] (evaluated before the world-info
+  // scan, given as IN.generate.before) leads the first message, the last one ends with [GENERATE:AFTER]
+  async function genMessages() {
+    const texts = IN.texts.slice();
+    const byIndex = new Map(IN.templates.map((t, i) => [t.index, i]));
+    const pieces = texts.map(() => null);
+    const before = GEN.before || '';
+    let collect = before;
+    for (let idx = 0; idx < texts.length; idx++) {
+      const head = await genQuery('[GENERATE:' + idx + ':BEFORE]', '@@generate_before ' + idx, '', collect);
+      let prompt = texts[idx];
+      const t = byIndex.has(idx) ? IN.templates[byIndex.get(idx)] : null;
+      if (t !== null) {
+        const r = await evalMessage(t, byIndex.get(idx));
+        if (out.tripped) return;
+        out.results.push(r);
+        prompt = r.text === undefined ? null : r.text;
+      } else if (IN.failed.indexOf(idx) >= 0) {
+        prompt = null;
+      }
+      // (the extension's buffer reads "null" for a message that failed)
+      const tail = await genQuery('[GENERATE:' + idx + ':AFTER]', '@@generate_after ' + idx, prompt || '',
+                                  collect + genJoin(head) + String(prompt));
+      if (prompt !== null) {
+        texts[idx] = genJoin(head) + prompt + genJoin(tail);
+        collect += texts[idx];
+        pieces[idx] = head.concat([[null, prompt, null]], tail);
+      }
+    }
+    const after = await genQuery('[GENERATE:AFTER]', '@@generate_after', collect, before + collect);
+    if (before.trim() && texts.length) {
+      texts[0] = before + texts[0];
+      pieces[0] = (GEN.before_pieces || []).concat(pieces[0] || [[null, IN.texts[0], null]]);
+    }
+    if (genJoin(after).trim() && texts.length) {
+      const last = texts.length - 1;
+      texts[last] += genJoin(after);
+      pieces[last] = (pieces[last] || [[null, IN.texts[last], null]]).concat(after);
+    }
+    out.generated = { texts: texts, pieces: pieces };
+  }
+  if (GEN) out.generate_errors = [];
+
+  async function evalMessage(t, i) {
+    try {
+      return { text: await run('m' + i, t.source, t.line, t.label, t.unit) };
     } catch (e) {
-      if (tripped !== null) { out.tripped = tripped; break; }
+      if (tripped !== null) { out.tripped = tripped; return {}; }
       const note = isObj(e) ? notes.get(e) || {} : {};
-      out.results.push({
+      return {
         error: {
           name: isObj(e) && typeof e.name === 'string' ? e.name : typeof e,
           message: isObj(e) && typeof e.message === 'string' ? e.message : String(e),
           stack: isObj(e) && typeof e.stack === 'string' ? e.stack.slice(0, 2000) : '',
           label: note.label || t.label, code: note.code || null,
         },
-      });
+      };
+    }
+  }
+  if (IN.load) await loadChat();
+  if (GEN && GEN.phase === 'before') {
+    // before the world-info scan: [GENERATE:BEFORE] first, then the texts (conditions, preprocessed entries)
+    try {
+      out.generate_before = await genQuery('[GENERATE:BEFORE]', '@@generate_before', '', '');
+    } catch (e) {
+      if (tripped !== null) out.tripped = tripped; else throw e;
+    }
+  }
+  if (out.tripped) {
+    // a budget tripped: nothing else runs
+  } else if (GEN && GEN.phase === 'messages') {
+    try {
+      await genMessages();
+    } catch (e) {
+      if (tripped !== null) out.tripped = tripped; else throw e;
+    }
+  } else {
+    for (let i = 0; i < IN.templates.length; i++) {
+      const r = await evalMessage(IN.templates[i], i);
+      if (out.tripped) break;
+      out.results.push(r);
     }
   }
   if (!out.tripped && IN.inject && IN.inject.length) {
     try {
-      const texts = IN.texts.slice();
-      out.results.forEach((r, i) => { if (r.text !== undefined) texts[IN.templates[i].index] = r.text; });
+      const texts = out.generated ? out.generated.texts.slice() : IN.texts.slice();
+      if (!out.generated) out.results.forEach((r, i) => { if (r.text !== undefined) texts[IN.templates[i].index] = r.text; });
       out.injected = await injectMessages(IN.inject, IN.roles, texts);
     } catch (e) {
       if (tripped !== null) out.tripped = tripped;
@@ -603,7 +816,12 @@
   if (!out.tripped) {
     for (const r of out.results) if (r.text !== undefined) r.text = fillOutlets(r.text);
     if (out.injected) for (const m of out.injected) m.content = fillOutlets(m.content);
+    if (out.generated) {
+      out.generated.texts = out.generated.texts.map(fillOutlets);
+      for (const list of out.generated.pieces) if (list) for (const p of list) p[1] = fillOutlets(p[1]);
+    }
   }
+  out.activated = Array.from(activations.values());
   out.variables = { global: V.global, chat: V.local, message: V.message };
   if (MSGS) out.variables.messages = MSGS;
   __tb.append(JSON.stringify(out));

@@ -75,7 +75,7 @@ def finish(fitted: Fitted) -> Sent:
                                 else None)
     if templated != final:
         if len(templated) == len(final) and provenance_of == "messages":
-            span_source = _templated_spans(span_source, final, templated)
+            span_source = _templated_spans(span_source, final, templated, _pieces(front))
         else:  # ``@INJECT`` added messages (or text passes ran first): the spans describe the messages before
             provenance_of = "messages before the template extensions"
         final = templated
@@ -101,9 +101,11 @@ def _use_sysprompt(front: Front) -> bool:
         bool(front.loaded.preset.get("use_sysprompt", False))
 
 
-def _templated_spans(span_source: list[Any], before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[Any]:
+def _templated_spans(span_source: list[Any], before: list[dict[str, Any]], after: list[dict[str, Any]],
+                     pieces: Sequence[Any] | None = None) -> list[Any]:
     """The spans of the messages the template extensions changed: one span naming the templates' output (which
-    message's templates, and the kinds of text they were evaluated in); unchanged messages keep theirs."""
+    message's templates, and the kinds of text they were evaluated in); unchanged messages keep theirs. A message
+    the generate loader built (``pieces``) gets a span per world-info entry it added, naming the entry."""
     out = []
     for i, ((mid, text, spans), old, new) in enumerate(zip(span_source, before, after, strict=True)):
         content = new.get("content")
@@ -112,8 +114,37 @@ def _templated_spans(span_source: list[Any], before: list[dict[str, Any]], after
             continue
         kinds = sorted({str(info.get("kind")) for _a, _b, info in spans if info.get("kind")})
         info = {"kind": "template_output", "template": f"message {i} ({new.get('role')})", "from": kinds}
+        parts = pieces[i] if pieces is not None and i < len(pieces) else None
+        if parts and "".join(p.text for p in parts) == content:
+            out.append((mid, content, _piece_spans(parts, old.get("content"), spans, info)))
+            continue
         out.append((mid, content, [(0, len(content), info)] if content else []))
     return out
+
+
+def _piece_spans(parts: Sequence[Any], old: Any, spans: list[Any], own: dict[str, Any]) -> list[Any]:
+    """A generated message's spans: each entry's output names the entry; the message's own text keeps its spans
+    when its templates left it as it was, else it is the templates' output."""
+    out: list[Any] = []
+    at = 0
+    for part in parts:
+        end = at + len(part.text)
+        if part.label is not None:
+            entry = part.entry or {}
+            out.append((at, end, {"kind": "template_output", "template": part.label, "from": ["world_info"],
+                                  "book": entry.get("world"), "uid": entry.get("uid"),
+                                  "comment": entry.get("comment")}))
+        elif part.text == old:
+            out.extend((a + at, b + at, info) for a, b, info in spans)
+        elif part.text:
+            out.append((at, end, own))
+        at = end
+    return [s for s in out if s[1] > s[0]]
+
+
+def _pieces(front: Front) -> Sequence[Any] | None:
+    run = getattr(front.loaded, "templates", None)
+    return getattr(run, "pieces", None)
 
 
 def _passed_final(final: list[dict[str, Any]], passes: Sequence[TextPass]) -> list[dict[str, Any]]:

@@ -12,10 +12,13 @@ three parts, each called by the stage it extends:
    evaluated in its own message scope, kept with ``raw_message_evaluation_enabled``, hidden from generation by its
    filter), and the message generation reads and writes (:attr:`TemplateRun.current`).
 2. :func:`prepare_books` (in :mod:`.lore`, before the scan): the extension's special entries taken out of world
-   info, ``@@if`` conditions evaluated, ``@@private`` entries wrapped; the ``[InitialVariables]`` and the ``@INJECT``
-   entries read; the books ``getwi`` reads kept (SillyTavern's macros expanded in their entries).
+   info; in one VM, the ``[GENERATE:BEFORE]`` entries evaluated (kept for part 3), then ``@@if`` conditions and
+   ``@@preprocessing`` entries (the scan sees their output); ``@@private`` entries wrapped; the
+   ``[InitialVariables]``, ``@INJECT`` and ``[GENERATE:*]`` entries read; the books ``getwi`` reads kept
+   (SillyTavern's macros expanded in their entries).
 3. :func:`apply_templates` (in :mod:`.sending`, before post-processing): Tavern Helper's macros in every final
-   message, then every final message's templates in one VM, then ``@INJECT``.
+   message, then every final message's templates in one VM, each between its ``[GENERATE:n:BEFORE]`` and
+   ``[GENERATE:n:AFTER]`` entries, then ``[GENERATE:AFTER]`` and ``@INJECT``.
 
 Between 2 and 3, SillyTavern's own variable macros (``{{setvar}}``...) write the chat and global variables: the chat's
 messages' (:func:`chat_macro_variables`) and the prompts' (:func:`take_macro_writes`, after placement).
@@ -38,7 +41,14 @@ from ..macros.st_variables import StVariables, copied_forward
 from ..macros.tavern_helper import MACRO_NAMES, MacroUse, expand_variable_macros
 
 if TYPE_CHECKING:
-    from ..ejs.st_prompt_template import InjectEntry, PromptTemplateContext, WorldEntry
+    from ..ejs.st_prompt_template import (
+        GenerateEntry,
+        GeneratedPiece,
+        GenerateSpec,
+        InjectEntry,
+        PromptTemplateContext,
+        WorldEntry,
+    )
     from ..macros.st_extension_settings import ExtensionSettings
 
 __all__ = ["TemplateRun", "apply_templates", "prepare_books", "prepare_templates", "take_macro_writes"]
@@ -99,6 +109,12 @@ class TemplateRun:
     current: int = -1
     #: what the chat's messages' own macros wrote (``None``: none ran)
     chat_macros: ChatMacroVariables | None = None
+    #: the generate loader's ``[GENERATE:*]`` / ``@@generate_*`` entries, and the ``[GENERATE:BEFORE]`` output
+    #: evaluated before the scan
+    generate: list[GenerateEntry] = field(default_factory=list)
+    generate_before: list[GeneratedPiece] = field(default_factory=list)
+    #: per final message: its pieces when the generate loader built it, for the provenance
+    pieces: list[list[GeneratedPiece] | None] | None = None
     _settings: Any = None
 
     @property
@@ -268,27 +284,104 @@ def prepare_books(books: list[dict[str, Any]], loaded: Any) -> list[dict[str, An
                   for k in ("content", "comment")) for b in books]
     if not any(marked) or not run.settings.prompt_template.get("enabled"):
         return books
-    from ..ejs.st_extensions import initial_variables, inject_entries, prepare_world_entries
+    from ..assets.frozen import as_plain
+    from ..ejs.st_extensions import initial_variables, inject_entries
 
-    out = []
-    for book, has_marks in zip(books, marked, strict=True):
-        if not has_marks:
-            out.append(book)
-            continue
-        entries = list((book.get("entries") or {}).values())
-        name = str(book.get("name") or "")
+    picked = [i for i, has_marks in enumerate(marked) if has_marks]
+    for i in picked:
+        entries = list((books[i].get("entries") or {}).values())
+        name = str(books[i].get("name") or "")
         run.inject.extend(inject_entries(entries, world=name, settings=run.settings, expand=run.expand,
                                          seed=loaded.req.options.seed))
         initial, diags = initial_variables(entries, settings=run.settings, expand=run.expand)
         loaded.warnings.extend(diags)
         run.initial.update(initial)
-        kept, diags = prepare_world_entries(entries, settings=run.settings, variables=run.variables,
-                                            context=run.context())
-        loaded.warnings.extend(diags)
+        run.generate.extend(_generate_entries(books[i], loaded, run))
+    prepared = _prepared_world([books[i] for i in picked], loaded, run)
+    out = list(books)
+    for i, kept in zip(picked, prepared, strict=True):
+        entries = list((books[i].get("entries") or {}).values())
         if len(kept) != len(entries) or any(a is not b for a, b in zip(kept, entries, strict=False)):
-            book = {**book, "entries": {str(e.get("uid", i)): e for i, e in enumerate(kept)}}
-        out.append(book)
+            # a cached book's entries are frozen views: the rebuilt book holds plain copies, which the scan reads
+            out[i] = {**books[i], "entries": {str(e.get("uid", k)): as_plain(e) for k, e in enumerate(kept)}}
     return out
+
+
+#: the order in which the extension walks the loaded books' entries (``WORLDINFO_ENTRIES_LOADED``)
+_SOURCE_ORDER = {"character": 0, "global": 1, "persona": 2, "chat": 3}
+
+
+def _prepared_world(books: list[dict[str, Any]], loaded: Any, run: TemplateRun) -> list[list[Mapping[str, Any]]]:
+    """The marked books as the scan gets them, with the pre-scan templates in one VM: ``[GENERATE:BEFORE]``, then
+    ``@@if`` conditions and ``@@preprocessing`` entries (their writes carry to the templates after the scan)."""
+    from ..ejs.st_extensions import prepare_world
+
+    leading = any(e.comment.startswith("[GENERATE:BEFORE]") or "@@generate_before" in e.decorators
+                  for e in run.generate)
+    spec = _generate_spec(loaded, run, "before") if leading else None
+    order = sorted(range(len(books)), key=lambda i: _SOURCE_ORDER.get(str(books[i].get("source")), 1))
+    lists = [list((b.get("entries") or {}).values()) for b in books]
+    # what getwi reads is built only when a template before the scan may call it
+    reads_world = any(any(m in str(e.get("content") or "") for m in ("<%", "getwi", "getWorldInfo"))
+                      for entries in lists for e in entries)
+    prepared = prepare_world(lists, settings=run.settings, variables=run.variables, context=run.context(),
+                             generate=spec, getwi_books=_getwi_books(run) if reads_world else None,
+                             default_book=run.default_book, expand=run.expand, order=order,
+                             now_ms=_now_ms(loaded.req.options.now))
+    loaded.warnings.extend(prepared.warnings)
+    if prepared.variables is not None:
+        run.variables = prepared.variables
+    run.generate_before = prepared.generate_before
+    return _with_activated(books, prepared.books, prepared.activated)
+
+
+def _with_activated(books: list[dict[str, Any]], kept: list[list[Mapping[str, Any]]],
+                    activated: list[tuple[str, int, bool]]) -> list[list[Mapping[str, Any]]]:
+    """The books for the scan with the entries ``activewi`` named before it (a ``[GENERATE:BEFORE]`` entry's call)
+    added as the extension adds them: in place of the entry when the scan has it, else after the book's entries."""
+    if not activated:
+        return kept
+    from ..ejs.st_extensions import activated_entry
+
+    out = [list(entries) for entries in kept]
+    for world, uid, forced in activated:
+        index = next((i for i, b in enumerate(books) if str(b.get("name") or "") == world), None)
+        if index is None:
+            continue
+        raw = next((e for e in (books[index].get("entries") or {}).values() if e.get("uid") == uid), None)
+        if raw is None:
+            continue
+        entry = activated_entry(raw, forced)
+        at = next((k for k, e in enumerate(out[index]) if e.get("uid") == uid), None)
+        if at is None:
+            out[index].append(entry)
+        else:
+            out[index][at] = entry
+    return out
+
+
+def _generate_entries(book: Mapping[str, Any], loaded: Any, run: TemplateRun) -> list[GenerateEntry]:
+    """A book's ``[GENERATE:*]`` entries. The extension takes only entries whose ``vectorized`` is false: an entry
+    of a given world file without the field (the book's model fills it in) is not taken, as SillyTavern loads the
+    file as it is; a card's embedded book gets the field when SillyTavern imports it."""
+    from ..ejs.st_extensions import generate_entries
+
+    name = str(book.get("name") or "")
+    model = next((m for m, _s, _w in loaded.inputs.books if (getattr(m, "name", None) or "book") == name), None)
+    given: Mapping[str, Any] = getattr(model, "entries", None) or {}
+    entries = [{**entry, "vectorized": None} if key in given and "vectorized" not in getattr(
+        given[key], "model_fields_set", {"vectorized"}) else entry for key, entry in (book.get("entries") or {}).items()]
+    return generate_entries(entries, world=name, settings=run.settings, expand=run.expand)
+
+
+def _generate_spec(loaded: Any, run: TemplateRun, phase: str) -> GenerateSpec:
+    from ..ejs.st_prompt_template import GenerateSpec
+
+    wi = loaded.req.world_info
+    return GenerateSpec(run.generate, phase=phase, case_sensitive=bool(wi.world_info_case_sensitive),
+                        match_whole_words=bool(wi.world_info_match_whole_words),
+                        use_group_scoring=bool(wi.world_info_use_group_scoring), seed=loaded.req.options.seed,
+                        before=tuple(run.generate_before))
 
 
 def _getwi_books(run: TemplateRun) -> dict[str, list[WorldEntry]]:
@@ -327,7 +420,8 @@ def apply_templates(final: list[dict[str, Any]], front: Any, spans: Sequence[Seq
         texts = [expand_variable_macros(t, run.variables, uses) if t is not None else None for t in texts]
         run.reads.extend({"kind": u.name, "scope": u.scope, "key": u.path} for u in uses)
     injecting = bool(run.inject) and bool(run.settings.prompt_template.get("inject_loader_enabled"))
-    if run.settings.templates_on and (injecting or any(t is not None and "<%" in t for t in texts)):
+    generating = bool(run.generate) or bool(run.generate_before)
+    if run.settings.templates_on and (injecting or generating or any(t is not None and "<%" in t for t in texts)):
         return _evaluated(final, texts, run, loaded, spans)
     return [{**m, "content": t} if t is not None and t != m["content"] else m
             for m, t in zip(final, texts, strict=True)]
@@ -350,7 +444,9 @@ def _evaluated(final: list[dict[str, Any]], texts: list[str | None], run: Templa
         result = run_extensions(items, settings=settings, variables=run.variables, books=_getwi_books(run),
                                 default_book=run.default_book, context=run.context(), initial=run.initial,
                                 inject_entries=run.inject, now_ms=_now_ms(loaded.req.options.now),
-                                message_index=run.current if run.current >= 0 else None)
+                                message_index=run.current if run.current >= 0 else None,
+                                generate=_generate_spec(loaded, run, "messages") if run.generate or run.generate_before
+                                else None)
     except TemplateBudgetError as exc:
         if spans is None or exc.text is None or exc.text >= len(positions):
             raise
@@ -360,6 +456,7 @@ def _evaluated(final: list[dict[str, Any]], texts: list[str | None], run: Templa
     loaded.warnings.extend(result.warnings)
     run.reads.extend(result.reads)
     run.evaluated = result.evaluated
+    run.pieces = result.pieces
     if result.variables_after is not None:
         run.variables = result.variables_after
     if result.injected is not None:

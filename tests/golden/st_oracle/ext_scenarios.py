@@ -9,14 +9,15 @@ messages (`GENERATE_AFTER_DATA`), then ST-Prompt-Template evaluates the `<% %>` 
 
   ext_scenarios.py list
   ext_scenarios.py show ID
-  ext_scenarios.py run [--only ID,ID]
+  ext_scenarios.py run [--group X|G] [--only ID,ID]
 
 `run` drives SillyTavern 1.18.0 through `../shared/tools/st-oracle/oracle.py` with both extensions installed
 (`setup.py --install-extension`); ST_ORACLE_HOME, ST_URL and STUB_URL choose the oracle (a copy on other ports
-works). The results are kept in `ext_requests.jsonl` beside this file (the `vars-` group in
-`ext_variables_requests.jsonl`), in the format of `requests.jsonl` plus the
-scenario's extension fields and what SillyTavern held after generating (`after_generation`: the variables the
-templates wrote).
+works). The results are kept beside this file, in the format of `requests.jsonl` plus the scenario's extension
+fields and what SillyTavern held after generating (`after_generation`: the variables the templates wrote): group X
+(`ext-*`) in `ext_requests.jsonl`, group G (`gen-*`: the `[GENERATE:*]` / `@@generate_*` special entries and
+`@@preprocessing`) in `ext_generate_requests.jsonl`, group V (`vars-*`: per-message scopes, SillyTavern's own
+variable macros) in `ext_variables_requests.jsonl`, each group with its own failure file.
 """
 from __future__ import annotations
 
@@ -30,9 +31,10 @@ from collections.abc import Iterator
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "ext_requests.jsonl")
 FAILED = os.path.join(HERE, "ext_failed.jsonl")
-#: the variables group (ids ``vars-``): per-message scopes, SillyTavern's own variable macros
-VARS_OUT = os.path.join(HERE, "ext_variables_requests.jsonl")
-VARS_FAILED = os.path.join(HERE, "ext_variables_failed.jsonl")
+#: where each group's recordings and failures are kept
+FILES = {"X": (OUT, FAILED),
+         "G": (os.path.join(HERE, "ext_generate_requests.jsonl"), os.path.join(HERE, "ext_generate_failed.jsonl")),
+         "V": (os.path.join(HERE, "ext_variables_requests.jsonl"), os.path.join(HERE, "ext_variables_failed.jsonl"))}
 
 
 def _module(name: str, path: str) -> Any:
@@ -189,6 +191,136 @@ def corpus_card_case(cid: str, path: str, initvar_comment: str, user_text: str, 
               chat=[a(ms.greeting(card_ref)), u(user_text), a(reply, variables={"stat_data": stat})])
 
 
+def gen_entry(uid: int, keys: list, content: str, comment: str, **kw: Any) -> dict:
+    """A special entry as SillyTavern's editor saves it (``vectorized`` false: the extension only activates such
+    entries) and, by default, disabled (the extension's default takes special entries only when disabled)."""
+    return wi_entry(uid, keys, content, comment=comment, vectorized=False, **{"disable": True, **kw})
+
+
+GEN_BOOK = book(
+    gen_entry(0, [], "GB-const <%- 1 + 1 %> <%- world_info.comment %>\n", "[GENERATE:BEFORE] const", constant=True,
+              order=5),
+    gen_entry(1, ["ships"], "GB-keyed (never: the start has no text to match)\n", "[GENERATE:BEFORE] keyed"),
+    gen_entry(2, [], "@@generate_before\n<% setvar('gb', 7) %>DB-const gb=<%- getvar('gb') %>\n", "deco before",
+              constant=True, order=1),
+    gen_entry(3, ["ships"], "\n[GA-keyed sees gb=<%- getvar('gb') %> len>0=<%- generateBuffer.length > 0 %>]",
+              "[GENERATE:AFTER] keyed"),
+    gen_entry(4, ["zzzz-never"], "\n[GA-unmatched]", "[GENERATE:AFTER] unmatched"),
+    gen_entry(5, ["lamp glass"], "@@generate_after\n\n[DA-keyed {{char}}]", "deco after keyed", order=50),
+    gen_entry(6, ["ships"], "\n[GA-enabled: not taken]", "[GENERATE:AFTER] enabled", disable=False),
+    gen_entry(7, ["ships"], "@@always_enabled\n\n[GA-always-enabled]", "[GENERATE:AFTER] always", disable=False,
+              order=200),
+    gen_entry(8, [], "\n[GA-const-failing <% throw new Error('gen boom') %>]", "[GENERATE:AFTER] failing",
+              constant=True, order=300),
+    gen_entry(9, ["ships"], "Plain keyed entry sees gb=<%- getvar('gb') %>.", "plain", disable=False))
+GEN_CARD = small_card("Mira", "Generate probe for {{char}}: gb=<%- getvar('gb') %>.")
+
+GEN_INDEX_BOOK = book(
+    gen_entry(0, [], "[0-before] ", "[GENERATE:0:BEFORE]", constant=True),
+    gen_entry(1, [], "@@generate_before 3\n[3-before, message fails] ", "deco 3 before", constant=True),
+    gen_entry(2, ["ships"], " [6-after keyed, sees <%- getvar('seen') %>]", "[GENERATE:6:AFTER]"),
+    gen_entry(3, ["lamp"], " [6-after unmatched]", "[GENERATE:6:AFTER] other"),
+    gen_entry(4, ["lamp"], " [5-after keyed]", "[GENERATE:5:AFTER]"),
+    gen_entry(5, [], "@@generate_after 2\n [2-after by decorator]", "deco 2 after", constant=True),
+    gen_entry(6, [], " [2-after order 20]", "[GENERATE:2:AFTER] b", constant=True, order=20),
+    gen_entry(7, [], " [2-after order 10]", "[GENERATE:2:AFTER] a", constant=True, order=10),
+    gen_entry(8, [], " [2-after at depth 0]", "[GENERATE:2:AFTER] depth", constant=True, order=30, position=4,
+              depth=0),
+    gen_entry(9, [], " [40-after: no such message]", "[GENERATE:40:AFTER]", constant=True),
+    gen_entry(10, [], " [3-after, message fails]", "[GENERATE:3:AFTER]", constant=True),
+    gen_entry(11, [], "[1-before] ", "[GENERATE:1:BEFORE]", constant=True))
+GEN_INDEX_CARD = small_card("Mira", "Index probe <% setvar('seen', 'desc') %>for {{char}}.",
+                            personality="Broken <% if ( %> personality")
+
+GEN_REGEX_BOOK = book(
+    gen_entry(0, [], "[regex ships: <%- typeof matched_message %>]", "[GENERATE:REGEX:ships]", constant=True),
+    gen_entry(1, ["ships"], "[regex keyed]", "[GENERATE:REGEX:Any]"),
+    gen_entry(2, [], "[regex enabled]", "[GENERATE:REGEX:tonight]", disable=False, constant=True))
+GEN_REGEX_CARD = small_card("Mira", "Regex probe for {{char}}.")
+
+PRE_BOOK = book(
+    wi_entry(0, [], "@@preprocessing\n<% setvar('pre', 'P') %>The bell says <%- 'beacon' + 'word' %> for {{char}}. "
+                    "<%- '<' + '%- 6 * 7 %' + '>' %>", constant=True, order=1, vectorized=False),
+    wi_entry(1, ["beaconword"], "Woken by the preprocessed keyword (pre=<%- getvar('pre') %>).", order=2,
+             vectorized=False),
+    wi_entry(2, ["ships"], "@@preprocessing\nKeyed preprocessing <%- 'entry' %>.", order=3, vectorized=False),
+    wi_entry(3, ["ships"], "[Preprocessing] by title <%- 'T' %>.", comment="[Preprocessing] title", order=4,
+             vectorized=False),
+    wi_entry(4, [], "@@preprocessing\nships", comment="content is a chat word", order=5, vectorized=False,
+             key=["zzzz-never"]),
+    wi_entry(5, [], "@@preprocessing\nDisabled <%- 'pre' %>.", order=6, vectorized=False, disable=True,
+             constant=True))
+PRE_CARD = small_card("Mira", "Preprocess probe for {{char}}: pre=<%- getvar('pre') %>.")
+
+PRE_NOCONST_BOOK = book(
+    wi_entry(0, ["ships"], "@@preprocessing\nThe bell says <%- 'beacon' + 'word' %>.", order=1, vectorized=False),
+    wi_entry(1, ["beaconword"], "Woken by the keyword.", order=2, vectorized=False),
+    wi_entry(2, ["zzzz-never"], "@@preprocessing\n<%- 'Any' + ' ships' %>", order=3, vectorized=False))
+
+
+GEN_CARD_BOOK_NAME = "oracle-gen-card-world"
+GEN_CARD_BOOK_CARD = small_card("Mira", "Card-book generate probe for {{char}}.")
+GEN_CARD_BOOK_CARD["data"]["extensions"]["world"] = GEN_CARD_BOOK_NAME
+GEN_CARD_BOOK_CARD["data"]["character_book"] = {"name": GEN_CARD_BOOK_NAME, "entries": [
+    card_entry(0, "[GENERATE:AFTER] card", "\n[card after <%- 1 %>]", enabled=False, constant=True, order=10),
+    card_entry(1, "[GENERATE:1:BEFORE] card", "[card 1-before] ", enabled=False, constant=True),
+    card_entry(2, "[GENERATE:AFTER] gated off", "@@always_enabled\n@@if getvar('flag') === 2\n\n[gated off]",
+               constant=True, order=20),
+    card_entry(3, "[GENERATE:AFTER] gated on", "@@always_enabled\n@@if getvar('flag') === 1\n\n[gated on]",
+               constant=True, order=30),
+    card_entry(4, "pre", "@@preprocessing\nCard pre <%- 'X' + getvar('flag') %>.", constant=True, keys=()),
+    {**card_entry(5, "[GENERATE:AFTER] group a", "\n[group a]", enabled=False, constant=True, order=40),
+     "extensions": {"position": 0, "depth": 4, "probability": 100, "useProbability": True, "group": "g",
+                    "group_override": True}},
+    {**card_entry(6, "[GENERATE:AFTER] group b", "\n[group b]", enabled=False, constant=True, order=50),
+     "extensions": {"position": 0, "depth": 4, "probability": 100, "useProbability": True, "group": "g",
+                    "group_override": True}}]}
+
+GEN_INVERT_BOOK = book(
+    gen_entry(0, [], "\n[enabled after]", "[GENERATE:AFTER] enabled", constant=True, disable=False),
+    gen_entry(1, [], "\n[disabled after]", "[GENERATE:AFTER] disabled", constant=True),
+    gen_entry(2, [], "[enabled before] ", "[GENERATE:BEFORE] enabled", constant=True, disable=False))
+
+
+GEN_ACTIVEWI_BOOK = book(
+    gen_entry(0, [], "<% await activewi('oracle-gen-activewi', 'target forced', true); await activewi("
+                     "'oracle-gen-activewi', 'target keyed'); await activewi('oracle-gen-activewi', 'target plain'); "
+                     "await activewi('oracle-gen-activewi', 'target dont', true); await activewi('oracle-gen-activewi', "
+                     "'no such entry', true) %>", "[GENERATE:BEFORE] activator", constant=True),
+    gen_entry(1, ["zzzz-never"], "Forced target.", "target forced", order=10),
+    gen_entry(2, ["ships"], "Keyed target.", "target keyed", order=20),
+    gen_entry(3, ["zzzz-never"], "Plain target (never).", "target plain", order=30, disable=False),
+    gen_entry(4, ["zzzz-never"], "@@dont_activate\nForced through dont_activate.", "target dont", order=40,
+              disable=False))
+
+
+def gen_scenarios() -> Iterator[dict]:
+    yield sc("gen-before-after", "[GENERATE:BEFORE]/[GENERATE:AFTER] and @@generate_before/@@generate_after: "
+             "constant and keyed, matched and not, enabled (not taken) and @@always_enabled, a failing one; one VM "
+             "with the messages", GEN_CARD, book=GEN_BOOK, group="G")
+    yield sc("gen-index", "[GENERATE:n:BEFORE]/[GENERATE:n:AFTER] and @@generate_before/after n: keyed against the "
+             "message, order and depth, an index past the end, a message whose template fails", GEN_INDEX_CARD,
+             book=GEN_INDEX_BOOK, group="G")
+    yield sc("gen-regex", "[GENERATE:REGEX:...] entries (documented; what 1.17.4.1 does with them)",
+             GEN_REGEX_CARD, book=GEN_REGEX_BOOK, group="G")
+    yield sc("gen-preprocess", "@@preprocessing / [Preprocessing] evaluated before the world-info scan: a constant "
+             "entry writes a keyword another entry waits for; keyed, disabled; keys after preprocessing",
+             PRE_CARD, book=PRE_BOOK, group="G")
+    yield sc("gen-card-book", "the card's embedded book (imported: vectorized false): [GENERATE:*] entries, "
+             "@@always_enabled with @@if, an inclusion group with override, @@preprocessing", GEN_CARD_BOOK_CARD,
+             import_embedded_book=True, chat_variables={"flag": 1}, group="G")
+    yield sc("gen-invert-off", "invert_enabled off: enabled special entries are the loader's, disabled ones not",
+             small_card("Mira", "Invert probe for {{char}}."), book=GEN_INVERT_BOOK, group="G",
+             extensions={"prompt_template": {"enabled": True, "settings": {"invert_enabled": False}},
+                         "tavern_helper": True})
+    yield sc("gen-activewi", "activewi from a [GENERATE:BEFORE] entry: forced, keyed, plain, through "
+             "@@dont_activate, a missing entry", small_card("Mira", "Activewi probe for {{char}}."),
+             book=GEN_ACTIVEWI_BOOK, group="G")
+    yield sc("gen-preprocess-keyed", "@@preprocessing without the constant flag: what its keys become and what the "
+             "scan then activates", small_card("Mira", "Keyed preprocess probe for {{char}}."),
+             book=PRE_NOCONST_BOOK, group="G")
+
+
 def scenarios() -> Iterator[dict]:
     yield sc("ext-order", "evaluation order: ST macros, then Tavern Helper's macros, then EJS over the final messages; "
              "getvar of the three scopes; format/get variable macros", small_card("Mira", ORDER_DESC),
@@ -323,7 +455,10 @@ def record(s: dict, res: dict) -> dict:
 
 
 def main(argv: list) -> int:
-    all_sc = list(scenarios())
+    all_sc = list(scenarios()) + list(gen_scenarios())
+    for s in all_sc:
+        if s["id"].startswith("vars-"):
+            s["group"] = "V"
     ids = [s["id"] for s in all_sc]
     assert len(ids) == len(set(ids)), "duplicate scenario ids"
     if not argv or argv[0] == "list":
@@ -338,13 +473,21 @@ def main(argv: list) -> int:
         print(__doc__)
         return 2
     sel = all_sc
+    if "--group" in argv:
+        sel = [s for s in sel if s["group"] == argv[argv.index("--group") + 1]]
     if "--only" in argv:
         want = set(argv[argv.index("--only") + 1].split(","))
         sel = [s for s in sel if s["id"] in want]
-    files = {False: (OUT, FAILED), True: (VARS_OUT, VARS_FAILED)}
-    done = {**ms.load_jsonl(OUT), **ms.load_jsonl(VARS_OUT)}
-    failed = {**ms.load_jsonl(FAILED), **ms.load_jsonl(VARS_FAILED)}
     res = ms.run_batch(sel)
+    for group in sorted({s["group"] for s in sel}):
+        keep(group, [s for s in sel if s["group"] == group], [s["id"] for s in all_sc if s["group"] == group], res)
+    return 0
+
+
+def keep(group: str, sel: list, ids: list, res: dict) -> None:
+    """Merge one group's results by id into its own files."""
+    out, failed_path = FILES[group]
+    done, failed = ms.load_jsonl(out), ms.load_jsonl(failed_path)
     for s in sel:
         r = res.get(s["id"]) or {"ok": False, "error": "no result"}
         if r.get("ok"):
@@ -353,19 +496,15 @@ def main(argv: list) -> int:
         else:
             failed[s["id"]] = {"id": s["id"], "error": r.get("error", "")[:2000]}
             done.pop(s["id"], None)
-    for group, (out, fail) in files.items():
-        mine = [cid for cid in ids if cid.startswith("vars-") == group]
-        with open(out, "w", encoding="utf-8") as f:
-            for cid in mine:
-                if cid in done:
-                    f.write(json.dumps(done[cid], ensure_ascii=False) + "\n")
-        if any(cid in failed for cid in mine) or os.path.exists(fail):
-            with open(fail, "w", encoding="utf-8") as f:
-                for cid in mine:
-                    if cid in failed:
-                        f.write(json.dumps(failed[cid], ensure_ascii=False) + "\n")
-    print(f"{len(done)} recorded, {len(failed)} failed", flush=True)
-    return 0
+    with open(out, "w", encoding="utf-8") as f:
+        for cid in ids:
+            if cid in done:
+                f.write(json.dumps(done[cid], ensure_ascii=False) + "\n")
+    with open(failed_path, "w", encoding="utf-8") as f:
+        for cid in ids:
+            if cid in failed:
+                f.write(json.dumps(failed[cid], ensure_ascii=False) + "\n")
+    print(f"group {group}: {len(done)} recorded, {len(failed)} failed", flush=True)
 
 
 if __name__ == "__main__":
