@@ -142,7 +142,8 @@ def measure(rounds: int, size: int, spare: bool) -> dict[str, Any]:
     for name, row in rows.items():
         out[name] = {"error_ms": summary(row["error"]), "next_ratio": summary(row["next"]),
                      "error_minus_floor_ms": summary(row["over"]),
-                     "next_ms": summary(row["next_ms"]), "after_trivial_ms": summary(row["after_trivial_ms"]), "codes": sorted(set(map(str, row["codes"])))}
+                     "next_ms": summary(row["next_ms"]), "after_trivial_ms": summary(row["after_trivial_ms"]),
+                     "codes": sorted(set(map(str, row["codes"])))}
     out["floor_ms"] = summary(floors)
     out["in_a_row_error_ms"] = summary(in_a_row)
     worst = max([max(row["error"]) for row in rows.values()] + in_a_row)

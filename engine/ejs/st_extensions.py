@@ -74,6 +74,8 @@ class ExtensionsResult:
     injected: list[tuple[str, str]] | None = None
     #: the variables as the templates left them (``None``: no template ran)
     variables_after: StVariables | None = None
+    #: the marked evaluation (``marks=True``) only: per message, the ranges its templates produced
+    spans: list[list[tuple[int, int, dict[str, Any]]] | None] | None = None
 
 
 def run_extensions(
@@ -88,9 +90,11 @@ def run_extensions(
     now_ms: int | None = None,
     initial: Mapping[str, Any] | None = None,
     inject_entries: Sequence[InjectEntry] = (),
+    marks: bool = False,
 ) -> ExtensionsResult:
     """Tavern Helper's pass, then ST-Prompt-Template's evaluation, over the final ``messages`` (``role`` and
-    ``content`` each). Raises ``TemplateError`` when a template budget trips."""
+    ``content`` each). Raises ``TemplateError`` when a template budget trips. ``marks``: the marked evaluation
+    (:mod:`.st_template_marks`), for the ranges each template produced (``spans``)."""
     contents = [str(m.get("content") or "") for m in messages]
     reads: list[dict[str, Any]] = []
     if settings.tavern_helper:
@@ -104,9 +108,10 @@ def run_extensions(
     result = evaluate_prompt_templates(texts, variables=variables, books=books, default_book=default_book,
                                        context=context, limits=limits, now_ms=now_ms, initial_variables=initial,
                                        inject=inject_entries if settings.prompt_template.get("inject_loader_enabled")
-                                       else (), roles=[str(m.get("role") or "system") for m in messages])
+                                       else (), roles=[str(m.get("role") or "system") for m in messages],
+                                       marks=marks)
     return ExtensionsResult(result.texts, result.warnings, result.variables_patch, reads + result.reads,
-                            result.evaluated, result.messages, result.variables_after)
+                            result.evaluated, result.messages, result.variables_after, result.spans)
 
 
 def filter_templates(text: str) -> str:

@@ -35,6 +35,7 @@ from typing import Any
 from ..errors import Diagnostic, Span, TemplateError
 from ..macros.st_variables import StVariables
 from ..sandbox import Limits, Usage, run_program
+from .st_template_marks import Origin, unmark
 
 __all__ = ["InjectEntry", "PromptTemplateContext", "PromptTemplateLimits", "PromptTemplateResult", "TemplateText", "WorldEntry",
            "evaluate_prompt_templates", "json_patch", "split_decorators"]
@@ -143,6 +144,9 @@ class PromptTemplateResult:
     variables_after: StVariables | None = None
     #: with ``@INJECT`` entries: every message after the injections, ``(role, content)``
     messages: list[tuple[str, str]] | None = None
+    #: the marked evaluation only (``marks=True``): per text, ``(start, end, description)`` of each range its
+    #: templates produced (``None``: not evaluated)
+    spans: list[list[tuple[int, int, dict[str, Any]]] | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -170,11 +174,17 @@ def _first_line() -> int:
     return _runtime().count("\n") + 10
 
 
-def _compile(text: str) -> Any:
-    """The compiled template, or the syntax error (the template then fails, as in the extension)."""
+def _compile(text: str, marks: bool = False) -> Any:
+    """The compiled template (``marks``: its marked variant, :mod:`.st_template_marks`), or the syntax error (the
+    template then fails, as in the extension)."""
     from .render import compile_source
 
     try:
+        if marks:
+            from .compiler import compile_template
+            from .parser import parse_template
+
+            return compile_template(parse_template(text), marks=True)
         return compile_source(text)
     except TemplateError as exc:
         return exc
@@ -183,9 +193,17 @@ def _compile(text: str) -> Any:
 class _Layout:
     """Gives every compiled template lines of its own, so an error position names one template."""
 
-    def __init__(self) -> None:
+    def __init__(self, marks: bool = False) -> None:
         self.next_line = _first_line()
         self.units: list[_Unit] = []
+        #: the marked evaluation: templates compiled with marks, and every origin a marker can name
+        self.marks = marks
+        self.origins: list[Origin] = []
+
+    def origin(self, label: str, info: Mapping[str, Any], compiled: Any) -> int:
+        """A new origin's index (``compiled``: the template, ``None`` for a plain entry or a failed compile)."""
+        self.origins.append(Origin(label, info, compiled if not isinstance(compiled, TemplateError) else None))
+        return len(self.origins) - 1
 
     def place(self, key: str, label: str, compiled: Any) -> _Unit:
         unit = _Unit(key, label, self.next_line, compiled)
@@ -218,7 +236,7 @@ def _books_json(books: Mapping[str, Sequence[WorldEntry]], layout: _Layout) -> s
     A shortcut beside the plain path it equals (:func:`_entries_input` then ``json.dumps``): the same books give
     the same text and lines every request, so it is kept by the books' content digest (a card's book is sent with
     every message of a chat) and only the layout is replayed."""
-    if not USE_BOOKS_CACHE:
+    if not USE_BOOKS_CACHE or layout.marks:
         return json.dumps(_entries_input(books, layout), ensure_ascii=True, separators=(",", ":"))
     digest = hashlib.blake2b(digest_size=20)
     for name, entries in books.items():
@@ -255,8 +273,9 @@ def _entries_input(books: Mapping[str, Sequence[WorldEntry]], layout: _Layout) -
             row: dict[str, Any] = {"uid": e.uid, "comment": e.comment, "content": e.content, "source": None,
                                    "line": 0, "key": f"w:{e.world}:{e.uid}", "label": label,
                                    "info": {"world": e.world, "uid": e.uid, "comment": e.comment}}
+            compiled = None
             if "<%" in e.content:
-                compiled = _compile(e.content)
+                compiled = _compile(e.content, layout.marks)
                 if isinstance(compiled, TemplateError):
                     # evaluated only if a template reads it: a template that does fails with this error
                     row["source"] = "(function () { throw new SyntaxError(" + json.dumps(compiled.message) + "); })"
@@ -264,6 +283,8 @@ def _entries_input(books: Mapping[str, Sequence[WorldEntry]], layout: _Layout) -
                 else:
                     unit = layout.place(row["key"], label, compiled)
                     row["source"], row["line"] = compiled.program, unit.line
+            if layout.marks:
+                row["origin"] = layout.origin(label, row["info"], compiled)
             rows.append(row)
         out[name] = rows
     return out
@@ -295,17 +316,21 @@ def evaluate_prompt_templates(
     initial_variables: Mapping[str, Any] | None = None,
     inject: Sequence[InjectEntry] = (),
     roles: Sequence[str] = (),
+    marks: bool = False,
 ) -> PromptTemplateResult:
     """Evaluate the ``<% %>`` of ``texts`` in order, in one VM (texts without ``<%`` are not touched and cost no
     VM when none has one). ``initial_variables`` are the extension's ``[InitialVariables]`` (read between the
-    global and the chat variables, never written). Raises ``TemplateError`` when a budget trips."""
+    global and the chat variables, never written). Raises ``TemplateError`` when a budget trips.
+
+    ``marks``: the marked evaluation (:mod:`.st_template_marks`): the same, with ``spans`` saying which template
+    produced each range of each evaluated text; only those spans are meant to be used from it."""
     variables = variables or StVariables()
     context = context or PromptTemplateContext()
     limits = limits or PromptTemplateLimits()
     out_texts = [t.text for t in texts]
     if not inject and not any("<%" in t.text for t in texts):
         return PromptTemplateResult(out_texts, [], {}, [], [False] * len(texts))
-    layout = _Layout()
+    layout = _Layout(marks)
     books_json = _books_json(books or {}, layout)
     templates, order, warnings = _place_templates(texts, layout)
     if not templates and not inject:
@@ -324,8 +349,25 @@ def evaluate_prompt_templates(
     }
     if inject:  # every message's text and role, for placing the injected ones
         payload.update(texts=out_texts, roles=list(roles) or ["system"] * len(texts))
+    if marks:
+        payload["marks"] = True
     reply = _run(payload, books_json, limits, layout, now_ms)
-    return _collected(reply, texts, order, warnings, variables, layout)
+    result = _collected(reply, texts, order, warnings, variables, layout)
+    return _unmarked(result, layout) if marks else result
+
+
+def _unmarked(result: PromptTemplateResult, layout: _Layout) -> PromptTemplateResult:
+    """The marked evaluation's texts without their markers, and each evaluated text's spans."""
+    spans: list[list[tuple[int, int, dict[str, Any]]] | None] = []
+    for i, text in enumerate(result.texts):
+        if not result.evaluated[i]:
+            spans.append(None)
+            continue
+        plain, marked = unmark(text, layout.origins)
+        result.texts[i] = plain
+        spans.append([(s.start, s.end, s.info(layout.origins)) for s in marked])
+    result.spans = spans
+    return result
 
 
 def _place_templates(texts: Sequence[TemplateText], layout: _Layout
@@ -338,12 +380,14 @@ def _place_templates(texts: Sequence[TemplateText], layout: _Layout
     for i, t in enumerate(texts):
         if "<%" not in t.text:
             continue
-        compiled = _compile(t.text)
+        compiled = _compile(t.text, layout.marks)
         if isinstance(compiled, TemplateError):
             warnings.append(_warning(t.label, compiled.message, "TEMPLATE_SYNTAX", t.text, compiled.span))
             continue
         unit = layout.place(f"m{len(templates)}", t.label, compiled)
         templates.append({"source": compiled.program, "line": unit.line, "label": t.label, "index": i})
+        if layout.marks:
+            templates[-1]["origin"] = layout.origin(t.label, {}, compiled)
         order.append(i)
     return templates, order, warnings
 
@@ -389,13 +433,16 @@ def _inject_input(inject: Sequence[InjectEntry], layout: _Layout) -> list[dict[s
         row: dict[str, Any] = {"comment": e.comment, "content": e.content, "order": e.order, "source": None,
                                "line": 0, "key": f"i:{e.world}:{e.uid}", "label": label,
                                "info": {"world": e.world, "uid": e.uid, "comment": e.comment}}
+        compiled = None
         if "<%" in e.content:
-            compiled = _compile(e.content)
+            compiled = _compile(e.content, layout.marks)
             if isinstance(compiled, TemplateError):
                 row["source"], row["line"] = ("(function () { throw new SyntaxError(" + json.dumps(compiled.message)
                                               + "); })"), 1
             else:
                 row["source"], row["line"] = compiled.program, layout.place(row["key"], label, compiled).line
+        if layout.marks:
+            row["origin"] = layout.origin(label, row["info"], compiled)
         rows.append(row)
     return rows
 

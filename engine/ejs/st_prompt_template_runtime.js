@@ -238,6 +238,25 @@
     }
     return null;
   }
+  // --- provenance marks (the marked evaluation only: see st_prompt_template.py, ``marks``) ------------------------
+  // The compiler's marks (U+FDD0, hex digits, U+FDD1) are tagged with the origin of the template that appended them;
+  // what ``getwi`` returns is bracketed (U+FDD6 ... U+FDD7), so text after it is the caller's again.
+  const MARKS = IN.marks === true;
+  function hexTag(n) {
+    let s = '';
+    for (const d of n.toString(16)) s += String.fromCharCode(0xFDE0 + parseInt(d, 16));
+    return s;
+  }
+  function originMark(origin, mark) { return '\uFDD0' + hexTag(origin) + '\uFDD3' + mark + '\uFDD1'; }
+  function markedAppend(origin, s) {
+    return s.length <= 12 && s.charCodeAt(0) === 0xFDD0 && s.charCodeAt(s.length - 1) === 0xFDD1
+      ? originMark(origin, s.slice(1, -1)) : s;
+  }
+  function bracketed(e, text) {
+    if (!MARKS || text === '') return text;
+    return '\uFDD6' + (e.source === null ? originMark(e.origin, '') : '') + text + '\uFDD7';
+  }
+
   const compiled = new Map();
   function fnOf(key, src, line) {
     if (compiled.has(key)) return compiled.get(key);
@@ -262,10 +281,10 @@
     if (depth >= LIM.getwi_depth) throw budget('TEMPLATE_STACK_LIMIT', 'getwi nested more than ' + LIM.getwi_depth + ' deep (an entry that reads itself?) at ' + book + '/' + e.comment, e.label);
     merge(CTX, data);
     CTX.world_info = e.info;
-    if (e.source === null) return e.content;
+    if (e.source === null) return bracketed(e, e.content);
     depth++;
     try {
-      return await run(e.key, e.source, e.line, e.label);
+      return bracketed(e, await run(e.key, e.source, e.line, e.label, e.origin));
     } finally {
       depth--;
     }
@@ -376,7 +395,7 @@
   }
 
   // --- one template -------------------------------------------------------------------------------------------------
-  async function run(key, source, line, label) {
+  async function run(key, source, line, label, origin) {
     const made = fnOf(key, source, line);
     if (made.error !== undefined) throw made.error;
     const parts = [];
@@ -385,7 +404,7 @@
       api: CTX, locals: {}, escape: (v) => v, finish: () => {},
       append: (v) => {
         if (v === undefined || v === null) return;
-        const s = '' + v;
+        const s = MARKS ? markedAppend(origin, '' + v) : '' + v;
         size += s.length;
         if (size > LIM.template_output) throw budget('TEMPLATE_OUTPUT_LIMIT', label + ' printed more than ' + LIM.template_output + ' characters', label);
         parts.push(s);
@@ -416,7 +435,7 @@
       let content;
       try {
         merge(CTX, { world_info: e.info });
-        content = e.source === null ? e.content : await run(e.key, e.source, e.line, e.label);
+        content = e.source === null ? e.content : await run(e.key, e.source, e.line, e.label, e.origin);
       } catch (err) {
         if (tripped !== null) throw err;
         out.inject_errors.push({ label: e.label, name: isObj(err) ? err.name : typeof err, message: isObj(err) ? err.message : String(err),
@@ -477,7 +496,7 @@
   for (let i = 0; i < IN.templates.length; i++) {
     const t = IN.templates[i];
     try {
-      out.results.push({ text: await run('m' + i, t.source, t.line, t.label) });
+      out.results.push({ text: await run('m' + i, t.source, t.line, t.label, t.origin) });
     } catch (e) {
       if (tripped !== null) { out.tripped = tripped; break; }
       const note = isObj(e) ? notes.get(e) || {} : {};

@@ -24,8 +24,9 @@ and the template machinery is not even imported: a plain request costs what it d
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..macros import expand_macros
@@ -64,6 +65,9 @@ class TemplateRun:
     preset_prompts: dict[str, str] = field(default_factory=dict)
     #: the books SillyTavern scans, as :func:`prepare_books` saw them (read by ``getwi`` once a template runs)
     scanned: list[dict[str, Any]] = field(default_factory=list)
+    #: the marked evaluation of the final messages (:mod:`..ejs.st_template_marks`), run only when the request's
+    #: provenance is read; ``None``: no template changed a final message in place
+    marked: Callable[[], Any] | None = None
     _settings: Any = None
 
     @property
@@ -232,14 +236,16 @@ def _evaluated(final: list[dict[str, Any]], texts: list[str | None], run: Templa
         run.preset_prompts = {str(p.get("name")): run.expand(str(p.get("content") or ""))
                               for p in loaded.preset.get("prompts") or [] if isinstance(p, Mapping) and p.get("name")}
     settings = replace(run.settings, tavern_helper=False)  # its pass ran above
-    result = run_extensions(items, settings=settings, variables=run.variables, books=_getwi_books(run),
-                            default_book=run.default_book, context=run.context(), initial=run.initial,
-                            inject_entries=run.inject, now_ms=_now_ms(loaded.req.options.now))
+    evaluation = partial(run_extensions, items, settings=settings, variables=run.variables, books=_getwi_books(run),
+                         default_book=run.default_book, context=run.context(), initial=run.initial,
+                         inject_entries=run.inject, now_ms=_now_ms(loaded.req.options.now))
+    result = evaluation()
     loaded.warnings.extend(result.warnings)
     run.reads.extend(result.reads)
     run.evaluated = result.evaluated
     if result.variables_after is not None:
         run.variables = result.variables_after
+    run.marked = partial(evaluation, marks=True) if result.injected is None else None
     if result.injected is not None:
         others = [m for m in final if not isinstance(m.get("content"), str)]
         return [{"role": role, "content": content} for role, content in result.injected] + others
