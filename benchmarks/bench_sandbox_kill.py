@@ -98,7 +98,8 @@ def measure(rounds: int, size: int, spare: bool) -> dict[str, Any]:
     has_spare = getattr(pool, "_spare", None) is not None  # the base commit's pool has none
     trivial, hostile = _programs()
     load_before = os.getloadavg()[0]
-    rows: dict[str, dict[str, list[float]]] = {name: {"error": [], "next": [], "codes": [], "over": []}
+    rows: dict[str, dict[str, list[float]]] = {name: {"error": [], "next": [], "codes": [], "over": [],
+                                                       "next_ms": [], "after_trivial_ms": []}
                                                 for name in hostile}
     in_a_row: list[float] = []
     floors: list[float] = []
@@ -121,6 +122,8 @@ def measure(rounds: int, size: int, spare: bool) -> dict[str, Any]:
                 rows[name]["over"].append(wall - base - floors[-1])
                 rows[name]["error"].append(wall - base)
                 rows[name]["next"].append(after_kill / after_trivial)
+                rows[name]["next_ms"].append(after_kill)
+                rows[name]["after_trivial_ms"].append(after_trivial)
                 rows[name]["codes"].append(code)  # type: ignore[arg-type]
             time.sleep(0.2)
             base, _ = _timed(pool, trivial)
@@ -138,7 +141,9 @@ def measure(rounds: int, size: int, spare: bool) -> dict[str, Any]:
                            "load": [load_before, os.getloadavg()[0]], "goal_error_ms": GOAL_ERROR_MS}
     for name, row in rows.items():
         out[name] = {"error_ms": summary(row["error"]), "next_ratio": summary(row["next"]),
-                     "error_minus_floor_ms": summary(row["over"]), "codes": sorted(set(map(str, row["codes"])))}
+                     "error_minus_floor_ms": summary(row["over"]),
+                     "next_ms": summary(row["next_ms"]), "after_trivial_ms": summary(row["after_trivial_ms"]),
+                     "codes": sorted(set(map(str, row["codes"])))}
     out["floor_ms"] = summary(floors)
     out["in_a_row_error_ms"] = summary(in_a_row)
     worst = max([max(row["error"]) for row in rows.values()] + in_a_row)
@@ -166,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
         over = row["error_minus_floor_ms"]
         print(f"{name:14s} error - trivial: median {err['median']:6.1f} ms, max {err['max']:6.1f} ms "
               f"(- floor: median {over['median']:6.1f}, max {over['max']:6.1f})  "
-              f"next / after a trivial one: median {nxt['median']:5.2f}x, max {nxt['max']:5.2f}x  "
+              f"next / after a trivial one: median {nxt['median']:5.2f}x, max {nxt['max']:5.2f}x "
+              f"({row['next_ms']['median']:.2f} / {row['after_trivial_ms']['median']:.2f} ms)  "
               f"({', '.join(row['codes'])})")
     fl = figures["floor_ms"]
     print(f"{'floor':14s} {CPU_GRACE_S * 1000 + Limits().time_ms:g} ms of CPU in a process over a pipe: "

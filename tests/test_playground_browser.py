@@ -190,6 +190,25 @@ def test_hovering_an_assembled_span_names_its_world_info_entry_and_highlights_it
         "The Gull Rock light is a hundred years old; its lamp turns on clockwork Mira winds every four hours.")
 
 
+def test_assemble_attributes_each_template_output_to_its_tag_or_the_entry_getwi_read(page: Any) -> None:
+    """Issue 26: the evaluated request, each ST-Prompt-Template output attributed (its template's tag and line, or
+    the world-info entry ``getwi`` printed, highlighted in the request)."""
+    set_mode(page, "assemble")
+    request = json.loads(page.input_value("[data-testid=inputs]"))
+    main = next(p for p in request["preset"]["prompts"] if p.get("identifier") == "main")
+    main["content"] = "Lore: <%- await getwi('Gull Rock', 'The lighthouse') %> Sum <%= 20 + 22 %>."
+    fill(page, "inputs", json.dumps(request, indent=2))
+    first = page.locator("[data-testid=output] .block").first
+    assert "Sum 42." in first.inner_text() and "<%" not in first.inner_text()
+    first.locator(".piece-world_info", has_text="The Gull Rock light").first.hover()
+    details = page.inner_text("[data-testid=provenance]")
+    assert 'book "Gull Rock", entry 0 "The lighthouse", read by getwi' in details
+    assert highlighted(page, "inputs") == json.dumps(
+        "The Gull Rock light is a hundred years old; its lamp turns on clockwork Mira winds every four hours.")
+    first.locator(".piece-ejs_output", has_text="42").first.hover()
+    assert "EJS escaped at 1:" in page.inner_text("[data-testid=provenance]")
+
+
 def test_hovering_a_macro_names_the_prompt_identifier_and_the_macro(page: Any) -> None:
     set_mode(page, "assemble")
     first = page.locator("[data-testid=output] .block").first

@@ -108,8 +108,10 @@ def test_the_provenance_names_the_templates_output() -> None:
     out = assemble_request(_request()).to_dict()
     assert out["provenance_of"] == "messages"
     first = out["provenance"][0]["spans"]
-    assert [s["kind"] for s in first] == ["template_output"] and first[0]["template"] == "message 0 (system)"
-    assert first[0]["end"] == len("Main. HP 9 chat")
+    # the text as the template saw it (Tavern Helper's macros ran before), then what ``<%- getvar('cv') %>`` printed
+    assert [(s["kind"], s["template"], s["token"], s["start"], s["end"], s["line"], s["column"]) for s in first] == [
+        ("template_output", "message 0 (system)", "text", 0, len("Main. HP 9 "), 1, 1),
+        ("template_output", "message 0 (system)", "output", len("Main. HP 9 "), len("Main. HP 9 chat"), 1, 12)]
 
 
 def test_a_message_variables_must_be_an_object() -> None:

@@ -81,6 +81,8 @@ class ExtensionsResult:
     variables_after: StVariables | None = None
     #: with ``[GENERATE:*]`` entries: per message, its pieces, ``None`` for a message they left alone
     pieces: list[list[GeneratedPiece] | None] | None = None
+    #: the marked evaluation (``marks=True``) only: per message, the ranges its templates produced
+    spans: list[list[tuple[int, int, dict[str, Any]]] | None] | None = None
 
 
 def run_extensions(
@@ -97,10 +99,12 @@ def run_extensions(
     inject_entries: Sequence[InjectEntry] = (),
     message_index: int | None = None,
     generate: GenerateSpec | None = None,
+    marks: bool = False,
 ) -> ExtensionsResult:
     """Tavern Helper's pass, then ST-Prompt-Template's evaluation, over the final ``messages`` (``role`` and
     ``content`` each), with the generate loader's ``[GENERATE:*]`` entries when ``generate`` gives them. Raises
-    ``TemplateError`` when a budget trips."""
+    ``TemplateError`` when a budget trips. ``marks``: the marked evaluation (:mod:`.st_template_marks`), for the
+    ranges each template produced (``spans``)."""
     limits = limits or _limits(settings)
     contents = [str(m.get("content") or "") for m in messages]
     reads: list[dict[str, Any]] = []
@@ -116,9 +120,9 @@ def run_extensions(
                                        context=context, limits=limits, now_ms=now_ms, initial_variables=initial,
                                        inject=inject_entries if settings.prompt_template.get("inject_loader_enabled")
                                        else (), roles=[str(m.get("role") or "system") for m in messages],
-                                       message_index=message_index, generate=generate)
+                                       message_index=message_index, generate=generate, marks=marks)
     return ExtensionsResult(result.texts, result.warnings, result.variables_patch, reads + result.reads,
-                            result.evaluated, result.messages, result.variables_after, result.pieces)
+                            result.evaluated, result.messages, result.variables_after, result.pieces, result.spans)
 
 
 def filter_templates(text: str) -> str:

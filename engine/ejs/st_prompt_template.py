@@ -39,6 +39,7 @@ from ..errors import Diagnostic, Span, TemplateError
 from ..macros.st_variables import StVariables
 from ..sandbox import Limits, Usage, run_program
 from ..shortcuts import DEFAULT, Shortcuts
+from .st_template_marks import Origin, unmark
 
 __all__ = ["GenerateEntry", "GenerateSpec", "GeneratedPiece", "InjectEntry", "PromptTemplateContext",
            "PromptTemplateLimits", "PromptTemplateResult", "TemplateBudgetError", "TemplateText", "WorldEntry",
@@ -227,6 +228,9 @@ class PromptTemplateResult:
     pieces: list[list[GeneratedPiece] | None] | None = None
     #: the entries ``activewi`` named: ``(world, uid, forced)`` each (they act on a scan still to come)
     activated: list[tuple[str, int, bool]] = field(default_factory=list)
+    #: the marked evaluation only (``marks=True``): per text, ``(start, end, description)`` of each range its
+    #: templates produced (``None``: not evaluated)
+    spans: list[list[tuple[int, int, dict[str, Any]]] | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -254,11 +258,17 @@ def _first_line() -> int:
     return _runtime().count("\n") + 10
 
 
-def _compile(text: str) -> Any:
-    """The compiled template, or the syntax error (the template then fails, as in the extension)."""
+def _compile(text: str, marks: bool = False) -> Any:
+    """The compiled template (``marks``: its marked variant, :mod:`.st_template_marks`), or the syntax error (the
+    template then fails, as in the extension)."""
     from .render import compile_source
 
     try:
+        if marks:
+            from .compiler import compile_template
+            from .parser import parse_template
+
+            return compile_template(parse_template(text), marks=True)
         return compile_source(text)
     except TemplateError as exc:
         return exc
@@ -267,9 +277,17 @@ def _compile(text: str) -> Any:
 class _Layout:
     """Gives every compiled template lines of its own, so an error position names one template."""
 
-    def __init__(self) -> None:
+    def __init__(self, marks: bool = False) -> None:
         self.next_line = _first_line()
         self.units: list[_Unit] = []
+        #: the marked evaluation: templates compiled with marks, and every origin a marker can name
+        self.marks = marks
+        self.origins: list[Origin] = []
+
+    def origin(self, label: str, info: Mapping[str, Any], compiled: Any) -> int:
+        """A new origin's index (``compiled``: the template, ``None`` for a plain entry or a failed compile)."""
+        self.origins.append(Origin(label, info, compiled if not isinstance(compiled, TemplateError) else None))
+        return len(self.origins) - 1
 
     def place(self, key: str, label: str, compiled: Any) -> _Unit:
         unit = _Unit(key, label, self.next_line, compiled)
@@ -314,7 +332,7 @@ def _books_json(books: Mapping[str, Sequence[WorldEntry]], layout: _Layout) -> s
     A shortcut beside the plain path it equals (:func:`_entries_input` then ``json.dumps``): the same books give
     the same text and lines every request, so it is kept by the books' content digest (a card's book is sent with
     every message of a chat) and only the layout is replayed."""
-    if not USE_BOOKS_CACHE:
+    if not USE_BOOKS_CACHE or layout.marks:
         return json.dumps(_entries_input(books, layout), ensure_ascii=True, separators=(",", ":"))
     digest = hashlib.blake2b(digest_size=20)
     for name, entries in books.items():
@@ -351,8 +369,9 @@ def _entries_input(books: Mapping[str, Sequence[WorldEntry]], layout: _Layout) -
             row: dict[str, Any] = {"uid": e.uid, "comment": e.comment, "content": e.content, "source": None,
                                    "line": 0, "unit": -1, "key": f"w:{e.world}:{e.uid}", "label": label,
                                    "info": {"world": e.world, "uid": e.uid, "comment": e.comment}}
+            compiled = None
             if "<%" in e.content:
-                compiled = _compile(e.content)
+                compiled = _compile(e.content, layout.marks)
                 if isinstance(compiled, TemplateError):
                     # evaluated only if a template reads it: a template that does fails with this error
                     row["source"] = "(function () { throw new SyntaxError(" + json.dumps(compiled.message) + "); })"
@@ -360,6 +379,8 @@ def _entries_input(books: Mapping[str, Sequence[WorldEntry]], layout: _Layout) -
                 else:
                     unit = layout.place(row["key"], label, compiled)
                     row["source"], row["line"], row["unit"] = compiled.program, unit.line, len(layout.units) - 1
+            if layout.marks:
+                row["origin"] = layout.origin(label, row["info"], compiled)
             rows.append(row)
         out[name] = rows
     return out
@@ -394,6 +415,7 @@ def evaluate_prompt_templates(
     message_index: int | None = None,
     shortcuts: Shortcuts = DEFAULT,
     generate: GenerateSpec | None = None,
+    marks: bool = False,
 ) -> PromptTemplateResult:
     """Evaluate the ``<% %>`` of ``texts`` in order, in one VM (texts without ``<%`` are not touched and cost no
     VM when none has one). ``initial_variables`` are the extension's ``[InitialVariables]`` (read between the
@@ -401,7 +423,10 @@ def evaluate_prompt_templates(
     :class:`GenerateSpec`). ``message_index`` is the chat message whose variables are the message scope (the
     generation's: the chat's last message); without it, the latest message that has variables.
     ``shortcuts.pt_bytecode``: templates the sandbox worker compiled in an earlier request are loaded from its
-    bytecode (off: the VM compiles each). Raises ``TemplateError`` when a budget trips."""
+    bytecode (off: the VM compiles each). Raises ``TemplateError`` when a budget trips.
+
+    ``marks``: the marked evaluation (:mod:`.st_template_marks`): the same, with ``spans`` saying which template
+    produced each range of each evaluated text; only those spans are meant to be used from it."""
     variables = variables or StVariables()
     context = context or PromptTemplateContext()
     limits = limits or PromptTemplateLimits()
@@ -409,7 +434,7 @@ def evaluate_prompt_templates(
     generating = generate is not None and bool(generate.entries or (generate.phase == "messages" and generate.before))
     if not inject and not generating and not any("<%" in t.text for t in texts):
         return PromptTemplateResult(out_texts, [], {}, [], [False] * len(texts))
-    layout = _Layout()
+    layout = _Layout(marks)
     books_json = _books_json(books or {}, layout)
     templates, order, warnings = _place_templates(texts, layout)
     if not templates and not inject and not generating:
@@ -431,8 +456,11 @@ def evaluate_prompt_templates(
     if generating and generate is not None:
         payload["generate"] = _generate_input(generate, layout)
         payload["failed"] = [i for i, t in enumerate(texts) if "<%" in t.text and i not in order]
+    if marks:
+        payload["marks"] = True
     reply = _run_naming(payload, books_json, limits, layout, now_ms, shortcuts.pt_bytecode, texts)
-    return _collected(reply, texts, order, warnings, variables, layout, message_index)
+    result = _collected(reply, texts, order, warnings, variables, layout, message_index)
+    return _unmarked(result, layout) if marks else result
 
 
 def _run_naming(payload: dict[str, Any], books_json: str, limits: PromptTemplateLimits, layout: _Layout,
@@ -511,6 +539,20 @@ def evaluate_chat_templates(
     return result
 
 
+def _unmarked(result: PromptTemplateResult, layout: _Layout) -> PromptTemplateResult:
+    """The marked evaluation's texts without their markers, and each evaluated text's spans."""
+    spans: list[list[tuple[int, int, dict[str, Any]]] | None] = []
+    for i, text in enumerate(result.texts):
+        if not result.evaluated[i]:
+            spans.append(None)
+            continue
+        plain, marked = unmark(text, layout.origins)
+        result.texts[i] = plain
+        spans.append([(s.start, s.end, s.info(layout.origins)) for s in marked])
+    result.spans = spans
+    return result
+
+
 def _place_templates(texts: Sequence[TemplateText], layout: _Layout
                      ) -> tuple[list[dict[str, Any]], list[int], list[Diagnostic]]:
     """The texts with templates, compiled and placed after the books (a text that does not compile is a warning:
@@ -521,13 +563,15 @@ def _place_templates(texts: Sequence[TemplateText], layout: _Layout
     for i, t in enumerate(texts):
         if "<%" not in t.text:
             continue
-        compiled = _compile(t.text)
+        compiled = _compile(t.text, layout.marks)
         if isinstance(compiled, TemplateError):
             warnings.append(_warning(t.label, compiled.message, "TEMPLATE_SYNTAX", t.text, compiled.span))
             continue
         unit = layout.place(f"m{len(templates)}", t.label, compiled)
         templates.append({"source": compiled.program, "line": unit.line, "label": t.label, "index": i,
                           "unit": len(layout.units) - 1})
+        if layout.marks:
+            templates[-1]["origin"] = layout.origin(t.label, {}, compiled)
         order.append(i)
     return templates, order, warnings
 
@@ -629,14 +673,17 @@ def _inject_input(inject: Sequence[InjectEntry], layout: _Layout) -> list[dict[s
         row: dict[str, Any] = {"comment": e.comment, "content": e.content, "order": e.order, "source": None,
                                "line": 0, "unit": -1, "key": f"i:{e.world}:{e.uid}", "label": label,
                                "info": {"world": e.world, "uid": e.uid, "comment": e.comment}}
+        compiled = None
         if "<%" in e.content:
-            compiled = _compile(e.content)
+            compiled = _compile(e.content, layout.marks)
             if isinstance(compiled, TemplateError):
                 row["source"], row["line"] = ("(function () { throw new SyntaxError(" + json.dumps(compiled.message)
                                               + "); })"), 1
             else:
                 row["source"], row["line"] = compiled.program, layout.place(row["key"], label, compiled).line
                 row["unit"] = len(layout.units) - 1
+        if layout.marks:
+            row["origin"] = layout.origin(label, row["info"], compiled)
         rows.append(row)
     return rows
 

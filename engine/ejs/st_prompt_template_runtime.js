@@ -253,6 +253,25 @@
     }
     return null;
   }
+  // --- provenance marks (the marked evaluation only: see st_prompt_template.py, ``marks``) ------------------------
+  // The compiler's marks (U+FDD0, hex digits, U+FDD1) are tagged with the origin of the template that appended them;
+  // what ``getwi`` returns is bracketed (U+FDD6 ... U+FDD7), so text after it is the caller's again.
+  const MARKS = IN.marks === true;
+  function hexTag(n) {
+    let s = '';
+    for (const d of n.toString(16)) s += String.fromCharCode(0xFDE0 + parseInt(d, 16));
+    return s;
+  }
+  function originMark(origin, mark) { return '\uFDD0' + hexTag(origin) + '\uFDD3' + mark + '\uFDD1'; }
+  function markedAppend(origin, s) {
+    return s.length <= 12 && s.charCodeAt(0) === 0xFDD0 && s.charCodeAt(s.length - 1) === 0xFDD1
+      ? originMark(origin, s.slice(1, -1)) : s;
+  }
+  function bracketed(e, text) {
+    if (!MARKS || text === '') return text;
+    return '\uFDD6' + (e.source === null ? originMark(e.origin, '') : '') + text + '\uFDD7';
+  }
+
   const compiled = new Map();
   function fnOf(key, src, line) {
     if (compiled.has(key)) return compiled.get(key);
@@ -317,10 +336,10 @@
     if (depth >= LIM.getwi_depth) throw budget('TEMPLATE_STACK_LIMIT', 'getwi nested more than ' + LIM.getwi_depth + ' deep (an entry that reads itself?) at ' + book + '/' + e.comment, e.label);
     merge(CTX, data);
     CTX.world_info = e.info;
-    if (e.source === null) return e.content;
+    if (e.source === null) return bracketed(e, e.content);
     depth++;
     try {
-      return await run(e.key, e.source, e.line, e.label, e.unit);
+      return bracketed(e, await run(e.key, e.source, e.line, e.label, e.unit, e.origin));
     } finally {
       depth--;
     }
@@ -431,13 +450,13 @@
   }
 
   // --- one template -------------------------------------------------------------------------------------------------
-  async function run(key, source, line, label, unit) {
+  async function run(key, source, line, label, unit, origin) {
     const outer = marked;
     marked = unit;
     MARK(unit);
     try {
       await null; // the template (its compilation included: a template can break out of its function) starts here
-      return await runMarked(key, source, line, label);
+      return await runMarked(key, source, line, label, origin);
     } finally {
       // back to the template that read this one; after a message's template the mark stays until the next one
       // is marked, so a promise job a template left behind is charged to a template, never to none
@@ -445,7 +464,7 @@
       if (outer >= 0) MARK(outer);
     }
   }
-  async function runMarked(key, source, line, label) {
+  async function runMarked(key, source, line, label, origin) {
     const made = fnOf(key, source, line);
     if (made.error !== undefined) throw made.error;
     const parts = [];
@@ -454,7 +473,7 @@
       api: CTX, locals: {}, escape: (v) => v, finish: () => {},
       append: (v) => {
         if (v === undefined || v === null) return;
-        const s = '' + v;
+        const s = MARKS ? markedAppend(origin, '' + v) : '' + v;
         size += s.length;
         if (size > LIM.template_output) throw budget('TEMPLATE_OUTPUT_LIMIT', label + ' printed more than ' + LIM.template_output + ' characters', label);
         parts.push(s);
@@ -485,7 +504,7 @@
       let content;
       try {
         merge(CTX, { world_info: e.info });
-        content = e.source === null ? e.content : await run(e.key, e.source, e.line, e.label, e.unit);
+        content = e.source === null ? e.content : await run(e.key, e.source, e.line, e.label, e.unit, e.origin);
       } catch (err) {
         if (tripped !== null) throw err;
         out.inject_errors.push({ label: e.label, name: isObj(err) ? err.name : typeof err, message: isObj(err) ? err.message : String(err),
@@ -571,7 +590,7 @@
       for (const t of IN.load.templates) {
         if (t.scope !== index) continue;
         try {
-          out.results.push({ text: await run('m' + out.results.length, t.source, t.line, t.label, t.unit) });
+          out.results.push({ text: await run('m' + out.results.length, t.source, t.line, t.label, t.unit, t.origin) });
         } catch (e) {
           if (tripped !== null) { out.tripped = tripped; return; }
           const note = isObj(e) ? notes.get(e) || {} : {};
@@ -699,7 +718,7 @@
       if (e.cond && !e.disable && (await genCondition(e)) === 'false') continue;
       try {
         merge(CTX, { world_info: e.info, generateBuffer: buffer });
-        const text = e.source === null ? e.content : await run(e.key, e.source, e.line, e.label, e.unit);
+        const text = e.source === null ? e.content : await run(e.key, e.source, e.line, e.label, e.unit, e.origin);
         pieces.push([e.label, text, e.info]);
       } catch (err) {
         if (tripped !== null) throw err;
@@ -765,7 +784,7 @@
 
   async function evalMessage(t, i) {
     try {
-      return { text: await run('m' + i, t.source, t.line, t.label, t.unit) };
+      return { text: await run('m' + i, t.source, t.line, t.label, t.unit, t.origin) };
     } catch (e) {
       if (tripped !== null) { out.tripped = tripped; return {}; }
       const note = isObj(e) ? notes.get(e) || {} : {};

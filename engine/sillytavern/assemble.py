@@ -65,6 +65,8 @@ class StAssembly:
     #: which regex script changed which text (script, its set and asset, the text's kind, label and depth)
     regex_edits: list[dict[str, Any]] = field(default_factory=list)
     _provenance: list[dict[str, Any]] | None = field(default=None, repr=False, compare=False)
+    #: puts the template outputs' own ranges into :attr:`provenance_source` when the provenance is first read
+    provenance_refine: Any = field(default=None, repr=False, compare=False)
     #: SillyTavern's template extensions as they ran (:class:`~.templates.TemplateRun`), or ``None``
     templates: Any = None
     #: what was done to the assembler's logical messages before sending them: with its record, the replay
@@ -86,6 +88,8 @@ class StAssembly:
         if self._provenance is None:
             from ..assembler.compose import build_provenance
 
+            if self.provenance_refine is not None:
+                self.provenance_source, self.provenance_refine = self.provenance_refine(self.provenance_source), None
             self._provenance = build_provenance(self.provenance_source)
         return self._provenance
 
@@ -155,4 +159,4 @@ def chat_completion(front: Front) -> StAssembly:
                       sent.fields,
                       sent.body, fitted.report, provenance_source=sent.span_source, provenance_of=sent.provenance_of,
                       regex_edits=regex.report() if regex is not None and regex.report is not None else [],
-                      templates=front.loaded.templates, sent_steps=sent.steps)
+                      templates=front.loaded.templates, sent_steps=sent.steps, provenance_refine=sent.refine)

@@ -9,10 +9,11 @@ entries).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import TemplateError
 from ..strategies.sillytavern import squash_system_messages
 from .fitting import Fitted
 from .front import Front
@@ -21,7 +22,7 @@ from .postprocess import PromptNames, post_process, to_claude, to_google
 from .replay import SentSteps, kept_messages, sendable
 from .templates import apply_templates
 
-__all__ = ["Sent", "finish"]
+__all__ = ["Sent", "TemplateSpans", "finish"]
 
 
 @dataclass(slots=True)
@@ -36,6 +37,8 @@ class Sent:
     provenance_of: str = "messages"
     #: what was done to the assembler's logical messages before sending them: with its record, the replay
     steps: SentSteps | None = None
+    #: the template outputs' own ranges, put into ``span_source`` when the provenance is read (``None``: none)
+    refine: Callable[[list[Any]], list[Any]] | None = None
 
 
 def finish(fitted: Fitted) -> Sent:
@@ -73,13 +76,17 @@ def finish(fitted: Fitted) -> Sent:
         provenance_of = "messages before the text passes"
     templated = apply_templates(final, front, [sp for _mid, _text, sp in span_source] if provenance_of == "messages"
                                 else None)
+    refine = None
     if templated != final:
         if len(templated) == len(final) and provenance_of == "messages":
             span_source = _templated_spans(span_source, final, templated, _pieces(front))
+            marked = getattr(front.loaded.templates, "marked", None)
+            refine = TemplateSpans(marked, final, templated) if marked is not None else None
         else:  # ``@INJECT`` added messages (or text passes ran first): the spans describe the messages before
             provenance_of = "messages before the template extensions"
         final = templated
     sent = _post_processed(final, front)
+    sent.refine = refine
     # a replay rebuilds the sent messages from the record without running a pass or a template again: what
     # they made is kept in it as data
     evaluated = final if final != passed else None
@@ -145,6 +152,52 @@ def _piece_spans(parts: Sequence[Any], old: Any, spans: list[Any], own: dict[str
 def _pieces(front: Front) -> Sequence[Any] | None:
     run = getattr(front.loaded, "templates", None)
     return getattr(run, "pieces", None)
+
+
+@dataclass(frozen=True)
+class TemplateSpans:
+    """The ranges each template produced in the messages it changed, from the marked evaluation (run when the
+    provenance is first read, never for a request whose provenance nobody reads).
+
+    A message keeps its one ``template_output`` span, with the reason, when the marked evaluation failed or its
+    text without the markers is not the text sent (a template measured or compared what ``getwi`` returned, drew
+    random numbers...): provenance is never invented."""
+
+    marked: Callable[[], Any]
+    before: list[dict[str, Any]]
+    after: list[dict[str, Any]]
+
+    def __call__(self, source: list[Any]) -> list[Any]:
+        try:
+            result = self.marked()
+        except TemplateError as exc:
+            return self._unrefined(source, f"the marked evaluation failed where the evaluation did not ({exc.code})")
+        texts = iter(zip(result.contents, result.spans or [], strict=False))
+        out = []
+        for (mid, text, spans), old, new in zip(source, self.before, self.after, strict=True):
+            if not isinstance(new.get("content"), str):
+                out.append((mid, text, spans))
+                continue
+            marked_text, marked_spans = next(texts, ("", None))
+            if new.get("content") == old.get("content") or marked_spans is None:
+                out.append((mid, text, spans))  # unchanged, or changed by Tavern Helper's macros only
+            elif marked_spans is not None and marked_text == text:
+                out.append((mid, text, marked_spans))
+            else:
+                out.append((mid, text, _with_reason(spans, _DIFFERENT)))
+        return out
+
+    def _unrefined(self, source: list[Any], reason: str) -> list[Any]:
+        return [(mid, text, _with_reason(spans, reason)) for mid, text, spans in source]
+
+
+_DIFFERENT = ("the marked evaluation gave another text (a template measured or compared what getwi returned, or "
+              "drew random numbers): the ranges of each template are not known")
+
+
+def _with_reason(spans: list[Any], reason: str) -> list[Any]:
+    return [(a, b, {**info, "reason": reason}) if info.get("kind") == "template_output" else (a, b, info)
+            for a, b, info in spans]
 
 
 def _passed_final(final: list[dict[str, Any]], passes: Sequence[TextPass]) -> list[dict[str, Any]]:

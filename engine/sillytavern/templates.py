@@ -31,8 +31,9 @@ and the template machinery is not even imported: a plain request costs what it d
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..macros import expand_macros
@@ -115,6 +116,9 @@ class TemplateRun:
     generate_before: list[GeneratedPiece] = field(default_factory=list)
     #: per final message: its pieces when the generate loader built it, for the provenance
     pieces: list[list[GeneratedPiece] | None] | None = None
+    #: the marked evaluation of the final messages (:mod:`..ejs.st_template_marks`), run only when the request's
+    #: provenance is read; ``None``: no template changed a final message in place
+    marked: Callable[[], Any] | None = None
     _settings: Any = None
 
     @property
@@ -440,13 +444,14 @@ def _evaluated(final: list[dict[str, Any]], texts: list[str | None], run: Templa
         run.preset_prompts = {str(p.get("name")): run.expand(str(p.get("content") or ""))
                               for p in loaded.preset.get("prompts") or [] if isinstance(p, Mapping) and p.get("name")}
     settings = replace(run.settings, tavern_helper=False)  # its pass ran above
+    generating = bool(run.generate or run.generate_before)
+    evaluation = partial(run_extensions, items, settings=settings, variables=run.variables, books=_getwi_books(run),
+                         default_book=run.default_book, context=run.context(), initial=run.initial,
+                         inject_entries=run.inject, now_ms=_now_ms(loaded.req.options.now),
+                         message_index=run.current if run.current >= 0 else None,
+                         generate=_generate_spec(loaded, run, "messages") if generating else None)
     try:
-        result = run_extensions(items, settings=settings, variables=run.variables, books=_getwi_books(run),
-                                default_book=run.default_book, context=run.context(), initial=run.initial,
-                                inject_entries=run.inject, now_ms=_now_ms(loaded.req.options.now),
-                                message_index=run.current if run.current >= 0 else None,
-                                generate=_generate_spec(loaded, run, "messages") if run.generate or run.generate_before
-                                else None)
+        result = evaluation()
     except TemplateBudgetError as exc:
         if spans is None or exc.text is None or exc.text >= len(positions):
             raise
@@ -459,6 +464,8 @@ def _evaluated(final: list[dict[str, Any]], texts: list[str | None], run: Templa
     run.pieces = result.pieces
     if result.variables_after is not None:
         run.variables = result.variables_after
+    # the marked evaluation for the provenance (not with the generate loader, whose pieces name their entries)
+    run.marked = partial(evaluation, marks=True) if result.injected is None and not generating else None
     if result.injected is not None:
         others = [m for m in final if not isinstance(m.get("content"), str)]
         return [{"role": role, "content": content} for role, content in result.injected] + others

@@ -182,8 +182,12 @@ export function worldinfoModel(answer, book, sourceRanges) {
 
 // --- assemble ----------------------------------------------------------------------------------
 
+// ST-Prompt-Template's output: a world-info entry getwi read, or the template's own text, output tag or code.
+const TEMPLATE_TOKEN = { text: "literal", output: "ejs_output", escaped: "ejs_output", code: "ejs_code" };
+
 function category(span) {
   if (span.kind === "world_info") return "world_info";
+  if (span.kind === "template_output") return span.book !== undefined ? "world_info" : TEMPLATE_TOKEN[span.token] || "ejs_output";
   if (span.kind === "variable_read") return "variable";
   if (span.kind === "macro_output" || span.kind === "literal_macro") return "macro";
   if (span.field === "authorsNote") return "author_note";
@@ -204,6 +208,13 @@ function spanLabel(span) {
       return `variable ${span.scope}.${span.name} read by {{${span.macro}}}`;
     case "macro":
       return `{{${span.macro}}}: ${span.rule_id} ${span.field || ""}`.trim();
+    case "template_output": {
+      const at = span.line ? ` at ${span.line}:${span.column}` : "";
+      const what = span.book !== undefined
+        ? `world info: book "${span.book}", entry ${span.uid}${span.comment ? ` "${span.comment}"` : ""}, read by getwi`
+        : `template of ${span.template}`;
+      return span.token && span.token !== "entry" ? `${what}: EJS ${span.token}${at}` : what;
+    }
     default:
   }
   if (span.native_message_id) return `${span.rule_id === "input" ? "new message" : "chat history"} ${span.native_message_id}`;
@@ -215,7 +226,7 @@ function spanLabel(span) {
 function candidatePaths(span, request) {
   const out = [];
   if (!request || typeof request !== "object") return out;
-  if (span.kind === "world_info") {
+  if (span.kind === "world_info" || (span.kind === "template_output" && span.book !== undefined)) {
     const p = entryPath(request.books, span.book, span.uid);
     if (p) out.push(p + ".content", p);
     return out;
