@@ -25,10 +25,10 @@ from ..collector import bulk_allocation
 from ..shortcuts import DEFAULT, Shortcuts
 from .entries import Entry, Logic, WorldBook, js_key_order, normalize_books
 from .matching import _NOT_FOUND as _FAR
-from .matching import (_WORD_RUN, INDEX_DIRTY, INDEX_EMPTY_INVALID, INDEX_OTHER, INDEX_WORD, REGEX, KeyMatcher,
+from .matching import (_WORD_RUN, GRAM, INDEX_DIRTY, INDEX_EMPTY_INVALID, INDEX_OTHER, INDEX_WORD, REGEX, KeyMatcher,
                        Needle, gram_of, is_word_gram, text_windows)
 from .output import ActivatedEntry, Positions, build_positions
-from .regexes import DEFAULT_TIMEOUT, JsRegex, fold_for_literal
+from .regexes import _FOLD_TO_ASCII, DEFAULT_TIMEOUT, JsRegex, fold_for_literal
 from .scan import MAX_SCAN_DEPTH, ChatTail, Haystack, ScanBuffer, ScanState, chat_scan_messages, js_trim
 from .settings import WorldInfoSettings, budget_tokens, count_words, resolve_token_counter
 from .timed import TimedEffects
@@ -175,6 +175,9 @@ class _Decision(NamedTuple):
     secondary: str | None = None
     winner: int | str | None = None
 
+
+#: the characters :func:`fold_for_literal` maps before lower-casing (elsewhere it lower-cases)
+_FOLDED_FIRST = tuple(map(chr, _FOLD_TO_ASCII))
 
 _NOT_SCANNED = _Decision("skipped", "not_scanned", "the loop ended before the entry was looked at")
 _LOGIC_NAMES = {0: "AND ANY", 1: "NOT ALL", 2: "NOT ANY", 3: "AND ALL"}
@@ -363,6 +366,18 @@ class _Prepared:
         self.regexes: dict[int, tuple[JsRegex, ...]] = {
             i: tuple(n.rx for plan in plans[i] for _, n in plan if n is not None and n.kind == REGEX and n.rx)
             for i in self.regex_only}
+        #: each of those regexes once, with the entries owning it and the first ``GRAM`` characters of
+        #: its literal when they are word characters (see :meth:`_Run.still_waiting`)
+        owned: dict[int, tuple[JsRegex, set[int], str | None]] = {}
+        for i, found in self.regexes.items():
+            for rx in found:
+                if id(rx) not in owned:
+                    window = rx.literal[:GRAM] if rx.literal else None
+                    owned[id(rx)] = (rx, set(), window if window is not None and is_word_gram(window) else None)
+                owned[id(rx)][1].add(i)
+        self.regex_owners = list(owned.values())
+        #: always-dirty entries that are not :attr:`regex_only`: looked at in every pass
+        self.dirty_always = always_dirty - self.regex_only
         for buckets, found in ((self.primary_others, others[0]), (self.secondary_others, others[1])):
             for needle, owners in found.items():
                 gram = needle.gram = gram_of(needle.text)
@@ -372,7 +387,7 @@ class _Prepared:
 
 #: content digest of a raw book argument -> its normalised books and their diagnostics (each book
 #: under two digests, see :func:`_normalized_books`)
-_NORMALIZED_CACHE: dict[bytes, tuple[list[WorldBook], tuple[Diagnostic, ...]]] = {}
+_NORMALIZED_CACHE: dict[tuple[int, bytes], tuple[list[WorldBook], tuple[Diagnostic, ...]]] = {}
 _NORMALIZED_CACHE_SIZE = 8
 
 
@@ -387,19 +402,21 @@ def _normalized_books(books: Any, shortcuts: Shortcuts = DEFAULT) -> tuple[list[
     same :class:`WorldBook` objects, which :func:`_prepared_for` finds by identity.
 
     Two encodings are used. Version 2 writes no back-references, whose use depends on reference
-    counts: equal content always gives equal bytes (a copy of the book hits the cache too). The
-    current version marks shared objects instead of repeating them, which makes it about three
-    times faster on a parsed book (its keys are shared strings), but the same content held with
-    other sharing can give other bytes. Either encoding decodes to its content, so equal bytes
-    always mean equal content; the quick one is looked up first (a fresh ``json.loads`` of the
-    same text gives the same bytes), and on a miss the plain one decides. With
-    ``shortcuts.wi_quick_digest`` off only the plain one is taken. The switch chooses which digest
-    is looked up, never what it maps to (both map a content to its own normalisation), so the
+    counts: equal content always gives equal bytes (a copy of the book hits the cache too); it is
+    looked up by its blake2b digest. The current version marks shared objects instead of repeating
+    them, which makes it about three times faster on a parsed book (its keys are shared strings),
+    but the same content held with other sharing can give other bytes; it is looked up by the
+    bytes themselves (no digest to compute: the dict hashes them once and compares them byte for
+    byte on a hit, a third of blake2b's time on a large book). Either encoding decodes to its
+    content, so equal bytes always mean equal content; the quick one is looked up first (a fresh
+    ``json.loads`` of the same text gives the same bytes), and on a miss the plain one decides.
+    With ``shortcuts.wi_quick_digest`` off only the plain one is taken. The switch chooses which
+    key is looked up, never what it maps to (both map a content to its own normalisation), so the
     cache's key needs nothing else: a book cached by one call is the right answer for the other.
     """
     if type(books) is not dict and type(books) is not list:
         return normalize_books(books)
-    quick: bytes | None = None
+    quick: tuple[int, bytes] | None = None
     try:
         if shortcuts.wi_quick_digest:
             quick = _digest(books, marshal.version)
@@ -419,12 +436,16 @@ def _normalized_books(books: Any, shortcuts: Shortcuts = DEFAULT) -> tuple[list[
     return list(hit[0]), list(hit[1])
 
 
-def _digest(books: dict[str, Any] | list[Any], version: int) -> bytes:
-    # the encoding's version is part of the key: two versions' bytes never meet
-    return hashlib.blake2b(marshal.dumps(books, version), digest_size=20, person=b"v%d" % version).digest()
+def _digest(books: dict[str, Any] | list[Any], version: int) -> tuple[int, bytes]:
+    """The cache key of a raw book under one ``marshal`` version: the current version's encoding
+    itself, version 2's by its blake2b digest (the version is part of the key: two never meet)."""
+    encoded = marshal.dumps(books, version)
+    if version != 2:
+        return version, encoded
+    return version, hashlib.blake2b(encoded, digest_size=20, person=b"v%d" % version).digest()
 
 
-def _remember(digest: bytes, books: tuple[list[WorldBook], tuple[Diagnostic, ...]]) -> None:
+def _remember(digest: tuple[int, bytes], books: tuple[list[WorldBook], tuple[Diagnostic, ...]]) -> None:
     if digest not in _NORMALIZED_CACHE and len(_NORMALIZED_CACHE) >= _NORMALIZED_CACHE_SIZE:
         _evict_oldest(_NORMALIZED_CACHE)
     _NORMALIZED_CACHE[digest] = books
@@ -553,8 +574,11 @@ class _Run:
         self.pass_pieces: dict[int, int] = {}
         #: this pass's haystack -> the same haystack as the last pass saw it (see :meth:`carry_forward`)
         self._before_cache: dict[Haystack, Haystack] = {}
-        #: entries carried forward in the last pass (see the carry-waiting step of :meth:`run`)
+        #: entries carried forward in the last pass (see :meth:`settle_regex_entries`); their decisions
+        #: are written with that pass's step only when they stop waiting (:meth:`release`)
         self.waiting: set[int] = set()
+        #: the step and state name of the pass that last carried ``waiting`` forward
+        self.waiting_at: tuple[int, str] = (0, "")
         self.hay_class = prepared.hay_class
         self._hay_cache: list[Haystack | None] = [None] * prepared.hay_classes
         self.activated: dict[str, int] = {}  # entry id -> index, in activation order
@@ -1016,6 +1040,8 @@ class _Run:
             self.next_state(cursor, for_recursion)
             if cursor.state != ScanState.NONE:
                 self.add_recursion(for_recursion)
+        self.release(self.waiting)
+        self.waiting = set()
 
     def entries_to_check(self, cursor: _Cursor) -> Iterable[int]:
         """The entries this pass looks at; every other one keeps its decision.
@@ -1034,6 +1060,7 @@ class _Run:
             return self.first_pass_entries()
         if (not incremental or previous is None or ScanState.MIN_ACTIVATIONS in (cursor.state, previous[0])
                 or previous[2] != context[2]):
+            self.release(waiting)
             return range(len(self.entries))
         return self.changed_entries(cursor, previous != context, waiting)
 
@@ -1059,17 +1086,22 @@ class _Run:
     def settle_regex_entries(self, dirty: set[int], waiting: set[int], cursor: _Cursor) -> None:
         """Add to ``dirty`` the entries with regex keys whose decision may change in this pass; the
         others carry their last decision forward (:meth:`still_waiting` for those carried forward
-        last pass, else :meth:`carry_forward`) and are remembered in ``self.waiting``."""
+        last pass, else :meth:`carry_forward`) and are remembered in ``self.waiting``.
+
+        An entry activated in an earlier pass is left to :meth:`changed_entries`, which leaves it
+        out (:meth:`carry_forward` would refuse it without looking)."""
         prepared = self.prepared
-        regex_only, carried = prepared.regex_only, self.waiting
         kept = self.still_waiting(waiting - dirty, cursor)
-        for i in prepared.always_dirty:
-            if i in dirty or i not in regex_only:
-                dirty.add(i)
-            elif i in kept or self.carry_forward(i, cursor.state, cursor.step):
+        self.release(waiting - kept)  # their decisions as the last pass carried them
+        carried = self.waiting
+        carried |= kept
+        for i in prepared.regex_only - dirty - kept - self.activated_indices:
+            if self.carry_forward(i, cursor.state, cursor.step):
                 carried.add(i)
             else:
                 dirty.add(i)
+        dirty |= prepared.dirty_always
+        self.waiting_at = (cursor.step, ScanState.NAMES[cursor.state])
 
     def still_waiting(self, waiting: set[int], cursor: _Cursor) -> set[int]:
         """Of the ``waiting`` entries (carried forward last pass), those that keep their decision in
@@ -1078,28 +1110,56 @@ class _Run:
         Last pass established, for each of an entry's regex keys, that no match lies in the text
         then and that a later one needs the key's required literal past its end; if the new
         recursion text (as written and case-folded) holds none of the literals, that still holds.
-        One loop for all of them: it runs for every regex entry in every pass.
+        Each distinct regex is looked at once (its owners drop out when the new text holds its
+        literal), and a kept entry's decision is not rewritten in every pass: it keeps waiting, and
+        :meth:`release` writes the step of the last pass that carried it when it stops.
+
+        A literal whose first ``GRAM`` characters are word characters can only be in the text if
+        that window is one of the windows of the text's word runs (:func:`text_windows`): a set
+        lookup replaces the search for most literals. The windows are the new pieces' own (kept by
+        :meth:`KeyMatcher.piece_windows`, which :meth:`KeyMatcher.piece_hits` made for most), the
+        lower-cased pieces' for the case-folded text when folding is lower-casing there (none of
+        the characters :func:`fold_for_literal` maps first), so a pass costs its new text once.
         """
         if not waiting:
             return set()
         recursion = self.buffer.recursion
         raw_new = "\n".join(recursion[j] for j in range(cursor.seen_pieces, len(recursion)))
         new_texts = (raw_new, fold_for_literal(raw_new))
-        decisions, failed, activated, ids, regexes = (self.decisions, self.failed_probability, self.activated,
-                                                      self.ids, self.prepared.regexes)
-        step, state_name = cursor.step, ScanState.NAMES[cursor.state]
-        kept: set[int] = set()
-        for i in waiting:
-            decision = decisions[i]
-            if decision.step != step - 1 or i in failed or ids[i] in activated:
+        windows: list[set[str] | None] = [None, None]
+        lowered = raw_new.isascii() or not any(c in raw_new for c in _FOLDED_FIRST)
+        dropped: set[int] = set()
+        for rx, owners, window in self.prepared.regex_owners:
+            literal = rx.literal
+            if rx.status != "ok" or literal is None:
+                dropped |= owners
                 continue
-            for rx in regexes[i]:
-                if rx.status != "ok" or rx.literal is None or rx.literal in new_texts[rx.ignore_case]:
-                    break
-            else:
+            text = new_texts[rx.ignore_case]
+            if window is not None:
+                seen = windows[rx.ignore_case]
+                if seen is None:
+                    if rx.ignore_case and not lowered:
+                        seen = text_windows(text, set(_WORD_RUN.findall(text)), False)
+                    else:
+                        seen = self.matcher.piece_windows(cursor.seen_pieces, not rx.ignore_case)
+                    windows[rx.ignore_case] = seen
+                if window not in seen:
+                    continue
+            if literal in text:
+                dropped |= owners
+        # a waiting entry was carried by the last pass (its step is the last one's) and was no
+        # candidate since (so it cannot have failed its probability); a copy of it may have activated
+        failed, activated, ids = self.failed_probability, self.activated, self.ids
+        return {i for i in waiting - dropped if i not in failed and ids[i] not in activated}
+
+    def release(self, entries: Iterable[int]) -> None:
+        """Entries that stop waiting get the step and state of the pass that last carried them."""
+        step, state_name = self.waiting_at
+        decisions = self.decisions
+        for i in entries:
+            decision = decisions[i]
+            if decision.step != step:
                 decisions[i] = decision._replace(step=step, state=state_name)
-                kept.add(i)
-        return kept
 
     def candidates(self, todo: Iterable[int], cursor: _Cursor) -> list[int]:
         """The entries of ``todo`` that are candidates in this pass (:meth:`consider`), in order.

@@ -117,6 +117,9 @@ class _Part:
     text: str
     words: set[str] | None = None
     memo: dict[tuple[str, int], bool] = field(default_factory=dict)
+    #: ``GRAM``-character windows of the text, at least every window of its word runs (see
+    #: :func:`text_windows`), kept once :meth:`KeyMatcher.piece_hits` or :meth:`KeyMatcher.piece_windows` made them
+    windows: set[str] | None = None
 
     def has(self, needle: str, mode: int) -> bool:
         key = (needle, mode)
@@ -637,6 +640,19 @@ class KeyMatcher:
         return where
 
     # -- incremental passes ----------------------------------------------------------------------
+    def piece_windows(self, start: int, cs: bool) -> set[str]:
+        """The windows of the recursion pieces from ``start`` on (one case variant): every ``GRAM``-character
+        window of their word runs, perhaps more windows of their text (see :attr:`_Part.windows`)."""
+        out: set[str] = set()
+        for index in range(start, len(self.buffer.recursion)):
+            part = self.recursion_part(index, cs)
+            if part.windows is None:
+                if part.words is None:
+                    part.words = set(_WORD_RUN.findall(part.text))
+                part.windows = text_windows(part.text, part.words, False)
+            out |= part.windows
+        return out
+
     def piece_hits(self, index: int, word_maps: tuple[dict[bool, dict[str, list[int]]], ...],
                    other_maps: tuple[tuple[dict[bool, dict[str, list[tuple[Needle, list[int]]]]], dict[bool, bool]], ...],
                    ) -> set[int]:
@@ -667,7 +683,7 @@ class KeyMatcher:
                 self._pieces_indexed[cs] = index + 1
             if others:
                 text = part.text
-                grams = text_windows(text, part.words, any(mixed for _, mixed in others))
+                grams = part.windows = text_windows(text, part.words, any(mixed for _, mixed in others))
                 for other_map, _ in others:
                     if len(grams) > len(other_map):
                         buckets = [b for g, b in other_map.items() if g in grams]
