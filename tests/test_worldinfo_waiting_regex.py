@@ -109,3 +109,16 @@ def test_a_waiting_entry_whose_copy_activates_before_a_full_pass_keeps_its_last_
     assert fast.trace.to_list() == full.trace.to_list()
     waited = [r for r in fast.trace.to_list() if r["uid"] == 5 and r["reason"] == "no_match"]
     assert waited and waited[0]["step"] == 3
+
+
+@pytest.mark.parametrize("key", ["/zed\\s/", "/zed\\s/i", "/ZED\\s+/i"])
+def test_a_regex_completed_by_the_newline_before_new_recursion_text_activates(key: str) -> None:
+    # the oldest message "zed" ends the first pass's text; recursion text adds "\n\x01other", and
+    # "zed\n" matches: a regex whose matches stay within pieces still ends at that newline
+    entries = [{"uid": 0, "key": ["start"], "content": "other"}, {"uid": 1, "key": [key], "content": "hit"}]
+    chat = ["zed", "start"]
+    fast = activate_world_info({"entries": entries}, chat, {"world_info_recursive": True})
+    full = activate_world_info({"entries": entries}, chat, {"world_info_recursive": True},
+                               shortcuts=Shortcuts(wi_settled_regex=False))
+    assert fast.uids == full.uids == [0, 1]
+    assert fast.trace.to_list() == full.trace.to_list()

@@ -28,7 +28,7 @@ from .matching import _NOT_FOUND as _FAR
 from .matching import (_WORD_RUN, GRAM, INDEX_DIRTY, INDEX_EMPTY_INVALID, INDEX_OTHER, INDEX_WORD, REGEX, KeyMatcher,
                        Needle, gram_of, is_word_gram, text_windows)
 from .output import ActivatedEntry, Positions, build_positions
-from .regexes import _FOLD_TO_ASCII, DEFAULT_TIMEOUT, JsRegex, fold_for_literal
+from .regexes import DEFAULT_TIMEOUT, JsRegex, fold_for_literal
 from .scan import MAX_SCAN_DEPTH, ChatTail, Haystack, ScanBuffer, ScanState, chat_scan_messages, js_trim
 from .settings import WorldInfoSettings, budget_tokens, count_words, resolve_token_counter
 from .timed import TimedEffects
@@ -175,9 +175,6 @@ class _Decision(NamedTuple):
     secondary: str | None = None
     winner: int | str | None = None
 
-
-#: the characters :func:`fold_for_literal` maps before lower-casing (elsewhere it lower-cases)
-_FOLDED_FIRST = tuple(map(chr, _FOLD_TO_ASCII))
 
 _NOT_SCANNED = _Decision("skipped", "not_scanned", "the loop ended before the entry was looked at")
 _LOGIC_NAMES = {0: "AND ANY", 1: "NOT ALL", 2: "NOT ANY", 3: "AND ALL"}
@@ -1111,41 +1108,28 @@ class _Run:
         then and that a later one needs the key's required literal past its end; if the new
         recursion text (as written and case-folded) holds none of the literals, that still holds.
         Each distinct regex is looked at once (its owners drop out when the new text holds its
-        literal), and a kept entry's decision is not rewritten in every pass: it keeps waiting, and
+        literal), most by a set lookup (:meth:`KeyMatcher.may_hold`) rather than a search, and a
+        kept entry's decision is not rewritten in every pass: it keeps waiting, and
         :meth:`release` writes the step of the last pass that carried it when it stops.
-
-        A literal whose first ``GRAM`` characters are word characters can only be in the text if
-        that window is one of the windows of the text's word runs (:func:`text_windows`): a set
-        lookup replaces the search for most literals. The windows are the new pieces' own (kept by
-        :meth:`KeyMatcher.piece_windows`, which :meth:`KeyMatcher.piece_hits` made for most), the
-        lower-cased pieces' for the case-folded text when folding is lower-casing there (none of
-        the characters :func:`fold_for_literal` maps first), so a pass costs its new text once.
         """
         if not waiting:
             return set()
         recursion = self.buffer.recursion
-        raw_new = "\n".join(recursion[j] for j in range(cursor.seen_pieces, len(recursion)))
+        start, end = cursor.seen_pieces, len(recursion)
+        raw_new = "\n".join(recursion[j] for j in range(start, end))
         new_texts = (raw_new, fold_for_literal(raw_new))
-        windows: list[set[str] | None] = [None, None]
-        lowered = raw_new.isascii() or not any(c in raw_new for c in _FOLDED_FIRST)
+        between = self.matcher.windows_between
         dropped: set[int] = set()
         for rx, owners, window in self.prepared.regex_owners:
             literal = rx.literal
             if rx.status != "ok" or literal is None:
                 dropped |= owners
                 continue
-            text = new_texts[rx.ignore_case]
-            if window is not None:
-                seen = windows[rx.ignore_case]
-                if seen is None:
-                    if rx.ignore_case and not lowered:
-                        seen = text_windows(text, set(_WORD_RUN.findall(text)), False)
-                    else:
-                        seen = self.matcher.piece_windows(cursor.seen_pieces, not rx.ignore_case)
-                    windows[rx.ignore_case] = seen
-                if window not in seen:
+            if window is not None:  # as KeyMatcher.may_hold decides
+                seen = between(start, end, rx.ignore_case)
+                if seen is not None and window not in seen:
                     continue
-            if literal in text:
+            if literal in new_texts[rx.ignore_case]:
                 dropped |= owners
         # a waiting entry was carried by the last pass (its step is the last one's) and was no
         # candidate since (so it cannot have failed its probability); a copy of it may have activated

@@ -24,12 +24,13 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Callable, Iterable
+from typing import Any
 from dataclasses import dataclass, field
 
 from ..errors import Diagnostic
 from ..shortcuts import DEFAULT, Shortcuts
 from .entries import Entry
-from .regexes import (DEFAULT_TIMEOUT, JsRegex, fold_for_literal, js_regex_resume, js_regex_search, js_regex_search_at,
+from .regexes import (_FOLD_TO_ASCII, DEFAULT_TIMEOUT, JsRegex, fold_for_literal, js_regex_resume, js_regex_search, js_regex_search_at,
                       parse_js_regex)
 from .scan import _JS_WS, JOINER, MATCHER, Haystack, ScanBuffer
 
@@ -39,6 +40,9 @@ _WORD_RUN = re.compile(r"[A-Za-z0-9_]+")
 _PURE_WORD = re.compile(r"[A-Za-z0-9_]+")
 _HAS_JS_SPACE = re.compile(f"[{re.escape(_JS_WS)}]")
 _NOT_FOUND = 1 << 30
+_UNKNOWN: Any = object()
+#: the characters :func:`fold_for_literal` maps before lower-casing (elsewhere it lower-cases)
+_FOLDED_FIRST = tuple(map(chr, _FOLD_TO_ASCII))
 
 SUB, WORD, BOUNDED = 0, 1, 2
 
@@ -266,6 +270,8 @@ class KeyMatcher:
         self._old_ends: dict[tuple[Haystack, Haystack], int] = {}
         #: regex progress key -> (search start, text length up to which the required literal is absent)
         self._literal_seen: dict[tuple[str, int, tuple[str, ...]], tuple[int, int]] = {}
+        #: (first piece, end piece, case-folded) -> the pieces' windows, see :meth:`may_hold`
+        self._windows_between: dict[tuple[int, int, bool], set[str] | None] = {}
 
     # -- pieces -----------------------------------------------------------------------------
     def _chat_index(self, cs: bool) -> _ChatIndex:
@@ -523,6 +529,13 @@ class KeyMatcher:
         check covered the old text), and that match contains the literal, which a joint cannot
         split: so if no new piece contains it, the answer stays "no". The caller then need not look
         at the entry again; what this learnt is recorded as if it had been searched.
+
+        Nothing is pending at the old end either when no match of the regex can contain U+0001
+        (:attr:`JsRegex.within_pieces`) and the old text's last piece does not hold the literal:
+        the new text is ``"\\n\\x01"`` and pieces, so a match begun in the old text can run at
+        most into that ``"\\n"``, and then lies after the old text's last U+0001 and holds the
+        literal. That holds whatever the last search left (a literal found earlier in the old
+        text whose match failed there, searched again by every pass, is the usual case).
         """
         previous = self._regex_results.get((rx.source, before))
         if previous is None or not rx.resumable or hay.empty or before.empty:
@@ -544,10 +557,16 @@ class KeyMatcher:
         settled = (progress is not None and progress[0] == old_end and progress[1] == old_end and not progress[2]) \
             or self._literal_seen.get(progress_key) == (pos, old_end)
         if not settled:
+            if not rx.within_pieces:
+                return None
+            folded = self._fold(text) if rx.ignore_case else text
+            if folded.find(literal, max(0, text.rfind(MATCHER, 0, old_end)), old_end) >= 0:
+                return None
+        if self.may_hold(literal, rx.ignore_case, before.recursion, hay.recursion) and \
+                (self._fold(text) if rx.ignore_case else text).find(literal, old_end) >= 0:
             return None
-        if (self._fold(text) if rx.ignore_case else text).find(literal, old_end) >= 0:
-            return None
-        self._literal_seen[progress_key] = (pos, len(text))
+        if settled:  # (the literal may lie in the old text of a regex settled by its pieces alone)
+            self._literal_seen[progress_key] = (pos, len(text))
         self._regex_results[(rx.source, hay)] = False
         return False
 
@@ -640,12 +659,39 @@ class KeyMatcher:
         return where
 
     # -- incremental passes ----------------------------------------------------------------------
-    def piece_windows(self, start: int, cs: bool) -> set[str]:
-        """The windows of the recursion pieces from ``start`` on (one case variant): every ``GRAM``-character
-        window of their word runs, perhaps more windows of their text (see :attr:`_Part.windows`)."""
+    def may_hold(self, literal: str, ignore_case: bool, start: int, end: int) -> bool:
+        """Whether recursion pieces ``start`` to ``end`` (as written, or case-folded with
+        :func:`fold_for_literal` under ``ignore_case``) may contain the word-character ``literal``.
+
+        ``False`` is certain: the literal's first ``GRAM`` characters are word characters, so where
+        the literal occurs they lie inside one word run, and they are none of the windows of the
+        pieces' word runs (:func:`text_windows`, kept per piece: :meth:`piece_hits` made most). The
+        lower-cased pieces' windows serve for the case-folded text when folding a piece is
+        lower-casing it (it has none of the characters :func:`fold_for_literal` maps first).
+        """
+        window = literal[:GRAM]
+        if not is_word_gram(window):
+            return True
+        windows = self.windows_between(start, end, ignore_case)
+        return windows is None or window in windows
+
+    def windows_between(self, start: int, end: int, ignore_case: bool) -> set[str] | None:
+        """The windows of pieces ``start`` to ``end`` for :meth:`may_hold` (``None``: under
+        ``ignore_case``, a piece whose case-folded text is not its lower-cased text), kept."""
+        key = (start, end, ignore_case)
+        windows = self._windows_between.get(key, _UNKNOWN)
+        if windows is _UNKNOWN:
+            windows = self._windows_between[key] = self._piece_windows_between(start, end, ignore_case)
+        return windows  # type: ignore[no-any-return]
+
+    def _piece_windows_between(self, start: int, end: int, ignore_case: bool) -> set[str] | None:
         out: set[str] = set()
-        for index in range(start, len(self.buffer.recursion)):
-            part = self.recursion_part(index, cs)
+        for index in range(start, end):
+            if ignore_case:
+                raw = self.buffer.recursion[index]
+                if not raw.isascii() and any(c in raw for c in _FOLDED_FIRST):
+                    return None
+            part = self.recursion_part(index, not ignore_case)
             if part.windows is None:
                 if part.words is None:
                     part.words = set(_WORD_RUN.findall(part.text))
