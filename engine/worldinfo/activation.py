@@ -25,8 +25,8 @@ from ..collector import bulk_allocation
 from ..shortcuts import DEFAULT, Shortcuts
 from .entries import Entry, Logic, WorldBook, js_key_order, normalize_books
 from .matching import _NOT_FOUND as _FAR
-from .matching import (_WORD_RUN, GRAM, INDEX_DIRTY, INDEX_EMPTY_INVALID, INDEX_OTHER, INDEX_WORD, REGEX, KeyMatcher,
-                       Needle, gram_of, is_word_gram, text_windows)
+from .matching import (GRAM, INDEX_DIRTY, INDEX_EMPTY_INVALID, INDEX_OTHER, INDEX_WORD, REGEX, KeyMatcher,
+                       Needle, gram_of, is_word_gram, text_windows, word_runs)
 from .output import ActivatedEntry, Positions, build_positions
 from .regexes import DEFAULT_TIMEOUT, JsRegex, fold_for_literal
 from .scan import MAX_SCAN_DEPTH, ChatTail, Haystack, ScanBuffer, ScanState, chat_scan_messages, js_trim
@@ -645,7 +645,6 @@ class _Run:
             verdict = self._before_keys(i, entry, state, level, step)
             if verdict is not None:
                 return verdict
-        decide = self.decide
         primary_keys, secondary_keys = self.plans[i]
         hay = self._hay_cache[self.hay_class[i]]
         if hay is None:
@@ -653,30 +652,35 @@ class _Run:
         matcher = self.matcher
         match = matcher.match
         primary = None
-        plain_hay = not hay.extras and not hay.empty
-        for key, needle in primary_keys:
-            if needle is None:
-                continue
-            if needle.mapped and plain_hay:
-                # KeyMatcher.match inlined for a mapped word key on chat plus recursion text (most
-                # keys of a large book): the chat's word-run dict, then the words piece_hits recorded
-                cs = needle.cs
-                chat_words = matcher._chat_words.get(cs)
-                if chat_words is not None:
-                    if chat_words.get(needle.text, _FAR) < hay.depth:
-                        primary = key
-                        break
-                    r = hay.recursion
-                    if not r:
-                        continue
-                    if matcher._pieces_indexed[cs] >= r:
-                        if matcher._piece_words[cs].get(needle.text, _FAR) < r:
+        if not hay.extras and not hay.empty:
+            # KeyMatcher.match inlined for a mapped word key on chat plus recursion text (most keys
+            # of a large book): the chat's word-run dict, then the words piece_hits recorded
+            chat_words_by_case, depth, r = matcher._chat_words, hay.depth, hay.recursion
+            for key, needle in primary_keys:
+                if needle is None:
+                    continue
+                if needle.mapped:
+                    cs = needle.cs
+                    chat_words = chat_words_by_case.get(cs)
+                    if chat_words is not None:
+                        if chat_words.get(needle.text, _FAR) < depth:
                             primary = key
                             break
-                        continue
-            if match(needle, entry, hay):
-                primary = key
-                break
+                        if not r:
+                            continue
+                        if matcher._pieces_indexed[cs] >= r:
+                            if matcher._piece_words[cs].get(needle.text, _FAR) < r:
+                                primary = key
+                                break
+                            continue
+                if match(needle, entry, hay):
+                    primary = key
+                    break
+        else:
+            for key, needle in primary_keys:
+                if needle is not None and match(needle, entry, hay):
+                    primary = key
+                    break
         if primary is None:
             detail = "no primary key matched"
             if matcher._reported:  # some regex key was refused or invalid: say so when it is one of these
@@ -687,10 +691,11 @@ class _Run:
                     detail += f" (regex key {shown} refused: {refused[0].reason})"
             self.decisions[i] = _Decision("skipped", "no_match", detail, step, ScanState.NAMES[state])
             return False
-        if not (entry.selective and secondary_keys):
+        if not (secondary_keys and entry.selective):
             self.decisions[i] = _Decision("activated", "key", f"fired by key {primary!r}", step, ScanState.NAMES[state],
                                           primary)
             return True
+        decide = self.decide
         logic = entry.selective_logic
         any_match = False
         all_match = True
@@ -964,7 +969,7 @@ class _Run:
             for extra in extras:
                 part = matcher._part(extra, cs)
                 if part.words is None:
-                    part.words = set(_WORD_RUN.findall(part.text))
+                    part.words = set(word_runs(part.text))
                 for w in words.keys() & part.words:
                     todo.update(words[w])
             if others:

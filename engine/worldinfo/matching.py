@@ -37,6 +37,19 @@ from .scan import _JS_WS, JOINER, MATCHER, Haystack, ScanBuffer
 __all__ = ["KeyMatcher"]
 
 _WORD_RUN = re.compile(r"[A-Za-z0-9_]+")
+#: every ASCII character that is not a word character, to a space (see :func:`word_runs`)
+_NON_WORD_TO_SPACE = str.maketrans({chr(c): " " for c in range(128) if not (chr(c).isalnum() or chr(c) == "_")})
+
+
+def word_runs(text: str) -> list[str]:
+    """The maximal ``[A-Za-z0-9_]+`` runs of ``text`` in order (``_WORD_RUN.findall``).
+
+    An ASCII text is split in C instead: every other character becomes a space, and ``split``
+    then cuts at exactly those (twice as fast as the regex on recursion text and chats).
+    """
+    if text.isascii():
+        return text.translate(_NON_WORD_TO_SPACE).split()
+    return _WORD_RUN.findall(text)
 _PURE_WORD = re.compile(r"[A-Za-z0-9_]+")
 _HAS_JS_SPACE = re.compile(f"[{re.escape(_JS_WS)}]")
 _NOT_FOUND = 1 << 30
@@ -131,7 +144,7 @@ class _Part:
         if hit is None:
             if mode == WORD:
                 if self.words is None:
-                    self.words = set(_WORD_RUN.findall(self.text))
+                    self.words = set(word_runs(self.text))
                 hit = needle in self.words
             else:
                 hit = _test_text(self.text, needle, mode)
@@ -155,10 +168,11 @@ class _ChatIndex:
 
     def words(self) -> dict[str, int]:
         if self._words is None:
+            # oldest first, so that a newer message's index replaces an older one's
             words: dict[str, int] = {}
-            for i, m in enumerate(self._messages):
-                for w in _WORD_RUN.findall(m):
-                    words.setdefault(w, i)
+            messages = self._messages
+            for i in range(len(messages) - 1, -1, -1):
+                words.update(dict.fromkeys(word_runs(messages[i]), i))
             self._words = words
         return self._words
 
@@ -394,7 +408,7 @@ class KeyMatcher:
                     if mode == WORD:  # a word key is one of the piece's word runs (no memo needed)
                         words = part.words
                         if words is None:
-                            words = part.words = set(_WORD_RUN.findall(part.text))
+                            words = part.words = set(word_runs(part.text))
                         found = text in words
                     else:
                         found = part.has(text, mode)
@@ -694,7 +708,7 @@ class KeyMatcher:
             part = self.recursion_part(index, not ignore_case)
             if part.windows is None:
                 if part.words is None:
-                    part.words = set(_WORD_RUN.findall(part.text))
+                    part.words = set(word_runs(part.text))
                 part.windows = text_windows(part.text, part.words, False)
             out |= part.windows
         return out
@@ -718,13 +732,15 @@ class KeyMatcher:
                 continue
             part = self.recursion_part(index, cs)
             if part.words is None:
-                part.words = set(_WORD_RUN.findall(part.text))
+                part.words = set(word_runs(part.text))
             first = self._piece_words[cs]
             for word_map in words:
-                # the dict view's ``&`` walks the smaller side (the piece's runs) in C
-                for w in word_map.keys() & part.words:
-                    out.update(word_map[w])
-                    first.setdefault(w, index)
+                # the dict view's ``&`` walks the smaller side (the piece's runs) in C, and the
+                # owners and first pieces are recorded in C too
+                found = word_map.keys() & part.words
+                if found:
+                    out.update(*map(word_map.__getitem__, found))
+                    first.update(dict.fromkeys(found - first.keys(), index))
             if self._pieces_indexed[cs] == index:
                 self._pieces_indexed[cs] = index + 1
             if others:
