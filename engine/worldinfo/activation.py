@@ -844,9 +844,11 @@ class _Run:
         belongs to.
         """
         grouped: dict[str, list[int]] = {}
+        entries = self.entries
         for i in candidates:
-            for name in self.entries[i].groups:
-                grouped.setdefault(name, []).append(i)
+            if entries[i].group:  # (most entries are in no group: no split)
+                for name in entries[i].groups:
+                    grouped.setdefault(name, []).append(i)
         if not grouped:
             return candidates
         groups = _Groups(grouped, js_key_order(grouped), set(candidates), step, state)

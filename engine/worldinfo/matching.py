@@ -699,7 +699,7 @@ class KeyMatcher:
         return windows  # type: ignore[no-any-return]
 
     def _piece_windows_between(self, start: int, end: int, ignore_case: bool) -> set[str] | None:
-        out: set[str] = set()
+        found: list[set[str]] = []
         for index in range(start, end):
             if ignore_case:
                 raw = self.buffer.recursion[index]
@@ -710,8 +710,9 @@ class KeyMatcher:
                 if part.words is None:
                     part.words = set(word_runs(part.text))
                 part.windows = text_windows(part.text, part.words, False)
-            out |= part.windows
-        return out
+            found.append(part.windows)
+        # one piece (the usual case): its own set, which is only read
+        return found[0] if len(found) == 1 else set().union(*found)
 
     def piece_hits(self, index: int, word_maps: tuple[dict[bool, dict[str, list[int]]], ...],
                    other_maps: tuple[tuple[dict[bool, dict[str, list[tuple[Needle, list[int]]]]], dict[bool, bool]], ...],
@@ -747,12 +748,9 @@ class KeyMatcher:
                 text = part.text
                 grams = part.windows = text_windows(text, part.words, any(mixed for _, mixed in others))
                 for other_map, _ in others:
-                    if len(grams) > len(other_map):
-                        buckets = [b for g, b in other_map.items() if g in grams]
-                    else:
-                        buckets = [other_map[g] for g in grams if g in other_map]
-                    for bucket in buckets:
-                        for n, owners in bucket:
+                    # the view's ``&`` walks the smaller side in C
+                    for gram in other_map.keys() & grams:
+                        for n, owners in other_map[gram]:
                             if _test_text(text, n.text, n.mode):
                                 out.update(owners)
         return out
