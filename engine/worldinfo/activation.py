@@ -164,11 +164,12 @@ def sort_entries(books: Sequence[WorldBook], strategy: int) -> tuple[list[Entry]
 
 
 class _Decision(NamedTuple):
-    """The loop's last word on one entry: a trace record in the making (see :func:`trace_records`)."""
+    """The loop's last word on one entry: a trace record in the making (see :func:`trace_records`;
+    a ``detail`` of ``None`` there is "fired by key" and the decision's key)."""
 
     outcome: str
     reason: str
-    detail: str
+    detail: str | None
     step: int | None = None
     state: str | None = None
     key: str | None = None
@@ -692,8 +693,8 @@ class _Run:
             self.decisions[i] = _Decision("skipped", "no_match", detail, step, ScanState.NAMES[state])
             return False
         if not (secondary_keys and entry.selective):
-            self.decisions[i] = _Decision("activated", "key", f"fired by key {primary!r}", step, ScanState.NAMES[state],
-                                          primary)
+            # (the detail, "fired by key ...", is written when the trace is read)
+            self.decisions[i] = _Decision("activated", "key", None, step, ScanState.NAMES[state], primary)
             return True
         decide = self.decide
         logic = entry.selective_logic
@@ -1036,11 +1037,12 @@ class _Run:
             considered = list(candidates)
             self.meter.start_pass()
             candidates = self.filter_groups(candidates, cursor.state, cursor.step)
-            activated_now = [self.ids[i] for i in candidates if self.admit(i, cursor)]
+            ids = self.ids
+            activated_now = [ids[i] for i in candidates if self.admit(i, cursor)]
             for_recursion = [i for i in candidates
                              if i not in self.failed_probability and not self.entries[i].prevent_recursion]
             self.steps.append(StepRecord(cursor.step, ScanState.NAMES[cursor.state], self.buffer.depth(), cursor.level,
-                                         tuple(self.ids[i] for i in considered), tuple(activated_now)))
+                                         tuple(map(ids.__getitem__, considered)), tuple(activated_now)))
             self.next_state(cursor, for_recursion)
             if cursor.state != ScanState.NONE:
                 self.add_recursion(for_recursion)
