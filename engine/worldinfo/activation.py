@@ -177,6 +177,9 @@ class _Decision(NamedTuple):
     winner: int | str | None = None
 
 
+#: a :class:`_Decision` from all eight fields, without the named tuple's Python-level ``__new__``
+_new_decision: Callable[[type[_Decision], tuple[Any, ...]], _Decision] = tuple.__new__  # type: ignore[assignment]
+
 _NOT_SCANNED = _Decision("skipped", "not_scanned", "the loop ended before the entry was looked at")
 _LOGIC_NAMES = {0: "AND ANY", 1: "NOT ALL", 2: "NOT ANY", 3: "AND ALL"}
 
@@ -591,7 +594,8 @@ class _Run:
     # -- small helpers ------------------------------------------------------------------------
     def decide(self, i: int, outcome: str, reason: str, detail: str, step: int, state: int, key: str | None = None,
                secondary: str | None = None, winner: int | str | None = None) -> None:
-        self.decisions[i] = _Decision(outcome, reason, detail, step, ScanState.NAMES[state], key, secondary, winner)
+        self.decisions[i] = _new_decision(_Decision, (outcome, reason, detail, step, ScanState.NAMES[state], key,
+                                                      secondary, winner))
 
     def run_expand(self, text: str, what: str) -> str:
         if self.expand is None or not text:
@@ -690,11 +694,13 @@ class _Run:
                     source = refused[0].source
                     shown = source if len(source) <= 60 else source[:57] + "..."
                     detail += f" (regex key {shown} refused: {refused[0].reason})"
-            self.decisions[i] = _Decision("skipped", "no_match", detail, step, ScanState.NAMES[state])
+            self.decisions[i] = _new_decision(_Decision, ("skipped", "no_match", detail, step, ScanState.NAMES[state],
+                                                          None, None, None))
             return False
         if not (secondary_keys and entry.selective):
             # (the detail, "fired by key ...", is written when the trace is read)
-            self.decisions[i] = _Decision("activated", "key", None, step, ScanState.NAMES[state], primary)
+            self.decisions[i] = _new_decision(_Decision, ("activated", "key", None, step, ScanState.NAMES[state],
+                                                          primary, None, None))
             return True
         decide = self.decide
         logic = entry.selective_logic
@@ -730,8 +736,8 @@ class _Run:
         Its plain keys were not found in the new recursion text (else it would be dirty already),
         no rule before the keys applies to it (``simple``), and every regex key it tested last
         pass provably answers the same (:meth:`KeyMatcher.regex_unchanged`): then
-        :meth:`consider` would decide exactly as last pass, only in this step. Returns whether it
-        did that.
+        :meth:`consider` would decide exactly as last pass, only in this step. Returns whether that
+        holds (the entry then waits, and :meth:`release` writes the step into its decision).
         """
         decision = self.decisions[i]
         if (decision.step != step - 1 or decision.reason not in ("no_match", "secondary_logic") or not self.simple[i]
@@ -760,8 +766,7 @@ class _Run:
                     continue
                 if needle.rx is None or needle.rx.status != "ok" or unchanged(needle.rx, before, hay) is None:
                     return False
-        self.decisions[i] = decision._replace(step=step, state=ScanState.NAMES[state])
-        return True
+        return True  # it waits: :meth:`release` writes this step into its decision
 
     def words_of(self, i: int, content: str) -> int:
         """The word count of entry ``i``'s content (kept with the books when contents are not expanded)."""
@@ -1150,9 +1155,9 @@ class _Run:
         step, state_name = self.waiting_at
         decisions = self.decisions
         for i in entries:
-            decision = decisions[i]
-            if decision.step != step:
-                decisions[i] = decision._replace(step=step, state=state_name)
+            d = decisions[i]
+            if d.step != step:
+                decisions[i] = _new_decision(_Decision, (d[0], d[1], d[2], step, state_name, d[5], d[6], d[7]))
 
     def candidates(self, todo: Iterable[int], cursor: _Cursor) -> list[int]:
         """The entries of ``todo`` that are candidates in this pass (:meth:`consider`), in order.
