@@ -521,7 +521,8 @@ class _Run:
         self.expand = options.expand
         self.meter = _BudgetMeter(budget_tokens(settings), resolve_token_counter(settings, options.token_counter),
                                   additive=options.token_counter is None and settings.tokenizer == "words",
-                                  words_of=self.words_of)
+                                  words_of=self.words_of,
+                                  known_words=prepared.word_counts if options.expand is None else None)
         self.rng = options.rng or random.Random(options.seed).random
         forced = self.forced = options.forced
         regex_timeout = options.regex_timeout
@@ -1293,13 +1294,15 @@ class _BudgetMeter:
     """
 
     def __init__(self, budget: int, count_tokens: Callable[[str], int], *, additive: bool,
-                 words_of: Callable[[int, str], int]) -> None:
+                 words_of: Callable[[int, str], int], known_words: dict[int, int] | None = None) -> None:
         self.budget = budget
         self.count_tokens = count_tokens
         self.additive = additive
         #: the counter promises never to count more tokens than the text has UTF-8 bytes
         self.bytes_bound = not additive and getattr(count_tokens, AT_MOST_UTF8_BYTES, False) is True
         self.words_of = words_of
+        #: entry index -> its content's word count, where ``words_of`` keeps them (read first)
+        self.known_words = known_words if known_words is not None else {}
         #: once the budget is reached, only entries that ignore it are admitted, in every later pass
         self.overflowed = False
         self.all_text = ""  # the recursion text so far, newest first, as SillyTavern counts it
@@ -1327,7 +1330,10 @@ class _BudgetMeter:
         """The count with entry ``i``'s ``content`` added to this pass's (0 when the bytes prove it below
         the budget); the content counts from now on, whether the entry is then admitted or not."""
         if self.additive:
-            words = self.pass_words[i] = self.words_of(i, content)
+            words = self.known_words.get(i)
+            if words is None:
+                words = self.words_of(i, content)
+            self.pass_words[i] = words
             self.new_tokens += words
             return self.base_tokens + self.new_tokens  # type: ignore[operator]
         self.new_content += content + "\n"
