@@ -1045,8 +1045,8 @@ class _Run:
             candidates = self.filter_groups(candidates, cursor.state, cursor.step)
             ids = self.ids
             activated_now = [ids[i] for i in candidates if self.admit(i, cursor)]
-            for_recursion = [i for i in candidates
-                             if i not in self.failed_probability and not self.entries[i].prevent_recursion]
+            failed, entries = self.failed_probability, self.entries
+            for_recursion = [i for i in candidates if i not in failed and not entries[i].prevent_recursion]
             self.steps.append(StepRecord(cursor.step, ScanState.NAMES[cursor.state], self.buffer.depth(), cursor.level,
                                          tuple(map(ids.__getitem__, considered)), tuple(activated_now)))
             self.next_state(cursor, for_recursion)
@@ -1240,7 +1240,8 @@ class _Run:
 
     def add_recursion(self, for_recursion: list[int]) -> None:
         """This pass's recursing entries' contents become the next pieces of recursion text."""
-        contents = [self.content.get(i, self.entries[i].content) for i in for_recursion]
+        content, entries = self.content, self.entries
+        contents = [content[i] if i in content else entries[i].content for i in for_recursion]
         text = "\n".join(contents)
         if text:
             self.buffer.add_recursion(text)
