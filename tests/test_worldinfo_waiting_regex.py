@@ -6,7 +6,8 @@ it stops waiting (its literal turns up in new recursion text, a copy of it activ
 at every entry, the loop ends). ``Shortcuts(wi_settled_regex=False)`` looks at every regex entry in
 every pass: the two must give the same activation and the same trace, step and state included.
 (:data:`PLAIN` rescans every entry in every pass, so a record that is no activation may name a later
-step there: it is compared without them.)
+step there: it is compared without them.) Keys with a space, tested on recursion pieces by their
+word-run windows before a search, are held to the plain search the same way.
 """
 
 from __future__ import annotations
@@ -122,3 +123,24 @@ def test_a_regex_completed_by_the_newline_before_new_recursion_text_activates(ke
                                shortcuts=Shortcuts(wi_settled_regex=False))
     assert fast.uids == full.uids == [0, 1]
     assert fast.trace.to_list() == full.trace.to_list()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_phrase_keys_in_recursion_text_answer_as_the_plain_search(seed: int) -> None:
+    # keys with a space are searched as substrings; in a recursion piece whose word-run windows
+    # piece_hits kept, a key whose window is none of them is passed over without a search
+    rnd = random.Random(seed)
+    words = ["amber", "gates", "stone", "river", "a", "the", "tower12", "Tower123"]
+    for _ in range(40):
+        entries = []
+        for uid in range(rnd.randint(5, 16)):
+            a, b = rnd.sample(words, 2)
+            keys = [rnd.choice([f"{a} {b}", f"{a}.{b}", a, f"{a} {b} {a}"])]
+            entries.append({"uid": uid, "key": keys, "content": " ".join(rnd.choices(words, k=rnd.randint(1, 4))),
+                            "order": rnd.randint(1, 9), "matchWholeWords": rnd.random() < 0.7})
+        chat = [" ".join(rnd.choices(words, k=3)) for _ in range(rnd.randint(1, 3))]
+        conf = {"world_info_depth": 2, "world_info_case_sensitive": rnd.random() < 0.3}
+        fast = activate_world_info({"entries": entries}, chat, conf)
+        plain = activate_world_info({"entries": entries}, chat, conf, shortcuts=PLAIN)
+        assert fast.uids == plain.uids
+        assert [_decided(r) for r in fast.trace.to_list()] == [_decided(r) for r in plain.trace.to_list()]

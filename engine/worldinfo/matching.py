@@ -410,6 +410,10 @@ class KeyMatcher:
                         if words is None:
                             words = part.words = set(word_runs(part.text))
                         found = text in words
+                    elif n.word_gram and part.windows is not None and n.gram not in part.windows:
+                        # the key's window of word characters would lie inside one of the piece's
+                        # word runs, and is none of their windows (piece_hits kept them)
+                        found = False
                     else:
                         found = part.has(text, mode)
                     if found:
