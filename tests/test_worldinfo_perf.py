@@ -395,3 +395,14 @@ def test_word_run_windows_are_every_window_of_every_run(runs: set[str]) -> None:
 
     expected = {w[i:i + GRAM] for w in runs for i in range(len(w) - GRAM + 1)} | {""}
     assert text_windows(" ".join(runs), runs, mixed=False) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("aZ9_ -.\n\t\x01\x1c\x85\xa0é\u2028\U0001f600")), max_size=40))
+def test_word_runs_split_in_c_equal_the_regex_runs(text: str) -> None:
+    """``word_runs`` (an ASCII text translated and split) gives exactly the regex's ``[A-Za-z0-9_]+`` runs."""
+    from tavernbox.worldinfo.matching import _WORD_RUN, word_runs
+
+    assert word_runs(text) == _WORD_RUN.findall(text)
+    ascii_only = text.encode("ascii", "ignore").decode("ascii")
+    assert word_runs(ascii_only) == _WORD_RUN.findall(ascii_only)

@@ -120,3 +120,47 @@ def test_regex_resumable_only_without_lookahead() -> None:
     assert not parse_js_regex("/dragon$/").resumable  # type: ignore[union-attr]
     assert not parse_js_regex("/\\bdragon/").resumable  # type: ignore[union-attr]
     assert not parse_js_regex("/a(?=b)/").resumable  # type: ignore[union-attr]
+
+
+# -- patterns whose matches stay within one piece of the scanned text ------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from tavernbox.worldinfo.jsregex import js_compile_error, js_search  # noqa: E402
+from tavernbox.worldinfo.regexes import stays_within_pieces  # noqa: E402
+
+
+@pytest.mark.parametrize(("pattern", "within"), [
+    (r"w01234\s+(?:the|a)", True), (r"a\.b", True), (r"[a-z]+\d*", True), (r"(?<n>ab)\k<n>", True),
+    (r"[\w-]", True), (r"[-a]", True), (r"[]", True), (r"\bdragon\b", True), (r"x\u00e9", True), (r"[\x02-\x7f]", False),
+    (r"a.b", False), (r"[^a]", False), (r"[^]", False), (r"[\s\S]", False), (r"a\Sb", False), (r"\W", False),
+    (r"\D", False), (r"[\x00-\x7f]", False), (r"[\0-a]", False), (r"\x01", False), ("\x01", False), ("\\\x01", False),
+    (r"\u0001", False), (r"\u{1}", False), (r"(a)\1", False), (r"\1", False), (r"\cA", False), (r"\p{Cc}", False),
+    (r"[\w-z]", False), ("[\x00-a]", False),
+])
+def test_patterns_that_cannot_match_the_piece_start_character(pattern: str, within: bool) -> None:
+    assert stays_within_pieces(pattern) is within
+
+
+_TOKENS = ["a", "b", "x", " ", r"\s", r"\w", r"\d", r"\S", r"\W", r"\D", ".", "[a-c]", "[^a]", r"[\s\S]", "[ab-]",
+           r"[\x00-\x7f]", r"[\x02-z]", r"\x01", r"\u0001", r"\1", r"\cA", "(?:a|b)", "(a)", "(?<=a)", "[]", r"\n",
+           "*", "+", "?", "{1,3}", "|"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_TOKENS), min_size=1, max_size=6), st.sampled_from(["", "i", "u", "s"]),
+       st.text("ab x\n\x01", max_size=8), st.text("ab x\n\x01", max_size=8))
+def test_a_match_of_a_within_pieces_pattern_never_spans_a_joint(tokens: list[str], flags: str, old: str,
+                                                                new: str) -> None:
+    # what KeyMatcher.regex_unchanged relies on: once "\n\x01" and a piece are added, a match the old
+    # text lacked starts in the old text's last piece and ends at that newline, or starts after it
+    pattern = "".join(tokens)
+    if not stays_within_pieces(pattern) or js_compile_error(pattern, flags) is not None:
+        return
+    text = old + "\n\x01" + new
+    last_piece = max(0, old.rfind("\x01"))
+    expected = (js_search(pattern, flags, old, 0, 1.0)
+                or js_search(pattern, flags, text[:len(old) + 1], last_piece, 1.0)
+                or js_search(pattern, flags, text, len(old) + 1, 1.0))
+    assert js_search(pattern, flags, text, 0, 1.0) == expected

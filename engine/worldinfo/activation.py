@@ -25,8 +25,8 @@ from ..collector import bulk_allocation
 from ..shortcuts import DEFAULT, Shortcuts
 from .entries import Entry, Logic, WorldBook, js_key_order, normalize_books
 from .matching import _NOT_FOUND as _FAR
-from .matching import (_WORD_RUN, INDEX_DIRTY, INDEX_EMPTY_INVALID, INDEX_OTHER, INDEX_WORD, REGEX, KeyMatcher,
-                       Needle, gram_of, is_word_gram, text_windows)
+from .matching import (GRAM, INDEX_DIRTY, INDEX_EMPTY_INVALID, INDEX_OTHER, INDEX_WORD, REGEX, KeyMatcher,
+                       Needle, gram_of, is_word_gram, text_windows, word_runs)
 from .output import ActivatedEntry, Positions, build_positions
 from .regexes import DEFAULT_TIMEOUT, JsRegex, fold_for_literal
 from .scan import MAX_SCAN_DEPTH, ChatTail, Haystack, ScanBuffer, ScanState, chat_scan_messages, js_trim
@@ -164,17 +164,21 @@ def sort_entries(books: Sequence[WorldBook], strategy: int) -> tuple[list[Entry]
 
 
 class _Decision(NamedTuple):
-    """The loop's last word on one entry: a trace record in the making (see :func:`trace_records`)."""
+    """The loop's last word on one entry: a trace record in the making (see :func:`trace_records`;
+    a ``detail`` of ``None`` there is "fired by key" and the decision's key)."""
 
     outcome: str
     reason: str
-    detail: str
+    detail: str | None
     step: int | None = None
     state: str | None = None
     key: str | None = None
     secondary: str | None = None
     winner: int | str | None = None
 
+
+#: a :class:`_Decision` from all eight fields, without the named tuple's Python-level ``__new__``
+_new_decision: Callable[[type[_Decision], tuple[Any, ...]], _Decision] = tuple.__new__  # type: ignore[assignment]
 
 _NOT_SCANNED = _Decision("skipped", "not_scanned", "the loop ended before the entry was looked at")
 _LOGIC_NAMES = {0: "AND ANY", 1: "NOT ALL", 2: "NOT ANY", 3: "AND ALL"}
@@ -363,6 +367,18 @@ class _Prepared:
         self.regexes: dict[int, tuple[JsRegex, ...]] = {
             i: tuple(n.rx for plan in plans[i] for _, n in plan if n is not None and n.kind == REGEX and n.rx)
             for i in self.regex_only}
+        #: each of those regexes once, with the entries owning it and the first ``GRAM`` characters of
+        #: its literal when they are word characters (see :meth:`_Run.still_waiting`)
+        owned: dict[int, tuple[JsRegex, set[int], str | None]] = {}
+        for i, found in self.regexes.items():
+            for rx in found:
+                if id(rx) not in owned:
+                    window = rx.literal[:GRAM] if rx.literal else None
+                    owned[id(rx)] = (rx, set(), window if window is not None and is_word_gram(window) else None)
+                owned[id(rx)][1].add(i)
+        self.regex_owners = list(owned.values())
+        #: always-dirty entries that are not :attr:`regex_only`: looked at in every pass
+        self.dirty_always = always_dirty - self.regex_only
         for buckets, found in ((self.primary_others, others[0]), (self.secondary_others, others[1])):
             for needle, owners in found.items():
                 gram = needle.gram = gram_of(needle.text)
@@ -372,7 +388,7 @@ class _Prepared:
 
 #: content digest of a raw book argument -> its normalised books and their diagnostics (each book
 #: under two digests, see :func:`_normalized_books`)
-_NORMALIZED_CACHE: dict[bytes, tuple[list[WorldBook], tuple[Diagnostic, ...]]] = {}
+_NORMALIZED_CACHE: dict[tuple[int, bytes], tuple[list[WorldBook], tuple[Diagnostic, ...]]] = {}
 _NORMALIZED_CACHE_SIZE = 8
 
 
@@ -387,19 +403,21 @@ def _normalized_books(books: Any, shortcuts: Shortcuts = DEFAULT) -> tuple[list[
     same :class:`WorldBook` objects, which :func:`_prepared_for` finds by identity.
 
     Two encodings are used. Version 2 writes no back-references, whose use depends on reference
-    counts: equal content always gives equal bytes (a copy of the book hits the cache too). The
-    current version marks shared objects instead of repeating them, which makes it about three
-    times faster on a parsed book (its keys are shared strings), but the same content held with
-    other sharing can give other bytes. Either encoding decodes to its content, so equal bytes
-    always mean equal content; the quick one is looked up first (a fresh ``json.loads`` of the
-    same text gives the same bytes), and on a miss the plain one decides. With
-    ``shortcuts.wi_quick_digest`` off only the plain one is taken. The switch chooses which digest
-    is looked up, never what it maps to (both map a content to its own normalisation), so the
+    counts: equal content always gives equal bytes (a copy of the book hits the cache too); it is
+    looked up by its blake2b digest. The current version marks shared objects instead of repeating
+    them, which makes it about three times faster on a parsed book (its keys are shared strings),
+    but the same content held with other sharing can give other bytes; it is looked up by the
+    bytes themselves (no digest to compute: the dict hashes them once and compares them byte for
+    byte on a hit, a third of blake2b's time on a large book). Either encoding decodes to its
+    content, so equal bytes always mean equal content; the quick one is looked up first (a fresh
+    ``json.loads`` of the same text gives the same bytes), and on a miss the plain one decides.
+    With ``shortcuts.wi_quick_digest`` off only the plain one is taken. The switch chooses which
+    key is looked up, never what it maps to (both map a content to its own normalisation), so the
     cache's key needs nothing else: a book cached by one call is the right answer for the other.
     """
     if type(books) is not dict and type(books) is not list:
         return normalize_books(books)
-    quick: bytes | None = None
+    quick: tuple[int, bytes] | None = None
     try:
         if shortcuts.wi_quick_digest:
             quick = _digest(books, marshal.version)
@@ -419,12 +437,16 @@ def _normalized_books(books: Any, shortcuts: Shortcuts = DEFAULT) -> tuple[list[
     return list(hit[0]), list(hit[1])
 
 
-def _digest(books: dict[str, Any] | list[Any], version: int) -> bytes:
-    # the encoding's version is part of the key: two versions' bytes never meet
-    return hashlib.blake2b(marshal.dumps(books, version), digest_size=20, person=b"v%d" % version).digest()
+def _digest(books: dict[str, Any] | list[Any], version: int) -> tuple[int, bytes]:
+    """The cache key of a raw book under one ``marshal`` version: the current version's encoding
+    itself, version 2's by its blake2b digest (the version is part of the key: two never meet)."""
+    encoded = marshal.dumps(books, version)
+    if version != 2:
+        return version, encoded
+    return version, hashlib.blake2b(encoded, digest_size=20, person=b"v%d" % version).digest()
 
 
-def _remember(digest: bytes, books: tuple[list[WorldBook], tuple[Diagnostic, ...]]) -> None:
+def _remember(digest: tuple[int, bytes], books: tuple[list[WorldBook], tuple[Diagnostic, ...]]) -> None:
     if digest not in _NORMALIZED_CACHE and len(_NORMALIZED_CACHE) >= _NORMALIZED_CACHE_SIZE:
         _evict_oldest(_NORMALIZED_CACHE)
     _NORMALIZED_CACHE[digest] = books
@@ -499,7 +521,8 @@ class _Run:
         self.expand = options.expand
         self.meter = _BudgetMeter(budget_tokens(settings), resolve_token_counter(settings, options.token_counter),
                                   additive=options.token_counter is None and settings.tokenizer == "words",
-                                  words_of=self.words_of)
+                                  words_of=self.words_of,
+                                  known_words=prepared.word_counts if options.expand is None else None)
         self.rng = options.rng or random.Random(options.seed).random
         forced = self.forced = options.forced
         regex_timeout = options.regex_timeout
@@ -553,8 +576,11 @@ class _Run:
         self.pass_pieces: dict[int, int] = {}
         #: this pass's haystack -> the same haystack as the last pass saw it (see :meth:`carry_forward`)
         self._before_cache: dict[Haystack, Haystack] = {}
-        #: entries carried forward in the last pass (see the carry-waiting step of :meth:`run`)
+        #: entries carried forward in the last pass (see :meth:`settle_regex_entries`); their decisions
+        #: are written with that pass's step only when they stop waiting (:meth:`release`)
         self.waiting: set[int] = set()
+        #: the step and state name of the pass that last carried ``waiting`` forward
+        self.waiting_at: tuple[int, str] = (0, "")
         self.hay_class = prepared.hay_class
         self._hay_cache: list[Haystack | None] = [None] * prepared.hay_classes
         self.activated: dict[str, int] = {}  # entry id -> index, in activation order
@@ -569,7 +595,8 @@ class _Run:
     # -- small helpers ------------------------------------------------------------------------
     def decide(self, i: int, outcome: str, reason: str, detail: str, step: int, state: int, key: str | None = None,
                secondary: str | None = None, winner: int | str | None = None) -> None:
-        self.decisions[i] = _Decision(outcome, reason, detail, step, ScanState.NAMES[state], key, secondary, winner)
+        self.decisions[i] = _new_decision(_Decision, (outcome, reason, detail, step, ScanState.NAMES[state], key,
+                                                      secondary, winner))
 
     def run_expand(self, text: str, what: str) -> str:
         if self.expand is None or not text:
@@ -624,7 +651,6 @@ class _Run:
             verdict = self._before_keys(i, entry, state, level, step)
             if verdict is not None:
                 return verdict
-        decide = self.decide
         primary_keys, secondary_keys = self.plans[i]
         hay = self._hay_cache[self.hay_class[i]]
         if hay is None:
@@ -632,30 +658,35 @@ class _Run:
         matcher = self.matcher
         match = matcher.match
         primary = None
-        plain_hay = not hay.extras and not hay.empty
-        for key, needle in primary_keys:
-            if needle is None:
-                continue
-            if needle.mapped and plain_hay:
-                # KeyMatcher.match inlined for a mapped word key on chat plus recursion text (most
-                # keys of a large book): the chat's word-run dict, then the words piece_hits recorded
-                cs = needle.cs
-                chat_words = matcher._chat_words.get(cs)
-                if chat_words is not None:
-                    if chat_words.get(needle.text, _FAR) < hay.depth:
-                        primary = key
-                        break
-                    r = hay.recursion
-                    if not r:
-                        continue
-                    if matcher._pieces_indexed[cs] >= r:
-                        if matcher._piece_words[cs].get(needle.text, _FAR) < r:
+        if not hay.extras and not hay.empty:
+            # KeyMatcher.match inlined for a mapped word key on chat plus recursion text (most keys
+            # of a large book): the chat's word-run dict, then the words piece_hits recorded
+            chat_words_by_case, depth, r = matcher._chat_words, hay.depth, hay.recursion
+            for key, needle in primary_keys:
+                if needle is None:
+                    continue
+                if needle.mapped:
+                    cs = needle.cs
+                    chat_words = chat_words_by_case.get(cs)
+                    if chat_words is not None:
+                        if chat_words.get(needle.text, _FAR) < depth:
                             primary = key
                             break
-                        continue
-            if match(needle, entry, hay):
-                primary = key
-                break
+                        if not r:
+                            continue
+                        if matcher._pieces_indexed[cs] >= r:
+                            if matcher._piece_words[cs].get(needle.text, _FAR) < r:
+                                primary = key
+                                break
+                            continue
+                if match(needle, entry, hay):
+                    primary = key
+                    break
+        else:
+            for key, needle in primary_keys:
+                if needle is not None and match(needle, entry, hay):
+                    primary = key
+                    break
         if primary is None:
             detail = "no primary key matched"
             if matcher._reported:  # some regex key was refused or invalid: say so when it is one of these
@@ -664,12 +695,15 @@ class _Run:
                     source = refused[0].source
                     shown = source if len(source) <= 60 else source[:57] + "..."
                     detail += f" (regex key {shown} refused: {refused[0].reason})"
-            self.decisions[i] = _Decision("skipped", "no_match", detail, step, ScanState.NAMES[state])
+            self.decisions[i] = _new_decision(_Decision, ("skipped", "no_match", detail, step, ScanState.NAMES[state],
+                                                          None, None, None))
             return False
-        if not (entry.selective and secondary_keys):
-            self.decisions[i] = _Decision("activated", "key", f"fired by key {primary!r}", step, ScanState.NAMES[state],
-                                          primary)
+        if not (secondary_keys and entry.selective):
+            # (the detail, "fired by key ...", is written when the trace is read)
+            self.decisions[i] = _new_decision(_Decision, ("activated", "key", None, step, ScanState.NAMES[state],
+                                                          primary, None, None))
             return True
+        decide = self.decide
         logic = entry.selective_logic
         any_match = False
         all_match = True
@@ -703,8 +737,8 @@ class _Run:
         Its plain keys were not found in the new recursion text (else it would be dirty already),
         no rule before the keys applies to it (``simple``), and every regex key it tested last
         pass provably answers the same (:meth:`KeyMatcher.regex_unchanged`): then
-        :meth:`consider` would decide exactly as last pass, only in this step. Returns whether it
-        did that.
+        :meth:`consider` would decide exactly as last pass, only in this step. Returns whether that
+        holds (the entry then waits, and :meth:`release` writes the step into its decision).
         """
         decision = self.decisions[i]
         if (decision.step != step - 1 or decision.reason not in ("no_match", "secondary_logic") or not self.simple[i]
@@ -733,8 +767,7 @@ class _Run:
                     continue
                 if needle.rx is None or needle.rx.status != "ok" or unchanged(needle.rx, before, hay) is None:
                     return False
-        self.decisions[i] = decision._replace(step=step, state=ScanState.NAMES[state])
-        return True
+        return True  # it waits: :meth:`release` writes this step into its decision
 
     def words_of(self, i: int, content: str) -> int:
         """The word count of entry ``i``'s content (kept with the books when contents are not expanded)."""
@@ -818,9 +851,11 @@ class _Run:
         belongs to.
         """
         grouped: dict[str, list[int]] = {}
+        entries = self.entries
         for i in candidates:
-            for name in self.entries[i].groups:
-                grouped.setdefault(name, []).append(i)
+            if entries[i].group:  # (most entries are in no group: no split)
+                for name in entries[i].groups:
+                    grouped.setdefault(name, []).append(i)
         if not grouped:
             return candidates
         groups = _Groups(grouped, js_key_order(grouped), set(candidates), step, state)
@@ -943,7 +978,7 @@ class _Run:
             for extra in extras:
                 part = matcher._part(extra, cs)
                 if part.words is None:
-                    part.words = set(_WORD_RUN.findall(part.text))
+                    part.words = set(word_runs(part.text))
                 for w in words.keys() & part.words:
                     todo.update(words[w])
             if others:
@@ -1008,14 +1043,17 @@ class _Run:
             considered = list(candidates)
             self.meter.start_pass()
             candidates = self.filter_groups(candidates, cursor.state, cursor.step)
-            activated_now = [self.ids[i] for i in candidates if self.admit(i, cursor)]
-            for_recursion = [i for i in candidates
-                             if i not in self.failed_probability and not self.entries[i].prevent_recursion]
+            ids = self.ids
+            activated_now = [ids[i] for i in candidates if self.admit(i, cursor)]
+            failed, entries = self.failed_probability, self.entries
+            for_recursion = [i for i in candidates if i not in failed and not entries[i].prevent_recursion]
             self.steps.append(StepRecord(cursor.step, ScanState.NAMES[cursor.state], self.buffer.depth(), cursor.level,
-                                         tuple(self.ids[i] for i in considered), tuple(activated_now)))
+                                         tuple(map(ids.__getitem__, considered)), tuple(activated_now)))
             self.next_state(cursor, for_recursion)
             if cursor.state != ScanState.NONE:
                 self.add_recursion(for_recursion)
+        self.release(self.waiting)
+        self.waiting = set()
 
     def entries_to_check(self, cursor: _Cursor) -> Iterable[int]:
         """The entries this pass looks at; every other one keeps its decision.
@@ -1034,6 +1072,7 @@ class _Run:
             return self.first_pass_entries()
         if (not incremental or previous is None or ScanState.MIN_ACTIVATIONS in (cursor.state, previous[0])
                 or previous[2] != context[2]):
+            self.release(waiting)
             return range(len(self.entries))
         return self.changed_entries(cursor, previous != context, waiting)
 
@@ -1059,17 +1098,22 @@ class _Run:
     def settle_regex_entries(self, dirty: set[int], waiting: set[int], cursor: _Cursor) -> None:
         """Add to ``dirty`` the entries with regex keys whose decision may change in this pass; the
         others carry their last decision forward (:meth:`still_waiting` for those carried forward
-        last pass, else :meth:`carry_forward`) and are remembered in ``self.waiting``."""
+        last pass, else :meth:`carry_forward`) and are remembered in ``self.waiting``.
+
+        An entry activated in an earlier pass is left to :meth:`changed_entries`, which leaves it
+        out (:meth:`carry_forward` would refuse it without looking)."""
         prepared = self.prepared
-        regex_only, carried = prepared.regex_only, self.waiting
         kept = self.still_waiting(waiting - dirty, cursor)
-        for i in prepared.always_dirty:
-            if i in dirty or i not in regex_only:
-                dirty.add(i)
-            elif i in kept or self.carry_forward(i, cursor.state, cursor.step):
+        self.release(waiting - kept)  # their decisions as the last pass carried them
+        carried = self.waiting
+        carried |= kept
+        for i in prepared.regex_only - dirty - kept - self.activated_indices:
+            if self.carry_forward(i, cursor.state, cursor.step):
                 carried.add(i)
             else:
                 dirty.add(i)
+        dirty |= prepared.dirty_always
+        self.waiting_at = (cursor.step, ScanState.NAMES[cursor.state])
 
     def still_waiting(self, waiting: set[int], cursor: _Cursor) -> set[int]:
         """Of the ``waiting`` entries (carried forward last pass), those that keep their decision in
@@ -1078,28 +1122,43 @@ class _Run:
         Last pass established, for each of an entry's regex keys, that no match lies in the text
         then and that a later one needs the key's required literal past its end; if the new
         recursion text (as written and case-folded) holds none of the literals, that still holds.
-        One loop for all of them: it runs for every regex entry in every pass.
+        Each distinct regex is looked at once (its owners drop out when the new text holds its
+        literal), most by a set lookup (:meth:`KeyMatcher.may_hold`) rather than a search, and a
+        kept entry's decision is not rewritten in every pass: it keeps waiting, and
+        :meth:`release` writes the step of the last pass that carried it when it stops.
         """
         if not waiting:
             return set()
         recursion = self.buffer.recursion
-        raw_new = "\n".join(recursion[j] for j in range(cursor.seen_pieces, len(recursion)))
+        start, end = cursor.seen_pieces, len(recursion)
+        raw_new = "\n".join(recursion[j] for j in range(start, end))
         new_texts = (raw_new, fold_for_literal(raw_new))
-        decisions, failed, activated, ids, regexes = (self.decisions, self.failed_probability, self.activated,
-                                                      self.ids, self.prepared.regexes)
-        step, state_name = cursor.step, ScanState.NAMES[cursor.state]
-        kept: set[int] = set()
-        for i in waiting:
-            decision = decisions[i]
-            if decision.step != step - 1 or i in failed or ids[i] in activated:
+        between = self.matcher.windows_between
+        dropped: set[int] = set()
+        for rx, owners, window in self.prepared.regex_owners:
+            literal = rx.literal
+            if rx.status != "ok" or literal is None:
+                dropped |= owners
                 continue
-            for rx in regexes[i]:
-                if rx.status != "ok" or rx.literal is None or rx.literal in new_texts[rx.ignore_case]:
-                    break
-            else:
-                decisions[i] = decision._replace(step=step, state=state_name)
-                kept.add(i)
-        return kept
+            if window is not None:  # as KeyMatcher.may_hold decides
+                seen = between(start, end, rx.ignore_case)
+                if seen is not None and window not in seen:
+                    continue
+            if literal in new_texts[rx.ignore_case]:
+                dropped |= owners
+        # a waiting entry was carried by the last pass (its step is the last one's) and was no
+        # candidate since (so it cannot have failed its probability); a copy of it may have activated
+        failed, activated, ids = self.failed_probability, self.activated, self.ids
+        return {i for i in waiting - dropped if i not in failed and ids[i] not in activated}
+
+    def release(self, entries: Iterable[int]) -> None:
+        """Entries that stop waiting get the step and state of the pass that last carried them."""
+        step, state_name = self.waiting_at
+        decisions = self.decisions
+        for i in entries:
+            d = decisions[i]
+            if d.step != step:
+                decisions[i] = _new_decision(_Decision, (d[0], d[1], d[2], step, state_name, d[5], d[6], d[7]))
 
     def candidates(self, todo: Iterable[int], cursor: _Cursor) -> list[int]:
         """The entries of ``todo`` that are candidates in this pass (:meth:`consider`), in order.
@@ -1181,7 +1240,8 @@ class _Run:
 
     def add_recursion(self, for_recursion: list[int]) -> None:
         """This pass's recursing entries' contents become the next pieces of recursion text."""
-        contents = [self.content.get(i, self.entries[i].content) for i in for_recursion]
+        content, entries = self.content, self.entries
+        contents = [content[i] if i in content else entries[i].content for i in for_recursion]
         text = "\n".join(contents)
         if text:
             self.buffer.add_recursion(text)
@@ -1235,13 +1295,15 @@ class _BudgetMeter:
     """
 
     def __init__(self, budget: int, count_tokens: Callable[[str], int], *, additive: bool,
-                 words_of: Callable[[int, str], int]) -> None:
+                 words_of: Callable[[int, str], int], known_words: dict[int, int] | None = None) -> None:
         self.budget = budget
         self.count_tokens = count_tokens
         self.additive = additive
         #: the counter promises never to count more tokens than the text has UTF-8 bytes
         self.bytes_bound = not additive and getattr(count_tokens, AT_MOST_UTF8_BYTES, False) is True
         self.words_of = words_of
+        #: entry index -> its content's word count, where ``words_of`` keeps them (read first)
+        self.known_words = known_words if known_words is not None else {}
         #: once the budget is reached, only entries that ignore it are admitted, in every later pass
         self.overflowed = False
         self.all_text = ""  # the recursion text so far, newest first, as SillyTavern counts it
@@ -1269,7 +1331,10 @@ class _BudgetMeter:
         """The count with entry ``i``'s ``content`` added to this pass's (0 when the bytes prove it below
         the budget); the content counts from now on, whether the entry is then admitted or not."""
         if self.additive:
-            words = self.pass_words[i] = self.words_of(i, content)
+            words = self.known_words.get(i)
+            if words is None:
+                words = self.words_of(i, content)
+            self.pass_words[i] = words
             self.new_tokens += words
             return self.base_tokens + self.new_tokens  # type: ignore[operator]
         self.new_content += content + "\n"

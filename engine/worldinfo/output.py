@@ -125,7 +125,9 @@ class Positions:
 
 def build_positions(activated: list[ActivatedEntry]) -> Positions:
     """Place ``activated`` (in activation order) the way SillyTavern's output assembly does."""
-    ordered = sorted(activated, key=lambda a: -a.entry.order)  # stable: ties keep activation order
+    # stable: ties keep activation order (the keys computed first, so the sort reads them in C)
+    keys = [-a.entry.order for a in activated]
+    ordered = [activated[k] for k in sorted(range(len(activated)), key=keys.__getitem__)]
     lists: dict[int, list[ActivatedEntry]] = {p: [] for p in range(8)}
     depth_groups: list[tuple[int, int, list[ActivatedEntry]]] = []
     outlets: dict[str, list[ActivatedEntry]] = {}

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 from .jsregex import JsRegexError, js_compile_error, js_search, js_search_at
 
 __all__ = ["JsRegex", "RegexStatus", "fold_for_literal", "js_regex_resume", "js_regex_search", "parse_js_regex",
-           "required_literal", "translate_js_regex"]
+           "required_literal", "stays_within_pieces", "translate_js_regex"]
 
 #: How long one search may take before the key is refused (seconds).
 DEFAULT_TIMEOUT = 0.1
@@ -78,6 +78,10 @@ class JsRegex:
     ignore_case: bool = False
     #: the pattern begins with :attr:`literal`, so every match starts where the literal occurs
     literal_at_start: bool = False
+    #: no match can contain U+0001, the character that begins every message and recursion piece of
+    #: a scanned text (see :func:`stays_within_pieces`), so no match spans two pieces (at most one
+    #: ends with the newline before the next piece's U+0001)
+    within_pieces: bool = False
 
 
 @functools.lru_cache(maxsize=4096)
@@ -125,7 +129,62 @@ def parse_js_regex(key: str) -> JsRegex | None:
     if literal is not None and ignore_case:
         literal = literal.lower()
     return JsRegex(key, pattern, flags, "ok", compiled, sticky="y" in flags, resumable=resumable, literal=literal,
-                   ignore_case=ignore_case, literal_at_start=at_start)
+                   ignore_case=ignore_case, literal_at_start=at_start, within_pieces=stays_within_pieces(pattern))
+
+
+#: escapes after which a pattern may match U+0001: ``\D``, ``\W``, ``\S`` (complements), ``\c``
+#: (``\cA`` is U+0001), ``\p``/``\P`` (properties), digits (``\1`` is U+0001 when no group 1 exists)
+_MAY_MATCH_SOH = frozenset("DWScpP0123456789")
+
+
+def _is_hex(digits: str) -> bool:
+    return bool(digits) and all(c in "0123456789abcdefABCDEF" for c in digits)
+
+
+def stays_within_pieces(pattern: str) -> bool:
+    """Whether no match of the JavaScript ``pattern`` (whatever its flags) can contain U+0001.
+
+    A scanned text puts U+0001 at the start of every message and recursion piece
+    (``scan.MATCHER``), so a match of such a pattern lies within one piece and the newline that
+    ends it: text added after a joint can complete no match begun before it but one that ends at
+    that newline. Conservative: a pattern is refused for any
+    construct that could consume U+0001 (``.``, a negated class, ``\\D`` ``\\W`` ``\\S``, a numeric or
+    control escape, a property, a hex or Unicode escape of U+0001 or in braces, a class range that
+    starts with an escape or at U+0000/U+0001, U+0001 itself); everything else matches only the
+    characters it names, word, digit and space characters (none of which is U+0001, in any case).
+    """
+    i, size = 0, len(pattern)
+    in_class = False
+    last_atom_escape = False  # inside a class: the atom before a "-" (a range's start) was an escape
+    while i < size:
+        c = pattern[i]
+        if c == "\x01" or (c == "\\" and i + 1 >= size):
+            return False
+        if c == "\\":
+            e = pattern[i + 1]
+            tail = pattern[i + 2:i + 6]
+            if e in _MAY_MATCH_SOH or e == "\x01" or (e == "x" and tail[:2] == "01") or \
+                    (e == "u" and (tail == "0001" or tail[:1] == "{")):
+                return False
+            # the whole escape (``\\xHH``, ``\\uHHHH``), so that a range it starts is seen as one
+            i += 2 + (2 if e == "x" and _is_hex(tail[:2]) else 4 if e == "u" and _is_hex(tail) else 0)
+            last_atom_escape = True
+            continue
+        if in_class:
+            if c == "]":
+                in_class = False
+            elif c == "-" and i + 1 < size and pattern[i + 1] != "]" and (last_atom_escape or pattern[i - 1] <= "\x01"):
+                return False
+            last_atom_escape = False
+        elif c == ".":
+            return False
+        elif c == "[":
+            if pattern.startswith("[^", i):
+                return False
+            in_class = True
+            last_atom_escape = False
+        i += 1
+    return True
 
 
 _QUANTIFIER = re.compile(r"\{\d+(?:,\d*)?\}")

@@ -94,14 +94,19 @@ _set_attribute = object.__setattr__
 
 def trace_records(entries: Iterable[Any], decisions: Iterable[tuple[Any, ...]]) -> tuple[TraceRecord, ...]:
     """One record per entry (anything with ``book``, ``uid`` and ``comment``) from its decision tuple
-    ``(outcome, reason, detail, step, state, key, secondary, winner)``, in one tight loop."""
+    ``(outcome, reason, detail, step, state, key, secondary, winner)``, in one tight loop.
+
+    A ``detail`` of ``None`` is "fired by key K" (K the decision's key), written here rather than
+    for every entry a scan activates by a key (over a thousand in a large book, most never read).
+    """
     new, set_attribute, cls = _new_object, _set_attribute, TraceRecord
     out = []
     append = out.append
     for e, d in zip(entries, decisions):
         record = new(cls)
+        detail = d[2] if d[2] is not None else f"fired by key {d[5]!r}"
         set_attribute(record, "__dict__", {"book": e.book, "uid": e.uid, "outcome": d[0], "reason": d[1],
-                                           "detail": d[2], "step": d[3], "state": d[4], "key": d[5],
+                                           "detail": detail, "step": d[3], "state": d[4], "key": d[5],
                                            "secondary": d[6], "winner": d[7], "comment": e.comment})
         append(record)
     return tuple(out)
@@ -112,7 +117,8 @@ def trace_dicts(entries: Iterable[Any], decisions: Iterable[tuple[Any, ...]]) ->
     out = []
     append = out.append
     for e, d in zip(entries, decisions):
-        row: dict[str, Any] = {"book": e.book, "uid": e.uid, "outcome": d[0], "reason": d[1], "detail": d[2]}
+        detail = d[2] if d[2] is not None else f"fired by key {d[5]!r}"
+        row: dict[str, Any] = {"book": e.book, "uid": e.uid, "outcome": d[0], "reason": d[1], "detail": detail}
         if d[3] is not None:
             row["step"] = d[3]
         if d[4] is not None:
