@@ -78,21 +78,26 @@ def card_request(card_file: str, initvar: str, *, templates: bool) -> dict[str, 
     }
 
 
-def bench_assembly(repeat: int) -> dict[str, Any]:
+def _on_off_ms(on: dict[str, Any], off: dict[str, Any], repeat: int) -> tuple[float, float]:
+    """Median wall milliseconds of ``assemble_request`` of ``on`` and of ``off``, interleaved, after two warm-ups."""
     import tavernbox
 
+    for request in (on, off, on, off):
+        tavernbox.assemble_request(request)
+    times: dict[str, list[float]] = {"on": [], "off": []}
+    for _ in range(repeat):
+        for side, request in (("on", on), ("off", off)):
+            t0 = time.perf_counter()
+            tavernbox.assemble_request(request)
+            times[side].append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times["on"]), statistics.median(times["off"])
+
+
+def bench_assembly(repeat: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, (card_file, initvar) in CARDS.items():
         on, off = card_request(card_file, initvar, templates=True), card_request(card_file, initvar, templates=False)
-        for request in (on, off, on, off):
-            tavernbox.assemble_request(request)
-        times: dict[str, list[float]] = {"on": [], "off": []}
-        for _ in range(repeat):
-            for side, request in (("on", on), ("off", off)):
-                t0 = time.perf_counter()
-                tavernbox.assemble_request(request)
-                times[side].append((time.perf_counter() - t0) * 1000)
-        on_ms, off_ms = statistics.median(times["on"]), statistics.median(times["off"])
+        on_ms, off_ms = _on_off_ms(on, off, repeat)
         out[name] = {"on_ms": round(on_ms, 2), "off_ms": round(off_ms, 2), "ratio": round(on_ms / off_ms, 2),
                      "target": ASSEMBLY_TARGET_X}
     return out
@@ -241,21 +246,11 @@ def chat_request(messages: int, *, templates: bool, chat_templates: bool) -> dic
 def bench_chat_load(repeat: int, messages: int = 100) -> dict[str, Any]:
     """The chat's load as the extension does it (each shown message in its own scope, a copy of the variables before
     it): a long MVU chat assembled with the extensions on against off, without and with templates in the chat."""
-    import tavernbox
-
     out: dict[str, Any] = {}
     for label, chat_templates in (("variables only", False), ("a template in every message", True)):
         on = chat_request(messages, templates=True, chat_templates=chat_templates)
         off = chat_request(messages, templates=False, chat_templates=chat_templates)
-        for request in (on, off, on, off):
-            tavernbox.assemble_request(request)
-        times: dict[str, list[float]] = {"on": [], "off": []}
-        for _ in range(repeat):
-            for side, request in (("on", on), ("off", off)):
-                t0 = time.perf_counter()
-                tavernbox.assemble_request(request)
-                times[side].append((time.perf_counter() - t0) * 1000)
-        on_ms, off_ms = statistics.median(times["on"]), statistics.median(times["off"])
+        on_ms, off_ms = _on_off_ms(on, off, repeat)
         out[label] = {"messages": messages, "on_ms": round(on_ms, 2), "off_ms": round(off_ms, 2),
                       "ratio": round(on_ms / off_ms, 2)}
     return out
