@@ -213,3 +213,50 @@ def test_a_request_places_a_budget_trip_in_the_entry_it_came_from() -> None:
     assert error.code == "TEMPLATE_MEMORY_LIMIT"
     assert (error.line, error.column) == (4, 37)  # in the message: the entry follows the intro's two lines
     assert error.message.endswith(", from world info lore/big at 2:37")  # in the entry's own text
+
+
+# -- one request's VMs share its time_limit ------------------------------------------------------------------------
+
+
+def test_an_evaluation_charges_its_cpu_to_the_meter_and_stops_when_the_request_has_none_left() -> None:
+    from tavernbox.ejs.st_prompt_template import TemplateMeter
+
+    meter = TemplateMeter()
+    limits = PromptTemplateLimits(time_ms=150.0, template_time_ms=150.0, meter=meter)
+    evaluate_prompt_templates([TemplateText("<%- 1 + 1 %>", "m")], limits=limits)
+    first = meter.spent_ms
+    assert first > 0
+    evaluate_prompt_templates([TemplateText("<%- 2 + 2 %>", "m")], limits=limits)
+    assert meter.spent_ms > first
+    # what an earlier VM of the request used is not given again to the next one
+    meter.spent_ms = 150.0
+    with pytest.raises(TemplateError) as caught:
+        evaluate_prompt_templates([TemplateText("<%- 3 %>", "m")], limits=limits)
+    assert caught.value.code == "TEMPLATE_TIME_LIMIT" and "before this evaluation" in caught.value.message
+    meter.spent_ms = 120.0
+    with pytest.raises(TemplateError) as caught:
+        evaluate_prompt_templates([TemplateText("<% for (;;) {} %>", "m")], limits=limits)
+    assert caught.value.code == "TEMPLATE_TIME_LIMIT" and "30 ms" in caught.value.message
+
+
+def test_the_chat_load_and_the_generation_share_one_meter(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tavernbox.ejs.st_prompt_template as spt
+
+    meters: list[Any] = []
+    real = spt._run
+
+    def spying(payload: Any, books_json: str, limits: Any, *args: Any, **kwargs: Any) -> Any:
+        meters.append(limits.meter)
+        return real(payload, books_json, limits, *args, **kwargs)
+
+    monkeypatch.setattr(spt, "_run", spying)
+    preset = {"prompts": [{"identifier": "main", "name": "Main", "role": "system", "system_prompt": True,
+                           "content": "Turn <%- getvar('n') %>."},
+                          {"identifier": "chatHistory", "name": "Chat History", "system_prompt": True, "marker": True}],
+              "prompt_order": [{"character_id": 100001, "order": [{"identifier": "main", "enabled": True},
+                                                                  {"identifier": "chatHistory", "enabled": True}]}]}
+    sent = assemble_request({"preset": preset, "chat": {"messages": [
+        {"role": "assistant", "content": "<% setvar('n', 1) %>Hi."}, {"role": "user", "content": "<% incvar('n') %>Yo."}]}})
+    assert sent.messages[0]["content"] == "Turn 2."
+    assert len(meters) >= 2 and all(m is meters[0] for m in meters) and meters[0] is not None
+    assert sent.templates.meter is meters[0] and meters[0].spent_ms > 0

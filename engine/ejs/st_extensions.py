@@ -35,6 +35,7 @@ from .st_prompt_template import (
     InjectEntry,
     PromptTemplateContext,
     PromptTemplateLimits,
+    TemplateMeter,
     TemplateText,
     WorldEntry,
     evaluate_prompt_templates,
@@ -44,7 +45,7 @@ from .st_prompt_template import (
 __all__ = ["ChatLoad", "ExtensionSettings", "ExtensionsResult", "PROMPT_TEMPLATE_SETTINGS", "PreparedWorld",
            "activated_entry", "copied_forward", "filter_templates", "generate_entries", "initial_variables",
            "inject_entries", "load_chat", "load_steps", "parse_extensions", "prepare_world", "prepare_world_entries",
-           "run_extensions", "world_entries"]
+           "request_limits", "run_extensions", "world_entries"]
 
 #: the regex script ST-Prompt-Template installs to hide the chat's ``<% %>`` from generation
 #: (``filter_message_enabled``; prompt only, user and assistant messages)
@@ -105,7 +106,7 @@ def run_extensions(
     ``content`` each), with the generate loader's ``[GENERATE:*]`` entries when ``generate`` gives them. Raises
     ``TemplateError`` when a budget trips. ``marks``: the marked evaluation (:mod:`.st_template_marks`), for the
     ranges each template produced (``spans``)."""
-    limits = limits or _limits(settings)
+    limits = limits or request_limits(settings)
     contents = [str(m.get("content") or "") for m in messages]
     reads: list[dict[str, Any]] = []
     if settings.tavern_helper:
@@ -164,7 +165,7 @@ def load_chat(
     ``(is_ejs_processed, variables_initialized)`` per message (``StChat.template_flags``): a message shown before
     is not evaluated again (the extension evaluates it without writing), one initialised before takes no copy."""
     shown, initialized = [f[0] for f in flags], [f[1] for f in flags]
-    limits = limits or _limits(settings)
+    limits = limits or request_limits(settings)
     out = list(contents)
     pt = settings.prompt_template
     if not pt.get("enabled"):
@@ -284,7 +285,7 @@ def prepare_world(
     * an enabled ``@@private`` entry (not preprocessed) wrapped in a function of its own.
 
     The entries are new objects; the given ones are not changed."""
-    limits = limits or _limits(settings)
+    limits = limits or request_limits(settings)
     if not settings.prompt_template.get("enabled"):
         return PreparedWorld([list(b) for b in books], [])
     walks = [_kept_entries(entries) for entries in books]
@@ -441,10 +442,12 @@ def _generate_entry(entry: Mapping[str, Any], world: str, comment: str, decorato
         int(_number(entry.get("depth"), 4)), condition)
 
 
-def _limits(settings: ExtensionSettings) -> PromptTemplateLimits:
-    """The budgets the request's settings give (``time_limit``, ``template_time_limit``: CPU seconds)."""
+def request_limits(settings: ExtensionSettings, meter: TemplateMeter | None = None) -> PromptTemplateLimits:
+    """The budgets the request's settings give (``time_limit``, ``template_time_limit``: CPU seconds); with
+    ``meter``, ``time_limit`` is shared by every evaluation charged to it (one request's VMs)."""
     return PromptTemplateLimits(time_ms=settings.time_limit * 1000.0,
-                                template_time_ms=settings.template_time_limit * 1000.0)
+                                template_time_ms=settings.template_time_limit * 1000.0, meter=meter)
+
 
 
 def _merge_replacing_lists(dst: dict[str, Any], src: Mapping[str, Any]) -> None:

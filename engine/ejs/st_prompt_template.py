@@ -42,7 +42,8 @@ from ..shortcuts import DEFAULT, Shortcuts
 from .st_template_marks import Origin, unmark
 
 __all__ = ["GenerateEntry", "GenerateSpec", "GeneratedPiece", "InjectEntry", "PromptTemplateContext",
-           "PromptTemplateLimits", "PromptTemplateResult", "TemplateBudgetError", "TemplateText", "WorldEntry",
+           "PromptTemplateLimits", "PromptTemplateResult", "TemplateBudgetError", "TemplateMeter", "TemplateText",
+           "WorldEntry",
            "evaluate_chat_templates", "evaluate_prompt_templates", "json_patch", "split_decorators"]
 
 _FRAME = re.compile(r"<input>:(\d+):(\d+)")
@@ -89,9 +90,18 @@ class TemplateBudgetError(TemplateError):
         self.text: int | None = None
 
 
+@dataclass
+class TemplateMeter:
+    """The CPU time a request's template VMs have used so far: the chat's load, the run before the world-info scan
+    and the generation's evaluation are separate VMs sharing the request's one ``time_ms``."""
+
+    spent_ms: float = 0.0
+
+
 @dataclass(frozen=True)
 class PromptTemplateLimits:
-    """The request's budgets (the whole evaluation) and each template's."""
+    """The request's budgets (the whole evaluation) and each template's. With a ``meter``, ``time_ms`` is shared by
+    every evaluation given the same meter (one request's VMs); without one, each evaluation has all of it."""
 
     time_ms: float = 2000.0
     #: each template's CPU time within ``time_ms`` (a ``getwi`` entry's own time is its own, not its reader's)
@@ -100,6 +110,11 @@ class PromptTemplateLimits:
     template_output_chars: int = 4 * 1024 * 1024
     getwi_depth: int = 32
     reads: int = 2000
+    meter: TemplateMeter | None = field(default=None, compare=False)
+
+    def remaining_ms(self) -> float:
+        """What is left of ``time_ms`` for the next evaluation."""
+        return self.time_ms - (self.meter.spent_ms if self.meter is not None else 0.0)
 
 
 @dataclass(frozen=True)
@@ -694,13 +709,19 @@ def _run(payload: dict[str, Any], books_json: str, limits: PromptTemplateLimits,
     # escaped, so the key's one raw occurrence is the one replaced
     text = json.dumps(payload, ensure_ascii=True, separators=(",", ":")).replace('"books":null', '"books":' +
                                                                                   books_json, 1)
-    sandbox_limits = Limits(time_ms=limits.time_ms, memory_bytes=limits.memory_bytes, input_bytes=64 * 1024 * 1024,
+    budget = limits.remaining_ms()
+    if budget <= 0:
+        raise TemplateBudgetError(f"the request's templates used up their time budget of {limits.time_ms:g} ms "
+                                  "before this evaluation", code="TEMPLATE_TIME_LIMIT")
+    sandbox_limits = Limits(time_ms=budget, memory_bytes=limits.memory_bytes, input_bytes=64 * 1024 * 1024,
                             output_bytes=256 * 1024 * 1024, job_steps=1_000_000, stack_bytes=1024 * 1024,
-                            template_chars=1024 * 1024, template_time_ms=min(limits.template_time_ms, limits.time_ms))
+                            template_chars=1024 * 1024, template_time_ms=min(limits.template_time_ms, budget))
     try:
         result = run_program(_runtime(), text, limits=sandbox_limits, now_ms=now_ms, template_cache=template_cache)
     except TemplateError as exc:
         raise _budget_error(exc, layout) from None
+    if limits.meter is not None and result.usage is not None:
+        limits.meter.spent_ms += result.usage.time_ms
     reply: dict[str, Any] = json.loads(result.text)
     reply["_usage"] = result.usage
     tripped = reply.get("tripped")

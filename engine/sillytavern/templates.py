@@ -119,7 +119,19 @@ class TemplateRun:
     #: the marked evaluation of the final messages (:mod:`..ejs.st_template_marks`), run only when the request's
     #: provenance is read; ``None``: no template changed a final message in place
     marked: Callable[[], Any] | None = None
+    #: the CPU the request's template VMs have used (:class:`~..ejs.st_prompt_template.TemplateMeter`): the chat's
+    #: load, the run before the scan and the generation's evaluation share the request's ``time_limit``
+    meter: Any = None
     _settings: Any = None
+
+    def limits(self) -> Any:
+        """The budgets of the request's next template VM: what is left of its ``time_limit``, each template's."""
+        from ..ejs.st_extensions import request_limits
+        from ..ejs.st_prompt_template import TemplateMeter
+
+        if self.meter is None:
+            self.meter = TemplateMeter()
+        return request_limits(self.settings, self.meter)
 
     @property
     def settings(self) -> ExtensionSettings:
@@ -196,7 +208,7 @@ def prepare_templates(loaded: Any) -> None:
         from ..ejs.st_extensions import load_chat
 
         load = load_chat([m.content for m in chat.messages], settings=run.settings, variables=given,
-                         context=run.context(), now_ms=None, flags=chat.template_flags)
+                         context=run.context(), now_ms=None, flags=chat.template_flags, limits=run.limits())
         loaded.warnings.extend(load.warnings)
         run.reads.extend(load.reads)
         run.variables = load.variables
@@ -331,7 +343,7 @@ def _prepared_world(books: list[dict[str, Any]], loaded: Any, run: TemplateRun) 
     prepared = prepare_world(lists, settings=run.settings, variables=run.variables, context=run.context(),
                              generate=spec, getwi_books=_getwi_books(run) if reads_world else None,
                              default_book=run.default_book, expand=run.expand, order=order,
-                             now_ms=_now_ms(loaded.req.options.now))
+                             now_ms=_now_ms(loaded.req.options.now), limits=run.limits())
     loaded.warnings.extend(prepared.warnings)
     if prepared.variables is not None:
         run.variables = prepared.variables
@@ -447,7 +459,7 @@ def _evaluated(final: list[dict[str, Any]], texts: list[str | None], run: Templa
     generating = bool(run.generate or run.generate_before)
     evaluation = partial(run_extensions, items, settings=settings, variables=run.variables, books=_getwi_books(run),
                          default_book=run.default_book, context=run.context(), initial=run.initial,
-                         inject_entries=run.inject, now_ms=_now_ms(loaded.req.options.now),
+                         inject_entries=run.inject, now_ms=_now_ms(loaded.req.options.now), limits=run.limits(),
                          message_index=run.current if run.current >= 0 else None,
                          generate=_generate_spec(loaded, run, "messages") if generating else None)
     try:
@@ -465,7 +477,9 @@ def _evaluated(final: list[dict[str, Any]], texts: list[str | None], run: Templa
     if result.variables_after is not None:
         run.variables = result.variables_after
     # the marked evaluation for the provenance (not with the generate loader, whose pieces name their entries)
-    run.marked = partial(evaluation, marks=True) if result.injected is None and not generating else None
+    # (its time is not the request's: it runs only when the provenance is read, with the whole budget again)
+    run.marked = partial(evaluation, marks=True, limits=replace(run.limits(), meter=None)) \
+        if result.injected is None and not generating else None
     if result.injected is not None:
         others = [m for m in final if not isinstance(m.get("content"), str)]
         return [{"role": role, "content": content} for role, content in result.injected] + others
