@@ -260,3 +260,15 @@ def test_the_chat_load_and_the_generation_share_one_meter(monkeypatch: pytest.Mo
     assert sent.messages[0]["content"] == "Turn 2."
     assert len(meters) >= 2 and all(m is meters[0] for m in meters) and meters[0] is not None
     assert sent.templates.meter is meters[0] and meters[0].spent_ms > 0
+
+
+def test_the_engine_running_out_of_stack_while_compiling_a_template_is_a_budget_not_a_raw_message() -> None:
+    """A budget is ours: a template too deep for the engine to compile fails the request with its code (it used to
+    be sent as it was, like a syntax error), and the next request is unaffected."""
+    deep = "<%= " + "(" * 50000 + "1" + ")" * 50000 + " %>"
+    with pytest.raises(TemplateError) as caught:
+        evaluate_prompt_templates([TemplateText(deep, "message 0 (system)"), TemplateText("<%- 2 %>", "m1")])
+    assert caught.value.code == "TEMPLATE_STACK_LIMIT" and "message 0 (system)" in caught.value.message
+    # a syntax error is still the extension's behaviour: that message sent as it was, with a warning
+    after = evaluate_prompt_templates([TemplateText("<%= ( %>", "m0"), TemplateText("<%- 2 %>", "m1")])
+    assert after.texts == ["<%= ( %>", "2"] and [w.code for w in after.warnings] == ["TEMPLATE_SYNTAX"]

@@ -466,7 +466,12 @@
   }
   async function runMarked(key, source, line, label, origin) {
     const made = fnOf(key, source, line);
-    if (made.error !== undefined) throw made.error;
+    if (made.error !== undefined) {
+      // the engine's memory or stack running out while it compiles the template is a budget too
+      const kind = isObj(made.error) ? resourceKind(made.error) : null;
+      if (kind !== null) throw budget(kind, label + ': ' + made.error.name + ': ' + made.error.message, label, made.error);
+      throw made.error;
+    }
     const parts = [];
     let size = 0;
     const tb = {
