@@ -50,10 +50,15 @@ class Shortcuts:
     #: literal occurs (``worldinfo/matching.py``, ``KeyMatcher._anchors``); off: the search from the
     #: literal's first place to the end of the text
     wi_anchored_regex: bool = True
+    #: world info: a pass whose candidates no rule of ``_Run.admit`` can refuse (no probability, words
+    #: counted as running sums, the pass's total below the budget) admits them all at once
+    #: (``_Run.admit_in_bulk``); off: each through ``_Run.admit``
+    wi_bulk_admit: bool = True
 
 
 #: every shortcut (what a call takes when it names none)
 DEFAULT = Shortcuts()
 #: no shortcut: the reference path
 PLAIN = Shortcuts(plans=False, reuse_parse=False, regions=False, wi_incremental=False, wi_fast_pending=False,
-                  wi_settled_regex=False, wi_quick_digest=False, wi_anchored_regex=False)
+                  wi_settled_regex=False, wi_quick_digest=False, wi_anchored_regex=False,
+                  wi_bulk_admit=False)

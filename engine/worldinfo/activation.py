@@ -191,6 +191,7 @@ _RULE_FIELDS = attrgetter("delay_until_recursion", "exclude_recursion", "sticky"
                           "triggers", "character_filter", "decorators", "constant")
 #: the rule fields of an entry that sets none of them
 _USUAL_FLAGS = _RULE_FIELDS(Entry("", 0))
+_ROLL_FIELDS = attrgetter("probability", "use_probability")
 _HAY_FIELDS = attrgetter("scan_depth", "match_persona_description", "match_character_description",
                          "match_character_personality", "match_character_depth_prompt", "match_scenario",
                          "match_creator_notes")
@@ -209,6 +210,7 @@ class _Prepared:
                  key_text: Callable[[str], str] | None) -> None:
         self.entries = entries
         self._deepest: Any = _MISSING  # see :meth:`reach`
+        self._rolling: frozenset[int] | None = None  # see :attr:`rolling`
         self.ids = [f"{book}.{uid}" for book, uid in map(_BOOK_UID, entries)]  # Entry.id, in one C-driven pass
         self.needles: dict[tuple[str, bool, bool], Needle] = {}
         preparer = KeyMatcher(ScanBuffer([], base_depth=0), case_sensitive=settings.case_sensitive,
@@ -236,6 +238,15 @@ class _Prepared:
         self.secondary_mixed = {cs: any(g and not is_word_gram(g) for g in m)
                                 for cs, m in self.secondary_others.items()}
         self.other_maps = ((self.primary_others, self.primary_mixed), (self.secondary_others, self.secondary_mixed))
+
+    @property
+    def rolling(self) -> frozenset[int]:
+        """Entries that roll their probability when admitted (found once, on first need)."""
+        rolling = self._rolling
+        if rolling is None:
+            rolling = self._rolling = frozenset(
+                i for i, (chance, use) in enumerate(map(_ROLL_FIELDS, self.entries)) if chance < 100 and use)
+        return rolling
 
     def reach(self, settings: WorldInfoSettings) -> int | None:
         """:func:`scan_reach` for these entries (their own deepest scan depth found once)."""
@@ -1044,7 +1055,8 @@ class _Run:
             self.meter.start_pass()
             candidates = self.filter_groups(candidates, cursor.state, cursor.step)
             ids = self.ids
-            activated_now = [ids[i] for i in candidates if self.admit(i, cursor)]
+            admitted = self.admit_in_bulk(candidates, cursor) if self.shortcuts.wi_bulk_admit else None
+            activated_now = admitted if admitted is not None else [ids[i] for i in candidates if self.admit(i, cursor)]
             failed, entries = self.failed_probability, self.entries
             for_recursion = [i for i in candidates if i not in failed and not entries[i].prevent_recursion]
             self.steps.append(StepRecord(cursor.step, ScanState.NAMES[cursor.state], self.buffer.depth(), cursor.level,
@@ -1180,6 +1192,37 @@ class _Run:
             if consider(i, state, level, step):
                 out.append(i)
         return out
+
+    def admit_in_bulk(self, candidates: list[int], cursor: _Cursor) -> list[str] | None:
+        """All of ``candidates`` admitted at once, as :meth:`admit` one by one would; ``None`` when it may not.
+
+        That holds when no rule of :meth:`admit` can refuse one: no probability to roll, contents
+        not expanded, words counted as running sums (``_BudgetMeter.additive``), the budget not
+        yet reached and the pass's total with every content still below it (counts only grow, so
+        each earlier total is below it too). Nothing is changed when ``None`` is returned.
+        """
+        meter = self.meter
+        if not meter.additive or self.expand is not None or meter.overflowed or not candidates:
+            return None
+        rolling = self.prepared.rolling
+        if rolling and not rolling.isdisjoint(candidates):
+            return None
+        entries, counts = self.entries, meter.known_words
+        contents = [entries[i].content for i in candidates]
+        words = [counts[i] if i in counts else self.words_of(i, content) for i, content in zip(candidates, contents)]
+        added = sum(words)
+        if meter.base_tokens + meter.new_tokens + added >= meter.budget:  # type: ignore[operator]
+            return None
+        meter.new_tokens += added
+        meter.pass_words.update(zip(candidates, words))
+        self.content.update(zip(candidates, contents))
+        self.activated_content.update(zip(candidates, contents))
+        self.activated_step.update(dict.fromkeys(candidates, cursor.step))
+        ids = self.ids
+        admitted = [ids[i] for i in candidates]
+        self.activated.update(zip(admitted, candidates))
+        self.activated_indices.update(candidates)
+        return admitted
 
     def admit(self, i: int, cursor: _Cursor) -> bool:
         """Candidate ``i`` against its probability and the token budget: activated, or skipped with why."""
