@@ -1,12 +1,13 @@
 """World info's performance shortcuts are switched by name (``Shortcuts``' ``wi_*`` fields).
 
 ``PLAIN`` runs the reference path: every activation equals the default one (which takes the
-shortcuts) and none of the six shortcuts runs. The value travels with the call, so a thread
+shortcuts) and none of the seven shortcuts runs. The value travels with the call, so a thread
 scanning with ``PLAIN`` and one scanning with the default may share a book at the same time.
 
 Which shortcut ran is observed, not switched: wrappers around the methods that take one record
 the thread that called them (the incremental passes, the settled regex entries, the pending
-entries filled in without a look, the quick digest, the literal places of an anchored regex, a pass admitted in bulk).
+entries filled in without a look, the quick digest, the literal places of an anchored regex, a
+pass admitted in bulk, a pass's word-keyed entries decided in its loop).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from tavernbox.worldinfo import activation as activation_module
 from tavernbox.worldinfo import matching as matching_module
 
 WI_FIELDS = ("wi_incremental", "wi_fast_pending", "wi_settled_regex", "wi_quick_digest", "wi_anchored_regex",
-             "wi_bulk_admit")
+             "wi_bulk_admit", "wi_word_candidates")
 
 Taken = dict[int, set[str]]  # thread id -> the shortcuts it ran
 
@@ -53,6 +54,7 @@ def taken(monkeypatch: pytest.MonkeyPatch) -> Iterator[Taken]:
     monkeypatch.setattr(run, "first_pass_entries", recording("wi_incremental", run.first_pass_entries))
     monkeypatch.setattr(run, "changed_entries", recording("wi_incremental", run.changed_entries))
     monkeypatch.setattr(run, "settle_regex_entries", recording("wi_settled_regex", run.settle_regex_entries))
+    monkeypatch.setattr(run, "candidates_by_words", recording("wi_word_candidates", run.candidates_by_words))
 
     consider, resolve_pending = run.consider, run.resolve_pending
     looks = threading.local()

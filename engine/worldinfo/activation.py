@@ -211,6 +211,7 @@ class _Prepared:
         self.entries = entries
         self._deepest: Any = _MISSING  # see :meth:`reach`
         self._rolling: frozenset[int] | None = None  # see :attr:`rolling`
+        self._word_plans: list[tuple[tuple[str, str, bool], ...] | None] | None = None  # see :attr:`word_plans`
         self.ids = [f"{book}.{uid}" for book, uid in map(_BOOK_UID, entries)]  # Entry.id, in one C-driven pass
         self.needles: dict[tuple[str, bool, bool], Needle] = {}
         preparer = KeyMatcher(ScanBuffer([], base_depth=0), case_sensitive=settings.case_sensitive,
@@ -247,6 +248,15 @@ class _Prepared:
             rolling = self._rolling = frozenset(
                 i for i, (chance, use) in enumerate(map(_ROLL_FIELDS, self.entries)) if chance < 100 and use)
         return rolling
+
+    @property
+    def word_plans(self) -> list[tuple[tuple[str, str, bool], ...] | None]:
+        """Per entry, its primary keys as (key, word, case) when each is a mapped word key and no
+        secondary logic applies (:meth:`_Run.consider` then needs only the word-run maps), else ``None``."""
+        plans = self._word_plans
+        if plans is None:
+            plans = self._word_plans = [_word_plan(plan, entry) for plan, entry in zip(self.plans, self.entries)]
+        return plans
 
     def reach(self, settings: WorldInfoSettings) -> int | None:
         """:func:`scan_reach` for these entries (their own deepest scan depth found once)."""
@@ -401,6 +411,23 @@ class _Prepared:
 #: under two digests, see :func:`_normalized_books`)
 _NORMALIZED_CACHE: dict[tuple[int, bytes], tuple[list[WorldBook], tuple[Diagnostic, ...]]] = {}
 _NORMALIZED_CACHE_SIZE = 8
+
+
+def _word_plan(plan: tuple[list[tuple[str, Needle | None]], list[tuple[str, Needle | None]]],
+               entry: Entry) -> tuple[tuple[str, str, bool], ...] | None:
+    """An entry's primary keys as (key, word, case) if every one is a mapped word key (or no key at all,
+    ``None`` needle) and its secondary keys do not count; else ``None``."""
+    primary, secondary = plan
+    if secondary and entry.selective:
+        return None
+    out = []
+    for key, needle in primary:
+        if needle is None:
+            continue
+        if not needle.mapped:
+            return None
+        out.append((key, needle.text, needle.cs))
+    return tuple(out)
 
 
 def _normalized_books(books: Any, shortcuts: Shortcuts = DEFAULT) -> tuple[list[WorldBook], list[Diagnostic]]:
@@ -1047,7 +1074,8 @@ class _Run:
             todo = self.entries_to_check(cursor)
             cursor.seen_pieces = len(self.buffer.recursion)
             self.pass_pieces[cursor.step] = cursor.seen_pieces if cursor.state == ScanState.RECURSION else 0
-            candidates = self.candidates(todo, cursor)
+            candidates = (self.candidates_by_words(todo, cursor) if self.shortcuts.wi_word_candidates
+                          else self.candidates(todo, cursor))
             cursor.last_candidates = list(candidates)
             if self.any_sticky:
                 candidates.sort(key=lambda i: 0 if self.sticky[i] else 1)
@@ -1191,6 +1219,52 @@ class _Run:
                 continue
             if consider(i, state, level, step):
                 out.append(i)
+        return out
+
+    def candidates_by_words(self, todo: Iterable[int], cursor: _Cursor) -> list[int]:
+        """:meth:`candidates`, with an entry of only mapped word keys (``_Prepared.word_plans``) and no
+        rule before them (``simple``) decided here from the word-run maps, as :meth:`consider` would."""
+        out: list[int] = []
+        ids, activated, failed, decisions = self.ids, self.activated, self.failed_probability, self.decisions
+        consider, state, level, step = self.consider, cursor.state, cursor.level, cursor.step
+        simple, word_plans, hay_class, hay_cache = self.simple, self.prepared.word_plans, self.hay_class, self._hay_cache
+        matcher = self.matcher
+        chat_words, indexed, piece_words = matcher._chat_words, matcher._pieces_indexed, matcher._piece_words
+        name = ScanState.NAMES[state]
+        no_match = _new_decision(_Decision, ("skipped", "no_match", "no primary key matched", step, name,
+                                             None, None, None))
+        for i in todo:
+            if i in failed:
+                continue
+            if ids[i] in activated:
+                if activated[ids[i]] != i and decisions[i].reason == "not_scanned":
+                    self.decide(i, "skipped", "duplicate", f"{ids[i]} was already activated by another entry",
+                                step, state)
+                continue
+            words = word_plans[i]
+            hay = hay_cache[hay_class[i]]
+            if words is None or not simple[i] or hay is None or hay.extras or hay.empty:
+                if consider(i, state, level, step):
+                    out.append(i)
+                continue
+            depth, r = hay.depth, hay.recursion
+            primary = None
+            for key, word, cs in words:
+                seen = chat_words.get(cs)
+                if seen is None or (r and indexed[cs] < r):
+                    break  # a map not built yet: :meth:`consider` builds it
+                if seen.get(word, _FAR) < depth or (r and piece_words[cs].get(word, _FAR) < r):
+                    primary = key
+                    break
+            else:
+                decisions[i] = no_match
+                continue
+            if primary is None:
+                if consider(i, state, level, step):
+                    out.append(i)
+                continue
+            decisions[i] = _new_decision(_Decision, ("activated", "key", None, step, name, primary, None, None))
+            out.append(i)
         return out
 
     def admit_in_bulk(self, candidates: list[int], cursor: _Cursor) -> list[str] | None:

@@ -1,12 +1,15 @@
-"""A pass's candidates admitted at once give what admitting them one by one gives.
+"""A pass's candidates decided and admitted in bulk give what looking at them one by one gives.
 
 ``_Run.admit_in_bulk`` admits every candidate of a pass in one go when no rule of ``_Run.admit``
 can refuse one (no probability to roll, contents not expanded, words counted as running sums, the
 pass's total still below the budget); otherwise the pass goes through ``_Run.admit`` entry by
-entry. ``Shortcuts(wi_bulk_admit=False)`` always goes entry by entry: the two must give the same
-activation, in the same order, and the same trace, steps, draws and state, on generated books whose
-budgets are reached in some passes, whose entries roll probabilities, ignore the budget, are
-copies of one another (the same uid) or are sticky.
+entry. ``Shortcuts(wi_bulk_admit=False)`` always goes entry by entry. ``_Run.candidates_by_words``
+decides an entry whose primary keys are all word keys of the index (no rule before them, no
+secondary logic) in the pass's own loop from the word-run maps; ``Shortcuts(wi_word_candidates=False)``
+sends each through ``_Run.consider``. Each pair must give the same activation, in the same order,
+and the same trace, steps, draws and state, on generated books whose budgets are reached in some
+passes, whose entries roll probabilities, ignore the budget, are copies of one another (the same
+uid), are sticky, in groups, or have phrase, regex and secondary keys.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ def _book(rnd: random.Random, size: int) -> list[dict[str, Any]]:
         keys = rnd.sample(WORDS, rnd.randint(1, 2))
         if rnd.random() < 0.1:
             keys = [f"/{keys[0]}\\s+\\w+/i"]
+        elif rnd.random() < 0.1:
+            keys = [f"{keys[0]} {rnd.choice(WORDS)}", *keys[1:]]
         entry: dict[str, Any] = {"uid": uid if rnd.random() < 0.9 else 0, "key": keys,
                                  "content": " ".join(rnd.choices(WORDS, k=rnd.randint(0, 6))),
                                  "order": rnd.randint(1, 9)}
@@ -43,6 +48,15 @@ def _book(rnd: random.Random, size: int) -> list[dict[str, Any]]:
             entry["preventRecursion"] = True
         if rnd.random() < 0.05:
             entry["sticky"] = 2
+        rule = rnd.random()  # a rule tested before the keys
+        if rule < 0.03:
+            entry["disable"] = True
+        elif rule < 0.06:
+            entry["constant"] = True
+        elif rule < 0.09:
+            entry["excludeRecursion"] = True
+        elif rule < 0.12:
+            entry["delayUntilRecursion"] = rnd.randint(1, 2)
         if rnd.random() < 0.05:
             entry["group"] = rnd.choice(["g1", "g2"])
         entries.append(entry)
@@ -70,17 +84,25 @@ def bulk_calls(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     return counts
 
 
+def _world(rnd: random.Random) -> tuple[list[dict[str, Any]], list[str], dict[str, Any]]:
+    entries = _book(rnd, rnd.randint(4, 30))
+    chat = [" ".join(rnd.sample(WORDS, 3)) for _ in range(rnd.randint(1, 5))]
+    if rnd.random() < 0.3:
+        chat = [message.upper() for message in chat]
+    conf = {"world_info_depth": rnd.randint(1, 4), "world_info_budget": rnd.choice([5, 100]),
+            "max_context": rnd.choice([60, 400, 100_000]), "world_info_recursive": rnd.random() < 0.8,
+            "world_info_max_recursion_steps": rnd.choice([0, 0, 3]),
+            "world_info_min_activations": rnd.choice([0, 0, 3]),
+            "world_info_case_sensitive": rnd.random() < 0.2}
+    return entries, chat, conf
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_bulk_admission_equals_admitting_one_by_one(seed: int, bulk_calls: dict[str, int]) -> None:
     rnd = random.Random(seed)
     overflowed = 0
     for _ in range(80):
-        entries = _book(rnd, rnd.randint(4, 30))
-        chat = [" ".join(rnd.sample(WORDS, 3)) for _ in range(rnd.randint(1, 5))]
-        conf = {"world_info_depth": rnd.randint(1, 4), "world_info_budget": rnd.choice([5, 100]),
-                "max_context": rnd.choice([60, 400, 100_000]), "world_info_recursive": rnd.random() < 0.8,
-                "world_info_max_recursion_steps": rnd.choice([0, 0, 3]),
-                "world_info_min_activations": rnd.choice([0, 0, 3])}
+        entries, chat, conf = _world(rnd)
         runs = [activate_world_info({"entries": entries}, chat, conf, seed=seed, shortcuts=shortcuts)
                 for shortcuts in (Shortcuts(), Shortcuts(wi_bulk_admit=False))]
         bulk, one_by_one = (_answer(run) for run in runs)
@@ -89,6 +111,33 @@ def test_bulk_admission_equals_admitting_one_by_one(seed: int, bulk_calls: dict[
     assert bulk_calls["bulk"] > 50  # passes admitted at once
     assert bulk_calls["one_by_one"] > 30  # and passes a rule of admit had to decide one by one
     assert overflowed > 10  # budgets reached
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_word_candidates_equal_a_look_at_each(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    rnd = random.Random(seed)
+    looks = {"consider": 0}
+    consider = activation_module._Run.consider
+
+    def counting(self: Any, *args: Any) -> bool:
+        looks["consider"] += 1
+        return consider(self, *args)
+
+    monkeypatch.setattr(activation_module._Run, "consider", counting)
+    saved = activated = 0
+    for _ in range(80):
+        entries, chat, conf = _world(rnd)
+        looks["consider"] = 0
+        by_words = activate_world_info({"entries": entries}, chat, conf, seed=seed)
+        fast = looks["consider"]
+        looks["consider"] = 0
+        each = activate_world_info({"entries": entries}, chat, conf, seed=seed,
+                                   shortcuts=Shortcuts(wi_word_candidates=False))
+        assert _answer(by_words) == _answer(each)
+        saved += looks["consider"] - fast
+        activated += len(by_words.activated)
+    assert activated > 300
+    assert saved > 300  # entries decided without a look through consider
 
 
 def test_plain_admits_one_by_one(bulk_calls: dict[str, int]) -> None:
