@@ -1174,6 +1174,8 @@ class _Run:
         raw_new = "\n".join(recursion[j] for j in range(start, end))
         new_texts = (raw_new, fold_for_literal(raw_new))
         between = self.matcher.windows_between
+        # the new pieces' windows, per case mode, read once (the same for every regex of that mode)
+        windows: dict[bool, set[str] | None] = {}
         dropped: set[int] = set()
         for rx, owners, window in self.prepared.regex_owners:
             literal = rx.literal
@@ -1181,7 +1183,9 @@ class _Run:
                 dropped |= owners
                 continue
             if window is not None:  # as KeyMatcher.may_hold decides
-                seen = between(start, end, rx.ignore_case)
+                ignore_case = rx.ignore_case
+                seen = windows[ignore_case] if ignore_case in windows else \
+                    windows.setdefault(ignore_case, between(start, end, ignore_case))
                 if seen is not None and window not in seen:
                     continue
             if literal in new_texts[rx.ignore_case]:
