@@ -192,6 +192,7 @@ _RULE_FIELDS = attrgetter("delay_until_recursion", "exclude_recursion", "sticky"
 #: the rule fields of an entry that sets none of them
 _USUAL_FLAGS = _RULE_FIELDS(Entry("", 0))
 _ROLL_FIELDS = attrgetter("probability", "use_probability")
+_GROUP = attrgetter("group")
 _HAY_FIELDS = attrgetter("scan_depth", "match_persona_description", "match_character_description",
                          "match_character_personality", "match_character_depth_prompt", "match_scenario",
                          "match_creator_notes")
@@ -211,6 +212,7 @@ class _Prepared:
         self.entries = entries
         self._deepest: Any = _MISSING  # see :meth:`reach`
         self._rolling: frozenset[int] | None = None  # see :attr:`rolling`
+        self._in_group: frozenset[int] | None = None  # see :attr:`in_group`
         self._word_plans: list[tuple[tuple[str, str, bool], ...] | None] | None = None  # see :attr:`word_plans`
         self.ids = [f"{book}.{uid}" for book, uid in map(_BOOK_UID, entries)]  # Entry.id, in one C-driven pass
         self.needles: dict[tuple[str, bool, bool], Needle] = {}
@@ -248,6 +250,14 @@ class _Prepared:
             rolling = self._rolling = frozenset(
                 i for i, (chance, use) in enumerate(map(_ROLL_FIELDS, self.entries)) if chance < 100 and use)
         return rolling
+
+    @property
+    def in_group(self) -> frozenset[int]:
+        """Entries in an inclusion group (found once, on first need)."""
+        in_group = self._in_group
+        if in_group is None:
+            in_group = self._in_group = frozenset(i for i, group in enumerate(map(_GROUP, self.entries)) if group)
+        return in_group
 
     @property
     def word_plans(self) -> list[tuple[tuple[str, str, bool], ...] | None]:
@@ -889,9 +899,11 @@ class _Run:
         belongs to.
         """
         grouped: dict[str, list[int]] = {}
-        entries = self.entries
+        entries, in_group = self.entries, self.prepared.in_group
+        if in_group.isdisjoint(candidates):  # (most entries are in no group)
+            return candidates
         for i in candidates:
-            if entries[i].group:  # (most entries are in no group: no split)
+            if i in in_group:
                 for name in entries[i].groups:
                     grouped.setdefault(name, []).append(i)
         if not grouped:
