@@ -408,6 +408,7 @@ class _Prepared:
                     owned[id(rx)] = (rx, set(), window if window is not None and is_word_gram(window) else None)
                 owned[id(rx)][1].add(i)
         self.regex_owners = list(owned.values())
+        self.waiting_checks = _waiting_checks(self.regex_owners)
         #: always-dirty entries that are not :attr:`regex_only`: looked at in every pass
         self.dirty_always = always_dirty - self.regex_only
         for buckets, found in ((self.primary_others, others[0]), (self.secondary_others, others[1])):
@@ -421,6 +422,32 @@ class _Prepared:
 #: under two digests, see :func:`_normalized_books`)
 _NORMALIZED_CACHE: dict[tuple[int, bytes], tuple[list[WorldBook], tuple[Diagnostic, ...]]] = {}
 _NORMALIZED_CACHE_SIZE = 8
+
+
+class _WaitingChecks(NamedTuple):
+    """:attr:`_Prepared.regex_owners` as :meth:`_Run.still_waiting` reads them."""
+
+    #: owners of regexes without a usable literal (never kept waiting)
+    always: frozenset[int]
+    #: (literal, ignore_case, owners) of regexes whose literal has no word window: always searched for
+    unwindowed: list[tuple[str, bool, set[int]]]
+    #: per case mode (ignore_case), window -> (literal, owners) of the regexes whose literal begins with it
+    by_window: dict[bool, dict[str, list[tuple[str, set[int]]]]]
+
+
+def _waiting_checks(regex_owners: list[tuple[JsRegex, set[int], str | None]]) -> _WaitingChecks:
+    always: set[int] = set()
+    unwindowed: list[tuple[str, bool, set[int]]] = []
+    by_window: dict[bool, dict[str, list[tuple[str, set[int]]]]] = {}
+    for rx, owners, window in regex_owners:
+        literal = rx.literal
+        if rx.status != "ok" or literal is None:
+            always |= owners
+        elif window is None:
+            unwindowed.append((literal, rx.ignore_case, owners))
+        else:
+            by_window.setdefault(rx.ignore_case, {}).setdefault(window, []).append((literal, owners))
+    return _WaitingChecks(frozenset(always), unwindowed, by_window)
 
 
 def _word_plan(plan: tuple[list[tuple[str, Needle | None]], list[tuple[str, Needle | None]]],
@@ -1185,23 +1212,19 @@ class _Run:
         start, end = cursor.seen_pieces, len(recursion)
         raw_new = "\n".join(recursion[j] for j in range(start, end))
         new_texts = (raw_new, fold_for_literal(raw_new))
-        between = self.matcher.windows_between
-        # the new pieces' windows, per case mode, read once (the same for every regex of that mode)
-        windows: dict[bool, set[str] | None] = {}
-        dropped: set[int] = set()
-        for rx, owners, window in self.prepared.regex_owners:
-            literal = rx.literal
-            if rx.status != "ok" or literal is None:
+        checks = self.prepared.waiting_checks
+        dropped: set[int] = set(checks.always)
+        for literal, ignore_case, owners in checks.unwindowed:
+            if literal in new_texts[ignore_case]:
                 dropped |= owners
-                continue
-            if window is not None:  # as KeyMatcher.may_hold decides
-                ignore_case = rx.ignore_case
-                seen = windows[ignore_case] if ignore_case in windows else \
-                    windows.setdefault(ignore_case, between(start, end, ignore_case))
-                if seen is not None and window not in seen:
-                    continue
-            if literal in new_texts[rx.ignore_case]:
-                dropped |= owners
+        for ignore_case, by_window in checks.by_window.items():
+            # as KeyMatcher.may_hold decides: a literal whose window the new pieces lack is not in them
+            seen = self.matcher.windows_between(start, end, ignore_case)
+            new_text = new_texts[ignore_case]
+            for window in by_window.keys() if seen is None else by_window.keys() & seen:
+                for literal, owners in by_window[window]:
+                    if literal in new_text:
+                        dropped |= owners
         # a waiting entry was carried by the last pass (its step is the last one's) and was no
         # candidate since (so it cannot have failed its probability); a copy of it may have activated
         failed, activated, ids = self.failed_probability, self.activated, self.ids
