@@ -54,8 +54,8 @@ class Shortcuts:
     #: counted as running sums, the pass's total below the budget) admits them all at once
     #: (``_Run.admit_in_bulk``); off: each through ``_Run.admit``
     wi_bulk_admit: bool = True
-    #: world info: an entry whose primary keys are all word keys of the index, with no rule before
-    #: them and no secondary logic, is decided in the pass's loop from the word-run maps
+    #: world info: an entry whose keys (primary, and secondary when they count) are all word keys of
+    #: the index, with no rule before them, is decided in the pass's loop from the word-run maps
     #: (``_Run.candidates_by_words``); off: each through ``_Run.consider``
     wi_word_candidates: bool = True
 

@@ -4,8 +4,8 @@
 can refuse one (no probability to roll, contents not expanded, words counted as running sums, the
 pass's total still below the budget); otherwise the pass goes through ``_Run.admit`` entry by
 entry. ``Shortcuts(wi_bulk_admit=False)`` always goes entry by entry. ``_Run.candidates_by_words``
-decides an entry whose primary keys are all word keys of the index (no rule before them, no
-secondary logic) in the pass's own loop from the word-run maps; ``Shortcuts(wi_word_candidates=False)``
+decides an entry whose keys are all word keys of the index (secondary keys under any logic
+included; no rule before them) in the pass's own loop from the word-run maps; ``Shortcuts(wi_word_candidates=False)``
 sends each through ``_Run.consider``. Each pair must give the same activation, in the same order,
 and the same trace, steps, draws and state, on generated books whose budgets are reached in some
 passes, whose entries roll probabilities, ignore the budget, are copies of one another (the same
@@ -38,7 +38,9 @@ def _book(rnd: random.Random, size: int) -> list[dict[str, Any]]:
                                  "content": " ".join(rnd.choices(WORDS, k=rnd.randint(0, 6))),
                                  "order": rnd.randint(1, 9)}
         if rnd.random() < 0.2:
-            entry["keysecondary"] = [rnd.choice(WORDS)]
+            entry["keysecondary"] = rnd.sample(WORDS, rnd.randint(1, 3))
+            if rnd.random() < 0.2:
+                entry["keysecondary"].append(f"{rnd.choice(WORDS)} {rnd.choice(WORDS)}")
             entry["selectiveLogic"] = rnd.randint(0, 3)
         if rnd.random() < 0.03:
             entry["probability"] = rnd.choice([0, 50, 99])

@@ -193,6 +193,8 @@ _RULE_FIELDS = attrgetter("delay_until_recursion", "exclude_recursion", "sticky"
 _USUAL_FLAGS = _RULE_FIELDS(Entry("", 0))
 _ROLL_FIELDS = attrgetter("probability", "use_probability")
 _GROUP = attrgetter("group")
+#: :meth:`_Run.word_hits` of an entry whose secondary keys do not count
+_NO_SECONDARY: list[tuple[str, bool]] = []
 _HAY_FIELDS = attrgetter("scan_depth", "match_persona_description", "match_character_description",
                          "match_character_personality", "match_character_depth_prompt", "match_scenario",
                          "match_creator_notes")
@@ -213,7 +215,7 @@ class _Prepared:
         self._deepest: Any = _MISSING  # see :meth:`reach`
         self._rolling: frozenset[int] | None = None  # see :attr:`rolling`
         self._in_group: frozenset[int] | None = None  # see :attr:`in_group`
-        self._word_plans: list[tuple[tuple[str, str, bool], ...] | None] | None = None  # see :attr:`word_plans`
+        self._word_plans: list[_WordPlan | None] | None = None  # see :attr:`word_plans`
         self.ids = [f"{book}.{uid}" for book, uid in map(_BOOK_UID, entries)]  # Entry.id, in one C-driven pass
         self.needles: dict[tuple[str, bool, bool], Needle] = {}
         preparer = KeyMatcher(ScanBuffer([], base_depth=0), case_sensitive=settings.case_sensitive,
@@ -260,9 +262,9 @@ class _Prepared:
         return in_group
 
     @property
-    def word_plans(self) -> list[tuple[tuple[str, str, bool], ...] | None]:
-        """Per entry, its primary keys as (key, word, case) when each is a mapped word key and no
-        secondary logic applies (:meth:`_Run.consider` then needs only the word-run maps), else ``None``."""
+    def word_plans(self) -> list[_WordPlan | None]:
+        """Per entry, its keys as (key, word, case) when each that counts is a mapped word key
+        (:meth:`_Run.consider` then needs only the word-run maps), else ``None``."""
         plans = self._word_plans
         if plans is None:
             plans = self._word_plans = [_word_plan(plan, entry) for plan, entry in zip(self.plans, self.entries)]
@@ -450,21 +452,38 @@ def _waiting_checks(regex_owners: list[tuple[JsRegex, set[int], str | None]]) ->
     return _WaitingChecks(frozenset(always), unwindowed, by_window)
 
 
+class _WordPlan(NamedTuple):
+    """An entry's keys as :meth:`_Run.candidates_by_words` reads them: each (key, word, case)."""
+
+    primary: tuple[tuple[str, str, bool], ...]
+    #: ``None`` when the secondary keys do not count (none, or the entry is not selective); a word
+    #: of ``None`` is a key that never matches
+    secondary: tuple[tuple[str, str | None, bool], ...] | None
+
+
 def _word_plan(plan: tuple[list[tuple[str, Needle | None]], list[tuple[str, Needle | None]]],
-               entry: Entry) -> tuple[tuple[str, str, bool], ...] | None:
-    """An entry's primary keys as (key, word, case) if every one is a mapped word key (or no key at all,
-    ``None`` needle) and its secondary keys do not count; else ``None``."""
+               entry: Entry) -> _WordPlan | None:
+    """An entry's :class:`_WordPlan` if every key of it that counts is a mapped word key (or no key
+    at all, ``None`` needle); else ``None``."""
     primary, secondary = plan
-    if secondary and entry.selective:
-        return None
-    out = []
+    words = []
     for key, needle in primary:
         if needle is None:
             continue
         if not needle.mapped:
             return None
-        out.append((key, needle.text, needle.cs))
-    return tuple(out)
+        words.append((key, needle.text, needle.cs))
+    if not (secondary and entry.selective):
+        return _WordPlan(tuple(words), None)
+    second: list[tuple[str, str | None, bool]] = []
+    for key, needle in secondary:
+        if needle is None:
+            second.append((key, None, False))
+        elif needle.mapped and not needle.invalid:
+            second.append((key, needle.text, needle.cs))
+        else:
+            return None
+    return _WordPlan(tuple(words), tuple(second))
 
 
 def _normalized_books(books: Any, shortcuts: Shortcuts = DEFAULT) -> tuple[list[WorldBook], list[Diagnostic]]:
@@ -778,12 +797,17 @@ class _Run:
             self.decisions[i] = _new_decision(_Decision, ("activated", "key", None, step, ScanState.NAMES[state],
                                                           primary, None, None))
             return True
+        hits = ((key, needle is not None and match(needle, entry, hay)) for key, needle in secondary_keys)
+        return self.secondary_logic(i, entry.selective_logic, primary, hits, step, state)
+
+    def secondary_logic(self, i: int, logic: int, primary: str, hits: Iterable[tuple[str, bool]], step: int,
+                        state: int) -> bool:
+        """Entry ``i``'s decision once its ``primary`` key matched: its secondary keys' ``hits`` (key,
+        whether it matched; read in order, and only as far as the logic needs) under ``logic``."""
         decide = self.decide
-        logic = entry.selective_logic
         any_match = False
         all_match = True
-        for key, needle in secondary_keys:
-            hit = needle is not None and match(needle, entry, hay)
+        for key, hit in hits:
             any_match = any_match or hit
             all_match = all_match and hit
             if logic == Logic.AND_ANY and hit:
@@ -1280,15 +1304,15 @@ class _Run:
                     self.decide(i, "skipped", "duplicate", f"{ids[i]} was already activated by another entry",
                                 step, state)
                 continue
-            words = word_plans[i]
+            plan = word_plans[i]
             hay = hay_cache[hay_class[i]]
-            if words is None or not simple[i] or hay is None or hay.extras or hay.empty:
+            if plan is None or not simple[i] or hay is None or hay.extras or hay.empty:
                 if consider(i, state, level, step):
                     out.append(i)
                 continue
             depth, r = hay.depth, hay.recursion
             primary = None
-            for key, word, cs in words:
+            for key, word, cs in plan.primary:
                 seen = chat_words.get(cs)
                 if seen is None or (r and indexed[cs] < r):
                     break  # a map not built yet: :meth:`consider` builds it
@@ -1298,13 +1322,35 @@ class _Run:
             else:
                 decisions[i] = no_match
                 continue
-            if primary is None:
+            hits = None if primary is None else self.word_hits(plan.secondary, depth, r)
+            if hits is None:  # a map not built yet
                 if consider(i, state, level, step):
                     out.append(i)
-                continue
-            decisions[i] = _new_decision(_Decision, ("activated", "key", None, step, name, primary, None, None))
-            out.append(i)
+            elif hits is _NO_SECONDARY:
+                decisions[i] = _new_decision(_Decision, ("activated", "key", None, step, name, primary, None, None))
+                out.append(i)
+            elif self.secondary_logic(i, self.entries[i].selective_logic, primary, hits, step, state):
+                out.append(i)
         return out
+
+    def word_hits(self, keys: tuple[tuple[str, str | None, bool], ...] | None, depth: int,
+                  r: int) -> list[tuple[str, bool]] | None:
+        """Whether each of the secondary word ``keys`` matches a haystack of ``depth`` messages and ``r``
+        recursion pieces (:data:`_NO_SECONDARY` for no such keys; ``None`` when a map is not built yet)."""
+        if keys is None:
+            return _NO_SECONDARY
+        matcher = self.matcher
+        chat_words, indexed, piece_words = matcher._chat_words, matcher._pieces_indexed, matcher._piece_words
+        hits = []
+        for key, word, cs in keys:
+            if word is None:
+                hits.append((key, False))
+                continue
+            seen = chat_words.get(cs)
+            if seen is None or (r and indexed[cs] < r):
+                return None
+            hits.append((key, seen.get(word, _FAR) < depth or bool(r and piece_words[cs].get(word, _FAR) < r)))
+        return hits
 
     def admit_in_bulk(self, candidates: list[int], cursor: _Cursor) -> list[str] | None:
         """All of ``candidates`` admitted at once, as :meth:`admit` one by one would; ``None`` when it may not.
