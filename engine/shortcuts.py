@@ -55,10 +55,19 @@ class Shortcuts:
     #: worker compiled is loaded from that worker's bytecode (``sandbox/worker.py``, ``TemplateCache``);
     #: off: the request's VM compiles every template it runs (``(0, eval)``)
     pt_bytecode: bool = True
+    #: world info: a pass whose candidates no rule of ``_Run.admit`` can refuse (no probability, words
+    #: counted as running sums, the pass's total below the budget) admits them all at once
+    #: (``_Run.admit_in_bulk``); off: each through ``_Run.admit``
+    wi_bulk_admit: bool = True
+    #: world info: an entry whose keys (primary, and secondary when they count) are all word keys of
+    #: the index, with no rule before them, is decided in the pass's loop from the word-run maps
+    #: (``_Run.candidates_by_words``); off: each through ``_Run.consider``
+    wi_word_candidates: bool = True
 
 
 #: every shortcut (what a call takes when it names none)
 DEFAULT = Shortcuts()
 #: no shortcut: the reference path
 PLAIN = Shortcuts(plans=False, reuse_parse=False, regions=False, wi_incremental=False, wi_fast_pending=False,
-                  wi_settled_regex=False, wi_quick_digest=False, wi_anchored_regex=False, pt_bytecode=False)
+                  wi_settled_regex=False, wi_quick_digest=False, wi_anchored_regex=False,
+                  wi_bulk_admit=False, wi_word_candidates=False, pt_bytecode=False)

@@ -1,12 +1,13 @@
 """World info's performance shortcuts are switched by name (``Shortcuts``' ``wi_*`` fields).
 
 ``PLAIN`` runs the reference path: every activation equals the default one (which takes the
-shortcuts) and none of the five shortcuts runs. The value travels with the call, so a thread
+shortcuts) and none of the seven shortcuts runs. The value travels with the call, so a thread
 scanning with ``PLAIN`` and one scanning with the default may share a book at the same time.
 
 Which shortcut ran is observed, not switched: wrappers around the methods that take one record
 the thread that called them (the incremental passes, the settled regex entries, the pending
-entries filled in without a look, the quick digest, the literal places of an anchored regex).
+entries filled in without a look, the quick digest, the literal places of an anchored regex, a
+pass admitted in bulk, a pass's word-keyed entries decided in its loop).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from tavernbox.worldinfo import activate_world_info
 from tavernbox.worldinfo import activation as activation_module
 from tavernbox.worldinfo import matching as matching_module
 
-WI_FIELDS = ("wi_incremental", "wi_fast_pending", "wi_settled_regex", "wi_quick_digest", "wi_anchored_regex")
+WI_FIELDS = ("wi_incremental", "wi_fast_pending", "wi_settled_regex", "wi_quick_digest", "wi_anchored_regex",
+             "wi_bulk_admit", "wi_word_candidates")
 
 Taken = dict[int, set[str]]  # thread id -> the shortcuts it ran
 
@@ -52,6 +54,7 @@ def taken(monkeypatch: pytest.MonkeyPatch) -> Iterator[Taken]:
     monkeypatch.setattr(run, "first_pass_entries", recording("wi_incremental", run.first_pass_entries))
     monkeypatch.setattr(run, "changed_entries", recording("wi_incremental", run.changed_entries))
     monkeypatch.setattr(run, "settle_regex_entries", recording("wi_settled_regex", run.settle_regex_entries))
+    monkeypatch.setattr(run, "candidates_by_words", recording("wi_word_candidates", run.candidates_by_words))
 
     consider, resolve_pending = run.consider, run.resolve_pending
     looks = threading.local()
@@ -88,6 +91,16 @@ def taken(monkeypatch: pytest.MonkeyPatch) -> Iterator[Taken]:
         return places
 
     monkeypatch.setattr(matching_module.KeyMatcher, "_anchors", observed_anchors)
+
+    admit_in_bulk = run.admit_in_bulk
+
+    def observed_admit_in_bulk(self: Any, *args: Any) -> list[str] | None:
+        admitted = admit_in_bulk(self, *args)
+        if admitted is not None:
+            note("wi_bulk_admit")
+        return admitted
+
+    monkeypatch.setattr(run, "admit_in_bulk", observed_admit_in_bulk)
     yield seen
 
 

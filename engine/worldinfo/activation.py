@@ -191,6 +191,10 @@ _RULE_FIELDS = attrgetter("delay_until_recursion", "exclude_recursion", "sticky"
                           "triggers", "character_filter", "decorators", "constant")
 #: the rule fields of an entry that sets none of them
 _USUAL_FLAGS = _RULE_FIELDS(Entry("", 0))
+_ROLL_FIELDS = attrgetter("probability", "use_probability")
+_GROUP = attrgetter("group")
+#: :meth:`_Run.word_hits` of an entry whose secondary keys do not count
+_NO_SECONDARY: list[tuple[str, bool]] = []
 _HAY_FIELDS = attrgetter("scan_depth", "match_persona_description", "match_character_description",
                          "match_character_personality", "match_character_depth_prompt", "match_scenario",
                          "match_creator_notes")
@@ -209,6 +213,9 @@ class _Prepared:
                  key_text: Callable[[str], str] | None) -> None:
         self.entries = entries
         self._deepest: Any = _MISSING  # see :meth:`reach`
+        self._rolling: frozenset[int] | None = None  # see :attr:`rolling`
+        self._in_group: frozenset[int] | None = None  # see :attr:`in_group`
+        self._word_plans: list[_WordPlan | None] | None = None  # see :attr:`word_plans`
         self.ids = [f"{book}.{uid}" for book, uid in map(_BOOK_UID, entries)]  # Entry.id, in one C-driven pass
         self.needles: dict[tuple[str, bool, bool], Needle] = {}
         preparer = KeyMatcher(ScanBuffer([], base_depth=0), case_sensitive=settings.case_sensitive,
@@ -236,6 +243,32 @@ class _Prepared:
         self.secondary_mixed = {cs: any(g and not is_word_gram(g) for g in m)
                                 for cs, m in self.secondary_others.items()}
         self.other_maps = ((self.primary_others, self.primary_mixed), (self.secondary_others, self.secondary_mixed))
+
+    @property
+    def rolling(self) -> frozenset[int]:
+        """Entries that roll their probability when admitted (found once, on first need)."""
+        rolling = self._rolling
+        if rolling is None:
+            rolling = self._rolling = frozenset(
+                i for i, (chance, use) in enumerate(map(_ROLL_FIELDS, self.entries)) if chance < 100 and use)
+        return rolling
+
+    @property
+    def in_group(self) -> frozenset[int]:
+        """Entries in an inclusion group (found once, on first need)."""
+        in_group = self._in_group
+        if in_group is None:
+            in_group = self._in_group = frozenset(i for i, group in enumerate(map(_GROUP, self.entries)) if group)
+        return in_group
+
+    @property
+    def word_plans(self) -> list[_WordPlan | None]:
+        """Per entry, its keys as (key, word, case) when each that counts is a mapped word key
+        (:meth:`_Run.consider` then needs only the word-run maps), else ``None``."""
+        plans = self._word_plans
+        if plans is None:
+            plans = self._word_plans = [_word_plan(plan, entry) for plan, entry in zip(self.plans, self.entries)]
+        return plans
 
     def reach(self, settings: WorldInfoSettings) -> int | None:
         """:func:`scan_reach` for these entries (their own deepest scan depth found once)."""
@@ -377,6 +410,7 @@ class _Prepared:
                     owned[id(rx)] = (rx, set(), window if window is not None and is_word_gram(window) else None)
                 owned[id(rx)][1].add(i)
         self.regex_owners = list(owned.values())
+        self.waiting_checks = _waiting_checks(self.regex_owners)
         #: always-dirty entries that are not :attr:`regex_only`: looked at in every pass
         self.dirty_always = always_dirty - self.regex_only
         for buckets, found in ((self.primary_others, others[0]), (self.secondary_others, others[1])):
@@ -390,6 +424,66 @@ class _Prepared:
 #: under two digests, see :func:`_normalized_books`)
 _NORMALIZED_CACHE: dict[tuple[int, bytes], tuple[list[WorldBook], tuple[Diagnostic, ...]]] = {}
 _NORMALIZED_CACHE_SIZE = 8
+
+
+class _WaitingChecks(NamedTuple):
+    """:attr:`_Prepared.regex_owners` as :meth:`_Run.still_waiting` reads them."""
+
+    #: owners of regexes without a usable literal (never kept waiting)
+    always: frozenset[int]
+    #: (literal, ignore_case, owners) of regexes whose literal has no word window: always searched for
+    unwindowed: list[tuple[str, bool, set[int]]]
+    #: per case mode (ignore_case), window -> (literal, owners) of the regexes whose literal begins with it
+    by_window: dict[bool, dict[str, list[tuple[str, set[int]]]]]
+
+
+def _waiting_checks(regex_owners: list[tuple[JsRegex, set[int], str | None]]) -> _WaitingChecks:
+    always: set[int] = set()
+    unwindowed: list[tuple[str, bool, set[int]]] = []
+    by_window: dict[bool, dict[str, list[tuple[str, set[int]]]]] = {}
+    for rx, owners, window in regex_owners:
+        literal = rx.literal
+        if rx.status != "ok" or literal is None:
+            always |= owners
+        elif window is None:
+            unwindowed.append((literal, rx.ignore_case, owners))
+        else:
+            by_window.setdefault(rx.ignore_case, {}).setdefault(window, []).append((literal, owners))
+    return _WaitingChecks(frozenset(always), unwindowed, by_window)
+
+
+class _WordPlan(NamedTuple):
+    """An entry's keys as :meth:`_Run.candidates_by_words` reads them: each (key, word, case)."""
+
+    primary: tuple[tuple[str, str, bool], ...]
+    #: ``None`` when the secondary keys do not count (none, or the entry is not selective); a word
+    #: of ``None`` is a key that never matches
+    secondary: tuple[tuple[str, str | None, bool], ...] | None
+
+
+def _word_plan(plan: tuple[list[tuple[str, Needle | None]], list[tuple[str, Needle | None]]],
+               entry: Entry) -> _WordPlan | None:
+    """An entry's :class:`_WordPlan` if every key of it that counts is a mapped word key (or no key
+    at all, ``None`` needle); else ``None``."""
+    primary, secondary = plan
+    words = []
+    for key, needle in primary:
+        if needle is None:
+            continue
+        if not needle.mapped:
+            return None
+        words.append((key, needle.text, needle.cs))
+    if not (secondary and entry.selective):
+        return _WordPlan(tuple(words), None)
+    second: list[tuple[str, str | None, bool]] = []
+    for key, needle in secondary:
+        if needle is None:
+            second.append((key, None, False))
+        elif needle.mapped and not needle.invalid:
+            second.append((key, needle.text, needle.cs))
+        else:
+            return None
+    return _WordPlan(tuple(words), tuple(second))
 
 
 def _normalized_books(books: Any, shortcuts: Shortcuts = DEFAULT) -> tuple[list[WorldBook], list[Diagnostic]]:
@@ -703,12 +797,17 @@ class _Run:
             self.decisions[i] = _new_decision(_Decision, ("activated", "key", None, step, ScanState.NAMES[state],
                                                           primary, None, None))
             return True
+        hits = ((key, needle is not None and match(needle, entry, hay)) for key, needle in secondary_keys)
+        return self.secondary_logic(i, entry.selective_logic, primary, hits, step, state)
+
+    def secondary_logic(self, i: int, logic: int, primary: str, hits: Iterable[tuple[str, bool]], step: int,
+                        state: int) -> bool:
+        """Entry ``i``'s decision once its ``primary`` key matched: its secondary keys' ``hits`` (key,
+        whether it matched; read in order, and only as far as the logic needs) under ``logic``."""
         decide = self.decide
-        logic = entry.selective_logic
         any_match = False
         all_match = True
-        for key, needle in secondary_keys:
-            hit = needle is not None and match(needle, entry, hay)
+        for key, hit in hits:
             any_match = any_match or hit
             all_match = all_match and hit
             if logic == Logic.AND_ANY and hit:
@@ -851,9 +950,11 @@ class _Run:
         belongs to.
         """
         grouped: dict[str, list[int]] = {}
-        entries = self.entries
+        entries, in_group = self.entries, self.prepared.in_group
+        if in_group.isdisjoint(candidates):  # (most entries are in no group)
+            return candidates
         for i in candidates:
-            if entries[i].group:  # (most entries are in no group: no split)
+            if i in in_group:
                 for name in entries[i].groups:
                     grouped.setdefault(name, []).append(i)
         if not grouped:
@@ -1036,7 +1137,8 @@ class _Run:
             todo = self.entries_to_check(cursor)
             cursor.seen_pieces = len(self.buffer.recursion)
             self.pass_pieces[cursor.step] = cursor.seen_pieces if cursor.state == ScanState.RECURSION else 0
-            candidates = self.candidates(todo, cursor)
+            candidates = (self.candidates_by_words(todo, cursor) if self.shortcuts.wi_word_candidates
+                          else self.candidates(todo, cursor))
             cursor.last_candidates = list(candidates)
             if self.any_sticky:
                 candidates.sort(key=lambda i: 0 if self.sticky[i] else 1)
@@ -1044,7 +1146,8 @@ class _Run:
             self.meter.start_pass()
             candidates = self.filter_groups(candidates, cursor.state, cursor.step)
             ids = self.ids
-            activated_now = [ids[i] for i in candidates if self.admit(i, cursor)]
+            admitted = self.admit_in_bulk(candidates, cursor) if self.shortcuts.wi_bulk_admit else None
+            activated_now = admitted if admitted is not None else [ids[i] for i in candidates if self.admit(i, cursor)]
             failed, entries = self.failed_probability, self.entries
             for_recursion = [i for i in candidates if i not in failed and not entries[i].prevent_recursion]
             self.steps.append(StepRecord(cursor.step, ScanState.NAMES[cursor.state], self.buffer.depth(), cursor.level,
@@ -1133,19 +1236,19 @@ class _Run:
         start, end = cursor.seen_pieces, len(recursion)
         raw_new = "\n".join(recursion[j] for j in range(start, end))
         new_texts = (raw_new, fold_for_literal(raw_new))
-        between = self.matcher.windows_between
-        dropped: set[int] = set()
-        for rx, owners, window in self.prepared.regex_owners:
-            literal = rx.literal
-            if rx.status != "ok" or literal is None:
+        checks = self.prepared.waiting_checks
+        dropped: set[int] = set(checks.always)
+        for literal, ignore_case, owners in checks.unwindowed:
+            if literal in new_texts[ignore_case]:
                 dropped |= owners
-                continue
-            if window is not None:  # as KeyMatcher.may_hold decides
-                seen = between(start, end, rx.ignore_case)
-                if seen is not None and window not in seen:
-                    continue
-            if literal in new_texts[rx.ignore_case]:
-                dropped |= owners
+        for ignore_case, by_window in checks.by_window.items():
+            # as KeyMatcher.may_hold decides: a literal whose window the new pieces lack is not in them
+            seen = self.matcher.windows_between(start, end, ignore_case)
+            new_text = new_texts[ignore_case]
+            for window in by_window.keys() if seen is None else by_window.keys() & seen:
+                for literal, owners in by_window[window]:
+                    if literal in new_text:
+                        dropped |= owners
         # a waiting entry was carried by the last pass (its step is the last one's) and was no
         # candidate since (so it cannot have failed its probability); a copy of it may have activated
         failed, activated, ids = self.failed_probability, self.activated, self.ids
@@ -1180,6 +1283,105 @@ class _Run:
             if consider(i, state, level, step):
                 out.append(i)
         return out
+
+    def candidates_by_words(self, todo: Iterable[int], cursor: _Cursor) -> list[int]:
+        """:meth:`candidates`, with an entry of only mapped word keys (``_Prepared.word_plans``) and no
+        rule before them (``simple``) decided here from the word-run maps, as :meth:`consider` would."""
+        out: list[int] = []
+        ids, activated, failed, decisions = self.ids, self.activated, self.failed_probability, self.decisions
+        consider, state, level, step = self.consider, cursor.state, cursor.level, cursor.step
+        simple, word_plans, hay_class, hay_cache = self.simple, self.prepared.word_plans, self.hay_class, self._hay_cache
+        matcher = self.matcher
+        chat_words, indexed, piece_words = matcher._chat_words, matcher._pieces_indexed, matcher._piece_words
+        name = ScanState.NAMES[state]
+        no_match = _new_decision(_Decision, ("skipped", "no_match", "no primary key matched", step, name,
+                                             None, None, None))
+        for i in todo:
+            if i in failed:
+                continue
+            if ids[i] in activated:
+                if activated[ids[i]] != i and decisions[i].reason == "not_scanned":
+                    self.decide(i, "skipped", "duplicate", f"{ids[i]} was already activated by another entry",
+                                step, state)
+                continue
+            plan = word_plans[i]
+            hay = hay_cache[hay_class[i]]
+            if plan is None or not simple[i] or hay is None or hay.extras or hay.empty:
+                if consider(i, state, level, step):
+                    out.append(i)
+                continue
+            depth, r = hay.depth, hay.recursion
+            primary = None
+            for key, word, cs in plan.primary:
+                seen = chat_words.get(cs)
+                if seen is None or (r and indexed[cs] < r):
+                    break  # a map not built yet: :meth:`consider` builds it
+                if seen.get(word, _FAR) < depth or (r and piece_words[cs].get(word, _FAR) < r):
+                    primary = key
+                    break
+            else:
+                decisions[i] = no_match
+                continue
+            hits = None if primary is None else self.word_hits(plan.secondary, depth, r)
+            if hits is None:  # a map not built yet
+                if consider(i, state, level, step):
+                    out.append(i)
+            elif hits is _NO_SECONDARY:
+                decisions[i] = _new_decision(_Decision, ("activated", "key", None, step, name, primary, None, None))
+                out.append(i)
+            elif self.secondary_logic(i, self.entries[i].selective_logic, primary, hits, step, state):
+                out.append(i)
+        return out
+
+    def word_hits(self, keys: tuple[tuple[str, str | None, bool], ...] | None, depth: int,
+                  r: int) -> list[tuple[str, bool]] | None:
+        """Whether each of the secondary word ``keys`` matches a haystack of ``depth`` messages and ``r``
+        recursion pieces (:data:`_NO_SECONDARY` for no such keys; ``None`` when a map is not built yet)."""
+        if keys is None:
+            return _NO_SECONDARY
+        matcher = self.matcher
+        chat_words, indexed, piece_words = matcher._chat_words, matcher._pieces_indexed, matcher._piece_words
+        hits = []
+        for key, word, cs in keys:
+            if word is None:
+                hits.append((key, False))
+                continue
+            seen = chat_words.get(cs)
+            if seen is None or (r and indexed[cs] < r):
+                return None
+            hits.append((key, seen.get(word, _FAR) < depth or bool(r and piece_words[cs].get(word, _FAR) < r)))
+        return hits
+
+    def admit_in_bulk(self, candidates: list[int], cursor: _Cursor) -> list[str] | None:
+        """All of ``candidates`` admitted at once, as :meth:`admit` one by one would; ``None`` when it may not.
+
+        That holds when no rule of :meth:`admit` can refuse one: no probability to roll, contents
+        not expanded, words counted as running sums (``_BudgetMeter.additive``), the budget not
+        yet reached and the pass's total with every content still below it (counts only grow, so
+        each earlier total is below it too). Nothing is changed when ``None`` is returned.
+        """
+        meter = self.meter
+        if not meter.additive or self.expand is not None or meter.overflowed or not candidates:
+            return None
+        rolling = self.prepared.rolling
+        if rolling and not rolling.isdisjoint(candidates):
+            return None
+        entries, counts = self.entries, meter.known_words
+        contents = [entries[i].content for i in candidates]
+        words = [counts[i] if i in counts else self.words_of(i, content) for i, content in zip(candidates, contents)]
+        added = sum(words)
+        if meter.base_tokens + meter.new_tokens + added >= meter.budget:  # type: ignore[operator]
+            return None
+        meter.new_tokens += added
+        meter.pass_words.update(zip(candidates, words))
+        self.content.update(zip(candidates, contents))
+        self.activated_content.update(zip(candidates, contents))
+        self.activated_step.update(dict.fromkeys(candidates, cursor.step))
+        ids = self.ids
+        admitted = [ids[i] for i in candidates]
+        self.activated.update(zip(admitted, candidates))
+        self.activated_indices.update(candidates)
+        return admitted
 
     def admit(self, i: int, cursor: _Cursor) -> bool:
         """Candidate ``i`` against its probability and the token budget: activated, or skipped with why."""
