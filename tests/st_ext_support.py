@@ -103,3 +103,15 @@ def extensions_of(case: dict[str, Any]) -> tuple[bool, bool]:
         return bool(cfg.get("enabled", True)) if isinstance(cfg, dict) else bool(cfg)
 
     return on("prompt_template"), on("tavern_helper")
+
+
+def assert_sends_as_recorded(case: dict[str, Any]) -> None:
+    """The request path's messages for a recorded case equal what SillyTavern with the extensions sent, message by
+    message."""
+    from tavernbox import assemble_request
+
+    got = assemble_request(ext_request(case)).messages
+    expected = case["messages"]
+    assert [m["role"] for m in got] == [m["role"] for m in expected]
+    for i, (g, e) in enumerate(zip(got, expected, strict=True)):
+        assert g["content"] == e["content"], f"message {i}"

@@ -10,7 +10,7 @@ import copy
 from typing import Any
 
 import pytest
-from st_ext_support import ext_cases, ext_request
+from st_ext_support import assert_sends_as_recorded, ext_cases, ext_request
 
 from tavernbox import assemble_request
 from tavernbox.ejs import st_extensions
@@ -37,12 +37,7 @@ def _case(cid: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("cid", EQUAL)
 def test_the_request_path_sends_what_sillytavern_with_the_extensions_sent(cid: str) -> None:
-    case = _case(cid)
-    got = assemble_request(ext_request(case)).messages
-    expected = case["messages"]
-    assert [m["role"] for m in got] == [m["role"] for m in expected]
-    for i, (g, e) in enumerate(zip(got, expected, strict=True)):
-        assert g["content"] == e["content"], f"message {i}"
+    assert_sends_as_recorded(_case(cid))
 
 
 def _pointer_parts(path: str) -> list[str]:

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 import pytest
-from st_ext_support import ext_cases, ext_request, ext_variables, extensions_of, module_resolve
+from st_ext_support import assert_sends_as_recorded, ext_cases, ext_request, ext_variables, extensions_of, module_resolve
 
 from tavernbox import assemble_request, expand_macros
 from tavernbox.assets.worldbooks import card_book_to_world_book
@@ -163,12 +163,7 @@ def _case(cid: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("cid", EQUAL + GENERATE_EQUAL)
 def test_the_request_path_sends_what_sillytavern_with_the_extensions_sent(cid: str) -> None:
-    case = _case(cid)
-    got = assemble_request(ext_request(case)).messages
-    expected = case["messages"]
-    assert [m["role"] for m in got] == [m["role"] for m in expected]
-    for i, (g, e) in enumerate(zip(got, expected, strict=True)):
-        assert g["content"] == e["content"], f"message {i}"
+    assert_sends_as_recorded(_case(cid))
 
 
 @pytest.mark.parametrize("cid", EQUAL + GENERATE_EQUAL)
