@@ -384,18 +384,8 @@ def _entries_input(books: Mapping[str, Sequence[WorldEntry]], layout: _Layout) -
             row: dict[str, Any] = {"uid": e.uid, "comment": e.comment, "content": e.content, "source": None,
                                    "line": 0, "unit": -1, "key": f"w:{e.world}:{e.uid}", "label": label,
                                    "info": {"world": e.world, "uid": e.uid, "comment": e.comment}}
-            compiled = None
-            if "<%" in e.content:
-                compiled = _compile(e.content, layout.marks)
-                if isinstance(compiled, TemplateError):
-                    # evaluated only if a template reads it: a template that does fails with this error
-                    row["source"] = "(function () { throw new SyntaxError(" + json.dumps(compiled.message) + "); })"
-                    row["line"] = 1
-                else:
-                    unit = layout.place(row["key"], label, compiled)
-                    row["source"], row["line"], row["unit"] = compiled.program, unit.line, len(layout.units) - 1
-            if layout.marks:
-                row["origin"] = layout.origin(label, row["info"], compiled)
+            # a template that does not compile is evaluated only if a template reads it: that one fails with its error
+            _place_entry(row, e.content, layout)
             rows.append(row)
         out[name] = rows
     return out
@@ -659,8 +649,7 @@ def _generate_input(spec: GenerateSpec, layout: _Layout) -> dict[str, Any]:
             "caseSensitive": e.case_sensitive, "matchWholeWords": e.match_whole_words, "order": e.order,
             "position": e.position, "depth": e.depth, "key": key, "label": label, "source": None, "line": 0,
             "cond": None, "unit": -1, "info": {"world": e.world, "uid": e.uid, "comment": e.comment}}
-        if "<%" in e.content:
-            row["source"], row["line"], row["unit"] = _placed(e.content, key, label, layout)
+        _place_entry(row, e.content, layout)
         if e.condition is not None:
             source, line, unit = _placed("<%- !!(" + e.condition + ") %>", key + ":if", label + " (@@if)", layout)
             row["cond"] = {"source": source, "line": line, "unit": unit}
@@ -675,10 +664,24 @@ def _generate_input(spec: GenerateSpec, layout: _Layout) -> dict[str, Any]:
 def _placed(text: str, key: str, label: str, layout: _Layout) -> tuple[str, int, int]:
     """A template compiled and placed in the layout, as (program, first line, layout unit: what the runtime marks
     as running); one that does not compile throws its syntax error when run (unit -1: none)."""
-    compiled = _compile(text)
+    return _placed_compiled(_compile(text, layout.marks), key, label, layout)
+
+
+def _placed_compiled(compiled: Any, key: str, label: str, layout: _Layout) -> tuple[str, int, int]:
+    """:func:`_placed` of an already compiled template (or its syntax error)."""
     if isinstance(compiled, TemplateError):
         return "(function () { throw new SyntaxError(" + json.dumps(compiled.message) + "); })", 1, -1
     return compiled.program, layout.place(key, label, compiled).line, len(layout.units) - 1
+
+
+def _place_entry(row: dict[str, Any], content: str, layout: _Layout) -> None:
+    """An entry row's template (``source``, ``line``, ``unit``; with marks its ``origin``), when its content has one."""
+    compiled = None
+    if "<%" in content:
+        compiled = _compile(content, layout.marks)
+        row["source"], row["line"], row["unit"] = _placed_compiled(compiled, row["key"], row["label"], layout)
+    if layout.marks:
+        row["origin"] = layout.origin(row["label"], row["info"], compiled)
 
 
 def _inject_input(inject: Sequence[InjectEntry], layout: _Layout) -> list[dict[str, Any]]:
@@ -688,17 +691,7 @@ def _inject_input(inject: Sequence[InjectEntry], layout: _Layout) -> list[dict[s
         row: dict[str, Any] = {"comment": e.comment, "content": e.content, "order": e.order, "source": None,
                                "line": 0, "unit": -1, "key": f"i:{e.world}:{e.uid}", "label": label,
                                "info": {"world": e.world, "uid": e.uid, "comment": e.comment}}
-        compiled = None
-        if "<%" in e.content:
-            compiled = _compile(e.content, layout.marks)
-            if isinstance(compiled, TemplateError):
-                row["source"], row["line"] = ("(function () { throw new SyntaxError(" + json.dumps(compiled.message)
-                                              + "); })"), 1
-            else:
-                row["source"], row["line"] = compiled.program, layout.place(row["key"], label, compiled).line
-                row["unit"] = len(layout.units) - 1
-        if layout.marks:
-            row["origin"] = layout.origin(label, row["info"], compiled)
+        _place_entry(row, e.content, layout)
         rows.append(row)
     return rows
 
