@@ -63,6 +63,10 @@ class Shortcuts:
     #: the index, with no rule before them, is decided in the pass's loop from the word-run maps
     #: (``_Run.candidates_by_words``); off: each through ``_Run.consider``
     wi_word_candidates: bool = True
+    #: world info: a plain key the index files by window (not a single word) is searched for in a text
+    #: only when every window of its word runs occurs among the text's (``worldinfo/matching.py``,
+    #: ``key_windows``); off: every key of a bucket whose window occurs is searched for
+    wi_key_windows: bool = True
 
 
 #: every shortcut (what a call takes when it names none)
@@ -70,4 +74,4 @@ DEFAULT = Shortcuts()
 #: no shortcut: the reference path
 PLAIN = Shortcuts(plans=False, reuse_parse=False, regions=False, wi_incremental=False, wi_fast_pending=False,
                   wi_settled_regex=False, wi_quick_digest=False, wi_anchored_regex=False,
-                  wi_bulk_admit=False, wi_word_candidates=False, pt_bytecode=False)
+                  wi_bulk_admit=False, wi_word_candidates=False, wi_key_windows=False, pt_bytecode=False)

@@ -215,6 +215,58 @@ def test_bucket_window_of_a_found_key_is_among_the_text_windows(key: str, text: 
     assert gram in text_windows(text, runs, mixed=bool(gram) and not is_word_gram(gram))
 
 
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet="ab_1 -é", min_size=1, max_size=20), st.text(alphabet="ab_1 -é\n", max_size=60))
+def test_every_window_of_a_found_keys_word_runs_is_among_the_text_windows(key: str, text: str) -> None:
+    import re
+
+    from tavernbox.worldinfo.matching import key_windows, text_windows
+
+    if key not in text:
+        return
+    runs = set(re.findall(r"[A-Za-z0-9_]+", text))
+    # (the word-run windows alone: what ``text_windows`` gives when no bucket window is mixed)
+    assert key_windows(key) <= text_windows(text, runs, mixed=False)
+
+
+def test_phrase_keys_spared_by_their_windows_answer_as_when_searched(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Shortcuts(wi_key_windows=False)`` searches for every phrase key whose bucket window a text
+    holds; the default spares those lacking another window of their word runs: same answers."""
+    import random
+
+    from tavernbox.worldinfo import activate_world_info
+    from tavernbox.worldinfo import activation as activation_module
+
+    spared: list[int] = []
+    run_passes = activation_module._Run.run
+
+    def counting(self: Any) -> None:
+        run_passes(self)
+        spared.append(self.matcher.spared_by_windows)
+
+    monkeypatch.setattr(activation_module._Run, "run", counting)
+    words = ["willow", "Bramble", "thistle", "oak", "fir", "hawthorn", "heather"]
+    rnd = random.Random(29)
+    for _ in range(60):
+        entries = []
+        for uid in range(40):
+            a, b, c = rnd.sample(words, 3)
+            key = rnd.choice([f"{a} {b}", f"{a}-{b}", f"{a}{b} {c}", f"x{a} {b}x", a])
+            entries.append({"uid": uid, "key": [key], "content": " ".join(rnd.sample(words, 2)),
+                            "matchWholeWords": rnd.choice([None, False]), "caseSensitive": rnd.choice([None, True]),
+                            "keysecondary": [rnd.choice(words) + " " + rnd.choice(words)] if uid % 5 == 0 else []})
+        chat = [" ".join(rnd.sample(words, 3)) for _ in range(3)]
+        conf = {"world_info_depth": rnd.randint(1, 3), "world_info_budget": 100, "max_context": 100_000,
+                "world_info_recursive": True}
+        default = activate_world_info({"entries": entries}, chat, conf, shortcuts=Shortcuts())
+        searched = activate_world_info({"entries": entries}, chat, conf, shortcuts=Shortcuts(wi_key_windows=False))
+        assert default.uids == searched.uids
+        assert default.trace.to_list() == searched.trace.to_list()
+        assert [s.to_dict() for s in default.trace.steps] == [s.to_dict() for s in searched.trace.steps]
+    # the default path took the shortcut (the plain one never does)
+    assert sum(spared[0::2]) > 0 and sum(spared[1::2]) == 0
+
+
 def test_trace_list_without_records_equals_the_records_dicts() -> None:
     from tavernbox.worldinfo import activate_world_info
 

@@ -26,7 +26,8 @@ from ..shortcuts import DEFAULT, Shortcuts
 from .entries import Entry, Logic, WorldBook, js_key_order, normalize_books
 from .matching import _NOT_FOUND as _FAR
 from .matching import (GRAM, INDEX_DIRTY, INDEX_EMPTY_INVALID, INDEX_OTHER, INDEX_WORD, REGEX, KeyMatcher,
-                       Needle, gram_of, is_word_gram, text_windows, word_runs)
+                       Needle, gram_of, is_word_gram, key_windows, text_windows,
+                       word_runs)
 from .output import ActivatedEntry, Positions, build_positions
 from .regexes import DEFAULT_TIMEOUT, JsRegex, fold_for_literal
 from .scan import MAX_SCAN_DEPTH, ChatTail, Haystack, ScanBuffer, ScanState, chat_scan_messages, js_trim
@@ -417,6 +418,7 @@ class _Prepared:
             for needle, owners in found.items():
                 gram = needle.gram = gram_of(needle.text)
                 needle.word_gram = is_word_gram(gram)
+                needle.windows = key_windows(needle.text)
                 buckets[needle.cs].setdefault(gram, []).append((needle, owners))
 
 
@@ -1090,8 +1092,12 @@ class _Run:
                     runs.update(matcher._part(extra, cs).words or ())
                 grams = text_windows(text, runs, prepared.primary_mixed[cs])
                 matcher.chat_grams[cs] = (grams, prepared.primary_mixed[cs])
+                whole = matcher.key_windows
                 for gram in others.keys() & grams:  # the smaller side walked in C
                     for needle, owners in others[gram]:
+                        if whole and not needle.windows <= grams:
+                            matcher.spared_by_windows += 1  # a window of its word runs is in no word run of the text
+                            continue
                         if matcher.chat_hit(needle) < _FAR or matcher.extras_hit(needle, extras):
                             todo.update(owners)
         decisions = self.decisions

@@ -207,7 +207,8 @@ class Needle:
     entry and pass. Per-scan results live in the :class:`KeyMatcher`.
     """
 
-    __slots__ = ("source", "text", "mode", "cs", "kind", "rx", "invalid", "index", "mapped", "gram", "word_gram")
+    __slots__ = ("source", "text", "mode", "cs", "kind", "rx", "invalid", "index", "mapped", "gram", "word_gram",
+                 "windows")
 
     def __init__(self, source: str, text: str, mode: int, cs: bool, kind: int, rx: JsRegex | None,
                  invalid: bool) -> None:
@@ -224,6 +225,9 @@ class Needle:
         #: all word characters; ``None`` for other keys
         self.gram: str | None = None
         self.word_gram = False
+        #: of a key the index files by window, every ``GRAM``-character window inside its word runs
+        #: (:func:`key_windows`): a text holding the key holds each of them inside a word run
+        self.windows: frozenset[str] = frozenset()
         #: where the key index files it (one attribute to read per key of every book, see ``INDEX_*``)
         if kind == PLAIN and not invalid:
             self.index = INDEX_WORD if mode == WORD else INDEX_OTHER
@@ -249,6 +253,11 @@ class KeyMatcher:
         #: try a regex key that begins with its required literal only where the literal occurs
         #: (``shortcuts.wi_anchored_regex``, see :meth:`_anchors`)
         self._anchored = shortcuts.wi_anchored_regex
+        #: search for a key filed by window only when the text holds every window of its word runs
+        #: (``shortcuts.wi_key_windows``, see :func:`key_windows`)
+        self.key_windows = shortcuts.wi_key_windows
+        #: how many searches that filter spared (read by tests, to see the shortcut taken)
+        self.spared_by_windows = 0
         #: how many of the newest messages any scan of this request can look at (``None``: all the
         #: buffer holds); the chat index covers only those, so a long chat costs what is scanned
         self.reach = reach
@@ -414,6 +423,9 @@ class KeyMatcher:
                         # the key's window of word characters would lie inside one of the piece's
                         # word runs, and is none of their windows (piece_hits kept them)
                         found = False
+                    elif self.key_windows and part.windows is not None and not n.windows <= part.windows:
+                        self.spared_by_windows += 1  # the same, for a window of another of its word runs
+                        found = False
                     else:
                         found = part.has(text, mode)
                     if found:
@@ -459,6 +471,9 @@ class KeyMatcher:
                 gram = n.gram
                 seen = self.chat_grams.get(n.cs) if gram is not None else None
                 if seen is not None and gram not in seen[0] and (seen[1] or n.word_gram):
+                    hit = _NOT_FOUND
+                elif seen is not None and self.key_windows and not n.windows <= seen[0]:
+                    self.spared_by_windows += 1
                     hit = _NOT_FOUND
                 else:
                     hit = self._chat_index(n.cs).first_hit(n.text, n.mode)
@@ -751,11 +766,14 @@ class KeyMatcher:
             if others:
                 text = part.text
                 grams = part.windows = text_windows(text, part.words, any(mixed for _, mixed in others))
+                whole = self.key_windows
                 for other_map, _ in others:
                     # the view's ``&`` walks the smaller side in C
                     for gram in other_map.keys() & grams:
                         for n, owners in other_map[gram]:
-                            if _test_text(text, n.text, n.mode):
+                            if whole and not n.windows <= grams:
+                                self.spared_by_windows += 1  # a window of its word runs is not in the piece
+                            elif _test_text(text, n.text, n.mode):
                                 out.update(owners)
         return out
 
@@ -807,6 +825,16 @@ def _piece_windows(piece: str) -> frozenset[str]:
             _PIECE_WINDOWS.clear()
         _PIECE_WINDOWS[piece] = found
     return found
+
+
+def key_windows(text: str) -> frozenset[str]:
+    """Every ``GRAM``-character window inside a word run of the key ``text``.
+
+    Wherever the key occurs in a text (as a substring or bounded by non-word characters), each of
+    its word runs lies inside one of the text's word runs, so each of these windows is one of the
+    windows :func:`text_windows` gives for that text: a text lacking one cannot hold the key.
+    """
+    return frozenset([run[i:i + GRAM] for run in word_runs(text) for i in range(len(run) - GRAM + 1)])
 
 
 def gram_of(text: str) -> str:
