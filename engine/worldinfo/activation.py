@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import marshal
 import random
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, NamedTuple
@@ -194,8 +194,8 @@ _RULE_FIELDS = attrgetter("delay_until_recursion", "exclude_recursion", "sticky"
 _USUAL_FLAGS = _RULE_FIELDS(Entry("", 0))
 _ROLL_FIELDS = attrgetter("probability", "use_probability")
 _GROUP = attrgetter("group")
-#: :meth:`_Run.word_hits` of an entry whose secondary keys do not count
-_NO_SECONDARY: list[tuple[str, bool]] = []
+#: no recursion piece's words (see :meth:`_Run.word_test`)
+_NO_WORDS: frozenset[str] = frozenset()
 _HAY_FIELDS = attrgetter("scan_depth", "match_persona_description", "match_character_description",
                          "match_character_personality", "match_character_depth_prompt", "match_scenario",
                          "match_creator_notes")
@@ -218,6 +218,8 @@ class _Prepared:
         self._in_group: frozenset[int] | None = None  # see :attr:`in_group`
         self._word_plans: list[_WordPlan | None] | None = None  # see :attr:`word_plans`
         self.ids = [f"{book}.{uid}" for book, uid in map(_BOOK_UID, entries)]  # Entry.id, in one C-driven pass
+        #: no two entries share a ``book.uid`` (then an activated id is its own entry's)
+        self.unique_ids = len(set(self.ids)) == len(self.ids)
         self.needles: dict[tuple[str, bool, bool], Needle] = {}
         preparer = KeyMatcher(ScanBuffer([], base_depth=0), case_sensitive=settings.case_sensitive,
                               whole_words=settings.match_whole_words, needles=self.needles)
@@ -264,11 +266,12 @@ class _Prepared:
 
     @property
     def word_plans(self) -> list[_WordPlan | None]:
-        """Per entry, its keys as (key, word, case) when each that counts is a mapped word key
+        """Per entry, its keys as words (:class:`_WordPlan`) when each that counts is a mapped word key
         (:meth:`_Run.consider` then needs only the word-run maps), else ``None``."""
         plans = self._word_plans
         if plans is None:
-            plans = self._word_plans = [_word_plan(plan, entry) for plan, entry in zip(self.plans, self.entries)]
+            plans = self._word_plans = [_word_plan(plan, entry, hay_class) for plan, entry, hay_class
+                                        in zip(self.plans, self.entries, self.hay_class)]
         return plans
 
     def reach(self, settings: WorldInfoSettings) -> int | None:
@@ -455,37 +458,49 @@ def _waiting_checks(regex_owners: list[tuple[JsRegex, set[int], str | None]]) ->
 
 
 class _WordPlan(NamedTuple):
-    """An entry's keys as :meth:`_Run.candidates_by_words` reads them: each (key, word, case)."""
+    """An entry's keys as :meth:`_Run.candidates_by_words` reads them: words of one case variant."""
 
-    primary: tuple[tuple[str, str, bool], ...]
-    #: ``None`` when the secondary keys do not count (none, or the entry is not selective); a word
-    #: of ``None`` is a key that never matches
-    secondary: tuple[tuple[str, str | None, bool], ...] | None
+    #: ``2 * hay class + case variant``: which word test of a pass answers for the entry's keys
+    #: (every key of an entry has its case setting; entries sharing a haystack share the test)
+    slot: int
+    #: each primary key as (word, key), in order
+    primary: tuple[tuple[str, str], ...]
+    #: each secondary key as (key, word), ``None`` when the secondary keys do not count (none, or the
+    #: entry is not selective); a word of ``None`` is a key that never matches
+    secondary: tuple[tuple[str, str | None], ...] | None
+    logic: int
 
 
 def _word_plan(plan: tuple[list[tuple[str, Needle | None]], list[tuple[str, Needle | None]]],
-               entry: Entry) -> _WordPlan | None:
+               entry: Entry, hay_class: int) -> _WordPlan | None:
     """An entry's :class:`_WordPlan` if every key of it that counts is a mapped word key (or no key
     at all, ``None`` needle); else ``None``."""
     primary, secondary = plan
     words = []
+    cases = set()
     for key, needle in primary:
         if needle is None:
             continue
         if not needle.mapped:
             return None
-        words.append((key, needle.text, needle.cs))
-    if not (secondary and entry.selective):
-        return _WordPlan(tuple(words), None)
-    second: list[tuple[str, str | None, bool]] = []
-    for key, needle in secondary:
-        if needle is None:
-            second.append((key, None, False))
-        elif needle.mapped and not needle.invalid:
-            second.append((key, needle.text, needle.cs))
-        else:
-            return None
-    return _WordPlan(tuple(words), tuple(second))
+        words.append((needle.text, key))
+        cases.add(needle.cs)
+    second: list[tuple[str, str | None]] | None = None
+    if secondary and entry.selective:
+        second = []
+        for key, needle in secondary:
+            if needle is None:
+                second.append((key, None))
+            elif needle.mapped and not needle.invalid:
+                second.append((key, needle.text))
+                cases.add(needle.cs)
+            else:
+                return None
+    if len(cases) > 1:  # (an entry's keys share its case setting: never taken)
+        return None
+    cs = cases.pop() if cases else False
+    return _WordPlan(2 * hay_class + cs, tuple(words), None if second is None else tuple(second),
+                     entry.selective_logic)
 
 
 def _normalized_books(books: Any, shortcuts: Shortcuts = DEFAULT) -> tuple[list[WorldBook], list[Diagnostic]]:
@@ -678,6 +693,9 @@ class _Run:
         #: the step and state name of the pass that last carried ``waiting`` forward
         self.waiting_at: tuple[int, str] = (0, "")
         self.hay_class = prepared.hay_class
+        #: (case variant, depth) -> the chat's words within that depth, when the chat index holds more
+        #: messages (see :meth:`word_test`)
+        self._chat_within: dict[tuple[bool, int], set[str]] = {}
         self._hay_cache: list[Haystack | None] = [None] * prepared.hay_classes
         self.activated: dict[str, int] = {}  # entry id -> index, in activation order
         self.activated_indices: set[int] = set()  # the same entries' indices
@@ -1292,71 +1310,98 @@ class _Run:
 
     def candidates_by_words(self, todo: Iterable[int], cursor: _Cursor) -> list[int]:
         """:meth:`candidates`, with an entry of only mapped word keys (``_Prepared.word_plans``) and no
-        rule before them (``simple``) decided here from the word-run maps, as :meth:`consider` would."""
+        rule before them (``simple``) decided here from the word-run maps, as :meth:`consider` would.
+
+        A key of such an entry matches when its word is in one of the two containers of the pass's
+        :meth:`word_test` for the entry's haystack and case variant (a set lookup each, no depth to
+        compare); where that test cannot be made, the entry goes through :meth:`consider`.
+        """
         out: list[int] = []
         ids, activated, failed, decisions = self.ids, self.activated, self.failed_probability, self.decisions
         consider, state, level, step = self.consider, cursor.state, cursor.level, cursor.step
-        simple, word_plans, hay_class, hay_cache = self.simple, self.prepared.word_plans, self.hay_class, self._hay_cache
-        matcher = self.matcher
-        chat_words, indexed, piece_words = matcher._chat_words, matcher._pieces_indexed, matcher._piece_words
+        simple, word_plans = self.simple, self.prepared.word_plans
+        # without two entries of one ``book.uid``, an activated entry's id maps to the entry itself
+        done = self.activated_indices if self.prepared.unique_ids else None
+        tests: list[Any] = [_MISSING] * (2 * self.prepared.hay_classes)
         name = ScanState.NAMES[state]
         no_match = _new_decision(_Decision, ("skipped", "no_match", "no primary key matched", step, name,
                                              None, None, None))
         for i in todo:
             if i in failed:
                 continue
-            if ids[i] in activated:
+            if done is not None:
+                if i in done:
+                    continue
+            elif ids[i] in activated:
                 if activated[ids[i]] != i and decisions[i].reason == "not_scanned":
                     self.decide(i, "skipped", "duplicate", f"{ids[i]} was already activated by another entry",
                                 step, state)
                 continue
             plan = word_plans[i]
-            hay = hay_cache[hay_class[i]]
-            if plan is None or not simple[i] or hay is None or hay.extras or hay.empty:
+            test = None
+            if plan is not None and simple[i]:
+                test = tests[plan.slot]
+                if test is _MISSING:
+                    test = tests[plan.slot] = self.word_test(i, plan.slot & 1 == 1, state)
+            if test is None:
                 if consider(i, state, level, step):
                     out.append(i)
                 continue
-            depth, r = hay.depth, hay.recursion
-            primary = None
-            for key, word, cs in plan.primary:
-                seen = chat_words.get(cs)
-                if seen is None or (r and indexed[cs] < r):
-                    break  # a map not built yet: :meth:`consider` builds it
-                if seen.get(word, _FAR) < depth or (r and piece_words[cs].get(word, _FAR) < r):
-                    primary = key
+            seen, pieces = test
+            for word, key in plan.primary:  # type: ignore[union-attr]
+                if word in seen or word in pieces:
                     break
             else:
                 decisions[i] = no_match
                 continue
-            hits = None if primary is None else self.word_hits(plan.secondary, depth, r)
-            if hits is None:  # a map not built yet
-                if consider(i, state, level, step):
-                    out.append(i)
-            elif hits is _NO_SECONDARY:
-                decisions[i] = _new_decision(_Decision, ("activated", "key", None, step, name, primary, None, None))
+            secondary = plan.secondary  # type: ignore[union-attr]
+            if secondary is None:
+                decisions[i] = _new_decision(_Decision, ("activated", "key", None, step, name, key, None, None))
                 out.append(i)
-            elif self.secondary_logic(i, self.entries[i].selective_logic, primary, hits, step, state):
+            elif self.secondary_logic(i, plan.logic, key,  # type: ignore[union-attr]
+                                      [(k, w is not None and (w in seen or w in pieces)) for k, w in secondary],
+                                      step, state):
                 out.append(i)
         return out
 
-    def word_hits(self, keys: tuple[tuple[str, str | None, bool], ...] | None, depth: int,
-                  r: int) -> list[tuple[str, bool]] | None:
-        """Whether each of the secondary word ``keys`` matches a haystack of ``depth`` messages and ``r``
-        recursion pieces (:data:`_NO_SECONDARY` for no such keys; ``None`` when a map is not built yet)."""
-        if keys is None:
-            return _NO_SECONDARY
+    def word_test(self, i: int, cs: bool, state: int) -> tuple[Container[str], Container[str]] | None:
+        """For the mapped word keys (case variant ``cs``) of entries sharing entry ``i``'s haystack in
+        this pass: two containers such that a key matches exactly when its word is in either (the
+        chat's words within the haystack's depth, the recursion pieces' words within its pieces);
+        ``None`` when the haystack has extra sources or is empty, or a piece is not indexed yet."""
+        hay = self._hay_cache[self.hay_class[i]]
+        if hay is None:
+            hay = self.haystack(i, state)
+        if hay.extras or hay.empty:
+            return None
         matcher = self.matcher
-        chat_words, indexed, piece_words = matcher._chat_words, matcher._pieces_indexed, matcher._piece_words
-        hits = []
-        for key, word, cs in keys:
-            if word is None:
-                hits.append((key, False))
-                continue
-            seen = chat_words.get(cs)
-            if seen is None or (r and indexed[cs] < r):
-                return None
-            hits.append((key, seen.get(word, _FAR) < depth or bool(r and piece_words[cs].get(word, _FAR) < r)))
-        return hits
+        chat_words = matcher._chat_words.get(cs)
+        if chat_words is None:
+            chat_words = matcher._chat_word_map(cs)
+        r, indexed = hay.recursion, matcher._pieces_indexed[cs]
+        if r > indexed:
+            return None  # :meth:`consider` searches the pieces piece_hits has not indexed
+        # a word's value is the newest message (or first piece) holding it: the chat index covers at
+        # most the buffer's messages up to the reach, the piece map the indexed pieces
+        chat_size = len(self.buffer.messages) if matcher.reach is None else min(matcher.reach, len(self.buffer.messages))
+        depth = hay.depth
+        if depth >= chat_size:
+            seen: Container[str] = chat_words
+        else:  # (the same in every pass of this depth: kept)
+            within = self._chat_within.get((cs, depth))
+            if within is None:
+                within = self._chat_within[(cs, depth)] = self._words_within(chat_words, depth)
+            seen = within
+        pieces: Container[str] = _NO_WORDS
+        if r:
+            piece_words = matcher._piece_words[cs]
+            pieces = piece_words if r == indexed else self._words_within(piece_words, r)
+        return seen, pieces
+
+    @staticmethod
+    def _words_within(first: dict[str, int], limit: int) -> set[str]:
+        """The words of a word -> first index map whose index is below ``limit``."""
+        return {word for word, at in first.items() if at < limit}
 
     def admit_in_bulk(self, candidates: list[int], cursor: _Cursor) -> list[str] | None:
         """All of ``candidates`` admitted at once, as :meth:`admit` one by one would; ``None`` when it may not.
