@@ -67,6 +67,64 @@ def test_output_empty_content_is_activated_but_not_placed() -> None:
     assert a.uids == [1, 2] and a.before == "kept"
 
 
+def _placed_one_by_one(activated: list[Any]) -> dict[str, Any]:
+    """SillyTavern's placement written item by item: stable sort by descending order, empty contents
+    left out, lists reversed (unshifted), at-depth groups by first (depth, role), outlets pushed."""
+    ordered = sorted(activated, key=lambda a: -a.entry.order)
+    lists: dict[int, list[Any]] = {p: [] for p in range(8)}
+    groups: list[tuple[int, int, list[Any]]] = []
+    outlets: dict[str, list[Any]] = {}
+    for item in ordered:
+        if not item.content:
+            continue
+        entry = item.entry
+        if entry.position == 4:
+            group = next((g for g in groups if (g[0], g[1]) == (entry.depth, entry.role)), None)
+            if group is None:
+                groups.append((entry.depth, entry.role, [item]))
+            else:
+                group[2].append(item)
+        elif entry.position == 7:
+            if entry.outlet_name:
+                outlets.setdefault(entry.outlet_name, []).append(item)
+        elif entry.position in lists:
+            lists[entry.position].append(item)
+    return {"lists": {p: tuple(reversed(items)) for p, items in lists.items() if p not in (4, 7)},
+            "at_depth": [(d, r, tuple(reversed(m))) for d, r, m in groups],
+            "outlets": {name: tuple(items) for name, items in outlets.items()}}
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_placement_in_bulk_equals_placing_one_by_one(seed: int) -> None:
+    """Items made in bulk (``ActivatedEntry.many``, as the activation makes them) equal the constructed
+    ones, and ``build_positions`` gives each list, group and outlet (and their orders) as placing the
+    items one by one does."""
+    from tavernbox.worldinfo.entries import normalize_entry
+    from tavernbox.worldinfo.output import ActivatedEntry, build_positions
+
+    rnd = random.Random(seed)
+    for _ in range(60):
+        entries = []
+        for uid in range(rnd.randint(0, 40)):
+            raw = {"uid": uid, "order": rnd.choice([1, 5, 5, 9, 2.5, 100]), "position": rnd.randint(0, 7),
+                   "depth": rnd.randint(0, 2), "role": rnd.randint(0, 2),
+                   "outletName": rnd.choice(["", "a", "b"])}
+            entry = normalize_entry(raw, "book", uid, f"$.entries.{uid}", [])
+            assert entry is not None
+            entries.append(entry)
+        contents = [rnd.choice(["", "x", "y z"]) for _ in entries]
+        steps = [rnd.randint(1, 3) for _ in entries]
+        activated = ActivatedEntry.many(entries, contents, steps)
+        assert activated == [ActivatedEntry(*row) for row in zip(entries, contents, steps)]
+        placed = build_positions(activated)
+        expected = _placed_one_by_one(activated)
+        by_name = {0: placed.before, 1: placed.after, 2: placed.an_top, 3: placed.an_bottom, 5: placed.em_top,
+                   6: placed.em_bottom}
+        assert by_name == expected["lists"]
+        assert [(g.depth, g.role, g.entries) for g in placed.at_depth] == expected["at_depth"]
+        assert placed.outlets == expected["outlets"] and list(placed.outlets) == list(expected["outlets"])
+
+
 def test_output_entries_know_their_book_and_step() -> None:
     a = act([e(1, "x", "mentions y"), e(2, "y")], ["x"])
     assert [(i.book, i.uid, i.step) for i in a.activated] == [("book", 1, 1), ("book", 2, 2)]

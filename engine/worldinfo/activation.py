@@ -194,6 +194,8 @@ _RULE_FIELDS = attrgetter("delay_until_recursion", "exclude_recursion", "sticky"
 _USUAL_FLAGS = _RULE_FIELDS(Entry("", 0))
 _ROLL_FIELDS = attrgetter("probability", "use_probability")
 _GROUP = attrgetter("group")
+_CONTENT = attrgetter("content")
+_PREVENT_RECURSION = attrgetter("prevent_recursion")
 #: no recursion piece's words (see :meth:`_Run.word_test`)
 _NO_WORDS: frozenset[str] = frozenset()
 _HAY_FIELDS = attrgetter("scan_depth", "match_persona_description", "match_character_description",
@@ -216,6 +218,8 @@ class _Prepared:
         self._deepest: Any = _MISSING  # see :meth:`reach`
         self._rolling: frozenset[int] | None = None  # see :attr:`rolling`
         self._in_group: frozenset[int] | None = None  # see :attr:`in_group`
+        self._contents: list[str] | None = None  # see :attr:`contents`
+        self._no_recursion: frozenset[int] | None = None  # see :attr:`no_recursion`
         self._word_plans: list[_WordPlan | None] | None = None  # see :attr:`word_plans`
         self.ids = [f"{book}.{uid}" for book, uid in map(_BOOK_UID, entries)]  # Entry.id, in one C-driven pass
         #: no two entries share a ``book.uid`` (then an activated id is its own entry's)
@@ -246,6 +250,24 @@ class _Prepared:
         self.secondary_mixed = {cs: any(g and not is_word_gram(g) for g in m)
                                 for cs, m in self.secondary_others.items()}
         self.other_maps = ((self.primary_others, self.primary_mixed), (self.secondary_others, self.secondary_mixed))
+
+    @property
+    def contents(self) -> list[str]:
+        """Each entry's content, by index (read once, on first need: a pass then reads its admitted
+        entries' contents from one list rather than from each entry)."""
+        contents = self._contents
+        if contents is None:
+            contents = self._contents = list(map(_CONTENT, self.entries))
+        return contents
+
+    @property
+    def no_recursion(self) -> frozenset[int]:
+        """Entries whose content does not join the recursion text (found once, on first need)."""
+        found = self._no_recursion
+        if found is None:
+            found = self._no_recursion = frozenset(
+                i for i, prevent in enumerate(map(_PREVENT_RECURSION, self.entries)) if prevent)
+        return found
 
     @property
     def rolling(self) -> frozenset[int]:
@@ -1172,8 +1194,9 @@ class _Run:
             ids = self.ids
             admitted = self.admit_in_bulk(candidates, cursor) if self.shortcuts.wi_bulk_admit else None
             activated_now = admitted if admitted is not None else [ids[i] for i in candidates if self.admit(i, cursor)]
-            failed, entries = self.failed_probability, self.entries
-            for_recursion = [i for i in candidates if i not in failed and not entries[i].prevent_recursion]
+            failed, no_recursion = self.failed_probability, self.prepared.no_recursion
+            for_recursion = ([i for i in candidates if i not in failed and i not in no_recursion]
+                             if failed or no_recursion else list(candidates))
             self.steps.append(StepRecord(cursor.step, ScanState.NAMES[cursor.state], self.buffer.depth(), cursor.level,
                                          tuple(map(ids.__getitem__, considered)), tuple(activated_now)))
             self.next_state(cursor, for_recursion)
@@ -1417,9 +1440,11 @@ class _Run:
         rolling = self.prepared.rolling
         if rolling and not rolling.isdisjoint(candidates):
             return None
-        entries, counts = self.entries, meter.known_words
-        contents = [entries[i].content for i in candidates]
-        words = [counts[i] if i in counts else self.words_of(i, content) for i, content in zip(candidates, contents)]
+        contents = list(map(self.prepared.contents.__getitem__, candidates))
+        words = list(map(meter.known_words.get, candidates))
+        if None in words:
+            words = [self.words_of(i, content) if count is None else count
+                     for i, count, content in zip(candidates, words, contents)]
         added = sum(words)
         if meter.base_tokens + meter.new_tokens + added >= meter.budget:  # type: ignore[operator]
             return None
@@ -1428,8 +1453,7 @@ class _Run:
         self.content.update(zip(candidates, contents))
         self.activated_content.update(zip(candidates, contents))
         self.activated_step.update(dict.fromkeys(candidates, cursor.step))
-        ids = self.ids
-        admitted = [ids[i] for i in candidates]
+        admitted = list(map(self.ids.__getitem__, candidates))
         self.activated.update(zip(admitted, candidates))
         self.activated_indices.update(candidates)
         return admitted
@@ -1493,8 +1517,10 @@ class _Run:
 
     def add_recursion(self, for_recursion: list[int]) -> None:
         """This pass's recursing entries' contents become the next pieces of recursion text."""
-        content, entries = self.content, self.entries
-        contents = [content[i] if i in content else entries[i].content for i in for_recursion]
+        contents = list(map(self.content.get, for_recursion))
+        if None in contents:  # (a candidate the budget refused before its content was read)
+            written = self.prepared.contents
+            contents = [written[i] if content is None else content for i, content in zip(for_recursion, contents)]
         text = "\n".join(contents)
         if text:
             self.buffer.add_recursion(text)
@@ -1605,9 +1631,11 @@ class _BudgetMeter:
         """``text`` (the ``contents`` of entries ``indices`` joined) joins the recursion text."""
         if self.additive:
             # words never span the "\n" joint: the new text's count is its contents' counts
-            pass_words, words_of = self.pass_words, self.words_of
-            self.all_tokens += sum(pass_words[i] if i in pass_words else words_of(i, content)
-                                   for i, content in zip(indices, contents))
+            counts = list(map(self.pass_words.get, indices))
+            if None in counts:
+                counts = [self.words_of(i, content) if count is None else count
+                          for i, count, content in zip(indices, counts, contents)]
+            self.all_tokens += sum(counts)
         else:
             self.all_text = text + "\n" + self.all_text
             if self.bytes_bound:
@@ -1738,7 +1766,9 @@ def _activate(books: Any, chat: Any, options: ActivationOptions) -> Activation:
     run = _Run(prepared, messages, options, timed, diagnostics, chat_length)
     run.run()
     contents, steps = run.activated_content, run.activated_step
-    activated = [ActivatedEntry(entries[i], contents[i], steps[i]) for i in run.activated.values()]
+    order = list(run.activated.values())
+    activated = ActivatedEntry.many(list(map(entries.__getitem__, order)), list(map(contents.__getitem__, order)),
+                                    list(map(steps.__getitem__, order)))
     # only entries with a timed field start an effect: the others need not be looked at
     if prepared.timed:
         with_timed = set(prepared.timed)

@@ -10,7 +10,10 @@ left out of the prompt (they still count as activated).
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 from .entries import Entry, Position
@@ -36,6 +39,17 @@ class ActivatedEntry:
         _SET_ENTRY(self, entry)
         _SET_CONTENT(self, content)
         _SET_STEP(self, step)
+
+    @classmethod
+    def many(cls, entries: Sequence[Entry], contents: Sequence[str], steps: Sequence[int]) -> list[ActivatedEntry]:
+        """``[cls(e, c, s) for e, c, s in zip(entries, contents, steps)]`` (the sequences have one
+        length), each step of it done for every item in one C-driven pass: the objects allocated,
+        then each slot written."""
+        items = list(map(object.__new__, repeat(cls, len(entries))))
+        deque(map(_SET_ENTRY, items, entries), maxlen=0)
+        deque(map(_SET_CONTENT, items, contents), maxlen=0)
+        deque(map(_SET_STEP, items, steps), maxlen=0)
+        return items
 
     @property
     def book(self) -> str:
