@@ -95,12 +95,14 @@ def _placed_one_by_one(activated: list[Any]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_placement_in_bulk_equals_placing_one_by_one(seed: int) -> None:
+def test_placement_by_ranks_equals_placing_one_by_one(seed: int) -> None:
     """Items made in bulk (``ActivatedEntry.many``, as the activation makes them) equal the constructed
-    ones, and ``build_positions`` gives each list, group and outlet (and their orders) as placing the
-    items one by one does."""
+    ones; ``build_positions`` gives each list, group and outlet (and their orders) as placing the
+    items one by one does, and so does ``place_activated`` from the ranks of the entries' orders and
+    their positions (the per-entry lists the activation keeps with its books)."""
+    from tavernbox.worldinfo.activation import _placement
     from tavernbox.worldinfo.entries import normalize_entry
-    from tavernbox.worldinfo.output import ActivatedEntry, build_positions
+    from tavernbox.worldinfo.output import ActivatedEntry, build_positions, place_activated
 
     rnd = random.Random(seed)
     for _ in range(60):
@@ -123,6 +125,20 @@ def test_placement_in_bulk_equals_placing_one_by_one(seed: int) -> None:
         assert by_name == expected["lists"]
         assert [(g.depth, g.role, g.entries) for g in placed.at_depth] == expected["at_depth"]
         assert placed.outlets == expected["outlets"] and list(placed.outlets) == list(expected["outlets"])
+        ranks, positions = _placement(entries)
+        assert ranks is not None
+        assert place_activated(activated, ranks, positions) == placed
+
+
+def test_orders_that_are_not_plain_numbers_are_not_ranked() -> None:
+    """A NaN order (sorting by it depends on where it stands) or one of another type is read from the
+    entries at placement, as ``build_positions`` reads it, rather than ranked."""
+    from tavernbox.worldinfo.activation import _placement
+    from tavernbox.worldinfo.entries import Entry
+
+    assert _placement([Entry("b", 1, order=3), Entry("b", 2, order=2.5)]).ranks == [0, 1]
+    assert _placement([Entry("b", 1, order=float("nan")), Entry("b", 2)]).ranks is None
+    assert _placement([Entry("b", 1, order="5"), Entry("b", 2)]).ranks is None  # type: ignore[arg-type]
 
 
 def test_output_entries_know_their_book_and_step() -> None:

@@ -28,7 +28,7 @@ from .matching import _NOT_FOUND as _FAR
 from .matching import (GRAM, INDEX_DIRTY, INDEX_EMPTY_INVALID, INDEX_OTHER, INDEX_WORD, REGEX, KeyMatcher,
                        Needle, gram_of, is_word_gram, key_windows, text_windows,
                        word_runs)
-from .output import ActivatedEntry, Positions, build_positions
+from .output import ActivatedEntry, Positions, build_positions, place_activated
 from .regexes import DEFAULT_TIMEOUT, JsRegex, fold_for_literal
 from .scan import MAX_SCAN_DEPTH, ChatTail, Haystack, ScanBuffer, ScanState, chat_scan_messages, js_trim
 from .settings import WorldInfoSettings, budget_tokens, count_words, resolve_token_counter
@@ -195,6 +195,8 @@ _USUAL_FLAGS = _RULE_FIELDS(Entry("", 0))
 _ROLL_FIELDS = attrgetter("probability", "use_probability")
 _GROUP = attrgetter("group")
 _CONTENT = attrgetter("content")
+_ORDER = attrgetter("order")
+_POSITION = attrgetter("position")
 _PREVENT_RECURSION = attrgetter("prevent_recursion")
 #: no recursion piece's words (see :meth:`_Run.word_test`)
 _NO_WORDS: frozenset[str] = frozenset()
@@ -220,6 +222,7 @@ class _Prepared:
         self._in_group: frozenset[int] | None = None  # see :attr:`in_group`
         self._contents: list[str] | None = None  # see :attr:`contents`
         self._no_recursion: frozenset[int] | None = None  # see :attr:`no_recursion`
+        self._placement: _Placement | None = None  # see :attr:`placement`
         self._word_plans: list[_WordPlan | None] | None = None  # see :attr:`word_plans`
         self.ids = [f"{book}.{uid}" for book, uid in map(_BOOK_UID, entries)]  # Entry.id, in one C-driven pass
         #: no two entries share a ``book.uid`` (then an activated id is its own entry's)
@@ -259,6 +262,14 @@ class _Prepared:
         if contents is None:
             contents = self._contents = list(map(_CONTENT, self.entries))
         return contents
+
+    @property
+    def placement(self) -> _Placement:
+        """Each entry's position and the rank of its order among the book's (found once, on first need)."""
+        placement = self._placement
+        if placement is None:
+            placement = self._placement = _placement(self.entries)
+        return placement
 
     @property
     def no_recursion(self) -> frozenset[int]:
@@ -477,6 +488,25 @@ def _waiting_checks(regex_owners: list[tuple[JsRegex, set[int], str | None]]) ->
         else:
             by_window.setdefault(rx.ignore_case, {}).setdefault(window, []).append((literal, owners))
     return _WaitingChecks(frozenset(always), unwindowed, by_window)
+
+
+class _Placement(NamedTuple):
+    """Per entry, what :func:`place_activated` reads (see :attr:`_Prepared.placement`)."""
+
+    #: the rank of the entry's order among the book's distinct orders, highest first (sorting by it is
+    #: sorting by the order negated); ``None`` when an order is not a plain number (NaN, another type):
+    #: the orders are then read from the entries
+    ranks: list[int] | None
+    positions: list[int]
+
+
+def _placement(entries: list[Entry]) -> _Placement:
+    orders = list(map(_ORDER, entries))
+    ranks = None
+    if all(type(order) in (int, float) and order == order for order in orders):  # (NaN differs from itself)
+        rank = {order: r for r, order in enumerate(sorted(set(orders), reverse=True))}
+        ranks = list(map(rank.__getitem__, orders))
+    return _Placement(ranks, list(map(_POSITION, entries)))
 
 
 class _WordPlan(NamedTuple):
@@ -1782,8 +1812,14 @@ def _activate(books: Any, chat: Any, options: ActivationOptions) -> Activation:
         run.resolve_pending()
         return trace_dicts(entries, run.decisions)
 
+    ranks, positions = prepared.placement
+    if ranks is None:
+        by_position = build_positions(activated)
+    else:
+        by_position = place_activated(activated, list(map(ranks.__getitem__, order)),
+                                      list(map(positions.__getitem__, order)))
     return Activation(
-        by_position=build_positions(activated),
+        by_position=by_position,
         activated=tuple(activated),
         trace=Trace(records, tuple(run.steps), dicts=dicts),
         state=timed.to_state(),

@@ -18,7 +18,7 @@ from typing import Any
 
 from .entries import Entry, Position
 
-__all__ = ["ActivatedEntry", "DepthGroup", "Positions", "ROLE_NAMES", "build_positions"]
+__all__ = ["ActivatedEntry", "DepthGroup", "Positions", "ROLE_NAMES", "build_positions", "place_activated"]
 
 ROLE_NAMES = {0: "system", 1: "user", 2: "assistant"}
 
@@ -139,19 +139,30 @@ class Positions:
 
 def build_positions(activated: list[ActivatedEntry]) -> Positions:
     """Place ``activated`` (in activation order) the way SillyTavern's output assembly does."""
+    return place_activated(activated, [-a.entry.order for a in activated], [a.entry.position for a in activated])
+
+
+def place_activated(activated: Sequence[ActivatedEntry], sort_keys: Sequence[Any],
+                    positions: Sequence[int]) -> Positions:
+    """:func:`build_positions` with each item's sort key and position given (the activation reads them
+    from its books' per-entry lists rather than from a thousand entries again).
+
+    ``sort_keys[k]`` sorts item ``k`` as its entry's order negated does: smaller first, equal for
+    equal orders (a rank among the book's orders will do); ``positions[k]`` is its entry's position.
+    """
     # stable: ties keep activation order (the keys computed first, so the sort reads them in C)
-    keys = [-a.entry.order for a in activated]
-    ordered = [activated[k] for k in sorted(range(len(activated)), key=keys.__getitem__)]
+    ordered = sorted(range(len(activated)), key=sort_keys.__getitem__)
     lists: dict[int, list[ActivatedEntry]] = {p: [] for p in range(8)}
     depth_groups: list[tuple[int, int, list[ActivatedEntry]]] = []
     outlets: dict[str, list[ActivatedEntry]] = {}
     at_depth, outlet = Position.AT_DEPTH, Position.OUTLET
-    for item in ordered:
+    for k in ordered:
+        item = activated[k]
         if not item.content:
             continue
-        entry = item.entry
-        position = entry.position
+        position = positions[k]
         if position == at_depth:
+            entry = item.entry
             for depth, role, members in depth_groups:
                 if depth == entry.depth and role == entry.role:
                     members.append(item)
@@ -159,8 +170,9 @@ def build_positions(activated: list[ActivatedEntry]) -> Positions:
             else:
                 depth_groups.append((entry.depth, entry.role, [item]))
         elif position == outlet:
-            if entry.outlet_name:
-                outlets.setdefault(entry.outlet_name, []).append(item)
+            name = item.entry.outlet_name
+            if name:
+                outlets.setdefault(name, []).append(item)
         elif position in lists:
             lists[position].append(item)
     return Positions(
