@@ -299,12 +299,13 @@ class _Prepared:
 
     @property
     def word_plans(self) -> list[_WordPlan | None]:
-        """Per entry, its keys as words (:class:`_WordPlan`) when each that counts is a mapped word key
-        (:meth:`_Run.consider` then needs only the word-run maps), else ``None``."""
+        """Per entry without a rule before its keys (``keyed_plain``), its keys as words
+        (:class:`_WordPlan`) when each that counts is a mapped word key (:meth:`_Run.consider` then
+        needs only the word-run maps), else ``None``."""
         plans = self._word_plans
         if plans is None:
-            plans = self._word_plans = [_word_plan(plan, entry, hay_class) for plan, entry, hay_class
-                                        in zip(self.plans, self.entries, self.hay_class)]
+            plans = self._word_plans = [_word_plan(*row) for row in zip(self.plans, self.entries, self.hay_class,
+                                                                        self.keyed_plain)]
         return plans
 
     def reach(self, settings: WorldInfoSettings) -> int | None:
@@ -515,8 +516,11 @@ class _WordPlan(NamedTuple):
     #: ``2 * hay class + case variant``: which word test of a pass answers for the entry's keys
     #: (every key of an entry has its case setting; entries sharing a haystack share the test)
     slot: int
-    #: each primary key as (word, key), in order
-    primary: tuple[tuple[str, str], ...]
+    #: the primary keys' words, in order (read for every entry a pass looks at: kept apart from the
+    #: keys, of which only the one that matched is read)
+    words: tuple[str, ...]
+    #: the primary keys as written
+    keys: tuple[str, ...]
     #: each secondary key as (key, word), ``None`` when the secondary keys do not count (none, or the
     #: entry is not selective); a word of ``None`` is a key that never matches
     secondary: tuple[tuple[str, str | None], ...] | None
@@ -524,18 +528,22 @@ class _WordPlan(NamedTuple):
 
 
 def _word_plan(plan: tuple[list[tuple[str, Needle | None]], list[tuple[str, Needle | None]]],
-               entry: Entry, hay_class: int) -> _WordPlan | None:
-    """An entry's :class:`_WordPlan` if every key of it that counts is a mapped word key (or no key
-    at all, ``None`` needle); else ``None``."""
+               entry: Entry, hay_class: int, keyed_plain: bool) -> _WordPlan | None:
+    """An entry's :class:`_WordPlan` if it has no rule that can decide it before its keys
+    (``keyed_plain``) and every key of it that counts is a mapped word key (or no key at all,
+    ``None`` needle); else ``None``."""
+    if not keyed_plain:
+        return None
     primary, secondary = plan
-    words = []
+    words, keys = [], []
     cases = set()
     for key, needle in primary:
         if needle is None:
             continue
         if not needle.mapped:
             return None
-        words.append((needle.text, key))
+        words.append(needle.text)
+        keys.append(key)
         cases.add(needle.cs)
     second: list[tuple[str, str | None]] | None = None
     if secondary and entry.selective:
@@ -551,7 +559,7 @@ def _word_plan(plan: tuple[list[tuple[str, Needle | None]], list[tuple[str, Need
     if len(cases) > 1:  # (an entry's keys share its case setting: never taken)
         return None
     cs = cases.pop() if cases else False
-    return _WordPlan(2 * hay_class + cs, tuple(words), None if second is None else tuple(second),
+    return _WordPlan(2 * hay_class + cs, tuple(words), tuple(keys), None if second is None else tuple(second),
                      entry.selective_logic)
 
 
@@ -722,18 +730,15 @@ class _Run:
         self.static_skip: list[tuple[str, str] | None] = [None] * n
         for i in prepared.filtered:
             self.static_skip[i] = self._static_skip(entries[i])
-        #: entries no rule before the key test can decide in this scan (see :meth:`consider`)
+        #: entries no rule before the key test can decide in this scan (see :meth:`consider`): the
+        #: book's ``keyed_plain`` ones but those held by a rule in this scan (``held``)
         simple = self.simple = list(prepared.keyed_plain)
-        for i in prepared.timed:
-            if self.sticky[i] or self.cooldown[i] or self.delayed[i]:
-                simple[i] = False
-        for i in prepared.filtered:
-            if self.static_skip[i] is not None:
-                simple[i] = False
+        held = self.held = {i for i in prepared.timed if self.sticky[i] or self.cooldown[i] or self.delayed[i]}
+        held.update(i for i in prepared.filtered if self.static_skip[i] is not None)
         if forced:
-            for i, entry_id in enumerate(prepared.ids):
-                if entry_id in forced:
-                    simple[i] = False
+            held.update(i for i, entry_id in enumerate(prepared.ids) if entry_id in forced)
+        for i in held:
+            simple[i] = False
         self.any_sticky = any(self.sticky[i] for i in prepared.timed)
         #: pass -> how many recursion pieces its haystacks held
         self.pass_pieces: dict[int, int] = {}
@@ -1372,7 +1377,7 @@ class _Run:
         out: list[int] = []
         ids, activated, failed, decisions = self.ids, self.activated, self.failed_probability, self.decisions
         consider, state, level, step = self.consider, cursor.state, cursor.level, cursor.step
-        simple, word_plans = self.simple, self.prepared.word_plans
+        held, word_plans = self.held, self.prepared.word_plans
         # without two entries of one ``book.uid``, an activated entry's id maps to the entry itself
         done = self.activated_indices if self.prepared.unique_ids else None
         tests: list[Any] = [_MISSING] * (2 * self.prepared.hay_classes)
@@ -1390,9 +1395,9 @@ class _Run:
                     self.decide(i, "skipped", "duplicate", f"{ids[i]} was already activated by another entry",
                                 step, state)
                 continue
-            plan = word_plans[i]
+            plan = word_plans[i]  # (``None`` unless the book's entry is keyed_plain: then simple unless held)
             test = None
-            if plan is not None and simple[i]:
+            if plan is not None and i not in held:
                 test = tests[plan.slot]
                 if test is _MISSING:
                     test = tests[plan.slot] = self.word_test(i, plan.slot & 1 == 1, state)
@@ -1401,12 +1406,15 @@ class _Run:
                     out.append(i)
                 continue
             seen, pieces = test
-            for word, key in plan.primary:  # type: ignore[union-attr]
+            at = 0
+            for word in plan.words:  # type: ignore[union-attr]
                 if word in seen or word in pieces:
                     break
+                at += 1
             else:
                 decisions[i] = no_match
                 continue
+            key = plan.keys[at]  # type: ignore[union-attr]
             secondary = plan.secondary  # type: ignore[union-attr]
             if secondary is None:
                 decisions[i] = _new_decision(_Decision, ("activated", "key", None, step, name, key, None, None))
