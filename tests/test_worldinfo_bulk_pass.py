@@ -153,3 +153,38 @@ def test_plain_admits_one_by_one(bulk_calls: dict[str, int]) -> None:
     # (PLAIN rescans every entry in every pass, so only activations are compared here)
     assert plain.uids == default.uids
     assert plain.by_position.to_json() == default.by_position.to_json()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_word_candidates_with_own_depths_and_cases_equal_a_look_at_each(seed: int,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Entries with their own scan depth, case and whole-word settings share a pass's word test only
+    with entries of the same haystack and case (``_Run.word_test`` per slot); a haystack shallower
+    than the chat index reads the chat's words within its depth. Each must decide as ``consider`` does."""
+    within = {"calls": 0}
+    words_within = activation_module._Run._words_within
+
+    def counting(first: dict[str, int], limit: int) -> set[str]:
+        within["calls"] += 1
+        return words_within(first, limit)
+
+    monkeypatch.setattr(activation_module._Run, "_words_within", staticmethod(counting))
+    rnd = random.Random(100 + seed)
+    activated = 0
+    for _ in range(60):
+        entries, _, conf = _world(rnd)
+        for entry in entries:
+            if rnd.random() < 0.3:
+                entry["scanDepth"] = rnd.randint(1, 6)
+            if rnd.random() < 0.2:
+                entry["caseSensitive"] = rnd.random() < 0.5
+            if rnd.random() < 0.1:
+                entry["matchWholeWords"] = rnd.random() < 0.5
+        chat = [" ".join(rnd.sample(WORDS, 2)) for _ in range(rnd.randint(3, 8))]
+        by_words = activate_world_info({"entries": entries}, chat, conf, seed=seed)
+        each = activate_world_info({"entries": entries}, chat, conf, seed=seed,
+                                   shortcuts=Shortcuts(wi_word_candidates=False))
+        assert _answer(by_words) == _answer(each)
+        activated += len(by_words.activated)
+    assert activated > 200
+    assert within["calls"] > 10  # haystacks shallower than the chat index
