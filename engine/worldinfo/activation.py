@@ -224,6 +224,7 @@ class _Prepared:
         self._no_recursion: frozenset[int] | None = None  # see :attr:`no_recursion`
         self._placement: _Placement | None = None  # see :attr:`placement`
         self._word_plans: list[_WordPlan | None] | None = None  # see :attr:`word_plans`
+        self._case_sensitive = settings.case_sensitive  # (an entry's own setting overrides it)
         self.ids = [f"{book}.{uid}" for book, uid in map(_BOOK_UID, entries)]  # Entry.id, in one C-driven pass
         #: no two entries share a ``book.uid`` (then an activated id is its own entry's)
         self.unique_ids = len(set(self.ids)) == len(self.ids)
@@ -304,8 +305,8 @@ class _Prepared:
         needs only the word-run maps), else ``None``."""
         plans = self._word_plans
         if plans is None:
-            plans = self._word_plans = [_word_plan(*row) for row in zip(self.plans, self.entries, self.hay_class,
-                                                                        self.keyed_plain)]
+            plans = self._word_plans = [_word_plan(*row, self._case_sensitive) for row in zip(
+                self.plans, self.entries, self.hay_class, self.keyed_plain)]
         return plans
 
     def reach(self, settings: WorldInfoSettings) -> int | None:
@@ -528,10 +529,10 @@ class _WordPlan(NamedTuple):
 
 
 def _word_plan(plan: tuple[list[tuple[str, Needle | None]], list[tuple[str, Needle | None]]],
-               entry: Entry, hay_class: int, keyed_plain: bool) -> _WordPlan | None:
+               entry: Entry, hay_class: int, keyed_plain: bool, case_sensitive: bool) -> _WordPlan | None:
     """An entry's :class:`_WordPlan` if it has no rule that can decide it before its keys
     (``keyed_plain``) and every key of it that counts is a mapped word key (or no key at all,
-    ``None`` needle); else ``None``."""
+    ``None`` needle); else ``None``. ``case_sensitive`` is the books' setting."""
     if not keyed_plain:
         return None
     primary, secondary = plan
@@ -558,7 +559,7 @@ def _word_plan(plan: tuple[list[tuple[str, Needle | None]], list[tuple[str, Need
                 return None
     if len(cases) > 1:  # (an entry's keys share its case setting: never taken)
         return None
-    cs = cases.pop() if cases else False
+    cs = cases.pop() if cases else case_sensitive if entry.case_sensitive is None else entry.case_sensitive
     return _WordPlan(2 * hay_class + cs, tuple(words), tuple(keys), None if second is None else tuple(second),
                      entry.selective_logic)
 
