@@ -532,12 +532,12 @@ def _word_plan(plan: tuple[list[tuple[str, Needle | None]], list[tuple[str, Need
                entry: Entry, hay_class: int, keyed_plain: bool, case_sensitive: bool) -> _WordPlan | None:
     """An entry's :class:`_WordPlan` if it has no rule that can decide it before its keys
     (``keyed_plain``) and every key of it that counts is a mapped word key (or no key at all,
-    ``None`` needle); else ``None``. ``case_sensitive`` is the books' setting."""
+    ``None`` needle); else ``None``. ``case_sensitive`` is the books' setting: every key of the
+    entry was prepared under it or the entry's own (:meth:`_Prepared._index`)."""
     if not keyed_plain:
         return None
     primary, secondary = plan
     words, keys = [], []
-    cases = set()
     for key, needle in primary:
         if needle is None:
             continue
@@ -545,7 +545,6 @@ def _word_plan(plan: tuple[list[tuple[str, Needle | None]], list[tuple[str, Need
             return None
         words.append(needle.text)
         keys.append(key)
-        cases.add(needle.cs)
     second: list[tuple[str, str | None]] | None = None
     if secondary and entry.selective:
         second = []
@@ -554,12 +553,9 @@ def _word_plan(plan: tuple[list[tuple[str, Needle | None]], list[tuple[str, Need
                 second.append((key, None))
             elif needle.mapped and not needle.invalid:
                 second.append((key, needle.text))
-                cases.add(needle.cs)
             else:
                 return None
-    if len(cases) > 1:  # (an entry's keys share its case setting: never taken)
-        return None
-    cs = cases.pop() if cases else case_sensitive if entry.case_sensitive is None else entry.case_sensitive
+    cs = case_sensitive if entry.case_sensitive is None else entry.case_sensitive
     return _WordPlan(2 * hay_class + cs, tuple(words), tuple(keys), None if second is None else tuple(second),
                      entry.selective_logic)
 
