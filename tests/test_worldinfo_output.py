@@ -317,3 +317,30 @@ def test_activation_record_answers_which_entries_are_active() -> None:
     active = a.active("book", 1)
     assert active is not None and active.content == "one"
     assert a.active("book", 2) is None and a.trace.get("book", 2).reason == "no_match"  # type: ignore[union-attr]
+
+
+def test_a_book_scanned_again_is_placed_from_its_ranks_as_its_first_scan_placed_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A first scan reads its activated entries' orders and positions (``build_positions``); a book
+    found again in the cache keeps every entry's rank and position (``place_activated``): both place
+    alike, ties in order included."""
+    from tavernbox.worldinfo import activation as activation_module
+
+    ranked = {"calls": 0}
+    place = activation_module.place_activated
+
+    def counting(*args: Any) -> Any:
+        ranked["calls"] += 1
+        return place(*args)
+
+    monkeypatch.setattr(activation_module, "place_activated", counting)
+    rnd = random.Random(5)
+    entries = [e(uid, "key", f"E{uid}" if rnd.random() < 0.9 else "", order=rnd.choice([1, 2, 2.0, 7]),
+                 position=rnd.randint(0, 7), depth=rnd.randint(0, 1), role=rnd.randint(0, 2),
+                 outletName=rnd.choice(["", "o"])) for uid in range(40)]
+    book = {"name": f"ranks-{rnd.random()}", "entries": entries}
+    first = activate_world_info(book, ["the key"], PLAIN)
+    assert ranked["calls"] == 0
+    again = activate_world_info(book, ["the key"], PLAIN)
+    assert ranked["calls"] == 1
+    assert again.by_position == first.by_position and again.by_position.to_json() == first.by_position.to_json()

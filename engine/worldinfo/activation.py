@@ -189,7 +189,7 @@ _MISSING: Any = object()
 _BOOK_UID = attrgetter("book", "uid")
 _KEYS = attrgetter("key")
 _RULE_FIELDS = attrgetter("delay_until_recursion", "exclude_recursion", "sticky", "cooldown", "delay", "disable",
-                          "triggers", "character_filter", "decorators", "constant")
+                          "triggers", "character_filter", "decorators", "constant", "prevent_recursion")
 #: the rule fields of an entry that sets none of them
 _USUAL_FLAGS = _RULE_FIELDS(Entry("", 0))
 _ROLL_FIELDS = attrgetter("probability", "use_probability")
@@ -197,7 +197,6 @@ _GROUP = attrgetter("group")
 _CONTENT = attrgetter("content")
 _ORDER = attrgetter("order")
 _POSITION = attrgetter("position")
-_PREVENT_RECURSION = attrgetter("prevent_recursion")
 #: no recursion piece's words (see :meth:`_Run.word_test`)
 _NO_WORDS: frozenset[str] = frozenset()
 _HAY_FIELDS = attrgetter("scan_depth", "match_persona_description", "match_character_description",
@@ -221,8 +220,9 @@ class _Prepared:
         self._rolling: frozenset[int] | None = None  # see :attr:`rolling`
         self._in_group: frozenset[int] | None = None  # see :attr:`in_group`
         self._contents: list[str] | None = None  # see :attr:`contents`
-        self._no_recursion: frozenset[int] | None = None  # see :attr:`no_recursion`
         self._placement: _Placement | None = None  # see :attr:`placement`
+        #: set when a scan finds these books in the cache (see :func:`_prepared_for`)
+        self.rescanned = False
         self._word_plans: list[_WordPlan | None] | None = None  # see :attr:`word_plans`
         self._case_sensitive = settings.case_sensitive  # (an entry's own setting overrides it)
         self.ids = [f"{book}.{uid}" for book, uid in map(_BOOK_UID, entries)]  # Entry.id, in one C-driven pass
@@ -266,20 +266,12 @@ class _Prepared:
 
     @property
     def placement(self) -> _Placement:
-        """Each entry's position and the rank of its order among the book's (found once, on first need)."""
+        """Each entry's position and the rank of its order among the book's (found once, on first need:
+        a scan reads them when the books are scanned again, see :attr:`rescanned`)."""
         placement = self._placement
         if placement is None:
             placement = self._placement = _placement(self.entries)
         return placement
-
-    @property
-    def no_recursion(self) -> frozenset[int]:
-        """Entries whose content does not join the recursion text (found once, on first need)."""
-        found = self._no_recursion
-        if found is None:
-            found = self._no_recursion = frozenset(
-                i for i, prevent in enumerate(map(_PREVENT_RECURSION, self.entries)) if prevent)
-        return found
 
     @property
     def rolling(self) -> frozenset[int]:
@@ -332,13 +324,15 @@ class _Prepared:
         #: entries a static rule may skip (disabled, triggers, character filter)
         self.filtered: list[int] = []
         levels: set[float] = set()
+        no_recursion: list[int] = []
         #: keyed entries without a rule that can decide them before their keys in any scan
         self.keyed_plain = [bool(keys) for keys in map(_KEYS, entries)]
         usual = _USUAL_FLAGS
         for i, row in enumerate(map(_RULE_FIELDS, entries)):
             if row == usual:
                 continue
-            delay_level, exclude, sticky, cooldown, delay, disable, triggers, character_filter, decorators, constant = row
+            (delay_level, exclude, sticky, cooldown, delay, disable, triggers, character_filter, decorators, constant,
+             prevent_recursion) = row
             if delay_level or exclude:
                 self.state_sensitive.append(i)
                 self.keyed_plain[i] = False
@@ -350,7 +344,11 @@ class _Prepared:
                 self.filtered.append(i)
             if decorators or constant:
                 self.keyed_plain[i] = False
+            if prevent_recursion:
+                no_recursion.append(i)
         self.levels = sorted(levels)
+        #: entries whose content does not join the recursion text
+        self.no_recursion = frozenset(no_recursion)
         #: what decides an entry's haystack besides the pass, as a small number (entries sharing it
         #: share the haystack; most entries have class 0)
         classes: dict[tuple[Any, ...], int] = {}
@@ -641,6 +639,7 @@ def _prepared_for(books: list[WorldBook], settings: WorldInfoSettings, entries_f
     if cacheable:
         hit = _PREPARED_CACHE.get(key)
         if hit is not None and all(a is b for a, b in zip(hit[0], books)):
+            hit[1].rescanned = True
             return hit[1]
     with bulk_allocation():
         prepared = _Prepared(entries_factory(), settings, key_text)
@@ -1817,7 +1816,8 @@ def _activate(books: Any, chat: Any, options: ActivationOptions) -> Activation:
         run.resolve_pending()
         return trace_dicts(entries, run.decisions)
 
-    ranks, positions = prepared.placement
+    # a book scanned again keeps its entries' orders and positions (a single scan reads its activated entries')
+    ranks, positions = prepared.placement if prepared.rescanned else (None, ())
     if ranks is None:
         by_position = build_positions(activated)
     else:
