@@ -226,8 +226,7 @@ class _Prepared:
         self._word_plans: list[_WordPlan | None] | None = None  # see :attr:`word_plans`
         self._case_sensitive = settings.case_sensitive  # (an entry's own setting overrides it)
         self.ids = [f"{book}.{uid}" for book, uid in map(_BOOK_UID, entries)]  # Entry.id, in one C-driven pass
-        #: no two entries share a ``book.uid`` (then an activated id is its own entry's)
-        self.unique_ids = len(set(self.ids)) == len(self.ids)
+        self._unique_ids: bool | None = None  # see :attr:`unique_ids`
         self.needles: dict[tuple[str, bool, bool], Needle] = {}
         preparer = KeyMatcher(ScanBuffer([], base_depth=0), case_sensitive=settings.case_sensitive,
                               whole_words=settings.match_whole_words, needles=self.needles)
@@ -272,6 +271,15 @@ class _Prepared:
         if placement is None:
             placement = self._placement = _placement(self.entries)
         return placement
+
+    @property
+    def unique_ids(self) -> bool:
+        """Whether no two entries share a ``book.uid`` (then an activated id is its own entry's; found
+        once, on first need)."""
+        unique = self._unique_ids
+        if unique is None:
+            unique = self._unique_ids = len(set(self.ids)) == len(self.ids)
+        return unique
 
     @property
     def rolling(self) -> frozenset[int]:
@@ -1374,8 +1382,10 @@ class _Run:
         ids, activated, failed, decisions = self.ids, self.activated, self.failed_probability, self.decisions
         consider, state, level, step = self.consider, cursor.state, cursor.level, cursor.step
         held, word_plans = self.held, self.prepared.word_plans
-        # without two entries of one ``book.uid``, an activated entry's id maps to the entry itself
-        done = self.activated_indices if self.prepared.unique_ids else None
+        # without two entries of one ``book.uid``, an activated entry's id maps to the entry itself (asked
+        # of books scanned again: a single scan looks its few entries up by id rather than hash them all)
+        prepared = self.prepared
+        done = self.activated_indices if prepared.rescanned and prepared.unique_ids else None
         tests: list[Any] = [_MISSING] * (2 * self.prepared.hay_classes)
         name = ScanState.NAMES[state]
         no_match = _new_decision(_Decision, ("skipped", "no_match", "no primary key matched", step, name,
