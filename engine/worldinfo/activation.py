@@ -256,8 +256,8 @@ class _Prepared:
 
     @property
     def contents(self) -> list[str]:
-        """Each entry's content, by index (read once, on first need: a pass then reads its admitted
-        entries' contents from one list rather than from each entry)."""
+        """Each entry's content, by index (read once, on first need: a scan of books scanned again
+        then reads its admitted entries' contents from one list rather than from each entry)."""
         contents = self._contents
         if contents is None:
             contents = self._contents = list(map(_CONTENT, self.entries))
@@ -1470,6 +1470,15 @@ class _Run:
         """The words of a word -> first index map whose index is below ``limit``."""
         return {word for word, at in first.items() if at < limit}
 
+    def written(self, indices: list[int]) -> list[str]:
+        """The contents of entries ``indices`` as written: from the books' list when they are scanned
+        again (:attr:`_Prepared.contents`), else from the entries (a single scan reads only these)."""
+        prepared = self.prepared
+        if prepared.rescanned:
+            return list(map(prepared.contents.__getitem__, indices))
+        entries = self.entries
+        return [entries[i].content for i in indices]
+
     def admit_in_bulk(self, candidates: list[int], cursor: _Cursor) -> list[str] | None:
         """All of ``candidates`` admitted at once, as :meth:`admit` one by one would; ``None`` when it may not.
 
@@ -1484,7 +1493,7 @@ class _Run:
         rolling = self.prepared.rolling
         if rolling and not rolling.isdisjoint(candidates):
             return None
-        contents = list(map(self.prepared.contents.__getitem__, candidates))
+        contents = self.written(candidates)
         words = list(map(meter.known_words.get, candidates))
         if None in words:
             words = [self.words_of(i, content) if count is None else count
@@ -1563,8 +1572,8 @@ class _Run:
         """This pass's recursing entries' contents become the next pieces of recursion text."""
         contents = list(map(self.content.get, for_recursion))
         if None in contents:  # (a candidate the budget refused before its content was read)
-            written = self.prepared.contents
-            contents = [written[i] if content is None else content for i, content in zip(for_recursion, contents)]
+            contents = [self.entries[i].content if content is None else content
+                        for i, content in zip(for_recursion, contents)]
         text = "\n".join(contents)
         if text:
             self.buffer.add_recursion(text)
