@@ -17,6 +17,7 @@ import marshal
 import random
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from operator import attrgetter
 from typing import Any, NamedTuple
 
@@ -305,8 +306,8 @@ class _Prepared:
         needs only the word-run maps), else ``None``."""
         plans = self._word_plans
         if plans is None:
-            plans = self._word_plans = [_word_plan(*row, self._case_sensitive) for row in zip(
-                self.plans, self.entries, self.hay_class, self.keyed_plain)]
+            plans = self._word_plans = list(map(_word_plan, self.plans, self.entries, self.hay_class,
+                                                self.keyed_plain, repeat(self._case_sensitive)))
         return plans
 
     def reach(self, settings: WorldInfoSettings) -> int | None:
@@ -531,6 +532,7 @@ class _WordPlan(NamedTuple):
     #: each secondary key as (key, word), ``None`` when the secondary keys do not count (none, or the
     #: entry is not selective); a word of ``None`` is a key that never matches
     secondary: tuple[tuple[str, str | None], ...] | None
+    #: the entry's secondary logic (read when ``secondary`` is not ``None``)
     logic: int
 
 
@@ -539,11 +541,15 @@ def _word_plan(plan: tuple[list[tuple[str, Needle | None]], list[tuple[str, Need
     """An entry's :class:`_WordPlan` if it has no rule that can decide it before its keys
     (``keyed_plain``) and every key of it that counts is a mapped word key (or no key at all,
     ``None`` needle); else ``None``. ``case_sensitive`` is the books' setting: every key of the
-    entry was prepared under it or the entry's own (:meth:`_Prepared._index`)."""
+    entry was prepared under it or the entry's own (:meth:`_Prepared._index`).
+
+    Made for every entry of a book by its first scan, so the entry's fields are read only as needed.
+    """
     if not keyed_plain:
         return None
     primary, secondary = plan
     words, keys = [], []
+    cs = None
     for key, needle in primary:
         if needle is None:
             continue
@@ -551,19 +557,27 @@ def _word_plan(plan: tuple[list[tuple[str, Needle | None]], list[tuple[str, Need
             return None
         words.append(needle.text)
         keys.append(key)
-    second: list[tuple[str, str | None]] | None = None
+        cs = needle.cs
+    second: tuple[tuple[str, str | None], ...] | None = None
+    logic = Logic.AND_ANY
     if secondary and entry.selective:
-        second = []
+        found: list[tuple[str, str | None]] = []
         for key, needle in secondary:
             if needle is None:
-                second.append((key, None))
+                found.append((key, None))
             elif needle.mapped and not needle.invalid:
-                second.append((key, needle.text))
+                found.append((key, needle.text))
+                cs = needle.cs
             else:
                 return None
-    cs = case_sensitive if entry.case_sensitive is None else entry.case_sensitive
-    return _WordPlan(2 * hay_class + cs, tuple(words), tuple(keys), None if second is None else tuple(second),
-                     entry.selective_logic)
+        second, logic = tuple(found), entry.selective_logic
+    if cs is None:  # (no key to read it from)
+        cs = case_sensitive if entry.case_sensitive is None else entry.case_sensitive
+    return _new_word_plan(_WordPlan, (2 * hay_class + cs, tuple(words), tuple(keys), second, logic))
+
+
+#: a :class:`_WordPlan` from all five fields, without the named tuple's Python-level ``__new__``
+_new_word_plan: Callable[[type[_WordPlan], tuple[Any, ...]], _WordPlan] = tuple.__new__  # type: ignore[assignment]
 
 
 def _normalized_books(books: Any, shortcuts: Shortcuts = DEFAULT) -> tuple[list[WorldBook], list[Diagnostic]]:
