@@ -1,15 +1,21 @@
-"""The activation loop's named parts: its options object and the prepared book's scan reach."""
+"""The activation loop's named parts: its options object, the prepared book's scan reach, what a
+recursion piece's contents tell of its word runs, and the case-folded texts regex literals are found in."""
 
 from __future__ import annotations
 
 import dataclasses
 import random
+from typing import Any
 
 import pytest
 
 from tavernbox.errors import TemplateError
-from tavernbox.worldinfo import WorldInfoSettings, normalize_books
-from tavernbox.worldinfo.activation import ActivationOptions, _Prepared, scan_reach, sort_entries
+from tavernbox.shortcuts import PLAIN
+from tavernbox.worldinfo import WorldInfoSettings, activate_world_info, normalize_books
+from tavernbox.worldinfo.activation import ActivationOptions, _Prepared, _Run, scan_reach, sort_entries
+from tavernbox.worldinfo.matching import KeyMatcher, text_windows, word_runs
+from tavernbox.worldinfo.regexes import _FOLD_TO_ASCII, fold_for_literal
+from tavernbox.worldinfo.scan import ScanBuffer
 
 
 def test_the_reach_kept_with_a_prepared_book_is_scan_reach() -> None:
@@ -41,3 +47,95 @@ def test_a_bad_option_is_refused_with_its_code(kwargs: dict[str, object], path: 
     with pytest.raises(TemplateError) as caught:
         ActivationOptions.read(**kwargs)  # type: ignore[arg-type]
     assert caught.value.code == "INPUT_INVALID" and caught.value.path == path
+
+
+def _captured_run(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The ``_Run`` of each activation made while the test runs."""
+    runs: list[Any] = []
+    run = _Run.run
+
+    def capturing(self: Any) -> None:
+        runs.append(self)
+        run(self)
+
+    monkeypatch.setattr(_Run, "run", capturing)
+    return runs
+
+
+def test_a_recursion_piece_runs_known_from_its_contents_are_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    # contents whose lower case adds ASCII word characters (the Kelvin sign, dotted I), or none
+    alphabet = ["ash", "Oak", "\u212a", "\u0130", "ß", "Σ", "_", "7", " ", "\n", "\x01", ".", "é", "Willow", "longword"]
+    runs = _captured_run(monkeypatch)
+    rnd = random.Random(31)
+    checked = 0
+    for _ in range(60):
+        words = ["ash", "oak", "willow", "kelvin", "longword", "i"]
+        entries = [{"uid": u, "key": [rnd.choice(words), f"{rnd.choice(words)} {rnd.choice(words)}"],
+                    "keysecondary": [rnd.choice(words)], "selective": rnd.random() < 0.3,
+                    "caseSensitive": rnd.choice([None, True, False]),
+                    "content": "".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 12))) + rnd.choice(words)}
+                   for u in range(rnd.randint(1, 12))]
+        activate_world_info({"entries": entries}, [" ".join(rnd.sample(words, 3))],
+                            {"world_info_recursive": True, "world_info_budget": 100, "max_context": 100_000})
+        run = runs.pop()
+        for index, piece in enumerate(run.buffer.recursion):
+            for cs in (True, False):
+                text = piece if cs else piece.lower()
+                known = run.piece_runs(index, cs)
+                own = set(word_runs(text))
+                assert set(known.windows) == text_windows(text, own, False)
+                assert set(known.keyed) == own & run.prepared.word_keys(cs)
+                checked += 1
+    assert checked > 100
+
+
+def test_recursion_pieces_of_expanded_contents_are_read_for_their_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    runs = _captured_run(monkeypatch)
+    book = {"entries": [{"uid": 0, "key": ["ash"], "content": "oak {{x}}"}, {"uid": 1, "key": ["oak"], "content": "y"}]}
+    plain = activate_world_info(book, ["ash"], {"world_info_recursive": True})
+    assert runs.pop().piece_runs(0, False) is not None and sorted(plain.uids) == [0, 1]
+    expanded = activate_world_info(book, ["ash"], {"world_info_recursive": True}, expand=lambda text: text.upper())
+    assert runs.pop().piece_runs(0, False) is None and sorted(expanded.uids) == [0, 1]
+
+
+def test_the_folded_text_is_folded_from_the_longest_text_it_extends() -> None:
+    matcher = KeyMatcher(ScanBuffer([], base_depth=0), case_sensitive=False, whole_words=True)
+    base = "Ab\u0130c \u212aELVIN "
+    texts = [base, base + "x" * 3, base + "x" * 3 + "\u017fY", base + "Q", base + "x" * 3 + "\u017fYZ\u0131"]
+    for text in texts:
+        assert matcher._fold(text) == text.translate(_FOLD_TO_ASCII).lower() == fold_for_literal(text)
+    assert fold_for_literal("AbC_1") == "abc_1"
+
+
+def test_waiting_entries_are_kept_by_index_exactly_when_by_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    # an entry keeps waiting unless its id activated; with no id shared that is its index activating.
+    # Books with and without shared ids (entries filed under different names with the same uid), each
+    # decided as the lookup by id decides (every record, its step too), and as without the shortcuts
+    rnd = random.Random(32)
+    words = ["ash", "oak", "elm", "fir", "yew", "Ash Oak", "pine"]
+    shared = 0
+    for _ in range(80):
+        size = rnd.randint(6, 16)
+        entries = {str(n): {"uid": rnd.randint(0, 3) if rnd.random() < 0.1 else n,
+                            "key": [rnd.choice(["/ash\\s+oak/i", "/o.k/", "/pine/", "elm", "fir"]),
+                                    rnd.choice(["fir", "/yew/i", "/\\bwood/"])],
+                            "content": " ".join(rnd.sample(words, 2)) + rnd.choice(["", " wood"])}
+                   for n in range(size)}
+        settings = {"world_info_recursive": True, "world_info_budget": 100, "max_context": 100_000}
+        chat = [" ".join(rnd.sample(words, 2))]
+        default = activate_world_info({"entries": entries}, chat, settings)
+        plain = activate_world_info({"entries": entries}, chat, settings, shortcuts=PLAIN)
+        assert _decided(default) == _decided(plain) and default.uids == plain.uids
+        with monkeypatch.context() as patch:
+            patch.setattr(_Prepared, "unique_ids", False)
+            by_id = activate_world_info({"entries": entries}, chat, settings)
+        assert default.trace.to_list() == by_id.trace.to_list()
+        shared += len({e["uid"] for e in entries.values()}) < size
+    assert 10 < shared < 70
+
+
+def _decided(activation: Any) -> list[dict[str, Any]]:
+    """The trace's decisions (when an entry left out was decided differs: a full rescan re-decides it
+    in every pass, the incremental loop keeps its decision)."""
+    return [r if r["outcome"] == "activated" else {k: v for k, v in r.items() if k not in ("step", "state")}
+            for r in activation.trace.to_list()]

@@ -172,12 +172,12 @@ def test_each_switch_turns_off_only_its_own_shortcut(taken: Taken) -> None:
     assert _answer(activate_world_info(book, chat, conf)) == reference
     assert taken.pop(me) == set(WI_FIELDS)
     for name in WI_FIELDS:
-        # off alone: the others still run, but for the three that only the incremental loop can take
-        # (an entry is left pending, or its regex decision settled, only by its passes, and only they
-        # collect the windows of the chat and of the recursion pieces)
+        # off alone: the others still run, but for the two that only the incremental loop can take
+        # (an entry is left pending, or its regex decision settled, only by its passes; the windows of
+        # a recursion piece are known from its contents' without them)
         answer = _answer(activate_world_info(book, chat, conf, shortcuts=Shortcuts(**{name: False})))
         assert answer == reference, name
-        within = {"wi_settled_regex", "wi_fast_pending", "wi_key_windows"} if name == "wi_incremental" else set()
+        within = {"wi_settled_regex", "wi_fast_pending"} if name == "wi_incremental" else set()
         expected = set(WI_FIELDS) - {name} - within
         assert taken.pop(me) == expected, name
 

@@ -17,7 +17,7 @@ import marshal
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 
 from ..errors import Diagnostic, TemplateError
@@ -26,7 +26,7 @@ from ..shortcuts import DEFAULT, Shortcuts
 from .entries import Entry, Logic, WorldBook, js_key_order, normalize_books
 from .matching import _NOT_FOUND as _FAR
 from .matching import (GRAM, INDEX_DIRTY, INDEX_EMPTY_INVALID, INDEX_OTHER, INDEX_WORD, REGEX, KeyMatcher,
-                       Needle, gram_of, is_word_gram, key_windows, text_windows,
+                       Needle, TextRuns, gram_of, is_word_gram, key_windows, text_runs, text_windows,
                        word_runs)
 from .output import ActivatedEntry, Positions, build_positions
 from .regexes import DEFAULT_TIMEOUT, JsRegex, fold_for_literal
@@ -194,6 +194,8 @@ _RULE_FIELDS = attrgetter("delay_until_recursion", "exclude_recursion", "sticky"
 _USUAL_FLAGS = _RULE_FIELDS(Entry("", 0))
 _ROLL_FIELDS = attrgetter("probability", "use_probability")
 _GROUP = attrgetter("group")
+#: a :class:`TextRuns`'s word runs and windows
+_FIRST, _SECOND = itemgetter(0), itemgetter(1)
 #: :meth:`_Run.word_hits` of an entry whose secondary keys do not count
 _NO_SECONDARY: list[tuple[str, bool]] = []
 _HAY_FIELDS = attrgetter("scan_depth", "match_persona_description", "match_character_description",
@@ -216,6 +218,8 @@ class _Prepared:
         self._deepest: Any = _MISSING  # see :meth:`reach`
         self._rolling: frozenset[int] | None = None  # see :attr:`rolling`
         self._in_group: frozenset[int] | None = None  # see :attr:`in_group`
+        self._unique_ids: bool | None = None  # see :attr:`unique_ids`
+        self._word_keys: dict[bool, frozenset[str]] = {}  # see :meth:`word_keys`
         self._word_plans: list[_WordPlan | None] | None = None  # see :attr:`word_plans`
         self.ids = [f"{book}.{uid}" for book, uid in map(_BOOK_UID, entries)]  # Entry.id, in one C-driven pass
         self.needles: dict[tuple[str, bool, bool], Needle] = {}
@@ -235,6 +239,9 @@ class _Prepared:
         self._flags(entries)
         #: entry index -> words in its content, filled as entries activate (contents are fixed without expand)
         self.word_counts: dict[int, int] = {}
+        #: per case variant, entry index -> the word runs and windows of its content (its case variant),
+        #: filled as entries recurse (see :meth:`_Run.piece_runs`)
+        self.content_runs: dict[bool, list[TextRuns | None]] = {}
         self._index(settings, key_text, preparer)
         #: both maps of each kind, as :meth:`KeyMatcher.piece_hits` reads them for recursion text
         self.word_maps = (self.primary_words, self.secondary_words)
@@ -253,6 +260,21 @@ class _Prepared:
             rolling = self._rolling = frozenset(
                 i for i, (chance, use) in enumerate(map(_ROLL_FIELDS, self.entries)) if chance < 100 and use)
         return rolling
+
+    def word_keys(self, cs: bool) -> frozenset[str]:
+        """Every key of the word maps (:attr:`word_maps`) of one case variant (found once, on first need)."""
+        keys = self._word_keys.get(cs)
+        if keys is None:
+            keys = self._word_keys[cs] = frozenset().union(*(m[cs].keys() for m in self.word_maps))
+        return keys
+
+    @property
+    def unique_ids(self) -> bool:
+        """Whether no two entries share a ``book.uid`` id (found once, on first need)."""
+        unique = self._unique_ids
+        if unique is None:
+            unique = self._unique_ids = len(set(self.ids)) == len(self.ids)
+        return unique
 
     @property
     def in_group(self) -> frozenset[int]:
@@ -686,6 +708,9 @@ class _Run:
         self.failed_probability: set[int] = set()
         self.content: dict[int, str] = {}
         self.draws: list[Draw] = []
+        #: per recursion piece, the entries whose contents it joins (``None`` when contents are expanded)
+        self.piece_sources: list[list[int] | None] = []
+        self.matcher.known_runs = self.piece_runs
         self.steps: list[StepRecord] = []
 
     # -- small helpers ------------------------------------------------------------------------
@@ -1240,7 +1265,7 @@ class _Run:
             return set()
         recursion = self.buffer.recursion
         start, end = cursor.seen_pieces, len(recursion)
-        raw_new = "\n".join(recursion[j] for j in range(start, end))
+        raw_new = "\n".join(recursion[start:end])  # (one piece, the usual case: that piece itself)
         new_texts = (raw_new, fold_for_literal(raw_new))
         checks = self.prepared.waiting_checks
         dropped: set[int] = set(checks.always)
@@ -1257,8 +1282,11 @@ class _Run:
                         dropped |= owners
         # a waiting entry was carried by the last pass (its step is the last one's) and was no
         # candidate since (so it cannot have failed its probability); a copy of it may have activated
-        failed, activated, ids = self.failed_probability, self.activated, self.ids
-        return {i for i in waiting - dropped if i not in failed and ids[i] not in activated}
+        kept = waiting - dropped - self.failed_probability
+        if self.prepared.unique_ids:  # (an entry's id is activated exactly when the entry is)
+            return kept - self.activated_indices
+        activated, ids = self.activated, self.ids
+        return {i for i in kept if ids[i] not in activated}
 
     def release(self, entries: Iterable[int]) -> None:
         """Entries that stop waiting get the step and state of the pass that last carried them."""
@@ -1454,6 +1482,31 @@ class _Run:
         if text:
             self.buffer.add_recursion(text)
             self.meter.add_recursion(text, for_recursion, contents)
+            self.piece_sources.append(for_recursion if self.expand is None else None)
+
+    def piece_runs(self, index: int, cs: bool) -> TextRuns | None:
+        """What :meth:`KeyMatcher.piece_hits` reads of recursion piece ``index``'s word runs in one
+        case variant (:attr:`KeyMatcher.known_runs`), as the union of its contents' (each found
+        once per book: without ``expand`` a content is the entry's own, and ``"\\n"`` joins them);
+        ``None`` when contents are expanded."""
+        sources = self.piece_sources[index] if index < len(self.piece_sources) else None
+        if sources is None:
+            return None
+        prepared = self.prepared
+        memo = prepared.content_runs.get(cs)
+        if memo is None:
+            memo = prepared.content_runs[cs] = [None] * len(self.entries)
+        known = list(map(memo.__getitem__, sources))
+        if None in known:
+            keys = prepared.word_keys(cs)
+            entries = self.entries
+            for at, i in enumerate(sources):
+                if known[at] is None:
+                    text = entries[i].content
+                    known[at] = memo[i] = text_runs(text if cs else text.lower(), keys)
+        windows: set[str] = set().union(*map(_FIRST, known))
+        windows.add("")
+        return TextRuns(windows, set().union(*map(_SECOND, known)))
 
 
 @dataclass(slots=True)

@@ -24,7 +24,8 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Set as AbstractSet
+from typing import Any, NamedTuple
 from dataclasses import dataclass, field
 
 from ..errors import Diagnostic
@@ -34,7 +35,7 @@ from .regexes import (_FOLD_TO_ASCII, DEFAULT_TIMEOUT, JsRegex, fold_for_literal
                       parse_js_regex)
 from .scan import _JS_WS, JOINER, MATCHER, Haystack, ScanBuffer
 
-__all__ = ["KeyMatcher"]
+__all__ = ["KeyMatcher", "TextRuns", "text_runs"]
 
 _WORD_RUN = re.compile(r"[A-Za-z0-9_]+")
 #: every ASCII character that is not a word character, to a space (see :func:`word_runs`)
@@ -132,11 +133,14 @@ class _Part:
     """A standalone piece of the buffer (an extra source or a recursion piece), memoised."""
 
     text: str
-    words: set[str] | None = None
+    words: AbstractSet[str] | None = None
     memo: dict[tuple[str, int], bool] = field(default_factory=dict)
     #: ``GRAM``-character windows of the text, at least every window of its word runs (see
     #: :func:`text_windows`), kept once :meth:`KeyMatcher.piece_hits` or :meth:`KeyMatcher.piece_windows` made them
-    windows: set[str] | None = None
+    windows: AbstractSet[str] | None = None
+    #: of a recursion piece, its word runs that are keys of the word maps, when known without
+    #: reading it (:attr:`KeyMatcher.known_runs`): all that :meth:`KeyMatcher.piece_hits` needs of its runs
+    keyed: AbstractSet[str] | None = None
 
     def has(self, needle: str, mode: int) -> bool:
         key = (needle, mode)
@@ -258,6 +262,9 @@ class KeyMatcher:
         self.key_windows = shortcuts.wi_key_windows
         #: how many searches that filter spared (read by tests, to see the shortcut taken)
         self.spared_by_windows = 0
+        #: recursion piece, case variant -> the windows of the piece's word runs and those of its runs
+        #: that are keys of the word maps, when its maker knows them without reading it; else ``None``
+        self.known_runs: Callable[[int, bool], TextRuns | None] | None = None
         #: how many of the newest messages any scan of this request can look at (``None``: all the
         #: buffer holds); the chat index covers only those, so a long chat costs what is scanned
         self.reach = reach
@@ -312,11 +319,18 @@ class KeyMatcher:
         return part
 
     def recursion_part(self, index: int, cs: bool) -> _Part:
-        """The ``index``-th recursion piece in one case variant."""
+        """The ``index``-th recursion piece in one case variant (its word runs and their windows
+        filled in when :attr:`known_runs` knows them)."""
         parts = self._rec_parts[cs]
+        known_runs = self.known_runs
         while len(parts) <= index:
             text = self.buffer.recursion[len(parts)]
-            parts.append(_Part(text if cs else text.lower()))
+            part = _Part(text if cs else text.lower())
+            if known_runs is not None:
+                known = known_runs(len(parts), cs)
+                if known is not None:
+                    part.windows, part.keyed = known
+            parts.append(part)
         return parts[index]
 
     def _report(self, rx: JsRegex, code: str, message: str, entry: Entry) -> None:
@@ -615,12 +629,14 @@ class KeyMatcher:
         cached = self._folded.get(id(text))
         if cached is not None and cached[0] is text:
             return cached[1]
-        folded = None
+        # from the longest text folded before that it extends (the same haystack a pass earlier)
+        size, longest = len(text), None
         for old, old_folded in self._folded.values():
-            if len(old) < len(text) and text.startswith(old):
-                folded = old_folded + fold_for_literal(text[len(old):])
-                break
-        if folded is None:
+            if (longest is None or len(old) > len(longest[0])) and len(old) < size and text.startswith(old):
+                longest = (old, old_folded)
+        if longest is not None:
+            folded = longest[1] + fold_for_literal(text[len(longest[0]):])
+        else:
             folded = fold_for_literal(text)
         if len(self._folded) > 64:
             self._folded.clear()
@@ -751,13 +767,16 @@ class KeyMatcher:
             if not words and not others:
                 continue
             part = self.recursion_part(index, cs)
-            if part.words is None:
-                part.words = set(word_runs(part.text))
+            runs = part.keyed  # (every run that can be found in the maps, when known)
+            if runs is None:
+                if part.words is None:
+                    part.words = set(word_runs(part.text))
+                runs = part.words
             first = self._piece_words[cs]
             for word_map in words:
                 # the dict view's ``&`` walks the smaller side (the piece's runs) in C, and the
                 # owners and first pieces are recorded in C too
-                found = word_map.keys() & part.words
+                found = word_map.keys() & runs
                 if found:
                     out.update(*map(word_map.__getitem__, found))
                     first.update(dict.fromkeys(found - first.keys(), index))
@@ -765,17 +784,45 @@ class KeyMatcher:
                 self._pieces_indexed[cs] = index + 1
             if others:
                 text = part.text
-                grams = part.windows = text_windows(text, part.words, any(mixed for _, mixed in others))
+                mixed = any(mixed for _, mixed in others)
+                if part.windows is not None and not mixed:
+                    grams = part.windows  # (known: see :attr:`known_runs`)
+                else:
+                    if part.words is None:
+                        part.words = set(word_runs(text))
+                    grams = part.windows = text_windows(text, part.words, mixed)
                 whole = self.key_windows
                 for other_map, _ in others:
                     # the view's ``&`` walks the smaller side in C
                     for gram in other_map.keys() & grams:
                         for n, owners in other_map[gram]:
-                            if whole and not n.windows <= grams:
+                            if n.mode == SUB and n.text in grams:
+                                out.update(owners)  # a substring key that is one of the piece's windows
+                            elif whole and not n.windows <= grams:
                                 self.spared_by_windows += 1  # a window of its word runs is not in the piece
                             elif _test_text(text, n.text, n.mode):
                                 out.update(owners)
         return out
+
+
+class TextRuns(NamedTuple):
+    """What :meth:`KeyMatcher.piece_hits` reads of a recursion piece's word runs, when known
+    without reading the piece (see :attr:`KeyMatcher.known_runs`)."""
+
+    #: the windows of its word runs (:func:`text_windows`, not mixed)
+    windows: AbstractSet[str]
+    #: its word runs that are keys of the word maps :meth:`KeyMatcher.piece_hits` is given
+    keyed: AbstractSet[str]
+
+
+def text_runs(text: str, keys: AbstractSet[str]) -> TextRuns:
+    """:class:`TextRuns` of ``text`` as frozen sets (``keys``: every key of the word maps), its
+    windows without ``""``: the runs of texts joined by a non-word character are the runs of
+    each, so a piece's are the union of its parts' (and ``""``)."""
+    words = frozenset(word_runs(text))
+    windows = text_windows(text, words, False)
+    windows.discard("")
+    return TextRuns(frozenset(windows), words & keys)
 
 
 def is_word_gram(gram: str) -> bool:
