@@ -13,7 +13,7 @@ from tavernbox.errors import TemplateError
 from tavernbox.shortcuts import PLAIN
 from tavernbox.worldinfo import WorldInfoSettings, activate_world_info, normalize_books
 from tavernbox.worldinfo.activation import ActivationOptions, _Prepared, _Run, scan_reach, sort_entries
-from tavernbox.worldinfo.matching import KeyMatcher, text_windows, word_runs
+from tavernbox.worldinfo.matching import KeyMatcher, _Part, text_windows, word_runs
 from tavernbox.worldinfo.regexes import _FOLD_TO_ASCII, fold_for_literal
 from tavernbox.worldinfo.scan import ScanBuffer
 
@@ -62,30 +62,45 @@ def _captured_run(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     return runs
 
 
-def test_a_recursion_piece_runs_known_from_its_contents_are_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
-    # contents whose lower case adds ASCII word characters (the Kelvin sign, dotted I), or none
-    alphabet = ["ash", "Oak", "\u212a", "\u0130", "ß", "Σ", "_", "7", " ", "\n", "\x01", ".", "é", "Willow", "longword"]
+def test_a_recursion_piece_read_from_its_contents_is_read_as_from_its_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    # contents whose lower case adds ASCII word characters (the Kelvin sign, dotted I), or none; keys
+    # of every kind the index files: words, phrases, substrings, bounded ones, short ones, and ones
+    # whose bucket window holds a non-word character
+    alphabet = ["ash", "Oak", "\u212a", "\u0130", "ß", "Σ", "_", "7", " ", "\n", "\x01", ".", "-", "é", "Willow"]
+    words = ["ash", "oak", "willow", "kelvin", "longword", "i", "a-b-c-d", "oak-ash", "o.k", "ash oak", "ll"]
     runs = _captured_run(monkeypatch)
     rnd = random.Random(31)
     checked = 0
-    for _ in range(60):
-        words = ["ash", "oak", "willow", "kelvin", "longword", "i"]
+    for _ in range(80):
         entries = [{"uid": u, "key": [rnd.choice(words), f"{rnd.choice(words)} {rnd.choice(words)}"],
                     "keysecondary": [rnd.choice(words)], "selective": rnd.random() < 0.3,
                     "caseSensitive": rnd.choice([None, True, False]),
-                    "content": "".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 12))) + rnd.choice(words)}
+                    "matchWholeWords": rnd.choice([None, True, False]),
+                    "content": "".join(rnd.choice(alphabet + words) for _ in range(rnd.randint(0, 12)))}
                    for u in range(rnd.randint(1, 12))]
-        activate_world_info({"entries": entries}, [" ".join(rnd.sample(words, 3))],
-                            {"world_info_recursive": True, "world_info_budget": 100, "max_context": 100_000})
+        book, chat = {"entries": entries}, [" ".join(rnd.sample(words, 3))]
+        settings = {"world_info_recursive": True, "world_info_budget": 100, "max_context": 100_000}
+        # the first scan of a book reads its pieces; the next ones read them from their contents'
+        first = _answer(activate_world_info(book, chat, settings))
+        assert runs.pop().matcher.known_runs is None
+        assert _answer(activate_world_info(book, chat, settings)) == first
         run = runs.pop()
+        assert run.matcher.known_runs is not None
+        prepared = run.prepared
         for index, piece in enumerate(run.buffer.recursion):
             for cs in (True, False):
                 text = piece if cs else piece.lower()
                 known = run.piece_runs(index, cs)
                 own = set(word_runs(text))
                 assert set(known.windows) == text_windows(text, own, False)
-                assert set(known.keyed) == own & run.prepared.word_keys(cs)
-                checked += 1
+                assert set(known.keyed) == own & prepared.word_keys(cs)
+                # as the piece's own text is read
+                reader = KeyMatcher(ScanBuffer([], base_depth=0), case_sensitive=cs, whole_words=True)
+                found: set[int] = set()
+                reader._read_piece(index, cs, _Part(text), [m[cs] for m in prepared.word_maps],
+                                   [(m[cs], mixed[cs]) for m, mixed in prepared.other_maps if m[cs]], found)
+                assert set(known.owners) == found
+                checked += bool(found)
     assert checked > 100
 
 
@@ -132,6 +147,12 @@ def test_waiting_entries_are_kept_by_index_exactly_when_by_id(monkeypatch: pytes
         assert default.trace.to_list() == by_id.trace.to_list()
         shared += len({e["uid"] for e in entries.values()}) < size
     assert 10 < shared < 70
+
+
+def _answer(activation: Any) -> tuple[Any, ...]:
+    """Everything an activation says (its trace read, so pending entries are decided too)."""
+    return (activation.uids, activation.by_position.to_json(), activation.trace.to_list(),
+            [s.to_dict() for s in activation.trace.steps], activation.state, activation.draws)
 
 
 def _decided(activation: Any) -> list[dict[str, Any]]:

@@ -195,7 +195,7 @@ _USUAL_FLAGS = _RULE_FIELDS(Entry("", 0))
 _ROLL_FIELDS = attrgetter("probability", "use_probability")
 _GROUP = attrgetter("group")
 #: a :class:`TextRuns`'s word runs and windows
-_FIRST, _SECOND = itemgetter(0), itemgetter(1)
+_FIRST, _SECOND, _THIRD = itemgetter(0), itemgetter(1), itemgetter(2)
 #: :meth:`_Run.word_hits` of an entry whose secondary keys do not count
 _NO_SECONDARY: list[tuple[str, bool]] = []
 _HAY_FIELDS = attrgetter("scan_depth", "match_persona_description", "match_character_description",
@@ -242,6 +242,8 @@ class _Prepared:
         #: per case variant, entry index -> the word runs and windows of its content (its case variant),
         #: filled as entries recurse (see :meth:`_Run.piece_runs`)
         self.content_runs: dict[bool, list[TextRuns | None]] = {}
+        #: how many scans used these books (:attr:`content_runs` is filled from the second on)
+        self.scans = 0
         self._index(settings, key_text, preparer)
         #: both maps of each kind, as :meth:`KeyMatcher.piece_hits` reads them for recursion text
         self.word_maps = (self.primary_words, self.secondary_words)
@@ -710,7 +712,11 @@ class _Run:
         self.draws: list[Draw] = []
         #: per recursion piece, the entries whose contents it joins (``None`` when contents are expanded)
         self.piece_sources: list[list[int] | None] = []
-        self.matcher.known_runs = self.piece_runs
+        # a book scanned once (a CLI run) reads its pieces; from its second scan on (a chat session),
+        # what each content holds is kept with the book and a piece is read from its contents'
+        prepared.scans += 1
+        if prepared.scans > 1:
+            self.matcher.known_runs = self.piece_runs
         self.steps: list[StepRecord] = []
 
     # -- small helpers ------------------------------------------------------------------------
@@ -1485,8 +1491,8 @@ class _Run:
             self.piece_sources.append(for_recursion if self.expand is None else None)
 
     def piece_runs(self, index: int, cs: bool) -> TextRuns | None:
-        """What :meth:`KeyMatcher.piece_hits` reads of recursion piece ``index``'s word runs in one
-        case variant (:attr:`KeyMatcher.known_runs`), as the union of its contents' (each found
+        """What :meth:`KeyMatcher.piece_hits` reads of recursion piece ``index`` in one case variant
+        (:attr:`KeyMatcher.known_runs`), as the union of its contents' (each found
         once per book: without ``expand`` a content is the entry's own, and ``"\\n"`` joins them);
         ``None`` when contents are expanded."""
         sources = self.piece_sources[index] if index < len(self.piece_sources) else None
@@ -1499,14 +1505,16 @@ class _Run:
         known = list(map(memo.__getitem__, sources))
         if None in known:
             keys = prepared.word_keys(cs)
+            words = [m[cs] for m in prepared.word_maps if m[cs]]
+            others = [(m[cs], mixed[cs]) for m, mixed in prepared.other_maps if m[cs]]
             entries = self.entries
             for at, i in enumerate(sources):
                 if known[at] is None:
                     text = entries[i].content
-                    known[at] = memo[i] = text_runs(text if cs else text.lower(), keys)
+                    known[at] = memo[i] = text_runs(text if cs else text.lower(), keys, words, others)
         windows: set[str] = set().union(*map(_FIRST, known))
         windows.add("")
-        return TextRuns(windows, set().union(*map(_SECOND, known)))
+        return TextRuns(windows, set().union(*map(_SECOND, known)), set().union(*map(_THIRD, known)))
 
 
 @dataclass(slots=True)

@@ -138,9 +138,10 @@ class _Part:
     #: ``GRAM``-character windows of the text, at least every window of its word runs (see
     #: :func:`text_windows`), kept once :meth:`KeyMatcher.piece_hits` or :meth:`KeyMatcher.piece_windows` made them
     windows: AbstractSet[str] | None = None
-    #: of a recursion piece, its word runs that are keys of the word maps, when known without
-    #: reading it (:attr:`KeyMatcher.known_runs`): all that :meth:`KeyMatcher.piece_hits` needs of its runs
+    #: of a recursion piece, when known without reading it (:attr:`KeyMatcher.known_runs`): its word
+    #: runs that are keys of the word maps, and the owners of keys found in it (:class:`TextRuns`)
     keyed: AbstractSet[str] | None = None
+    owners: AbstractSet[int] | None = None
 
     def has(self, needle: str, mode: int) -> bool:
         key = (needle, mode)
@@ -329,7 +330,7 @@ class KeyMatcher:
             if known_runs is not None:
                 known = known_runs(len(parts), cs)
                 if known is not None:
-                    part.windows, part.keyed = known
+                    part.windows, part.keyed, part.owners = known
             parts.append(part)
         return parts[index]
 
@@ -767,62 +768,97 @@ class KeyMatcher:
             if not words and not others:
                 continue
             part = self.recursion_part(index, cs)
-            runs = part.keyed  # (every run that can be found in the maps, when known)
-            if runs is None:
-                if part.words is None:
-                    part.words = set(word_runs(part.text))
-                runs = part.words
             first = self._piece_words[cs]
-            for word_map in words:
-                # the dict view's ``&`` walks the smaller side (the piece's runs) in C, and the
-                # owners and first pieces are recorded in C too
-                found = word_map.keys() & runs
-                if found:
-                    out.update(*map(word_map.__getitem__, found))
-                    first.update(dict.fromkeys(found - first.keys(), index))
+            if part.keyed is not None and part.owners is not None:
+                # known from the piece's contents (see :attr:`known_runs`): a key found in the piece
+                # is found in one of them, since no key of the maps holds the newline joining them
+                out |= part.owners
+                first.update(dict.fromkeys(part.keyed - first.keys(), index))
+            else:
+                self._read_piece(index, cs, part, words, others, out)
             if self._pieces_indexed[cs] == index:
                 self._pieces_indexed[cs] = index + 1
-            if others:
-                text = part.text
-                mixed = any(mixed for _, mixed in others)
-                if part.windows is not None and not mixed:
-                    grams = part.windows  # (known: see :attr:`known_runs`)
-                else:
-                    if part.words is None:
-                        part.words = set(word_runs(text))
-                    grams = part.windows = text_windows(text, part.words, mixed)
-                whole = self.key_windows
-                for other_map, _ in others:
-                    # the view's ``&`` walks the smaller side in C
-                    for gram in other_map.keys() & grams:
-                        for n, owners in other_map[gram]:
-                            if n.mode == SUB and n.text in grams:
-                                out.update(owners)  # a substring key that is one of the piece's windows
-                            elif whole and not n.windows <= grams:
-                                self.spared_by_windows += 1  # a window of its word runs is not in the piece
-                            elif _test_text(text, n.text, n.mode):
-                                out.update(owners)
         return out
+
+    def _read_piece(self, index: int, cs: bool, part: _Part, words: list[dict[str, list[int]]],
+                    others: list[tuple[dict[str, list[tuple[Needle, list[int]]]], bool]], out: set[int]) -> None:
+        """:meth:`piece_hits` for one case variant of a piece whose contents are not known."""
+        if part.words is None:
+            part.words = set(word_runs(part.text))
+        first = self._piece_words[cs]
+        for word_map in words:
+            # the dict view's ``&`` walks the smaller side (the piece's runs) in C, and the
+            # owners and first pieces are recorded in C too
+            found = word_map.keys() & part.words
+            if found:
+                out.update(*map(word_map.__getitem__, found))
+                first.update(dict.fromkeys(found - first.keys(), index))
+        if others:
+            text = part.text
+            grams = part.windows = text_windows(text, part.words, any(mixed for _, mixed in others))
+            self.spared_by_windows += _search_buckets(text, grams, others, out, self.key_windows)
+
+
+def _search_buckets(text: str, grams: AbstractSet[str],
+                    others: list[tuple[dict[str, list[tuple[Needle, list[int]]]], bool]], out: set[int],
+                    key_windows: bool) -> int:
+    """Add to ``out`` the owners of the bucketed keys (``others``) found in ``text`` (``grams``: its
+    windows, :func:`text_windows`); only the buckets of its windows are searched, and with
+    ``key_windows`` only keys whose word runs' windows it holds. Returns how many searches that spared."""
+    spared = 0
+    for other_map, _ in others:
+        # the view's ``&`` walks the smaller side in C
+        for gram in other_map.keys() & grams:
+            for n, owners in other_map[gram]:
+                sub = n.mode == SUB
+                if sub and n.text in grams:
+                    out.update(owners)  # a substring key that is one of the text's windows
+                elif key_windows and not n.windows <= grams:
+                    spared += 1  # a window of its word runs is not in the text
+                elif n.text in text if sub else _bounded_find(text, n.text) >= 0:  # (_test_text)
+                    out.update(owners)
+    return spared
 
 
 class TextRuns(NamedTuple):
-    """What :meth:`KeyMatcher.piece_hits` reads of a recursion piece's word runs, when known
-    without reading the piece (see :attr:`KeyMatcher.known_runs`)."""
+    """What :meth:`KeyMatcher.piece_hits` reads of a recursion piece, when known without reading
+    it (see :attr:`KeyMatcher.known_runs`)."""
 
     #: the windows of its word runs (:func:`text_windows`, not mixed)
     windows: AbstractSet[str]
     #: its word runs that are keys of the word maps :meth:`KeyMatcher.piece_hits` is given
     keyed: AbstractSet[str]
+    #: owners of the keys of those maps and of the bucketed maps found in it
+    owners: AbstractSet[int]
 
 
-def text_runs(text: str, keys: AbstractSet[str]) -> TextRuns:
-    """:class:`TextRuns` of ``text`` as frozen sets (``keys``: every key of the word maps), its
-    windows without ``""``: the runs of texts joined by a non-word character are the runs of
-    each, so a piece's are the union of its parts' (and ``""``)."""
-    words = frozenset(word_runs(text))
-    windows = text_windows(text, words, False)
+WordMaps = tuple[dict[bool, dict[str, list[int]]], ...]
+OtherMaps = tuple[tuple[dict[bool, dict[str, list[tuple[Needle, list[int]]]]], dict[bool, bool]], ...]
+
+
+def text_runs(text: str, keys: AbstractSet[str], words: list[dict[str, list[int]]],
+              others: list[tuple[dict[str, list[tuple[Needle, list[int]]]], bool]]) -> TextRuns:
+    """:class:`TextRuns` of ``text`` (``keys``: every key of the word maps ``words``; ``others``: the
+    bucketed maps), as frozen sets, its windows without ``""``, found as :meth:`KeyMatcher.piece_hits`
+    reads a piece of one case variant (without the key-window filter: ``text`` is one content, small).
+
+    The word runs of texts joined by a newline are the runs of each, and a key without a newline
+    found in them is found in one of them: so a piece's are the union of its contents' (and ``""``).
+    """
+    runs = frozenset(word_runs(text))
+    windows = text_windows(text, runs, False)
+    keyed = runs & keys
+    owners: set[int] = set()
+    if keyed:
+        for word_map in words:
+            found = word_map.keys() & keyed
+            if found:
+                owners.update(*map(word_map.__getitem__, found))
+    if others:
+        _search_buckets(text, text_windows(text, runs, True) if any(m for _, m in others) else windows, others,
+                        owners, False)
     windows.discard("")
-    return TextRuns(frozenset(windows), words & keys)
+    return TextRuns(frozenset(windows), keyed, frozenset(owners))
 
 
 def is_word_gram(gram: str) -> bool:
