@@ -13,7 +13,7 @@ from tavernbox.errors import TemplateError
 from tavernbox.shortcuts import PLAIN
 from tavernbox.worldinfo import WorldInfoSettings, activate_world_info, normalize_books
 from tavernbox.worldinfo.activation import ActivationOptions, _Prepared, _Run, scan_reach, sort_entries
-from tavernbox.worldinfo.matching import KeyMatcher, _Part, text_windows, word_runs
+from tavernbox.worldinfo.matching import KeyMatcher, _ChatIndex, _Part, text_windows, word_runs
 from tavernbox.worldinfo.regexes import _FOLD_TO_ASCII, fold_for_literal
 from tavernbox.worldinfo.scan import ScanBuffer
 
@@ -160,3 +160,16 @@ def _decided(activation: Any) -> list[dict[str, Any]]:
     in every pass, the incremental loop keeps its decision)."""
     return [r if r["outcome"] == "activated" else {k: v for k, v in r.items() if k not in ("step", "state")}
             for r in activation.trace.to_list()]
+
+
+def test_the_chat_word_map_gives_each_run_its_newest_message() -> None:
+    rnd = random.Random(33)
+    pieces = ["ash", "Oak", "w_1", "7", " ", "\n", "\x01", ".", "é", "\u212a", "-", ""]
+    for _ in range(300):
+        messages = ["".join(rnd.choice(pieces) for _ in range(rnd.randint(0, 9))) for _ in range(rnd.randint(0, 6))]
+        if rnd.random() < 0.5:  # mostly ASCII without U+0001 (the messages' runs found in one pass)
+            messages = [m.replace("\x01", "").replace("é", "e").replace("\u212a", "K") for m in messages]
+        expected: dict[str, int] = {}
+        for index in range(len(messages) - 1, -1, -1):  # newest first: index 0
+            expected.update(dict.fromkeys(word_runs(messages[index]), index))
+        assert _ChatIndex(messages).words() == expected, messages

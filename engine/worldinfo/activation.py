@@ -16,6 +16,7 @@ import hashlib
 import marshal
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
@@ -1105,22 +1106,22 @@ class _Run:
             words, others = prepared.primary_words[cs], prepared.primary_others[cs]
             if not words and not others:
                 continue
-            if self.messages:
-                chat_words = matcher._chat_index(cs).words()
-                for w in words.keys() & chat_words.keys():  # walks the smaller side in C
-                    todo.update(words[w])
+            chat_words = matcher._chat_index(cs).words()
+            # each ``&`` walks the smaller side in C, and the owners are added in C too
+            found = words.keys() & chat_words.keys()
             for extra in extras:
                 part = matcher._part(extra, cs)
                 if part.words is None:
                     part.words = set(word_runs(part.text))
-                for w in words.keys() & part.words:
-                    todo.update(words[w])
+                found |= words.keys() & part.words
+            if found:
+                todo.update(*map(words.__getitem__, found))
             if others:
                 # only keys whose GRAM-character window occurs somewhere in the text can match
                 text = matcher._chat_index(cs).concat + "".join(f"\n{t if cs else t.lower()}" for t in extras)
-                runs: set[str] = set(matcher._chat_index(cs).words())
-                for extra in extras:
-                    runs.update(matcher._part(extra, cs).words or ())
+                runs: AbstractSet[str] = chat_words.keys()
+                if extras:
+                    runs = set(runs).union(*(matcher._part(extra, cs).words or () for extra in extras))
                 grams = text_windows(text, runs, prepared.primary_mixed[cs])
                 matcher.chat_grams[cs] = (grams, prepared.primary_mixed[cs])
                 whole = matcher.key_windows

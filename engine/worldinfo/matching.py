@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from itertools import chain, repeat
 from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
 from typing import Any, NamedTuple
@@ -40,6 +41,8 @@ __all__ = ["KeyMatcher", "TextRuns", "text_runs"]
 _WORD_RUN = re.compile(r"[A-Za-z0-9_]+")
 #: every ASCII character that is not a word character, to a space (see :func:`word_runs`)
 _NON_WORD_TO_SPACE = str.maketrans({chr(c): " " for c in range(128) if not (chr(c).isalnum() or chr(c) == "_")})
+#: the same, but for U+0001 (see :meth:`_ChatIndex.words`)
+_NON_WORD_BUT_MATCHER_TO_SPACE = {c: r for c, r in _NON_WORD_TO_SPACE.items() if c != 1}
 
 
 def word_runs(text: str) -> list[str]:
@@ -172,13 +175,20 @@ class _ChatIndex:
         self.memo: dict[tuple[str, int], int] = {}
 
     def words(self) -> dict[str, int]:
+        """Each word run of the messages -> the index of the newest message holding it."""
         if self._words is None:
-            # oldest first, so that a newer message's index replaces an older one's
-            words: dict[str, int] = {}
             messages = self._messages
-            for i in range(len(messages) - 1, -1, -1):
-                words.update(dict.fromkeys(word_runs(messages[i]), i))
-            self._words = words
+            concat = self.concat
+            if concat.isascii() and concat.count(MATCHER) == len(messages):
+                # the messages' runs in one translation and a split per message (each message
+                # follows a U+0001 that none holds)
+                runs = list(map(str.split, concat.translate(_NON_WORD_BUT_MATCHER_TO_SPACE).split(MATCHER)[1:]))
+            else:
+                runs = list(map(word_runs, messages))
+            # oldest first, so that a newer message's index replaces an older one's
+            runs.reverse()
+            indices = chain.from_iterable(map(repeat, range(len(messages) - 1, -1, -1), map(len, runs)))
+            self._words = dict(zip(chain.from_iterable(runs), indices))
         return self._words
 
     def first_hit(self, needle: str, mode: int) -> int:
