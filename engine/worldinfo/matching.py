@@ -273,6 +273,10 @@ class KeyMatcher:
         self.key_windows = shortcuts.wi_key_windows
         #: how many searches that filter spared (read by tests, to see the shortcut taken)
         self.spared_by_windows = 0
+        #: do not search for a regex's required literal when the text's windows lack its first one
+        #: (``shortcuts.wi_literal_windows``, see :meth:`_literal_absent`), and how many searches that spared
+        self.literal_windows = shortcuts.wi_literal_windows
+        self.literals_spared = 0
         #: recursion piece, case variant -> the windows of the piece's word runs and those of its runs
         #: that are keys of the word maps, when its maker knows them without reading it; else ``None``
         self.known_runs: Callable[[int, bool], TextRuns | None] | None = None
@@ -311,6 +315,10 @@ class KeyMatcher:
         self._old_ends: dict[tuple[Haystack, Haystack], int] = {}
         #: regex progress key -> (search start, text length up to which the required literal is absent)
         self._literal_seen: dict[tuple[str, int, tuple[str, ...]], tuple[int, int]] = {}
+        #: a regex literal -> its first window when that is all word characters, else ``None``
+        self._literal_windows: dict[str, str | None] = {}
+        #: whether case-folding the chat or an extra source differs from lower-casing it (:meth:`_chat_folds_apart`)
+        self._folds_apart: bool | None = None
         #: (first piece, end piece, case-folded) -> the pieces' windows, see :meth:`may_hold`
         self._windows_between: dict[tuple[int, int, bool], set[str] | None] = {}
 
@@ -544,7 +552,7 @@ class KeyMatcher:
                         self._regex_results[key] = True
                         return True
                     pos = progress[1]
-                where = self._literal_at(rx, text, pos, progress_key)
+                where = self._literal_at(rx, text, pos, progress_key, hay)
                 if where < 0:
                     # no match can start at or after ``pos``; the progress stays where it was, so
                     # a later, longer text is searched from the same place
@@ -560,7 +568,7 @@ class KeyMatcher:
                 if progress is None or len(text) >= progress[0]:
                     self._regex_progress[progress_key] = (len(text), resume, hit)
             else:
-                where = self._literal_at(rx, text, 0, progress_key)
+                where = self._literal_at(rx, text, 0, progress_key, hay)
                 if where < 0:
                     hit = False
                 else:
@@ -693,7 +701,8 @@ class KeyMatcher:
             return None
         return places[first:]
 
-    def _literal_at(self, rx: JsRegex, text: str, pos: int, progress_key: tuple[str, int, tuple[str, ...]]) -> int:
+    def _literal_at(self, rx: JsRegex, text: str, pos: int, progress_key: tuple[str, int, tuple[str, ...]],
+                    hay: Haystack) -> int:
         """Where the regex's required literal first occurs in ``text`` at or after ``pos``; -1 if nowhere.
 
         With -1 no match can start at or after ``pos``, and the search is not run at all (so it
@@ -713,10 +722,53 @@ class KeyMatcher:
         if seen is not None and seen[0] == pos and pos <= seen[1] <= len(text):
             # an occurrence in the longer text must end past the checked part
             start = max(pos, seen[1] - max(_FOLD_MARGIN, len(literal) - 1))
-        where = (self._fold(text) if rx.ignore_case else text).find(literal, start)
+        if self._literal_absent(literal, rx.ignore_case, hay):
+            where = -1
+        else:
+            where = (self._fold(text) if rx.ignore_case else text).find(literal, start)
         if where < 0:
             self._literal_seen[progress_key] = (pos, len(text))
         return where
+
+    def _literal_absent(self, literal: str, ignore_case: bool, hay: Haystack) -> bool:
+        """Whether a regex's required literal provably occurs nowhere in ``hay``'s text (as written,
+        or case-folded under ``ignore_case``), without searching (``shortcuts.wi_literal_windows``).
+
+        Its first ``GRAM`` characters, when they are word characters, lie inside one word run
+        wherever it occurs: so it is absent when they are none of the windows the first pass kept
+        for the chat and the extra sources (:attr:`chat_grams`, of all the messages a scan can read)
+        nor of the haystack's recursion pieces (:meth:`windows_between`). The lower-cased text's
+        windows serve for the case-folded one when the chat and the extra sources have none of the
+        characters :func:`fold_for_literal` maps first (the pieces are checked the same way).
+        """
+        if not self.literal_windows or hay.empty:
+            return False
+        window = self._literal_windows.get(literal, _UNKNOWN)
+        if window is _UNKNOWN:
+            window = self._literal_windows[literal] = literal[:GRAM] if is_word_gram(literal[:GRAM]) else None
+        seen = self.chat_grams.get(not ignore_case)
+        if window is None or seen is None or window in seen[0]:
+            return False
+        if self.reach is not None and hay.depth > self.reach:
+            return False  # (the chat's windows are of the messages up to the reach)
+        if ignore_case and self._chat_folds_apart():
+            return False
+        if hay.recursion:
+            windows = self.windows_between(0, hay.recursion, ignore_case)
+            if windows is None or window in windows:
+                return False
+        self.literals_spared += 1
+        return True
+
+    def _chat_folds_apart(self) -> bool:
+        """Whether case-folding the scanned chat or an extra source differs from lower-casing it."""
+        folds = self._folds_apart
+        if folds is None:
+            buffer = self.buffer
+            scanned = buffer.messages if self.reach is None else buffer.messages[:self.reach]
+            texts = [*scanned, *buffer.context.values(), buffer.injection_text or ""]
+            folds = self._folds_apart = any(not t.isascii() and any(c in t for c in _FOLDED_FIRST) for t in texts)
+        return folds
 
     # -- incremental passes ----------------------------------------------------------------------
     def may_hold(self, literal: str, ignore_case: bool, start: int, end: int) -> bool:
