@@ -277,8 +277,8 @@ class KeyMatcher:
         #: (``shortcuts.wi_literal_windows``, see :meth:`_literal_absent`), and how many searches that spared
         self.literal_windows = shortcuts.wi_literal_windows
         self.literals_spared = 0
-        #: recursion piece, case variant -> the windows of the piece's word runs and those of its runs
-        #: that are keys of the word maps, when its maker knows them without reading it; else ``None``
+        #: recursion piece, case variant -> what :meth:`piece_hits` reads of the piece (:class:`TextRuns`),
+        #: when its maker knows it without reading the piece (from its contents'); else ``None``
         self.known_runs: Callable[[int, bool], TextRuns | None] | None = None
         #: how many of the newest messages any scan of this request can look at (``None``: all the
         #: buffer holds); the chat index covers only those, so a long chat costs what is scanned
@@ -338,8 +338,8 @@ class KeyMatcher:
         return part
 
     def recursion_part(self, index: int, cs: bool) -> _Part:
-        """The ``index``-th recursion piece in one case variant (its word runs and their windows
-        filled in when :attr:`known_runs` knows them)."""
+        """The ``index``-th recursion piece in one case variant (its word runs' windows, keyed runs and
+        key owners filled in when :attr:`known_runs` knows them)."""
         parts = self._rec_parts[cs]
         known_runs = self.known_runs
         while len(parts) <= index:
@@ -821,7 +821,8 @@ class KeyMatcher:
         variant). Other keys are bucketed by a window of ``GRAM`` characters (``other_maps[k][0][cs]``,
         see :func:`gram_of`; ``other_maps[k][1][cs]`` says whether some window is not all word
         characters), and only the buckets whose window occurs in the piece are searched: the work
-        follows the new text, not the number of keys.
+        follows the new text, not the number of keys. A piece whose contents are known
+        (:attr:`known_runs`) is not read at all: its owners and keyed runs are its contents'.
         """
         out: set[int] = set()
         for cs in (True, False):
@@ -892,10 +893,6 @@ class TextRuns(NamedTuple):
     keyed: AbstractSet[str]
     #: owners of the keys of those maps and of the bucketed maps found in it
     owners: AbstractSet[int]
-
-
-WordMaps = tuple[dict[bool, dict[str, list[int]]], ...]
-OtherMaps = tuple[tuple[dict[bool, dict[str, list[tuple[Needle, list[int]]]]], dict[bool, bool]], ...]
 
 
 def text_runs(text: str, keys: AbstractSet[str], words: list[dict[str, list[int]]],
