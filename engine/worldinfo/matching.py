@@ -753,8 +753,8 @@ class KeyMatcher:
             return False  # (the chat's windows are of the messages up to the reach)
         if ignore_case and self._chat_folds_apart():
             return False
-        if hay.recursion:
-            windows = self.windows_between(0, hay.recursion, ignore_case)
+        for index in range(hay.recursion):  # (piece by piece: each piece's own set, read only)
+            windows = self.windows_between(index, index + 1, ignore_case)
             if windows is None or window in windows:
                 return False
         self.literals_spared += 1
