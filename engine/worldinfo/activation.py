@@ -1130,7 +1130,7 @@ class _Run:
                         if whole and not needle.windows <= grams:
                             matcher.spared_by_windows += 1  # a window of its word runs is in no word run of the text
                             continue
-                        if matcher.chat_hit(needle) < _FAR or matcher.extras_hit(needle, extras):
+                        if matcher.chat_hit(needle) < _FAR or (extras and matcher.extras_hit(needle, extras)):
                             todo.update(owners)
         decisions = self.decisions
         decisions[:] = [_PENDING] * len(decisions)  # in place: the list is shared with the trace
