@@ -877,7 +877,7 @@ class _Run:
         if (decision.step != step - 1 or decision.reason not in ("no_match", "secondary_logic") or not self.simple[i]
                 or i in self.failed_probability or self.ids[i] in self.activated):
             return False
-        hay = self.haystack(i, state)
+        hay = self._hay_cache[self.hay_class[i]] or self.haystack(i, state)
         before = self._before_cache.get(hay)
         if before is None:
             before = self._before_cache[hay] = (hay._replace(recursion=self.pass_pieces.get(step - 1, 0))

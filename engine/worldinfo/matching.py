@@ -311,11 +311,11 @@ class KeyMatcher:
         #: (literal, case-folded, depth, extras) -> the last text searched and every place the literal
         #: occurs in it (``None``: too many), see :meth:`_anchors`
         self._places: dict[tuple[str, bool, int, tuple[str, ...]], tuple[str, list[int] | None]] = {}
-        #: (shorter haystack, haystack) -> where the shorter one's text ends in the longer one's
-        self._old_ends: dict[tuple[Haystack, Haystack], int] = {}
+        #: (shorter haystack, haystack) -> the longer one's text and where the shorter one's ends in it
+        self._old_ends: dict[tuple[Haystack, Haystack], tuple[str, int]] = {}
         #: regex progress key -> (search start, text length up to which the required literal is absent)
         self._literal_seen: dict[tuple[str, int, tuple[str, ...]], tuple[int, int]] = {}
-        #: a regex literal -> its first window when that is all word characters, else ``None``
+        #: a regex literal -> its first window when that is all word characters, else ``None`` (:meth:`_literal_window`)
         self._literal_windows: dict[str, str | None] = {}
         #: whether case-folding the chat or an extra source differs from lower-casing it (:meth:`_chat_folds_apart`)
         self._folds_apart: bool | None = None
@@ -612,11 +612,12 @@ class KeyMatcher:
         literal = rx.literal
         if literal is None:
             return None
-        text = self.buffer.text(hay)
-        old_end = self._old_ends.get((before, hay))
-        if old_end is None:
+        ends = self._old_ends.get((before, hay))
+        if ends is None:
+            text = self.buffer.text(hay)
             pieces = self.buffer.recursion[before.recursion:hay.recursion]
-            old_end = self._old_ends[(before, hay)] = len(text) - sum(len(JOINER) + len(p) for p in pieces)
+            ends = self._old_ends[(before, hay)] = (text, len(text) - sum(len(JOINER) + len(p) for p in pieces))
+        text, old_end = ends
         progress_key = (rx.source, hay.depth, hay.extras)
         progress = self._regex_progress.get(progress_key)
         pos = progress[1] if progress is not None and old_end >= progress[0] else 0
@@ -743,9 +744,7 @@ class KeyMatcher:
         """
         if not self.literal_windows or hay.empty:
             return False
-        window = self._literal_windows.get(literal, _UNKNOWN)
-        if window is _UNKNOWN:
-            window = self._literal_windows[literal] = literal[:GRAM] if is_word_gram(literal[:GRAM]) else None
+        window = self._literal_window(literal)
         seen = self.chat_grams.get(not ignore_case)
         if window is None or seen is None or window in seen[0]:
             return False
@@ -781,11 +780,20 @@ class KeyMatcher:
         lower-cased pieces' windows serve for the case-folded text when folding a piece is
         lower-casing it (it has none of the characters :func:`fold_for_literal` maps first).
         """
-        window = literal[:GRAM]
-        if not is_word_gram(window):
+        window = self._literal_window(literal)
+        if window is None:
             return True
-        windows = self.windows_between(start, end, ignore_case)
+        windows = self._windows_between.get((start, end, ignore_case), _UNKNOWN)
+        if windows is _UNKNOWN:
+            windows = self.windows_between(start, end, ignore_case)
         return windows is None or window in windows
+
+    def _literal_window(self, literal: str) -> str | None:
+        """The first ``GRAM`` characters of a regex literal when they are word characters (kept per literal)."""
+        window = self._literal_windows.get(literal, _UNKNOWN)
+        if window is _UNKNOWN:
+            window = self._literal_windows[literal] = literal[:GRAM] if is_word_gram(literal[:GRAM]) else None
+        return window  # type: ignore[no-any-return]
 
     def windows_between(self, start: int, end: int, ignore_case: bool) -> set[str] | None:
         """The windows of pieces ``start`` to ``end`` for :meth:`may_hold` (``None``: under
