@@ -173,3 +173,21 @@ def test_the_chat_word_map_gives_each_run_its_newest_message() -> None:
         for index in range(len(messages) - 1, -1, -1):  # newest first: index 0
             expected.update(dict.fromkeys(word_runs(messages[index]), index))
         assert _ChatIndex(messages).words() == expected, messages
+
+
+def test_a_book_keeps_the_runs_of_contents_up_to_its_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    # past the budget of kept content characters, a recursion piece is read again: the same answers
+    from tavernbox.worldinfo import activation as activation_module
+
+    runs = _captured_run(monkeypatch)
+    monkeypatch.setattr(activation_module, "_KEPT_CONTENT_CHARS", 40)
+    words = ["ash", "oak", "elm", "fir", "yew", "willow"]
+    entries = [{"uid": u, "key": [words[u % 6]], "content": f"{words[(u + 1) % 6]} " * (2 + u % 5)} for u in range(12)]
+    book, chat, settings = {"entries": entries}, ["ash"], {"world_info_recursive": True, "world_info_budget": 100}
+    first = _answer(activate_world_info(book, chat, settings))
+    runs.pop()
+    assert _answer(activate_world_info(book, chat, settings)) == first
+    run = runs.pop()
+    assert 0 < run.prepared.kept_chars <= 40 and run.prepared.scans == 2
+    assert [run.piece_runs(index, False) is None for index in range(len(run.buffer.recursion))][-1]
+    assert len(set(first[0])) == 12

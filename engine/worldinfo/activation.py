@@ -245,6 +245,8 @@ class _Prepared:
         self.content_runs: dict[bool, list[TextRuns | None]] = {}
         #: how many scans used these books (:attr:`content_runs` is filled from the second on)
         self.scans = 0
+        #: how many characters of content :attr:`content_runs` holds the runs of (at most :data:`_KEPT_CONTENT_CHARS`)
+        self.kept_chars = 0
         self._index(settings, key_text, preparer)
         #: both maps of each kind, as :meth:`KeyMatcher.piece_hits` reads them for recursion text
         self.word_maps = (self.primary_words, self.secondary_words)
@@ -603,6 +605,11 @@ def _prepared_for(books: list[WorldBook], settings: WorldInfoSettings, entries_f
         _PREPARED_CACHE[key] = (tuple(books), prepared)
     return prepared
 
+
+#: how many characters of entry contents a prepared book keeps the runs of (:meth:`_Run.piece_runs`): about 31
+#: bytes per character of prose (its windows), kept while the book is cached, so at most ~8 MB a book; past it,
+#: recursion pieces are read again
+_KEPT_CONTENT_CHARS = 1 << 18
 
 #: a decision not taken yet: the entry was not looked at because no key of it can match
 _PENDING = _Decision("skipped", "pending", "")
@@ -1512,6 +1519,9 @@ class _Run:
             for at, i in enumerate(sources):
                 if known[at] is None:
                     text = entries[i].content
+                    if prepared.kept_chars + len(text) > _KEPT_CONTENT_CHARS:
+                        return None  # (the book keeps no more: the piece is read)
+                    prepared.kept_chars += len(text)
                     known[at] = memo[i] = text_runs(text if cs else text.lower(), keys, words, others)
         windows: set[str] = set().union(*map(_FIRST, known))
         windows.add("")
