@@ -220,7 +220,7 @@ class _Prepared:
         self._rolling: frozenset[int] | None = None  # see :attr:`rolling`
         self._in_group: frozenset[int] | None = None  # see :attr:`in_group`
         self._unique_ids: bool | None = None  # see :attr:`unique_ids`
-        self._word_keys: dict[bool, frozenset[str]] = {}  # see :meth:`word_keys`
+        self._word_keys: dict[bool, dict[str, str]] = {}  # see :meth:`word_keys`
         self._word_plans: list[_WordPlan | None] | None = None  # see :attr:`word_plans`
         self.ids = [f"{book}.{uid}" for book, uid in map(_BOOK_UID, entries)]  # Entry.id, in one C-driven pass
         self.needles: dict[tuple[str, bool, bool], Needle] = {}
@@ -266,11 +266,14 @@ class _Prepared:
                 i for i, (chance, use) in enumerate(map(_ROLL_FIELDS, self.entries)) if chance < 100 and use)
         return rolling
 
-    def word_keys(self, cs: bool) -> frozenset[str]:
-        """Every key of the word maps (:attr:`word_maps`) of one case variant (found once, on first need)."""
+    def word_keys(self, cs: bool) -> dict[str, str]:
+        """Every key of the word maps (:attr:`word_maps`) of one case variant, to itself: the very
+        string the maps and the word plans hold (found once, on first need)."""
         keys = self._word_keys.get(cs)
         if keys is None:
-            keys = self._word_keys[cs] = frozenset().union(*(m[cs].keys() for m in self.word_maps))
+            keys = self._word_keys[cs] = {}
+            for word_map in self.word_maps:
+                keys.update(zip(word_map[cs], word_map[cs]))
         return keys
 
     @property

@@ -903,18 +903,20 @@ class TextRuns(NamedTuple):
     owners: AbstractSet[int]
 
 
-def text_runs(text: str, keys: AbstractSet[str], words: list[dict[str, list[int]]],
+def text_runs(text: str, keys: dict[str, str], words: list[dict[str, list[int]]],
               others: list[tuple[dict[str, list[tuple[Needle, list[int]]]], bool]]) -> TextRuns:
-    """:class:`TextRuns` of ``text`` (``keys``: every key of the word maps ``words``; ``others``: the
-    bucketed maps), as frozen sets, its windows without ``""``, found as :meth:`KeyMatcher.piece_hits`
-    reads a piece of one case variant (without the key-window filter: ``text`` is one content, small).
+    """:class:`TextRuns` of ``text`` (``keys``: every key of the word maps ``words``, to the string the
+    maps hold; ``others``: the bucketed maps), as frozen sets, its windows without ``""``, found as
+    :meth:`KeyMatcher.piece_hits` reads a piece of one case variant (without the key-window filter:
+    ``text`` is one content, small). Its keyed runs are the maps' own strings, so that the maps made
+    of them are read by identity (the word plans hold the same strings).
 
     The word runs of texts joined by a newline are the runs of each, and a key without a newline
     found in them is found in one of them: so a piece's are the union of its contents' (and ``""``).
     """
     runs = frozenset(word_runs(text))
     windows = text_windows(text, runs, False)
-    keyed = runs & keys
+    keyed = frozenset(map(keys.__getitem__, keys.keys() & runs))
     owners: set[int] = set()
     if keyed:
         for word_map in words:
