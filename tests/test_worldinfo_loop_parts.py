@@ -190,6 +190,6 @@ def test_a_book_keeps_the_runs_of_contents_up_to_its_budget(monkeypatch: pytest.
     runs.pop()
     assert _answer(activate_world_info(book, chat, settings)) == first
     run = runs.pop()
-    assert 0 < run.prepared.kept_chars <= 40 and run.prepared.scans == 2
+    assert 0 < run.prepared.kept_chars <= 40 and run.prepared.rescanned
     assert [run.piece_runs(index, False) is None for index in range(len(run.buffer.recursion))][-1]
     assert len(set(first[0])) == 12

@@ -243,9 +243,9 @@ class _Prepared:
         #: per case variant, entry index -> the word runs and windows of its content (its case variant),
         #: filled as entries recurse (see :meth:`_Run.piece_runs`)
         self.content_runs: dict[bool, list[TextRuns | None]] = {}
-        #: how many scans used these books (:attr:`content_runs` is filled from the second on)
-        self.scans = 0
-        #: how many characters of content :attr:`content_runs` holds the runs of (at most :data:`_KEPT_CONTENT_CHARS`)
+        #: set when a scan finds these books in the cache (see :func:`_prepared_for`)
+        self.rescanned = False
+        #: how many characters of contents :attr:`content_runs` holds the runs of (at most :data:`_KEPT_CONTENT_CHARS`)
         self.kept_chars = 0
         self._index(settings, key_text, preparer)
         #: both maps of each kind, as :meth:`KeyMatcher.piece_hits` reads them for recursion text
@@ -256,6 +256,15 @@ class _Prepared:
         self.secondary_mixed = {cs: any(g and not is_word_gram(g) for g in m)
                                 for cs, m in self.secondary_others.items()}
         self.other_maps = ((self.primary_others, self.primary_mixed), (self.secondary_others, self.secondary_mixed))
+
+    @property
+    def unique_ids(self) -> bool:
+        """Whether no two entries share a ``book.uid`` (then an activated id is its own entry's; found
+        once, on first need)."""
+        unique = self._unique_ids
+        if unique is None:
+            unique = self._unique_ids = len(set(self.ids)) == len(self.ids)
+        return unique
 
     @property
     def rolling(self) -> frozenset[int]:
@@ -275,14 +284,6 @@ class _Prepared:
             for word_map in self.word_maps:
                 keys.update(zip(word_map[cs], word_map[cs]))
         return keys
-
-    @property
-    def unique_ids(self) -> bool:
-        """Whether no two entries share a ``book.uid`` id (found once, on first need)."""
-        unique = self._unique_ids
-        if unique is None:
-            unique = self._unique_ids = len(set(self.ids)) == len(self.ids)
-        return unique
 
     @property
     def in_group(self) -> frozenset[int]:
@@ -599,6 +600,7 @@ def _prepared_for(books: list[WorldBook], settings: WorldInfoSettings, entries_f
     if cacheable:
         hit = _PREPARED_CACHE.get(key)
         if hit is not None and all(a is b for a, b in zip(hit[0], books)):
+            hit[1].rescanned = True
             return hit[1]
     with bulk_allocation():
         prepared = _Prepared(entries_factory(), settings, key_text)
@@ -725,8 +727,7 @@ class _Run:
         self.piece_sources: list[list[int] | None] = []
         # a book scanned once (a CLI run) reads its pieces; from its second scan on (a chat session),
         # what each content holds is kept with the book and a piece is read from its contents'
-        prepared.scans += 1
-        if prepared.scans > 1:
+        if prepared.rescanned:
             self.matcher.known_runs = self.piece_runs
         self.steps: list[StepRecord] = []
 
