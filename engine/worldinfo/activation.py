@@ -219,10 +219,12 @@ class _Prepared:
         self._deepest: Any = _MISSING  # see :meth:`reach`
         self._rolling: frozenset[int] | None = None  # see :attr:`rolling`
         self._in_group: frozenset[int] | None = None  # see :attr:`in_group`
-        self._unique_ids: bool | None = None  # see :attr:`unique_ids`
         self._word_keys: dict[bool, dict[str, str]] = {}  # see :meth:`word_keys`
+        #: set when a scan finds these books in the cache (see :func:`_prepared_for`)
+        self.rescanned = False
         self._word_plans: list[_WordPlan | None] | None = None  # see :attr:`word_plans`
         self.ids = [f"{book}.{uid}" for book, uid in map(_BOOK_UID, entries)]  # Entry.id, in one C-driven pass
+        self._unique_ids: bool | None = None  # see :attr:`unique_ids`
         self.needles: dict[tuple[str, bool, bool], Needle] = {}
         preparer = KeyMatcher(ScanBuffer([], base_depth=0), case_sensitive=settings.case_sensitive,
                               whole_words=settings.match_whole_words, needles=self.needles)
@@ -243,8 +245,6 @@ class _Prepared:
         #: per case variant, entry index -> the word runs and windows of its content (its case variant),
         #: filled as entries recurse (see :meth:`_Run.piece_runs`)
         self.content_runs: dict[bool, list[TextRuns | None]] = {}
-        #: set when a scan finds these books in the cache (see :func:`_prepared_for`)
-        self.rescanned = False
         #: how many characters of contents :attr:`content_runs` holds the runs of (at most :data:`_KEPT_CONTENT_CHARS`)
         self.kept_chars = 0
         self._index(settings, key_text, preparer)
