@@ -67,6 +67,11 @@ class Shortcuts:
     #: only when every window of its word runs occurs among the text's (``worldinfo/matching.py``,
     #: ``key_windows``); off: every key of a bucket whose window occurs is searched for
     wi_key_windows: bool = True
+    #: world info: a regex key's required literal whose first ``GRAM`` characters are word characters
+    #: is not searched for in a text whose word runs' windows (kept for the chat, the extra sources and
+    #: each recursion piece) lack them (``worldinfo/matching.py``, ``KeyMatcher._literal_absent``); off:
+    #: it is searched for
+    wi_literal_windows: bool = True
 
 
 #: every shortcut (what a call takes when it names none)
@@ -74,4 +79,5 @@ DEFAULT = Shortcuts()
 #: no shortcut: the reference path
 PLAIN = Shortcuts(plans=False, reuse_parse=False, regions=False, wi_incremental=False, wi_fast_pending=False,
                   wi_settled_regex=False, wi_quick_digest=False, wi_anchored_regex=False,
-                  wi_bulk_admit=False, wi_word_candidates=False, wi_key_windows=False, pt_bytecode=False)
+                  wi_bulk_admit=False, wi_word_candidates=False, wi_key_windows=False, wi_literal_windows=False,
+                  pt_bytecode=False)

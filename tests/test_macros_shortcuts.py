@@ -37,7 +37,7 @@ def test_the_presets() -> None:
     assert PLAIN == Shortcuts(plans=False, reuse_parse=False, regions=False, wi_incremental=False,
                               wi_fast_pending=False, wi_settled_regex=False, wi_quick_digest=False,
                               wi_anchored_regex=False, wi_bulk_admit=False, wi_word_candidates=False,
-                              wi_key_windows=False, pt_bytecode=False)
+                              wi_key_windows=False, wi_literal_windows=False, pt_bytecode=False)
     with pytest.raises(AttributeError):
         PLAIN.plans = True  # type: ignore[misc]  # a value, not a switchboard
 

@@ -164,7 +164,7 @@ def test_regex_keys_skipped_by_their_literal_give_the_same_scan(monkeypatch: pyt
         conf = {"world_info_depth": 2, "world_info_budget": 100, "max_context": 1000}
         fast = activate_world_info({"entries": entries}, chat, conf)
         with monkeypatch.context() as patched:
-            patched.setattr(KeyMatcher, "_literal_at", lambda self, rx, text, pos, key: pos)
+            patched.setattr(KeyMatcher, "_literal_at", lambda self, rx, text, pos, key, hay: pos)
             slow = activate_world_info({"entries": entries}, chat, conf)
         assert fast.uids == slow.uids
         assert fast.trace.to_list() == slow.trace.to_list()
@@ -265,6 +265,50 @@ def test_phrase_keys_spared_by_their_windows_answer_as_when_searched(monkeypatch
         assert [s.to_dict() for s in default.trace.steps] == [s.to_dict() for s in searched.trace.steps]
     # the default path took the shortcut (the plain one never does)
     assert sum(spared[0::2]) > 0 and sum(spared[1::2]) == 0
+
+
+def test_regex_literals_spared_by_the_texts_windows_answer_as_when_searched(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Shortcuts(wi_literal_windows=False)`` searches for every regex key's required literal; the
+    default spares a literal whose first window the chat, the extra sources and the recursion pieces
+    lack: same answers, also where case-folding the text differs from lower-casing it (long s)."""
+    import random
+
+    from tavernbox.worldinfo import activate_world_info
+    from tavernbox.worldinfo import activation as activation_module
+
+    spared: list[int] = []
+    run_passes = activation_module._Run.run
+
+    def counting(self: Any) -> None:
+        run_passes(self)
+        spared.append(self.matcher.literals_spared)
+
+    monkeypatch.setattr(activation_module._Run, "run", counting)
+    words = ["willow", "Bramble", "thistle", "thi\u017ftle", "hawthorn", "HEATHER", "oak", "\u212aelvins"]
+    rnd = random.Random(41)
+    for _ in range(80):
+        entries = []
+        for uid in range(30):
+            a, b = rnd.sample(words, 2)
+            key = rnd.choice([f"/{a}/i", f"/{a}/", f"/{a}\\s+{b}/i", f"/{a.lower()}s?/iu", f"/x?{a}/i",
+                              f"/heather|{a}/i", "kelvins", a])
+            entries.append({"uid": uid, "key": [key], "content": " ".join(rnd.sample(words, 2)),
+                            "order": rnd.randint(1, 9), "scanDepth": rnd.choice([None, None, 1, 5]),
+                            "matchPersonaDescription": rnd.random() < 0.3,
+                            "keysecondary": [f"/{rnd.choice(words)}/i"] if uid % 4 == 0 else [],
+                            "selective": True, "selectiveLogic": rnd.randint(0, 3)})
+        chat = [" ".join(rnd.sample(words, 2)) for _ in range(rnd.randint(0, 3))]
+        conf = {"world_info_depth": rnd.randint(1, 3), "world_info_budget": 100, "max_context": 100_000,
+                "world_info_recursive": True, "world_info_min_activations": rnd.choice([0, 0, 2])}
+        context = {"persona_description": rnd.choice(["", "a " + rnd.choice(words)])}
+        default = activate_world_info({"entries": entries}, chat, conf, context=context, shortcuts=Shortcuts())
+        searched = activate_world_info({"entries": entries}, chat, conf, context=context,
+                                       shortcuts=Shortcuts(wi_literal_windows=False))
+        assert default.uids == searched.uids
+        assert default.trace.to_list() == searched.trace.to_list()
+        assert [s.to_dict() for s in default.trace.steps] == [s.to_dict() for s in searched.trace.steps]
+    # the default path took the shortcut (the plain one never does)
+    assert sum(spared[0::2]) > 20 and sum(spared[1::2]) == 0
 
 
 def test_trace_list_without_records_equals_the_records_dicts() -> None:

@@ -1,14 +1,15 @@
 """World info's performance shortcuts are switched by name (``Shortcuts``' ``wi_*`` fields).
 
 ``PLAIN`` runs the reference path: every activation equals the default one (which takes the
-shortcuts) and none of the eight shortcuts runs. The value travels with the call, so a thread
+shortcuts) and none of the nine shortcuts runs. The value travels with the call, so a thread
 scanning with ``PLAIN`` and one scanning with the default may share a book at the same time.
 
 Which shortcut ran is observed, not switched: wrappers around the methods that take one record
 the thread that called them (the incremental passes, the settled regex entries, the pending
 entries filled in without a look, the quick digest, the literal places of an anchored regex, a
 pass admitted in bulk, a pass's word-keyed entries decided in its loop, a search spared because the
-text lacks a window of a key's word runs).
+text lacks a window of a key's word runs, a regex literal not searched for because the text lacks
+its first window).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from tavernbox.worldinfo import activation as activation_module
 from tavernbox.worldinfo import matching as matching_module
 
 WI_FIELDS = ("wi_incremental", "wi_fast_pending", "wi_settled_regex", "wi_quick_digest", "wi_anchored_regex",
-             "wi_bulk_admit", "wi_word_candidates", "wi_key_windows")
+             "wi_bulk_admit", "wi_word_candidates", "wi_key_windows", "wi_literal_windows")
 
 Taken = dict[int, set[str]]  # thread id -> the shortcuts it ran
 
@@ -109,6 +110,8 @@ def taken(monkeypatch: pytest.MonkeyPatch) -> Iterator[Taken]:
         run_passes(self)
         if self.matcher.spared_by_windows:
             note("wi_key_windows")
+        if self.matcher.literals_spared:
+            note("wi_literal_windows")
 
     monkeypatch.setattr(run, "run", observed_run)
     yield seen
@@ -173,11 +176,13 @@ def test_each_switch_turns_off_only_its_own_shortcut(taken: Taken) -> None:
     assert taken.pop(me) == set(WI_FIELDS)
     for name in WI_FIELDS:
         # off alone: the others still run, but for the three that only the incremental loop can take
-        # (an entry is left pending, or its regex decision settled, only by its passes, and only they
-        # collect the windows of the chat and of the recursion pieces)
+        # (an entry is left pending, or its regex decision settled, only by its passes, and only its
+        # first pass collects the windows of the chat a regex literal is looked for in; the windows of
+        # a recursion piece are known from its contents' without them)
         answer = _answer(activate_world_info(book, chat, conf, shortcuts=Shortcuts(**{name: False})))
         assert answer == reference, name
-        within = {"wi_settled_regex", "wi_fast_pending", "wi_key_windows"} if name == "wi_incremental" else set()
+        within = ({"wi_settled_regex", "wi_fast_pending", "wi_literal_windows"} if name == "wi_incremental"
+                  else set())
         expected = set(WI_FIELDS) - {name} - within
         assert taken.pop(me) == expected, name
 

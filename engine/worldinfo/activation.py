@@ -16,9 +16,10 @@ import hashlib
 import marshal
 import random
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from itertools import repeat
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 
 from ..errors import Diagnostic, TemplateError
@@ -27,7 +28,7 @@ from ..shortcuts import DEFAULT, Shortcuts
 from .entries import Entry, Logic, WorldBook, js_key_order, normalize_books
 from .matching import _NOT_FOUND as _FAR
 from .matching import (GRAM, INDEX_DIRTY, INDEX_EMPTY_INVALID, INDEX_OTHER, INDEX_WORD, REGEX, KeyMatcher,
-                       Needle, gram_of, is_word_gram, key_windows, text_windows,
+                       Needle, TextRuns, gram_of, is_word_gram, key_windows, text_runs, text_windows,
                        word_runs)
 from .output import ActivatedEntry, Positions, build_positions, place_activated
 from .regexes import DEFAULT_TIMEOUT, JsRegex, fold_for_literal
@@ -200,6 +201,8 @@ _ORDER = attrgetter("order")
 _POSITION = attrgetter("position")
 #: no recursion piece's words (see :meth:`_Run.word_test`)
 _NO_WORDS: frozenset[str] = frozenset()
+#: a :class:`TextRuns`'s word runs and windows
+_FIRST, _SECOND, _THIRD = itemgetter(0), itemgetter(1), itemgetter(2)
 _HAY_FIELDS = attrgetter("scan_depth", "match_persona_description", "match_character_description",
                          "match_character_personality", "match_character_depth_prompt", "match_scenario",
                          "match_creator_notes")
@@ -222,6 +225,7 @@ class _Prepared:
         self._in_group: frozenset[int] | None = None  # see :attr:`in_group`
         self._contents: list[str] | None = None  # see :attr:`contents`
         self._placement: _Placement | None = None  # see :attr:`placement`
+        self._word_keys: dict[bool, dict[str, str]] = {}  # see :meth:`word_keys`
         #: set when a scan finds these books in the cache (see :func:`_prepared_for`)
         self.rescanned = False
         self._word_plans: list[_WordPlan | None] | None = None  # see :attr:`word_plans`
@@ -245,6 +249,11 @@ class _Prepared:
         self._flags(entries)
         #: entry index -> words in its content, filled as entries activate (contents are fixed without expand)
         self.word_counts: dict[int, int] = {}
+        #: per case variant, entry index -> the word runs and windows of its content (its case variant),
+        #: filled as entries recurse (see :meth:`_Run.piece_runs`)
+        self.content_runs: dict[bool, list[TextRuns | None]] = {}
+        #: how many characters of contents :attr:`content_runs` holds the runs of (at most :data:`_KEPT_CONTENT_CHARS`)
+        self.kept_chars = 0
         self._index(settings, key_text, preparer)
         #: both maps of each kind, as :meth:`KeyMatcher.piece_hits` reads them for recursion text
         self.word_maps = (self.primary_words, self.secondary_words)
@@ -290,6 +299,16 @@ class _Prepared:
             rolling = self._rolling = frozenset(
                 i for i, (chance, use) in enumerate(map(_ROLL_FIELDS, self.entries)) if chance < 100 and use)
         return rolling
+
+    def word_keys(self, cs: bool) -> dict[str, str]:
+        """Every key of the word maps (:attr:`word_maps`) of one case variant, to itself: the very
+        string the maps and the word plans hold (found once, on first need)."""
+        keys = self._word_keys.get(cs)
+        if keys is None:
+            keys = self._word_keys[cs] = {}
+            for word_map in self.word_maps:
+                keys.update(zip(word_map[cs], word_map[cs]))
+        return keys
 
     @property
     def in_group(self) -> frozenset[int]:
@@ -672,6 +691,11 @@ def _prepared_for(books: list[WorldBook], settings: WorldInfoSettings, entries_f
     return prepared
 
 
+#: how many characters of entry contents a prepared book keeps the runs of (:meth:`_Run.piece_runs`): about 31
+#: bytes per character of prose (its windows), kept while the book is cached, so at most ~8 MB a book; past it,
+#: recursion pieces are read again
+_KEPT_CONTENT_CHARS = 1 << 18
+
 #: a decision not taken yet: the entry was not looked at because no key of it can match
 _PENDING = _Decision("skipped", "pending", "")
 #: what :meth:`_Run.consider` decides in the first pass for an entry none of whose primary keys match
@@ -779,6 +803,12 @@ class _Run:
         self.failed_probability: set[int] = set()
         self.content: dict[int, str] = {}
         self.draws: list[Draw] = []
+        #: per recursion piece, the entries whose contents it joins (``None`` when contents are expanded)
+        self.piece_sources: list[list[int] | None] = []
+        # a book scanned once (a CLI run) reads its pieces; from its second scan on (a chat session),
+        # what each content holds is kept with the book and a piece is read from its contents'
+        if prepared.rescanned:
+            self.matcher.known_runs = self.piece_runs
         self.steps: list[StepRecord] = []
 
     # -- small helpers ------------------------------------------------------------------------
@@ -938,7 +968,7 @@ class _Run:
         if (decision.step != step - 1 or decision.reason not in ("no_match", "secondary_logic") or not self.simple[i]
                 or i in self.failed_probability or self.ids[i] in self.activated):
             return False
-        hay = self.haystack(i, state)
+        hay = self._hay_cache[self.hay_class[i]] or self.haystack(i, state)
         before = self._before_cache.get(hay)
         if before is None:
             before = self._before_cache[hay] = (hay._replace(recursion=self.pass_pieces.get(step - 1, 0))
@@ -1167,22 +1197,22 @@ class _Run:
             words, others = prepared.primary_words[cs], prepared.primary_others[cs]
             if not words and not others:
                 continue
-            if self.messages:
-                chat_words = matcher._chat_index(cs).words()
-                for w in words.keys() & chat_words.keys():  # walks the smaller side in C
-                    todo.update(words[w])
+            chat_words = matcher._chat_index(cs).words()
+            # each ``&`` walks the smaller side in C, and the owners are added in C too
+            found = words.keys() & chat_words.keys()
             for extra in extras:
                 part = matcher._part(extra, cs)
                 if part.words is None:
                     part.words = set(word_runs(part.text))
-                for w in words.keys() & part.words:
-                    todo.update(words[w])
+                found |= words.keys() & part.words
+            if found:
+                todo.update(*map(words.__getitem__, found))
             if others:
                 # only keys whose GRAM-character window occurs somewhere in the text can match
                 text = matcher._chat_index(cs).concat + "".join(f"\n{t if cs else t.lower()}" for t in extras)
-                runs: set[str] = set(matcher._chat_index(cs).words())
-                for extra in extras:
-                    runs.update(matcher._part(extra, cs).words or ())
+                runs: AbstractSet[str] = chat_words.keys()
+                if extras:
+                    runs = set(runs).union(*(matcher._part(extra, cs).words or () for extra in extras))
                 grams = text_windows(text, runs, prepared.primary_mixed[cs])
                 matcher.chat_grams[cs] = (grams, prepared.primary_mixed[cs])
                 whole = matcher.key_windows
@@ -1191,7 +1221,7 @@ class _Run:
                         if whole and not needle.windows <= grams:
                             matcher.spared_by_windows += 1  # a window of its word runs is in no word run of the text
                             continue
-                        if matcher.chat_hit(needle) < _FAR or matcher.extras_hit(needle, extras):
+                        if matcher.chat_hit(needle) < _FAR or (extras and matcher.extras_hit(needle, extras)):
                             todo.update(owners)
         decisions = self.decisions
         decisions[:] = [_PENDING] * len(decisions)  # in place: the list is shared with the trace
@@ -1334,7 +1364,7 @@ class _Run:
             return set()
         recursion = self.buffer.recursion
         start, end = cursor.seen_pieces, len(recursion)
-        raw_new = "\n".join(recursion[j] for j in range(start, end))
+        raw_new = "\n".join(recursion[start:end])  # (one piece, the usual case: that piece itself)
         new_texts = (raw_new, fold_for_literal(raw_new))
         checks = self.prepared.waiting_checks
         dropped: set[int] = set(checks.always)
@@ -1351,8 +1381,11 @@ class _Run:
                         dropped |= owners
         # a waiting entry was carried by the last pass (its step is the last one's) and was no
         # candidate since (so it cannot have failed its probability); a copy of it may have activated
-        failed, activated, ids = self.failed_probability, self.activated, self.ids
-        return {i for i in waiting - dropped if i not in failed and ids[i] not in activated}
+        kept = waiting - dropped - self.failed_probability
+        if self.prepared.unique_ids:  # (an entry's id is activated exactly when the entry is)
+            return kept - self.activated_indices
+        activated, ids = self.activated, self.ids
+        return {i for i in kept if ids[i] not in activated}
 
     def release(self, entries: Iterable[int]) -> None:
         """Entries that stop waiting get the step and state of the pass that last carried them."""
@@ -1592,6 +1625,36 @@ class _Run:
         if text:
             self.buffer.add_recursion(text)
             self.meter.add_recursion(text, for_recursion, contents)
+            self.piece_sources.append(for_recursion if self.expand is None else None)
+
+    def piece_runs(self, index: int, cs: bool) -> TextRuns | None:
+        """What :meth:`KeyMatcher.piece_hits` reads of recursion piece ``index`` in one case variant
+        (:attr:`KeyMatcher.known_runs`), as the union of its contents' (each found
+        once per book: without ``expand`` a content is the entry's own, and ``"\\n"`` joins them);
+        ``None`` when contents are expanded."""
+        sources = self.piece_sources[index] if index < len(self.piece_sources) else None
+        if sources is None:
+            return None
+        prepared = self.prepared
+        memo = prepared.content_runs.get(cs)
+        if memo is None:
+            memo = prepared.content_runs[cs] = [None] * len(self.entries)
+        known = list(map(memo.__getitem__, sources))
+        if None in known:
+            keys = prepared.word_keys(cs)
+            words = [m[cs] for m in prepared.word_maps if m[cs]]
+            others = [(m[cs], mixed[cs]) for m, mixed in prepared.other_maps if m[cs]]
+            entries = self.entries
+            for at, i in enumerate(sources):
+                if known[at] is None:
+                    text = entries[i].content
+                    if prepared.kept_chars + len(text) > _KEPT_CONTENT_CHARS:
+                        return None  # (the book keeps no more: the piece is read)
+                    prepared.kept_chars += len(text)
+                    known[at] = memo[i] = text_runs(text if cs else text.lower(), keys, words, others)
+        windows: set[str] = set().union(*map(_FIRST, known))
+        windows.add("")
+        return TextRuns(windows, set().union(*map(_SECOND, known)), set().union(*map(_THIRD, known)))
 
 
 @dataclass(slots=True)

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import bisect
 import re
+from itertools import chain, repeat
 from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Set as AbstractSet
+from typing import Any, NamedTuple
 from dataclasses import dataclass, field
 
 from ..errors import Diagnostic
@@ -34,11 +36,13 @@ from .regexes import (_FOLD_TO_ASCII, DEFAULT_TIMEOUT, JsRegex, fold_for_literal
                       parse_js_regex)
 from .scan import _JS_WS, JOINER, MATCHER, Haystack, ScanBuffer
 
-__all__ = ["KeyMatcher"]
+__all__ = ["KeyMatcher", "TextRuns", "text_runs"]
 
 _WORD_RUN = re.compile(r"[A-Za-z0-9_]+")
 #: every ASCII character that is not a word character, to a space (see :func:`word_runs`)
 _NON_WORD_TO_SPACE = str.maketrans({chr(c): " " for c in range(128) if not (chr(c).isalnum() or chr(c) == "_")})
+#: the same, but for U+0001 (see :meth:`_ChatIndex.words`)
+_NON_WORD_BUT_MATCHER_TO_SPACE = {c: r for c, r in _NON_WORD_TO_SPACE.items() if c != 1}
 
 
 def word_runs(text: str) -> list[str]:
@@ -132,11 +136,15 @@ class _Part:
     """A standalone piece of the buffer (an extra source or a recursion piece), memoised."""
 
     text: str
-    words: set[str] | None = None
+    words: AbstractSet[str] | None = None
     memo: dict[tuple[str, int], bool] = field(default_factory=dict)
     #: ``GRAM``-character windows of the text, at least every window of its word runs (see
     #: :func:`text_windows`), kept once :meth:`KeyMatcher.piece_hits` or :meth:`KeyMatcher.piece_windows` made them
-    windows: set[str] | None = None
+    windows: AbstractSet[str] | None = None
+    #: of a recursion piece, when known without reading it (:attr:`KeyMatcher.known_runs`): its word
+    #: runs that are keys of the word maps, and the owners of keys found in it (:class:`TextRuns`)
+    keyed: AbstractSet[str] | None = None
+    owners: AbstractSet[int] | None = None
 
     def has(self, needle: str, mode: int) -> bool:
         key = (needle, mode)
@@ -167,13 +175,20 @@ class _ChatIndex:
         self.memo: dict[tuple[str, int], int] = {}
 
     def words(self) -> dict[str, int]:
+        """Each word run of the messages -> the index of the newest message holding it."""
         if self._words is None:
-            # oldest first, so that a newer message's index replaces an older one's
-            words: dict[str, int] = {}
             messages = self._messages
-            for i in range(len(messages) - 1, -1, -1):
-                words.update(dict.fromkeys(word_runs(messages[i]), i))
-            self._words = words
+            concat = self.concat
+            if concat.isascii() and concat.count(MATCHER) == len(messages):
+                # the messages' runs in one translation and a split per message (each message
+                # follows a U+0001 that none holds)
+                runs = list(map(str.split, concat.translate(_NON_WORD_BUT_MATCHER_TO_SPACE).split(MATCHER)[1:]))
+            else:
+                runs = list(map(word_runs, messages))
+            # oldest first, so that a newer message's index replaces an older one's
+            runs.reverse()
+            indices = chain.from_iterable(map(repeat, range(len(messages) - 1, -1, -1), map(len, runs)))
+            self._words = dict(zip(chain.from_iterable(runs), indices))
         return self._words
 
     def first_hit(self, needle: str, mode: int) -> int:
@@ -258,6 +273,13 @@ class KeyMatcher:
         self.key_windows = shortcuts.wi_key_windows
         #: how many searches that filter spared (read by tests, to see the shortcut taken)
         self.spared_by_windows = 0
+        #: do not search for a regex's required literal when the text's windows lack its first one
+        #: (``shortcuts.wi_literal_windows``, see :meth:`_literal_absent`), and how many searches that spared
+        self.literal_windows = shortcuts.wi_literal_windows
+        self.literals_spared = 0
+        #: recursion piece, case variant -> what :meth:`piece_hits` reads of the piece (:class:`TextRuns`),
+        #: when its maker knows it without reading the piece (from its contents'); else ``None``
+        self.known_runs: Callable[[int, bool], TextRuns | None] | None = None
         #: how many of the newest messages any scan of this request can look at (``None``: all the
         #: buffer holds); the chat index covers only those, so a long chat costs what is scanned
         self.reach = reach
@@ -289,10 +311,14 @@ class KeyMatcher:
         #: (literal, case-folded, depth, extras) -> the last text searched and every place the literal
         #: occurs in it (``None``: too many), see :meth:`_anchors`
         self._places: dict[tuple[str, bool, int, tuple[str, ...]], tuple[str, list[int] | None]] = {}
-        #: (shorter haystack, haystack) -> where the shorter one's text ends in the longer one's
-        self._old_ends: dict[tuple[Haystack, Haystack], int] = {}
+        #: (shorter haystack, haystack) -> the longer one's text and where the shorter one's ends in it
+        self._old_ends: dict[tuple[Haystack, Haystack], tuple[str, int]] = {}
         #: regex progress key -> (search start, text length up to which the required literal is absent)
         self._literal_seen: dict[tuple[str, int, tuple[str, ...]], tuple[int, int]] = {}
+        #: a regex literal -> its first window when that is all word characters, else ``None`` (:meth:`_literal_window`)
+        self._literal_windows: dict[str, str | None] = {}
+        #: whether case-folding the chat or an extra source differs from lower-casing it (:meth:`_chat_folds_apart`)
+        self._folds_apart: bool | None = None
         #: (first piece, end piece, case-folded) -> the pieces' windows, see :meth:`may_hold`
         self._windows_between: dict[tuple[int, int, bool], set[str] | None] = {}
 
@@ -312,11 +338,18 @@ class KeyMatcher:
         return part
 
     def recursion_part(self, index: int, cs: bool) -> _Part:
-        """The ``index``-th recursion piece in one case variant."""
+        """The ``index``-th recursion piece in one case variant (its word runs' windows, keyed runs and
+        key owners filled in when :attr:`known_runs` knows them)."""
         parts = self._rec_parts[cs]
+        known_runs = self.known_runs
         while len(parts) <= index:
             text = self.buffer.recursion[len(parts)]
-            parts.append(_Part(text if cs else text.lower()))
+            part = _Part(text if cs else text.lower())
+            if known_runs is not None:
+                known = known_runs(len(parts), cs)
+                if known is not None:
+                    part.windows, part.keyed, part.owners = known
+            parts.append(part)
         return parts[index]
 
     def _report(self, rx: JsRegex, code: str, message: str, entry: Entry) -> None:
@@ -519,7 +552,7 @@ class KeyMatcher:
                         self._regex_results[key] = True
                         return True
                     pos = progress[1]
-                where = self._literal_at(rx, text, pos, progress_key)
+                where = self._literal_at(rx, text, pos, progress_key, hay)
                 if where < 0:
                     # no match can start at or after ``pos``; the progress stays where it was, so
                     # a later, longer text is searched from the same place
@@ -535,7 +568,7 @@ class KeyMatcher:
                 if progress is None or len(text) >= progress[0]:
                     self._regex_progress[progress_key] = (len(text), resume, hit)
             else:
-                where = self._literal_at(rx, text, 0, progress_key)
+                where = self._literal_at(rx, text, 0, progress_key, hay)
                 if where < 0:
                     hit = False
                 else:
@@ -579,11 +612,12 @@ class KeyMatcher:
         literal = rx.literal
         if literal is None:
             return None
-        text = self.buffer.text(hay)
-        old_end = self._old_ends.get((before, hay))
-        if old_end is None:
+        ends = self._old_ends.get((before, hay))
+        if ends is None:
+            text = self.buffer.text(hay)
             pieces = self.buffer.recursion[before.recursion:hay.recursion]
-            old_end = self._old_ends[(before, hay)] = len(text) - sum(len(JOINER) + len(p) for p in pieces)
+            ends = self._old_ends[(before, hay)] = (text, len(text) - sum(len(JOINER) + len(p) for p in pieces))
+        text, old_end = ends
         progress_key = (rx.source, hay.depth, hay.extras)
         progress = self._regex_progress.get(progress_key)
         pos = progress[1] if progress is not None and old_end >= progress[0] else 0
@@ -615,12 +649,14 @@ class KeyMatcher:
         cached = self._folded.get(id(text))
         if cached is not None and cached[0] is text:
             return cached[1]
-        folded = None
+        # from the longest text folded before that it extends (the same haystack a pass earlier)
+        size, longest = len(text), None
         for old, old_folded in self._folded.values():
-            if len(old) < len(text) and text.startswith(old):
-                folded = old_folded + fold_for_literal(text[len(old):])
-                break
-        if folded is None:
+            if (longest is None or len(old) > len(longest[0])) and len(old) < size and text.startswith(old):
+                longest = (old, old_folded)
+        if longest is not None:
+            folded = longest[1] + fold_for_literal(text[len(longest[0]):])
+        else:
             folded = fold_for_literal(text)
         if len(self._folded) > 64:
             self._folded.clear()
@@ -666,7 +702,8 @@ class KeyMatcher:
             return None
         return places[first:]
 
-    def _literal_at(self, rx: JsRegex, text: str, pos: int, progress_key: tuple[str, int, tuple[str, ...]]) -> int:
+    def _literal_at(self, rx: JsRegex, text: str, pos: int, progress_key: tuple[str, int, tuple[str, ...]],
+                    hay: Haystack) -> int:
         """Where the regex's required literal first occurs in ``text`` at or after ``pos``; -1 if nowhere.
 
         With -1 no match can start at or after ``pos``, and the search is not run at all (so it
@@ -686,10 +723,51 @@ class KeyMatcher:
         if seen is not None and seen[0] == pos and pos <= seen[1] <= len(text):
             # an occurrence in the longer text must end past the checked part
             start = max(pos, seen[1] - max(_FOLD_MARGIN, len(literal) - 1))
-        where = (self._fold(text) if rx.ignore_case else text).find(literal, start)
+        if self._literal_absent(literal, rx.ignore_case, hay):
+            where = -1
+        else:
+            where = (self._fold(text) if rx.ignore_case else text).find(literal, start)
         if where < 0:
             self._literal_seen[progress_key] = (pos, len(text))
         return where
+
+    def _literal_absent(self, literal: str, ignore_case: bool, hay: Haystack) -> bool:
+        """Whether a regex's required literal provably occurs nowhere in ``hay``'s text (as written,
+        or case-folded under ``ignore_case``), without searching (``shortcuts.wi_literal_windows``).
+
+        Its first ``GRAM`` characters, when they are word characters, lie inside one word run
+        wherever it occurs: so it is absent when they are none of the windows the first pass kept
+        for the chat and the extra sources (:attr:`chat_grams`, of all the messages a scan can read)
+        nor of the haystack's recursion pieces (:meth:`windows_between`). The lower-cased text's
+        windows serve for the case-folded one when the chat and the extra sources have none of the
+        characters :func:`fold_for_literal` maps first (the pieces are checked the same way).
+        """
+        if not self.literal_windows or hay.empty:
+            return False
+        window = self._literal_window(literal)
+        seen = self.chat_grams.get(not ignore_case)
+        if window is None or seen is None or window in seen[0]:
+            return False
+        if self.reach is not None and hay.depth > self.reach:
+            return False  # (the chat's windows are of the messages up to the reach)
+        if ignore_case and self._chat_folds_apart():
+            return False
+        for index in range(hay.recursion):  # (piece by piece: each piece's own set, read only)
+            windows = self.windows_between(index, index + 1, ignore_case)
+            if windows is None or window in windows:
+                return False
+        self.literals_spared += 1
+        return True
+
+    def _chat_folds_apart(self) -> bool:
+        """Whether case-folding the scanned chat or an extra source differs from lower-casing it."""
+        folds = self._folds_apart
+        if folds is None:
+            buffer = self.buffer
+            scanned = buffer.messages if self.reach is None else buffer.messages[:self.reach]
+            texts = [*scanned, *buffer.context.values(), buffer.injection_text or ""]
+            folds = self._folds_apart = any(not t.isascii() and any(c in t for c in _FOLDED_FIRST) for t in texts)
+        return folds
 
     # -- incremental passes ----------------------------------------------------------------------
     def may_hold(self, literal: str, ignore_case: bool, start: int, end: int) -> bool:
@@ -702,11 +780,20 @@ class KeyMatcher:
         lower-cased pieces' windows serve for the case-folded text when folding a piece is
         lower-casing it (it has none of the characters :func:`fold_for_literal` maps first).
         """
-        window = literal[:GRAM]
-        if not is_word_gram(window):
+        window = self._literal_window(literal)
+        if window is None:
             return True
-        windows = self.windows_between(start, end, ignore_case)
+        windows = self._windows_between.get((start, end, ignore_case), _UNKNOWN)
+        if windows is _UNKNOWN:
+            windows = self.windows_between(start, end, ignore_case)
         return windows is None or window in windows
+
+    def _literal_window(self, literal: str) -> str | None:
+        """The first ``GRAM`` characters of a regex literal when they are word characters (kept per literal)."""
+        window = self._literal_windows.get(literal, _UNKNOWN)
+        if window is _UNKNOWN:
+            window = self._literal_windows[literal] = literal[:GRAM] if is_word_gram(literal[:GRAM]) else None
+        return window  # type: ignore[no-any-return]
 
     def windows_between(self, start: int, end: int, ignore_case: bool) -> set[str] | None:
         """The windows of pieces ``start`` to ``end`` for :meth:`may_hold` (``None``: under
@@ -742,7 +829,8 @@ class KeyMatcher:
         variant). Other keys are bucketed by a window of ``GRAM`` characters (``other_maps[k][0][cs]``,
         see :func:`gram_of`; ``other_maps[k][1][cs]`` says whether some window is not all word
         characters), and only the buckets whose window occurs in the piece are searched: the work
-        follows the new text, not the number of keys.
+        follows the new text, not the number of keys. A piece whose contents are known
+        (:attr:`known_runs`) is not read at all: its owners and keyed runs are its contents'.
         """
         out: set[int] = set()
         for cs in (True, False):
@@ -751,31 +839,95 @@ class KeyMatcher:
             if not words and not others:
                 continue
             part = self.recursion_part(index, cs)
-            if part.words is None:
-                part.words = set(word_runs(part.text))
             first = self._piece_words[cs]
-            for word_map in words:
-                # the dict view's ``&`` walks the smaller side (the piece's runs) in C, and the
-                # owners and first pieces are recorded in C too
-                found = word_map.keys() & part.words
-                if found:
-                    out.update(*map(word_map.__getitem__, found))
-                    first.update(dict.fromkeys(found - first.keys(), index))
+            if part.keyed is not None and part.owners is not None:
+                # known from the piece's contents (see :attr:`known_runs`): a key found in the piece
+                # is found in one of them, since no key of the maps holds the newline joining them
+                out |= part.owners
+                first.update(dict.fromkeys(part.keyed - first.keys(), index))
+            else:
+                self._read_piece(index, cs, part, words, others, out)
             if self._pieces_indexed[cs] == index:
                 self._pieces_indexed[cs] = index + 1
-            if others:
-                text = part.text
-                grams = part.windows = text_windows(text, part.words, any(mixed for _, mixed in others))
-                whole = self.key_windows
-                for other_map, _ in others:
-                    # the view's ``&`` walks the smaller side in C
-                    for gram in other_map.keys() & grams:
-                        for n, owners in other_map[gram]:
-                            if whole and not n.windows <= grams:
-                                self.spared_by_windows += 1  # a window of its word runs is not in the piece
-                            elif _test_text(text, n.text, n.mode):
-                                out.update(owners)
         return out
+
+    def _read_piece(self, index: int, cs: bool, part: _Part, words: list[dict[str, list[int]]],
+                    others: list[tuple[dict[str, list[tuple[Needle, list[int]]]], bool]], out: set[int]) -> None:
+        """:meth:`piece_hits` for one case variant of a piece whose contents are not known."""
+        if part.words is None:
+            part.words = set(word_runs(part.text))
+        first = self._piece_words[cs]
+        for word_map in words:
+            # the dict view's ``&`` walks the smaller side (the piece's runs) in C, and the
+            # owners and first pieces are recorded in C too
+            found = word_map.keys() & part.words
+            if found:
+                out.update(*map(word_map.__getitem__, found))
+                first.update(dict.fromkeys(found - first.keys(), index))
+        if others:
+            text = part.text
+            grams = part.windows = text_windows(text, part.words, any(mixed for _, mixed in others))
+            self.spared_by_windows += _search_buckets(text, grams, others, out, self.key_windows)
+
+
+def _search_buckets(text: str, grams: AbstractSet[str],
+                    others: list[tuple[dict[str, list[tuple[Needle, list[int]]]], bool]], out: set[int],
+                    key_windows: bool) -> int:
+    """Add to ``out`` the owners of the bucketed keys (``others``) found in ``text`` (``grams``: its
+    windows, :func:`text_windows`); only the buckets of its windows are searched, and with
+    ``key_windows`` only keys whose word runs' windows it holds. Returns how many searches that spared."""
+    spared = 0
+    for other_map, _ in others:
+        # the view's ``&`` walks the smaller side in C
+        for gram in other_map.keys() & grams:
+            for n, owners in other_map[gram]:
+                sub = n.mode == SUB
+                if sub and n.text in grams:
+                    out.update(owners)  # a substring key that is one of the text's windows
+                elif key_windows and not n.windows <= grams:
+                    spared += 1  # a window of its word runs is not in the text
+                elif n.text in text if sub else _bounded_find(text, n.text) >= 0:  # (_test_text)
+                    out.update(owners)
+    return spared
+
+
+class TextRuns(NamedTuple):
+    """What :meth:`KeyMatcher.piece_hits` reads of a recursion piece, when known without reading
+    it (see :attr:`KeyMatcher.known_runs`)."""
+
+    #: the windows of its word runs (:func:`text_windows`, not mixed)
+    windows: AbstractSet[str]
+    #: its word runs that are keys of the word maps :meth:`KeyMatcher.piece_hits` is given
+    keyed: AbstractSet[str]
+    #: owners of the keys of those maps and of the bucketed maps found in it
+    owners: AbstractSet[int]
+
+
+def text_runs(text: str, keys: dict[str, str], words: list[dict[str, list[int]]],
+              others: list[tuple[dict[str, list[tuple[Needle, list[int]]]], bool]]) -> TextRuns:
+    """:class:`TextRuns` of ``text`` (``keys``: every key of the word maps ``words``, to the string the
+    maps hold; ``others``: the bucketed maps), as frozen sets, its windows without ``""``, found as
+    :meth:`KeyMatcher.piece_hits` reads a piece of one case variant (without the key-window filter:
+    ``text`` is one content, small). Its keyed runs are the maps' own strings, so that the maps made
+    of them are read by identity (the word plans hold the same strings).
+
+    The word runs of texts joined by a newline are the runs of each, and a key without a newline
+    found in them is found in one of them: so a piece's are the union of its contents' (and ``""``).
+    """
+    runs = frozenset(word_runs(text))
+    windows = text_windows(text, runs, False)
+    keyed = frozenset(map(keys.__getitem__, keys.keys() & runs))
+    owners: set[int] = set()
+    if keyed:
+        for word_map in words:
+            found = word_map.keys() & keyed
+            if found:
+                owners.update(*map(word_map.__getitem__, found))
+    if others:
+        _search_buckets(text, text_windows(text, runs, True) if any(m for _, m in others) else windows, others,
+                        owners, False)
+    windows.discard("")
+    return TextRuns(frozenset(windows), keyed, frozenset(owners))
 
 
 def is_word_gram(gram: str) -> bool:

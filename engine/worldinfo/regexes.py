@@ -287,7 +287,12 @@ _FOLD_TO_ASCII = {0x130: "i", 0x131: "i", 0x17F: "s", 0x212A: "k"}
 
 
 def fold_for_literal(text: str) -> str:
-    """``text`` as :attr:`JsRegex.literal` is compared under the ``i`` flag (one character each)."""
+    """``text`` as :attr:`JsRegex.literal` is compared under the ``i`` flag (one character each).
+
+    The characters mapped first are none of them ASCII, so an ASCII text is only lower-cased.
+    """
+    if text.isascii():
+        return text.lower()
     return text.translate(_FOLD_TO_ASCII).lower()
 
 
