@@ -229,22 +229,29 @@ def test_every_window_of_a_found_keys_word_runs_is_among_the_text_windows(key: s
     assert key_windows(key) <= text_windows(text, runs, mixed=False)
 
 
+def _matcher_counts_after_each_scan(monkeypatch: pytest.MonkeyPatch, counter: str) -> list[int]:
+    """The key matcher's ``counter`` as each scan of the test leaves it (one number a scan, in order)."""
+    from tavernbox.worldinfo import activation as activation_module
+
+    counts: list[int] = []
+    run_passes = activation_module._Run.run
+
+    def counting(self: Any) -> None:
+        run_passes(self)
+        counts.append(getattr(self.matcher, counter))
+
+    monkeypatch.setattr(activation_module._Run, "run", counting)
+    return counts
+
+
 def test_phrase_keys_spared_by_their_windows_answer_as_when_searched(monkeypatch: pytest.MonkeyPatch) -> None:
     """``Shortcuts(wi_key_windows=False)`` searches for every phrase key whose bucket window a text
     holds; the default spares those lacking another window of their word runs: same answers."""
     import random
 
     from tavernbox.worldinfo import activate_world_info
-    from tavernbox.worldinfo import activation as activation_module
 
-    spared: list[int] = []
-    run_passes = activation_module._Run.run
-
-    def counting(self: Any) -> None:
-        run_passes(self)
-        spared.append(self.matcher.spared_by_windows)
-
-    monkeypatch.setattr(activation_module._Run, "run", counting)
+    spared = _matcher_counts_after_each_scan(monkeypatch, "spared_by_windows")
     words = ["willow", "Bramble", "thistle", "oak", "fir", "hawthorn", "heather"]
     rnd = random.Random(29)
     for _ in range(60):
@@ -274,16 +281,8 @@ def test_regex_literals_spared_by_the_texts_windows_answer_as_when_searched(monk
     import random
 
     from tavernbox.worldinfo import activate_world_info
-    from tavernbox.worldinfo import activation as activation_module
 
-    spared: list[int] = []
-    run_passes = activation_module._Run.run
-
-    def counting(self: Any) -> None:
-        run_passes(self)
-        spared.append(self.matcher.literals_spared)
-
-    monkeypatch.setattr(activation_module._Run, "run", counting)
+    spared = _matcher_counts_after_each_scan(monkeypatch, "literals_spared")
     words = ["willow", "Bramble", "thistle", "thi\u017ftle", "hawthorn", "HEATHER", "oak", "\u212aelvins"]
     rnd = random.Random(41)
     for _ in range(80):
