@@ -40,7 +40,8 @@ arrays, not on blocks.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..assembler.registry import SourceDescriptor, SourceRegistry, thaw
@@ -356,17 +357,40 @@ def inject_order(items: list[tuple[int, float, str, str]]) -> list[tuple[int, fl
     return [(d, o, r, "\n".join(t.strip() for t in groups[(d, o, r)] if t.strip())) for d, o, r in keys]
 
 
+#: an in-chat prompt before its group is merged: ``(depth, order, role, text, identifiers)``
+_Injection = tuple[int, float, str, str, list[str]]
+
+
 def _preset_source(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[str, Any]:
     """Blocks of the SillyTavern preset in ``assets["st_preset"]`` (see the module docstring)."""
+    raw = context["assets"].get("st_preset")
+    if raw is None:
+        return {"blocks": [], "diagnostics": [_diag("ST_PRESET_ABSENT", "no SillyTavern preset (assets.st_preset): "
+                                                     "the preset source contributes nothing")]}
+    walk = _PresetWalk.start(context, raw)
+    for prompt in walk.sequence(raw):
+        walk.place(prompt)
+    if not walk.modules:  # outside modules placement the preset owns the card, persona and world info
+        walk.place_control_blocks()
+        walk.place_depth_world_info()
+        walk.claim_owned()
+        walk.report_unplaced_world_info()
+    walk.place_injections()
+    return walk.result()
+
+
+def _rule_on(rules: Sequence[Mapping[str, Any]], kind: str) -> bool:
+    """A rule kind is on when no rule lists it or any rule listing it is enabled."""
+    listed = [r for r in rules if r["kind"] == kind]
+    return not listed or any(r["enabled"] for r in listed)
+
+
+def _parse_st_preset(raw: Any) -> tuple[Any, list[dict[str, Any]]]:
+    """The parsed preset and its non-info diagnostics (as this source's); a bad preset is ``ST_PRESET_INVALID``."""
     from ..assembler.registry import memoized
     from ..assets.presets import parse_preset as parse_st_preset
     from ..errors import TemplateError
 
-    assets = context["assets"]
-    raw = assets.get("st_preset")
-    if raw is None:
-        return {"blocks": [], "diagnostics": [_diag("ST_PRESET_ABSENT", "no SillyTavern preset (assets.st_preset): "
-                                                     "the preset source contributes nothing")]}
     def parse() -> tuple[Any, list[Any]]:
         found: list[Any] = []
         return parse_st_preset(thaw(raw), base_path="$.assets.st_preset", diagnostics=found), found
@@ -377,193 +401,304 @@ def _preset_source(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[
     except TemplateError as exc:
         raise TemplateError(f"the SillyTavern preset is invalid: {exc.message}", code="ST_PRESET_INVALID",
                             path=exc.path) from None
-    diags = [_diag(d.code, d.message, d.severity, path=d.path) for d in asset_diags if d.severity != "info"]
-    placement = context["preset"].get("placement", "modules")
-    modules = placement == "modules"
-    rules = context["preset"]["rules"]
+    return st, [_diag(d.code, d.message, d.severity, path=d.path) for d in asset_diags if d.severity != "info"]
 
-    def kind_on(kind: str) -> bool:
-        listed = [r for r in rules if r["kind"] == kind]
-        return not listed or any(r["enabled"] for r in listed)
 
-    phi_on = any(r["kind"] == "phi" and r["enabled"] for r in rules)
-    wi_on = kind_on("worldbook")
-    card = _card(context)
-    user, char = _names(context)
-    persona_text, persona_position, _persona_data = _persona(context)
-    gen = str(assets.get("generation_type") or "normal")
-    # a pure function of the parsed preset and these arguments: once per frozen preset, as the parse
-    if placement == "st":
-        in_prompt = bool(persona_text) and persona_position == PERSONA_IN_PROMPT
-        prompts, order_diags = memoized(raw, f"tavernbox.strategies.sillytavern:st_sequence:{gen}:{in_prompt}",
-                                        lambda: prompt_sequence(st, gen, persona_in_prompt=in_prompt))
-    else:  # the rule-file strategies keep the DSH reading of a preset
-        prompts, order_diags = memoized(raw, f"tavernbox.strategies.sillytavern:dsh_sequence:{gen}",
-                                        lambda: dsh_prompt_sequence(st, gen))
-    diags.extend(dict(d) for d in order_diags)  # copies: the kept sequence is shared by later requests
-    entries = _wi_entries(context) if wi_on and not modules else []
-    resource = st.name or str(assets.get("st_preset_name") or "preset")
-    blocks: list[dict[str, Any]] = []
-    owned: list[dict[str, str]] = []  # fields the preset owns outside modules placement
-    injections: list[tuple[int, float, str, str, list[str]]] = []
+@dataclass(slots=True)
+class _PresetWalk:
+    """One request's walk over a preset's prompts: what it reads from and what it has placed so far.
+
+    ``blocks`` grow in prompt order, one ``place_*`` method per kind of prompt; in-chat prompts
+    collect in ``injections`` and are placed last, each (depth, order, role) group where ``anchors``
+    says its first prompt stood; ``absorbed`` is the at-depth world info per (depth, role) and
+    ``owned`` the fields the preset owns outside ``modules`` placement.
+    """
+
+    context: Mapping[str, Any]
+    assets: Mapping[str, Any]
+    st: Any  # the parsed preset (tavernbox.assets.presets)
+    placement: str
+    modules: bool  # ``modules`` placement: markers become references and source macros
+    phi_on: bool
+    card: Mapping[str, Any]
+    user: str
+    char: str
+    persona_position: int
+    entries: list[Mapping[str, Any]]  # the activated world info the preset places (none in modules placement)
+    resource: str
+    diags: list[dict[str, Any]]
+    blocks: list[dict[str, Any]] = field(default_factory=list)
+    injections: list[_Injection] = field(default_factory=list)
     #: (depth, order, role) -> where its first in-chat prompt stands among the blocks: SillyTavern
     #: expands every prompt's macros in prompt-order (``getPromptCollection``), so a group of
     #: in-chat prompts is rendered there, not after everything (extension prompts are, at the end)
-    anchors: dict[tuple[int, float, str], int] = {}
-    absorbed: dict[tuple[int, str], list[str]] = {}  # at-depth world info per (depth, role) -> block ids
+    anchors: dict[tuple[int, float, str], int] = field(default_factory=dict)
+    absorbed: dict[tuple[int, str], list[str]] = field(default_factory=dict)  # (depth, role) -> block ids
+    owned: list[dict[str, str]] = field(default_factory=list)
 
-    def text_block(bid: str, text: str, role: str, name: str, field: str, **extra: Any) -> dict[str, Any]:
+    @classmethod
+    def start(cls, context: Mapping[str, Any], raw: Any) -> _PresetWalk:
+        """The walk's state: the parsed preset, the rule switches, the card, names and world info."""
+        st, diags = _parse_st_preset(raw)
+        assets = context["assets"]
+        placement = context["preset"].get("placement", "modules")
+        modules = placement == "modules"
+        rules = context["preset"]["rules"]
+        user, char = _names(context)
+        return cls(context=context, assets=assets, st=st, placement=placement, modules=modules,
+                   phi_on=any(r["kind"] == "phi" and r["enabled"] for r in rules), card=_card(context),
+                   user=user, char=char, persona_position=_persona(context)[1],
+                   entries=_wi_entries(context) if _rule_on(rules, "worldbook") and not modules else [],
+                   resource=st.name or str(assets.get("st_preset_name") or "preset"), diags=diags)
+
+    def sequence(self, raw: Any) -> list[Any]:
+        """The prompts to place, in order (SillyTavern's reading under ``st`` placement, DSH's otherwise)."""
+        from ..assembler.registry import memoized
+
+        st, gen = self.st, str(self.assets.get("generation_type") or "normal")
+        # a pure function of the parsed preset and these arguments: once per frozen preset, as the parse
+        if self.placement == "st":
+            persona_text, persona_position, _persona_data = _persona(self.context)
+            in_prompt = bool(persona_text) and persona_position == PERSONA_IN_PROMPT
+            prompts, order_diags = memoized(raw, f"tavernbox.strategies.sillytavern:st_sequence:{gen}:{in_prompt}",
+                                            lambda: prompt_sequence(st, gen, persona_in_prompt=in_prompt))
+        else:  # the rule-file strategies keep the DSH reading of a preset
+            prompts, order_diags = memoized(raw, f"tavernbox.strategies.sillytavern:dsh_sequence:{gen}",
+                                            lambda: dsh_prompt_sequence(st, gen))
+        self.diags.extend(dict(d) for d in order_diags)  # copies: the kept sequence is shared by later requests
+        return prompts
+
+    # -- building blocks ---------------------------------------------------------------------------
+
+    def text_block(self, bid: str, text: str, role: str, name: str, source_field: str,
+                   **extra: Any) -> dict[str, Any]:
         return {"type": "text", "id": bid, "text": text, "role": role, "name": name,
-                "source": {"resource_id": resource, "field": field}, **extra}
+                "source": {"resource_id": self.resource, "field": source_field}, **extra}
 
-    def authored(prompt: Any, text: str, **extra: Any) -> None:
-        for b in split_authored_text(text, prompt.role, world_info=modules):
+    def authored(self, prompt: Any, text: str, **extra: Any) -> None:
+        """A prompt's own text, split into text and world-info blocks as the assembler's sources split it."""
+        for b in split_authored_text(text, prompt.role, world_info=self.modules):
             b = {**b, "id": f"preset:{prompt.identifier}:{b['id']}"}
             if b["type"] == "text":
-                b.update(name=prompt.name or prompt.identifier, source={"resource_id": resource, "field": prompt.identifier},
-                         **extra)
-            blocks.append(b)
+                b.update(name=prompt.name or prompt.identifier,
+                         source={"resource_id": self.resource, "field": prompt.identifier}, **extra)
+            self.blocks.append(b)
 
-    def field_format(fmt: str | None, macro: str) -> str:
-        return fmt if fmt is not None and fmt != "" else "{{" + macro + "}}"
+    def main_text(self, prompt: Any) -> str:
+        """``main`` after the card's ``system_prompt`` override."""
+        return _override(prompt, self.card.get("system_prompt"),
+                         self.assets.get("prefer_character_prompt", True) is not False)[0]
 
-    for p in prompts:
-        ident = p.identifier
-        if p.in_chat and ident not in _KNOWN_MARKERS:
-            text = p.content
-            if ident == "main":
-                text, _ = _override(p, card.get("system_prompt"), assets.get("prefer_character_prompt", True) is not False)
-            elif ident == "jailbreak":
-                text, _ = _override(p, card.get("post_history_instructions"),
-                                    assets.get("prefer_character_jailbreak", True) is not False)
-            note_text, note = author_note_text(context, entries) if ident == "main" and not modules else ("", {})
-            note_at = note.get("position") if note_text else None
-            if not 0 <= p.injection_depth <= MAX_INJECTION_DEPTH:
-                diags.append(_diag("ST_INJECTION_SKIPPED", f"prompt {ident!r}: injection_depth {p.injection_depth} is "
-                                   f"outside 0..{MAX_INJECTION_DEPTH}; SillyTavern never injects it", "warning",
-                                   identifier=ident))
-            else:
-                # the Author's Note before/after an in-chat main joins main's (depth, order, role) group
-                if note_at == "before":
-                    injections.append((p.injection_depth, p.injection_order, p.role, note_text, ["authorsNote"]))
-                if text:
-                    injections.append((p.injection_depth, p.injection_order, p.role, text, [ident]))
-                    anchors.setdefault((p.injection_depth, p.injection_order, p.role), len(blocks))
-                if note_at == "after":
-                    injections.append((p.injection_depth, p.injection_order, p.role, note_text, ["authorsNote"]))
-            continue
-        if ident == "main":
-            text, _ = _override(p, card.get("system_prompt"), assets.get("prefer_character_prompt", True) is not False)
-            note_text, note = author_note_text(context, entries) if not modules else ("", {})
-            note_at = note.get("position") if note_text else None
-            if note_at == "before":  # SillyTavern inserts the note into main's collection, before main
-                blocks.append(text_block("preset:authorsNote", note_text, _role(note.get("role")), "Author's Note",
-                                         "authorsNote"))
-            authored(p, text, claims=[{"source_id": "character", "block_id": "system"}])
-            if note_at == "after":
-                blocks.append(text_block("preset:authorsNote", note_text, _role(note.get("role")), "Author's Note",
-                                         "authorsNote"))
-        elif ident == "jailbreak":
-            text, _ = _override(p, card.get("post_history_instructions"),
-                                assets.get("prefer_character_jailbreak", True) is not False)
-            extra: dict[str, Any] = {"claims": [{"source_id": "character", "block_id": "phi"}]}
-            if modules and phi_on:
-                extra["target_source_id"] = "phi"
-            authored(p, text, **extra)
-        elif ident in CARD_FIELD_MARKERS:
-            source, block_id, macro = CARD_FIELD_MARKERS[ident]
-            if source == "persona" and _persona(context)[1] not in (PERSONA_IN_PROMPT, 1):
-                continue  # the persona goes to the Author's Note, a depth, or nowhere
-            fmt = {"charPersonality": st.personality_format, "scenario": st.scenario_format}.get(ident)
-            value = card.get(block_id) if source == "character" else None
-            if source == "character" and not (isinstance(value, str) and value.strip()):
-                continue  # SillyTavern sends a format only around a non-empty field
-            blocks.append(text_block(f"preset:{ident}", field_format(fmt, macro), p.role, p.name or ident, ident,
-                                     claims=[] if modules else [{"source_id": source, "block_id": block_id}]))
-        elif ident in ("worldInfoBefore", "worldInfoAfter"):
-            if modules:
-                authored(p, "{{" + ident + "}}")
-                continue
-            slot = "before" if ident == "worldInfoBefore" else "after"
-            chosen = [e for e in entries if _wi_slot(e) == slot]
-            if not chosen:
-                continue
-            joined = "\n".join(str(e["content"]) for e in chosen)
-            fmt = st.wi_format if st.wi_format else "{0}"
-            blocks.append(text_block(f"preset:{ident}", fmt.replace("{0}", joined), p.role, p.name or ident, ident,
-                                     claims=[{"source_id": "worldbook", "block_id": _wi_block_id(e)} for e in chosen]))
-        elif ident == "dialogueExamples":
-            if modules:
-                blocks.append(text_block("preset:dialogueExamples", "{{mesExamples}}", p.role, p.name or ident, ident))
-                continue
-            blocks.extend(_example_blocks(st, card, entries, user, char, resource,
-                                          group=[str(g) for g in assets.get("group") or ()]))
-        elif ident == "chatHistory":
-            # in a group: the group's new-chat prompt, and the group nudge after the history
-            # (``populateChatHistory``; no nudge when impersonating)
-            group = bool(assets.get("group"))
-            new_chat = st.new_group_chat_prompt if group else st.new_chat_prompt
-            if new_chat:
-                blocks.append(text_block("preset:chatHistory:newChat", new_chat, "system", "New chat",
-                                         "new_group_chat_prompt" if group else "new_chat_prompt"))
-            authored(p, "{{chatHistory}}")
-            send_if_empty = getattr(st, "send_if_empty", None) or (st.model_extra or {}).get("send_if_empty")
-            if isinstance(send_if_empty, str) and send_if_empty and assets.get("last_chat_role") == "assistant":
-                # a user message after a trailing assistant message (``populateChatHistory``)
-                blocks.append(text_block("preset:chatHistory:sendIfEmpty", send_if_empty, "user", "Send if empty",
-                                         "send_if_empty"))
-            if group and st.group_nudge_prompt and assets.get("generation_type", "normal") != "impersonate":
-                blocks.append(text_block("preset:chatHistory:groupNudge", st.group_nudge_prompt, "system", "Group nudge",
-                                         "group_nudge_prompt"))
-        elif p.marker and placement != "st":
-            diags.append(_diag("UNSUPPORTED_MARKER", f"marker {ident!r} has no SillyTavern content here; skipped",
-                               "warning", identifier=ident))
+    def jailbreak_text(self, prompt: Any) -> str:
+        """``jailbreak`` after the card's ``post_history_instructions`` override."""
+        return _override(prompt, self.card.get("post_history_instructions"),
+                         self.assets.get("prefer_character_jailbreak", True) is not False)[0]
+
+    def author_note(self) -> tuple[str, Any, Mapping[str, Any]]:
+        """The Author's Note ``main`` carries: ``(text, "before"/"after"/other position or None, note)``."""
+        text, note = author_note_text(self.context, self.entries) if not self.modules else ("", {})
+        return text, note.get("position") if text else None, note
+
+    # -- one method per kind of prompt -------------------------------------------------------------
+
+    def place(self, prompt: Any) -> None:
+        """Place one prompt of the sequence."""
+        if prompt.in_chat and prompt.identifier not in _KNOWN_MARKERS:
+            self.place_in_chat(prompt)
+        elif (placer := _PLACERS.get(prompt.identifier)) is not None:
+            placer(self, prompt)
+        elif prompt.marker and self.placement != "st":
+            self.diags.append(_diag("UNSUPPORTED_MARKER", f"marker {prompt.identifier!r} has no SillyTavern content "
+                                    "here; skipped", "warning", identifier=prompt.identifier))
         else:
-            authored(p, p.content)
-    if not modules:
-        blocks.extend(_control_blocks(st, assets, text_block))
-        for e in entries:
+            self.authored(prompt, prompt.content)
+
+    def place_in_chat(self, prompt: Any) -> None:
+        """An in-chat prompt joins its (depth, order, role) group; an in-chat ``main`` brings the Author's Note."""
+        ident, depth = prompt.identifier, prompt.injection_depth
+        text = (self.main_text(prompt) if ident == "main" else
+                self.jailbreak_text(prompt) if ident == "jailbreak" else prompt.content)
+        note_text, note_at, _note = self.author_note() if ident == "main" else ("", None, {})
+        if not 0 <= depth <= MAX_INJECTION_DEPTH:
+            self.diags.append(_diag("ST_INJECTION_SKIPPED", f"prompt {ident!r}: injection_depth {depth} is outside "
+                                    f"0..{MAX_INJECTION_DEPTH}; SillyTavern never injects it", "warning",
+                                    identifier=ident))
+            return
+        key: tuple[int, float, str] = (depth, prompt.injection_order, prompt.role)
+        # the Author's Note before/after an in-chat main joins main's (depth, order, role) group
+        if note_at == "before":
+            self.injections.append((depth, prompt.injection_order, prompt.role, note_text, ["authorsNote"]))
+        if text:
+            self.injections.append((depth, prompt.injection_order, prompt.role, text, [ident]))
+            self.anchors.setdefault(key, len(self.blocks))
+        if note_at == "after":
+            self.injections.append((depth, prompt.injection_order, prompt.role, note_text, ["authorsNote"]))
+
+    def place_main(self, prompt: Any) -> None:
+        """``main`` (or the card's system prompt), with the Author's Note before or after it."""
+        text = self.main_text(prompt)
+        note_text, note_at, note = self.author_note()
+        if note_at == "before":  # SillyTavern inserts the note into main's collection, before main
+            self.blocks.append(self.text_block("preset:authorsNote", note_text, _role(note.get("role")),
+                                               "Author's Note", "authorsNote"))
+        self.authored(prompt, text, claims=[{"source_id": "character", "block_id": "system"}])
+        if note_at == "after":
+            self.blocks.append(self.text_block("preset:authorsNote", note_text, _role(note.get("role")),
+                                               "Author's Note", "authorsNote"))
+
+    def place_jailbreak(self, prompt: Any) -> None:
+        """``jailbreak`` (or the card's post-history instructions); the ``phi`` module's in modules placement."""
+        extra: dict[str, Any] = {"claims": [{"source_id": "character", "block_id": "phi"}]}
+        if self.modules and self.phi_on:
+            extra["target_source_id"] = "phi"
+        self.authored(prompt, self.jailbreak_text(prompt), **extra)
+
+    def place_card_field(self, prompt: Any) -> None:
+        """A card or persona field marker: the field's macro, through the preset's format for it."""
+        ident = prompt.identifier
+        source, block_id, macro = CARD_FIELD_MARKERS[ident]
+        if source == "persona" and self.persona_position not in (PERSONA_IN_PROMPT, 1):
+            return  # the persona goes to the Author's Note, a depth, or nowhere
+        value = self.card.get(block_id) if source == "character" else None
+        if source == "character" and not (isinstance(value, str) and value.strip()):
+            return  # SillyTavern sends a format only around a non-empty field
+        fmt = (self.st.personality_format if ident == "charPersonality" else
+               self.st.scenario_format if ident == "scenario" else None)
+        text = fmt if fmt is not None and fmt != "" else "{{" + macro + "}}"
+        self.blocks.append(self.text_block(f"preset:{ident}", text, prompt.role, prompt.name or ident, ident,
+                                           claims=[] if self.modules else [{"source_id": source,
+                                                                            "block_id": block_id}]))
+
+    def place_world_info(self, prompt: Any) -> None:
+        """``worldInfoBefore``/``worldInfoAfter``: that slot's entries joined, through ``wi_format``."""
+        ident = prompt.identifier
+        if self.modules:
+            self.authored(prompt, "{{" + ident + "}}")
+            return
+        slot = "before" if ident == "worldInfoBefore" else "after"
+        chosen = [e for e in self.entries if _wi_slot(e) == slot]
+        if not chosen:
+            return
+        joined = "\n".join(str(e["content"]) for e in chosen)
+        fmt = self.st.wi_format if self.st.wi_format else "{0}"
+        self.blocks.append(self.text_block(
+            f"preset:{ident}", fmt.replace("{0}", joined), prompt.role, prompt.name or ident, ident,
+            claims=[{"source_id": "worldbook", "block_id": _wi_block_id(e)} for e in chosen]))
+
+    def place_examples(self, prompt: Any) -> None:
+        """``dialogueExamples``: the card's and example-position world info's dialogues, one message per line."""
+        if self.modules:
+            self.blocks.append(self.text_block("preset:dialogueExamples", "{{mesExamples}}", prompt.role,
+                                               prompt.name or prompt.identifier, prompt.identifier))
+            return
+        self.blocks.extend(_example_blocks(self.st, self.card, self.entries, self.user, self.char, self.resource,
+                                           group=[str(g) for g in self.assets.get("group") or ()]))
+
+    def place_chat_history(self, prompt: Any) -> None:
+        """``chatHistory``: the new-chat prompt, the history, then send-if-empty and the group nudge.
+
+        In a group: the group's new-chat prompt, and the group nudge after the history
+        (``populateChatHistory``; no nudge when impersonating).
+        """
+        st, assets = self.st, self.assets
+        group = bool(assets.get("group"))
+        new_chat = st.new_group_chat_prompt if group else st.new_chat_prompt
+        if new_chat:
+            self.blocks.append(self.text_block("preset:chatHistory:newChat", new_chat, "system", "New chat",
+                                               "new_group_chat_prompt" if group else "new_chat_prompt"))
+        self.authored(prompt, "{{chatHistory}}")
+        send_if_empty = getattr(st, "send_if_empty", None) or (st.model_extra or {}).get("send_if_empty")
+        if isinstance(send_if_empty, str) and send_if_empty and assets.get("last_chat_role") == "assistant":
+            # a user message after a trailing assistant message (``populateChatHistory``)
+            self.blocks.append(self.text_block("preset:chatHistory:sendIfEmpty", send_if_empty, "user",
+                                               "Send if empty", "send_if_empty"))
+        if group and st.group_nudge_prompt and assets.get("generation_type", "normal") != "impersonate":
+            self.blocks.append(self.text_block("preset:chatHistory:groupNudge", st.group_nudge_prompt, "system",
+                                               "Group nudge", "group_nudge_prompt"))
+
+    # -- after the walk ----------------------------------------------------------------------------
+
+    def place_control_blocks(self) -> None:
+        """The continue nudge, impersonation and quiet prompts, after every prompt."""
+        self.blocks.extend(_control_blocks(self.st, self.assets, self.text_block))
+
+    def place_depth_world_info(self) -> None:
+        """At-depth world info grouped per (depth, role), then the order-100 extension prompts it joins."""
+        for e in self.entries:
             if _wi_slot(e) == "at_depth":
                 depth = d if isinstance(d := e.get("depth"), int) else 4
-                absorbed.setdefault((depth, str(e.get("role") or "system")), []).append(_wi_block_id(e))
-        _extension_injections(context, card, entries, absorbed, injections)
+                self.absorbed.setdefault((depth, str(e.get("role") or "system")), []).append(_wi_block_id(e))
+        _extension_injections(self.context, self.card, self.entries, self.absorbed, self.injections)
+
+    def claim_owned(self) -> None:
+        """The card, persona and world-info fields the preset owns, used by a marker or not."""
         owned = [{"source_id": "character", "block_id": b} for b in
                  ("description", "personality", "scenario", "examples", "system", "phi")]
         owned += [{"source_id": "persona", "block_id": "persona"}]
-        owned += [{"source_id": "worldbook", "block_id": _wi_block_id(e)} for e in entries]
-        used = {c["block_id"] for b in blocks for c in b.get("claims", ()) if c["source_id"] == "worldbook"}
-        used.update(b for ids in absorbed.values() for b in ids)
-        unplaced = [_wi_block_id(e) for e in entries if _wi_block_id(e) not in used]
+        owned += [{"source_id": "worldbook", "block_id": _wi_block_id(e)} for e in self.entries]
+        self.owned = owned
+
+    def report_unplaced_world_info(self) -> None:
+        """``ST_WORLD_INFO_UNPLACED`` for activated entries no marker or depth placed."""
+        used = {c["block_id"] for b in self.blocks for c in b.get("claims", ()) if c["source_id"] == "worldbook"}
+        used.update(b for ids in self.absorbed.values() for b in ids)
+        unplaced = [_wi_block_id(e) for e in self.entries if _wi_block_id(e) not in used]
         if unplaced:
-            diags.append(_diag("ST_WORLD_INFO_UNPLACED", f"{len(unplaced)} activated world-info entries have no enabled "
-                               "marker or position in this preset and are not sent", "warning", blocks=unplaced))
-    if assets.get("no_chat_history"):
-        injections = []  # nothing to splice them into
+            self.diags.append(_diag("ST_WORLD_INFO_UNPLACED", f"{len(unplaced)} activated world-info entries have no "
+                                    "enabled marker or position in this preset and are not sent", "warning",
+                                    blocks=unplaced))
+
+    def place_injections(self) -> None:
+        """Each in-chat group as one block, at its anchor (or the end); none without a chat history."""
+        merged = _merge_injections([] if self.assets.get("no_chat_history") else self.injections)
+        placed: list[tuple[int, dict[str, Any]]] = []
+        rank = {r: i for i, r in enumerate(reversed(_ROLE_ORDER_NEWEST_FIRST))}
+        for depth, order, role, text in inject_order([(d, o, r, t) for (d, o, r), (ts, _) in merged.items()
+                                                      for t in ts]):
+            who = list(dict.fromkeys(merged[(depth, order, role)][1]))
+            claims = [{"source_id": "worldbook", "block_id": b} for b in self.absorbed.get((depth, role), ())] \
+                if order == EXTENSION_ORDER_GROUP else []
+            # one order holds up to three messages: assistant, user, system (a fraction keeps them apart
+            # whatever order the blocks are rendered in)
+            block = self.text_block(f"preset:inject:{depth}:{order:g}:{role}", text, role,
+                                    "In-chat: " + ", ".join(who), "+".join(who), depth=depth,
+                                    order=order + rank.get(role, 3) * 1e-6, claims=claims)
+            placed.append((self.anchors.get((depth, order, role), len(self.blocks)), block))
+        for at, block in sorted(placed, key=lambda item: -item[0]):
+            self.blocks.insert(at, block)
+
+    def result(self) -> dict[str, Any]:
+        """The source's answer: the blocks (and the ownership block, when the preset owns fields) and diagnostics."""
+        if self.owned:
+            self.blocks.append({"type": "text", "id": "preset:owned", "text": "", "claims": self.owned,
+                                "name": "Preset ownership"})
+        return {"blocks": self.blocks, "diagnostics": self.diags}
+
+
+#: the prompts placed by their own method (any other is authored text, or an unsupported marker)
+_PLACERS: dict[str, Callable[[_PresetWalk, Any], None]] = {
+    "main": _PresetWalk.place_main,
+    "jailbreak": _PresetWalk.place_jailbreak,
+    **dict.fromkeys(CARD_FIELD_MARKERS, _PresetWalk.place_card_field),
+    "worldInfoBefore": _PresetWalk.place_world_info,
+    "worldInfoAfter": _PresetWalk.place_world_info,
+    "dialogueExamples": _PresetWalk.place_examples,
+    "chatHistory": _PresetWalk.place_chat_history,
+}
+
+
+def _merge_injections(injections: list[_Injection]) -> dict[tuple[int, float, str], tuple[list[str], list[str]]]:
+    """In-chat items per (depth, order, role): their texts and the identifiers they came from, in order."""
     merged: dict[tuple[int, float, str], tuple[list[str], list[str]]] = {}
     for depth, order, role, text, idents in injections:
         texts, who = merged.setdefault((depth, order, role), ([], []))
         texts.append(text)
         who.extend(idents)
-    placed: list[tuple[int, dict[str, Any]]] = []
-    rank = {r: i for i, r in enumerate(reversed(_ROLE_ORDER_NEWEST_FIRST))}
-    for depth, order, role, text in inject_order([(d, o, r, t) for (d, o, r), (ts, _) in merged.items() for t in ts]):
-        idents = merged[(depth, order, role)][1]
-        claims = [{"source_id": "worldbook", "block_id": b} for b in absorbed.get((depth, role), ())] \
-            if order == EXTENSION_ORDER_GROUP else []
-        # one order holds up to three messages: assistant, user, system (a fraction keeps them apart
-        # whatever order the blocks are rendered in)
-        block = text_block(f"preset:inject:{depth}:{order:g}:{role}", text, role, "In-chat: " + ", ".join(
-            dict.fromkeys(idents)), "+".join(dict.fromkeys(idents)), depth=depth,
-            order=order + rank.get(role, 3) * 1e-6, claims=claims)
-        placed.append((anchors.get((depth, order, role), len(blocks)), block))
-    for at, block in sorted(placed, key=lambda item: -item[0]):
-        blocks.insert(at, block)
-    if owned:
-        blocks.append({"type": "text", "id": "preset:owned", "text": "", "claims": owned, "name": "Preset ownership"})
-    return {"blocks": blocks, "diagnostics": diags}
+    return merged
 
 
-def _control_blocks(st: Any, assets: Mapping[str, Any], text_block: Any) -> list[dict[str, Any]]:
+def _control_blocks(st: Any, assets: Mapping[str, Any], text_block: Callable[..., dict[str, Any]]
+                    ) -> list[dict[str, Any]]:
     """What SillyTavern sends after every prompt, by generation type (``populateChatCompletion``).
 
     ``continue`` without prefill: the continue nudge (the continued message itself is moved in
