@@ -368,8 +368,7 @@ def _preset_source(context: Mapping[str, Any], rule: Mapping[str, Any]) -> dict[
         return {"blocks": [], "diagnostics": [_diag("ST_PRESET_ABSENT", "no SillyTavern preset (assets.st_preset): "
                                                      "the preset source contributes nothing")]}
     walk = _PresetWalk.start(context, raw)
-    for prompt in walk.sequence(raw):
-        walk.place(prompt)
+    walk.place_prompts(walk.sequence(raw))
     if not walk.modules:  # outside modules placement the preset owns the card, persona and world info
         walk.place_control_blocks()
         walk.place_depth_world_info()
@@ -477,12 +476,12 @@ class _PresetWalk:
 
     def authored(self, prompt: Any, text: str, **extra: Any) -> None:
         """A prompt's own text, split into text and world-info blocks as the assembler's sources split it."""
+        ident, append = prompt.identifier, self.blocks.append
         for b in split_authored_text(text, prompt.role, world_info=self.modules):
-            b = {**b, "id": f"preset:{prompt.identifier}:{b['id']}"}
+            b = {**b, "id": f"preset:{ident}:{b['id']}"}
             if b["type"] == "text":
-                b.update(name=prompt.name or prompt.identifier,
-                         source={"resource_id": self.resource, "field": prompt.identifier}, **extra)
-            self.blocks.append(b)
+                b.update(name=prompt.name or ident, source={"resource_id": self.resource, "field": ident}, **extra)
+            append(b)
 
     def main_text(self, prompt: Any) -> str:
         """``main`` after the card's ``system_prompt`` override."""
@@ -501,17 +500,23 @@ class _PresetWalk:
 
     # -- one method per kind of prompt -------------------------------------------------------------
 
-    def place(self, prompt: Any) -> None:
-        """Place one prompt of the sequence."""
-        if prompt.in_chat and prompt.identifier not in _KNOWN_MARKERS:
-            self.place_in_chat(prompt)
-        elif (placer := _PLACERS.get(prompt.identifier)) is not None:
-            placer(self, prompt)
-        elif prompt.marker and self.placement != "st":
-            self.diags.append(_diag("UNSUPPORTED_MARKER", f"marker {prompt.identifier!r} has no SillyTavern content "
-                                    "here; skipped", "warning", identifier=prompt.identifier))
-        else:
-            self.authored(prompt, prompt.content)
+    def place_prompts(self, prompts: Sequence[Any]) -> None:
+        """Place the sequence's prompts in order, each by the method for its kind; any other prompt is authored text."""
+        for prompt in prompts:
+            ident = prompt.identifier
+            if prompt.in_chat and ident not in _KNOWN_MARKERS:
+                self.place_in_chat(prompt)
+            elif (placer := _PLACERS.get(ident)) is not None:
+                placer(self, prompt)
+            elif prompt.marker and self.placement != "st":
+                self.skip_unsupported_marker(prompt)
+            else:
+                self.authored(prompt, prompt.content)
+
+    def skip_unsupported_marker(self, prompt: Any) -> None:
+        """A marker with no SillyTavern content outside ``st`` placement: ``UNSUPPORTED_MARKER``, nothing placed."""
+        self.diags.append(_diag("UNSUPPORTED_MARKER", f"marker {prompt.identifier!r} has no SillyTavern content here; "
+                                "skipped", "warning", identifier=prompt.identifier))
 
     def place_in_chat(self, prompt: Any) -> None:
         """An in-chat prompt joins its (depth, order, role) group; an in-chat ``main`` brings the Author's Note."""
