@@ -422,6 +422,7 @@ class _PresetWalk:
     card: Mapping[str, Any]
     user: str
     char: str
+    persona_text: str
     persona_position: int
     entries: list[Mapping[str, Any]]  # the activated world info the preset places (none in modules placement)
     resource: str
@@ -440,13 +441,15 @@ class _PresetWalk:
         """The walk's state: the parsed preset, the rule switches, the card, names and world info."""
         st, diags = _parse_st_preset(raw)
         assets = context["assets"]
-        placement = context["preset"].get("placement", "modules")
+        preset = context["preset"]
+        placement = preset.get("placement", "modules")
         modules = placement == "modules"
-        rules = context["preset"]["rules"]
+        rules = preset["rules"]
         user, char = _names(context)
+        persona_text, persona_position, _persona_data = _persona(context)
         return cls(context=context, assets=assets, st=st, placement=placement, modules=modules,
                    phi_on=any(r["kind"] == "phi" and r["enabled"] for r in rules), card=_card(context),
-                   user=user, char=char, persona_position=_persona(context)[1],
+                   user=user, char=char, persona_text=persona_text, persona_position=persona_position,
                    entries=_wi_entries(context) if _rule_on(rules, "worldbook") and not modules else [],
                    resource=st.name or str(assets.get("st_preset_name") or "preset"), diags=diags)
 
@@ -457,8 +460,7 @@ class _PresetWalk:
         st, gen = self.st, str(self.assets.get("generation_type") or "normal")
         # a pure function of the parsed preset and these arguments: once per frozen preset, as the parse
         if self.placement == "st":
-            persona_text, persona_position, _persona_data = _persona(self.context)
-            in_prompt = bool(persona_text) and persona_position == PERSONA_IN_PROMPT
+            in_prompt = bool(self.persona_text) and self.persona_position == PERSONA_IN_PROMPT
             prompts, order_diags = memoized(raw, f"tavernbox.strategies.sillytavern:st_sequence:{gen}:{in_prompt}",
                                             lambda: prompt_sequence(st, gen, persona_in_prompt=in_prompt))
         else:  # the rule-file strategies keep the DSH reading of a preset
@@ -476,11 +478,11 @@ class _PresetWalk:
 
     def authored(self, prompt: Any, text: str, **extra: Any) -> None:
         """A prompt's own text, split into text and world-info blocks as the assembler's sources split it."""
-        ident, append = prompt.identifier, self.blocks.append
+        ident, resource, append = prompt.identifier, self.resource, self.blocks.append
         for b in split_authored_text(text, prompt.role, world_info=self.modules):
             b = {**b, "id": f"preset:{ident}:{b['id']}"}
             if b["type"] == "text":
-                b.update(name=prompt.name or ident, source={"resource_id": self.resource, "field": ident}, **extra)
+                b.update(name=prompt.name or ident, source={"resource_id": resource, "field": ident}, **extra)
             append(b)
 
     def main_text(self, prompt: Any) -> str:
@@ -502,16 +504,17 @@ class _PresetWalk:
 
     def place_prompts(self, prompts: Sequence[Any]) -> None:
         """Place the sequence's prompts in order, each by the method for its kind; any other prompt is authored text."""
+        authored, markers_unsupported = self.authored, self.placement != "st"
         for prompt in prompts:
             ident = prompt.identifier
             if prompt.in_chat and ident not in _KNOWN_MARKERS:
                 self.place_in_chat(prompt)
-            elif (placer := _PLACERS.get(ident)) is not None:
-                placer(self, prompt)
-            elif prompt.marker and self.placement != "st":
+            elif ident in _PLACERS:
+                _PLACERS[ident](self, prompt)
+            elif prompt.marker and markers_unsupported:
                 self.skip_unsupported_marker(prompt)
             else:
-                self.authored(prompt, prompt.content)
+                authored(prompt, prompt.content)
 
     def skip_unsupported_marker(self, prompt: Any) -> None:
         """A marker with no SillyTavern content outside ``st`` placement: ``UNSUPPORTED_MARKER``, nothing placed."""
