@@ -140,6 +140,7 @@ def test_waiting_entries_are_kept_by_index_exactly_when_by_id(monkeypatch: pytes
                    for n in range(size)}
         settings = {"world_info_recursive": True, "world_info_budget": 100, "max_context": 100_000}
         chat = [" ".join(rnd.sample(words, 2))]
+        activate_world_info({"entries": entries}, chat, settings)  # (entries are found by index from a second scan)
         default = activate_world_info({"entries": entries}, chat, settings)
         plain = activate_world_info({"entries": entries}, chat, settings, shortcuts=PLAIN)
         assert _decided(default) == _decided(plain) and default.uids == plain.uids

@@ -782,6 +782,10 @@ class _Run:
         for i in held:
             simple[i] = False
         self.any_sticky = any(self.sticky[i] for i in prepared.timed)
+        #: no two entries share a ``book.uid``, so an entry's id is activated exactly when the entry is and
+        #: activated entries are found by index (asked of books scanned again: a single scan looks its few
+        #: entries up by id rather than hash every id of the books once)
+        self.unique_ids = prepared.rescanned and prepared.unique_ids
         #: pass -> how many recursion pieces its haystacks held
         self.pass_pieces: dict[int, int] = {}
         #: this pass's haystack -> the same haystack as the last pass saw it (see :meth:`carry_forward`)
@@ -1382,7 +1386,7 @@ class _Run:
         # a waiting entry was carried by the last pass (its step is the last one's) and was no
         # candidate since (so it cannot have failed its probability); a copy of it may have activated
         kept = waiting - dropped - self.failed_probability
-        if self.prepared.unique_ids:  # (an entry's id is activated exactly when the entry is)
+        if self.unique_ids:
             return kept - self.activated_indices
         activated, ids = self.activated, self.ids
         return {i for i in kept if ids[i] not in activated}
@@ -1429,10 +1433,7 @@ class _Run:
         ids, activated, failed, decisions = self.ids, self.activated, self.failed_probability, self.decisions
         consider, state, level, step = self.consider, cursor.state, cursor.level, cursor.step
         held, word_plans = self.held, self.prepared.word_plans
-        # without two entries of one ``book.uid``, an activated entry's id maps to the entry itself (asked
-        # of books scanned again: a single scan looks its few entries up by id rather than hash them all)
-        prepared = self.prepared
-        done = self.activated_indices if prepared.rescanned and prepared.unique_ids else None
+        done = self.activated_indices if self.unique_ids else None
         tests: list[Any] = [_MISSING] * (2 * self.prepared.hay_classes)
         name = ScanState.NAMES[state]
         no_match = _new_decision(_Decision, ("skipped", "no_match", "no primary key matched", step, name,
@@ -1497,7 +1498,7 @@ class _Run:
             return None  # :meth:`consider` searches the pieces piece_hits has not indexed
         # a word's value is the newest message (or first piece) holding it: the chat index covers at
         # most the buffer's messages up to the reach, the piece map the indexed pieces
-        chat_size = len(self.buffer.messages) if matcher.reach is None else min(matcher.reach, len(self.buffer.messages))
+        chat_size = len(matcher.scanned_messages())
         depth = hay.depth
         if depth >= chat_size:
             seen: Container[str] = chat_words

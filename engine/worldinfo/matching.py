@@ -61,6 +61,11 @@ _UNKNOWN: Any = object()
 #: the characters :func:`fold_for_literal` maps before lower-casing (elsewhere it lower-cases)
 _FOLDED_FIRST = tuple(map(chr, _FOLD_TO_ASCII))
 
+
+def _folding_differs(text: str) -> bool:
+    """Whether :func:`fold_for_literal` of ``text`` differs from lower-casing it (it holds a character folded first)."""
+    return not text.isascii() and any(c in text for c in _FOLDED_FIRST)
+
 SUB, WORD, BOUNDED = 0, 1, 2
 
 #: how far back into already-checked text a required-literal check starts (at least the literal's
@@ -323,10 +328,15 @@ class KeyMatcher:
         self._windows_between: dict[tuple[int, int, bool], set[str] | None] = {}
 
     # -- pieces -----------------------------------------------------------------------------
+    def scanned_messages(self) -> list[str]:
+        """The messages the chat index covers: the buffer's, up to :attr:`reach`."""
+        messages = self.buffer.messages
+        return messages if self.reach is None else messages[:self.reach]
+
     def _chat_index(self, cs: bool) -> _ChatIndex:
         index = self._chat.get(cs)
         if index is None:
-            scanned = self.buffer.messages if self.reach is None else self.buffer.messages[:self.reach]
+            scanned = self.scanned_messages()
             messages = scanned if cs else [m.lower() for m in scanned]
             index = self._chat[cs] = _ChatIndex(messages)
         return index
@@ -764,9 +774,8 @@ class KeyMatcher:
         folds = self._folds_apart
         if folds is None:
             buffer = self.buffer
-            scanned = buffer.messages if self.reach is None else buffer.messages[:self.reach]
-            texts = [*scanned, *buffer.context.values(), buffer.injection_text or ""]
-            folds = self._folds_apart = any(not t.isascii() and any(c in t for c in _FOLDED_FIRST) for t in texts)
+            texts = [*self.scanned_messages(), *buffer.context.values(), buffer.injection_text or ""]
+            folds = self._folds_apart = any(map(_folding_differs, texts))
         return folds
 
     # -- incremental passes ----------------------------------------------------------------------
@@ -809,7 +818,7 @@ class KeyMatcher:
         for index in range(start, end):
             if ignore_case:
                 raw = self.buffer.recursion[index]
-                if not raw.isascii() and any(c in raw for c in _FOLDED_FIRST):
+                if _folding_differs(raw):
                     return None
             part = self.recursion_part(index, not ignore_case)
             if part.windows is None:
@@ -886,7 +895,7 @@ def _search_buckets(text: str, grams: AbstractSet[str],
                     out.update(owners)  # a substring key that is one of the text's windows
                 elif key_windows and not n.windows <= grams:
                     spared += 1  # a window of its word runs is not in the text
-                elif n.text in text if sub else _bounded_find(text, n.text) >= 0:  # (_test_text)
+                elif _test_text(text, n.text, n.mode):
                     out.update(owners)
     return spared
 
